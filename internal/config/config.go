@@ -1,0 +1,115 @@
+// Package config loads and validates the gateway's YAML configuration
+// (SPEC §3). Every error names the file, the key and, where known, the line.
+package config
+
+import (
+	"time"
+
+	"github.com/anyhook/anyhook"
+)
+
+// Config is the whole file. Field comments give the defaults.
+type Config struct {
+	Path string `yaml:"-"` // the file it was loaded from
+	Dir  string `yaml:"-"` // its directory; relative paths resolve against it
+
+	Listen     string `yaml:"listen"`      // default 127.0.0.1:8080
+	Database   string `yaml:"database"`    // default sqlite:anyhook.db
+	AdminToken string `yaml:"admin_token"` // required unless listen is loopback
+
+	// Names in insertion order are kept in SourceOrder/DestinationOrder.
+	Sources      map[string]*Source      `yaml:"sources"`
+	Destinations map[string]*Destination `yaml:"destinations"`
+	Alerts       []Alert                 `yaml:"alerts"`
+
+	Delivery DeliverySettings `yaml:"delivery"`
+
+	SourceOrder      []string `yaml:"-"`
+	DestinationOrder []string `yaml:"-"`
+}
+
+// Source is one inbound URL: POST /webhooks/<Name>.
+type Source struct {
+	Name      string   `yaml:"-"`
+	Provider  string   `yaml:"provider"`  // required
+	Secrets   []string `yaml:"secrets"`   // required unless signature: none
+	Tolerance Duration `yaml:"tolerance"` // default 5m; timestamped schemes only
+	MaxBody   Size     `yaml:"max_body"`  // default 10MiB
+	// PublicURL is the URL as the provider calls it, for URL-bound schemes
+	// (Twilio, HubSpot v3, Square).
+	PublicURL string `yaml:"public_url"`
+
+	Signature *Signature `yaml:"signature"` // generic only; "none" or a scheme
+	ID        string     `yaml:"id"`        // generic: header:NAME or json:PATH
+	Ordering  *Ordering  `yaml:"ordering"`
+
+	// Destinations is derived: the destinations that list this source.
+	Destinations []string `yaml:"-"`
+}
+
+// Signature is a generic source's HMAC scheme. None is set by the scalar
+// value "none".
+type Signature struct {
+	None      bool   `yaml:"-"`
+	Header    string `yaml:"header"`    // required
+	Algorithm string `yaml:"algorithm"` // sha1 | sha256 | sha512; default sha256
+	Encoding  string `yaml:"encoding"`  // hex | base64; default hex
+	Prefix    string `yaml:"prefix"`    // e.g. "sha256="
+}
+
+// Ordering holds the staleness rule of a source (SPEC §7).
+type Ordering struct {
+	Object  string `yaml:"object"`  // header:NAME or json:PATH
+	Version string `yaml:"version"` // header:NAME or json:PATH
+	Stale   string `yaml:"stale"`   // skip | deliver; default skip
+}
+
+// Destination is one user handler.
+type Destination struct {
+	Name          string              `yaml:"-"`
+	URL           string              `yaml:"url"`            // required
+	Sources       []string            `yaml:"sources"`        // required
+	SigningSecret string              `yaml:"signing_secret"` // Standard Webhooks whsec_…; optional
+	Timeout       Duration            `yaml:"timeout"`        // default 15s
+	MaxAttempts   int                 `yaml:"max_attempts"`   // default 8
+	Backoff       Backoff             `yaml:"backoff"`
+	OnStaleClaim  string              `yaml:"on_stale_claim"` // reclaim | hold; default reclaim
+	DropHeaders   []string            `yaml:"drop_headers"`   // more request headers not to forward
+	MaxInFlight   int                 `yaml:"max_in_flight"`  // default 16
+	StalePolicy   anyhook.StalePolicy `yaml:"-"`
+}
+
+// Backoff is the retry schedule: exponential from Initial, capped at Max,
+// jittered.
+type Backoff struct {
+	Initial Duration `yaml:"initial"` // default 5s
+	Max     Duration `yaml:"max"`     // default 2h
+}
+
+// Alert is one sink; exactly one field is set.
+type Alert struct {
+	Webhook   string     `yaml:"webhook"`
+	Slack     string     `yaml:"slack"`
+	PagerDuty *PagerDuty `yaml:"pagerduty"`
+}
+
+// PagerDuty is an Events v2 sink.
+type PagerDuty struct {
+	RoutingKey string `yaml:"routing_key"`
+}
+
+// DeliverySettings tune the workers; rarely changed.
+type DeliverySettings struct {
+	PollInterval Duration `yaml:"poll_interval"` // default 1s; new events wake workers at once
+	Grace        Duration `yaml:"grace"`         // lease = timeout + grace; default 5s, at most 10s
+	Shutdown     Duration `yaml:"shutdown"`      // in-flight grace at SIGTERM; default 10s
+}
+
+// Duration is a time.Duration written as a Go duration string.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Size is a byte count written as 1024, 512KiB, 10MiB or 1GiB.
+type Size int64

@@ -1,0 +1,68 @@
+// Package pgtest gives each test its own fresh PostgreSQL database on the
+// server named by $ANYHOOK_TEST_POSTGRES (default
+// postgres://postgres@127.0.0.1:5432/postgres). Without a reachable server a
+// test is skipped with a hint, except under CI=true, where it fails: CI must
+// never skip the PostgreSQL tests.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ServerDSN is the maintenance connection string.
+func ServerDSN() string {
+	if s := os.Getenv("ANYHOOK_TEST_POSTGRES"); s != "" {
+		return s
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// DSN creates a new empty database for t, drops it when t ends, and returns
+// its connection string.
+func DSN(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, ServerDSN())
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL tests must run in CI, but the server is unreachable: %v", err)
+		}
+		t.Skipf("PostgreSQL unreachable (%v); start one (scripts/postgres.sh) or set ANYHOOK_TEST_POSTGRES to run this test", err)
+	}
+	defer admin.Close(ctx)
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "anyhook_test_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, ServerDSN())
+		if err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop test database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(ServerDSN())
+	if err != nil {
+		t.Fatalf("parse %s: %v", ServerDSN(), err)
+	}
+	u.Path = "/" + name
+	return fmt.Sprint(u)
+}

@@ -1,0 +1,150 @@
+// Package store is the storage contract of the gateway. Two backends
+// implement it (sqlite, postgres) and one conformance suite (storetest) holds
+// both to the same behaviour. The deliveries table is the delivery queue.
+//
+// Each backend judges time by its own clock: SQLite by the process clock (an
+// injectable func), PostgreSQL by now() in the database. Callers therefore
+// pass durations (lease, retry delay), never absolute times.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/anyhook/anyhook"
+)
+
+// NewEvent is one verified event that ingest asks the store to record.
+type NewEvent struct {
+	// Event.ID and Event.ReceivedAt are set by the caller. Event.DedupKey ""
+	// means the event cannot be deduplicated (every request is new).
+	Event anyhook.Event
+	// Destinations get one pending delivery each, created in the same
+	// transaction as the event.
+	Destinations []string
+	// When Event.Object is set, the store keeps the highest Event.Version per
+	// (source, object) and marks an event with a strictly lower version
+	// stale. A stale event's deliveries are created skipped when StaleSkip,
+	// else pending with Stale set.
+	StaleSkip bool
+}
+
+// IngestResult is the fate of one NewEvent.
+type IngestResult struct {
+	ID        string // the new event's id, or the original's for a duplicate
+	Duplicate bool
+	Stale     bool
+	Err       error // this item failed; its batch-mates may still succeed
+}
+
+// Claim is a delivery leased to one worker together with what it must send.
+type Claim struct {
+	Delivery anyhook.Delivery // Status delivering; AttemptCount is this attempt's number
+	Event    anyhook.Event
+}
+
+// Outcome is the result of one attempt, written after the attempt ended.
+type Outcome struct {
+	DeliveryID string
+	Attempt    int // the claim's AttemptCount: the fence
+	Result     anyhook.Attempt
+	// Status is StatusDelivered, StatusPending (retry after RetryIn) or
+	// StatusDead.
+	Status  anyhook.DeliveryStatus
+	RetryIn time.Duration
+}
+
+// StaleRule says what to do with an expired claim of a destination.
+type StaleRule struct {
+	Policy      anyhook.StalePolicy
+	MaxAttempts int
+}
+
+// EventFilter selects events, newest first.
+type EventFilter struct {
+	Source string
+	Status anyhook.DeliveryStatus // events with at least one delivery in this status
+	Q      string                 // matches the dedup key exactly
+	Since  time.Time              // received at or after
+	Until  time.Time              // received before
+	Limit  int                    // 0 = 50; at most 500
+	Cursor string                 // from a previous page
+}
+
+// DeliveryFilter selects deliveries, newest first.
+type DeliveryFilter struct {
+	Status      anyhook.DeliveryStatus
+	Destination string
+	Source      string
+	Since       time.Time // delivery created at or after
+	Until       time.Time
+	Limit       int
+	Cursor      string
+}
+
+// Resolve actions for held and dead deliveries.
+const (
+	ActionResend        = "resend"
+	ActionMarkDelivered = "mark_delivered"
+	ActionDiscard       = "discard"
+)
+
+// Store is the contract both backends implement.
+type Store interface {
+	// Ingest records each new event and its deliveries in one durable
+	// transaction and reports, per item in order, whether it was new or a
+	// duplicate of an event with the same (source, dedup key). A duplicate
+	// creates nothing but increments the original's duplicate counter.
+	// Items with the same key in one batch yield one event. The error is
+	// for a failure of the whole batch (wraps anyhook.ErrUnavailable).
+	Ingest(ctx context.Context, evs []NewEvent) ([]IngestResult, error)
+
+	// Claim leases up to limit due pending deliveries of destination for
+	// lease, marking them delivering and counting the attempt.
+	Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]Claim, error)
+
+	// Finish records outcomes. An outcome whose (delivery, attempt) no
+	// longer holds the claim changes nothing; its delivery id is returned
+	// in lost.
+	Finish(ctx context.Context, outs []Outcome) (lost []string, err error)
+
+	// Rescue handles claims whose lease has expired, per the rule of their
+	// destination: reclaim makes them due now (or dead past MaxAttempts),
+	// hold marks them held. The lost attempt is recorded as one whose
+	// outcome is unknown. It returns the deliveries it changed, in their
+	// new state.
+	Rescue(ctx context.Context, rule func(destination string) StaleRule) ([]anyhook.Delivery, error)
+
+	// Replay creates a new replay delivery of event for each destination.
+	Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error)
+	// ReplayDeliveries creates one replay delivery for each delivery the
+	// filter selects (Limit is ignored) and returns how many.
+	ReplayDeliveries(ctx context.Context, f DeliveryFilter) (int, error)
+	// Resolve acts on a held or dead delivery (Action* constants).
+	Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error)
+
+	// SetPaused pauses or resumes a destination: while paused, Claim
+	// returns nothing for it.
+	SetPaused(ctx context.Context, destination string, paused bool) error
+	Paused(ctx context.Context) (map[string]bool, error)
+
+	Event(ctx context.Context, id string) (anyhook.Event, error)
+	ListEvents(ctx context.Context, f EventFilter) (evs []anyhook.Event, next string, err error)
+	ListDeliveries(ctx context.Context, f DeliveryFilter) (ds []anyhook.Delivery, next string, err error)
+	// Counts returns the number of deliveries per status.
+	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
+
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// PageLimit clamps a requested page size.
+func PageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 50
+	case n > 500:
+		return 500
+	}
+	return n
+}
