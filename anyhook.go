@@ -67,6 +67,7 @@ type Delivery struct {
 	LeaseUntil    time.Time // while StatusDelivering
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	Note          string    // why a person resolved it, if one did
 	Attempts      []Attempt // filled by Store.Event, not by lists
 }
 

@@ -1,0 +1,741 @@
+// Package sqlite is the embedded store: one SQLite file in WAL mode with
+// synchronous=FULL, so a commit is durable before ingest answers. All writes
+// go through one connection (SQLite has one writer anyway); reads use a
+// small pool of their own.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the pure-Go driver
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tune a Store.
+type Options struct {
+	// Now is the store's clock; default time.Now.
+	Now func() time.Time
+	// NewID makes event and delivery ids; default store.NewID.
+	NewID func() string
+}
+
+// Store is the SQLite backend of store.Store.
+type Store struct {
+	w     *sql.DB // one connection: the single writer
+	r     *sql.DB // readers
+	now   func() time.Time
+	newID func() string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database file at path and applies
+// pending migrations.
+func Open(ctx context.Context, path string, opt Options) (*Store, error) {
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + path + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	r, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = store.NewID
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+		return unavailable(err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var have int
+	if err := s.w.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return unavailable(err)
+	}
+	if have > len(names) {
+		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", have, len(names))
+	}
+	for i, name := range names[have:] {
+		version := have + i + 1
+		ddl, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		err = s.tx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, string(ddl)); err != nil {
+				return fmt.Errorf("migration %s: %w", name, err)
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, micros(s.now()))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// Ingest implements store.Store.
+func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	res := make([]store.IngestResult, len(evs))
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.now())
+		for i := range evs {
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT item`); err != nil {
+				return unavailable(err)
+			}
+			r, err := s.ingestOne(ctx, tx, &evs[i], now)
+			if err != nil {
+				if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO item`); rerr != nil {
+					return unavailable(rerr)
+				}
+				r = store.IngestResult{Err: err}
+			}
+			if _, err := tx.ExecContext(ctx, `RELEASE item`); err != nil {
+				return unavailable(err)
+			}
+			res[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *Store) ingestOne(ctx context.Context, tx *sql.Tx, ne *store.NewEvent, now int64) (store.IngestResult, error) {
+	ev := &ne.Event
+	if ev.DedupKey != "" {
+		var id string
+		err := tx.QueryRowContext(ctx, `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND dedup_key = ? RETURNING id`, ev.Source, ev.DedupKey).Scan(&id)
+		if err == nil {
+			return store.IngestResult{ID: id, Duplicate: true}, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return store.IngestResult{}, err
+		}
+	}
+	stale := false
+	if ev.Object != "" {
+		var mark string
+		err := tx.QueryRowContext(ctx, `SELECT version FROM versions WHERE source = ? AND object = ?`, ev.Source, ev.Object).Scan(&mark)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = tx.ExecContext(ctx, `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`, ev.Source, ev.Object, ev.Version)
+		case err == nil:
+			switch c := store.CompareVersions(ev.Version, mark); {
+			case c < 0:
+				stale = true
+			case c > 0:
+				_, err = tx.ExecContext(ctx, `UPDATE versions SET version = ? WHERE source = ? AND object = ?`, ev.Version, ev.Source, ev.Object)
+			}
+		}
+		if err != nil {
+			return store.IngestResult{}, err
+		}
+	}
+	headers, err := store.EncodeHeader(ev.Header)
+	if err != nil {
+		return store.IngestResult{}, err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.ID, ev.Source, nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, nonNil(ev.Body),
+		nullable(ev.Object), nullable(ev.Version), stale)
+	if err != nil {
+		return store.IngestResult{}, err
+	}
+	status := anyhook.StatusPending
+	if stale && ne.StaleSkip {
+		status = anyhook.StatusSkipped
+	}
+	for _, dest := range ne.Destinations {
+		_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.newID(), ev.ID, dest, status, stale && !ne.StaleSkip, now, now, now)
+		if err != nil {
+			return store.IngestResult{}, err
+		}
+	}
+	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
+}
+
+// deliveryColumns lists what scanDelivery reads, each name prefixed by p.
+func deliveryColumns(p string) string {
+	return strings.NewReplacer("$", p).Replace(`$id, $event_id, $destination, $status, $replay, $stale, $attempt_count, $next_attempt_at, coalesce($lease_until, 0), $created_at, $updated_at, $note`)
+}
+
+var deliveryCols = deliveryColumns("")
+
+func scanDelivery(sc interface{ Scan(...any) error }) (anyhook.Delivery, error) {
+	var d anyhook.Delivery
+	var next, lease, created, updated int64
+	err := sc.Scan(&d.ID, &d.EventID, &d.Destination, &d.Status, &d.Replay, &d.Stale, &d.AttemptCount, &next, &lease, &created, &updated, &d.Note)
+	d.NextAttemptAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(lease), fromMicros(created), fromMicros(updated)
+	return d, err
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	var claims []store.Claim
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var paused bool
+		err := tx.QueryRowContext(ctx, `SELECT paused FROM destinations WHERE name = ?`, destination).Scan(&paused)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return unavailable(err)
+		}
+		if paused {
+			return nil
+		}
+		now := s.now()
+		rows, err := tx.QueryContext(ctx, `UPDATE deliveries
+			SET status = 'delivering', attempt_count = attempt_count + 1, lease_until = ?, updated_at = ?
+			WHERE id IN (SELECT id FROM deliveries WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
+				ORDER BY next_attempt_at LIMIT ?)
+			RETURNING `+deliveryCols,
+			micros(now.Add(lease)), micros(now), destination, micros(now), limit)
+		if err != nil {
+			return unavailable(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				return unavailable(err)
+			}
+			claims = append(claims, store.Claim{Delivery: d})
+		}
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		rows.Close()
+		return s.attachEvents(ctx, tx, claims)
+	})
+	return claims, err
+}
+
+func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	ids := make([]any, len(claims))
+	for i, c := range claims {
+		ids[i] = c.Delivery.EventID
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer rows.Close()
+	byID := make(map[string]anyhook.Event, len(ids))
+	for rows.Next() {
+		ev, err := scanEvent(rows)
+		if err != nil {
+			return unavailable(err)
+		}
+		byID[ev.ID] = ev
+	}
+	if err := rows.Err(); err != nil {
+		return unavailable(err)
+	}
+	for i := range claims {
+		claims[i].Event = byID[claims[i].Delivery.EventID]
+	}
+	return nil
+}
+
+// Finish implements store.Store.
+func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
+	var lost []string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		lost = lost[:0]
+		now := s.now()
+		for _, o := range outs {
+			next := now
+			if o.Status == anyhook.StatusPending {
+				next = now.Add(o.RetryIn)
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ?
+				WHERE id = ? AND attempt_count = ? AND status = 'delivering'`,
+				o.Status, micros(next), micros(now), o.DeliveryID, o.Attempt)
+			if err != nil {
+				return unavailable(err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				lost = append(lost, o.DeliveryID)
+				continue
+			}
+			if err := insertAttempt(ctx, tx, o.DeliveryID, o.Attempt, o.Result); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return lost, err
+}
+
+func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number int, a anyhook.Attempt) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`,
+		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ResponseBody)
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// Rescue implements store.Store.
+func (s *Store) Rescue(ctx context.Context, rule func(destination string) store.StaleRule) ([]anyhook.Delivery, error) {
+	var changed []anyhook.Delivery
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		changed = changed[:0]
+		now := s.now()
+		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
+		if err != nil {
+			return unavailable(err)
+		}
+		var expired []anyhook.Delivery
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			expired = append(expired, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		for _, d := range expired {
+			d.Status = store.RescueStatus(d, rule(d.Destination))
+			d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt = now, time.Time{}, now
+			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
+				d.Status, micros(now), micros(now), d.ID)
+			if err != nil {
+				return unavailable(err)
+			}
+			if err := insertAttempt(ctx, tx, d.ID, d.AttemptCount, store.LostAttempt(d)); err != nil {
+				return err
+			}
+			changed = append(changed, d)
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// Replay implements store.Store.
+func (s *Store) Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error) {
+	var out []anyhook.Delivery
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM events WHERE id = ?`, eventID).Scan(&one); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("event %s: %w", eventID, anyhook.ErrNotFound)
+			}
+			return unavailable(err)
+		}
+		now := micros(s.now())
+		for _, dest := range destinations {
+			row := tx.QueryRowContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
+				VALUES (?, ?, ?, 'pending', 1, ?, ?, ?) RETURNING `+deliveryCols, s.newID(), eventID, dest, now, now, now)
+			d, err := scanDelivery(row)
+			if err != nil {
+				return unavailable(err)
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ReplayDeliveries implements store.Store.
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		where, args := deliveryWhere(f)
+		rows, err := tx.QueryContext(ctx, `SELECT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where, args...)
+		if err != nil {
+			return unavailable(err)
+		}
+		var pairs [][2]string
+		for rows.Next() {
+			var p [2]string
+			if err := rows.Scan(&p[0], &p[1]); err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			pairs = append(pairs, p)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		now := micros(s.now())
+		for _, p := range pairs {
+			_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
+				VALUES (?, ?, ?, 'pending', 1, ?, ?, ?)`, s.newID(), p[0], p[1], now, now, now)
+			if err != nil {
+				return unavailable(err)
+			}
+		}
+		n = len(pairs)
+		return nil
+	})
+	return n, err
+}
+
+// Resolve implements store.Store.
+func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error) {
+	var d anyhook.Delivery
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		now := s.now()
+		status, note, err := store.Resolution(d, action, now)
+		if err != nil {
+			return err
+		}
+		d.Status, d.Note, d.NextAttemptAt, d.UpdatedAt = status, note, now, now
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, note = ?, next_attempt_at = ?, updated_at = ? WHERE id = ?`,
+			status, note, micros(now), micros(now), deliveryID)
+		return unavailable(err)
+	})
+	return d, err
+}
+
+// SetPaused implements store.Store.
+func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO destinations (name, paused) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, destination, paused)
+		return unavailable(err)
+	})
+}
+
+// Paused implements store.Store.
+func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT name FROM destinations WHERE paused`)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	m := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, unavailable(err)
+		}
+		m[name] = true
+	}
+	return m, unavailable(rows.Err())
+}
+
+const eventCols = `id, source, coalesce(dedup_key, ''), received_at, method, path, headers, body, coalesce(object, ''), coalesce(version, ''), stale, duplicates`
+
+func scanEvent(sc interface{ Scan(...any) error }) (anyhook.Event, error) {
+	var ev anyhook.Event
+	var received int64
+	var headers []byte
+	err := sc.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &received, &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates)
+	if err != nil {
+		return ev, err
+	}
+	ev.ReceivedAt = fromMicros(received)
+	ev.Header, err = store.DecodeHeader(headers)
+	return ev, err
+}
+
+// Event implements store.Store.
+func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
+	ev, err := scanEvent(s.r.QueryRowContext(ctx, `SELECT `+eventCols+` FROM events WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ev, fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
+	}
+	if err != nil {
+		return ev, unavailable(err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE event_id = ? ORDER BY id`, id)
+	if err != nil {
+		return ev, unavailable(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return ev, unavailable(err)
+		}
+		ev.Deliveries = append(ev.Deliveries, d)
+	}
+	if err := rows.Err(); err != nil {
+		return ev, unavailable(err)
+	}
+	for i := range ev.Deliveries {
+		d := &ev.Deliveries[i]
+		rows, err := s.r.QueryContext(ctx, `SELECT number, started_at, duration_us, status_code, error, coalesce(response_body, x'')
+			FROM attempts WHERE delivery_id = ? ORDER BY number`, d.ID)
+		if err != nil {
+			return ev, unavailable(err)
+		}
+		for rows.Next() {
+			var a anyhook.Attempt
+			var started, dur int64
+			if err := rows.Scan(&a.Number, &started, &dur, &a.StatusCode, &a.Error, &a.ResponseBody); err != nil {
+				rows.Close()
+				return ev, unavailable(err)
+			}
+			a.StartedAt, a.Duration = fromMicros(started), time.Duration(dur)*time.Microsecond
+			d.Attempts = append(d.Attempts, a)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return ev, unavailable(err)
+		}
+	}
+	return ev, nil
+}
+
+// ListEvents implements store.Store.
+func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error) {
+	var conds []string
+	var args []any
+	add := func(cond string, arg any) { conds = append(conds, cond); args = append(args, arg) }
+	if f.Source != "" {
+		add("source = ?", f.Source)
+	}
+	if f.Q != "" {
+		add("dedup_key = ?", f.Q)
+	}
+	if f.Status != "" {
+		add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = ?)", f.Status)
+	}
+	if !f.Since.IsZero() {
+		add("received_at >= ?", micros(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("received_at < ?", micros(f.Until))
+	}
+	if f.Cursor != "" {
+		add("id < ?", f.Cursor)
+	}
+	limit := store.PageLimit(f.Limit)
+	q := `SELECT ` + eventCols + ` FROM events` + where(conds) + ` ORDER BY id DESC LIMIT ` + strconv.Itoa(limit+1)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", unavailable(err)
+	}
+	defer rows.Close()
+	var evs []anyhook.Event
+	for rows.Next() {
+		ev, err := scanEvent(rows)
+		if err != nil {
+			return nil, "", unavailable(err)
+		}
+		evs = append(evs, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", unavailable(err)
+	}
+	var next string
+	if len(evs) > limit {
+		evs = evs[:limit]
+		next = evs[limit-1].ID
+	}
+	return evs, next, nil
+}
+
+func deliveryWhere(f store.DeliveryFilter) (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, arg any) { conds = append(conds, cond); args = append(args, arg) }
+	if f.Status != "" {
+		add("d.status = ?", f.Status)
+	}
+	if f.Destination != "" {
+		add("d.destination = ?", f.Destination)
+	}
+	if f.Source != "" {
+		add("e.source = ?", f.Source)
+	}
+	if !f.Since.IsZero() {
+		add("d.created_at >= ?", micros(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("d.created_at < ?", micros(f.Until))
+	}
+	if f.Cursor != "" {
+		add("d.id < ?", f.Cursor)
+	}
+	return where(conds), args
+}
+
+// ListDeliveries implements store.Store.
+func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
+	w, args := deliveryWhere(f)
+	limit := store.PageLimit(f.Limit)
+	q := `SELECT ` + deliveryColumns("d.") + ` FROM deliveries d JOIN events e ON e.id = d.event_id` + w + ` ORDER BY d.id DESC LIMIT ` + strconv.Itoa(limit+1)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", unavailable(err)
+	}
+	defer rows.Close()
+	var ds []anyhook.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, "", unavailable(err)
+		}
+		ds = append(ds, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", unavailable(err)
+	}
+	var next string
+	if len(ds) > limit {
+		ds = ds[:limit]
+		next = ds[limit-1].ID
+	}
+	return ds, next, nil
+}
+
+// Counts implements store.Store.
+func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM deliveries GROUP BY status`)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	m := map[anyhook.DeliveryStatus]int{}
+	for rows.Next() {
+		var st anyhook.DeliveryStatus
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, unavailable(err)
+		}
+		m[st] = n
+	}
+	return m, unavailable(rows.Err())
+}
+
+func where(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// unavailable marks an error of the database itself (not of one item) so
+// ingest answers 503. nil stays nil.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, anyhook.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", anyhook.ErrUnavailable, err)
+}
+
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,719 @@
+// Package storetest is the conformance suite of the store contract. Every
+// backend runs the very same tests:
+//
+//	func TestConformance(t *testing.T) { storetest.Run(t, open) }
+//
+// where open returns a fresh, empty store for each test.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Open returns a fresh, empty store for one test; the backend closes it in
+// t.Cleanup.
+type Open func(t *testing.T) store.Store
+
+// Run runs the whole suite against the backend that open makes.
+func Run(t *testing.T, open Open) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"IngestRecordsExactBytes", testIngestRecordsExactBytes},
+		{"DuplicateReturnsOriginal", testDuplicateReturnsOriginal},
+		{"DuplicateInOneBatch", testDuplicateInOneBatch},
+		{"NoDedupKeyAlwaysNew", testNoDedupKeyAlwaysNew},
+		{"DedupScopedToSource", testDedupScopedToSource},
+		{"ConcurrentIdenticalIngest", testConcurrentIdenticalIngest},
+		{"BatchItemFailureIsolated", testBatchItemFailureIsolated},
+		{"ClaimAndFinish", testClaimAndFinish},
+		{"RetryIsNotDueEarly", testRetryIsNotDueEarly},
+		{"FinishFencedByAttempt", testFinishFencedByAttempt},
+		{"ConcurrentClaimsAreExclusive", testConcurrentClaimsAreExclusive},
+		{"RescueReclaim", testRescueReclaim},
+		{"RescueHold", testRescueHold},
+		{"RescueReclaimPastMaxAttempts", testRescueReclaimPastMaxAttempts},
+		{"LiveLeaseNotRescued", testLiveLeaseNotRescued},
+		{"Staleness", testStaleness},
+		{"StaleDeliver", testStaleDeliver},
+		{"ConcurrentVersionsKeepMax", testConcurrentVersionsKeepMax},
+		{"Replay", testReplay},
+		{"ReplayDeliveries", testReplayDeliveries},
+		{"Resolve", testResolve},
+		{"Pause", testPause},
+		{"ListEventsPagingAndFilters", testListEvents},
+		{"ListDeliveries", testListDeliveries},
+		{"Counts", testCounts},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, open(t))
+		})
+	}
+}
+
+func ctx(t *testing.T) context.Context { return t.Context() }
+
+var received = time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
+
+func newEvent(source, key string, dests ...string) store.NewEvent {
+	return store.NewEvent{
+		Event: anyhook.Event{
+			ID: store.NewID(), Source: source, DedupKey: key, ReceivedAt: received,
+			Method: "POST", Path: "/webhooks/" + source,
+			Header: http.Header{"Content-Type": {"application/json"}, "X-Test": {"a", "b"}},
+			Body:   []byte(`{"id":"` + key + `"}`),
+		},
+		Destinations: dests,
+	}
+}
+
+func ingest(t *testing.T, s store.Store, evs ...store.NewEvent) []store.IngestResult {
+	t.Helper()
+	res, err := s.Ingest(ctx(t), evs)
+	if err != nil {
+		t.Fatalf("Ingest: %v", err)
+	}
+	if len(res) != len(evs) {
+		t.Fatalf("Ingest: %d results for %d events", len(res), len(evs))
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("Ingest item %d: %v", i, r.Err)
+		}
+	}
+	return res
+}
+
+func event(t *testing.T, s store.Store, id string) anyhook.Event {
+	t.Helper()
+	ev, err := s.Event(ctx(t), id)
+	if err != nil {
+		t.Fatalf("Event(%s): %v", id, err)
+	}
+	return ev
+}
+
+func claim(t *testing.T, s store.Store, dest string, limit int, lease time.Duration) []store.Claim {
+	t.Helper()
+	cs, err := s.Claim(ctx(t), dest, limit, lease)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	return cs
+}
+
+func finish(t *testing.T, s store.Store, outs ...store.Outcome) []string {
+	t.Helper()
+	lost, err := s.Finish(ctx(t), outs)
+	if err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	return lost
+}
+
+func delivered(c store.Claim) store.Outcome {
+	return store.Outcome{
+		DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDelivered,
+		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: received, Duration: 12 * time.Millisecond, StatusCode: 200, ResponseBody: []byte("ok")},
+	}
+}
+
+func retry(c store.Claim, in time.Duration) store.Outcome {
+	return store.Outcome{
+		DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusPending, RetryIn: in,
+		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: received, StatusCode: 500, Error: "HTTP 500"},
+	}
+}
+
+func testIngestRecordsExactBytes(t *testing.T, s store.Store) {
+	ne := newEvent("stripe", "evt_1", "billing", "audit")
+	ne.Event.Body = []byte{0xff, 0x00, '{', 0xfe, '\n'} // not UTF-8, with a NUL
+	ne.Event.Header = http.Header{"Stripe-Signature": {"t=1,v1=ab"}, "X-Multi": {"1", "2"}}
+	res := ingest(t, s, ne)
+	if res[0].ID != ne.Event.ID || res[0].Duplicate {
+		t.Fatalf("result = %+v, want new event %s", res[0], ne.Event.ID)
+	}
+	ev := event(t, s, ne.Event.ID)
+	if string(ev.Body) != string(ne.Event.Body) {
+		t.Errorf("body = %q, want %q", ev.Body, ne.Event.Body)
+	}
+	if !slices.Equal(ev.Header["X-Multi"], []string{"1", "2"}) || ev.Header.Get("Stripe-Signature") != "t=1,v1=ab" {
+		t.Errorf("headers = %v", ev.Header)
+	}
+	if ev.Source != "stripe" || ev.DedupKey != "evt_1" || ev.Method != "POST" || ev.Path != "/webhooks/stripe" {
+		t.Errorf("event = %+v", ev)
+	}
+	if !ev.ReceivedAt.Equal(received) {
+		t.Errorf("received_at = %v, want %v", ev.ReceivedAt, received)
+	}
+	if len(ev.Deliveries) != 2 {
+		t.Fatalf("deliveries = %d, want 2", len(ev.Deliveries))
+	}
+	for _, d := range ev.Deliveries {
+		if d.Status != anyhook.StatusPending || d.Replay || d.AttemptCount != 0 || d.EventID != ev.ID {
+			t.Errorf("delivery = %+v", d)
+		}
+	}
+	if _, err := s.Event(ctx(t), "no-such-id"); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Errorf("Event(unknown) err = %v, want ErrNotFound", err)
+	}
+}
+
+func testDuplicateReturnsOriginal(t *testing.T, s store.Store) {
+	first := ingest(t, s, newEvent("stripe", "evt_1", "billing"))[0]
+	for range 3 {
+		again := ingest(t, s, newEvent("stripe", "evt_1", "billing"))[0]
+		if !again.Duplicate || again.ID != first.ID {
+			t.Fatalf("second ingest = %+v, want duplicate of %s", again, first.ID)
+		}
+	}
+	ev := event(t, s, first.ID)
+	if len(ev.Deliveries) != 1 {
+		t.Errorf("deliveries = %d, want 1", len(ev.Deliveries))
+	}
+	if ev.Duplicates != 3 {
+		t.Errorf("duplicates = %d, want 3", ev.Duplicates)
+	}
+}
+
+func testDuplicateInOneBatch(t *testing.T, s store.Store) {
+	res := ingest(t, s, newEvent("stripe", "evt_1", "billing"), newEvent("stripe", "evt_2", "billing"), newEvent("stripe", "evt_1", "billing"))
+	if res[0].Duplicate || res[1].Duplicate || !res[2].Duplicate || res[2].ID != res[0].ID {
+		t.Fatalf("results = %+v", res)
+	}
+	evs, _, err := s.ListEvents(ctx(t), store.EventFilter{})
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("ListEvents = %d events, %v; want 2", len(evs), err)
+	}
+}
+
+func testNoDedupKeyAlwaysNew(t *testing.T, s store.Store) {
+	a := ingest(t, s, newEvent("demo", "", "echo"))[0]
+	b := ingest(t, s, newEvent("demo", "", "echo"))[0]
+	if a.Duplicate || b.Duplicate || a.ID == b.ID {
+		t.Fatalf("a = %+v, b = %+v; want two new events", a, b)
+	}
+}
+
+func testDedupScopedToSource(t *testing.T, s store.Store) {
+	a := ingest(t, s, newEvent("one", "k", "d"))[0]
+	b := ingest(t, s, newEvent("two", "k", "d"))[0]
+	if a.Duplicate || b.Duplicate {
+		t.Fatalf("same key in two sources deduplicated: %+v %+v", a, b)
+	}
+}
+
+func testConcurrentIdenticalIngest(t *testing.T, s store.Store) {
+	const n = 50
+	var wg sync.WaitGroup
+	results := make([]store.IngestResult, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			res, err := s.Ingest(context.Background(), []store.NewEvent{newEvent("stripe", "evt_race", "billing")})
+			if err == nil {
+				results[i] = res[0]
+				err = res[0].Err
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	newOnes := 0
+	var id string
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("ingest %d: %v", i, errs[i])
+		}
+		if !r.Duplicate {
+			newOnes++
+			id = r.ID
+		}
+	}
+	if newOnes != 1 {
+		t.Fatalf("%d new events from %d identical ingests, want 1", newOnes, n)
+	}
+	for _, r := range results {
+		if r.ID != id {
+			t.Fatalf("duplicate answered id %s, want %s", r.ID, id)
+		}
+	}
+	if ev := event(t, s, id); len(ev.Deliveries) != 1 || ev.Duplicates != n-1 {
+		t.Fatalf("deliveries = %d, duplicates = %d; want 1, %d", len(ev.Deliveries), ev.Duplicates, n-1)
+	}
+}
+
+func testBatchItemFailureIsolated(t *testing.T, s store.Store) {
+	good1 := newEvent("stripe", "evt_a", "billing")
+	bad := newEvent("stripe", "evt_b", "billing")
+	good2 := newEvent("stripe", "evt_c", "billing")
+	bad.Event.ID = good1.Event.ID // primary key clash: this item alone must fail
+	res, err := s.Ingest(ctx(t), []store.NewEvent{good1, bad, good2})
+	if err != nil {
+		t.Fatalf("Ingest: %v", err)
+	}
+	if res[0].Err != nil || res[2].Err != nil {
+		t.Fatalf("good items failed: %+v", res)
+	}
+	if res[1].Err == nil {
+		t.Fatalf("clashing item succeeded: %+v", res[1])
+	}
+	event(t, s, good2.Event.ID)
+	if evs, _, _ := s.ListEvents(ctx(t), store.EventFilter{Q: "evt_b"}); len(evs) != 0 {
+		t.Fatalf("failed item left an event behind: %+v", evs)
+	}
+}
+
+func testClaimAndFinish(t *testing.T, s store.Store) {
+	ne := newEvent("stripe", "evt_1", "billing", "audit")
+	ingest(t, s, ne)
+	cs := claim(t, s, "billing", 10, time.Minute)
+	if len(cs) != 1 {
+		t.Fatalf("claimed %d, want 1", len(cs))
+	}
+	c := cs[0]
+	if c.Delivery.Status != anyhook.StatusDelivering || c.Delivery.AttemptCount != 1 || c.Delivery.Destination != "billing" {
+		t.Fatalf("claim = %+v", c.Delivery)
+	}
+	if c.Event.ID != ne.Event.ID || string(c.Event.Body) != string(ne.Event.Body) || c.Event.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("claimed event = %+v", c.Event)
+	}
+	if more := claim(t, s, "billing", 10, time.Minute); len(more) != 0 {
+		t.Fatalf("claimed a delivery twice: %+v", more)
+	}
+	if lost := finish(t, s, delivered(c)); len(lost) != 0 {
+		t.Fatalf("lost = %v", lost)
+	}
+	ev := event(t, s, ne.Event.ID)
+	var d anyhook.Delivery
+	for _, x := range ev.Deliveries {
+		if x.Destination == "billing" {
+			d = x
+		}
+	}
+	if d.Status != anyhook.StatusDelivered || len(d.Attempts) != 1 {
+		t.Fatalf("delivery = %+v", d)
+	}
+	a := d.Attempts[0]
+	if a.Number != 1 || a.StatusCode != 200 || string(a.ResponseBody) != "ok" || a.Duration != 12*time.Millisecond || !a.StartedAt.Equal(received) {
+		t.Fatalf("attempt = %+v", a)
+	}
+	if audit := claim(t, s, "audit", 10, time.Minute); len(audit) != 1 {
+		t.Fatalf("audit claims = %d, want 1", len(audit))
+	}
+}
+
+func testRetryIsNotDueEarly(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"))
+	c := claim(t, s, "billing", 1, time.Minute)[0]
+	finish(t, s, retry(c, time.Hour))
+	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 0 {
+		t.Fatalf("claimed a delivery an hour early: %+v", cs)
+	}
+	ingest(t, s, newEvent("stripe", "evt_2", "billing"))
+	c2 := claim(t, s, "billing", 1, time.Minute)[0]
+	finish(t, s, retry(c2, 0))
+	again := claim(t, s, "billing", 1, time.Minute)
+	if len(again) != 1 || again[0].Delivery.ID != c2.Delivery.ID || again[0].Delivery.AttemptCount != 2 {
+		t.Fatalf("retry now: claims = %+v, want %s at attempt 2", again, c2.Delivery.ID)
+	}
+}
+
+func testFinishFencedByAttempt(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"))
+	c := claim(t, s, "billing", 1, time.Minute)[0]
+	stale := delivered(c)
+	stale.Attempt = c.Delivery.AttemptCount + 1
+	if lost := finish(t, s, stale); !slices.Equal(lost, []string{c.Delivery.ID}) {
+		t.Fatalf("lost = %v, want the mismatched attempt", lost)
+	}
+	if lost := finish(t, s, delivered(c)); len(lost) != 0 {
+		t.Fatalf("lost = %v", lost)
+	}
+	if lost := finish(t, s, delivered(c)); len(lost) != 1 {
+		t.Fatalf("finishing twice: lost = %v, want the second refused", lost)
+	}
+}
+
+func testConcurrentClaimsAreExclusive(t *testing.T, s store.Store) {
+	const events = 60
+	var batch []store.NewEvent
+	for i := range events {
+		batch = append(batch, newEvent("stripe", "evt_"+strconv.Itoa(i), "billing"))
+	}
+	ingest(t, s, batch...)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for {
+				cs, err := s.Claim(context.Background(), "billing", 7, time.Minute)
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if len(cs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range cs {
+					seen[c.Delivery.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != events {
+		t.Fatalf("claimed %d distinct deliveries, want %d", len(seen), events)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("delivery %s claimed %d times", id, n)
+		}
+	}
+}
+
+// An expired lease is made by claiming with a negative lease: the claim is
+// stale at once, whatever the backend's clock.
+func expiredClaim(t *testing.T, s store.Store, dest string) store.Claim {
+	t.Helper()
+	cs := claim(t, s, dest, 1, -time.Hour)
+	if len(cs) != 1 {
+		t.Fatalf("claimed %d, want 1", len(cs))
+	}
+	return cs[0]
+}
+
+func rule(p anyhook.StalePolicy, max int) func(string) store.StaleRule {
+	return func(string) store.StaleRule { return store.StaleRule{Policy: p, MaxAttempts: max} }
+}
+
+func rescue(t *testing.T, s store.Store, r func(string) store.StaleRule) []anyhook.Delivery {
+	t.Helper()
+	ds, err := s.Rescue(ctx(t), r)
+	if err != nil {
+		t.Fatalf("Rescue: %v", err)
+	}
+	return ds
+}
+
+func testRescueReclaim(t *testing.T, s store.Store) {
+	res := ingest(t, s, newEvent("stripe", "evt_1", "billing"))
+	c := expiredClaim(t, s, "billing")
+	ds := rescue(t, s, rule(anyhook.Reclaim, 8))
+	if len(ds) != 1 || ds[0].ID != c.Delivery.ID || ds[0].Status != anyhook.StatusPending {
+		t.Fatalf("rescued = %+v", ds)
+	}
+	again := claim(t, s, "billing", 1, time.Minute)
+	if len(again) != 1 || again[0].Delivery.ID != c.Delivery.ID || again[0].Delivery.AttemptCount != 2 {
+		t.Fatalf("reclaimed = %+v, want attempt 2 of the same delivery", again)
+	}
+	if lost := finish(t, s, delivered(c)); len(lost) != 1 {
+		t.Fatalf("zombie attempt 1 finished over attempt 2: lost = %v", lost)
+	}
+	finish(t, s, delivered(again[0]))
+	d := event(t, s, res[0].ID).Deliveries[0]
+	if d.Status != anyhook.StatusDelivered || len(d.Attempts) != 2 {
+		t.Fatalf("delivery = %+v", d)
+	}
+	if d.Attempts[0].Number != 1 || d.Attempts[0].Error == "" || d.Attempts[0].StatusCode != 0 {
+		t.Fatalf("lost attempt = %+v, want an unknown outcome recorded", d.Attempts[0])
+	}
+	if rescue(t, s, rule(anyhook.Reclaim, 8)) != nil {
+		t.Fatal("rescued a finished delivery")
+	}
+}
+
+func testRescueHold(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "charges"))
+	c := expiredClaim(t, s, "charges")
+	ds := rescue(t, s, rule(anyhook.Hold, 8))
+	if len(ds) != 1 || ds[0].Status != anyhook.StatusHeld {
+		t.Fatalf("rescued = %+v, want held", ds)
+	}
+	if cs := claim(t, s, "charges", 10, time.Minute); len(cs) != 0 {
+		t.Fatalf("held delivery claimed again: %+v", cs)
+	}
+	if lost := finish(t, s, delivered(c)); len(lost) != 1 {
+		t.Fatal("finish after hold was accepted")
+	}
+	held, _, err := s.ListDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusHeld})
+	if err != nil || len(held) != 1 {
+		t.Fatalf("held list = %v, %v", held, err)
+	}
+}
+
+func testRescueReclaimPastMaxAttempts(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"))
+	expiredClaim(t, s, "billing")
+	if ds := rescue(t, s, rule(anyhook.Reclaim, 1)); len(ds) != 1 || ds[0].Status != anyhook.StatusDead {
+		t.Fatalf("rescued = %+v, want dead at max_attempts 1", ds)
+	}
+}
+
+func testLiveLeaseNotRescued(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"))
+	claim(t, s, "billing", 1, time.Hour)
+	if ds := rescue(t, s, rule(anyhook.Reclaim, 8)); len(ds) != 0 {
+		t.Fatalf("rescued a live claim: %+v", ds)
+	}
+}
+
+func versioned(key, object, version string, skip bool) store.NewEvent {
+	ne := newEvent("shop", key, "d")
+	ne.Event.Object, ne.Event.Version, ne.StaleSkip = object, version, skip
+	return ne
+}
+
+func testStaleness(t *testing.T, s store.Store) {
+	r2 := ingest(t, s, versioned("e2", "order-1", "2", true))[0]
+	r1 := ingest(t, s, versioned("e1", "order-1", "1", true))[0]
+	r2b := ingest(t, s, versioned("e2b", "order-1", "2", true))[0]
+	r10 := ingest(t, s, versioned("e10", "order-1", "10", true))[0] // numeric, not lexical
+	other := ingest(t, s, versioned("o1", "order-2", "1", true))[0]
+	if r2.Stale || !r1.Stale || r2b.Stale || r10.Stale || other.Stale {
+		t.Fatalf("stale flags: v2=%v v1=%v v2again=%v v10=%v other=%v", r2.Stale, r1.Stale, r2b.Stale, r10.Stale, other.Stale)
+	}
+	if d := event(t, s, r1.ID).Deliveries[0]; d.Status != anyhook.StatusSkipped {
+		t.Fatalf("stale delivery = %s, want skipped", d.Status)
+	}
+	if ev := event(t, s, r1.ID); !ev.Stale || ev.Object != "order-1" || ev.Version != "1" {
+		t.Fatalf("stale event = %+v", ev)
+	}
+	if d := event(t, s, r2b.ID).Deliveries[0]; d.Status != anyhook.StatusPending {
+		t.Fatalf("equal version delivery = %s, want pending", d.Status)
+	}
+	t1 := ingest(t, s, versioned("t1", "cust", "2026-01-02T00:00:00Z", true))[0]
+	t0 := ingest(t, s, versioned("t0", "cust", "2026-01-01T23:00:00-02:00", true))[0] // later instant
+	if t1.Stale || t0.Stale {
+		t.Fatalf("RFC 3339 compared as text: %v %v", t1.Stale, t0.Stale)
+	}
+}
+
+func testStaleDeliver(t *testing.T, s store.Store) {
+	ingest(t, s, versioned("e2", "order-1", "2", false))
+	r1 := ingest(t, s, versioned("e1", "order-1", "1", false))[0]
+	d := event(t, s, r1.ID).Deliveries[0]
+	if !r1.Stale || d.Status != anyhook.StatusPending || !d.Stale {
+		t.Fatalf("stale: deliver: result %+v, delivery %+v", r1, d)
+	}
+}
+
+func testConcurrentVersionsKeepMax(t *testing.T, s store.Store) {
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			v := strconv.Itoa(i + 1)
+			if _, err := s.Ingest(context.Background(), []store.NewEvent{versioned("v"+v, "obj", v, true)}); err != nil {
+				t.Errorf("Ingest: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if r := ingest(t, s, versioned("probe-max", "obj", strconv.Itoa(n), true))[0]; r.Stale {
+		t.Fatalf("version %d is stale after the concurrent run", n)
+	}
+	if r := ingest(t, s, versioned("probe-below", "obj", strconv.Itoa(n-1), true))[0]; !r.Stale {
+		t.Fatalf("version %d not stale: the mark is below the max %d", n-1, n)
+	}
+}
+
+func testReplay(t *testing.T, s store.Store) {
+	res := ingest(t, s, newEvent("stripe", "evt_1", "billing"))
+	ds, err := s.Replay(ctx(t), res[0].ID, []string{"billing"})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Replay = %+v, %v", ds, err)
+	}
+	if !ds[0].Replay || ds[0].Status != anyhook.StatusPending || ds[0].EventID != res[0].ID || ds[0].AttemptCount != 0 {
+		t.Fatalf("replay delivery = %+v", ds[0])
+	}
+	cs := claim(t, s, "billing", 10, time.Minute)
+	if len(cs) != 2 {
+		t.Fatalf("claims = %d, want the original and the replay", len(cs))
+	}
+	if _, err := s.Replay(ctx(t), "no-such-event", []string{"billing"}); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Fatalf("Replay(unknown) err = %v, want ErrNotFound", err)
+	}
+}
+
+func testReplayDeliveries(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"), newEvent("stripe", "evt_2", "billing"), newEvent("github", "g1", "billing"))
+	for _, c := range claim(t, s, "billing", 10, time.Minute) {
+		o := retry(c, 0)
+		if c.Event.Source == "stripe" {
+			o.Status = anyhook.StatusDead
+		}
+		if c.Event.DedupKey == "evt_2" {
+			o.Status = anyhook.StatusDelivered
+		}
+		finish(t, s, o)
+	}
+	n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusDead, Source: "stripe"})
+	if err != nil || n != 1 {
+		t.Fatalf("ReplayDeliveries = %d, %v; want 1", n, err)
+	}
+	replays, _, err := s.ListDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusPending, Source: "stripe"})
+	if err != nil || len(replays) != 1 || !replays[0].Replay {
+		t.Fatalf("replays = %+v, %v", replays, err)
+	}
+}
+
+func testResolve(t *testing.T, s store.Store) {
+	for i, action := range []string{store.ActionResend, store.ActionMarkDelivered, store.ActionDiscard} {
+		ingest(t, s, newEvent("stripe", fmt.Sprint("evt_", i), "charges"))
+		c := expiredClaim(t, s, "charges")
+		rescue(t, s, rule(anyhook.Hold, 8))
+		d, err := s.Resolve(ctx(t), c.Delivery.ID, action)
+		if err != nil {
+			t.Fatalf("Resolve(%s): %v", action, err)
+		}
+		want := map[string]anyhook.DeliveryStatus{store.ActionResend: anyhook.StatusPending, store.ActionMarkDelivered: anyhook.StatusDelivered, store.ActionDiscard: anyhook.StatusDead}[action]
+		if d.Status != want || d.Note == "" {
+			t.Fatalf("Resolve(%s) = %+v, want %s with a note", action, d, want)
+		}
+		if action == store.ActionResend {
+			cs := claim(t, s, "charges", 10, time.Minute)
+			if len(cs) != 1 || cs[0].Delivery.AttemptCount != 2 {
+				t.Fatalf("after resend: claims = %+v, want attempt 2", cs)
+			}
+			finish(t, s, delivered(cs[0]))
+		}
+	}
+	ingest(t, s, newEvent("stripe", "evt_pending", "charges"))
+	pending, _, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusPending})
+	if len(pending) != 1 {
+		t.Fatalf("pending = %d", len(pending))
+	}
+	if _, err := s.Resolve(ctx(t), pending[0].ID, store.ActionResend); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("resolving a pending delivery: err = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Resolve(ctx(t), "nope", store.ActionResend); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Fatalf("resolving an unknown delivery: err = %v, want ErrNotFound", err)
+	}
+}
+
+func testPause(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing", "audit"))
+	if err := s.SetPaused(ctx(t), "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 0 {
+		t.Fatalf("claimed from a paused destination: %+v", cs)
+	}
+	if cs := claim(t, s, "audit", 10, time.Minute); len(cs) != 1 {
+		t.Fatalf("pausing billing stopped audit: %d claims", len(cs))
+	}
+	if p, err := s.Paused(ctx(t)); err != nil || !p["billing"] || p["audit"] {
+		t.Fatalf("Paused = %v, %v", p, err)
+	}
+	if err := s.SetPaused(ctx(t), "billing", false); err != nil {
+		t.Fatal(err)
+	}
+	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 1 {
+		t.Fatalf("after resume: %d claims, want 1", len(cs))
+	}
+}
+
+func testListEvents(t *testing.T, s store.Store) {
+	var ids []string
+	for i := range 7 {
+		src := "stripe"
+		if i%2 == 1 {
+			src = "github"
+		}
+		ids = append(ids, ingest(t, s, newEvent(src, "k"+strconv.Itoa(i), "billing"))[0].ID)
+	}
+	var got []string
+	cursor := ""
+	for page := 0; ; page++ {
+		evs, next, err := s.ListEvents(ctx(t), store.EventFilter{Limit: 3, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) > 3 {
+			t.Fatalf("page of %d, limit 3", len(evs))
+		}
+		for _, ev := range evs {
+			got = append(got, ev.ID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+		if page > 5 {
+			t.Fatal("paging does not end")
+		}
+	}
+	want := slices.Clone(ids)
+	slices.Reverse(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged ids = %v, want newest first %v", got, want)
+	}
+	gh, _, _ := s.ListEvents(ctx(t), store.EventFilter{Source: "github"})
+	if len(gh) != 3 {
+		t.Errorf("source filter: %d, want 3", len(gh))
+	}
+	q, _, _ := s.ListEvents(ctx(t), store.EventFilter{Q: "k4"})
+	if len(q) != 1 || q[0].ID != ids[4] {
+		t.Errorf("q filter: %+v", q)
+	}
+	c := claim(t, s, "billing", 1, time.Minute)[0]
+	finish(t, s, delivered(c))
+	done, _, _ := s.ListEvents(ctx(t), store.EventFilter{Status: anyhook.StatusDelivered})
+	if len(done) != 1 || done[0].ID != c.Event.ID {
+		t.Errorf("status filter: %+v", done)
+	}
+	none, _, _ := s.ListEvents(ctx(t), store.EventFilter{Since: received.Add(time.Second)})
+	all, _, _ := s.ListEvents(ctx(t), store.EventFilter{Since: received, Until: received.Add(time.Second)})
+	if len(none) != 0 || len(all) != 7 {
+		t.Errorf("time filter: since later = %d (want 0), window = %d (want 7)", len(none), len(all))
+	}
+}
+
+func testListDeliveries(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "a", "billing", "audit"), newEvent("github", "b", "billing"))
+	all, _, err := s.ListDeliveries(ctx(t), store.DeliveryFilter{})
+	if err != nil || len(all) != 3 {
+		t.Fatalf("all = %d, %v", len(all), err)
+	}
+	billing, _, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Destination: "billing"})
+	gh, _, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Source: "github"})
+	if len(billing) != 2 || len(gh) != 1 {
+		t.Fatalf("billing = %d (want 2), github = %d (want 1)", len(billing), len(gh))
+	}
+	p1, next, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Limit: 2})
+	p2, end, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Limit: 2, Cursor: next})
+	if len(p1) != 2 || len(p2) != 1 || end != "" || p2[0].ID == p1[0].ID || p2[0].ID == p1[1].ID {
+		t.Fatalf("paging: %v then %v (end %q)", p1, p2, end)
+	}
+}
+
+func testCounts(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "a", "billing", "audit"), newEvent("stripe", "b", "billing"))
+	c := claim(t, s, "billing", 1, time.Minute)[0]
+	finish(t, s, delivered(c))
+	m, err := s.Counts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m[anyhook.StatusPending] != 2 || m[anyhook.StatusDelivered] != 1 {
+		t.Fatalf("counts = %v", m)
+	}
+}
