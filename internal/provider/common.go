@@ -1,0 +1,126 @@
+package provider
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"hash"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultTolerance bounds the clock skew, past and future, of timestamped
+// schemes when a source sets no tolerance.
+const DefaultTolerance = 5 * time.Minute
+
+func fail(format string, args ...any) *Error { return &Error{Msg: fmt.Sprintf(format, args...)} }
+
+func missing(header string) *Error { return fail("missing %s header", header) }
+
+func noMatch() *Error { return fail("no signature matched") }
+
+// mac is the HMAC of the concatenated parts under key.
+func mac(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
+	m := hmac.New(h, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
+// matchAny reports whether any key's HMAC of parts equals any candidate
+// signature, comparing in constant time.
+func matchAny(h func() hash.Hash, keys [][]byte, sigs [][]byte, parts ...[]byte) bool {
+	for _, key := range keys {
+		sum := mac(h, key, parts...)
+		for _, s := range sigs {
+			if hmac.Equal(sum, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// equalSecret compares a presented token with a secret in constant time,
+// hashing both first so that not even the length leaks.
+func equalSecret(presented, secret string) bool {
+	a, b := sha256.Sum256([]byte(presented)), sha256.Sum256([]byte(secret))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// parseUnix parses a decimal timestamp; ms selects milliseconds.
+func parseUnix(s string, ms bool) (time.Time, bool) {
+	if s == "" || len(s) > 19 {
+		return time.Time{}, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return time.Time{}, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if ms {
+		return time.UnixMilli(n), true
+	}
+	return time.Unix(n, 0), true
+}
+
+// checkTime rejects a timestamp more than tol away from now, either way.
+func checkTime(t, now time.Time, tol time.Duration) error {
+	if d := now.Sub(t); d > tol || d < -tol {
+		return fail("timestamp outside tolerance (%s)", tol)
+	}
+	return nil
+}
+
+// decodeBase64 accepts standard and URL-safe base64, padded or not.
+func decodeBase64(s string) ([]byte, error) {
+	var err error
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		var b []byte
+		if b, err = enc.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	return nil, err
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// isForm reports whether the request carries a urlencoded form.
+func isForm(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "application/x-www-form-urlencoded"
+}
+
+// jsonBody reports whether body looks like a JSON object or array.
+func jsonBody(body []byte) bool {
+	s := strings.TrimLeft(string(body[:min(len(body), 64)]), " \t\r\n")
+	return s != "" && (s[0] == '{' || s[0] == '[')
+}
+
+// order returns object and version only when both are known: half an
+// ordering rule cannot order anything.
+func order(object, version string) (string, string) {
+	if object == "" || version == "" {
+		return "", ""
+	}
+	return object, version
+}
+
+func unixString(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+func ensureHeader(r *Request) {
+	if r.Header == nil {
+		r.Header = make(http.Header)
+	}
+}

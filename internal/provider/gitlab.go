@@ -1,0 +1,74 @@
+package provider
+
+import (
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+// gitlab verifies either GitLab's plain X-Gitlab-Token (compared in
+// constant time with each secret) or, when the request carries a
+// webhook-signature, GitLab's Standard Webhooks signing token (a whsec_
+// secret in the same secrets list).
+type gitlab struct {
+	tokens  []string
+	signing [][]byte // secrets that decode as Standard Webhooks keys
+	tol     time.Duration
+}
+
+func buildGitLab(src *config.Source, _ [][]byte, tol time.Duration) (Provider, error) {
+	signing, _ := standardKeys(src.Secrets, false)
+	return &gitlab{src.Secrets, signing, tol}, nil
+}
+
+func (p *gitlab) Verify(r *Request, now time.Time) error {
+	if _, _, _, sig := standardHeaders(r.Header); sig != "" {
+		return verifyStandard(p.signing, r.Header, r.Body, now, p.tol)
+	}
+	tok := r.Header.Get("X-Gitlab-Token")
+	if tok == "" {
+		return missing("X-Gitlab-Token")
+	}
+	ok := false
+	for _, s := range p.tokens {
+		ok = equalSecret(tok, s) || ok // no early exit: same work for every secret
+	}
+	if !ok {
+		return fail("no token matched")
+	}
+	return nil
+}
+
+// Extract: Idempotency-Key (GitLab 17.4+, stable across retries), else
+// X-Gitlab-Event-UUID. Events about an object (issues, merge requests, …)
+// are ordered by object_attributes.updated_at per object_kind/id.
+func (p *gitlab) Extract(r *Request) (Extracted, error) {
+	e := Event{DedupKey: firstHeader(r, "Idempotency-Key", "X-Gitlab-Event-UUID", "webhook-id")}
+	v := jsonScalars(r.Body, []string{"object_kind"}, []string{"object_attributes", "id"}, []string{"object_attributes", "updated_at"})
+	if v[0] != "" && v[1] != "" {
+		e.Object, e.Version = order(v[0]+"/"+v[1], gitlabTime(v[2]))
+	}
+	return Extracted{Events: []Event{e}}, nil
+}
+
+// gitlabTime turns GitLab's "2006-01-02 15:04:05 UTC" timestamps into RFC
+// 3339 so versions compare as times; other forms pass through.
+func gitlabTime(s string) string {
+	for _, layout := range []string{"2006-01-02 15:04:05 MST", "2006-01-02 15:04:05 -0700"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC().Format(time.RFC3339)
+		}
+	}
+	return s
+}
+
+// signGitLab sends a whsec_ secret as a Standard Webhooks signature, any
+// other secret as X-Gitlab-Token.
+func signGitLab(secret string, r *Request, now time.Time) error {
+	if key, err := standardKey(secret); err == nil && len(secret) > 6 && secret[:6] == "whsec_" {
+		setStandard(key, r, now)
+		return nil
+	}
+	r.Header.Set("X-Gitlab-Token", secret)
+	return nil
+}

@@ -1,0 +1,154 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+// kind is one provider's constructor and signer.
+type kind struct {
+	build func(src *config.Source, keys [][]byte, tol time.Duration) (Provider, error)
+	sign  func(secret string, r *Request, now time.Time) error
+}
+
+// kinds is the fixed table of providers, by config name.
+var kinds = map[string]kind{
+	"generic":  {buildGeneric, nil},
+	"github":   {buildGitHub, signGitHub},
+	"gitlab":   {buildGitLab, signGitLab},
+	"hubspot":  {buildHubSpot, signHubSpot},
+	"paddle":   {buildPaddle, signPaddle},
+	"shopify":  {buildShopify, signShopify},
+	"slack":    {buildSlack, signSlack},
+	"square":   {buildSquare, signSquare},
+	"standard": {buildStandard, signStandard},
+	"stripe":   {buildStripe, signStripe},
+	"twilio":   {buildTwilio, signTwilio},
+}
+
+// Names returns the known provider names, sorted.
+func Names() []string {
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// New builds the Provider of a configured source. Its errors start with
+// the offending key relative to the source ("secrets: …", "signature: …"),
+// so a caller can prefix "file:line: sources.NAME.".
+//
+// A source's id and ordering rules, when set, override the provider's own
+// dedup key and ordering hints.
+func New(src *config.Source) (Provider, error) {
+	if src.Provider == "" {
+		return nil, fmt.Errorf("provider: required (known: %s)", strings.Join(Names(), ", "))
+	}
+	k, ok := kinds[src.Provider]
+	if !ok {
+		return nil, fmt.Errorf("provider: unknown provider %q (known: %s)", src.Provider, strings.Join(Names(), ", "))
+	}
+	tol := src.Tolerance.D()
+	switch {
+	case tol < 0:
+		return nil, errors.New("tolerance: must not be negative")
+	case tol == 0:
+		tol = DefaultTolerance
+	}
+	unsigned := src.Provider == "generic" && src.Signature != nil && src.Signature.None
+	if len(src.Secrets) == 0 && !unsigned {
+		return nil, errors.New("secrets: at least one secret is required")
+	}
+	keys := make([][]byte, len(src.Secrets))
+	for i, s := range src.Secrets {
+		if s == "" {
+			return nil, fmt.Errorf("secrets[%d]: empty secret", i)
+		}
+		keys[i] = []byte(s)
+	}
+	p, err := k.build(src, keys, tol)
+	if err != nil {
+		return nil, err
+	}
+	var o overrides
+	if src.ID != "" {
+		if o.id, err = ParseField(src.ID); err != nil {
+			return nil, fmt.Errorf("id: %w", err)
+		}
+	}
+	if src.Ordering != nil {
+		if src.Ordering.Object != "" {
+			if o.object, err = ParseField(src.Ordering.Object); err != nil {
+				return nil, fmt.Errorf("ordering.object: %w", err)
+			}
+		}
+		if src.Ordering.Version != "" {
+			if o.version, err = ParseField(src.Ordering.Version); err != nil {
+				return nil, fmt.Errorf("ordering.version: %w", err)
+			}
+		}
+	}
+	if o.id.IsZero() && o.object.IsZero() && o.version.IsZero() {
+		return p, nil
+	}
+	o.Provider = p
+	return &o, nil
+}
+
+// overrides applies a source's configured id and ordering extractors on top
+// of a provider's built-in ones, per event (per item for batches).
+type overrides struct {
+	Provider
+	id, object, version Field
+}
+
+func (o *overrides) Extract(r *Request) (Extracted, error) {
+	x, err := o.Provider.Extract(r)
+	if err != nil || x.Challenge != nil {
+		return x, err
+	}
+	for i := range x.Events {
+		e := &x.Events[i]
+		body := e.Body
+		if body == nil {
+			body = r.Body
+		}
+		v := fields(r.Header, body, o.id, o.object, o.version)
+		if !o.id.IsZero() {
+			e.DedupKey = v[0]
+		}
+		if !o.object.IsZero() {
+			e.Object = v[1]
+		}
+		if !o.version.IsZero() {
+			e.Version = v[2]
+		}
+		e.Object, e.Version = order(e.Object, e.Version)
+	}
+	return x, nil
+}
+
+// Sign sets on r.Header the signature headers (and timestamp headers) that
+// the named provider would send for r, signed with secret at now. URL-bound
+// schemes sign r.URL and r.Method; Twilio's JSON variant also appends
+// bodySHA256 to r.URL, as Twilio does. For generic sources use SignGeneric.
+func Sign(providerName, secret string, r *Request, now time.Time) error {
+	k, ok := kinds[providerName]
+	switch {
+	case !ok:
+		return fmt.Errorf("unknown provider %q (known: %s)", providerName, strings.Join(Names(), ", "))
+	case k.sign == nil:
+		return fmt.Errorf("provider %s: use SignGeneric with the source's signature scheme", providerName)
+	case secret == "":
+		return errors.New("empty secret")
+	}
+	ensureHeader(r)
+	return k.sign(secret, r, now)
+}

@@ -1,0 +1,127 @@
+package provider
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+// standard verifies Standard Webhooks v1 (also Svix's svix-* headers):
+// webhook-signature is a space-separated list of "<version>,<base64>" over
+// "id.timestamp.body", keyed with the base64 after whsec_. Versions other
+// than v1 (v1a, v2, …) are ignored.
+type standard struct {
+	keys [][]byte
+	tol  time.Duration
+}
+
+func buildStandard(src *config.Source, _ [][]byte, tol time.Duration) (Provider, error) {
+	keys, err := standardKeys(src.Secrets, true)
+	if err != nil {
+		return nil, err
+	}
+	return &standard{keys, tol}, nil
+}
+
+// standardKeys decodes whsec_ (or bare base64) secrets. With strict unset,
+// secrets that do not decode are skipped instead of rejected.
+func standardKeys(secrets []string, strict bool) ([][]byte, error) {
+	var keys [][]byte
+	for i, s := range secrets {
+		k, err := standardKey(s)
+		if err != nil {
+			if strict {
+				return nil, fmt.Errorf("secrets[%d]: not a Standard Webhooks secret (want whsec_ followed by base64)", i)
+			}
+			continue
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+func standardKey(secret string) ([]byte, error) {
+	k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err == nil && len(k) == 0 {
+		err = fmt.Errorf("empty key")
+	}
+	return k, err
+}
+
+func (p *standard) Verify(r *Request, now time.Time) error {
+	return verifyStandard(p.keys, r.Header, r.Body, now, p.tol)
+}
+
+// standardHeaders returns id, timestamp and signature, from webhook-* or,
+// when those are absent, svix-*.
+func standardHeaders(h http.Header) (prefix, id, ts, sig string) {
+	prefix = "webhook-"
+	if h.Get("webhook-signature") == "" && h.Get("svix-signature") != "" {
+		prefix = "svix-"
+	}
+	return prefix, h.Get(prefix + "id"), h.Get(prefix + "timestamp"), h.Get(prefix + "signature")
+}
+
+func verifyStandard(keys [][]byte, h http.Header, body []byte, now time.Time, tol time.Duration) error {
+	prefix, id, ts, sig := standardHeaders(h)
+	switch {
+	case sig == "":
+		return missing(prefix + "signature")
+	case id == "":
+		return missing(prefix + "id")
+	case ts == "":
+		return missing(prefix + "timestamp")
+	}
+	t, ok := parseUnix(ts, false)
+	if !ok {
+		return fail("malformed %stimestamp header", prefix)
+	}
+	var sigs [][]byte
+	for _, s := range strings.Fields(sig) {
+		if v, b, _ := strings.Cut(s, ","); v == "v1" {
+			if d, err := base64.StdEncoding.DecodeString(b); err == nil {
+				sigs = append(sigs, d)
+			}
+		}
+	}
+	if len(sigs) == 0 {
+		return fail("no v1 signature in %ssignature header", prefix)
+	}
+	if !matchAny(sha256.New, keys, sigs, []byte(id), []byte("."), []byte(ts), []byte("."), body) {
+		return noMatch()
+	}
+	return checkTime(t, now, tol)
+}
+
+// Extract: webhook-id is the idempotency key, stable across retries.
+func (p *standard) Extract(r *Request) (Extracted, error) {
+	_, id, _, _ := standardHeaders(r.Header)
+	return Extracted{Events: []Event{{DedupKey: id}}}, nil
+}
+
+// signStandard uses webhook-id from r.Header, or sets a fresh one.
+func signStandard(secret string, r *Request, now time.Time) error {
+	key, err := standardKey(secret)
+	if err != nil {
+		return fmt.Errorf("not a Standard Webhooks secret (want whsec_ followed by base64)")
+	}
+	setStandard(key, r, now)
+	return nil
+}
+
+func setStandard(key []byte, r *Request, now time.Time) {
+	id := r.Header.Get("webhook-id")
+	if id == "" {
+		id = "msg_" + strings.ToLower(strings.TrimRight(base64.RawURLEncoding.EncodeToString([]byte(rand.Text())[:18]), "-_"))
+		r.Header.Set("webhook-id", id)
+	}
+	ts := unixString(now)
+	r.Header.Set("webhook-timestamp", ts)
+	r.Header.Set("webhook-signature", "v1,"+b64(mac(sha256.New, key, []byte(id), []byte("."), []byte(ts), []byte("."), r.Body)))
+}

@@ -1,0 +1,68 @@
+package provider
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+// stripe verifies Stripe-Signature: t=<unix s>,v1=<hex>[,v1=…]. The MAC is
+// HMAC-SHA256 of "t.body" keyed with the whole secret string (whsec_… is
+// not decoded). Unknown schemes such as v0 are ignored.
+type stripe struct {
+	keys [][]byte
+	tol  time.Duration
+}
+
+func buildStripe(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, error) {
+	return &stripe{keys, tol}, nil
+}
+
+func (p *stripe) Verify(r *Request, now time.Time) error {
+	h := r.Header.Get("Stripe-Signature")
+	if h == "" {
+		return missing("Stripe-Signature")
+	}
+	var ts string
+	var sigs [][]byte
+	for part := range strings.SplitSeq(h, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			if b, err := hex.DecodeString(v); err == nil {
+				sigs = append(sigs, b)
+			}
+		}
+	}
+	t, ok := parseUnix(ts, false)
+	if !ok {
+		return fail("malformed Stripe-Signature header: no valid t= timestamp")
+	}
+	if len(sigs) == 0 {
+		return fail("malformed Stripe-Signature header: no v1 signature")
+	}
+	if !matchAny(sha256.New, p.keys, sigs, []byte(ts), []byte("."), r.Body) {
+		return noMatch()
+	}
+	return checkTime(t, now, p.tol)
+}
+
+// Extract: dedup on the event id; order by data.object.id at created.
+func (p *stripe) Extract(r *Request) (Extracted, error) {
+	v := jsonScalars(r.Body, []string{"id"}, []string{"created"}, []string{"data", "object", "id"})
+	e := Event{DedupKey: v[0]}
+	e.Object, e.Version = order(v[2], v[1])
+	return Extracted{Events: []Event{e}}, nil
+}
+
+func signStripe(secret string, r *Request, now time.Time) error {
+	ts := unixString(now)
+	sum := mac(sha256.New, []byte(secret), []byte(ts), []byte("."), r.Body)
+	r.Header.Set("Stripe-Signature", "t="+ts+",v1="+hex.EncodeToString(sum))
+	return nil
+}
