@@ -1,0 +1,444 @@
+// Package delivery sends recorded events to destinations. Per destination a
+// dispatcher claims due deliveries (the deliveries table is the queue),
+// POSTs each with the original body and headers plus the X-AnyHook-*
+// headers, and records the outcome fenced by (delivery, attempt). A rescuer
+// handles claims whose lease ran out: reclaim or hold, as the destination
+// declared.
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Store is what the engine needs of the store.
+type Store interface {
+	Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error)
+	Finish(ctx context.Context, outs []store.Outcome) ([]string, error)
+	Rescue(ctx context.Context, rule func(destination string) store.StaleRule) ([]anyhook.Delivery, error)
+}
+
+// Destination is one handler the engine delivers to.
+type Destination struct {
+	Name          string
+	URL           string
+	SigningSecret []byte // decoded Standard Webhooks key; nil: no signing
+	Timeout       time.Duration
+	MaxAttempts   int
+	Initial, Max  time.Duration // backoff
+	StalePolicy   anyhook.StalePolicy
+	DropHeaders   []string // more request headers not to forward
+	MaxInFlight   int
+}
+
+// Options configure an Engine.
+type Options struct {
+	Destinations []Destination
+	Logger       *slog.Logger
+	Client       *http.Client // default: NewClient()
+	PollInterval time.Duration // default 1s
+	Grace        time.Duration // lease = timeout + grace; default 5s
+	Rand         func() float64 // jitter source in [0, 1); default math/rand/v2
+	// OnDead and OnHeld are told of deliveries that went dead or were held
+	// (alerts); either may be nil.
+	OnDead func(anyhook.Delivery)
+	OnHeld func(anyhook.Delivery)
+	// UserAgent is sent on every request.
+	UserAgent string
+}
+
+// Engine runs the dispatchers and the rescuer.
+type Engine struct {
+	st    Store
+	opt   Options
+	log   *slog.Logger
+	dests map[string]*Destination
+	wake  map[string]chan struct{}
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc // stops claiming
+	abort   context.CancelFunc // aborts in-flight sends
+	loops   sync.WaitGroup
+	sends   sync.WaitGroup
+	started bool
+}
+
+// New returns an engine; Start runs it.
+func New(st Store, opt Options) *Engine {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Client == nil {
+		opt.Client = NewClient()
+	}
+	if opt.PollInterval <= 0 {
+		opt.PollInterval = time.Second
+	}
+	if opt.Grace <= 0 {
+		opt.Grace = 5 * time.Second
+	}
+	if opt.Rand == nil {
+		opt.Rand = rand.Float64
+	}
+	if opt.UserAgent == "" {
+		opt.UserAgent = "AnyHook"
+	}
+	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}}
+	for i := range opt.Destinations {
+		d := &opt.Destinations[i]
+		if d.MaxInFlight <= 0 {
+			d.MaxInFlight = 16
+		}
+		e.dests[d.Name] = d
+		e.wake[d.Name] = make(chan struct{}, 1)
+	}
+	return e
+}
+
+// NewClient returns the outbound HTTP client: bounded dial and header
+// timeouts, connection reuse, no redirects to other hosts.
+func NewClient() *http.Client {
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{
+		Transport: t,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 || req.URL.Host != via[0].URL.Host {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+}
+
+// Lease is how long a claim of d lasts: its timeout plus the grace, so a
+// live worker's attempt always ends first.
+func (e *Engine) Lease(d *Destination) time.Duration { return d.Timeout + e.opt.Grace }
+
+// Wake tells every dispatcher that new deliveries may be due.
+func (e *Engine) Wake() {
+	for _, ch := range e.wake {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Start starts one dispatcher per destination and the rescuer.
+func (e *Engine) Start(ctx context.Context) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return
+	}
+	e.started = true
+	base := context.WithoutCancel(ctx)
+	var loopCtx, sendCtx context.Context
+	loopCtx, e.cancel = context.WithCancel(base)
+	sendCtx, e.abort = context.WithCancel(base)
+	for _, d := range e.dests {
+		e.loops.Go(func() { e.dispatch(loopCtx, sendCtx, d) })
+	}
+	e.loops.Go(func() { e.rescueLoop(loopCtx) })
+}
+
+// Stop stops claiming, gives in-flight sends up to grace to finish, then
+// aborts them: an aborted delivery stays claimed and is rescued by lease.
+// It is idempotent.
+func (e *Engine) Stop(grace time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.started || e.cancel == nil {
+		return
+	}
+	e.cancel()
+	e.loops.Wait()
+	done := make(chan struct{})
+	go func() { e.sends.Wait(); close(done) }()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		e.abort()
+		<-done
+	}
+	e.abort()
+	e.cancel = nil
+}
+
+func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
+	free := make(chan struct{}, d.MaxInFlight)
+	inFlight := 0
+	tick := time.NewTicker(e.opt.PollInterval)
+	defer tick.Stop()
+	for {
+		// Return the slots of finished sends.
+		for drained := false; !drained; {
+			select {
+			case <-free:
+				inFlight--
+			default:
+				drained = true
+			}
+		}
+		want := d.MaxInFlight - inFlight
+		got := 0
+		if want > 0 {
+			claims, err := e.st.Claim(ctx, d.Name, want, e.Lease(d))
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("claim failed", "destination", d.Name, "err", err)
+			}
+			got = len(claims)
+			for _, c := range claims {
+				inFlight++
+				e.sends.Go(func() {
+					defer func() { free <- struct{}{} }()
+					e.deliver(sendCtx, d, c)
+				})
+			}
+		}
+		if want > 0 && got == want {
+			continue // more may be due at once
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake[d.Name]:
+		case <-tick.C:
+		case <-free:
+			inFlight--
+		}
+	}
+}
+
+func (e *Engine) rescueLoop(ctx context.Context) {
+	tick := time.NewTicker(e.opt.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ds, err := e.st.Rescue(ctx, e.rule)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("rescue failed", "err", err)
+			}
+			continue
+		}
+		for _, d := range ds {
+			e.log.Warn("claim expired", "delivery", d.ID, "event", d.EventID, "destination", d.Destination, "attempt", d.AttemptCount, "now", d.Status)
+			e.notify(d)
+		}
+		if len(ds) > 0 {
+			e.Wake()
+		}
+	}
+}
+
+func (e *Engine) rule(destination string) store.StaleRule {
+	d, ok := e.dests[destination]
+	if !ok {
+		return store.StaleRule{Policy: anyhook.Reclaim} // a destination removed from the config
+	}
+	return store.StaleRule{Policy: d.StalePolicy, MaxAttempts: d.MaxAttempts}
+}
+
+func (e *Engine) notify(d anyhook.Delivery) {
+	switch {
+	case d.Status == anyhook.StatusDead && e.opt.OnDead != nil:
+		e.opt.OnDead(d)
+	case d.Status == anyhook.StatusHeld && e.opt.OnHeld != nil:
+		e.opt.OnHeld(d)
+	}
+}
+
+// maxResponse is how much of a response body an attempt keeps.
+const maxResponse = 4 << 10
+
+// deliver makes one attempt and records its outcome.
+func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim) {
+	attempt := c.Delivery.AttemptCount
+	started := time.Now()
+	code, body, retryAfter, err := e.send(ctx, d, c)
+	if ctx.Err() != nil {
+		// Shutdown aborted the attempt: leave the claim for the rescuer.
+		e.log.Info("attempt aborted by shutdown", "delivery", c.Delivery.ID, "attempt", attempt)
+		return
+	}
+	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: time.Since(started), StatusCode: code, ResponseBody: body}
+	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: attempt, Result: a}
+	switch {
+	case err == nil && code >= 200 && code < 300:
+		out.Status = anyhook.StatusDelivered
+	case attempt >= d.MaxAttempts:
+		out.Status = anyhook.StatusDead
+	default:
+		out.Status = anyhook.StatusPending
+		out.RetryIn = RetryDelay(attempt, d.Initial, d.Max, retryAfter, e.opt.Rand())
+	}
+	if out.Status != anyhook.StatusDelivered {
+		if err != nil {
+			out.Result.Error = err.Error()
+		} else {
+			out.Result.Error = "HTTP " + strconv.Itoa(code)
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	lost, ferr := e.st.Finish(fctx, []store.Outcome{out})
+	log := e.log.With("delivery", c.Delivery.ID, "event", c.Event.ID, "destination", d.Name, "attempt", attempt, "status_code", code)
+	switch {
+	case ferr != nil:
+		log.Error("recording the outcome failed; the lease will expire and the rescuer decides", "err", ferr)
+		return
+	case len(lost) > 0:
+		log.Warn("outcome not recorded: the claim was lost to a rescuer")
+		return
+	}
+	switch out.Status {
+	case anyhook.StatusDelivered:
+		log.Debug("delivered", "duration_ms", a.Duration.Milliseconds())
+	case anyhook.StatusDead:
+		log.Warn("delivery dead", "err", out.Result.Error)
+		dd := c.Delivery
+		dd.Status = anyhook.StatusDead
+		e.notify(dd)
+	default:
+		log.Info("attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn)
+	}
+}
+
+// send POSTs the event to d. It returns the status code, the first 4 KiB of
+// the response, the server's Retry-After, and an error when no response
+// arrived.
+func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, []byte, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(c.Event.Body))
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	req.Header = e.header(d, c, time.Now())
+	resp, err := e.opt.Client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("timeout after %v", d.Timeout)
+		}
+		return 0, nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
+	return resp.StatusCode, body, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
+}
+
+// dropped are the request headers never forwarded: hop-by-hop ones, Host
+// and Content-Length (set anew), and credentials meant for the gateway.
+var dropped = []string{
+	"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
+	"Authorization", "Cookie", "Accept-Encoding",
+}
+
+// header is the outbound header set for one attempt.
+func (e *Engine) header(d *Destination, c store.Claim, now time.Time) http.Header {
+	h := c.Event.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	for _, k := range c.Event.Header.Values("Connection") {
+		for _, name := range strings.Split(k, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, k := range dropped {
+		h.Del(k)
+	}
+	for _, k := range d.DropHeaders {
+		h.Del(k)
+	}
+	for k := range h {
+		if strings.HasPrefix(k, "X-Anyhook-") {
+			h.Del(k) // only the gateway speaks for itself
+		}
+	}
+	ev, dl := c.Event, c.Delivery
+	h.Set("User-Agent", e.opt.UserAgent)
+	h.Set("X-AnyHook-Delivery", ev.ID)
+	h.Set("X-AnyHook-Attempt", strconv.Itoa(dl.AttemptCount))
+	h.Set("X-AnyHook-Replay", strconv.FormatBool(dl.Replay))
+	h.Set("X-AnyHook-Source", ev.Source)
+	if ev.DedupKey != "" {
+		h.Set("X-AnyHook-Event-Id", ev.DedupKey)
+	}
+	if ev.Object != "" {
+		h.Set("X-AnyHook-Object", ev.Object)
+		h.Set("X-AnyHook-Version", ev.Version)
+	}
+	if dl.Stale {
+		h.Set("X-AnyHook-Stale", "true")
+	}
+	if d.SigningSecret != nil {
+		ts := strconv.FormatInt(now.Unix(), 10)
+		h.Set("Webhook-Id", ev.ID)
+		h.Set("Webhook-Timestamp", ts)
+		h.Set("Webhook-Signature", "v1,"+sign(d.SigningSecret, ev.ID, ts, ev.Body))
+	}
+	return h
+}
+
+// sign is the Standard Webhooks v1 signature: base64 HMAC-SHA256 of
+// "id.timestamp.body".
+func sign(key []byte, id, ts string, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date; 0 when absent or
+// unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,242 @@
+// Package ingest is the POST /webhooks/{source} handler. Its order of work
+// never changes: read at most max_body bytes, verify the signature over the
+// exact bytes, derive the dedup key, record the event and its deliveries in
+// one durable transaction, and only then answer 2xx.
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Recorder records verified events durably; a store.Store or a Batcher in
+// front of one.
+type Recorder interface {
+	Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error)
+}
+
+// Source is one configured inbound URL.
+type Source struct {
+	Name         string
+	Provider     provider.Provider
+	MaxBody      int64
+	PublicURL    string   // for URL-bound schemes; "" rebuilds it from the request
+	Destinations []string // each new event gets one delivery per destination
+	StaleSkip    bool     // stale events are skipped (else delivered, flagged)
+}
+
+// Options configure a Handler.
+type Options struct {
+	Sources  []Source
+	Recorder Recorder
+	Logger   *slog.Logger
+	Now      func() time.Time // default time.Now
+	NewID    func() string    // default store.NewID
+	// Recorded is called after new events were committed (to wake the
+	// delivery workers); may be nil.
+	Recorded func()
+}
+
+// Handler serves POST /webhooks/{source}.
+type Handler struct {
+	sources  map[string]*Source
+	rec      Recorder
+	log      *slog.Logger
+	now      func() time.Time
+	newID    func() string
+	recorded func()
+}
+
+// New returns a Handler for the given sources.
+func New(opt Options) *Handler {
+	h := &Handler{sources: map[string]*Source{}, rec: opt.Recorder, log: opt.Logger,
+		now: opt.Now, newID: opt.NewID, recorded: opt.Recorded}
+	for i := range opt.Sources {
+		h.sources[opt.Sources[i].Name] = &opt.Sources[i]
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.newID == nil {
+		h.newID = store.NewID
+	}
+	return h
+}
+
+// Result is the JSON answer to a provider.
+type Result struct {
+	Status string        `json:"status"` // accepted | duplicate
+	ID     string        `json:"id"`     // the event id (the first, for a batch)
+	Events []EventResult `json:"events,omitempty"`
+}
+
+// EventResult is one item of a batch request.
+type EventResult struct {
+	Status string `json:"status"`
+	ID     string `json:"id"`
+}
+
+// rejection is an answer other than 2xx: a status and a message safe to
+// show the sender.
+type rejection struct {
+	code int
+	msg  string
+	err  error // for the log only
+}
+
+func (r *rejection) Error() string { return r.msg }
+
+// ServeHTTP implements http.Handler for the route POST /webhooks/{source}.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("source")
+	res, err := h.serve(w, r, name)
+	if err != nil {
+		var rej *rejection
+		if !errors.As(err, &rej) {
+			rej = &rejection{code: http.StatusInternalServerError, msg: "internal error", err: err}
+		}
+		level := slog.LevelInfo
+		if rej.code >= 500 {
+			level = slog.LevelError
+			w.Header().Set("Retry-After", "5")
+		}
+		h.log.Log(r.Context(), level, "ingest rejected", "source", name, "status", rej.code, "reason", rej.msg, "err", rej.err)
+		writeJSON(w, rej.code, map[string]string{"error": rej.msg})
+		return
+	}
+	if res.challenge != nil {
+		if res.challenge.ContentType != "" {
+			w.Header().Set("Content-Type", res.challenge.ContentType)
+		}
+		w.WriteHeader(http.StatusOK)
+		w.Write(res.challenge.Body)
+		return
+	}
+	writeJSON(w, http.StatusOK, res.result)
+}
+
+type served struct {
+	result    Result
+	challenge *provider.Challenge
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (served, error) {
+	src, ok := h.sources[name]
+	if !ok {
+		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name)}
+	}
+	received := h.now()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, src.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return served{}, &rejection{code: http.StatusRequestEntityTooLarge, msg: "body larger than max_body (" + strconv.FormatInt(src.MaxBody, 10) + " bytes)"}
+		}
+		return served{}, &rejection{code: http.StatusBadRequest, msg: "could not read the request body", err: err}
+	}
+	preq := &provider.Request{Method: r.Method, URL: publicURL(src, r), Header: r.Header, Body: body}
+	if err := src.Provider.Verify(preq, received); err != nil {
+		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err}
+	}
+	ext, err := src.Provider.Extract(preq)
+	if err != nil {
+		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err}
+	}
+	if ext.Challenge != nil {
+		return served{challenge: ext.Challenge}, nil
+	}
+	if len(ext.Events) == 0 {
+		return served{}, &rejection{code: http.StatusBadRequest, msg: "the request carries no event"}
+	}
+	header := r.Header.Clone()
+	evs := make([]store.NewEvent, len(ext.Events))
+	for i, pe := range ext.Events {
+		b := body
+		if pe.Body != nil {
+			b = pe.Body
+		}
+		evs[i] = store.NewEvent{
+			Event: anyhook.Event{
+				ID: h.newID(), Source: src.Name, DedupKey: pe.DedupKey, ReceivedAt: received,
+				Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: b,
+				Object: pe.Object, Version: pe.Version,
+			},
+			Destinations: src.Destinations,
+			StaleSkip:    src.StaleSkip,
+		}
+	}
+	results, err := h.rec.Ingest(r.Context(), evs)
+	if err != nil {
+		return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event store is unavailable; retry later", err: err}
+	}
+	var out Result
+	fresh := false
+	for _, res := range results {
+		if res.Err != nil {
+			return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event could not be recorded; retry later", err: res.Err}
+		}
+		er := EventResult{Status: "accepted", ID: res.ID}
+		if res.Duplicate {
+			er.Status = "duplicate"
+		} else {
+			fresh = true
+		}
+		out.Events = append(out.Events, er)
+	}
+	out.Status, out.ID = out.Events[0].Status, out.Events[0].ID
+	if fresh {
+		out.Status = "accepted"
+	}
+	if len(out.Events) == 1 {
+		out.Events = nil
+	}
+	if fresh && h.recorded != nil {
+		h.recorded()
+	}
+	for _, er := range out.Events {
+		h.log.Debug("ingested", "source", src.Name, "event", er.ID, "status", er.Status)
+	}
+	return served{result: out}, nil
+}
+
+// publicURL is the URL as the provider called it, for URL-bound schemes.
+func publicURL(src *Source, r *http.Request) string {
+	if src.PublicURL != "" {
+		if r.URL.RawQuery != "" {
+			return src.PublicURL + "?" + r.URL.RawQuery
+		}
+		return src.PublicURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.RequestURI()
+}
+
+func safeMessage(err error) string {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		return pe.Msg
+	}
+	return "the request could not be verified"
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
