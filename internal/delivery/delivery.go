@@ -9,9 +9,6 @@ package delivery
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +22,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -39,7 +37,7 @@ type Store interface {
 type Destination struct {
 	Name          string
 	URL           string
-	SigningSecret []byte // decoded Standard Webhooks key; nil: no signing
+	SigningSecret string // Standard Webhooks whsec_…; "": no signing
 	Timeout       time.Duration
 	MaxAttempts   int
 	Initial, Max  time.Duration // backoff
@@ -407,25 +405,19 @@ func (e *Engine) header(d *Destination, c store.Claim, now time.Time) http.Heade
 	if dl.Stale {
 		h.Set("X-AnyHook-Stale", "true")
 	}
-	if d.SigningSecret != nil {
-		ts := strconv.FormatInt(now.Unix(), 10)
+	if d.SigningSecret != "" {
+		for k := range h {
+			if strings.HasPrefix(k, "Webhook-") {
+				h.Del(k) // replaced by our own signature
+			}
+		}
 		h.Set("Webhook-Id", ev.ID)
-		h.Set("Webhook-Timestamp", ts)
-		h.Set("Webhook-Signature", "v1,"+sign(d.SigningSecret, ev.ID, ts, ev.Body))
+		// The secret was checked when the config was loaded.
+		if err := provider.Sign("standard", d.SigningSecret, &provider.Request{Header: h, Body: ev.Body}, now); err != nil {
+			e.log.Error("signing failed", "destination", d.Name, "err", err)
+		}
 	}
 	return h
-}
-
-// sign is the Standard Webhooks v1 signature: base64 HMAC-SHA256 of
-// "id.timestamp.body".
-func sign(key []byte, id, ts string, body []byte) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(id))
-	m.Write([]byte{'.'})
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date; 0 when absent or

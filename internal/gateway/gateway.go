@@ -1,0 +1,225 @@
+// Package gateway assembles a running AnyHook from a configuration: the
+// store, the ingest handler with its group committer, the delivery engine,
+// alerts and the admin API, behind one HTTP server. cmd/anyhook runs it;
+// end-to-end tests and the bench command run it in-process on port 0.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/ingest"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
+)
+
+// Version is the gateway's version, set by cmd/anyhook.
+var Version = "dev"
+
+// Options configure a Gateway.
+type Options struct {
+	Config *config.Config
+	Logger *slog.Logger
+	// Store, when set, is used instead of opening Config.Database.
+	Store store.Store
+}
+
+// Gateway is one running AnyHook process.
+type Gateway struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	store   store.Store
+	batcher *ingest.Batcher
+	engine  *delivery.Engine
+	srv     *http.Server
+	handler http.Handler
+
+	mu       sync.Mutex
+	serveErr chan error
+	stopped  bool
+}
+
+// ConfigError is a problem with the configuration (exit status 2).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// New builds a gateway: it opens the store (applying migrations) and
+// checks every source's provider settings. It does not listen yet.
+func New(ctx context.Context, opt Options) (*Gateway, error) {
+	cfg := opt.Config
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sources, err := buildSources(cfg)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	dests, err := buildDestinations(cfg)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	st := opt.Store
+	if st == nil {
+		st, err = Open(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+	}
+	g := &Gateway{cfg: cfg, log: log, store: st}
+	g.batcher = ingest.NewBatcher(st, 256)
+	g.engine = delivery.New(st, delivery.Options{
+		Destinations: dests,
+		Logger:       log,
+		PollInterval: cfg.Delivery.PollInterval.D(),
+		Grace:        cfg.Delivery.Grace.D(),
+		UserAgent:    "AnyHook/" + Version,
+		OnDead:       func(d anyhook.Delivery) { g.alert("delivery_dead", d) },
+		OnHeld:       func(d anyhook.Delivery) { g.alert("delivery_held", d) },
+	})
+	ih := ingest.New(ingest.Options{
+		Sources:  sources,
+		Recorder: g.batcher,
+		Logger:   log,
+		Recorded: g.engine.Wake,
+	})
+	bySource := map[string][]string{}
+	for _, name := range cfg.SourceOrder {
+		bySource[name] = cfg.Sources[name].Destinations
+	}
+	api := admin.New(admin.Options{
+		Store:        st,
+		Token:        cfg.AdminToken,
+		Sources:      bySource,
+		Destinations: cfg.DestinationOrder,
+		Logger:       log,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhooks/{source}", ih)
+	mux.Handle("/", api.Handler())
+	g.handler = mux
+	return g, nil
+}
+
+// Open opens the store that cfg.Database names.
+func Open(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	if path, ok := cfg.SQLitePath(); ok {
+		return sqlite.Open(ctx, path, sqlite.Options{})
+	}
+	return nil, fmt.Errorf("database: %q is not supported by this build", cfg.Database)
+}
+
+func buildSources(cfg *config.Config) ([]ingest.Source, error) {
+	var out []ingest.Source
+	for _, name := range cfg.SourceOrder {
+		src := cfg.Sources[name]
+		p, err := provider.New(src)
+		if err != nil {
+			key, msg, _ := strings.Cut(err.Error(), ": ")
+			return nil, cfg.Errorf("sources."+name+"."+key, "%s", msg)
+		}
+		out = append(out, ingest.Source{
+			Name:         name,
+			Provider:     p,
+			MaxBody:      src.MaxBody.Bytes(),
+			PublicURL:    src.PublicURL,
+			Destinations: src.Destinations,
+			StaleSkip:    src.Ordering == nil || src.Ordering.Stale != "deliver",
+		})
+	}
+	return out, nil
+}
+
+func buildDestinations(cfg *config.Config) ([]delivery.Destination, error) {
+	var out []delivery.Destination
+	for _, name := range cfg.DestinationOrder {
+		d := cfg.Destinations[name]
+		if d.SigningSecret != "" {
+			if err := provider.Sign("standard", d.SigningSecret, &provider.Request{}, time.Now()); err != nil {
+				return nil, cfg.Errorf("destinations."+name+".signing_secret", "%v", err)
+			}
+		}
+		out = append(out, delivery.Destination{
+			Name:          name,
+			URL:           d.URL,
+			SigningSecret: d.SigningSecret,
+			Timeout:       d.Timeout.D(),
+			MaxAttempts:   d.MaxAttempts,
+			Initial:       d.Backoff.Initial.D(),
+			Max:           d.Backoff.Max.D(),
+			StalePolicy:   d.StalePolicy,
+			DropHeaders:   d.DropHeaders,
+			MaxInFlight:   d.MaxInFlight,
+		})
+	}
+	return out, nil
+}
+
+func (g *Gateway) alert(kind string, d anyhook.Delivery) {
+	g.log.Warn("alert", "kind", kind, "delivery", d.ID, "event", d.EventID, "destination", d.Destination)
+}
+
+// Handler is the gateway's HTTP handler (ingest, admin API, health).
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Store is the gateway's store.
+func (g *Gateway) Store() store.Store { return g.store }
+
+// Start serves on ln and starts the workers. /healthz answers from the
+// moment Start returns.
+func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
+	g.batcher.Start(ctx)
+	g.engine.Start(ctx)
+	g.srv = &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	g.serveErr = make(chan error, 1)
+	go func() { g.serveErr <- g.srv.Serve(ln) }()
+	g.log.Info("serving", "addr", ln.Addr().String(), "version", Version)
+}
+
+// Err reports a failure of the HTTP server after Start.
+func (g *Gateway) Err() <-chan error { return g.serveErr }
+
+// Stop shuts down gracefully: stop accepting, finish in-flight ingest,
+// give in-flight deliveries cfg.Delivery.Shutdown, close the store. It is
+// idempotent.
+func (g *Gateway) Stop(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return nil
+	}
+	g.stopped = true
+	var errs []error
+	if g.srv != nil {
+		if err := g.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+	}
+	g.batcher.Stop()
+	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
+	errs = append(errs, g.store.Close())
+	g.log.Info("stopped")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,355 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+const stripeSecret = "whsec_test_secret"
+
+// sink is a destination that records what it receives and answers with the
+// next scripted status (200 once the script runs out).
+type sink struct {
+	*httptest.Server
+	mu     sync.Mutex
+	script []int
+	got    []*http.Request
+	bodies [][]byte
+	notify chan struct{}
+}
+
+func newSink(t *testing.T, script ...int) *sink {
+	s := &sink{script: script, notify: make(chan struct{}, 1000)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.got = append(s.got, r)
+		s.bodies = append(s.bodies, body)
+		code := http.StatusOK
+		if len(s.script) > 0 {
+			code, s.script = s.script[0], s.script[1:]
+		}
+		s.mu.Unlock()
+		w.WriteHeader(code)
+		fmt.Fprintf(w, "answer %d", code)
+		s.notify <- struct{}{}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *sink) requests() []*http.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*http.Request(nil), s.got...)
+}
+
+// waitRequests waits until the sink has seen n requests.
+func (s *sink) waitRequests(t *testing.T, n int) []*http.Request {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		if got := s.requests(); len(got) >= n {
+			return got
+		}
+		select {
+		case <-s.notify:
+		case <-timeout:
+			t.Fatalf("sink saw %d requests, want %d", len(s.requests()), n)
+		}
+	}
+}
+
+type env struct {
+	url   string
+	gw    *gateway.Gateway
+	store store.Store
+	sink  *sink
+}
+
+// setup runs a gateway on 127.0.0.1:0 with a stripe source delivering to
+// the sink. extra is appended to the destination's settings.
+func setup(t *testing.T, sk *sink, extra string) *env {
+	t.Helper()
+	dir := t.TempDir()
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:%s
+admin_token: test-token
+delivery: {poll_interval: 50ms, grace: 1s}
+sources:
+  stripe:
+    provider: stripe
+    secrets: [%s]
+    max_body: 64KiB
+destinations:
+  billing:
+    url: %s/hooks
+    sources: [stripe]
+    timeout: 5s
+    backoff: {initial: 10ms, max: 40ms}
+%s`, filepath.Join(dir, "anyhook.db"), stripeSecret, sk.URL, extra)
+	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(t.Context(), gateway.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(context.Background(), ln)
+	t.Cleanup(func() { g.Stop(context.Background()) })
+	return &env{url: "http://" + ln.Addr().String(), gw: g, store: g.Store(), sink: sk}
+}
+
+// stripeRequest signs body as Stripe would at now with secret.
+func stripeRequest(t *testing.T, url, secret string, body []byte, now time.Time) *http.Request {
+	t.Helper()
+	pr := &provider.Request{Method: "POST", URL: url, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	if err := provider.Sign("stripe", secret, pr, now); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = pr.Header
+	return req
+}
+
+type answer struct {
+	Code   int
+	Status string `json:"status"`
+	ID     string `json:"id"`
+	Error  string `json:"error"`
+}
+
+func do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a answer
+	json.NewDecoder(resp.Body).Decode(&a)
+	a.Code = resp.StatusCode
+	return a
+}
+
+func (e *env) sendStripe(t *testing.T, id string) answer {
+	t.Helper()
+	body := []byte(`{"id":"` + id + `","object":"event","type":"payment_intent.succeeded","created":1700000000,"data":{"object":{"id":"pi_1"}}}`)
+	return do(t, stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body, time.Now()))
+}
+
+// waitStatus waits until the event's only delivery has status want.
+func (e *env) waitStatus(t *testing.T, eventID string, want anyhook.DeliveryStatus) anyhook.Delivery {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ev, err := e.store.Event(t.Context(), eventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ev.Deliveries) == 1 && ev.Deliveries[0].Status == want {
+			return ev.Deliveries[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event %s deliveries = %+v, want one %s", eventID, ev.Deliveries, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSameEventTwice(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	first := e.sendStripe(t, "evt_twice")
+	second := e.sendStripe(t, "evt_twice")
+	if first.Code != 200 || first.Status != "accepted" || first.ID == "" {
+		t.Fatalf("first = %+v, want 200 accepted", first)
+	}
+	if second.Code != 200 || second.Status != "duplicate" || second.ID != first.ID {
+		t.Fatalf("second = %+v, want 200 duplicate of %s", second, first.ID)
+	}
+	e.waitStatus(t, first.ID, anyhook.StatusDelivered)
+	evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{})
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want 1", len(evs))
+	}
+	if n := len(e.sink.requests()); n != 1 {
+		t.Fatalf("sink got %d requests, want 1", n)
+	}
+}
+
+func TestHundredIdenticalAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	body := []byte(`{"id":"evt_storm","object":"event","created":1700000000}`)
+	proto := stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body, time.Now())
+	const n = 100
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", proto.URL.String(), bytes.NewReader(body))
+			req.Header = proto.Header.Clone()
+			<-start
+			answers[i] = do(t, req)
+		})
+	}
+	close(start)
+	wg.Wait()
+	accepted := 0
+	for _, a := range answers {
+		if a.Code != 200 || a.ID != answers[0].ID {
+			t.Fatalf("answer = %+v, want 200 with id %s", a, answers[0].ID)
+		}
+		if a.Status == "accepted" {
+			accepted++
+		}
+	}
+	if accepted != 1 {
+		t.Fatalf("%d answers said accepted, want exactly 1", accepted)
+	}
+	e.waitStatus(t, answers[0].ID, anyhook.StatusDelivered)
+	ev, _ := e.store.Event(t.Context(), answers[0].ID)
+	if ev.Duplicates != n-1 {
+		t.Fatalf("duplicates = %d, want %d", ev.Duplicates, n-1)
+	}
+	evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{})
+	if len(evs) != 1 || len(ev.Deliveries) != 1 {
+		t.Fatalf("%d events, %d deliveries; want 1 and 1", len(evs), len(ev.Deliveries))
+	}
+}
+
+func TestForgedRequestDoesNotPoisonDedup(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	body := []byte(`{"id":"evt_target","object":"event"}`)
+	forged := do(t, stripeRequest(t, e.url+"/webhooks/stripe", "whsec_attacker", body, time.Now()))
+	if forged.Code != 400 || forged.Error == "" {
+		t.Fatalf("forged = %+v, want 400 with a reason", forged)
+	}
+	if strings.Contains(forged.Error, stripeSecret) {
+		t.Fatalf("error leaks the secret: %q", forged.Error)
+	}
+	if evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{}); len(evs) != 0 {
+		t.Fatalf("forged request recorded %d events", len(evs))
+	}
+	genuine := e.sendStripe(t, "evt_target")
+	if genuine.Code != 200 || genuine.Status != "accepted" {
+		t.Fatalf("genuine after forged = %+v, want accepted", genuine)
+	}
+	e.waitStatus(t, genuine.ID, anyhook.StatusDelivered)
+}
+
+func TestRetriedUntilDelivered(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t, 500, 500, 200), "")
+	a := e.sendStripe(t, "evt_retry")
+	d := e.waitStatus(t, a.ID, anyhook.StatusDelivered)
+	got := e.sink.requests()
+	if len(got) != 3 {
+		t.Fatalf("sink got %d requests, want 3", len(got))
+	}
+	for i, r := range got {
+		if r.Header.Get("X-AnyHook-Delivery") != a.ID {
+			t.Errorf("request %d X-AnyHook-Delivery = %q, want %s", i+1, r.Header.Get("X-AnyHook-Delivery"), a.ID)
+		}
+		if r.Header.Get("X-AnyHook-Attempt") != fmt.Sprint(i+1) {
+			t.Errorf("request %d X-AnyHook-Attempt = %q", i+1, r.Header.Get("X-AnyHook-Attempt"))
+		}
+		if r.Header.Get("X-AnyHook-Replay") != "false" || r.Header.Get("X-AnyHook-Source") != "stripe" || r.Header.Get("X-AnyHook-Event-Id") != "evt_retry" {
+			t.Errorf("request %d headers = %v", i+1, r.Header)
+		}
+		if r.Header.Get("Stripe-Signature") == "" {
+			t.Errorf("request %d lost the provider's signature header", i+1)
+		}
+	}
+	ev, _ := e.store.Event(t.Context(), a.ID)
+	atts := ev.Deliveries[0].Attempts
+	if d.AttemptCount != 3 || len(atts) != 3 {
+		t.Fatalf("attempt_count = %d, attempts = %+v; want 3", d.AttemptCount, atts)
+	}
+	for i, at := range atts {
+		want := []int{500, 500, 200}[i]
+		if at.Number != i+1 || at.StatusCode != want || string(at.ResponseBody) != fmt.Sprintf("answer %d", want) {
+			t.Errorf("attempt %d = %+v", i+1, at)
+		}
+		if (want == 500) != (at.Error != "") {
+			t.Errorf("attempt %d error = %q", i+1, at.Error)
+		}
+	}
+}
+
+func TestIngestRejections(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	body := []byte(`{"id":"evt_x","object":"event"}`)
+
+	unknown := do(t, stripeRequest(t, e.url+"/webhooks/nope", stripeSecret, body, time.Now()))
+	if unknown.Code != 404 {
+		t.Errorf("unknown source = %+v, want 404", unknown)
+	}
+	big := []byte(`{"id":"evt_big","pad":"` + strings.Repeat("x", 70<<10) + `"}`)
+	if a := do(t, stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, big, time.Now())); a.Code != 413 {
+		t.Errorf("oversize body = %+v, want 413", a)
+	}
+	old := do(t, stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body, time.Now().Add(-10*time.Minute)))
+	if old.Code != 400 || !strings.Contains(old.Error, "tolerance") {
+		t.Errorf("stale timestamp = %+v, want 400 naming the tolerance", old)
+	}
+	future := do(t, stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body, time.Now().Add(10*time.Minute)))
+	if future.Code != 400 {
+		t.Errorf("future timestamp = %+v, want 400", future)
+	}
+	unsigned, _ := http.NewRequest("POST", e.url+"/webhooks/stripe", bytes.NewReader(body))
+	if a := do(t, unsigned); a.Code != 400 || !strings.Contains(a.Error, "Stripe-Signature") {
+		t.Errorf("unsigned = %+v, want 400 naming the header", a)
+	}
+	if evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{}); len(evs) != 0 {
+		t.Fatalf("rejected requests recorded %d events", len(evs))
+	}
+}
+
+func TestStoreDownAnswers503(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	e.store.Close()
+	a := e.sendStripe(t, "evt_down")
+	if a.Code != 503 {
+		t.Fatalf("with the store closed: %+v, want 503", a)
+	}
+	resp, err := http.Get(e.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("/readyz = %d with the store closed, want 503", resp.StatusCode)
+	}
+}
