@@ -26,6 +26,10 @@ type Config struct {
 
 	SourceOrder      []string `yaml:"-"`
 	DestinationOrder []string `yaml:"-"`
+
+	// lines maps a dotted key path ("sources.stripe.secrets",
+	// "alerts[0].slack") to the line it appears on, for Errorf.
+	lines map[string]int
 }
 
 // Source is one inbound URL: POST /webhooks/<Name>.
@@ -95,8 +99,15 @@ type Alert struct {
 
 // PagerDuty is an Events v2 sink.
 type PagerDuty struct {
-	RoutingKey string `yaml:"routing_key"`
+	RoutingKey string `yaml:"routing_key"` // required: the integration key
+	// URL is the Events v2 endpoint; default
+	// https://events.pagerduty.com/v2/enqueue (EU accounts:
+	// https://events.eu.pagerduty.com/v2/enqueue).
+	URL string `yaml:"url"`
 }
+
+// PagerDutyURL is the default Events v2 endpoint.
+const PagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
 
 // DeliverySettings tune the workers; rarely changed.
 type DeliverySettings struct {
@@ -113,3 +124,6 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // Size is a byte count written as 1024, 512KiB, 10MiB or 1GiB.
 type Size int64
+
+// Bytes returns s as an int64.
+func (s Size) Bytes() int64 { return int64(s) }

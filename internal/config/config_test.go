@@ -1,0 +1,599 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+)
+
+// env is a fake environment for ${VAR} expansion.
+func env(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// minimal is the smallest valid file; tests append to it or replace it.
+const minimal = `sources:
+  stripe:
+    provider: stripe
+    secrets: [whsec_abc]
+`
+
+func mustParse(t *testing.T, src string) *Config {
+	t.Helper()
+	c, err := Parse("/etc/anyhook/anyhook.yaml", []byte(src), env())
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return c
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, minimal+`
+  orders:
+    provider: generic
+    signature: {header: X-Signature}
+    ordering: {object: json:order.id, version: json:order.updated_at}
+destinations:
+  billing:
+    url: https://example.com/hooks
+    sources: [stripe, orders]
+alerts:
+  - pagerduty: {routing_key: abc}
+`)
+	if c.Listen != "127.0.0.1:8080" || c.Database != "sqlite:anyhook.db" {
+		t.Errorf("listen, database = %q, %q", c.Listen, c.Database)
+	}
+	s := c.Sources["stripe"]
+	if s.Name != "stripe" || s.Tolerance.D() != 5*time.Minute || s.MaxBody != 10<<20 {
+		t.Errorf("source defaults: %+v", s)
+	}
+	o := c.Sources["orders"]
+	if o.Signature.Algorithm != "sha256" || o.Signature.Encoding != "hex" || o.Signature.None {
+		t.Errorf("signature defaults: %+v", o.Signature)
+	}
+	if o.Ordering.Stale != "skip" {
+		t.Errorf("ordering.stale = %q", o.Ordering.Stale)
+	}
+	d := c.Destinations["billing"]
+	want := Destination{
+		Name: "billing", URL: "https://example.com/hooks", Sources: []string{"stripe", "orders"},
+		Timeout: Duration(15 * time.Second), MaxAttempts: 8,
+		Backoff:      Backoff{Initial: Duration(5 * time.Second), Max: Duration(2 * time.Hour)},
+		OnStaleClaim: "reclaim", StalePolicy: anyhook.Reclaim, MaxInFlight: 16,
+	}
+	if !equalDest(*d, want) {
+		t.Errorf("destination = %+v, want %+v", *d, want)
+	}
+	if got := c.Delivery; got.PollInterval.D() != time.Second || got.Grace.D() != 5*time.Second || got.Shutdown.D() != 10*time.Second {
+		t.Errorf("delivery = %+v", got)
+	}
+	if got := c.Alerts[0].PagerDuty.URL; got != PagerDutyURL {
+		t.Errorf("pagerduty.url = %q", got)
+	}
+	if strings.Join(c.SourceOrder, ",") != "stripe,orders" || strings.Join(c.DestinationOrder, ",") != "billing" {
+		t.Errorf("orders: %v %v", c.SourceOrder, c.DestinationOrder)
+	}
+	if strings.Join(s.Destinations, ",") != "billing" || strings.Join(o.Destinations, ",") != "billing" {
+		t.Errorf("derived destinations: %v %v", s.Destinations, o.Destinations)
+	}
+	if p, ok := c.SQLitePath(); !ok || p != "/etc/anyhook/anyhook.db" {
+		t.Errorf("SQLitePath = %q, %v", p, ok)
+	}
+	if _, ok := c.PostgresURL(); ok {
+		t.Error("PostgresURL ok for sqlite")
+	}
+}
+
+func equalDest(a, b Destination) bool {
+	return a.Name == b.Name && a.URL == b.URL && strings.Join(a.Sources, ",") == strings.Join(b.Sources, ",") &&
+		a.Timeout == b.Timeout && a.MaxAttempts == b.MaxAttempts && a.Backoff == b.Backoff &&
+		a.OnStaleClaim == b.OnStaleClaim && a.StalePolicy == b.StalePolicy && a.MaxInFlight == b.MaxInFlight
+}
+
+func TestExplicitValues(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `listen: 0.0.0.0:9090
+database: postgres://anyhook@db:5432/anyhook
+admin_token: t0k
+sources:
+  gh:
+    provider: github
+    secrets: [a, b]
+    tolerance: 90s
+    max_body: 512KiB
+    public_url: https://hooks.example.com/webhooks/gh
+  plain:
+    provider: generic
+    signature: none
+    id: json:data.id
+    ordering: {object: header:X-Object, version: header:X-Version, stale: deliver}
+destinations:
+  ship:
+    url: http://10.0.0.5/hook
+    sources: [gh]
+    signing_secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+    timeout: 150ms
+    max_attempts: 3
+    backoff: {initial: 250ms, max: 10s}
+    on_stale_claim: hold
+    drop_headers: [X-Internal]
+    max_in_flight: 2
+delivery:
+  poll_interval: 500ms
+  grace: 10s
+  shutdown: 0s
+alerts:
+  - slack: https://hooks.slack.com/services/T/B/X
+  - webhook: http://127.0.0.1:9100/alerts
+`)
+	if u, ok := c.PostgresURL(); !ok || u != "postgres://anyhook@db:5432/anyhook" {
+		t.Errorf("PostgresURL = %q %v", u, ok)
+	}
+	if _, ok := c.SQLitePath(); ok {
+		t.Error("SQLitePath ok for postgres")
+	}
+	gh := c.Sources["gh"]
+	if gh.Tolerance.D() != 90*time.Second || gh.MaxBody != 512<<10 || len(gh.Secrets) != 2 {
+		t.Errorf("gh = %+v", gh)
+	}
+	if p := c.Sources["plain"]; !p.Signature.None || p.Ordering.Stale != "deliver" || len(p.Destinations) != 0 {
+		t.Errorf("plain = %+v", p)
+	}
+	d := c.Destinations["ship"]
+	if d.Timeout.D() != 150*time.Millisecond || d.MaxAttempts != 3 || d.Backoff.Initial.D() != 250*time.Millisecond ||
+		d.StalePolicy != anyhook.Hold || d.MaxInFlight != 2 {
+		t.Errorf("ship = %+v", d)
+	}
+	if c.Delivery.Shutdown != 0 || c.Delivery.Grace.D() != 10*time.Second {
+		t.Errorf("delivery = %+v", c.Delivery)
+	}
+	if c.Alerts[0].Slack == "" || c.Alerts[1].Webhook == "" {
+		t.Errorf("alerts = %+v", c.Alerts)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("a.yaml", []byte(`admin_token: ${TOKEN}
+database: sqlite:${DIR}/x.db
+sources:
+  s:
+    provider: stripe
+    secrets: ["${S1}", "lit$${S1}", "a$b"]
+destinations:
+  d:
+    url: http://${HOST}:9000/
+    sources: [s]
+    max_attempts: ${N}
+    timeout: ${T}
+`), env("TOKEN", "secret", "DIR", "/data", "S1", "whsec_1", "HOST", "h", "N", "3", "T", "2s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AdminToken != "secret" || c.Database != "sqlite:/data/x.db" {
+		t.Errorf("token, db = %q, %q", c.AdminToken, c.Database)
+	}
+	if got := strings.Join(c.Sources["s"].Secrets, " "); got != "whsec_1 lit${S1} a$b" {
+		t.Errorf("secrets = %q", got)
+	}
+	d := c.Destinations["d"]
+	if d.URL != "http://h:9000/" || d.MaxAttempts != 3 || d.Timeout.D() != 2*time.Second {
+		t.Errorf("d = %+v", d)
+	}
+	if p, _ := c.SQLitePath(); p != "/data/x.db" {
+		t.Errorf("SQLitePath = %q", p)
+	}
+}
+
+func TestExpandValueIsLiteral(t *testing.T) {
+	t.Parallel()
+	// A variable's value is not YAML: "true", "~" or "${X}" stay strings.
+	c, err := Parse("a.yaml", []byte("admin_token: ${A}\n"+minimal), env("A", "~"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AdminToken != "~" {
+		t.Errorf("admin_token = %q", c.AdminToken)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		src  string
+		line int
+		key  string
+		msg  string
+	}{
+		{"unset var", "listen: 127.0.0.1:1\nadmin_token: ${ANYHOOK_ADMIN_TOKEN}\n" + minimal,
+			2, "admin_token", "environment variable ANYHOOK_ADMIN_TOKEN is not set"},
+		{"bad var", "admin_token: ${A-B}\n" + minimal, 1, "admin_token", "invalid environment variable"},
+		{"unterminated var", "admin_token: ${A\n" + minimal, 1, "admin_token", "unterminated"},
+		{"unknown top key", "lisen: x\n" + minimal, 1, "lisen", `unknown key (did you mean "listen"?)`},
+		{"unknown nested key", minimal + "    secret: [x]\n", 5, "sources.stripe.secret", "unknown key"},
+		{"unknown backoff key", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    backoff: {inital: 1s}\n",
+			9, "destinations.d.backoff.inital", "unknown key"},
+		{"duplicate key", minimal + "    provider: github\n", 5, "sources.stripe.provider", "duplicate key (first at line 3)"},
+		{"syntax", "sources: [\n", 1, "", "invalid YAML"},
+		{"not a mapping", "- a\n- b\n", 1, "", "must be a mapping"},
+		{"two documents", minimal + "---\nlisten: x\n", 5, "", "more than one YAML document"},
+		{"no sources", "listen: 127.0.0.1:1\n", 0, "sources", "at least one source"},
+		{"empty sources", "sources: {}\n", 1, "sources", "at least one source"},
+		{"source null", "sources:\n  a:\n", 2, "sources.a", "must be a mapping"},
+		{"source name", "sources:\n  a/b:\n    provider: stripe\n", 2, "sources.a/b", "invalid name"},
+		{"source dotdot", "sources:\n  ..:\n    provider: stripe\n", 2, "sources...", "invalid name"},
+		{"no provider", "sources:\n  a:\n    secrets: [x]\n", 2, "sources.a.provider", "required"},
+		{"bad duration", minimal + "    tolerance: 5\n", 5, "sources.stripe.tolerance", "not a duration"},
+		{"zero tolerance", minimal + "    tolerance: 0s\n", 5, "sources.stripe.tolerance", "greater than 0"},
+		{"bad size", minimal + "    max_body: 10MB\n", 5, "sources.stripe.max_body", "not a size"},
+		{"negative size", minimal + "    max_body: -1\n", 5, "sources.stripe.max_body", "not a size"},
+		{"size overflow", minimal + "    max_body: 99999999999GiB\n", 5, "sources.stripe.max_body", "not a size"},
+		{"secrets scalar", "sources:\n  a:\n    provider: x\n    secrets: whsec_supersecret\n", 4, "sources.a.secrets", "must be a list"},
+		{"empty secret", "sources:\n  a:\n    provider: x\n    secrets: [\"\"]\n", 4, "sources.a.secrets[0]", "is empty"},
+		{"public_url", minimal + "    public_url: /webhooks/x\n", 5, "sources.stripe.public_url", "absolute"},
+		{"signature scalar", "sources:\n  g:\n    provider: generic\n    signature: nope\n", 4, "sources.g.signature", `must be "none"`},
+		{"signature algorithm", "sources:\n  g:\n    provider: generic\n    signature:\n      header: X-S\n      algorithm: md5\n",
+			6, "sources.g.signature.algorithm", "sha1, sha256 or sha512"},
+		{"signature encoding", "sources:\n  g:\n    provider: generic\n    signature: {header: X-S, encoding: b32}\n",
+			4, "sources.g.signature.encoding", "hex or base64"},
+		{"signature unknown key", "sources:\n  g:\n    provider: generic\n    signature: {headr: X-S}\n",
+			4, "sources.g.signature.headr", "unknown key"},
+		{"id", "sources:\n  g:\n    provider: generic\n    signature: none\n    id: body:id\n", 5, "sources.g.id", "header:NAME or json:PATH"},
+		{"ordering stale", "sources:\n  g:\n    provider: generic\n    ordering:\n      object: json:a\n      version: json:v\n      stale: drop\n",
+			7, "sources.g.ordering.stale", "skip or deliver"},
+		{"ordering object", "sources:\n  g:\n    provider: generic\n    ordering: {version: json:v}\n", 4, "sources.g.ordering.object", "required"},
+		{"database", "database: mysql://x\n" + minimal, 1, "database", "sqlite:PATH or postgres://"},
+		{"database sqlite empty", "database: 'sqlite:'\n" + minimal, 1, "database", "sqlite:PATH"},
+		{"listen", "listen: 8080\n" + minimal, 1, "listen", "HOST:PORT"},
+		{"token required", "listen: 0.0.0.0:8080\n" + minimal, 1, "listen", "admin_token is required"},
+		{"token required empty", "listen: :8080\nadmin_token: ''\n" + minimal, 2, "admin_token", "admin_token is required"},
+		{"dest null", minimal + "destinations:\n  d:\n", 6, "destinations.d", "must be a mapping"},
+		{"dest url missing", minimal + "destinations:\n  d:\n    sources: [stripe]\n", 6, "destinations.d.url", "required"},
+		{"dest url relative", minimal + "destinations:\n  d:\n    url: /hooks\n    sources: [stripe]\n", 7, "destinations.d.url", "absolute"},
+		{"dest url scheme", minimal + "destinations:\n  d:\n    url: ftp://x/\n    sources: [stripe]\n", 7, "destinations.d.url", "absolute"},
+		{"dest sources missing", minimal + "destinations:\n  d:\n    url: http://x/\n", 6, "destinations.d.sources", "required"},
+		{"dest unknown source", minimal + "destinations:\n  d:\n    url: http://x/\n    sources:\n      - stripe\n      - nope\n",
+			10, "destinations.d.sources[1]", `unknown source "nope"`},
+		{"dest source twice", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe, stripe]\n",
+			8, "destinations.d.sources[1]", "listed twice"},
+		{"max_attempts zero", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    max_attempts: 0\n",
+			9, "destinations.d.max_attempts", "at least 1"},
+		{"max_attempts text", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    max_attempts: many\n",
+			9, "destinations.d.max_attempts", "must be an integer"},
+		{"on_stale_claim", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    on_stale_claim: drop\n",
+			9, "destinations.d.on_stale_claim", "reclaim or hold"},
+		{"backoff order", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    backoff:\n      initial: 1h\n      max: 1m\n",
+			9, "destinations.d.backoff", "initial (1h0m0s) is greater than max (1m0s)"},
+		{"backoff zero", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    backoff: {initial: 0s}\n",
+			9, "destinations.d.backoff.initial", "greater than 0"},
+		{"timeout zero", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    timeout: 0s\n",
+			9, "destinations.d.timeout", "greater than 0"},
+		{"signing secret", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    signing_secret: whsec_!!\n",
+			9, "destinations.d.signing_secret", "Standard Webhooks secret"},
+		{"max_in_flight", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    max_in_flight: -1\n",
+			9, "destinations.d.max_in_flight", "at least 1"},
+		{"drop_headers", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    drop_headers: [\"a b\"]\n",
+			9, "destinations.d.drop_headers[0]", "not a valid header name"},
+		{"dest name", minimal + "destinations:\n  'a b':\n    url: http://x/\n    sources: [stripe]\n", 6, "destinations.a b", "invalid name"},
+		{"alert none", minimal + "alerts:\n  - {}\n", 6, "alerts[0]", "exactly one of webhook, slack or pagerduty"},
+		{"alert two", minimal + "alerts:\n  - webhook: http://a/\n    slack: http://b/\n", 6, "alerts[0]", "exactly one"},
+		{"alert url", minimal + "alerts:\n  - webhook: http://a/\n  - slack: hooks.slack.com/x\n", 7, "alerts[1].slack", "absolute"},
+		{"alert pd key", minimal + "alerts:\n  - pagerduty: {url: http://pd/}\n", 6, "alerts[0].pagerduty.routing_key", "required"},
+		{"alert unknown", minimal + "alerts:\n  - email: a@b\n", 6, "alerts[0].email", "unknown key"},
+		{"alerts mapping", minimal + "alerts:\n  slack: http://x/\n", 6, "alerts", "must be a list"},
+		{"grace", minimal + "delivery:\n  grace: 11s\n", 6, "delivery.grace", "at most 10s"},
+		{"poll", minimal + "delivery:\n  poll_interval: 0s\n", 6, "delivery.poll_interval", "greater than 0"},
+		{"shutdown", minimal + "delivery:\n  shutdown: -1s\n", 6, "delivery.shutdown", "negative"},
+		{"merge key", "x: &a {provider: stripe}\n" + minimal, 1, "x", "unknown key"},
+		{"merge key used", "sources:\n  s:\n    <<: {provider: stripe}\n", 3, "sources.s.<<", "merge keys"},
+		{"non-scalar key", "? [a]\n: b\n" + minimal, 1, "", "keys must be plain strings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("conf/anyhook.yaml", []byte(tt.src), env())
+			if err == nil {
+				t.Fatalf("no error; want %q", tt.msg)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %T is not *Error: %v", err, err)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("multi-line error: %q", msg)
+			}
+			prefix := "conf/anyhook.yaml:"
+			if tt.line > 0 {
+				prefix += strconv.Itoa(tt.line) + ":"
+			}
+			if !strings.HasPrefix(msg, prefix) {
+				t.Errorf("error %q does not start with %q", msg, prefix)
+			}
+			if ce.File != "conf/anyhook.yaml" || ce.Line != tt.line || ce.Key != tt.key {
+				t.Errorf("error fields = %q %d %q, want line %d key %q (%s)", ce.File, ce.Line, ce.Key, tt.line, tt.key, msg)
+			}
+			if tt.key != "" && !strings.Contains(msg, " "+tt.key+": ") {
+				t.Errorf("error %q does not name key %q", msg, tt.key)
+			}
+			if !strings.Contains(msg, tt.msg) {
+				t.Errorf("error %q does not contain %q", msg, tt.msg)
+			}
+			if strings.Contains(msg, "supersecret") {
+				t.Errorf("error %q quotes a secret", msg)
+			}
+		})
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{File: "a.yaml", Line: 3, Key: "admin_token", Msg: "x"}, "a.yaml:3: admin_token: x"},
+		{Error{File: "a.yaml", Key: "sources", Msg: "x"}, "a.yaml: sources: x"},
+		{Error{File: "a.yaml", Line: 2, Msg: "bad\n  thing\n"}, "a.yaml:2: bad; thing"},
+	} {
+		if got := tt.e.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestErrorf(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("anyhook.yaml", []byte(`# comment
+sources:
+  orders:
+    provider: generic
+
+    id: header:X-Id
+alerts:
+  - webhook: http://x/
+`), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		key  string
+		want string
+	}{
+		// Not written: the nearest enclosing key's line.
+		{"sources.orders.signature", `anyhook.yaml:3: sources.orders.signature: required for generic sources (say "signature: none")`},
+		{"sources.orders.id", `anyhook.yaml:6: sources.orders.id: required for generic sources (say "signature: none")`},
+		{"alerts[0].webhook", `anyhook.yaml:8: alerts[0].webhook: required for generic sources (say "signature: none")`},
+		{"nowhere", `anyhook.yaml: nowhere: required for generic sources (say "signature: none")`},
+	} {
+		err := c.Errorf(tt.key, "required for %s sources (say %q)", "generic", "signature: none")
+		if err.Error() != tt.want {
+			t.Errorf("Errorf(%q) = %q, want %q", tt.key, err, tt.want)
+		}
+	}
+}
+
+func TestSizes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want Size
+		str  string
+	}{
+		{"1024", 1024, "1KiB"},
+		{"1000", 1000, "1000"},
+		{"0", 0, "0"},
+		{"512KiB", 512 << 10, "512KiB"},
+		{"10MiB", 10 << 20, "10MiB"},
+		{"10 MiB", 10 << 20, "10MiB"},
+		{"2GiB", 2 << 30, "2GiB"},
+		{"1536MiB", 1536 << 20, "1536MiB"},
+		{"7B", 7, "7"},
+	} {
+		var s Size
+		if err := s.parseScalar(tt.in); err != nil || s != tt.want || s.String() != tt.str {
+			t.Errorf("Size(%q) = %d (%s), %v; want %d (%s)", tt.in, s, s, err, tt.want, tt.str)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "10MB", "1.5MiB", "-1", "+1", "0x10", "1TiB", "9223372036854775807KiB"} {
+		var s Size
+		if err := s.parseScalar(bad); err == nil {
+			t.Errorf("Size(%q) = %d, want error", bad, s)
+		}
+	}
+}
+
+func TestDurations(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"150ms", 150 * time.Millisecond},
+		{"5m", 5 * time.Minute},
+		{"1h30m", 90 * time.Minute},
+		{"0", 0},
+	} {
+		var d Duration
+		if err := d.parseScalar(tt.in); err != nil || d.D() != tt.want {
+			t.Errorf("Duration(%q) = %v, %v", tt.in, d, err)
+		}
+	}
+	for _, bad := range []string{"", "5", "five minutes", "1d"} {
+		var d Duration
+		if err := d.parseScalar(bad); err == nil {
+			t.Errorf("Duration(%q) = %v, want error", bad, d)
+		}
+	}
+}
+
+func TestSQLitePath(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		file, db, want string
+	}{
+		{"/etc/anyhook/anyhook.yaml", "sqlite:anyhook.db", "/etc/anyhook/anyhook.db"},
+		{"/etc/anyhook/anyhook.yaml", "sqlite:data/a.db", "/etc/anyhook/data/a.db"},
+		{"/etc/anyhook/anyhook.yaml", "sqlite:../a.db", "/etc/a.db"},
+		{"/etc/anyhook/anyhook.yaml", "sqlite:/var/lib/a.db", "/var/lib/a.db"},
+		{"/etc/anyhook/anyhook.yaml", "sqlite::memory:", ":memory:"},
+		{"anyhook.yaml", "sqlite:anyhook.db", filepath.Join(wd, "anyhook.db")},
+		{"sub/anyhook.yaml", "sqlite:anyhook.db", filepath.Join(wd, "sub", "anyhook.db")},
+	} {
+		c, err := Parse(tt.file, []byte("database: '"+tt.db+"'\n"+minimal), env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := c.SQLitePath(); !ok || got != tt.want {
+			t.Errorf("%s with %s: SQLitePath = %q, %v; want %q", tt.file, tt.db, got, ok, tt.want)
+		}
+		if c.Database != tt.db {
+			t.Errorf("Database changed to %q", c.Database)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "anyhook.yaml")
+	if err := os.WriteFile(path, []byte(minimal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != path || c.Dir != dir {
+		t.Errorf("Path, Dir = %q, %q", c.Path, c.Dir)
+	}
+	missing := filepath.Join(dir, "nope.yaml")
+	_, err = Load(missing)
+	var ce *Error
+	if !errors.As(err, &ce) || !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), missing+": ") ||
+		!strings.Contains(err.Error(), "not found") {
+		t.Errorf("Load(missing) = %v", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	// Not parallel: it sets the environment.
+	t.Setenv(EnvPath, "")
+	if got := Resolve(""); got != "anyhook.yaml" {
+		t.Errorf("Resolve() = %q", got)
+	}
+	t.Setenv(EnvPath, "/env/a.yaml")
+	if got := Resolve(""); got != "/env/a.yaml" {
+		t.Errorf("Resolve() with env = %q", got)
+	}
+	if got := Resolve("flag.yaml"); got != "flag.yaml" {
+		t.Errorf("Resolve(flag) = %q", got)
+	}
+}
+
+func TestEmptyFile(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{"", "# only a comment\n", "---\n", "~\n"} {
+		_, err := Parse("a.yaml", []byte(src), env())
+		if err == nil || !strings.Contains(err.Error(), "a.yaml: sources: at least one source is required") {
+			t.Errorf("Parse(%q) = %v", src, err)
+		}
+	}
+}
+
+func TestAliases(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, minimal+`
+destinations:
+  a: &dest
+    url: http://x/
+    sources: [stripe]
+  b: *dest
+`)
+	if c.Destinations["b"].URL != "http://x/" || c.Destinations["b"].Name != "b" || c.Destinations["a"].Name != "a" {
+		t.Errorf("alias: %+v %+v", c.Destinations["a"], c.Destinations["b"])
+	}
+	if got := strings.Join(c.Sources["stripe"].Destinations, ","); got != "a,b" {
+		t.Errorf("derived = %q", got)
+	}
+}
+
+func TestExample(t *testing.T) {
+	t.Parallel()
+	c, err := Parse("../../examples/anyhook.yaml", mustRead(t, "../../examples/anyhook.yaml"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.Database != "sqlite:anyhook.db" || c.AdminToken == "" {
+		t.Errorf("example server settings: %q %q", c.Listen, c.Database)
+	}
+	if c.Sources["stripe"] == nil || c.Sources["demo"] == nil || !c.Sources["demo"].Signature.None ||
+		c.Sources["demo"].ID != "header:X-Request-Id" {
+		t.Errorf("example sources: %v", c.SourceOrder)
+	}
+	if d := c.Destinations["echo"]; d == nil || d.URL != "http://127.0.0.1:9000/hooks" || d.Backoff.Initial.D() != time.Second {
+		t.Errorf("example destination: %+v", d)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	f.Add([]byte("admin_token: ${X}\nlisten: 0.0.0.0:1\n" + minimal))
+	f.Add(mustReadF(f, "../../examples/anyhook.yaml"))
+	f.Add([]byte("a: &a [*a, *a]\n"))
+	f.Add([]byte("sources: {s: {provider: generic, signature: none, ordering: {object: json:a, version: json:b}}}\n" +
+		"destinations: {d: {url: 'http://x/', sources: [s], backoff: {initial: 1ms, max: 1ms}}}\n" +
+		"alerts: [{pagerduty: {routing_key: k}}, {slack: 'https://x/'}]\ndelivery: {grace: 1s}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data, env("X", "x"))
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %T is not *Error: %v", err, err)
+			}
+			if strings.ContainsAny(err.Error(), "\n") {
+				t.Fatalf("multi-line error %q", err)
+			}
+			return
+		}
+		if len(c.Sources) == 0 || len(c.SourceOrder) != len(c.Sources) {
+			t.Fatalf("valid config without sources or order: %+v", c)
+		}
+	})
+}
+
+func mustReadF(f *testing.F, path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b
+}

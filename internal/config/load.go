@@ -1,0 +1,495 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultPath is the config file used when neither --config nor
+// $ANYHOOK_CONFIG names one.
+const DefaultPath = "anyhook.yaml"
+
+// EnvPath is the environment variable naming the config file.
+const EnvPath = "ANYHOOK_CONFIG"
+
+// Resolve picks the config file: flagValue when set, else $ANYHOOK_CONFIG,
+// else ./anyhook.yaml.
+func Resolve(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if v := os.Getenv(EnvPath); v != "" {
+		return v
+	}
+	return DefaultPath
+}
+
+// Load reads, expands, decodes and validates the file at path, taking
+// ${VAR} values from the process environment.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := "cannot read the config file: " + err.Error()
+		if errors.Is(err, fs.ErrNotExist) {
+			msg = "config file not found (pass --config FILE or set $" + EnvPath + ")"
+		}
+		return nil, &Error{File: path, Msg: msg, Err: err}
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse is Load on bytes already read: path names the file in errors and
+// anchors relative paths; getenv (nil: os.LookupEnv) supplies ${VAR}
+// values. Defaults are applied and the result validated; the error, if
+// any, is an *Error.
+func Parse(path string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	c := &Config{Path: path, lines: map[string]int{}}
+	dir := filepath.Dir(path)
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	c.Dir = dir
+
+	root, err := parseNode(c.fileName(), data)
+	if err != nil {
+		return nil, err
+	}
+	if root != nil {
+		d := &decoder{c: c, getenv: getenv, order: map[string][]string{}}
+		if err := d.decode(root, reflect.ValueOf(c).Elem(), ""); err != nil {
+			return nil, err
+		}
+		c.SourceOrder = d.order["sources"]
+		c.DestinationOrder = d.order["destinations"]
+	}
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var yamlLineErr = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parseNode reads the one YAML document in data; nil means an empty file.
+func parseNode(file string, data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, syntaxError(file, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, syntaxError(file, err)
+		}
+		return nil, &Error{File: file, Line: extra.Line, Msg: "more than one YAML document; the config is a single document"}
+	}
+	n := &doc
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil, nil
+	}
+	return n, nil
+}
+
+func syntaxError(file string, err error) error {
+	msg := oneLine(err.Error())
+	if m := yamlLineErr.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: file, Line: line, Msg: "invalid YAML: " + m[2], Err: err}
+	}
+	return &Error{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: "), Err: err}
+}
+
+// maxNodes bounds the work of one decode, so that aliases referring to
+// aliases cannot make a small file expensive.
+const maxNodes = 1 << 20
+
+// decoder walks the YAML node tree alongside the Go types, so that it can
+// name every key it rejects: unknown keys, wrong kinds, bad values and
+// unset ${VAR}s, each with its line. It also records where every key was
+// written (for Errorf) and the order of mapping keys (for SourceOrder).
+type decoder struct {
+	c      *Config
+	getenv func(string) (string, bool)
+	order  map[string][]string
+	nodes  int
+}
+
+func (d *decoder) errf(n *yaml.Node, key, format string, args ...any) error {
+	return &Error{File: d.c.fileName(), Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// scalarParser is implemented by the types written as one scalar with
+// their own syntax (Duration, Size).
+type scalarParser interface{ parseScalar(string) error }
+
+var signatureType = reflect.TypeFor[Signature]()
+
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
+	d.nodes++
+	if d.nodes > maxNodes {
+		return d.errf(n, path, "document too large (too many nodes or aliases)")
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			return d.errf(n, path, "unresolved alias")
+		}
+		return d.decode(n.Alias, v, path)
+	}
+	if n.Kind == yaml.DocumentNode {
+		return d.errf(n, path, "unexpected document")
+	}
+	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+
+	if v.Kind() == reflect.Pointer {
+		if isNull {
+			v.SetZero()
+			return nil
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		return d.decode(n, v.Elem(), path)
+	}
+	if v.Type() == signatureType && n.Kind == yaml.ScalarNode {
+		s, err := d.scalar(n, path)
+		if err != nil {
+			return err
+		}
+		if s != "none" {
+			return d.errf(n, path, `must be "none" or a mapping {header, algorithm, encoding, prefix}, not %q`, s)
+		}
+		v.Set(reflect.ValueOf(Signature{None: true}))
+		return nil
+	}
+	if p, ok := v.Addr().Interface().(scalarParser); ok {
+		if isNull {
+			v.SetZero()
+			return nil
+		}
+		if n.Kind != yaml.ScalarNode {
+			return d.errf(n, path, "must be a single value, not a %s", kindName(n))
+		}
+		s, err := d.scalar(n, path)
+		if err != nil {
+			return err
+		}
+		if err := p.parseScalar(s); err != nil {
+			return d.errf(n, path, "%s", err)
+		}
+		return nil
+	}
+
+	switch v.Kind() {
+	case reflect.String:
+		if isNull {
+			v.SetString("")
+			return nil
+		}
+		if n.Kind != yaml.ScalarNode {
+			return d.errf(n, path, "must be a string, not a %s", kindName(n))
+		}
+		s, err := d.scalar(n, path)
+		if err != nil {
+			return err
+		}
+		v.SetString(s)
+	case reflect.Int, reflect.Int64:
+		if isNull {
+			v.SetInt(0)
+			return nil
+		}
+		if n.Kind != yaml.ScalarNode {
+			return d.errf(n, path, "must be an integer, not a %s", kindName(n))
+		}
+		s, err := d.scalar(n, path)
+		if err != nil {
+			return err
+		}
+		i, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil || v.OverflowInt(i) {
+			return d.errf(n, path, "must be an integer, not %q", s)
+		}
+		v.SetInt(i)
+	case reflect.Bool:
+		if isNull {
+			v.SetBool(false)
+			return nil
+		}
+		if n.Kind != yaml.ScalarNode {
+			return d.errf(n, path, "must be true or false, not a %s", kindName(n))
+		}
+		s, err := d.scalar(n, path)
+		if err != nil {
+			return err
+		}
+		switch s {
+		case "true":
+			v.SetBool(true)
+		case "false":
+			v.SetBool(false)
+		default:
+			return d.errf(n, path, "must be true or false, not %q", s)
+		}
+	case reflect.Slice:
+		if isNull {
+			v.SetZero()
+			return nil
+		}
+		if n.Kind != yaml.SequenceNode {
+			return d.errf(n, path, "must be a list such as [a, b], not a %s", kindName(n))
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			d.c.lines[p] = item.Line
+			if err := d.decode(item, s.Index(i), p); err != nil {
+				return err
+			}
+		}
+		v.Set(s)
+	case reflect.Map:
+		if isNull {
+			v.SetZero()
+			return nil
+		}
+		return d.mapping(n, v, path)
+	case reflect.Struct:
+		if isNull {
+			return nil
+		}
+		return d.structure(n, v, path)
+	default:
+		return d.errf(n, path, "internal error: cannot decode into %s", v.Type())
+	}
+	return nil
+}
+
+// keys checks that n is a mapping with unique scalar keys and returns its
+// (key, value) pairs, recording the line of each key.
+func (d *decoder) keys(n *yaml.Node, path string) ([][2]*yaml.Node, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, d.errf(n, path, "must be a mapping (key: value), not a %s", kindName(n))
+	}
+	seen := map[string]int{}
+	pairs := make([][2]*yaml.Node, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, d.errf(k, path, "keys must be plain strings, not a %s", kindName(k))
+		}
+		if k.Value == "<<" {
+			return nil, d.errf(k, join(path, k.Value), "merge keys (<<) are not supported")
+		}
+		if first, dup := seen[k.Value]; dup {
+			return nil, d.errf(k, join(path, k.Value), "duplicate key (first at line %d)", first)
+		}
+		seen[k.Value] = k.Line
+		d.c.lines[join(path, k.Value)] = k.Line
+		pairs = append(pairs, [2]*yaml.Node{k, val})
+	}
+	return pairs, nil
+}
+
+func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) error {
+	if v.Type().Key().Kind() != reflect.String {
+		return d.errf(n, path, "internal error: map key type %s", v.Type().Key())
+	}
+	pairs, err := d.keys(n, path)
+	if err != nil {
+		return err
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMapWithSize(v.Type(), len(pairs)))
+	}
+	names := make([]string, 0, len(pairs))
+	for _, p := range pairs {
+		key := p[0].Value
+		elem := reflect.New(v.Type().Elem()).Elem()
+		if err := d.decode(p[1], elem, join(path, key)); err != nil {
+			return err
+		}
+		v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem)
+		names = append(names, key)
+	}
+	d.order[path] = names
+	return nil
+}
+
+func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) error {
+	pairs, err := d.keys(n, path)
+	if err != nil {
+		return err
+	}
+	fields := yamlFields(v.Type())
+	for _, p := range pairs {
+		key := p[0].Value
+		i, ok := fields[key]
+		if !ok {
+			msg := "unknown key"
+			if s := suggest(key, fields); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return d.errf(p[0], join(path, key), "%s", msg)
+		}
+		if err := d.decode(p[1], v.Field(i), join(path, key)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scalar returns n's value with ${VAR} references expanded.
+func (d *decoder) scalar(n *yaml.Node, path string) (string, error) {
+	s, err := expand(n.Value, d.getenv)
+	if err != nil {
+		return "", d.errf(n, path, "%s", err)
+	}
+	return s, nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// expand replaces each ${NAME} in s by the value of NAME; $${ stands for
+// a literal ${. Any other $ is kept as is.
+func expand(s string, getenv func(string) (string, bool)) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		switch {
+		case strings.HasPrefix(s[i:], "$${"):
+			b.WriteString("${")
+			i += 3
+		case strings.HasPrefix(s[i:], "${"):
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 {
+				return "", errors.New(`unterminated "${" (write "$${" for a literal "${")`)
+			}
+			name := s[i+2 : i+2+end]
+			if !envName.MatchString(name) {
+				return "", fmt.Errorf("invalid environment variable reference ${%s}: only ${NAME} is supported", name)
+			}
+			val, ok := getenv(name)
+			if !ok {
+				return "", fmt.Errorf("environment variable %s is not set", name)
+			}
+			b.WriteString(val)
+			i += 2 + end + 1
+		default:
+			b.WriteByte(s[i])
+			i++
+		}
+	}
+	return b.String(), nil
+}
+
+// yamlFields maps the yaml names of t's fields to their indices.
+func yamlFields(t reflect.Type) map[string]int {
+	m := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		m[name] = i
+	}
+	return m
+}
+
+// suggest returns the known key closest to key, if it is close.
+func suggest(key string, fields map[string]int) string {
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	best, bestDist := "", 3
+	for _, name := range names {
+		if dist := editDistance(strings.ToLower(key), name); dist < bestDist {
+			best, bestDist = name, dist
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func join(path, key string) string {
+	if key == "" || strings.IndexFunc(key, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		key = strconv.Quote(key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.AliasNode:
+		return "alias"
+	case yaml.DocumentNode:
+		return "document"
+	}
+	return "single value" // never quoted: it may be a secret
+}

@@ -1,0 +1,428 @@
+package config
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook"
+)
+
+// Defaults, as documented on the fields and in docs/configuration.md.
+const (
+	DefaultListen       = "127.0.0.1:8080"
+	DefaultDatabase     = "sqlite:anyhook.db"
+	DefaultTolerance    = 5 * time.Minute
+	DefaultMaxBody      = 10 << 20
+	DefaultTimeout      = 15 * time.Second
+	DefaultMaxAttempts  = 8
+	DefaultBackoffInit  = 5 * time.Second
+	DefaultBackoffMax   = 2 * time.Hour
+	DefaultMaxInFlight  = 16
+	DefaultPollInterval = time.Second
+	DefaultGrace        = 5 * time.Second
+	MaxGrace            = 10 * time.Second
+	DefaultShutdown     = 10 * time.Second
+)
+
+// setDefaults fills every value left out of the file. A value written
+// explicitly (even as 0) is kept, so that Validate can reject it.
+func (c *Config) setDefaults() {
+	str := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	dur := func(p *Duration, key string, v time.Duration) {
+		if *p == 0 && !c.has(key) {
+			*p = Duration(v)
+		}
+	}
+	integer := func(p *int, key string, v int) {
+		if *p == 0 && !c.has(key) {
+			*p = v
+		}
+	}
+	if !c.has("listen") {
+		str(&c.Listen, DefaultListen)
+	}
+	if !c.has("database") {
+		str(&c.Database, DefaultDatabase)
+	}
+	c.SourceOrder = order(c.SourceOrder, c.Sources)
+	c.DestinationOrder = order(c.DestinationOrder, c.Destinations)
+
+	for _, name := range c.SourceOrder {
+		s := c.Sources[name]
+		if s == nil {
+			continue
+		}
+		k := "sources." + name + "."
+		s.Name = name
+		dur(&s.Tolerance, k+"tolerance", DefaultTolerance)
+		if s.MaxBody == 0 && !c.has(k+"max_body") {
+			s.MaxBody = DefaultMaxBody
+		}
+		if sig := s.Signature; sig != nil && !sig.None {
+			str(&sig.Algorithm, "sha256")
+			str(&sig.Encoding, "hex")
+		}
+		if s.Ordering != nil {
+			str(&s.Ordering.Stale, "skip")
+		}
+		s.Destinations = nil
+	}
+	for _, name := range c.DestinationOrder {
+		d := c.Destinations[name]
+		if d == nil {
+			continue
+		}
+		k := "destinations." + name + "."
+		d.Name = name
+		dur(&d.Timeout, k+"timeout", DefaultTimeout)
+		integer(&d.MaxAttempts, k+"max_attempts", DefaultMaxAttempts)
+		dur(&d.Backoff.Initial, k+"backoff.initial", DefaultBackoffInit)
+		dur(&d.Backoff.Max, k+"backoff.max", DefaultBackoffMax)
+		str(&d.OnStaleClaim, string(anyhook.Reclaim))
+		d.StalePolicy = anyhook.StalePolicy(d.OnStaleClaim)
+		integer(&d.MaxInFlight, k+"max_in_flight", DefaultMaxInFlight)
+		for _, src := range d.Sources {
+			if s := c.Sources[src]; s != nil && !slices.Contains(s.Destinations, name) {
+				s.Destinations = append(s.Destinations, name)
+			}
+		}
+	}
+	for i := range c.Alerts {
+		if pd := c.Alerts[i].PagerDuty; pd != nil {
+			str(&pd.URL, PagerDutyURL)
+		}
+	}
+	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
+	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
+	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
+}
+
+// order returns the names of m in file order, falling back to sorted
+// order for a Config built in code.
+func order[T any](names []string, m map[string]T) []string {
+	if len(names) == len(m) {
+		return names
+	}
+	out := make([]string, 0, len(m))
+	for name := range m {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var (
+	nameRe   = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	headerRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// Validate checks the whole configuration (defaults already applied) and
+// returns the first problem as an *Error naming its key and line.
+// Provider-specific rules (which secrets a provider needs, a generic
+// source's signature) are checked by internal/provider.
+func (c *Config) Validate() error {
+	if err := c.validateServer(); err != nil {
+		return err
+	}
+	if len(c.Sources) == 0 {
+		return c.Errorf("sources", "at least one source is required")
+	}
+	for _, name := range c.SourceOrder {
+		if err := c.validateSource(name, c.Sources[name]); err != nil {
+			return err
+		}
+	}
+	for _, name := range c.DestinationOrder {
+		if err := c.validateDestination(name, c.Destinations[name]); err != nil {
+			return err
+		}
+	}
+	for i, a := range c.Alerts {
+		if err := c.validateAlert(fmt.Sprintf("alerts[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	return c.validateDelivery()
+}
+
+func (c *Config) validateServer() error {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return c.Errorf("listen", "must be HOST:PORT such as 127.0.0.1:8080, not %q", c.Listen)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return c.Errorf("listen", "invalid port %q", port)
+	}
+	if c.AdminToken == "" && !isLoopback(host) {
+		key := "admin_token"
+		if !c.has(key) {
+			key = "listen"
+		}
+		return c.Errorf(key, "admin_token is required when listen (%s) is not a loopback address", c.Listen)
+	}
+	switch {
+	case strings.HasPrefix(c.Database, "sqlite:"):
+		p := strings.TrimPrefix(c.Database, "sqlite:")
+		if p == "" || strings.HasPrefix(p, "//") {
+			return c.Errorf("database", "must be sqlite:PATH, e.g. sqlite:anyhook.db or sqlite:/var/lib/anyhook/anyhook.db")
+		}
+	case strings.HasPrefix(c.Database, "postgres://"), strings.HasPrefix(c.Database, "postgresql://"):
+		if _, err := url.Parse(c.Database); err != nil {
+			return c.Errorf("database", "invalid PostgreSQL URL") // the URL may hold a password: not quoted
+		}
+	default:
+		return c.Errorf("database", "must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (c *Config) validateSource(name string, s *Source) error {
+	k := "sources." + name
+	if err := checkName(c, k, name); err != nil {
+		return err
+	}
+	if s == nil {
+		return c.Errorf(k, "must be a mapping with at least a provider")
+	}
+	if s.Provider == "" {
+		return c.Errorf(k+".provider", "required (stripe, github, shopify, standard, generic, ...)")
+	}
+	if s.Tolerance <= 0 {
+		return c.Errorf(k+".tolerance", "must be greater than 0")
+	}
+	if s.MaxBody <= 0 {
+		return c.Errorf(k+".max_body", "must be greater than 0")
+	}
+	for i, secret := range s.Secrets {
+		if secret == "" {
+			return c.Errorf(fmt.Sprintf("%s.secrets[%d]", k, i), "is empty (an unset variable?)")
+		}
+	}
+	if s.PublicURL != "" {
+		if err := checkHTTPURL(s.PublicURL); err != nil {
+			return c.Errorf(k+".public_url", "%s", err)
+		}
+	}
+	if sig := s.Signature; sig != nil && !sig.None {
+		if sig.Header != "" && !headerRe.MatchString(sig.Header) {
+			return c.Errorf(k+".signature.header", "%q is not a valid header name", sig.Header)
+		}
+		switch sig.Algorithm {
+		case "sha1", "sha256", "sha512":
+		default:
+			return c.Errorf(k+".signature.algorithm", "must be sha1, sha256 or sha512, not %q", sig.Algorithm)
+		}
+		switch sig.Encoding {
+		case "hex", "base64":
+		default:
+			return c.Errorf(k+".signature.encoding", "must be hex or base64, not %q", sig.Encoding)
+		}
+	}
+	if s.ID != "" {
+		if err := checkLocator(s.ID); err != nil {
+			return c.Errorf(k+".id", "%s", err)
+		}
+	}
+	if o := s.Ordering; o != nil {
+		if o.Object == "" {
+			return c.Errorf(k+".ordering.object", "required: header:NAME or json:PATH")
+		}
+		if err := checkLocator(o.Object); err != nil {
+			return c.Errorf(k+".ordering.object", "%s", err)
+		}
+		if o.Version == "" {
+			return c.Errorf(k+".ordering.version", "required: header:NAME or json:PATH")
+		}
+		if err := checkLocator(o.Version); err != nil {
+			return c.Errorf(k+".ordering.version", "%s", err)
+		}
+		if o.Stale != "skip" && o.Stale != "deliver" {
+			return c.Errorf(k+".ordering.stale", "must be skip or deliver, not %q", o.Stale)
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateDestination(name string, d *Destination) error {
+	k := "destinations." + name
+	if err := checkName(c, k, name); err != nil {
+		return err
+	}
+	if d == nil {
+		return c.Errorf(k, "must be a mapping with at least url and sources")
+	}
+	if d.URL == "" {
+		return c.Errorf(k+".url", "required")
+	}
+	if err := checkHTTPURL(d.URL); err != nil {
+		return c.Errorf(k+".url", "%s", err)
+	}
+	if len(d.Sources) == 0 {
+		return c.Errorf(k+".sources", "required: the sources whose events go to %s", name)
+	}
+	for i, src := range d.Sources {
+		ik := fmt.Sprintf("%s.sources[%d]", k, i)
+		if _, ok := c.Sources[src]; !ok {
+			return c.Errorf(ik, "unknown source %q", src)
+		}
+		if slices.Index(d.Sources, src) < i {
+			return c.Errorf(ik, "source %q is listed twice", src)
+		}
+	}
+	if d.SigningSecret != "" {
+		b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(d.SigningSecret, "whsec_"))
+		if err != nil || len(b) == 0 {
+			return c.Errorf(k+".signing_secret", "must be a Standard Webhooks secret: whsec_ followed by base64")
+		}
+	}
+	if d.Timeout <= 0 {
+		return c.Errorf(k+".timeout", "must be greater than 0")
+	}
+	if d.MaxAttempts < 1 {
+		return c.Errorf(k+".max_attempts", "must be at least 1, not %d", d.MaxAttempts)
+	}
+	if d.Backoff.Initial <= 0 {
+		return c.Errorf(k+".backoff.initial", "must be greater than 0")
+	}
+	if d.Backoff.Max <= 0 {
+		return c.Errorf(k+".backoff.max", "must be greater than 0")
+	}
+	if d.Backoff.Initial > d.Backoff.Max {
+		return c.Errorf(k+".backoff", "initial (%s) is greater than max (%s)", d.Backoff.Initial, d.Backoff.Max)
+	}
+	switch anyhook.StalePolicy(d.OnStaleClaim) {
+	case anyhook.Reclaim, anyhook.Hold:
+		d.StalePolicy = anyhook.StalePolicy(d.OnStaleClaim)
+	default:
+		return c.Errorf(k+".on_stale_claim", "must be reclaim or hold, not %q", d.OnStaleClaim)
+	}
+	for i, h := range d.DropHeaders {
+		if !headerRe.MatchString(h) {
+			return c.Errorf(fmt.Sprintf("%s.drop_headers[%d]", k, i), "%q is not a valid header name", h)
+		}
+	}
+	if d.MaxInFlight < 1 {
+		return c.Errorf(k+".max_in_flight", "must be at least 1, not %d", d.MaxInFlight)
+	}
+	return nil
+}
+
+func (c *Config) validateAlert(k string, a Alert) error {
+	set := 0
+	for _, on := range []bool{a.Webhook != "", a.Slack != "", a.PagerDuty != nil} {
+		if on {
+			set++
+		}
+	}
+	if set != 1 {
+		return c.Errorf(k, "each alert sets exactly one of webhook, slack or pagerduty (found %d)", set)
+	}
+	switch {
+	case a.Webhook != "":
+		if err := checkHTTPURL(a.Webhook); err != nil {
+			return c.Errorf(k+".webhook", "%s", err)
+		}
+	case a.Slack != "":
+		if err := checkHTTPURL(a.Slack); err != nil {
+			return c.Errorf(k+".slack", "%s", err)
+		}
+	default:
+		if a.PagerDuty.RoutingKey == "" {
+			return c.Errorf(k+".pagerduty.routing_key", "required")
+		}
+		if err := checkHTTPURL(a.PagerDuty.URL); err != nil {
+			return c.Errorf(k+".pagerduty.url", "%s", err)
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateDelivery() error {
+	if c.Delivery.PollInterval <= 0 {
+		return c.Errorf("delivery.poll_interval", "must be greater than 0")
+	}
+	if c.Delivery.Grace <= 0 || c.Delivery.Grace.D() > MaxGrace {
+		return c.Errorf("delivery.grace", "must be greater than 0 and at most %s, not %s", MaxGrace, c.Delivery.Grace)
+	}
+	if c.Delivery.Shutdown < 0 {
+		return c.Errorf("delivery.shutdown", "must not be negative")
+	}
+	return nil
+}
+
+func checkName(c *Config, key, name string) error {
+	if !nameRe.MatchString(name) || name == "." || name == ".." {
+		return c.Errorf(key, "invalid name %q: use letters, digits, '_', '-' and '.'", name)
+	}
+	return nil
+}
+
+// checkHTTPURL accepts absolute http and https URLs with a host. Its
+// message never quotes the URL: Slack webhook URLs are secrets.
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("must be an absolute http:// or https:// URL")
+	}
+	if u.Host == "" {
+		return fmt.Errorf("URL has no host")
+	}
+	return nil
+}
+
+// checkLocator accepts header:NAME and json:PATH.
+func checkLocator(s string) error {
+	kind, rest, ok := strings.Cut(s, ":")
+	switch {
+	case ok && kind == "header" && headerRe.MatchString(rest):
+		return nil
+	case ok && kind == "json" && rest != "" && !strings.HasPrefix(rest, ".") && !strings.HasSuffix(rest, ".") && !strings.Contains(rest, ".."):
+		return nil
+	}
+	return fmt.Errorf("must be header:NAME or json:PATH (e.g. json:data.id), not %q", s)
+}
+
+// SQLitePath returns the SQLite database file, resolved against the config
+// file's directory, and whether the database is SQLite at all.
+func (c *Config) SQLitePath() (string, bool) {
+	p, ok := strings.CutPrefix(c.Database, "sqlite:")
+	if !ok {
+		return "", false
+	}
+	if p == ":memory:" || strings.HasPrefix(p, "file:") || filepath.IsAbs(p) {
+		return p, true
+	}
+	return filepath.Join(c.Dir, p), true
+}
+
+// PostgresURL returns the PostgreSQL connection URL, and whether the
+// database is PostgreSQL at all.
+func (c *Config) PostgresURL() (string, bool) {
+	if strings.HasPrefix(c.Database, "postgres://") || strings.HasPrefix(c.Database, "postgresql://") {
+		return c.Database, true
+	}
+	return "", false
+}
