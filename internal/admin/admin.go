@@ -1,0 +1,239 @@
+// Package admin is the admin JSON API of the gateway (SPEC §9) as one
+// http.Handler: events and their deliveries, replay (one event or in bulk by
+// filter), resolving held and dead deliveries, pausing destinations, the
+// health probes and the OpenAPI document at /api/openapi.json. docs/api.md
+// shows every endpoint with an example.
+//
+// # Authentication
+//
+// Every /api/ route requires "Authorization: Bearer <admin_token>"; the token
+// is compared in constant time. A missing or wrong token answers 401 with
+// WWW-Authenticate: Bearer. /healthz and /readyz need no token.
+//
+// An empty Options.Token turns authentication off. That is only safe when
+// the API listens on a loopback address, and it is the caller's job (the
+// serve command) to refuse to start without an admin_token on any other
+// address; this package does not know where it is mounted.
+//
+// # Errors
+//
+// Handlers return errors; one adapter renders them as
+//
+//	{"error": {"code": "not_found", "message": "event 0190…: not found"}}
+//
+// using one table (see classify): anyhook.ErrNotFound → 404, anyhook.ErrInvalid
+// and bad input → 400, anyhook.ErrUnavailable → 503, anything else → 500 with
+// a generic message. Details of 5xx errors go to the log, never to the
+// client.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Store is the part of the storage contract (store.Store) the admin API
+// uses.
+type Store interface {
+	Event(ctx context.Context, id string) (anyhook.Event, error)
+	ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error)
+	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
+	Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error)
+	ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (int, error)
+	Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error)
+	SetPaused(ctx context.Context, destination string, paused bool) error
+	Paused(ctx context.Context) (map[string]bool, error)
+	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
+	Ping(ctx context.Context) error
+}
+
+// Options configure an API.
+type Options struct {
+	// Store is required.
+	Store Store
+	// Token is the admin token. "" disables authentication: allowed only on
+	// a loopback listener, which the caller enforces (see the package doc).
+	Token string
+	// Sources maps each source name to the names of its destinations. A
+	// replay without a destination goes to every destination of the event's
+	// source.
+	Sources map[string][]string
+	// Destinations are the configured destination names; the destinations
+	// named in Sources are added. Pause, resume and replay accept only these.
+	Destinations []string
+	// Logger receives operator actions and the details of 5xx errors;
+	// default: discard.
+	Logger *slog.Logger
+	// Ready is the readiness probe behind /readyz; default: Store.Ping.
+	Ready func(ctx context.Context) error
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// API is the admin API. Create it with New.
+type API struct {
+	store   Store
+	token   []byte // sha256 of the token; nil when authentication is off
+	sources map[string][]string
+	dests   []string // sorted, unique
+	known   map[string]bool
+	log     *slog.Logger
+	ready   func(ctx context.Context) error
+	now     func() time.Time
+	routes  []route
+	mux     *http.ServeMux
+}
+
+// route is one endpoint; the route table builds the mux and is what the
+// OpenAPI test holds the document against.
+type route struct {
+	method, path string
+	public       bool // no token needed
+	h            handlerFunc
+}
+
+// New returns the API described by opt.
+func New(opt Options) *API {
+	a := &API{
+		store:   opt.Store,
+		sources: opt.Sources,
+		known:   map[string]bool{},
+		log:     opt.Logger,
+		ready:   opt.Ready,
+		now:     opt.Now,
+	}
+	if opt.Token != "" {
+		sum := sha256.Sum256([]byte(opt.Token))
+		a.token = sum[:]
+	}
+	for _, d := range opt.Destinations {
+		a.known[d] = true
+	}
+	for _, ds := range opt.Sources {
+		for _, d := range ds {
+			a.known[d] = true
+		}
+	}
+	a.dests = slices.Sorted(maps.Keys(a.known))
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.ready == nil {
+		a.ready = opt.Store.Ping
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	a.routes = []route{
+		{"GET", "/healthz", true, a.healthz},
+		{"GET", "/readyz", true, a.readyz},
+		{"GET", "/api/openapi.json", false, a.openapi},
+		{"GET", "/api/events", false, a.listEvents},
+		{"GET", "/api/events/{id}", false, a.getEvent},
+		{"POST", "/api/events/{id}/replay", false, a.replayEvent},
+		{"POST", "/api/replay", false, a.bulkReplay},
+		{"GET", "/api/deliveries", false, a.listDeliveries},
+		{"POST", "/api/deliveries/{id}/resolve", false, a.resolve},
+		{"GET", "/api/destinations", false, a.listDestinations},
+		{"POST", "/api/destinations/{name}/pause", false, a.pause},
+		{"POST", "/api/destinations/{name}/resume", false, a.resume},
+	}
+	a.mux = http.NewServeMux()
+	for _, rt := range a.routes {
+		h := a.adapt(rt.h)
+		if !rt.public {
+			h = a.authenticate(h)
+		}
+		a.mux.Handle(rt.method+" "+rt.path, h)
+	}
+	a.mux.Handle("/api/", a.authenticate(a.adapt(a.noRoute)))
+	return a
+}
+
+// Handler returns the handler serving /api/, /healthz and /readyz.
+func (a *API) Handler() http.Handler { return a.mux }
+
+// authenticate lets a request through only with the admin token.
+func (a *API) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.token == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="anyhook"`)
+			a.render(w, r, &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+				Message: "missing bearer token: send Authorization: Bearer <admin_token>"})
+			return
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		if subtle.ConstantTimeCompare(sum[:], a.token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="anyhook", error="invalid_token"`)
+			a.render(w, r, &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+				Message: "invalid admin token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// noRoute answers an /api/ path no route serves: 405 when another method
+// would be served, else 404.
+func (a *API) noRoute(w http.ResponseWriter, r *http.Request) error {
+	var allow []string
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "/api/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + strings.Join(allow, ", ")}
+	}
+	return &Error{Status: http.StatusNotFound, Code: "unknown_endpoint",
+		Message: "no such endpoint: " + r.URL.Path + " (see /api/openapi.json)"}
+}
+
+// healthz is liveness: the caller mounts the handler only once ingest is
+// ready, so answering at all means live.
+func (a *API) healthz(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, err := io.WriteString(w, "ok\n")
+	return err
+}
+
+// readyz is readiness: 200 while Ready says so, else 503 with a reason.
+// The reason is coarse (the probe needs no token); the detail is logged.
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := a.ready(r.Context()); err != nil {
+		reason := "not ready"
+		if errors.Is(err, anyhook.ErrUnavailable) {
+			reason = "not ready: store unavailable"
+		}
+		a.log.LogAttrs(r.Context(), slog.LevelWarn, "admin: not ready", slog.String("err", err.Error()))
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, werr := io.WriteString(w, reason+"\n")
+		return werr
+	}
+	_, err := io.WriteString(w, "ok\n")
+	return err
+}

@@ -1,0 +1,135 @@
+package admin
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// GET /api/deliveries?status=&destination=&source=&since=&until=&limit=&cursor=
+func (a *API) listDeliveries(w http.ResponseWriter, r *http.Request) error {
+	q := &query{v: r.URL.Query()}
+	q.only("status", "destination", "source", "since", "until", "limit", "cursor")
+	f := store.DeliveryFilter{
+		Status:      q.status("status"),
+		Destination: q.str("destination"),
+		Source:      q.str("source"),
+		Since:       q.time("since"),
+		Until:       q.time("until"),
+		Limit:       q.limit(),
+		Cursor:      q.str("cursor"),
+	}
+	q.window(f.Since, f.Until)
+	if q.err != nil {
+		return q.err
+	}
+	ds, next, err := a.store.ListDeliveries(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := listJSON[deliveryJSON]{Items: make([]deliveryJSON, 0, len(ds)), NextCursor: next}
+	for _, d := range ds {
+		out.Items = append(out.Items, toDelivery(d, false))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+type resolveRequest struct {
+	Action string `json:"action"`
+}
+
+// POST /api/deliveries/{id}/resolve {"action": "resend"|"mark_delivered"|"discard"}
+func (a *API) resolve(w http.ResponseWriter, r *http.Request) error {
+	var req resolveRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	switch req.Action {
+	case store.ActionResend, store.ActionMarkDelivered, store.ActionDiscard:
+	case "":
+		return badParam("action", "required: resend, mark_delivered or discard")
+	default:
+		return badParam("action", "unknown action %q (want resend, mark_delivered or discard)", req.Action)
+	}
+	d, err := a.store.Resolve(r.Context(), r.PathValue("id"), req.Action)
+	if err != nil {
+		return err
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: delivery resolved",
+		slog.String("delivery_id", d.ID), slog.String("event_id", d.EventID),
+		slog.String("destination", d.Destination), slog.String("action", req.Action),
+		slog.String("status", string(d.Status)))
+	return writeJSON(w, http.StatusOK, toDelivery(d, false))
+}
+
+type destinationJSON struct {
+	Name    string   `json:"name"`
+	Paused  bool     `json:"paused"`
+	Sources []string `json:"sources"`
+}
+
+type destinationsResponse struct {
+	Items      []destinationJSON `json:"items"`
+	NextCursor string            `json:"next_cursor"`
+	// Counts is the number of deliveries per status over all destinations
+	// (one grouped query; per-destination counts would not be cheap).
+	Counts map[anyhook.DeliveryStatus]int `json:"counts"`
+}
+
+// GET /api/destinations
+func (a *API) listDestinations(w http.ResponseWriter, r *http.Request) error {
+	paused, err := a.store.Paused(r.Context())
+	if err != nil {
+		return err
+	}
+	counts, err := a.store.Counts(r.Context())
+	if err != nil {
+		return err
+	}
+	if counts == nil {
+		counts = map[anyhook.DeliveryStatus]int{}
+	}
+	out := destinationsResponse{Items: make([]destinationJSON, 0, len(a.dests)), Counts: counts}
+	for _, name := range a.dests {
+		d := destinationJSON{Name: name, Paused: paused[name], Sources: []string{}}
+		for src, ds := range a.sources {
+			for _, x := range ds {
+				if x == name {
+					d.Sources = append(d.Sources, src)
+					break
+				}
+			}
+		}
+		slices.Sort(d.Sources)
+		out.Items = append(out.Items, d)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// POST /api/destinations/{name}/pause
+func (a *API) pause(w http.ResponseWriter, r *http.Request) error { return a.setPaused(w, r, true) }
+
+// POST /api/destinations/{name}/resume
+func (a *API) resume(w http.ResponseWriter, r *http.Request) error { return a.setPaused(w, r, false) }
+
+func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
+	name := r.PathValue("name")
+	if !a.known[name] {
+		return &Error{Status: http.StatusNotFound, Code: "not_found",
+			Message: "unknown destination " + strconv.Quote(name) + " (configured: " + strings.Join(a.dests, ", ") + ")"}
+	}
+	if err := a.store.SetPaused(r.Context(), name, paused); err != nil {
+		return err
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: destination pause changed",
+		slog.String("destination", name), slog.Bool("paused", paused))
+	return writeJSON(w, http.StatusOK, struct {
+		Name   string `json:"name"`
+		Paused bool   `json:"paused"`
+	}{name, paused})
+}

@@ -1,0 +1,202 @@
+package admin
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// GET /api/events?source=&status=&q=&since=&until=&limit=&cursor=
+func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
+	q := &query{v: r.URL.Query()}
+	q.only("source", "status", "q", "since", "until", "limit", "cursor")
+	f := store.EventFilter{
+		Source: q.str("source"),
+		Status: q.status("status"),
+		Q:      q.str("q"),
+		Since:  q.time("since"),
+		Until:  q.time("until"),
+		Limit:  q.limit(),
+		Cursor: q.str("cursor"),
+	}
+	q.window(f.Since, f.Until)
+	if q.err != nil {
+		return q.err
+	}
+	evs, next, err := a.store.ListEvents(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs)), NextCursor: next}
+	for _, ev := range evs {
+		out.Items = append(out.Items, toEvent(ev, false))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// GET /api/events/{id}
+func (a *API) getEvent(w http.ResponseWriter, r *http.Request) error {
+	ev, err := a.store.Event(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, toEvent(ev, true))
+}
+
+type replayEventRequest struct {
+	Destination string `json:"destination"`
+}
+
+type replayEventResponse struct {
+	EventID    string         `json:"event_id"`
+	Deliveries []deliveryJSON `json:"deliveries"`
+}
+
+// POST /api/events/{id}/replay {"destination": "..."}
+func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
+	var req replayEventRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	req.Destination = strings.TrimSpace(req.Destination)
+	if req.Destination != "" && !a.known[req.Destination] {
+		return badParam("destination", "unknown destination %q (configured: %s)", req.Destination, strings.Join(a.dests, ", "))
+	}
+	ev, err := a.store.Event(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	dests, err := a.replayTargets(ev, req.Destination)
+	if err != nil {
+		return err
+	}
+	ds, err := a.store.Replay(r.Context(), ev.ID, dests)
+	if err != nil {
+		return err
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: event replayed",
+		slog.String("event_id", ev.ID), slog.String("source", ev.Source), slog.Any("destinations", dests))
+	out := replayEventResponse{EventID: ev.ID, Deliveries: make([]deliveryJSON, 0, len(ds))}
+	for _, d := range ds {
+		out.Deliveries = append(out.Deliveries, toDelivery(d, false))
+	}
+	return writeJSON(w, http.StatusAccepted, out)
+}
+
+// replayTargets says where a replay of ev goes: dest alone, if it receives
+// ev's source (or ev already had a delivery to it); without dest, every
+// configured destination of the source, or, when the source is no longer
+// configured, the configured destinations ev was delivered to.
+func (a *API) replayTargets(ev anyhook.Event, dest string) ([]string, error) {
+	had := map[string]bool{}
+	for _, d := range ev.Deliveries {
+		had[d.Destination] = true
+	}
+	ofSource, configured := a.sources[ev.Source]
+	if dest != "" {
+		if slices.Contains(ofSource, dest) || had[dest] {
+			return []string{dest}, nil
+		}
+		return nil, badParam("destination", "destination %q does not receive source %q", dest, ev.Source)
+	}
+	var dests []string
+	if configured {
+		dests = slices.Clone(ofSource)
+	} else {
+		for _, d := range a.dests {
+			if had[d] {
+				dests = append(dests, d)
+			}
+		}
+	}
+	if len(dests) == 0 {
+		return nil, &Error{Status: http.StatusBadRequest, Code: "invalid",
+			Message: "source " + ev.Source + " has no configured destinations; name one with \"destination\""}
+	}
+	return dests, nil
+}
+
+type bulkReplayRequest struct {
+	Source      string `json:"source"`
+	Status      string `json:"status"`
+	Destination string `json:"destination"`
+	Since       string `json:"since"`
+	Until       string `json:"until"`
+	DryRun      bool   `json:"dry_run"`
+}
+
+type bulkReplayResponse struct {
+	Count  int  `json:"count"`
+	DryRun bool `json:"dry_run"`
+}
+
+// POST /api/replay {"source","status","destination","since","until","dry_run"}
+//
+// It replays every delivery the filter selects (since/until bound the
+// delivery's creation time). An empty filter is refused: it would replay
+// everything ever received.
+func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
+	var req bulkReplayRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	q := &query{}
+	f := store.DeliveryFilter{
+		Source:      strings.TrimSpace(req.Source),
+		Status:      anyhook.DeliveryStatus(strings.TrimSpace(req.Status)),
+		Destination: strings.TrimSpace(req.Destination),
+		Since:       parseTime(q, "since", strings.TrimSpace(req.Since)),
+		Until:       parseTime(q, "until", strings.TrimSpace(req.Until)),
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		q.fail(badParam("status", "unknown status %q (want pending, delivering, delivered, dead, held, skipped or paused)", f.Status))
+	}
+	if f.Destination != "" && !a.known[f.Destination] {
+		q.fail(badParam("destination", "unknown destination %q (configured: %s)", f.Destination, strings.Join(a.dests, ", ")))
+	}
+	q.window(f.Since, f.Until)
+	if f == (store.DeliveryFilter{}) {
+		q.fail(&Error{Status: http.StatusBadRequest, Code: "invalid",
+			Message: "an empty filter would replay every delivery; give at least one of source, status, destination, since, until"})
+	}
+	if q.err != nil {
+		return q.err
+	}
+	if req.DryRun {
+		n, err := a.countDeliveries(r, f)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: n, DryRun: true})
+	}
+	n, err := a.store.ReplayDeliveries(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: bulk replay",
+		slog.String("source", f.Source), slog.String("status", string(f.Status)),
+		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
+		slog.Int("count", n))
+	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: n})
+}
+
+// countDeliveries counts what f selects by paging through the list.
+func (a *API) countDeliveries(r *http.Request, f store.DeliveryFilter) (int, error) {
+	f.Limit = maxLimit
+	n := 0
+	for {
+		ds, next, err := a.store.ListDeliveries(r.Context(), f)
+		if err != nil {
+			return 0, err
+		}
+		n += len(ds)
+		if next == "" {
+			return n, nil
+		}
+		f.Cursor = next
+	}
+}

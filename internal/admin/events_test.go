@@ -1,0 +1,362 @@
+package admin_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+)
+
+func TestListEventsPaging(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, f.seed("stripe", "evt_"+string(rune('a'+i)), []byte(`{"n":1}`), time.Duration(i)*time.Minute))
+	}
+	var got []string
+	cursor, pages := "", 0
+	for {
+		r := f.mustStatus(f.do("GET", "/api/events?limit=2&cursor="+url.QueryEscape(cursor), ""), http.StatusOK)
+		for _, it := range items(t, r) {
+			got = append(got, it["id"].(string))
+			req := it["request"].(map[string]any)
+			if _, ok := req["body"]; ok {
+				t.Errorf("list item carries the body: %v", req)
+			}
+			if req["body_size"].(float64) != 7 {
+				t.Errorf("body_size %v", req["body_size"])
+			}
+			if _, ok := it["deliveries"]; ok {
+				t.Errorf("list item carries deliveries")
+			}
+		}
+		pages++
+		if cursor = nextCursor(t, r); cursor == "" {
+			break
+		}
+	}
+	if pages != 3 {
+		t.Errorf("%d pages, want 3", pages)
+	}
+	want := []string{ids[4], ids[3], ids[2], ids[1], ids[0]} // newest first
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+}
+
+func TestListEventsFilters(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	s1 := f.seed("stripe", "evt_1", []byte(`{}`), 0)
+	s2 := f.seed("stripe", "evt_2", []byte(`{}`), time.Hour)
+	g1 := f.seed("github", "gh_1", []byte(`{}`), 2*time.Hour)
+	f.finish(f.claim("ci", time.Minute), anyhook.StatusDead, 500, nil)
+
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{g1, s2, s1}},
+		{"source=stripe", []string{s2, s1}},
+		{"q=evt_1", []string{s1}},
+		{"status=dead", []string{g1}},
+		{"status=pending", []string{s2, s1}},
+		{"since=" + clock.Add(time.Hour).Format(time.RFC3339), []string{g1, s2}},
+		{"until=" + clock.Add(time.Hour).Format(time.RFC3339), []string{s1}},
+		{"since=" + clock.Format(time.RFC3339) + "&until=" + clock.Add(90*time.Minute).Format(time.RFC3339Nano), []string{s2, s1}},
+		{"source=nosuch", nil},
+	} {
+		r := f.mustStatus(f.do("GET", "/api/events?"+tc.query, ""), http.StatusOK)
+		var got []string
+		for _, it := range items(t, r) {
+			got = append(got, it["id"].(string))
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: got %v, want %v", tc.query, got, tc.want)
+		}
+	}
+}
+
+func TestBadQuery(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, tc := range []struct{ path, param string }{
+		{"/api/events?limit=abc", "limit"},
+		{"/api/events?limit=0", "limit"},
+		{"/api/events?limit=501", "limit"},
+		{"/api/events?since=yesterday", "since"},
+		{"/api/events?until=2026-01-02", "until"},
+		{"/api/events?status=bogus", "status"},
+		{"/api/events?statu=dead", "statu"},
+		{"/api/events?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", "until"},
+		{"/api/deliveries?limit=-1", "limit"},
+		{"/api/deliveries?status=lost", "status"},
+		{"/api/deliveries?since=now", "since"},
+		{"/api/deliveries?dest=billing", "dest"},
+	} {
+		r := f.mustStatus(f.do("GET", tc.path, ""), http.StatusBadRequest)
+		if code := r.errCode(t); code != "invalid_parameter" {
+			t.Errorf("%s: code %q", tc.path, code)
+		}
+		msg := r.json(t)["error"].(map[string]any)["message"].(string)
+		if !strings.HasPrefix(msg, tc.param+":") {
+			t.Errorf("%s: message %q does not name %s", tc.path, msg, tc.param)
+		}
+	}
+}
+
+func TestGetEvent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := f.seed("stripe", "evt_1", []byte(`{"id":"evt_1"}`), 0)
+	f.finish(f.claim("billing", time.Minute), anyhook.StatusDelivered, 200, []byte("ok"))
+
+	r := f.mustStatus(f.do("GET", "/api/events/"+id, ""), http.StatusOK)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	ev := r.json(t)
+	for k, want := range map[string]any{
+		"id": id, "source": "stripe", "dedup_key": "evt_1", "received_at": "2026-03-01T12:00:00Z",
+		"duplicates": 0.0, "stale": false, "object": "", "version": "",
+	} {
+		if ev[k] != want {
+			t.Errorf("%s = %#v, want %#v", k, ev[k], want)
+		}
+	}
+	req := ev["request"].(map[string]any)
+	if req["method"] != "POST" || req["path"] != "/webhooks/stripe" || req["body"] != `{"id":"evt_1"}` || req["body_encoding"] != "utf-8" {
+		t.Errorf("request %v", req)
+	}
+	if h := req["headers"].(map[string]any); len(h["X-Test"].([]any)) != 2 {
+		t.Errorf("headers %v", h)
+	}
+	ds := ev["deliveries"].([]any)
+	if len(ds) != 2 {
+		t.Fatalf("%d deliveries", len(ds))
+	}
+	byDest := map[string]map[string]any{}
+	for _, d := range ds {
+		d := d.(map[string]any)
+		byDest[d["destination"].(string)] = d
+	}
+	billing, audit := byDest["billing"], byDest["audit"]
+	if billing["status"] != "delivered" || billing["event_id"] != id || billing["replay"] != false ||
+		billing["attempt_count"] != 1.0 || billing["next_attempt_at"] != nil {
+		t.Errorf("billing %v", billing)
+	}
+	for _, k := range []string{"id", "created_at", "updated_at", "note", "stale"} {
+		if _, ok := billing[k]; !ok {
+			t.Errorf("delivery lacks %s", k)
+		}
+	}
+	atts := billing["attempts"].([]any)
+	if len(atts) != 1 {
+		t.Fatalf("attempts %v", atts)
+	}
+	a := atts[0].(map[string]any)
+	if a["number"] != 1.0 || a["started_at"] != "2026-03-01T12:00:00Z" || a["duration_ms"] != 12.5 ||
+		a["status_code"] != 200.0 || a["error"] != "" || a["response_body"] != "ok" || a["response_body_encoding"] != "utf-8" {
+		t.Errorf("attempt %v", a)
+	}
+	if audit["status"] != "pending" || audit["next_attempt_at"] == nil {
+		t.Errorf("audit %v", audit)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, audit["next_attempt_at"].(string)); err != nil {
+		t.Errorf("next_attempt_at: %v", err)
+	}
+	if atts := audit["attempts"].([]any); len(atts) != 0 {
+		t.Errorf("audit attempts %v", atts)
+	}
+
+	r = f.mustStatus(f.do("GET", "/api/events/nosuch", ""), http.StatusNotFound)
+	if code := r.errCode(t); code != "not_found" {
+		t.Errorf("code %q", code)
+	}
+}
+
+func TestBinaryBodyIsBase64(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := []byte{0xff, 0xfe, 0x00, 'h', 'i'}
+	id := f.seed("github", "", body, 0)
+	resp := []byte{0x80, 0x81}
+	f.finish(f.claim("ci", time.Minute), anyhook.StatusDead, 502, resp)
+
+	ev := f.mustStatus(f.do("GET", "/api/events/"+id, ""), http.StatusOK).json(t)
+	req := ev["request"].(map[string]any)
+	if req["body_encoding"] != "base64" || req["body"] != base64.StdEncoding.EncodeToString(body) {
+		t.Errorf("request %v", req)
+	}
+	a := ev["deliveries"].([]any)[0].(map[string]any)["attempts"].([]any)[0].(map[string]any)
+	if a["response_body_encoding"] != "base64" || a["response_body"] != base64.StdEncoding.EncodeToString(resp) {
+		t.Errorf("attempt %v", a)
+	}
+	if a["status_code"] != 502.0 || a["error"] == "" {
+		t.Errorf("attempt %v", a)
+	}
+}
+
+func TestReplayEvent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := f.seed("stripe", "evt_1", []byte(`{}`), 0)
+
+	countReplays := func() map[string]int {
+		n := map[string]int{}
+		ev := f.mustStatus(f.do("GET", "/api/events/"+id, ""), http.StatusOK).json(t)
+		for _, d := range ev["deliveries"].([]any) {
+			d := d.(map[string]any)
+			if d["replay"] == true {
+				if d["status"] != "pending" || d["attempt_count"] != 0.0 {
+					t.Errorf("replay delivery %v", d)
+				}
+				n[d["destination"].(string)]++
+			}
+		}
+		return n
+	}
+
+	// Omitted body, {} and an empty destination all mean every destination of the source.
+	for i, body := range []string{"", "{}", `{"destination":""}`} {
+		r := f.mustStatus(f.do("POST", "/api/events/"+id+"/replay", body), http.StatusAccepted)
+		m := r.json(t)
+		if m["event_id"] != id {
+			t.Errorf("event_id %v", m["event_id"])
+		}
+		ds := m["deliveries"].([]any)
+		if len(ds) != 2 {
+			t.Fatalf("body %q: %d deliveries", body, len(ds))
+		}
+		for _, d := range ds {
+			if d := d.(map[string]any); d["replay"] != true || d["event_id"] != id || d["status"] != "pending" {
+				t.Errorf("delivery %v", d)
+			}
+		}
+		if n := countReplays(); n["billing"] != i+1 || n["audit"] != i+1 {
+			t.Errorf("after %d replays: %v", i+1, n)
+		}
+	}
+
+	r := f.mustStatus(f.do("POST", "/api/events/"+id+"/replay", `{"destination":"billing"}`), http.StatusAccepted)
+	if ds := r.json(t)["deliveries"].([]any); len(ds) != 1 || ds[0].(map[string]any)["destination"] != "billing" {
+		t.Errorf("deliveries %v", ds)
+	}
+	if n := countReplays(); n["billing"] != 4 || n["audit"] != 3 {
+		t.Errorf("replays %v", n)
+	}
+	// The replayed delivery is claimable like any other.
+	if cs := f.claim("billing", time.Minute); len(cs) != 5 {
+		t.Errorf("claimed %d billing deliveries, want 5", len(cs))
+	}
+
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		code       string
+	}{
+		{"/api/events/" + id + "/replay", `{"destination":"nosuch"}`, 400, "invalid_parameter"},
+		{"/api/events/" + id + "/replay", `{"destination":"ci"}`, 400, "invalid_parameter"}, // not a destination of stripe
+		{"/api/events/" + id + "/replay", `{"dest":"billing"}`, 400, "invalid_json"},
+		{"/api/events/" + id + "/replay", `{"destination":1}`, 400, "invalid_json"},
+		{"/api/events/" + id + "/replay", `{} {}`, 400, "invalid_json"},
+		{"/api/events/" + id + "/replay", `[`, 400, "invalid_json"},
+		{"/api/events/nosuch/replay", ``, 404, "not_found"},
+	} {
+		r := f.do("POST", tc.path, tc.body)
+		if r.status != tc.status || r.errCode(t) != tc.code {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, r.status, r.body)
+		}
+	}
+}
+
+func TestRequestBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := f.seed("stripe", "evt_1", []byte(`{}`), 0)
+	big := `{"destination":"` + strings.Repeat("a", 2<<20) + `"}`
+	r := f.mustStatus(f.do("POST", "/api/events/"+id+"/replay", big), http.StatusRequestEntityTooLarge)
+	if code := r.errCode(t); code != "too_large" {
+		t.Errorf("code %q", code)
+	}
+}
+
+func TestBulkReplay(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for i := range 3 {
+		f.seed("stripe", "evt_"+string(rune('a'+i)), []byte(`{}`), 0)
+	}
+	f.seed("github", "gh_1", []byte(`{}`), 0)
+	f.finish(f.claim("billing", time.Minute), anyhook.StatusDead, 500, nil) // 3 dead
+	f.finish(f.claim("ci", time.Minute), anyhook.StatusDead, 500, nil)      // 1 dead, other source
+
+	total := func() int {
+		n := 0
+		r := f.mustStatus(f.do("GET", "/api/deliveries?limit=500", ""), http.StatusOK)
+		n += len(items(t, r))
+		return n
+	}
+	before := total()
+
+	r := f.mustStatus(f.do("POST", "/api/replay", `{"source":"stripe","status":"dead","dry_run":true}`), http.StatusOK)
+	if m := r.json(t); m["count"] != 3.0 || m["dry_run"] != true {
+		t.Errorf("dry run %v", m)
+	}
+	if after := total(); after != before {
+		t.Errorf("dry run created deliveries: %d -> %d", before, after)
+	}
+
+	r = f.mustStatus(f.do("POST", "/api/replay", `{"source":"stripe","status":"dead"}`), http.StatusAccepted)
+	if m := r.json(t); m["count"] != 3.0 {
+		t.Errorf("replay %v", m)
+	}
+	if after := total(); after != before+3 {
+		t.Errorf("%d deliveries after replay, want %d", after, before+3)
+	}
+	cs := f.claim("billing", time.Minute)
+	if len(cs) != 3 {
+		t.Fatalf("claimed %d", len(cs))
+	}
+	for _, c := range cs {
+		if !c.Delivery.Replay {
+			t.Errorf("claimed a non-replay delivery %+v", c.Delivery)
+		}
+	}
+
+	// Time bounds and destination filter.
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	r = f.mustStatus(f.do("POST", "/api/replay", `{"destination":"ci","since":"`+since+`","dry_run":true}`), http.StatusOK)
+	if m := r.json(t); m["count"] != 1.0 {
+		t.Errorf("ci dry run %v", m)
+	}
+
+	for _, body := range []string{
+		``, `{}`, `{"dry_run":true}`, `{"status":"nope"}`, `{"since":"yesterday","source":"stripe"}`,
+		`{"destination":"nosuch"}`, `{"source":"stripe","limit":3}`, `{"source":5}`,
+		`{"source":"stripe","since":"2026-01-02T00:00:00Z","until":"2026-01-01T00:00:00Z"}`,
+	} {
+		r := f.do("POST", "/api/replay", body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", body, r.status, r.body)
+		}
+	}
+}
+
+// Dry run pages through more than one page of the store.
+func TestBulkReplayDryRunPages(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for range 260 {
+		f.seed("stripe", "", []byte(`{}`), 0) // two deliveries each: 520 > one page of 500
+	}
+	r := f.mustStatus(f.do("POST", "/api/replay", `{"source":"stripe","dry_run":true}`), http.StatusOK)
+	if m := r.json(t); m["count"] != 520.0 {
+		t.Errorf("dry run %v", m)
+	}
+}

@@ -1,0 +1,132 @@
+package admin
+
+import (
+	"encoding/base64"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/anyhook/anyhook"
+)
+
+// The JSON shapes of SPEC §9. Field names are part of the contract.
+
+type eventJSON struct {
+	ID         string      `json:"id"`
+	Source     string      `json:"source"`
+	DedupKey   string      `json:"dedup_key"`
+	ReceivedAt time.Time   `json:"received_at"`
+	Duplicates int64       `json:"duplicates"`
+	Stale      bool        `json:"stale"`
+	Object     string      `json:"object"`
+	Version    string      `json:"version"`
+	Request    requestJSON `json:"request"`
+	// Deliveries is present on GET /api/events/{id}, absent from lists.
+	Deliveries []deliveryJSON `json:"deliveries,omitzero"`
+}
+
+type requestJSON struct {
+	Method  string      `json:"method"`
+	Path    string      `json:"path"`
+	Headers http.Header `json:"headers"`
+	// Body and BodyEncoding are absent from list items; BodySize is always
+	// there.
+	Body         *string `json:"body,omitzero"`
+	BodyEncoding string  `json:"body_encoding,omitzero"`
+	BodySize     int     `json:"body_size"`
+}
+
+type deliveryJSON struct {
+	ID            string     `json:"id"`
+	EventID       string     `json:"event_id"`
+	Destination   string     `json:"destination"`
+	Status        string     `json:"status"`
+	Replay        bool       `json:"replay"`
+	Stale         bool       `json:"stale"`
+	AttemptCount  int        `json:"attempt_count"`
+	NextAttemptAt *time.Time `json:"next_attempt_at"` // null unless pending
+	LeaseUntil    *time.Time `json:"lease_until,omitzero"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	Note          string     `json:"note"`
+	// Attempts is present in an event's deliveries, absent from lists.
+	Attempts []attemptJSON `json:"attempts,omitzero"`
+}
+
+type attemptJSON struct {
+	Number               int       `json:"number"`
+	StartedAt            time.Time `json:"started_at"`
+	DurationMS           float64   `json:"duration_ms"`
+	StatusCode           int       `json:"status_code"`
+	Error                string    `json:"error"`
+	ResponseBody         string    `json:"response_body"`
+	ResponseBodyEncoding string    `json:"response_body_encoding"`
+}
+
+type listJSON[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// encodeBytes is b as a JSON string: itself when valid UTF-8, else base64.
+func encodeBytes(b []byte) (s, encoding string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+func utc(t time.Time) time.Time { return t.UTC() }
+
+// toEvent converts ev; full adds the body and the deliveries with their
+// attempts.
+func toEvent(ev anyhook.Event, full bool) eventJSON {
+	h := ev.Header
+	if h == nil {
+		h = http.Header{}
+	}
+	out := eventJSON{
+		ID: ev.ID, Source: ev.Source, DedupKey: ev.DedupKey, ReceivedAt: utc(ev.ReceivedAt),
+		Duplicates: ev.Duplicates, Stale: ev.Stale, Object: ev.Object, Version: ev.Version,
+		Request: requestJSON{Method: ev.Method, Path: ev.Path, Headers: h, BodySize: len(ev.Body)},
+	}
+	if full {
+		body, enc := encodeBytes(ev.Body)
+		out.Request.Body, out.Request.BodyEncoding = &body, enc
+		out.Deliveries = make([]deliveryJSON, 0, len(ev.Deliveries))
+		for _, d := range ev.Deliveries {
+			out.Deliveries = append(out.Deliveries, toDelivery(d, true))
+		}
+	}
+	return out
+}
+
+// toDelivery converts d; full adds its attempts.
+func toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
+	out := deliveryJSON{
+		ID: d.ID, EventID: d.EventID, Destination: d.Destination, Status: string(d.Status),
+		Replay: d.Replay, Stale: d.Stale, AttemptCount: d.AttemptCount,
+		CreatedAt: utc(d.CreatedAt), UpdatedAt: utc(d.UpdatedAt), Note: d.Note,
+	}
+	if d.Status == anyhook.StatusPending && !d.NextAttemptAt.IsZero() {
+		t := utc(d.NextAttemptAt)
+		out.NextAttemptAt = &t
+	}
+	if d.Status == anyhook.StatusDelivering && !d.LeaseUntil.IsZero() {
+		t := utc(d.LeaseUntil)
+		out.LeaseUntil = &t
+	}
+	if full {
+		out.Attempts = make([]attemptJSON, 0, len(d.Attempts))
+		for _, at := range d.Attempts {
+			body, enc := encodeBytes(at.ResponseBody)
+			out.Attempts = append(out.Attempts, attemptJSON{
+				Number: at.Number, StartedAt: utc(at.StartedAt),
+				DurationMS: float64(at.Duration.Microseconds()) / 1000,
+				StatusCode: at.StatusCode, Error: at.Error,
+				ResponseBody: body, ResponseBodyEncoding: enc,
+			})
+		}
+	}
+	return out
+}
