@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 func TestListEventsPaging(t *testing.T) {
@@ -352,8 +353,15 @@ func TestBulkReplay(t *testing.T) {
 func TestBulkReplayDryRunPages(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	for range 260 {
-		f.seed("stripe", "", []byte(`{}`), 0) // two deliveries each: 520 > one page of 500
+	var evs []store.NewEvent
+	for range 260 { // two deliveries each: 520 > one page of 500
+		evs = append(evs, store.NewEvent{
+			Event:        anyhook.Event{ID: store.NewID(), Source: "stripe", ReceivedAt: clock, Method: "POST", Path: "/webhooks/stripe"},
+			Destinations: sources["stripe"],
+		})
+	}
+	if _, err := f.store.Ingest(t.Context(), evs); err != nil {
+		t.Fatal(err)
 	}
 	r := f.mustStatus(f.do("POST", "/api/replay", `{"source":"stripe","dry_run":true}`), http.StatusOK)
 	if m := r.json(t); m["count"] != 520.0 {
