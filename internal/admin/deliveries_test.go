@@ -1,0 +1,236 @@
+package admin_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+func TestListDeliveries(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	s1 := f.seed("stripe", "evt_1", []byte(`{}`), 0)
+	g1 := f.seed("github", "gh_1", []byte(`{}`), 0)
+	f.finish(f.claim("billing", time.Minute), anyhook.StatusDead, 500, []byte("boom"))
+
+	ids := func(query string) []string {
+		t.Helper()
+		var out []string
+		for _, it := range items(t, f.mustStatus(f.do("GET", "/api/deliveries?"+query, ""), http.StatusOK)) {
+			out = append(out, it["destination"].(string)+"/"+it["status"].(string))
+			if it["event_id"] != s1 && it["event_id"] != g1 {
+				t.Errorf("event_id %v", it["event_id"])
+			}
+			if _, ok := it["attempts"]; ok {
+				t.Errorf("list item carries attempts")
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct{ query, want string }{
+		{"", "ci/pending,audit/pending,billing/dead"},
+		{"status=dead", "billing/dead"},
+		{"destination=ci", "ci/pending"},
+		{"source=stripe", "audit/pending,billing/dead"},
+		{"source=stripe&status=pending", "audit/pending"},
+		{"since=" + url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339)), ""},
+	} {
+		if got := strings.Join(ids(tc.query), ","); got != tc.want {
+			t.Errorf("%q: got %s, want %s", tc.query, got, tc.want)
+		}
+	}
+
+	// Paging.
+	var seen []string
+	cursor := ""
+	for range 10 {
+		r := f.mustStatus(f.do("GET", "/api/deliveries?limit=1&cursor="+url.QueryEscape(cursor), ""), http.StatusOK)
+		for _, it := range items(t, r) {
+			seen = append(seen, it["id"].(string))
+		}
+		if cursor = nextCursor(t, r); cursor == "" {
+			break
+		}
+	}
+	if len(seen) != 3 || seen[0] == seen[1] || seen[1] == seen[2] {
+		t.Errorf("paged ids %v", seen)
+	}
+
+	// A dead delivery shows no next attempt.
+	it := items(t, f.mustStatus(f.do("GET", "/api/deliveries?status=dead", ""), http.StatusOK))[0]
+	if it["next_attempt_at"] != nil || it["attempt_count"] != 1.0 {
+		t.Errorf("dead delivery %v", it)
+	}
+}
+
+// hold makes every delivery of destination held: claim with an expired
+// lease, then rescue under a hold rule.
+func (f *fixture) hold(destination string) []anyhook.Delivery {
+	f.t.Helper()
+	if cs := f.claim(destination, -time.Second); len(cs) == 0 {
+		f.t.Fatalf("nothing to claim for %s", destination)
+	}
+	ds, err := f.store.Rescue(f.t.Context(), func(string) store.StaleRule {
+		return store.StaleRule{Policy: anyhook.Hold, MaxAttempts: 5}
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.Status != anyhook.StatusHeld {
+			f.t.Fatalf("rescued to %s", d.Status)
+		}
+	}
+	return ds
+}
+
+func TestResolveHeld(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.seed("stripe", "evt_1", []byte(`{}`), 0)
+	f.seed("stripe", "evt_2", []byte(`{}`), 0)
+	f.seed("stripe", "evt_3", []byte(`{}`), 0)
+	held := f.hold("billing")
+	if len(held) != 3 {
+		t.Fatalf("held %d", len(held))
+	}
+	if got := items(t, f.mustStatus(f.do("GET", "/api/deliveries?status=held", ""), http.StatusOK)); len(got) != 3 {
+		t.Fatalf("held list %v", got)
+	}
+
+	resolve := func(id, action string) map[string]any {
+		t.Helper()
+		return f.mustStatus(f.do("POST", "/api/deliveries/"+id+"/resolve", `{"action":"`+action+`"}`), http.StatusOK).json(t)
+	}
+	d := resolve(held[0].ID, "resend")
+	if d["status"] != "pending" || d["id"] != held[0].ID || d["next_attempt_at"] == nil || !strings.Contains(d["note"].(string), "resent") {
+		t.Errorf("resend %v", d)
+	}
+	if d := resolve(held[1].ID, "mark_delivered"); d["status"] != "delivered" || d["next_attempt_at"] != nil {
+		t.Errorf("mark_delivered %v", d)
+	}
+	if d := resolve(held[2].ID, "discard"); d["status"] != "dead" {
+		t.Errorf("discard %v", d)
+	}
+	// The resent delivery is due again, at its next attempt number.
+	cs := f.claim("billing", time.Minute)
+	if len(cs) != 1 || cs[0].Delivery.ID != held[0].ID || cs[0].Delivery.AttemptCount != 2 {
+		t.Fatalf("claims after resend %+v", cs)
+	}
+	// The lost attempt is visible on the event.
+	ev := f.mustStatus(f.do("GET", "/api/events/"+held[1].EventID, ""), http.StatusOK).json(t)
+	for _, d := range ev["deliveries"].([]any) {
+		d := d.(map[string]any)
+		if d["id"] != held[1].ID {
+			continue
+		}
+		atts := d["attempts"].([]any)
+		if len(atts) != 1 || !strings.Contains(atts[0].(map[string]any)["error"].(string), "outcome unknown") {
+			t.Errorf("attempts %v", atts)
+		}
+	}
+
+	// A dead delivery can be resent too; a delivering or delivered one cannot.
+	if d := resolve(held[2].ID, "resend"); d["status"] != "pending" {
+		t.Errorf("resend dead %v", d)
+	}
+	for _, tc := range []struct {
+		id, body string
+		status   int
+		code     string
+	}{
+		{cs[0].Delivery.ID, `{"action":"resend"}`, 400, "invalid"}, // delivering
+		{held[1].ID, `{"action":"discard"}`, 400, "invalid"},       // delivered
+		{held[1].ID, `{"action":"retry"}`, 400, "invalid_parameter"},
+		{held[1].ID, `{}`, 400, "invalid_parameter"},
+		{held[1].ID, ``, 400, "invalid_parameter"},
+		{held[1].ID, `{"action":"resend","why":"x"}`, 400, "invalid_json"},
+		{"nosuch", `{"action":"resend"}`, 404, "not_found"},
+	} {
+		r := f.do("POST", "/api/deliveries/"+tc.id+"/resolve", tc.body)
+		if r.status != tc.status || r.errCode(t) != tc.code {
+			t.Errorf("%s %s: %d %s", tc.id, tc.body, r.status, r.body)
+		}
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.seed("stripe", "evt_1", []byte(`{}`), 0)
+
+	r := f.mustStatus(f.do("POST", "/api/destinations/billing/pause", ""), http.StatusOK)
+	if m := r.json(t); m["name"] != "billing" || m["paused"] != true {
+		t.Errorf("pause %v", m)
+	}
+	if cs := f.claim("billing", time.Minute); len(cs) != 0 {
+		t.Fatalf("claimed %d from a paused destination", len(cs))
+	}
+	dests := items(t, f.mustStatus(f.do("GET", "/api/destinations", ""), http.StatusOK))
+	got := map[string]bool{}
+	for _, d := range dests {
+		got[d["name"].(string)] = d["paused"].(bool)
+	}
+	if len(got) != 3 || !got["billing"] || got["audit"] || got["ci"] {
+		t.Errorf("destinations %v", dests)
+	}
+	// Pausing twice is fine.
+	f.mustStatus(f.do("POST", "/api/destinations/billing/pause", ""), http.StatusOK)
+
+	r = f.mustStatus(f.do("POST", "/api/destinations/billing/resume", ""), http.StatusOK)
+	if m := r.json(t); m["paused"] != false {
+		t.Errorf("resume %v", m)
+	}
+	if cs := f.claim("billing", time.Minute); len(cs) != 1 {
+		t.Fatalf("claimed %d after resume", len(cs))
+	}
+
+	for _, p := range []string{"/api/destinations/nosuch/pause", "/api/destinations/nosuch/resume"} {
+		r := f.mustStatus(f.do("POST", p, ""), http.StatusNotFound)
+		if code := r.errCode(t); code != "not_found" {
+			t.Errorf("code %q", code)
+		}
+	}
+}
+
+func TestListDestinations(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.seed("stripe", "evt_1", []byte(`{}`), 0)
+	f.finish(f.claim("billing", time.Minute), anyhook.StatusDead, 500, nil)
+	m := f.mustStatus(f.do("GET", "/api/destinations", ""), http.StatusOK).json(t)
+	its := m["items"].([]any)
+	if len(its) != 3 {
+		t.Fatalf("items %v", its)
+	}
+	first := its[0].(map[string]any) // sorted: audit, billing, ci
+	if first["name"] != "audit" || first["sources"].([]any)[0] != "stripe" {
+		t.Errorf("first %v", first)
+	}
+	counts := m["counts"].(map[string]any)
+	if counts["dead"] != 1.0 || counts["pending"] != 1.0 {
+		t.Errorf("counts %v", counts)
+	}
+}
+
+func TestUnknownEndpointAndMethod(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	r := f.mustStatus(f.do("GET", "/api/nope", ""), http.StatusNotFound)
+	if code := r.errCode(t); code != "unknown_endpoint" {
+		t.Errorf("code %q", code)
+	}
+	r = f.mustStatus(f.do("DELETE", "/api/events", ""), http.StatusMethodNotAllowed)
+	if code := r.errCode(t); code != "method_not_allowed" || r.header.Get("Allow") != "GET" {
+		t.Errorf("code %q, Allow %q", code, r.header.Get("Allow"))
+	}
+	r = f.mustStatus(f.do("GET", "/api/events/x/replay", ""), http.StatusMethodNotAllowed)
+	if r.header.Get("Allow") != "POST" {
+		t.Errorf("Allow %q", r.header.Get("Allow"))
+	}
+}
