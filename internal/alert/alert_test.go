@@ -1,0 +1,502 @@
+package alert
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+// recorder is an alert sink: an httptest server that keeps what it is sent.
+type recorder struct {
+	srv    *httptest.Server
+	status int
+
+	mu     sync.Mutex
+	bodies [][]byte
+	ctypes []string
+	got    chan []byte // every body, for tests that wait for one
+}
+
+func newRecorder(t *testing.T, status int) *recorder {
+	t.Helper()
+	r := &recorder{status: status, got: make(chan []byte, 10000)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.bodies = append(r.bodies, b)
+		r.ctypes = append(r.ctypes, req.Header.Get("Content-Type"))
+		r.mu.Unlock()
+		r.got <- b
+		w.WriteHeader(r.status)
+		fmt.Fprint(w, "no_service\nsecond line")
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *recorder) posts() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.bodies...)
+}
+
+// next waits for the next post. The timeout only guards against a hang.
+func (r *recorder) next(t *testing.T) []byte {
+	t.Helper()
+	select {
+	case b := <-r.got:
+		return b
+	case <-time.After(30 * time.Second):
+		t.Fatal("no post arrived")
+		return nil
+	}
+}
+
+// clock is a manual clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// logs collects log records.
+type logs struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logs) WithGroup(string) slog.Handler            { return l }
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.Key + "=" + a.Value.String())
+		return true
+	})
+	l.mu.Lock()
+	l.recs = append(l.recs, b.String())
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *logs) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.recs, "\n")
+}
+
+type fixture struct {
+	n     *Notifier
+	clock *clock
+	logs  *logs
+	tick  chan time.Time
+}
+
+// setup returns a started Notifier over sinks with a manual clock and a
+// manual flush tick; it is stopped at the end of the test.
+func setup(t *testing.T, sinks ...config.Alert) *fixture {
+	t.Helper()
+	f := &fixture{
+		clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+		logs:  &logs{},
+		tick:  make(chan time.Time),
+	}
+	n, err := New(sinks, Options{Now: f.clock.Now, Logger: slog.New(f.logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.tick = f.tick
+	n.tickDone = make(chan struct{})
+	f.n = n
+	n.Start(t.Context())
+	t.Cleanup(n.Stop)
+	return f
+}
+
+// flush runs one flush of the background goroutine and waits for it,
+// including the posts it makes.
+func (f *fixture) flush() {
+	f.tick <- f.clock.Now()
+	<-f.n.tickDone
+}
+
+func decode(t *testing.T, b []byte) webhookBody {
+	t.Helper()
+	var w webhookBody
+	if err := json.Unmarshal(b, &w); err != nil {
+		t.Fatalf("body %s: %v", b, err)
+	}
+	return w
+}
+
+func dead(dest string, i int) Alert {
+	return Alert{Kind: DeliveryDead, Destination: dest, Source: "stripe",
+		EventID: fmt.Sprintf("ev_%d", i), DeliveryID: fmt.Sprintf("dl_%d", i), Message: "8 attempts; last: 503"}
+}
+
+func TestStormIsFolded(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusOK)
+	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	for i := range 500 {
+		f.n.Notify(t.Context(), dead("billing", i))
+	}
+	f.n.Stop()
+	posts := r.posts()
+	if len(posts) != 2 {
+		t.Fatalf("500 alerts made %d posts, want 2 (the first, then one summary)", len(posts))
+	}
+	first, summary := decode(t, posts[0]), decode(t, posts[1])
+	if first.DeliveryID != "dl_0" || first.More != 0 || first.Kind != DeliveryDead || first.Destination != "billing" {
+		t.Errorf("first = %+v", first)
+	}
+	if summary.DeliveryID != "dl_499" || summary.More != 498 || !strings.Contains(summary.Text, "and 498 more") {
+		t.Errorf("summary = %+v", summary)
+	}
+	if first.Time.IsZero() || !strings.Contains(first.Text, "destination billing") {
+		t.Errorf("first = %+v", first)
+	}
+	if r.ctypes[0] != "application/json" {
+		t.Errorf("Content-Type = %q", r.ctypes[0])
+	}
+}
+
+func TestWindow(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusOK)
+	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	ctx := t.Context()
+
+	f.n.Notify(ctx, dead("billing", 1))
+	if got := decode(t, r.next(t)); got.DeliveryID != "dl_1" || got.More != 0 {
+		t.Fatalf("first = %+v", got)
+	}
+	f.n.Notify(ctx, dead("billing", 2))
+	f.n.Notify(ctx, dead("billing", 3))
+	f.n.Notify(ctx, dead("billing", 3)) // an exact repeat: dropped, not counted
+
+	f.clock.Add(30 * time.Second)
+	f.flush() // window not over: nothing
+	if n := len(r.posts()); n != 1 {
+		t.Fatalf("%d posts inside the window, want 1", n)
+	}
+
+	f.clock.Add(30 * time.Second)
+	f.flush() // window over: one summary
+	if got := decode(t, r.next(t)); got.DeliveryID != "dl_3" || got.More != 1 {
+		t.Fatalf("summary = %+v", got)
+	}
+
+	f.clock.Add(10 * time.Second)
+	f.n.Notify(ctx, dead("billing", 4)) // inside the summary's window
+	f.clock.Add(time.Minute)
+	f.n.Notify(ctx, dead("billing", 5)) // window over: sent at once, carrying dl_4
+	if got := decode(t, r.next(t)); got.DeliveryID != "dl_5" || got.More != 1 {
+		t.Fatalf("after the window = %+v", got)
+	}
+
+	f.clock.Add(2 * time.Minute)
+	f.flush() // nothing pending: nothing sent, state forgotten
+	f.n.Notify(ctx, dead("billing", 6))
+	if got := decode(t, r.next(t)); got.DeliveryID != "dl_6" || got.More != 0 {
+		t.Fatalf("after a quiet spell = %+v", got)
+	}
+	if n := len(r.posts()); n != 4 {
+		t.Errorf("%d posts, want 4", n)
+	}
+}
+
+func TestDestinationsAndKindsNotMerged(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusOK)
+	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	for i := range 10 {
+		f.n.Notify(t.Context(), dead("billing", i))
+		f.n.Notify(t.Context(), dead("shipping", i))
+	}
+	f.n.Notify(t.Context(), Alert{Kind: DeliveryHeld, Destination: "billing", DeliveryID: "dl_h"})
+	f.n.Stop()
+	count := map[string]int{}
+	for _, b := range r.posts() {
+		w := decode(t, b)
+		count[w.Kind+"/"+w.Destination] += 1 + w.More
+	}
+	want := map[string]int{"delivery_dead/billing": 10, "delivery_dead/shipping": 10, "delivery_held/billing": 1}
+	if fmt.Sprint(count) != fmt.Sprint(want) {
+		t.Errorf("alerts accounted per key = %v, want %v", count, want)
+	}
+	if n := len(r.posts()); n != 5 {
+		t.Errorf("%d posts, want 5 (first + summary per destination, one held)", n)
+	}
+}
+
+func TestSlackBody(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusOK)
+	f := setup(t, config.Alert{Slack: r.srv.URL + "/services/T000/B000/XXXX"})
+	f.n.Notify(t.Context(), Alert{Kind: DestinationFailing, Destination: "billing",
+		Message: "5 failures in a row: <503> & timeouts"})
+	var body map[string]any
+	if err := json.Unmarshal(r.next(t), &body); err != nil {
+		t.Fatal(err)
+	}
+	text, ok := body["text"].(string)
+	if len(body) != 1 || !ok {
+		t.Fatalf("Slack body = %v, want only {\"text\": ...}", body)
+	}
+	want := "AnyHook: destination failing: destination billing: 5 failures in a row: &lt;503&gt; &amp; timeouts"
+	if text != want {
+		t.Errorf("text = %q, want %q", text, want)
+	}
+}
+
+func TestPagerDutyBodies(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusAccepted)
+	f := setup(t, config.Alert{PagerDuty: &config.PagerDuty{RoutingKey: "R0UT1NG", URL: r.srv.URL + "/v2/enqueue"}})
+	ctx := t.Context()
+
+	f.n.Notify(ctx, Alert{Kind: DestinationFailing, Destination: "billing", Message: "503 for 5m"})
+	var trig pdEvent
+	if err := json.Unmarshal(r.next(t), &trig); err != nil {
+		t.Fatal(err)
+	}
+	if trig.RoutingKey != "R0UT1NG" || trig.EventAction != "trigger" || trig.DedupKey != "anyhook/destination_failing/billing" {
+		t.Errorf("trigger = %+v", trig)
+	}
+	p := trig.Payload
+	if p == nil || p.Severity != "error" || p.Source == "" || p.Component != "billing" || p.Class != DestinationFailing ||
+		!strings.Contains(p.Summary, "destination failing: destination billing: 503 for 5m") {
+		t.Fatalf("payload = %+v", p)
+	}
+	if _, err := time.Parse(time.RFC3339, p.Timestamp); err != nil {
+		t.Errorf("timestamp %q: %v", p.Timestamp, err)
+	}
+
+	// Within the window, more failures and then the recovery are folded:
+	// the summary carries the latest state and resolves the incident.
+	f.n.Notify(ctx, Alert{Kind: DestinationFailing, Destination: "billing", Message: "still 503"})
+	f.n.Notify(ctx, Alert{Kind: DestinationRecovered, Destination: "billing"})
+	f.flush()
+	if n := len(r.posts()); n != 1 {
+		t.Fatalf("%d posts inside the window, want 1", n)
+	}
+	f.clock.Add(time.Minute)
+	f.flush()
+	var res map[string]any
+	if err := json.Unmarshal(r.next(t), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res["event_action"] != "resolve" || res["dedup_key"] != "anyhook/destination_failing/billing" ||
+		res["routing_key"] != "R0UT1NG" || res["payload"] != nil {
+		t.Errorf("resolve = %v", res)
+	}
+	f.n.Stop()
+	if n := len(r.posts()); n != 2 {
+		t.Errorf("%d posts, want 2 (trigger, resolve)", n)
+	}
+
+	held := pagerDutySink{routingKey: "k"}
+	b, err := held.body(message{Alert: Alert{Kind: DeliveryHeld, Destination: "ship", DeliveryID: "dl_1"}, More: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev pdEvent
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.DedupKey != "anyhook/delivery_held/ship" || ev.Payload.Severity != "warning" ||
+		ev.Payload.CustomDetails["delivery_id"] != "dl_1" || ev.Payload.CustomDetails["more"] != 3.0 {
+		t.Errorf("held event = %+v %+v", ev, ev.Payload)
+	}
+}
+
+func TestFailingSinkIsLoggedNotRetried(t *testing.T) {
+	t.Parallel()
+	bad := newRecorder(t, http.StatusInternalServerError)
+	good := newRecorder(t, http.StatusOK)
+	f := setup(t, config.Alert{Slack: bad.srv.URL + "/services/SECRET-TOKEN"}, config.Alert{Webhook: good.srv.URL})
+	for _, d := range []string{"a", "b", "c"} {
+		f.n.Notify(t.Context(), dead(d, 1))
+	}
+	f.n.Stop()
+	if n := len(bad.posts()); n != 3 {
+		t.Errorf("failing sink got %d posts, want 3 (one per alert, no retries)", n)
+	}
+	if n := len(good.posts()); n != 3 {
+		t.Errorf("healthy sink got %d posts, want 3", n)
+	}
+	logged := f.logs.all()
+	if strings.Count(logged, "alert sink failed") != 3 || !strings.Contains(logged, "sink=slack#0") ||
+		!strings.Contains(logged, "status 500: no_service second line") {
+		t.Errorf("logs:\n%s", logged)
+	}
+	if strings.Contains(logged, "SECRET-TOKEN") {
+		t.Errorf("logs leak the sink URL:\n%s", logged)
+	}
+}
+
+func TestUnreachableSinkDoesNotLeakURL(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusOK)
+	url := r.srv.URL + "/services/SECRET-TOKEN"
+	r.srv.Close() // nothing listens any more
+	f := setup(t, config.Alert{Slack: url})
+	f.n.Notify(t.Context(), dead("billing", 1))
+	f.n.Stop()
+	logged := f.logs.all()
+	if !strings.Contains(logged, "alert sink failed") || strings.Contains(logged, "SECRET-TOKEN") {
+		t.Errorf("logs:\n%s", logged)
+	}
+}
+
+func TestStopDrains(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusOK)
+	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	for i := range 20 {
+		f.n.Notify(t.Context(), dead(fmt.Sprintf("d%d", i), i))
+	}
+	f.n.Stop()
+	if n := len(r.posts()); n != 20 {
+		t.Errorf("%d posts after Stop, want 20", n)
+	}
+	f.n.Stop() // idempotent
+	f.n.Notify(t.Context(), dead("late", 1))
+	if n := len(r.posts()); n != 20 {
+		t.Errorf("an alert after Stop was sent")
+	}
+	if !strings.Contains(f.logs.all(), "alert dropped: notifier stopped") {
+		t.Errorf("the late alert was not logged:\n%s", f.logs.all())
+	}
+}
+
+func TestNotifyBeforeStart(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusOK)
+	n, err := New([]config.Alert{{Webhook: r.srv.URL}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Notify(t.Context(), dead("billing", 1)) // queued until Start
+	n.Start(t.Context())
+	n.Start(t.Context()) // idempotent
+	if got := decode(t, r.next(t)); got.DeliveryID != "dl_1" {
+		t.Errorf("got %+v", got)
+	}
+	n.Stop()
+}
+
+func TestNoSinks(t *testing.T) {
+	t.Parallel()
+	n, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Notify(t.Context(), dead("billing", 1))
+	n.Stop() // never started: returns at once
+}
+
+func TestNewRejectsBadSinks(t *testing.T) {
+	t.Parallel()
+	for _, a := range []config.Alert{
+		{},
+		{Webhook: "http://a/", Slack: "http://b/"},
+		{PagerDuty: &config.PagerDuty{}},
+	} {
+		if _, err := New([]config.Alert{a}, Options{}); err == nil {
+			t.Errorf("New(%+v) = nil error", a)
+		}
+	}
+}
+
+func TestText(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		m    message
+		want string
+	}{
+		{message{Alert: Alert{Kind: LogVerificationFailed, Message: "event ev_9 does not match"}},
+			"AnyHook: log verification failed: event ev_9 does not match"},
+		{message{Alert: dead("billing", 7), More: 41},
+			"AnyHook: delivery dead: destination billing (source stripe, event ev_7, delivery dl_7): 8 attempts; last: 503 — and 41 more"},
+		{message{Alert: Alert{Kind: DestinationRecovered, Destination: "billing"}},
+			"AnyHook: destination recovered: destination billing"},
+	} {
+		if got := tt.m.text(); got != tt.want {
+			t.Errorf("text = %q, want %q", got, tt.want)
+		}
+	}
+	if got := truncate("aé", 2); got != "a" {
+		t.Errorf("truncate = %q", got)
+	}
+}
+
+func TestCancelStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(block) })
+	n, err := New([]config.Alert{{Webhook: srv.URL}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	n.Start(ctx)
+	n.Notify(ctx, dead("billing", 1))
+	cancel()
+	n.Stop() // returns although the sink never answers
+}
+
+func TestFlappingEndsOnLatestState(t *testing.T) {
+	t.Parallel()
+	r := newRecorder(t, http.StatusOK)
+	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	ctx := t.Context()
+	failing := Alert{Kind: DestinationFailing, Destination: "billing", Message: "503"}
+	recovered := Alert{Kind: DestinationRecovered, Destination: "billing"}
+	f.n.Notify(ctx, failing)
+	f.n.Notify(ctx, recovered)
+	f.n.Notify(ctx, failing) // said before, but news after the recovery
+	f.n.Notify(ctx, Alert{Kind: DestinationRecovered, Destination: "shipping"})
+	f.n.Stop()
+	var got []string
+	for _, b := range r.posts() {
+		w := decode(t, b)
+		got = append(got, fmt.Sprintf("%s/%s+%d", w.Kind, w.Destination, w.More))
+	}
+	if len(got) != 3 || got[0] != "destination_failing/billing+0" ||
+		!strings.Contains(strings.Join(got, " "), "destination_failing/billing+1") ||
+		!strings.Contains(strings.Join(got, " "), "destination_recovered/shipping+0") {
+		t.Errorf("posts = %v", got)
+	}
+}

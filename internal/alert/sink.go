@@ -1,0 +1,198 @@
+package alert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+// sink is one configured destination of alerts.
+type sink interface {
+	name() string // for logs: never the URL, which may be a secret
+	url() string
+	body(m message) ([]byte, error)
+}
+
+func newSink(i int, a config.Alert) (sink, error) {
+	switch {
+	case a.Webhook != "" && a.Slack == "" && a.PagerDuty == nil:
+		return webhookSink{n: "webhook#" + strconv.Itoa(i), u: a.Webhook}, nil
+	case a.Slack != "" && a.Webhook == "" && a.PagerDuty == nil:
+		return slackSink{n: "slack#" + strconv.Itoa(i), u: a.Slack}, nil
+	case a.PagerDuty != nil && a.Webhook == "" && a.Slack == "":
+		if a.PagerDuty.RoutingKey == "" {
+			return nil, fmt.Errorf("alerts[%d].pagerduty.routing_key: required", i)
+		}
+		u := a.PagerDuty.URL
+		if u == "" {
+			u = config.PagerDutyURL
+		}
+		return pagerDutySink{n: "pagerduty#" + strconv.Itoa(i), u: u, routingKey: a.PagerDuty.RoutingKey}, nil
+	}
+	return nil, fmt.Errorf("alerts[%d]: exactly one of webhook, slack or pagerduty must be set", i)
+}
+
+// post sends m to s once.
+func (n *Notifier) post(ctx context.Context, s sink, m message) error {
+	body, err := s.body(m)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url(), bytes.NewReader(body))
+	if err != nil {
+		return errors.New("invalid sink URL")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", n.ua)
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return safeError(err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		detail := strings.Join(strings.Fields(strings.ToValidUTF8(string(snippet), "")), " ")
+		if detail != "" {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, detail)
+		}
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// webhookSink POSTs the alert as JSON.
+type webhookSink struct{ n, u string }
+
+func (s webhookSink) name() string { return s.n }
+func (s webhookSink) url() string  { return s.u }
+
+// webhookBody is the JSON a generic webhook receives.
+type webhookBody struct {
+	Alert
+	More int    `json:"more"` // alerts of the same kind and destination folded into this one
+	Text string `json:"text"` // the one-line human rendering
+}
+
+func (s webhookSink) body(m message) ([]byte, error) {
+	return json.Marshal(webhookBody{Alert: m.Alert, More: m.More, Text: m.text()})
+}
+
+// slackSink posts to a Slack incoming webhook.
+type slackSink struct{ n, u string }
+
+func (s slackSink) name() string { return s.n }
+func (s slackSink) url() string  { return s.u }
+
+// slackEscape escapes the three characters Slack's mrkdwn treats as
+// control characters.
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+func (s slackSink) body(m message) ([]byte, error) {
+	return json.Marshal(struct {
+		Text string `json:"text"`
+	}{slackEscape.Replace(m.text())})
+}
+
+// pagerDutySink sends PagerDuty Events API v2 events: a trigger per
+// (kind, destination) incident, and a resolve of the destination's
+// "failing" incident when it recovers.
+type pagerDutySink struct{ n, u, routingKey string }
+
+func (s pagerDutySink) name() string { return s.n }
+func (s pagerDutySink) url() string  { return s.u }
+
+type pdEvent struct {
+	RoutingKey  string     `json:"routing_key"`
+	EventAction string     `json:"event_action"` // trigger | resolve
+	DedupKey    string     `json:"dedup_key"`
+	Payload     *pdPayload `json:"payload,omitempty"`
+	Client      string     `json:"client,omitempty"`
+}
+
+type pdPayload struct {
+	Summary       string         `json:"summary"`
+	Source        string         `json:"source"`
+	Severity      string         `json:"severity"` // critical | error | warning | info
+	Timestamp     string         `json:"timestamp,omitempty"`
+	Component     string         `json:"component,omitempty"`
+	Group         string         `json:"group,omitempty"`
+	Class         string         `json:"class,omitempty"`
+	CustomDetails map[string]any `json:"custom_details,omitempty"`
+}
+
+// pdDedupKey names the incident of (kind, destination).
+func pdDedupKey(kind, destination string) string {
+	k := "anyhook/" + kind
+	if destination != "" {
+		k += "/" + destination
+	}
+	return truncate(k, 255)
+}
+
+func (s pagerDutySink) body(m message) ([]byte, error) {
+	if m.Kind == DestinationRecovered {
+		return json.Marshal(pdEvent{
+			RoutingKey:  s.routingKey,
+			EventAction: "resolve",
+			DedupKey:    pdDedupKey(DestinationFailing, m.Destination),
+			Client:      "AnyHook",
+		})
+	}
+	severity := "error"
+	switch m.Kind {
+	case DeliveryHeld:
+		severity = "warning"
+	case LogVerificationFailed:
+		severity = "critical"
+	}
+	details := map[string]any{"kind": m.Kind}
+	for k, v := range map[string]string{
+		"destination": m.Destination, "source": m.Source, "event_id": m.EventID,
+		"delivery_id": m.DeliveryID, "message": m.Message,
+	} {
+		if v != "" {
+			details[k] = v
+		}
+	}
+	if m.More > 0 {
+		details["more"] = m.More
+	}
+	return json.Marshal(pdEvent{
+		RoutingKey:  s.routingKey,
+		EventAction: "trigger",
+		DedupKey:    pdDedupKey(m.Kind, m.Destination),
+		Client:      "AnyHook",
+		Payload: &pdPayload{
+			Summary:       truncate(m.text(), 1024),
+			Source:        "anyhook",
+			Severity:      severity,
+			Timestamp:     m.Time.UTC().Format(time.RFC3339Nano),
+			Component:     m.Destination,
+			Group:         m.Source,
+			Class:         m.Kind,
+			CustomDetails: details,
+		},
+	})
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
