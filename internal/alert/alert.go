@@ -96,9 +96,8 @@ type Notifier struct {
 	done     chan struct{} // closed when the goroutine has returned
 
 	// Test hooks: a manual flush clock, and a signal after each flush.
-	tick      <-chan time.Time
-	tickDone  chan struct{}
-	sendCount func() // called after each post attempt, if set
+	tick     <-chan time.Time
+	tickDone chan struct{}
 }
 
 type key struct{ kind, destination string }
@@ -370,9 +369,6 @@ func (n *Notifier) send(ctx context.Context) {
 				} else {
 					n.log.Debug("alert sent", "sink", s.name(), "kind", m.Kind,
 						"destination", m.Destination, "more", m.More)
-				}
-				if n.sendCount != nil {
-					n.sendCount()
 				}
 			}
 		}
