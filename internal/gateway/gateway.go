@@ -17,6 +17,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
@@ -43,6 +44,7 @@ type Gateway struct {
 	store   store.Store
 	batcher *ingest.Batcher
 	engine  *delivery.Engine
+	alerts  *alert.Notifier
 	srv     *http.Server
 	handler http.Handler
 
@@ -80,7 +82,14 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	g := &Gateway{cfg: cfg, log: log, store: st}
+	alerts, err := alert.New(cfg.Alerts, alert.Options{Logger: log, UserAgent: "AnyHook/" + Version})
+	if err != nil {
+		if opt.Store == nil {
+			st.Close()
+		}
+		return nil, &ConfigError{err}
+	}
+	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts}
 	g.batcher = ingest.NewBatcher(st, 256)
 	g.engine = delivery.New(st, delivery.Options{
 		Destinations: dests,
@@ -88,8 +97,8 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		PollInterval: cfg.Delivery.PollInterval.D(),
 		Grace:        cfg.Delivery.Grace.D(),
 		UserAgent:    "AnyHook/" + Version,
-		OnDead:       func(d anyhook.Delivery) { g.alert("delivery_dead", d) },
-		OnHeld:       func(d anyhook.Delivery) { g.alert("delivery_held", d) },
+		OnDead:       func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) },
+		OnHeld:       func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) },
 	})
 	ih := ingest.New(ingest.Options{
 		Sources:  sources,
@@ -170,7 +179,13 @@ func buildDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 }
 
 func (g *Gateway) alert(kind string, d anyhook.Delivery) {
-	g.log.Warn("alert", "kind", kind, "delivery", d.ID, "event", d.EventID, "destination", d.Destination)
+	msg := fmt.Sprintf("delivery %s of event %s to %s is %s after %d attempts", d.ID, d.EventID, d.Destination, d.Status, d.AttemptCount)
+	if kind == alert.DeliveryHeld {
+		msg = fmt.Sprintf("delivery %s of event %s to %s is held: its worker stopped mid-attempt (attempt %d) and the destination says hold; resolve it in the dashboard or API", d.ID, d.EventID, d.Destination, d.AttemptCount)
+	}
+	g.alerts.Notify(context.Background(), alert.Alert{
+		Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: time.Now(),
+	})
 }
 
 // Handler is the gateway's HTTP handler (ingest, admin API, health).
@@ -182,6 +197,7 @@ func (g *Gateway) Store() store.Store { return g.store }
 // Start serves on ln and starts the workers. /healthz answers from the
 // moment Start returns.
 func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
+	g.alerts.Start(ctx)
 	g.batcher.Start(ctx)
 	g.engine.Start(ctx)
 	g.srv = &http.Server{
@@ -219,6 +235,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	}
 	g.batcher.Stop()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
+	g.alerts.Stop()
 	errs = append(errs, g.store.Close())
 	g.log.Info("stopped")
 	return errors.Join(errs...)

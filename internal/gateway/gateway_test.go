@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
@@ -85,8 +87,9 @@ type env struct {
 }
 
 // setup runs a gateway on 127.0.0.1:0 with a stripe source delivering to
-// the sink. extra is appended to the destination's settings.
-func setup(t *testing.T, sk *sink, extra string) *env {
+// the sink. extra is appended to the destination's settings, top to the
+// file.
+func setup(t *testing.T, sk *sink, extra string, top ...string) *env {
 	t.Helper()
 	dir := t.TempDir()
 	yaml := fmt.Sprintf(`
@@ -105,7 +108,8 @@ destinations:
     sources: [stripe]
     timeout: 5s
     backoff: {initial: 10ms, max: 40ms}
-%s`, filepath.Join(dir, "anyhook.db"), stripeSecret, sk.URL, extra)
+%s
+%s`, filepath.Join(dir, "anyhook.db"), stripeSecret, sk.URL, extra, strings.Join(top, "\n"))
 	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -351,5 +355,64 @@ func TestStoreDownAnswers503(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 503 {
 		t.Fatalf("/readyz = %d with the store closed, want 503", resp.StatusCode)
+	}
+}
+
+func TestDeadAfterMaxAttemptsAlertsOnce(t *testing.T) {
+	t.Parallel()
+	alerts := newSink(t)
+	e := setup(t, newSink(t, 500, 500, 500, 500, 500), "    max_attempts: 3",
+		"alerts:\n  - webhook: "+alerts.URL+"/alerts")
+	a := e.sendStripe(t, "evt_dead")
+	d := e.waitStatus(t, a.ID, anyhook.StatusDead)
+	if d.AttemptCount != 3 || len(e.sink.requests()) != 3 {
+		t.Fatalf("dead after %d attempts, sink saw %d; want 3 and 3", d.AttemptCount, len(e.sink.requests()))
+	}
+	got := alerts.waitRequests(t, 1)
+	alerts.mu.Lock()
+	var msg map[string]any
+	err := json.Unmarshal(alerts.bodies[0], &msg)
+	alerts.mu.Unlock()
+	if err != nil || msg["kind"] != "delivery_dead" || msg["delivery_id"] != d.ID || msg["destination"] != "billing" {
+		t.Fatalf("alert = %v (%v), want delivery_dead for %s", msg, err, d.ID)
+	}
+	e.gw.Stop(context.Background()) // flushes pending alerts
+	if n := len(alerts.requests()); n != 1 || len(got) != 1 {
+		t.Fatalf("alert sink called %d times, want once", n)
+	}
+}
+
+func TestOutboundSignatureVerifiesWithStandardWebhooks(t *testing.T) {
+	t.Parallel()
+	const signing = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	e := setup(t, newSink(t), "    signing_secret: "+signing)
+	req := stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, []byte(`{"id":"evt_signed","object":"event"}`), time.Now())
+	req.Header.Set("Authorization", "Bearer gateway-credential")
+	req.Header.Set("Cookie", "session=1")
+	req.Header.Set("Webhook-Signature", "v1,forged")
+	req.Header.Set("X-AnyHook-Replay", "true") // a sender cannot speak for the gateway
+	a := do(t, req)
+	r := e.sink.waitRequests(t, 1)[0]
+	e.sink.mu.Lock()
+	body := e.sink.bodies[0]
+	e.sink.mu.Unlock()
+	wh, err := standardwebhooks.NewWebhook(signing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Verify(body, r.Header); err != nil {
+		t.Fatalf("Standard Webhooks library rejects our signature: %v (headers %v)", err, r.Header)
+	}
+	if r.Header.Get("Webhook-Id") != a.ID || r.Header.Get("X-AnyHook-Delivery") != a.ID {
+		t.Fatalf("webhook-id = %q, X-AnyHook-Delivery = %q, want %s", r.Header.Get("Webhook-Id"), r.Header.Get("X-AnyHook-Delivery"), a.ID)
+	}
+	if r.Header.Get("Authorization") != "" || r.Header.Get("Cookie") != "" {
+		t.Fatalf("credentials meant for the gateway were forwarded: %v", r.Header)
+	}
+	if r.Header.Get("X-AnyHook-Replay") != "false" || r.Header.Get("Stripe-Signature") == "" || r.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("headers = %v", r.Header)
+	}
+	if string(body) != `{"id":"evt_signed","object":"event"}` {
+		t.Fatalf("body = %q", body)
 	}
 }
