@@ -50,9 +50,9 @@ type Destination struct {
 type Options struct {
 	Destinations []Destination
 	Logger       *slog.Logger
-	Client       *http.Client // default: NewClient()
-	PollInterval time.Duration // default 1s
-	Grace        time.Duration // lease = timeout + grace; default 5s
+	Client       *http.Client   // default: NewClient()
+	PollInterval time.Duration  // default 1s
+	Grace        time.Duration  // lease = timeout + grace; default 5s
 	Rand         func() float64 // jitter source in [0, 1); default math/rand/v2
 	// OnDead and OnHeld are told of deliveries that went dead or were held
 	// (alerts); either may be nil.
