@@ -29,17 +29,17 @@ var sources = map[string][]string{
 }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	store *sqlite.Store
 	srv   *httptest.Server
 }
 
-func setup(t *testing.T) *fixture {
+func setup(t testing.TB) *fixture {
 	t.Helper()
 	return setupWith(t, admin.Options{Token: token})
 }
 
-func setupWith(t *testing.T, opt admin.Options) *fixture {
+func setupWith(t testing.TB, opt admin.Options) *fixture {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
 	if err != nil {
