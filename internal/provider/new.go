@@ -148,6 +148,8 @@ func Sign(providerName, secret string, r *Request, now time.Time) error {
 		return fmt.Errorf("provider %s: use SignGeneric with the source's signature scheme", providerName)
 	case secret == "":
 		return errors.New("empty secret")
+	case r.URL == "" && (providerName == "twilio" || providerName == "hubspot" || providerName == "square"):
+		return fmt.Errorf("provider %s signs the URL: set Request.URL", providerName)
 	}
 	ensureHeader(r)
 	return k.sign(secret, r, now)

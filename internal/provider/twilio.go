@@ -37,11 +37,7 @@ func (p *twilio) Verify(r *Request, _ time.Time) error {
 	if r.URL == "" {
 		return fail("cannot verify a Twilio signature without the public URL; set public_url")
 	}
-	u, err := url.Parse(r.URL)
-	if err != nil {
-		return fail("malformed request URL")
-	}
-	bodyHash := u.Query().Get("bodySHA256")
+	bodyHash := queryParam(r.URL, "bodySHA256")
 	var params []byte
 	if bodyHash == "" && isForm(r.Header) {
 		if params, err = twilioParams(r.Body); err != nil {
@@ -65,6 +61,14 @@ func (p *twilio) Verify(r *Request, _ time.Time) error {
 		}
 	}
 	return nil
+}
+
+// queryParam reads one query parameter of a URL, leniently.
+func queryParam(u, name string) string {
+	_, q, _ := strings.Cut(u, "?")
+	q, _, _ = strings.Cut(q, "#")
+	vals, _ := url.ParseQuery(q) // keeps what parses
+	return vals.Get(name)
 }
 
 func equalBytes(a, b []byte) bool { return len(a) == len(b) && equalSecret(string(a), string(b)) }

@@ -234,4 +234,3 @@ func sameTwilioURL(v vector, u string) bool {
 	}
 	return false
 }
-

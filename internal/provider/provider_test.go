@@ -1,0 +1,314 @@
+package provider
+
+import (
+	"errors"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+func TestNames(t *testing.T) {
+	t.Parallel()
+	want := []string{"generic", "github", "gitlab", "hubspot", "paddle", "shopify", "slack", "square", "standard", "stripe", "twilio"}
+	if got := Names(); !slices.Equal(got, want) {
+		t.Fatalf("Names() = %v, want %v", got, want)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	t.Parallel()
+	sig := &config.Signature{Header: "X-Signature"}
+	for _, tc := range []struct {
+		src  config.Source
+		want string // error prefix
+	}{
+		{config.Source{}, "provider: required"},
+		{config.Source{Provider: "foo", Secrets: []string{"s"}}, `provider: unknown provider "foo" (known: generic, github,`},
+		{config.Source{Provider: "stripe"}, "secrets: at least one secret is required"},
+		{config.Source{Provider: "stripe", Secrets: []string{"a", ""}}, "secrets[1]: empty secret"},
+		{config.Source{Provider: "stripe", Secrets: []string{"a"}, Tolerance: -1}, "tolerance: must not be negative"},
+		{config.Source{Provider: "generic", Secrets: []string{"a"}}, `signature: required for generic sources; say "signature: none" to accept unsigned requests`},
+		{config.Source{Provider: "generic", Signature: sig}, "secrets: at least one secret is required"},
+		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: &config.Signature{}}, "signature.header: a header name is required"},
+		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: &config.Signature{Header: "X", Algorithm: "md5"}}, `signature.algorithm: want sha1, sha256 or sha512, got "md5"`},
+		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: &config.Signature{Header: "X", Encoding: "base32"}}, `signature.encoding: want hex or base64`},
+		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, ID: "body:id"}, `id: want header:NAME or json:PATH, got "body:id"`},
+		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, ID: "json:a..b"}, `id: bad JSON path`},
+		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, Ordering: &config.Ordering{Object: "header:"}}, `ordering.object: bad header name`},
+		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, Ordering: &config.Ordering{Object: "json:x", Version: "x"}}, `ordering.version: want header:NAME or json:PATH`},
+		{config.Source{Provider: "standard", Secrets: []string{"whsec_not base64!"}}, "secrets[0]: not a Standard Webhooks secret"},
+	} {
+		_, err := New(&tc.src)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want prefix %q", tc.src, err, tc.want)
+		}
+		if err != nil && len(tc.src.Secrets) > 0 && strings.Contains(err.Error(), "not base64") {
+			t.Errorf("error %q leaks the secret", err)
+		}
+	}
+	if _, err := New(&config.Source{Provider: "generic", Signature: &config.Signature{None: true}}); err != nil {
+		t.Errorf("generic with signature: none and no secrets: %v", err)
+	}
+}
+
+// signed builds a request for provider p and signs it with Sign.
+func signed(t testing.TB, p, secret string, body string, now time.Time) *Request {
+	t.Helper()
+	r := &Request{Method: "POST", URL: "https://hooks.example.com/webhooks/" + p + "?q=1", Header: http.Header{}, Body: []byte(body)}
+	if p == "twilio" {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if err := Sign(p, secret, r, now); err != nil {
+		t.Fatalf("Sign(%s): %v", p, err)
+	}
+	return r
+}
+
+// secretFor gives each provider a secret of the form it expects.
+func secretFor(p string) string {
+	if p == "standard" {
+		return stdSecret
+	}
+	return "s3cret-" + p
+}
+
+func timestamped(p string) bool {
+	return slices.Contains([]string{"stripe", "standard", "slack", "hubspot", "paddle"}, p)
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_750_000_000, 0)
+	bodies := []string{`{"id":"x","n":1}`, "MessageSid=SM1&MessageStatus=sent&To=%2B1555", ""}
+	for _, p := range Names() {
+		if p == "generic" {
+			continue
+		}
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			prov := mustNew(t, config.Source{Provider: p, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", secretFor(p)}})
+			for _, body := range bodies {
+				r := signed(t, p, secretFor(p), body, now)
+				if err := prov.Verify(r, now); err != nil {
+					t.Fatalf("body %q: Verify(Sign()) = %v (headers %v)", body, err, r.Header)
+				}
+				if _, err := prov.Extract(r); err != nil && p != "hubspot" {
+					t.Fatalf("Extract: %v", err)
+				}
+			}
+			if p == "gitlab" { // the Standard Webhooks variant too
+				prov := mustNew(t, config.Source{Provider: p, Secrets: []string{"plain-token", stdSecret}})
+				r := signed(t, p, stdSecret, `{"object_kind":"push"}`, now)
+				if r.Header.Get("webhook-signature") == "" || r.Header.Get("X-Gitlab-Token") != "" {
+					t.Fatalf("gitlab whsec_ signing set %v", r.Header)
+				}
+				if err := prov.Verify(r, now); err != nil {
+					t.Fatalf("gitlab signing token: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestSignErrors(t *testing.T) {
+	t.Parallel()
+	r := &Request{Body: []byte("x")}
+	for _, tc := range []struct{ p, secret string }{{"nope", "s"}, {"generic", "s"}, {"stripe", ""}, {"standard", "whsec_%%%"}} {
+		if err := Sign(tc.p, tc.secret, r, time.Now()); err == nil {
+			t.Errorf("Sign(%q, %q) succeeded", tc.p, tc.secret)
+		}
+	}
+}
+
+func TestTolerance(t *testing.T) {
+	t.Parallel()
+	signedAt := time.Unix(1_750_000_000, 0)
+	for _, p := range Names() {
+		if !timestamped(p) {
+			continue
+		}
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			r := signed(t, p, secretFor(p), `{"id":"1"}`, signedAt)
+			for _, tc := range []struct {
+				tol time.Duration
+				off time.Duration
+				ok  bool
+			}{
+				{0, 0, true},
+				{0, 5 * time.Minute, true},
+				{0, -5 * time.Minute, true},
+				{0, 5*time.Minute + time.Second, false},  // too old
+				{0, -5*time.Minute - time.Second, false}, // from the future
+				{time.Minute, 2 * time.Minute, false},
+				{time.Hour, -59 * time.Minute, true},
+			} {
+				prov := mustNew(t, config.Source{Provider: p, Secrets: []string{secretFor(p)}, Tolerance: config.Duration(tc.tol)})
+				err := prov.Verify(r, signedAt.Add(tc.off))
+				if (err == nil) != tc.ok {
+					t.Errorf("tolerance %v, now = signed %+v: err = %v, want ok=%v", tc.tol, tc.off, err, tc.ok)
+				}
+				want := tc.tol
+				if want == 0 {
+					want = DefaultTolerance
+				}
+				if err != nil && err.Error() != "timestamp outside tolerance ("+want.String()+")" {
+					t.Errorf("error = %q", err)
+				}
+			}
+		})
+	}
+}
+
+func TestMissingAndMalformed(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		p    string
+		h    http.Header
+		url  string
+		want string
+	}{
+		{"stripe", hdr(), "", "missing Stripe-Signature header"},
+		{"stripe", hdr("Stripe-Signature", "v1=abcd"), "", "malformed Stripe-Signature header: no valid t= timestamp"},
+		{"stripe", hdr("Stripe-Signature", "t=17x,v1=abcd"), "", "malformed Stripe-Signature header: no valid t= timestamp"},
+		{"stripe", hdr("Stripe-Signature", "t=1700000000,v0=abcd"), "", "malformed Stripe-Signature header: no v1 signature"},
+		{"stripe", hdr("Stripe-Signature", "t=1700000000,v1=zz"), "", "malformed Stripe-Signature header: no v1 signature"},
+		{"stripe", hdr("Stripe-Signature", "t=1700000000,v1=abcd"), "", "no signature matched"},
+		{"github", hdr(), "", "missing X-Hub-Signature-256 header"},
+		{"github", hdr("X-Hub-Signature-256", "sha1=abcd"), "", "malformed X-Hub-Signature-256 header: want sha256=<hex>"},
+		{"github", hdr("X-Hub-Signature-256", "sha256=xyz"), "", "malformed X-Hub-Signature-256 header: want sha256=<hex>"},
+		{"shopify", hdr(), "", "missing X-Shopify-Hmac-Sha256 header"},
+		{"shopify", hdr("X-Shopify-Hmac-Sha256", "%%%"), "", "malformed X-Shopify-Hmac-Sha256 header: want base64"},
+		{"standard", hdr(), "", "missing webhook-signature header"},
+		{"standard", hdr("webhook-signature", "v1,AAAA"), "", "missing webhook-id header"},
+		{"standard", hdr("svix-signature", "v1,AAAA", "svix-id", "m"), "", "missing svix-timestamp header"},
+		{"standard", hdr("webhook-signature", "v1,AAAA", "webhook-id", "m", "webhook-timestamp", "-5"), "", "malformed webhook-timestamp header"},
+		{"standard", hdr("webhook-signature", "v2,AAAA v1a,BBBB", "webhook-id", "m", "webhook-timestamp", "5"), "", "no v1 signature in webhook-signature header"},
+		{"twilio", hdr(), "https://x", "missing X-Twilio-Signature header"},
+		{"twilio", hdr("X-Twilio-Signature", "!!"), "https://x", "malformed X-Twilio-Signature header: want base64"},
+		{"twilio", hdr("X-Twilio-Signature", "AAAA"), "", "cannot verify a Twilio signature without the public URL; set public_url"},
+		{"slack", hdr(), "", "missing X-Slack-Signature header"},
+		{"slack", hdr("X-Slack-Signature", "v0=ab"), "", "missing X-Slack-Request-Timestamp header"},
+		{"slack", hdr("X-Slack-Signature", "v1=ab", "X-Slack-Request-Timestamp", "1"), "", "malformed X-Slack-Signature header: want v0=<hex>"},
+		{"slack", hdr("X-Slack-Signature", "v0=ab", "X-Slack-Request-Timestamp", "1.5"), "", "malformed X-Slack-Request-Timestamp header"},
+		{"hubspot", hdr(), "https://x", "missing X-HubSpot-Signature-v3 header"},
+		{"hubspot", hdr("X-HubSpot-Signature", "abcd"), "https://x", "missing X-HubSpot-Signature-v3 header (v1 and v2 signatures are not accepted)"},
+		{"hubspot", hdr("X-HubSpot-Signature-v3", "AAAA"), "https://x", "missing X-HubSpot-Request-Timestamp header"},
+		{"hubspot", hdr("X-HubSpot-Signature-v3", "AAAA", "X-HubSpot-Request-Timestamp", "1"), "", "cannot verify a HubSpot signature without the public URL; set public_url"},
+		{"paddle", hdr(), "", "missing Paddle-Signature header"},
+		{"paddle", hdr("Paddle-Signature", "ts=x;h1=y"), "", "malformed Paddle-Signature header: no valid ts= timestamp"},
+		{"paddle", hdr("Paddle-Signature", "ts=1;h2=ab"), "", "malformed Paddle-Signature header: no h1 signature"},
+		{"gitlab", hdr(), "", "missing X-Gitlab-Token header"},
+		{"gitlab", hdr("X-Gitlab-Token", "wrong"), "", "no token matched"},
+		{"gitlab", hdr("webhook-signature", "v1,AAAA", "webhook-id", "m", "webhook-timestamp", "5"), "", "no signature matched"},
+		{"square", hdr(), squareURL, "missing x-square-hmacsha256-signature header"},
+		{"square", hdr("X-Square-Hmacsha256-Signature", squareSig), "", "cannot verify a Square signature without the notification URL; set public_url"},
+	} {
+		prov := mustNew(t, config.Source{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
+		err := prov.Verify(&Request{Method: "POST", URL: tc.url, Header: tc.h, Body: []byte("{}")}, now)
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Msg != tc.want {
+			t.Errorf("%s %v: err = %v, want %q", tc.p, tc.h, err, tc.want)
+		}
+	}
+}
+
+// TestErrorsAreSafe: a rejection never names the secret or the signature
+// the gateway expected.
+func TestErrorsAreSafe(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_750_000_000, 0)
+	for _, p := range Names() {
+		if p == "generic" {
+			continue
+		}
+		secret := secretFor(p)
+		good := signed(t, p, secret, `{"id":"1"}`, now)
+		bad := *good
+		bad.Body = []byte(`{"id":"2"}`)
+		prov := mustNew(t, config.Source{Provider: p, Secrets: []string{secret}})
+		err := prov.Verify(&bad, now)
+		if p == "gitlab" {
+			bad.Header = hdr("X-Gitlab-Token", "nope")
+			err = prov.Verify(&bad, now)
+		}
+		if err == nil {
+			t.Fatalf("%s: tampered request verified", p)
+		}
+		for _, vs := range good.Header {
+			for _, v := range vs {
+				for _, leak := range append(strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(",;= ", r) }), secret) {
+					if len(leak) >= 16 && strings.Contains(err.Error(), leak) {
+						t.Errorf("%s: error %q contains %q", p, err, leak)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestGeneric(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"order":{"id":42,"updated_at":"2026-01-02T03:04:05Z"},"data":{"id":"d1"}}`)
+	for _, sig := range []config.Signature{
+		{Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="},
+		{Header: "X-Signature"},
+		{Header: "X-Sig", Algorithm: "sha1", Encoding: "base64"},
+		{Header: "X-Sig", Algorithm: "sha512", Encoding: "hex", Prefix: "v1="},
+	} {
+		src := config.Source{Provider: "generic", Secrets: []string{"old", "new"}, Signature: &sig,
+			ID: "header:X-Request-Id", Ordering: &config.Ordering{Object: "json:order.id", Version: "json:order.updated_at"}}
+		prov := mustNew(t, src)
+		r := &Request{Header: hdr("X-Request-Id", "req-1"), Body: body}
+		if err := SignGeneric(sig, "new", r); err != nil {
+			t.Fatal(err)
+		}
+		if err := prov.Verify(r, time.Now()); err != nil {
+			t.Errorf("%+v: %v", sig, err)
+		}
+		x, err := prov.Extract(r)
+		if err != nil || len(x.Events) != 1 || !reflect.DeepEqual(x.Events[0], Event{DedupKey: "req-1", Object: "42", Version: "2026-01-02T03:04:05Z"}) {
+			t.Errorf("%+v: Extract = %+v, %v", sig, x, err)
+		}
+		r.Body = append([]byte(nil), body...)
+		r.Body[3] = 'X'
+		if err := prov.Verify(r, time.Now()); err == nil || err.Error() != "no signature matched" {
+			t.Errorf("%+v tampered: %v", sig, err)
+		}
+		r.Header.Set(sig.Header, "junk")
+		if err := prov.Verify(r, time.Now()); err == nil {
+			t.Errorf("%+v junk header verified", sig)
+		}
+		r.Header.Del(sig.Header)
+		if err := prov.Verify(r, time.Now()); err == nil || err.Error() != "missing "+sig.Header+" header" {
+			t.Errorf("%+v no header: %v", sig, err)
+		}
+	}
+
+	// Unsigned, with and without an id rule.
+	none := &config.Signature{None: true}
+	prov := mustNew(t, config.Source{Provider: "generic", Signature: none})
+	r := &Request{Header: hdr(), Body: body}
+	if err := prov.Verify(r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if x, _ := prov.Extract(r); len(x.Events) != 1 || !reflect.DeepEqual(x.Events[0], Event{}) {
+		t.Errorf("no id rule: %+v", x)
+	}
+	prov = mustNew(t, config.Source{Provider: "generic", Signature: none, ID: "json:data.id"})
+	if x, _ := prov.Extract(r); x.Events[0].DedupKey != "d1" {
+		t.Errorf("json id: %+v", x)
+	}
+	if err := SignGeneric(*none, "", r); err != nil || len(r.Header) != 0 {
+		t.Errorf("SignGeneric(none) = %v, %v", err, r.Header)
+	}
+	if err := SignGeneric(config.Signature{Header: "X"}, "", r); err == nil {
+		t.Error("SignGeneric with an empty secret succeeded")
+	}
+}
