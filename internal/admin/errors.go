@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,8 +122,10 @@ func (a *API) render(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeJSON writes v as the JSON answer with status.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // a JSON API, not HTML: keep <, > and & readable
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
 	h := w.Header()
@@ -130,7 +133,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, err = w.Write(append(b, '\n'))
+	_, err := w.Write(buf.Bytes())
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -110,5 +111,20 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 	if !slices.Equal(rec.Body.Bytes(), openapiDoc) {
 		t.Error("served document differs from the embedded one")
+	}
+}
+
+// TestDocsCoverRoutes keeps docs/api.md in step: it shows every route.
+func TestDocsCoverRoutes(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	md, err := os.ReadFile(filepath.Join("..", "..", "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range a.routes {
+		if !strings.Contains(string(md), "`"+rt.method+" "+rt.path+"`") {
+			t.Errorf("docs/api.md does not show `%s %s`", rt.method, rt.path)
+		}
 	}
 }
