@@ -78,7 +78,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Ready is the readiness probe behind /readyz; default: Store.Ping.
 	Ready func(ctx context.Context) error
-	// Now is the clock; default time.Now.
+	// Now is the clock that times failed requests for the log; default
+	// time.Now.
 	Now func() time.Time
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/anyhook/anyhook"
 )
@@ -83,11 +84,13 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // error (unless the handler already began its answer) and logs it.
 func (a *API) adapt(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := a.now()
 		tw := &trackingWriter{ResponseWriter: w}
 		err := h(tw, r)
 		if err == nil {
 			return
 		}
+		err = &timedError{err: err, took: a.now().Sub(start)}
 		if tw.wrote {
 			// The answer is on its way; all that is left is to say why it broke.
 			a.log.LogAttrs(r.Context(), slog.LevelDebug, "admin: writing response",
@@ -108,9 +111,13 @@ func (a *API) render(w http.ResponseWriter, r *http.Request, err error) {
 			level = slog.LevelDebug // the client went away
 		}
 	}
-	a.log.LogAttrs(r.Context(), level, "admin: request failed",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Int("status", e.Status), slog.String("code", e.Code), slog.String("err", err.Error()))
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", e.Status), slog.String("code", e.Code), slog.String("err", err.Error())}
+	var te *timedError
+	if errors.As(err, &te) {
+		attrs = append(attrs, slog.Duration("took", te.took))
+	}
+	a.log.LogAttrs(r.Context(), level, "admin: request failed", attrs...)
 	type body struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
@@ -188,6 +195,15 @@ func jsonKind(k reflect.Kind) string {
 	}
 	return "a number"
 }
+
+// timedError carries how long the failed request took, for the log.
+type timedError struct {
+	err  error
+	took time.Duration
+}
+
+func (e *timedError) Error() string { return e.err.Error() }
+func (e *timedError) Unwrap() error { return e.err }
 
 // trackingWriter notes whether the answer has begun.
 type trackingWriter struct {
