@@ -24,9 +24,11 @@ type generic struct {
 	hash func() hash.Hash
 }
 
+var errGenericSignature = errors.New(`signature: required for generic sources; say "signature: none" to accept unsigned requests`)
+
 func buildGeneric(src *config.Source, keys [][]byte, _ time.Duration) (Provider, error) {
 	if src.Signature == nil {
-		return nil, errors.New(`signature: required for generic sources; say "signature: none" to accept unsigned requests`)
+		return nil, errGenericSignature
 	}
 	if src.Signature.None {
 		return &generic{sig: *src.Signature}, nil

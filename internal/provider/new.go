@@ -62,7 +62,10 @@ func New(src *config.Source) (Provider, error) {
 	case tol == 0:
 		tol = DefaultTolerance
 	}
-	unsigned := src.Provider == "generic" && src.Signature != nil && src.Signature.None
+	if src.Provider == "generic" && src.Signature == nil {
+		return nil, errGenericSignature
+	}
+	unsigned := src.Provider == "generic" && src.Signature.None
 	if len(src.Secrets) == 0 && !unsigned {
 		return nil, errors.New("secrets: at least one secret is required")
 	}

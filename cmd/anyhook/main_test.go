@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/provider"
+)
+
+// binary is the anyhook command built once for the tests that cross
+// process boundaries (kill -9, restart, exit statuses).
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "anyhook-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "anyhook")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const secret = "whsec_test_secret"
+
+// proc is one running anyhook serve.
+type proc struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *bytes.Buffer
+	done   chan struct{}
+}
+
+func writeConfig(t *testing.T, dir, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, "anyhook.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// start runs anyhook serve with cfg and waits until it listens.
+func start(t *testing.T, cfg string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stderr = &syncWriter{w: p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.kill() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if _, addr, ok := strings.Cut(sc.Text(), "listening on "); ok {
+				line <- addr
+			}
+		}
+	}()
+	select {
+	case p.url = <-line:
+	case <-p.done:
+		t.Fatalf("anyhook exited before listening: %s", p.stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("anyhook did not listen: %s", p.stderr)
+	}
+	return p
+}
+
+func (p *proc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// sendEvent posts a Stripe-signed event with id to the gateway.
+func sendEvent(url, id string) (int, string, error) {
+	body := []byte(`{"id":"` + id + `","object":"event","type":"charge.succeeded","created":1700000000}`)
+	pr := &provider.Request{Method: "POST", URL: url, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	if err := provider.Sign("stripe", secret, pr, time.Now()); err != nil {
+		return 0, "", err
+	}
+	req, _ := http.NewRequest("POST", url+"/webhooks/stripe", bytes.NewReader(body))
+	req.Header = pr.Header
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	var a struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&a)
+	return resp.StatusCode, a.ID, nil
+}
+
+// recorder is a destination that counts requests per X-AnyHook-Delivery.
+type recorder struct {
+	*httptest.Server
+	mu       sync.Mutex
+	attempts map[string][]string // delivery id -> X-AnyHook-Attempt values
+	arrived  chan string
+	hold     chan struct{} // when set, requests block until it is closed
+}
+
+func newRecorder(t *testing.T, hold bool) *recorder {
+	r := &recorder{attempts: map[string][]string{}, arrived: make(chan string, 10000)}
+	if hold {
+		r.hold = make(chan struct{})
+	}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(io.Discard, req.Body)
+		id := req.Header.Get("X-AnyHook-Delivery")
+		r.mu.Lock()
+		r.attempts[id] = append(r.attempts[id], req.Header.Get("X-AnyHook-Attempt"))
+		r.mu.Unlock()
+		r.arrived <- id
+		if r.hold != nil {
+			select {
+			case <-r.hold:
+			case <-req.Context().Done():
+				return
+			}
+		}
+		w.WriteHeader(200)
+	}))
+	t.Cleanup(func() {
+		if r.hold != nil {
+			select {
+			case <-r.hold:
+			default:
+				close(r.hold)
+			}
+		}
+		r.Close()
+	})
+	return r
+}
+
+func (r *recorder) snapshot() map[string][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string][]string{}
+	for k, v := range r.attempts {
+		m[k] = append([]string(nil), v...)
+	}
+	return m
+}
+
+func gatewayConfig(dir, destURL, policy string) string {
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 100ms, grace: 1s, shutdown: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+  billing:
+    url: %s
+    sources: [stripe]
+    timeout: 2s
+    on_stale_claim: %s
+    backoff: {initial: 50ms, max: 200ms}
+`, secret, destURL, policy)
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKillDuringDeliveryReclaim(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dest := newRecorder(t, true)
+	cfg := writeConfig(t, dir, gatewayConfig(dir, dest.URL, "reclaim"))
+	p := start(t, cfg)
+	code, id, err := sendEvent(p.url, "evt_kill_reclaim")
+	if err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	if got := <-dest.arrived; got != id {
+		t.Fatalf("delivery id %s, want %s", got, id)
+	}
+	p.kill() // attempt 1 is in flight: its outcome is unknown
+	close(dest.hold)
+	start(t, cfg)
+	select {
+	case got := <-dest.arrived:
+		if got != id {
+			t.Fatalf("resent delivery id %s, want %s", got, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("not resent after restart")
+	}
+	if a := dest.snapshot()[id]; len(a) != 2 || a[0] != "1" || a[1] != "2" {
+		t.Fatalf("attempt headers = %v, want [1 2]", a)
+	}
+}
+
+func TestKillDuringDeliveryHold(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dest := newRecorder(t, true)
+	cfg := writeConfig(t, dir, gatewayConfig(dir, dest.URL, "hold"))
+	p := start(t, cfg)
+	code, id, err := sendEvent(p.url, "evt_kill_hold")
+	if err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	<-dest.arrived
+	p.kill()
+	close(dest.hold)
+	p2 := start(t, cfg)
+	var list struct {
+		Items []struct {
+			ID      string
+			EventID string `json:"event_id"`
+			Status  string
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		getJSON(t, p2.url+"/api/deliveries?status=held", &list)
+		if len(list.Items) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delivery was not held after its lease expired")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if list.Items[0].EventID != id {
+		t.Fatalf("held = %+v, want event %s", list.Items[0], id)
+	}
+	// Held means nothing is sent: give the workers several poll cycles.
+	time.Sleep(500 * time.Millisecond)
+	if a := dest.snapshot()[id]; len(a) != 1 {
+		t.Fatalf("held delivery was sent %d times, want 1", len(a))
+	}
+}
+
+func TestKillDuringBurstLosesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dest := newRecorder(t, false)
+	cfg := writeConfig(t, dir, gatewayConfig(dir, dest.URL, "reclaim"))
+	p := start(t, cfg)
+
+	const events, workers = 400, 16
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	next := make(chan int)
+	go func() {
+		for i := range events {
+			next <- i
+		}
+		close(next)
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				code, id, err := sendEvent(p.url, fmt.Sprintf("evt_burst_%d", i))
+				if err == nil && code == 200 {
+					mu.Lock()
+					acked[id] = true
+					n := len(acked)
+					mu.Unlock()
+					if n == events/3 {
+						p.cmd.Process.Signal(syscall.SIGKILL)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	<-p.done
+	mu.Lock()
+	nAcked := len(acked)
+	mu.Unlock()
+	if nAcked < events/3 || nAcked == events {
+		t.Fatalf("%d of %d acknowledged: the kill did not land mid-burst", nAcked, events)
+	}
+	start(t, cfg)
+	deadline := time.After(60 * time.Second)
+	for {
+		got := dest.snapshot()
+		missing := 0
+		for id := range acked {
+			if len(got[id]) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			t.Logf("%d acknowledged before kill -9, all delivered after restart", nAcked)
+			return
+		}
+		select {
+		case <-dest.arrived:
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("%d of %d acknowledged events never delivered", missing, nAcked)
+		}
+	}
+}
+
+func TestSIGTERMExitsZero(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dest := newRecorder(t, false)
+	p := start(t, writeConfig(t, dir, gatewayConfig(dir, dest.URL, "reclaim")))
+	if code, _, err := sendEvent(p.url, "evt_term"); err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("anyhook did not exit on SIGTERM")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM, want 0; stderr: %s", code, p.stderr)
+	}
+}
+
+func TestBadConfigExits2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		name, config string
+		want         []string
+	}{
+		{"unknown key", "listen: 127.0.0.1:0\nsources:\n  s: {provider: stripe, secrets: [x]}\n  t:\n    provider: stripe\n    secretz: [x]\n", []string{"anyhook.yaml:6", "secretz"}},
+		{"generic without signature", "sources:\n  orders:\n    provider: generic\n", []string{"anyhook.yaml:2", "sources.orders.signature", "signature: none"}},
+		{"unset variable", "admin_token: ${ANYHOOK_TEST_UNSET_VAR}\nsources:\n  s: {provider: stripe, secrets: [x]}\n", []string{"anyhook.yaml:1", "admin_token", "ANYHOOK_TEST_UNSET_VAR"}},
+	}
+	for _, tt := range tests {
+		cfg := writeConfig(t, t.TempDir(), tt.config)
+		var stderr bytes.Buffer
+		cmd := exec.Command(binary, "serve", "--config", cfg)
+		cmd.Stderr = &stderr
+		cmd.Dir = dir
+		err := cmd.Run()
+		if cmd.ProcessState.ExitCode() != 2 {
+			t.Errorf("%s: exit %v, want 2; stderr %q", tt.name, err, stderr.String())
+			continue
+		}
+		msg := stderr.String()
+		if strings.Count(strings.TrimSpace(msg), "\n") != 0 || strings.Contains(msg, "goroutine") {
+			t.Errorf("%s: want one line, got %q", tt.name, msg)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: stderr %q does not name %q", tt.name, msg, w)
+			}
+		}
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(binary, "serve", "--config", filepath.Join(dir, "missing.yaml"))
+	cmd.Stderr = &stderr
+	cmd.Run()
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "missing.yaml") {
+		t.Errorf("missing config: exit %d, stderr %q", cmd.ProcessState.ExitCode(), stderr.String())
+	}
+	cmd = exec.Command(binary, "serve", "--bogus")
+	cmd.Stderr = io.Discard
+	cmd.Run()
+	if cmd.ProcessState.ExitCode() != 2 {
+		t.Errorf("bad flag: exit %d, want 2", cmd.ProcessState.ExitCode())
+	}
+}
