@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/config"
@@ -65,7 +66,7 @@ func gitlabTime(s string) string {
 // signGitLab sends a whsec_ secret as a Standard Webhooks signature, any
 // other secret as X-Gitlab-Token.
 func signGitLab(secret string, r *Request, now time.Time) error {
-	if key, err := standardKey(secret); err == nil && len(secret) > 6 && secret[:6] == "whsec_" {
+	if key, err := standardKey(secret); err == nil && strings.HasPrefix(secret, "whsec_") {
 		setStandard(key, r, now)
 		return nil
 	}

@@ -118,7 +118,7 @@ func signStandard(secret string, r *Request, now time.Time) error {
 func setStandard(key []byte, r *Request, now time.Time) {
 	id := r.Header.Get("webhook-id")
 	if id == "" {
-		id = "msg_" + strings.ToLower(strings.TrimRight(base64.RawURLEncoding.EncodeToString([]byte(rand.Text())[:18]), "-_"))
+		id = "msg_" + rand.Text()
 		r.Header.Set("webhook-id", id)
 	}
 	ts := unixString(now)

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
@@ -56,7 +57,7 @@ func (p *twilio) Verify(r *Request, _ time.Time) error {
 	if bodyHash != "" {
 		sum := sha256.Sum256(r.Body)
 		got, err := hex.DecodeString(bodyHash)
-		if err != nil || !equalBytes(got, sum[:]) {
+		if err != nil || !hmac.Equal(got, sum[:]) {
 			return fail("body does not match bodySHA256")
 		}
 	}
@@ -70,8 +71,6 @@ func queryParam(u, name string) string {
 	vals, _ := url.ParseQuery(q) // keeps what parses
 	return vals.Get(name)
 }
-
-func equalBytes(a, b []byte) bool { return len(a) == len(b) && equalSecret(string(a), string(b)) }
 
 // twilioParams concatenates the form's names and values sorted by name
 // (and, for a repeated name, by value), as Twilio signs them.

@@ -98,6 +98,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "anyhook send: %v\n", err)
 		return 2
 	}
+	if _, err := opts.sign(body, header); err != nil {
+		fmt.Fprintf(stderr, "anyhook send: cannot sign the body: %v\n", err)
+		return 2
+	}
 	res := opts.run(ctx, body, header)
 	res.print(stdout)
 	if res.ok == opts.times {
@@ -275,13 +279,7 @@ feed:
 
 // send signs and POSTs one request; status is 0 when no response came.
 func (o *options) send(ctx context.Context, client *http.Client, body []byte, header http.Header) (int, string) {
-	r := &provider.Request{Method: http.MethodPost, URL: o.url, Header: header.Clone(), Body: body}
-	var err error
-	if o.provider == "generic" {
-		err = provider.SignGeneric(o.sig, o.secret, r)
-	} else {
-		err = provider.Sign(o.provider, o.secret, r, time.Now())
-	}
+	r, err := o.sign(body, header)
 	if err != nil {
 		return 0, "error: signing: " + err.Error()
 	}
@@ -301,6 +299,15 @@ func (o *options) send(ctx context.Context, client *http.Client, body []byte, he
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection
 	return resp.StatusCode, kind(b)
+}
+
+// sign builds a request signed now, as the provider would sign it.
+func (o *options) sign(body []byte, header http.Header) (*provider.Request, error) {
+	r := &provider.Request{Method: http.MethodPost, URL: o.url, Header: header.Clone(), Body: body}
+	if o.provider == "generic" {
+		return r, provider.SignGeneric(o.sig, o.secret, r)
+	}
+	return r, provider.Sign(o.provider, o.secret, r, time.Now())
 }
 
 // kind summarizes a response body: AnyHook's {"status": …} or {"error": …},
