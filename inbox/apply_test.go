@@ -1,0 +1,432 @@
+package inbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/inbox"
+	"github.com/anyhook/anyhook/inbox/inboxdriver"
+	"github.com/anyhook/anyhook/inbox/inboxtest"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestApplySequentialDuplicate(t *testing.T) {
+	run(t, testApplySequentialDuplicate[*sql.Tx], testApplySequentialDuplicate[pgx.Tx])
+}
+
+func testApplySequentialDuplicate[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	ev := inbox.Event{Source: "stripe", ID: "evt_1", Body: []byte(`{"a":1}`)}
+	ran := 0
+	fn := func(ctx context.Context, tx TTx) error {
+		ran++
+		return e.write(ctx, tx, ev.ID, "")
+	}
+	for i, want := range []inbox.Outcome{inbox.Processed, inbox.Duplicate, inbox.Duplicate} {
+		out, err := e.ib.Apply(ctx, "orders", ev, fn)
+		if err != nil || out != want {
+			t.Fatalf("call %d: Apply = %v, %v; want %v", i+1, out, err, want)
+		}
+	}
+	if ran != 1 || e.effects(ev.ID) != 1 {
+		t.Fatalf("function ran %d times, %d effects committed; want 1, 1", ran, e.effects(ev.ID))
+	}
+	// The same event id for another handler, or from another source, is
+	// another event.
+	for _, k := range []struct{ handler, source string }{{"emails", "stripe"}, {"orders", "github"}} {
+		ev2 := ev
+		ev2.Source = k.source
+		if out, err := e.ib.Apply(ctx, k.handler, ev2, fn); out != inbox.Processed || err != nil {
+			t.Fatalf("Apply(%s, source %s) = %v, %v; want processed", k.handler, k.source, out, err)
+		}
+	}
+	if ran != 3 {
+		t.Fatalf("function ran %d times; want 3", ran)
+	}
+}
+
+func TestApplyConflict(t *testing.T) {
+	run(t, testApplyConflict[*sql.Tx], testApplyConflict[pgx.Tx])
+}
+
+func testApplyConflict[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	fn := func(ctx context.Context, tx TTx) error { return e.write(ctx, tx, "evt_1", "") }
+	if _, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1", Body: []byte("one")}, fn); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1", Body: []byte("two")}, fn)
+	if out != inbox.Conflict || !errors.Is(err, inbox.ErrConflict) {
+		t.Fatalf("different body: Apply = %v, %v; want conflict, ErrConflict", out, err)
+	}
+	// Without a body there is nothing to compare: a plain duplicate.
+	if out, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1"}, fn); out != inbox.Duplicate || err != nil {
+		t.Fatalf("no body: Apply = %v, %v; want duplicate", out, err)
+	}
+	if n := e.effects("evt_1"); n != 1 {
+		t.Fatalf("%d effects; want 1", n)
+	}
+}
+
+func TestApplyInFlightThenCommit(t *testing.T) {
+	run(t, testApplyInFlightThenCommit[*sql.Tx], testApplyInFlightThenCommit[pgx.Tx])
+}
+
+// The first delivery is paused before its commit; a second delivery on
+// another connection reports InFlight (it must not be acknowledged: the
+// first may still fail) and runs nothing; after the first commits, the
+// second is a duplicate.
+func testApplyInFlightThenCommit[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	var faults inboxtest.Faults
+	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
+	first := e.inbox(inbox.Config{Hook: faults.Hook})
+	second := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
+	ev := inbox.Event{ID: "evt_1"}
+	var ran atomic.Int32
+	fn := func(ctx context.Context, tx TTx) error {
+		ran.Add(1)
+		return e.write(ctx, tx, ev.ID, "")
+	}
+	done := make(chan inbox.Outcome)
+	go func() {
+		out, err := first.Apply(ctx, "h", ev, fn)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- out
+	}()
+	<-pause.Reached()
+	out, err := second.Apply(ctx, "h", ev, fn)
+	if out != inbox.InFlight || err != nil {
+		t.Fatalf("while the first is uncommitted: Apply = %v, %v; want in-flight", out, err)
+	}
+	if out.HTTPStatus() != 503 {
+		t.Fatalf("in-flight maps to %d; want 503", out.HTTPStatus())
+	}
+	pause.Release()
+	if out := <-done; out != inbox.Processed {
+		t.Fatalf("first Apply = %v; want processed", out)
+	}
+	if out, err := second.Apply(ctx, "h", ev, fn); out != inbox.Duplicate || err != nil {
+		t.Fatalf("after commit: Apply = %v, %v; want duplicate", out, err)
+	}
+	if ran.Load() != 1 || e.effects(ev.ID) != 1 {
+		t.Fatalf("function ran %d times, %d effects; want 1, 1", ran.Load(), e.effects(ev.ID))
+	}
+}
+
+func TestApplyInFlightThenRollback(t *testing.T) {
+	run(t, testApplyInFlightThenRollback[*sql.Tx], testApplyInFlightThenRollback[pgx.Tx])
+}
+
+// As above, but the first delivery dies before its commit: the event is
+// then processed once by the next delivery.
+func testApplyInFlightThenRollback[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	var faults inboxtest.Faults
+	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
+	faults.FailAt(inbox.ApplyBeforeCommit, nil)
+	first := e.inbox(inbox.Config{Hook: faults.Hook})
+	second := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
+	ev := inbox.Event{ID: "evt_1"}
+	fn := func(ctx context.Context, tx TTx) error { return e.write(ctx, tx, ev.ID, "") }
+	done := make(chan error)
+	go func() {
+		_, err := first.Apply(ctx, "h", ev, fn)
+		done <- err
+	}()
+	<-pause.Reached()
+	if out, err := second.Apply(ctx, "h", ev, fn); out != inbox.InFlight || err != nil {
+		t.Fatalf("while the first is uncommitted: Apply = %v, %v; want in-flight", out, err)
+	}
+	pause.Release()
+	if err := <-done; !errors.Is(err, inboxtest.ErrInjected) {
+		t.Fatalf("first Apply error = %v; want the injected failure", err)
+	}
+	if n := e.effects(ev.ID); n != 0 {
+		t.Fatalf("%d effects after rollback; want 0", n)
+	}
+	if out, err := second.Apply(ctx, "h", ev, fn); out != inbox.Processed || err != nil {
+		t.Fatalf("after rollback: Apply = %v, %v; want processed", out, err)
+	}
+	if n := e.effects(ev.ID); n != 1 {
+		t.Fatalf("%d effects; want 1", n)
+	}
+}
+
+func TestApplyWaitsForInFlight(t *testing.T) {
+	run(t, testApplyWaitsForInFlight[*sql.Tx], testApplyWaitsForInFlight[pgx.Tx])
+}
+
+// With a long InFlightWait the second delivery waits for the first instead of
+// failing, and learns the first's fate: duplicate after its commit.
+func testApplyWaitsForInFlight[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	var faults inboxtest.Faults
+	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
+	first := e.inbox(inbox.Config{Hook: faults.Hook})
+	second := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
+	ev := inbox.Event{ID: "evt_1"}
+	fn := func(ctx context.Context, tx TTx) error { return e.write(ctx, tx, ev.ID, "") }
+	done := make(chan inbox.Outcome)
+	go func() {
+		out, _ := first.Apply(ctx, "h", ev, fn)
+		done <- out
+	}()
+	<-pause.Reached()
+	waited := make(chan inbox.Outcome)
+	go func() {
+		out, err := second.Apply(ctx, "h", ev, fn)
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- out
+	}()
+	waitForLockWaiter(t, e)
+	select {
+	case out := <-waited:
+		t.Fatalf("second Apply returned %v while the first held the event", out)
+	default:
+	}
+	pause.Release()
+	if out := <-done; out != inbox.Processed {
+		t.Fatalf("first = %v; want processed", out)
+	}
+	if out := <-waited; out != inbox.Duplicate {
+		t.Fatalf("second = %v; want duplicate", out)
+	}
+	if n := e.effects(ev.ID); n != 1 {
+		t.Fatalf("%d effects; want 1", n)
+	}
+}
+
+// waitForLockWaiter returns once some session of e's database is blocked on
+// a lock. On PostgreSQL it watches pg_stat_activity; SQLite waits inside its busy
+// handler, which no other connection can observe, so there it only yields.
+func waitForLockWaiter[TTx any](t *testing.T, e *env[TTx]) {
+	t.Helper()
+	if e.drv.Dialect() != inboxdriver.Postgres {
+		return
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		var n int
+		if err := e.drv.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+}
+
+func TestApplyConcurrent(t *testing.T) {
+	run(t, testApplyConcurrent[*sql.Tx], testApplyConcurrent[pgx.Tx])
+}
+
+// 64 goroutines over 8 connections deliver the same event at once, for many
+// events: exactly one effect each, exactly one Processed, never an error.
+func testApplyConcurrent[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ib := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
+	ctx := context.Background()
+	const goroutines, rounds = 64, 20
+	for r := range rounds {
+		ev := inbox.Event{Source: "s", ID: fmt.Sprintf("evt_%d", r), Body: []byte("same")}
+		var ran atomic.Int32
+		var counts [9]atomic.Int32
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				<-start
+				out, err := ib.Apply(ctx, "h", ev, func(ctx context.Context, tx TTx) error {
+					ran.Add(1)
+					return e.write(ctx, tx, ev.ID, "")
+				})
+				if err != nil {
+					t.Errorf("Apply: %v", err)
+				}
+				counts[out].Add(1)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if p := counts[inbox.Processed].Load(); p != 1 {
+			t.Fatalf("round %d: %d processed; want 1", r, p)
+		}
+		if n := e.effects(ev.ID); n != 1 {
+			t.Fatalf("round %d: %d effects; want exactly 1", r, n)
+		}
+		if d, f := counts[inbox.Duplicate].Load(), counts[inbox.InFlight].Load(); d+f != goroutines-1 {
+			t.Fatalf("round %d: %d duplicate + %d in-flight; want %d", r, d, f, goroutines-1)
+		}
+		// A function can run more than once only when a serialization
+		// failure re-ran it; its earlier runs rolled back (checked above).
+		t.Logf("round %d: function ran %d times", r, ran.Load())
+	}
+}
+
+// retryableErr is what PostgreSQL returns on a serialization failure.
+type retryableErr struct{}
+
+func (retryableErr) Error() string    { return "could not serialize access" }
+func (retryableErr) SQLState() string { return "40001" }
+
+func TestApplyRetriesSerializationFailure(t *testing.T) {
+	run(t, testApplyRetriesSerializationFailure[*sql.Tx], testApplyRetriesSerializationFailure[pgx.Tx])
+}
+
+func testApplyRetriesSerializationFailure[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	ran := 0
+	out, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1"}, func(ctx context.Context, tx TTx) error {
+		ran++
+		if err := e.write(ctx, tx, "evt_1", fmt.Sprint(ran)); err != nil {
+			return err
+		}
+		if ran < 3 {
+			return fmt.Errorf("update: %w", retryableErr{})
+		}
+		return nil
+	})
+	if out != inbox.Processed || err != nil {
+		t.Fatalf("Apply = %v, %v; want processed", out, err)
+	}
+	if got := e.notes("evt_1"); ran != 3 || len(got) != 1 || got[0] != "3" {
+		t.Fatalf("ran %d times, committed %v; want 3 runs and only the third committed", ran, got)
+	}
+	// With retries disabled the failure is returned.
+	ib := e.inbox(inbox.Config{Retries: -1})
+	out, err = ib.Apply(ctx, "h", inbox.Event{ID: "evt_2"}, func(ctx context.Context, tx TTx) error { return retryableErr{} })
+	if out != 0 || !errors.As(err, new(retryableErr)) {
+		t.Fatalf("no retries: Apply = %v, %v; want the serialization failure", out, err)
+	}
+}
+
+func TestApplyErrors(t *testing.T) {
+	run(t, testApplyErrors[*sql.Tx], testApplyErrors[pgx.Tx])
+}
+
+func testApplyErrors[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	// A plain error rolls everything back and is returned: retryable.
+	out, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1"}, func(ctx context.Context, tx TTx) error {
+		if err := e.write(ctx, tx, "evt_1", ""); err != nil {
+			return err
+		}
+		return boom
+	})
+	if out != 0 || !errors.Is(err, boom) || out.HTTPStatus() != 503 {
+		t.Fatalf("Apply = %v, %v; want zero outcome, boom, 503", out, err)
+	}
+	if n := e.effects("evt_1") + e.countRows("inbox_events"); n != 0 {
+		t.Fatalf("%d rows written by a failed Apply; want 0", n)
+	}
+	// A permanent error is recorded and acknowledged; the writes still roll back.
+	out, err = e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1"}, func(ctx context.Context, tx TTx) error {
+		if err := e.write(ctx, tx, "evt_1", ""); err != nil {
+			return err
+		}
+		return inbox.Permanent(boom)
+	})
+	if out != inbox.Failed || !errors.Is(err, boom) || out.HTTPStatus() != 200 {
+		t.Fatalf("Apply = %v, %v; want failed, boom, 200", out, err)
+	}
+	if status, _, _ := e.row("", "h", "evt_1"); status != "failed" || e.effects("evt_1") != 0 {
+		t.Fatalf("status %q, %d effects; want failed, 0", status, e.effects("evt_1"))
+	}
+	if out, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1"}, func(context.Context, TTx) error {
+		t.Error("function ran after a permanent failure")
+		return nil
+	}); out != inbox.Duplicate || err != nil {
+		t.Fatalf("after permanent failure: Apply = %v, %v; want duplicate", out, err)
+	}
+	if _, err := e.ib.Apply(ctx, "", inbox.Event{ID: "x"}, func(context.Context, TTx) error { return nil }); !errors.Is(err, inbox.ErrInvalid) {
+		t.Fatalf("empty handler: %v; want ErrInvalid", err)
+	}
+	if _, err := e.ib.Apply(ctx, "h", inbox.Event{}, func(context.Context, TTx) error { return nil }); !errors.Is(err, inbox.ErrInvalid) {
+		t.Fatalf("empty id: %v; want ErrInvalid", err)
+	}
+}
+
+func TestRecordInCallersTransaction(t *testing.T) {
+	run(t, testRecordInCallersTransaction[*sql.Tx], testRecordInCallersTransaction[pgx.Tx])
+}
+
+func testRecordInCallersTransaction[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	ev := inbox.Event{ID: "evt_1"}
+	attempt := func(commit bool) inbox.Outcome {
+		tx, err := e.drv.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		out, err := e.ib.Record(ctx, tx.Unwrap(), "h", ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out == inbox.Processed {
+			if err := e.write(ctx, tx.Unwrap(), ev.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if commit {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	if out := attempt(false); out != inbox.Processed {
+		t.Fatalf("first = %v", out)
+	}
+	if out := attempt(true); out != inbox.Processed {
+		t.Fatalf("after a rollback = %v; want processed", out)
+	}
+	if out := attempt(true); out != inbox.Duplicate {
+		t.Fatalf("after a commit = %v; want duplicate", out)
+	}
+	if n := e.effects(ev.ID); n != 1 {
+		t.Fatalf("%d effects; want 1", n)
+	}
+}
+
+func TestMigrateIdempotent(t *testing.T) {
+	run(t, testMigrateIdempotent[*sql.Tx], testMigrateIdempotent[pgx.Tx])
+}
+
+func testMigrateIdempotent[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b) // migrated once
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := e.ib.Migrate(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.countRows("inbox_events") + e.countRows("inbox_versions"); n != 0 {
+		t.Fatalf("%d rows after migrations; want 0", n)
+	}
+}

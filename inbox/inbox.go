@@ -1,0 +1,305 @@
+package inbox
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook/inbox/inboxdriver"
+)
+
+// Sentinel errors; test for them with errors.Is.
+var (
+	// ErrConflict: an event id seen before arrived with a different body.
+	// Outcome Conflict carries it. It means a sender reused an id, or the
+	// event was tampered with; it needs a person.
+	ErrConflict = errors.New("inbox: same event id with a different body")
+	// ErrLostClaim: the finish of a claim was refused because the claim is no
+	// longer this worker's (it went stale and was reclaimed, held, or resolved).
+	ErrLostClaim = errors.New("inbox: claim lost to another owner")
+	// ErrNoPolicy: Do was called without a stale policy (Reclaim or Hold).
+	ErrNoPolicy = errors.New("inbox: no stale policy declared")
+	// ErrInvalid: a required argument is missing or out of range.
+	ErrInvalid = errors.New("inbox: invalid argument")
+	// ErrNotHeld: Resolve found no held claim under that key.
+	ErrNotHeld = errors.New("inbox: no held claim")
+)
+
+// Event identifies one delivery of a webhook event to this receiver.
+type Event struct {
+	// Source names the sender (an AnyHook source name, "stripe", …). Part of
+	// the dedup key; may be empty if the receiver has a single sender.
+	Source string
+	// ID is the dedup key: the X-AnyHook-Delivery header behind AnyHook, the
+	// provider's event id otherwise. Required.
+	ID string
+	// Body, when non-nil, is hashed and stored; a later delivery of the same
+	// ID with a different body is reported as Conflict. Nil skips the check.
+	Body []byte
+}
+
+func (ev Event) hash() string {
+	if ev.Body == nil {
+		return ""
+	}
+	sum := sha256.Sum256(ev.Body)
+	return hex.EncodeToString(sum[:])
+}
+
+// Outcome is what happened to an event. The zero Outcome means an error
+// prevented inbox from knowing; nothing new is durable in that case.
+type Outcome int
+
+// Outcomes.
+const (
+	// Processed: this call did the work and it is committed.
+	Processed Outcome = iota + 1
+	// Duplicate: the work was done (or permanently failed) before; nothing ran.
+	Duplicate
+	// InFlight: another transaction or worker holds this event now; retry later.
+	InFlight
+	// Conflict: same id, different body (ErrConflict); nothing ran.
+	Conflict
+	// Held: a stale claim was parked under a Hold policy (or after Reclaim
+	// ran out of attempts); a person must Resolve it. The effect did not run.
+	Held
+	// Released: the effect reported it was provably not applied (NotApplied);
+	// the claim was released so the next delivery runs it again.
+	Released
+	// Failed: the function or effect reported a permanent failure (Permanent);
+	// the failure is recorded and the event acknowledged.
+	Failed
+	// Uncertain: the effect failed in a way that may or may not have applied
+	// it; the claim stays, and the stale policy decides on a later delivery.
+	Uncertain
+)
+
+var outcomeNames = [...]string{"unknown", "processed", "duplicate", "in-flight", "conflict", "held", "released", "failed", "uncertain"}
+
+func (o Outcome) String() string {
+	if o < 0 || int(o) >= len(outcomeNames) {
+		return "Outcome(" + strconv.Itoa(int(o)) + ")"
+	}
+	return outcomeNames[o]
+}
+
+// Point names a place in Apply and Do where Config.Hook is called. Package
+// inboxtest uses them to inject failures, pauses and crashes.
+type Point string
+
+// Hook points.
+const (
+	// ApplyBeforeCommit: Apply's function returned nil; the transaction
+	// (processed row + business writes) is not yet committed.
+	ApplyBeforeCommit Point = "apply-before-commit"
+	// AfterClaim: Do's claim is committed; the effect has not run.
+	AfterClaim Point = "after-claim"
+	// AfterEffect: the effect returned; its outcome is not yet recorded.
+	AfterEffect Point = "after-effect"
+	// BeforeFinishCommit: the fenced finish and Effect.Finish writes are
+	// done but not committed.
+	BeforeFinishCommit Point = "before-finish-commit"
+	// AfterFinishCommit: the finish is committed; Do has not returned.
+	AfterFinishCommit Point = "after-finish-commit"
+)
+
+// Config tunes an Inbox. The zero Config is ready to use.
+type Config struct {
+	// InFlightWait bounds how long Apply and Do wait for another transaction
+	// that holds the same event before reporting InFlight. Default 2s.
+	InFlightWait time.Duration
+	// Retries is how many times a transaction that failed with a
+	// serialization failure or deadlock is run again. Default 5; negative
+	// disables retries.
+	Retries int
+	// Hook, when set, is called at each Point. A non-nil error abandons the
+	// operation right there, as a crash would (a claim stays claimed, an
+	// open transaction rolls back), and is returned. For tests; see
+	// package inboxtest.
+	Hook func(ctx context.Context, p Point) error
+}
+
+// Inbox records processed events, claims, and object versions in one
+// database. TTx is the adapter's transaction type (*sql.Tx, pgx.Tx). An Inbox
+// is safe for concurrent use.
+type Inbox[TTx any] struct {
+	drv     inboxdriver.Driver[TTx]
+	dialect inboxdriver.Dialect
+	cfg     Config
+}
+
+// New returns an Inbox over drv.
+func New[TTx any](drv inboxdriver.Driver[TTx], cfg Config) (*Inbox[TTx], error) {
+	if drv == nil {
+		return nil, fmt.Errorf("%w: nil driver", ErrInvalid)
+	}
+	d := drv.Dialect()
+	if d != inboxdriver.SQLite && d != inboxdriver.Postgres {
+		return nil, fmt.Errorf("%w: unsupported dialect %v", ErrInvalid, d)
+	}
+	if cfg.InFlightWait < 0 {
+		return nil, fmt.Errorf("%w: InFlightWait must not be negative", ErrInvalid)
+	}
+	if cfg.InFlightWait == 0 {
+		cfg.InFlightWait = 2 * time.Second
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 5
+	}
+	return &Inbox[TTx]{drv: drv, dialect: d, cfg: cfg}, nil
+}
+
+// Driver returns the driver the Inbox was built with.
+func (ib *Inbox[TTx]) Driver() inboxdriver.Driver[TTx] { return ib.drv }
+
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS inbox_events (
+	source     TEXT    NOT NULL,
+	handler    TEXT    NOT NULL,
+	event_id   TEXT    NOT NULL,
+	body_hash  TEXT    NOT NULL DEFAULT '',
+	status     TEXT    NOT NULL,
+	token      TEXT    NOT NULL DEFAULT '',
+	attempts   INTEGER NOT NULL DEFAULT 0,
+	claimed_at BIGINT  NOT NULL DEFAULT 0,
+	updated_at BIGINT  NOT NULL,
+	error      TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (source, handler, event_id)
+)`,
+	`CREATE INDEX IF NOT EXISTS inbox_events_held ON inbox_events (updated_at) WHERE status = 'held'`,
+	`CREATE TABLE IF NOT EXISTS inbox_versions (
+	entity     TEXT   NOT NULL,
+	id         TEXT   NOT NULL,
+	version    BIGINT NOT NULL,
+	updated_at BIGINT NOT NULL,
+	PRIMARY KEY (entity, id)
+)`,
+}
+
+// Migrate creates inbox's tables if they do not exist. It is idempotent and
+// safe to run from several processes at once.
+func (ib *Inbox[TTx]) Migrate(ctx context.Context) error {
+	err := ib.inTx(ctx, func(tx inboxdriver.Tx[TTx]) error {
+		if ib.dialect == inboxdriver.Postgres {
+			// Concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7370207461)`); err != nil {
+				return err
+			}
+		}
+		for _, stmt := range schema {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("inbox: migrate: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction, committing if it returns nil.
+func (ib *Inbox[TTx]) inTx(ctx context.Context, fn func(tx inboxdriver.Tx[TTx]) error) error {
+	tx, err := ib.drv.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// q adapts a query written for PostgreSQL ($n placeholders) with {now}
+// standing for the database clock in microseconds since the Unix epoch.
+func (ib *Inbox[TTx]) q(query string) string {
+	if ib.dialect == inboxdriver.SQLite {
+		query = strings.ReplaceAll(query, "{now}", `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`)
+		query = strings.ReplaceAll(query, " FOR UPDATE", "")
+		return strings.ReplaceAll(query, "$", "?")
+	}
+	return strings.ReplaceAll(query, "{now}", `(extract(epoch from clock_timestamp()) * 1000000)::bigint`)
+}
+
+// waitLimit bounds, for the rest of tx, how long a statement waits for a
+// lock held by another transaction. It returns a function restoring the
+// previous limit. It must be the first statement of tx: on SQLite the first
+// write then takes the write lock under this limit.
+func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (restore func() error, err error) {
+	ms := max(ib.cfg.InFlightWait.Milliseconds(), 1)
+	if ib.dialect == inboxdriver.SQLite {
+		var old int64
+		if err := tx.QueryRow(ctx, `PRAGMA busy_timeout`).Scan(&old); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, `PRAGMA busy_timeout = `+strconv.FormatInt(ms, 10)); err != nil {
+			return nil, err
+		}
+		return func() error {
+			_, err := tx.Exec(ctx, `PRAGMA busy_timeout = `+strconv.FormatInt(old, 10))
+			return err
+		}, nil
+	}
+	var old, set string
+	if err := tx.QueryRow(ctx, `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, true)`,
+		strconv.FormatInt(ms, 10)+"ms").Scan(&old, &set); err != nil {
+		return nil, err
+	}
+	return func() error {
+		var s string
+		return tx.QueryRow(ctx, `SELECT set_config('lock_timeout', $1, true)`, old).Scan(&s)
+	}, nil
+}
+
+// retry runs once until it returns an error the driver classifies other than
+// Retryable, or the retries are spent.
+func (ib *Inbox[TTx]) retry(ctx context.Context, once func() (Outcome, error)) (Outcome, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := once()
+		if err == nil || attempt >= ib.cfg.Retries || inboxdriver.Classify(err) != inboxdriver.Retryable {
+			return out, err
+		}
+		// Capped exponential backoff with full jitter: 5ms, 10ms, … 200ms.
+		d := time.Duration(mrand.Int64N(int64(min(5*time.Millisecond<<attempt, 200*time.Millisecond)) + 1))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (ib *Inbox[TTx]) hook(ctx context.Context, p Point) error {
+	if ib.cfg.Hook == nil {
+		return nil
+	}
+	if err := ib.cfg.Hook(ctx, p); err != nil {
+		return fmt.Errorf("inbox: hook at %s: %w", p, err)
+	}
+	return nil
+}
+
+func validKey(handler string, ev Event) error {
+	if handler == "" {
+		return fmt.Errorf("%w: empty handler name", ErrInvalid)
+	}
+	if ev.ID == "" {
+		return fmt.Errorf("%w: empty event id", ErrInvalid)
+	}
+	return nil
+}
+
+func newToken() string {
+	return crand.Text()
+}
