@@ -58,17 +58,27 @@ type Options struct {
 	// (alerts); either may be nil.
 	OnDead func(anyhook.Delivery)
 	OnHeld func(anyhook.Delivery)
+	// FailingAfter is how many consecutive failed attempts make a
+	// destination failing; default DefaultFailingAfter.
+	FailingAfter int
+	// OnFailing is told once when a destination turns failing, and
+	// OnRecovered at its next success (alerts); either may be nil.
+	OnFailing   func(Health)
+	OnRecovered func(Health)
+	// Observer is told of attempts and rescues (metrics); nil: nobody.
+	Observer Observer
 	// UserAgent is sent on every request.
 	UserAgent string
 }
 
 // Engine runs the dispatchers and the rescuer.
 type Engine struct {
-	st    Store
-	opt   Options
-	log   *slog.Logger
-	dests map[string]*Destination
-	wake  map[string]chan struct{}
+	st     Store
+	opt    Options
+	log    *slog.Logger
+	dests  map[string]*Destination
+	wake   map[string]chan struct{}
+	health *health
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // stops claiming
@@ -98,7 +108,8 @@ func New(st Store, opt Options) *Engine {
 	if opt.UserAgent == "" {
 		opt.UserAgent = "AnyHook"
 	}
-	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}}
+	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{},
+		health: newHealth(opt.FailingAfter)}
 	for i := range opt.Destinations {
 		d := &opt.Destinations[i]
 		if d.MaxInFlight <= 0 {
@@ -254,6 +265,9 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 		}
 		for _, d := range ds {
 			e.log.Warn("claim expired", "delivery", d.ID, "event", d.EventID, "destination", d.Destination, "attempt", d.AttemptCount, "now", d.Status)
+			if e.opt.Observer != nil {
+				e.opt.Observer.Rescued(d.Destination, d.Status)
+			}
 			e.notify(d)
 		}
 		if len(ds) > 0 {
@@ -322,6 +336,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim) {
 		log.Warn("outcome not recorded: the claim was lost to a rescuer")
 		return
 	}
+	e.observe(d.Name, out.Status, out.Result)
 	switch out.Status {
 	case anyhook.StatusDelivered:
 		log.Debug("delivered", "duration_ms", a.Duration.Milliseconds())

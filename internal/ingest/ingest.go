@@ -45,7 +45,31 @@ type Options struct {
 	// Recorded is called after new events were committed (to wake the
 	// delivery workers); may be nil.
 	Recorded func()
+	// Observer is told the outcome of every request (metrics); nil:
+	// nobody.
+	Observer Observer
 }
+
+// Observer is told the outcome of each ingest request. Its method is
+// called on the request's goroutine and must not block.
+type Observer interface {
+	// Ingested reports one request: the source (OutcomeUnknownSource
+	// requests report "", so that made-up names cannot grow a label set),
+	// one of the Outcome* values and how long the request took.
+	Ingested(source, outcome string, took time.Duration)
+}
+
+// Request outcomes as reported to an Observer.
+const (
+	OutcomeAccepted          = "accepted"
+	OutcomeDuplicate         = "duplicate"
+	OutcomeRejectedSignature = "rejected_signature" // missing or invalid signature, stale timestamp
+	OutcomeInvalid           = "invalid"            // verified, but no event could be read from it
+	OutcomeTooLarge          = "too_large"
+	OutcomeUnknownSource     = "unknown_source"
+	OutcomeUnavailable       = "unavailable" // the store could not record it
+	OutcomeChallenge         = "challenge"   // a provider's URL verification, answered
+)
 
 // Handler serves POST /webhooks/{source}.
 type Handler struct {
@@ -55,12 +79,13 @@ type Handler struct {
 	now      func() time.Time
 	newID    func() string
 	recorded func()
+	observer Observer
 }
 
 // New returns a Handler for the given sources.
 func New(opt Options) *Handler {
 	h := &Handler{sources: map[string]*Source{}, rec: opt.Recorder, log: opt.Logger,
-		now: opt.Now, newID: opt.NewID, recorded: opt.Recorded}
+		now: opt.Now, newID: opt.NewID, recorded: opt.Recorded, observer: opt.Observer}
 	for i := range opt.Sources {
 		h.sources[opt.Sources[i].Name] = &opt.Sources[i]
 	}
@@ -92,9 +117,10 @@ type EventResult struct {
 // rejection is an answer other than 2xx: a status and a message safe to
 // show the sender.
 type rejection struct {
-	code int
-	msg  string
-	err  error // for the log only
+	code    int
+	msg     string
+	err     error  // for the log only
+	outcome string // for the Observer; "" is OutcomeInvalid
 }
 
 func (r *rejection) Error() string { return r.msg }
@@ -102,12 +128,14 @@ func (r *rejection) Error() string { return r.msg }
 // ServeHTTP implements http.Handler for the route POST /webhooks/{source}.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("source")
+	start := h.now()
 	res, err := h.serve(w, r, name)
 	if err != nil {
 		var rej *rejection
 		if !errors.As(err, &rej) {
-			rej = &rejection{code: http.StatusInternalServerError, msg: "internal error", err: err}
+			rej = &rejection{code: http.StatusInternalServerError, msg: "internal error", err: err, outcome: OutcomeUnavailable}
 		}
+		h.observe(name, rej.outcomeName(), start)
 		level := slog.LevelInfo
 		if rej.code >= 500 {
 			level = slog.LevelError
@@ -123,9 +151,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusOK)
 		w.Write(res.challenge.Body)
+		h.observe(name, OutcomeChallenge, start)
 		return
 	}
 	writeJSON(w, http.StatusOK, res.result)
+	outcome := OutcomeAccepted
+	if res.result.Status == "duplicate" {
+		outcome = OutcomeDuplicate
+	}
+	h.observe(name, outcome, start)
+}
+
+func (r *rejection) outcomeName() string {
+	if r.outcome == "" {
+		return OutcomeInvalid
+	}
+	return r.outcome
+}
+
+// observe reports a finished request to the Observer, if any.
+func (h *Handler) observe(source, outcome string, start time.Time) {
+	if h.observer == nil {
+		return
+	}
+	if outcome == OutcomeUnknownSource {
+		source = ""
+	}
+	h.observer.Ingested(source, outcome, h.now().Sub(start))
 }
 
 type served struct {
@@ -136,20 +188,20 @@ type served struct {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (served, error) {
 	src, ok := h.sources[name]
 	if !ok {
-		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name)}
+		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name), outcome: OutcomeUnknownSource}
 	}
 	received := h.now()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, src.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return served{}, &rejection{code: http.StatusRequestEntityTooLarge, msg: "body larger than max_body (" + strconv.FormatInt(src.MaxBody, 10) + " bytes)"}
+			return served{}, &rejection{code: http.StatusRequestEntityTooLarge, msg: "body larger than max_body (" + strconv.FormatInt(src.MaxBody, 10) + " bytes)", outcome: OutcomeTooLarge}
 		}
 		return served{}, &rejection{code: http.StatusBadRequest, msg: "could not read the request body", err: err}
 	}
 	preq := &provider.Request{Method: r.Method, URL: publicURL(src, r), Header: r.Header, Body: body}
 	if err := src.Provider.Verify(preq, received); err != nil {
-		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err}
+		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err, outcome: OutcomeRejectedSignature}
 	}
 	ext, err := src.Provider.Extract(preq)
 	if err != nil {
@@ -180,13 +232,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	}
 	results, err := h.rec.Ingest(r.Context(), evs)
 	if err != nil {
-		return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event store is unavailable; retry later", err: err}
+		return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event store is unavailable; retry later", err: err, outcome: OutcomeUnavailable}
 	}
 	var out Result
 	fresh := false
 	for _, res := range results {
 		if res.Err != nil {
-			return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event could not be recorded; retry later", err: res.Err}
+			return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event could not be recorded; retry later", err: res.Err, outcome: OutcomeUnavailable}
 		}
 		er := EventResult{Status: "accepted", ID: res.ID}
 		if res.Duplicate {

@@ -1,0 +1,216 @@
+// Package metrics exposes the gateway's Prometheus metrics at /metrics in
+// the text exposition format, from a registry of its own (never the
+// global default one). It implements the small observer interfaces of
+// internal/ingest and internal/delivery, so those packages stay free of
+// Prometheus, and reads the queue gauges from the store at scrape time
+// through store.StatsReader (index range scans only). docs/operations.md
+// lists every series.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Options configure Metrics.
+type Options struct {
+	// Stats, when set, feeds the queue gauges at scrape time.
+	Stats store.StatsReader
+	// Destinations are the configured destination names (the gauges' label
+	// values).
+	Destinations []string
+	// ScrapeTimeout bounds the store queries of one scrape; default 5s.
+	ScrapeTimeout time.Duration
+	Logger        *slog.Logger
+	// Runtime adds the Go runtime and process collectors; the gateway sets
+	// it, tests may leave it off.
+	Runtime bool
+}
+
+// Metrics holds the gateway's collectors.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	ingest         *prometheus.CounterVec
+	ingestLatency  *prometheus.HistogramVec
+	attempts       *prometheus.CounterVec
+	deliveries     *prometheus.CounterVec
+	attemptLatency *prometheus.HistogramVec
+	rescues        *prometheus.CounterVec
+	alerts         *prometheus.CounterVec
+}
+
+// New registers the gateway's metrics on a new registry.
+func New(opt Options) *Metrics {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.ScrapeTimeout <= 0 {
+		opt.ScrapeTimeout = 5 * time.Second
+	}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		ingest: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anyhook_ingest_requests_total",
+			Help: "Webhook requests received, by source and outcome (accepted, duplicate, rejected_signature, invalid, too_large, unknown_source, unavailable, challenge).",
+		}, []string{"source", "outcome"}),
+		ingestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "anyhook_ingest_duration_seconds",
+			Help:    "Time from reading a webhook request to answering it (including the durable commit), by source.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"source"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anyhook_delivery_attempts_total",
+			Help: "Delivery attempts with a recorded outcome, by destination and result (success, failure).",
+		}, []string{"destination", "result"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anyhook_deliveries_total",
+			Help: "Deliveries that reached an outcome, by destination and outcome (delivered, retry, dead).",
+		}, []string{"destination", "outcome"}),
+		attemptLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "anyhook_delivery_attempt_duration_seconds",
+			Help:    "Duration of delivery attempts (request to response or error), by destination.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"destination"}),
+		rescues: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anyhook_rescues_total",
+			Help: "Expired claims handled by the rescuer, by destination and new status (pending = reclaimed, held, dead).",
+		}, []string{"destination", "status"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anyhook_alerts_sent_total",
+			Help: "Alert messages posted to sinks, by result (ok, error).",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.ingest, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.alerts)
+	if opt.Stats != nil {
+		m.reg.MustRegister(&queueCollector{stats: opt.Stats, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
+	}
+	if opt.Runtime {
+		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	for _, d := range opt.Destinations {
+		// Zero series from the start, so rate() sees the first failure.
+		for _, o := range []string{"delivered", "retry", "dead"} {
+			m.deliveries.WithLabelValues(d, o)
+		}
+	}
+	return m
+}
+
+// Registry is the registry the metrics live in.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Ingested implements ingest.Observer.
+func (m *Metrics) Ingested(source, outcome string, took time.Duration) {
+	m.ingest.WithLabelValues(source, outcome).Inc()
+	m.ingestLatency.WithLabelValues(source).Observe(took.Seconds())
+}
+
+// Attempted implements delivery.Observer.
+func (m *Metrics) Attempted(destination string, status anyhook.DeliveryStatus, took time.Duration) {
+	m.attemptLatency.WithLabelValues(destination).Observe(took.Seconds())
+	result, outcome := "failure", "retry"
+	switch status {
+	case anyhook.StatusDelivered:
+		result, outcome = "success", "delivered"
+	case anyhook.StatusDead:
+		outcome = "dead"
+	}
+	m.attempts.WithLabelValues(destination, result).Inc()
+	m.deliveries.WithLabelValues(destination, outcome).Inc()
+}
+
+// Rescued implements delivery.Observer.
+func (m *Metrics) Rescued(destination string, status anyhook.DeliveryStatus) {
+	m.rescues.WithLabelValues(destination, string(status)).Inc()
+}
+
+// AlertTransport wraps rt, the transport of the alert notifier's client,
+// so that every alert message posted through it is counted.
+func (m *Metrics) AlertTransport(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(r)
+		if err != nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+			m.alerts.WithLabelValues("error").Inc()
+		} else {
+			m.alerts.WithLabelValues("ok").Inc()
+		}
+		return resp, err
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// queueCollector reads the queue gauges from the store at scrape time.
+type queueCollector struct {
+	stats   store.StatsReader
+	dests   []string
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+var (
+	depthDesc = prometheus.NewDesc("anyhook_queue_depth",
+		"Unfinished deliveries by destination and status (pending, delivering, held, dead, paused), read from the store at scrape time.",
+		[]string{"destination", "status"}, nil)
+	oldestDesc = prometheus.NewDesc("anyhook_oldest_pending_age_seconds",
+		"Age of the oldest pending delivery (0 when none), read from the store at scrape time.", nil, nil)
+	lastDeliveredDesc = prometheus.NewDesc("anyhook_last_delivered_timestamp_seconds",
+		"When the destination's latest successful delivery finished (Unix time).", []string{"destination"}, nil)
+	scrapeErrDesc = prometheus.NewDesc("anyhook_store_scrape_error",
+		"1 when the queue gauges could not be read from the store at this scrape.", nil, nil)
+)
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- depthDesc
+	ch <- oldestDesc
+	ch <- lastDeliveredDesc
+	ch <- scrapeErrDesc
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	qs, err := c.stats.QueueStats(ctx, c.dests)
+	if err != nil {
+		c.log.Warn("metrics: reading queue stats", "err", err)
+		ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, 1)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, 0)
+	seen := map[string]bool{}
+	for _, d := range c.dests {
+		seen[d] = true
+		for _, st := range store.UnfinishedStatuses {
+			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(qs.Depth[d][st]), d, string(st))
+		}
+	}
+	for d, m := range qs.Depth {
+		if seen[d] {
+			continue
+		}
+		for st, n := range m {
+			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(n), d, string(st))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, qs.OldestPendingAge().Seconds())
+	for d, t := range qs.LastDelivered {
+		ch <- prometheus.MustNewConstMetric(lastDeliveredDesc, prometheus.GaugeValue, float64(t.UnixNano())/1e9, d)
+	}
+}

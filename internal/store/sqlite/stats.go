@@ -1,0 +1,151 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+var _ store.StatsReader = (*Store)(nil)
+
+// placeholders is "?, ?, …" for n values.
+func placeholders(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return "?" + strings.Repeat(", ?", n-1)
+}
+
+// QueueStats implements store.StatsReader. Every query is an index range
+// scan: depth through deliveries_due (destination, status, …) restricted to
+// the unfinished statuses, the oldest pending delivery through
+// deliveries_status (status, id) — ids are UUIDv7, so the smallest is the
+// oldest — and the last success per destination as a max over
+// deliveries_due (a finished delivery's next_attempt_at is when it
+// finished).
+func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
+	qs := store.QueueStats{Now: s.now().UTC(), Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}}
+	var args []any
+	q := `SELECT destination, status, count(*) FROM deliveries WHERE `
+	if len(destinations) > 0 {
+		q += `destination IN (` + placeholders(len(destinations)) + `) AND `
+		for _, d := range destinations {
+			args = append(args, d)
+		}
+	}
+	q += `status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY destination, status`
+	for _, st := range store.UnfinishedStatuses {
+		args = append(args, string(st))
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return qs, unavailable(err)
+	}
+	for rows.Next() {
+		var dest string
+		var st anyhook.DeliveryStatus
+		var n int
+		if err := rows.Scan(&dest, &st, &n); err != nil {
+			rows.Close()
+			return qs, unavailable(err)
+		}
+		if qs.Depth[dest] == nil {
+			qs.Depth[dest] = map[anyhook.DeliveryStatus]int{}
+		}
+		qs.Depth[dest][st] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return qs, unavailable(err)
+	}
+	var created int64
+	err = s.r.QueryRowContext(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`).Scan(&created)
+	switch {
+	case err == nil:
+		qs.OldestPending = fromMicros(created)
+	case !errors.Is(err, sql.ErrNoRows):
+		return qs, unavailable(err)
+	}
+	for _, d := range destinations {
+		var last sql.NullInt64
+		err := s.r.QueryRowContext(ctx, `SELECT max(next_attempt_at) FROM deliveries WHERE destination = ? AND status = 'delivered'`, d).Scan(&last)
+		if err != nil {
+			return qs, unavailable(err)
+		}
+		if last.Valid && last.Int64 > 0 {
+			qs.LastDelivered[d] = fromMicros(last.Int64)
+		}
+	}
+	return qs, nil
+}
+
+// Activity implements store.StatsReader: events through events_received,
+// finished deliveries through deliveries_due, both read only over the
+// window.
+func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Activity, error) {
+	aq = aq.Normalize()
+	n := aq.Buckets()
+	now := s.now().UTC()
+	start := now.Truncate(aq.Bucket).Add(-time.Duration(n-1) * aq.Bucket)
+	act := store.Activity{Start: start, Bucket: aq.Bucket, Received: make([]int, n),
+		Delivered: map[string][]int{}, Dead: map[string][]int{}}
+	from, width := micros(start), aq.Bucket.Microseconds()
+	bucket := func(b int64) int {
+		return int(min(max(b, 0), int64(n-1)))
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT (received_at - ?) / ?, count(*) FROM events WHERE received_at >= ? GROUP BY 1`, from, width, from)
+	if err != nil {
+		return act, unavailable(err)
+	}
+	for rows.Next() {
+		var b int64
+		var c int
+		if err := rows.Scan(&b, &c); err != nil {
+			rows.Close()
+			return act, unavailable(err)
+		}
+		act.Received[bucket(b)] += c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return act, unavailable(err)
+	}
+	if len(aq.Destinations) == 0 {
+		return act, nil
+	}
+	args := []any{from, width}
+	for _, d := range aq.Destinations {
+		args = append(args, d)
+	}
+	args = append(args, from)
+	rows, err = s.r.QueryContext(ctx, `SELECT destination, status, (next_attempt_at - ?) / ?, count(*) FROM deliveries
+		WHERE destination IN (`+placeholders(len(aq.Destinations))+`) AND status IN ('delivered', 'dead') AND next_attempt_at >= ?
+		GROUP BY 1, 2, 3`, args...)
+	if err != nil {
+		return act, unavailable(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dest string
+		var st anyhook.DeliveryStatus
+		var b int64
+		var c int
+		if err := rows.Scan(&dest, &st, &b, &c); err != nil {
+			return act, unavailable(err)
+		}
+		m := act.Delivered
+		if st == anyhook.StatusDead {
+			m = act.Dead
+		}
+		if m[dest] == nil {
+			m[dest] = make([]int, n)
+		}
+		m[dest][bucket(b)] += c
+	}
+	return act, unavailable(rows.Err())
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/anyhook/anyhook"
+)
+
+// StatsReader is an optional part of the storage contract: the cheap
+// aggregates behind the dashboard's overview and the /metrics gauges. Each
+// query is bounded by the rows of unfinished deliveries or of the asked
+// window, read through an index; none scans the whole history, so both
+// stay fast with millions of events. Callers find it with a type
+// assertion and do without charts when a backend lacks it.
+type StatsReader interface {
+	// QueueStats counts the unfinished deliveries (pending, delivering,
+	// held, dead, paused) of each destination by status, and finds the
+	// oldest pending delivery and the last successful delivery of each.
+	QueueStats(ctx context.Context, destinations []string) (QueueStats, error)
+	// Activity counts, per bucket over the last q.Window (by the store's
+	// clock), the events received and the deliveries that finished
+	// (delivered or dead) per destination.
+	Activity(ctx context.Context, q ActivityQuery) (Activity, error)
+}
+
+// UnfinishedStatuses are the delivery statuses QueueStats counts. Delivered
+// and skipped deliveries only grow; counting them would mean reading them
+// all.
+var UnfinishedStatuses = []anyhook.DeliveryStatus{
+	anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusHeld,
+	anyhook.StatusDead, anyhook.StatusPaused,
+}
+
+// QueueStats is the state of the delivery queue.
+type QueueStats struct {
+	// Now is the store's clock when the stats were read.
+	Now time.Time
+	// Depth counts unfinished deliveries per destination and status.
+	Depth map[string]map[anyhook.DeliveryStatus]int
+	// OldestPending is when the oldest pending delivery was created; zero
+	// when nothing is pending.
+	OldestPending time.Time
+	// LastDelivered is, per destination, when its latest successful
+	// delivery finished; absent when it never had one.
+	LastDelivered map[string]time.Time
+}
+
+// Total is the number of deliveries in status over all destinations.
+func (q QueueStats) Total(status anyhook.DeliveryStatus) int {
+	n := 0
+	for _, m := range q.Depth {
+		n += m[status]
+	}
+	return n
+}
+
+// OldestPendingAge is how long the oldest pending delivery has waited; 0
+// when nothing is pending.
+func (q QueueStats) OldestPendingAge() time.Duration {
+	if q.OldestPending.IsZero() {
+		return 0
+	}
+	return max(q.Now.Sub(q.OldestPending), 0)
+}
+
+// ActivityQuery asks for Activity.
+type ActivityQuery struct {
+	Window       time.Duration // default 1h
+	Bucket       time.Duration // default 1m; the window is cut into Window/Bucket buckets
+	Destinations []string      // the destinations whose finished deliveries are counted
+}
+
+// Normalize fills the defaults and bounds the bucket count (at most 1440).
+func (q ActivityQuery) Normalize() ActivityQuery {
+	if q.Window <= 0 {
+		q.Window = time.Hour
+	}
+	if q.Bucket <= 0 {
+		q.Bucket = time.Minute
+	}
+	if q.Window/q.Bucket > 1440 {
+		q.Bucket = q.Window / 1440
+	}
+	return q
+}
+
+// Buckets is the number of buckets of q (after Normalize).
+func (q ActivityQuery) Buckets() int {
+	return int((q.Window + q.Bucket - 1) / q.Bucket)
+}
+
+// Activity is traffic over a window, oldest bucket first.
+type Activity struct {
+	Start  time.Time     // start of the first bucket
+	Bucket time.Duration // width of each bucket
+	// Received counts events received per bucket.
+	Received []int
+	// Delivered and Dead count finished deliveries per destination and
+	// bucket.
+	Delivered map[string][]int
+	Dead      map[string][]int
+}
+
+// Sum adds up a series.
+func Sum(series []int) int {
+	n := 0
+	for _, v := range series {
+		n += v
+	}
+	return n
+}
+
+// Merge adds up the series of every destination into one.
+func Merge(byDest map[string][]int, buckets int) []int {
+	out := make([]int, buckets)
+	for _, s := range byDest {
+		for i, v := range s {
+			if i < buckets {
+				out[i] += v
+			}
+		}
+	}
+	return out
+}
