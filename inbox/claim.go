@@ -367,7 +367,10 @@ type HeldClaim struct {
 func (ib *Inbox[TTx]) Held(ctx context.Context) ([]HeldClaim, error) {
 	var out []HeldClaim
 	// Executor has no multi-row query; page through by key instead.
-	var after struct{ at int64; source, handler, id string }
+	var after struct {
+		at                  int64
+		source, handler, id string
+	}
 	after.at = -1
 	for {
 		var h HeldClaim
