@@ -1,0 +1,168 @@
+package inbox_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/inbox"
+	"github.com/anyhook/anyhook/inbox/inboxtest"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestOutcomeHTTPStatus(t *testing.T) {
+	t.Parallel()
+	want := map[inbox.Outcome]int{
+		0: 503, inbox.Processed: 200, inbox.Duplicate: 200, inbox.Failed: 200,
+		inbox.InFlight: 503, inbox.Held: 503, inbox.Released: 503, inbox.Uncertain: 503,
+		inbox.Conflict: 422,
+	}
+	for o, code := range want {
+		if got := o.HTTPStatus(); got != code {
+			t.Errorf("%v.HTTPStatus() = %d; want %d", o, got, code)
+		}
+	}
+}
+
+// testLogger sends log records to t.Log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func TestHandler(t *testing.T) {
+	run(t, testHandler[*sql.Tx], testHandler[pgx.Tx])
+}
+
+func testHandler[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	var faults inboxtest.Faults
+	ib := e.inbox(inbox.Config{Hook: faults.Hook, InFlightWait: time.Millisecond})
+	v, err := inbox.NewStandardWebhooks(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	h, err := inbox.NewHandler(inbox.HandlerConfig{
+		Verifier: v,
+		MaxBody:  1024,
+		Logger:   testLogger(t),
+		Handle: func(ctx context.Context, d inbox.Delivery) (inbox.Outcome, error) {
+			calls.Add(1)
+			return ib.Apply(ctx, "orders", d.Event, func(ctx context.Context, tx TTx) error {
+				return e.write(ctx, tx, d.Event.ID, string(d.Event.Body))
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func(body string, hdr http.Header) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header = hdr
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	now := time.Now()
+	body := `{"id":"evt_1"}`
+
+	// Bad signature: 400, nothing written, handler not called.
+	bad := signed(t, testSecret, "evt_1", now, []byte(body))
+	bad.Set("webhook-signature", "v1,"+strings.Repeat("A", 44))
+	if resp := post(body, bad); resp.StatusCode != 400 {
+		t.Fatalf("bad signature: %d; want 400", resp.StatusCode)
+	}
+	unsigned := http.Header{"X-Anyhook-Delivery": {"evt_1"}}
+	if resp := post(body, unsigned); resp.StatusCode != 400 {
+		t.Fatalf("unsigned: %d; want 400", resp.StatusCode)
+	}
+	if calls.Load() != 0 || e.countRows("inbox_events") != 0 || e.countRows("effects") != 0 {
+		t.Fatalf("rejected requests reached the handler (%d calls) or wrote rows", calls.Load())
+	}
+
+	good := signed(t, testSecret, "evt_1", now, []byte(body))
+	for i, want := range []int{200, 200} { // processed, then duplicate
+		if resp := post(body, good); resp.StatusCode != want {
+			t.Fatalf("delivery %d: %d; want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	if n := e.effects("evt_1"); n != 1 {
+		t.Fatalf("%d effects; want 1", n)
+	}
+	// Same id, different body, validly signed (a sender reusing ids): 422.
+	other := `{"id":"evt_1","changed":true}`
+	if resp := post(other, signed(t, testSecret, "evt_1", now, []byte(other))); resp.StatusCode != 422 {
+		t.Fatalf("conflict: %d; want 422", resp.StatusCode)
+	}
+	// In flight: 503 with Retry-After.
+	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
+	firstDone := make(chan int)
+	body2 := `{"id":"evt_2"}`
+	go func() { firstDone <- post(body2, signed(t, testSecret, "evt_2", now, []byte(body2))).StatusCode }()
+	<-pause.Reached()
+	resp := post(body2, signed(t, testSecret, "evt_2", now, []byte(body2)))
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("in flight: %d Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	pause.Release()
+	if code := <-firstDone; code != 200 {
+		t.Fatalf("first of evt_2: %d", code)
+	}
+	// Too large: 413, nothing written.
+	big := strings.Repeat("x", 2048)
+	if resp := post(big, signed(t, testSecret, "evt_3", now, []byte(big))); resp.StatusCode != 413 {
+		t.Fatalf("large body: %d; want 413", resp.StatusCode)
+	}
+	if resp, err := srv.Client().Get(srv.URL); err != nil || resp.StatusCode != 405 {
+		t.Fatalf("GET: %v %v; want 405", resp, err)
+	}
+	if n := e.effects("evt_3"); n != 0 {
+		t.Fatalf("rejected large body wrote %d effects", n)
+	}
+}
+
+func TestHandlerStoreErrorIs503(t *testing.T) {
+	t.Parallel()
+	h, err := inbox.NewHandler(inbox.HandlerConfig{
+		Verifier: inbox.VerifierFunc(func([]byte, http.Header) error { return nil }),
+		Handle: func(context.Context, inbox.Delivery) (inbox.Outcome, error) {
+			return 0, io.ErrUnexpectedEOF
+		},
+		RetryAfter: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader([]byte("{}")))
+	req.Header.Set("webhook-id", "msg_1")
+	h.ServeHTTP(rec, req)
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "30" {
+		t.Fatalf("store error: %d Retry-After %q; want 503, 30", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if _, err := inbox.NewHandler(inbox.HandlerConfig{}); err == nil {
+		t.Fatal("NewHandler without Verifier and Handle: no error")
+	}
+}
