@@ -1,0 +1,298 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// claimDeliveries leases due pending deliveries of one destination and
+// returns them with their events, in one statement. SKIP LOCKED lets the
+// workers of every process claim from one queue at once without waiting
+// for each other or claiming a row twice; the lease is the database clock
+// plus the caller's duration.
+var claimDeliveries = `WITH claimed AS (
+	UPDATE deliveries
+	SET status = 'delivering', attempt_count = attempt_count + 1,
+		lease_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
+	WHERE id IN (
+		SELECT id FROM deliveries
+		WHERE destination = $1 AND status = 'pending' AND next_attempt_at <= now()
+			AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND paused)
+		ORDER BY next_attempt_at
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED)
+	RETURNING ` + deliveryCols + `
+)
+SELECT ` + deliveryColumns("c.") + `, ` + eventColumns("e.") + `
+FROM claimed c JOIN events e ON e.id = c.event_id
+ORDER BY c.next_attempt_at, c.id`
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, claimDeliveries, destination, limit, micros(lease))
+	if err != nil {
+		return nil, unavailable("claim", err)
+	}
+	claims, err := collect(rows, func(sc scanner) (store.Claim, error) {
+		var c store.Claim
+		dd, ddone := deliveryDest(&c.Delivery)
+		ed, edone := eventDest(&c.Event)
+		if err := sc.Scan(append(dd, ed...)...); err != nil {
+			return c, err
+		}
+		ddone()
+		return c, edone()
+	})
+	return claims, unavailable("claim", err)
+}
+
+// finishDelivery records one outcome if its attempt still holds the claim
+// and answers 1, else changes nothing and answers 0.
+const finishDelivery = `WITH u AS (
+	UPDATE deliveries
+	SET status = $3, next_attempt_at = now() + $4::bigint * interval '1 microsecond', lease_until = NULL, updated_at = now()
+	WHERE id = $1 AND attempt_count = $2 AND status = 'delivering'
+	RETURNING id
+), a AS (
+	INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
+	SELECT id, $2, $5, $6, $7, $8, $9 FROM u
+	ON CONFLICT (delivery_id, number) DO NOTHING
+)
+SELECT count(*) FROM u`
+
+// Finish implements store.Store. All outcomes go in one batch, one round
+// trip, run by the server as one implicit transaction.
+func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
+	if len(outs) == 0 {
+		return nil, nil
+	}
+	var lost []string
+	b := &pgx.Batch{}
+	for _, o := range outs {
+		switch o.Status {
+		case anyhook.StatusDelivered, anyhook.StatusPending, anyhook.StatusDead:
+		default:
+			return nil, fmt.Errorf("finish delivery %s: status %q is not delivered, pending or dead: %w", o.DeliveryID, o.Status, anyhook.ErrInvalid)
+		}
+		var retryIn time.Duration
+		if o.Status == anyhook.StatusPending {
+			retryIn = o.RetryIn
+		}
+		r := o.Result
+		b.Queue(finishDelivery, o.DeliveryID, o.Attempt, string(o.Status), micros(retryIn),
+			r.StartedAt, r.Duration.Microseconds(), r.StatusCode, text(r.Error), r.ResponseBody,
+		).QueryRow(func(row pgx.Row) error {
+			var n int
+			if err := row.Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				lost = append(lost, o.DeliveryID)
+			}
+			return nil
+		})
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, unavailable("finish", err)
+	}
+	return lost, nil
+}
+
+// rescueDelivery moves one expired claim to its new status and records
+// the attempt whose outcome nobody knows.
+var rescueDelivery = `WITH u AS (
+	UPDATE deliveries SET status = $2, next_attempt_at = now(), lease_until = NULL, updated_at = now()
+	WHERE id = $1 AND status = 'delivering'
+	RETURNING ` + deliveryCols + `
+), a AS (
+	INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error)
+	SELECT id, $3, $4, 0, 0, $5 FROM u
+	ON CONFLICT (delivery_id, number) DO NOTHING
+)
+SELECT ` + deliveryCols + ` FROM u`
+
+// Rescue implements store.Store. The expired claims are locked with SKIP
+// LOCKED, so rescuers of several processes split them instead of handling
+// one twice, and a Finish racing with the rescue waits for it and then
+// finds its claim lost.
+func (s *Store) Rescue(ctx context.Context, rule func(destination string) store.StaleRule) ([]anyhook.Delivery, error) {
+	var changed []anyhook.Delivery
+	err := s.tx(ctx, "rescue", func(tx pgx.Tx) error {
+		changed = nil
+		rows, err := tx.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries
+			WHERE status = 'delivering' AND lease_until < now()
+			ORDER BY lease_until FOR UPDATE SKIP LOCKED`)
+		if err != nil {
+			return unavailable("rescue", err)
+		}
+		expired, err := collect(rows, scanDelivery)
+		if err != nil {
+			return unavailable("rescue", err)
+		}
+		if len(expired) == 0 {
+			return nil
+		}
+		b := &pgx.Batch{}
+		for _, d := range expired {
+			a := store.LostAttempt(d)
+			b.Queue(rescueDelivery, d.ID, string(store.RescueStatus(d, rule(d.Destination))), a.Number, a.StartedAt, a.Error).
+				QueryRow(func(row pgx.Row) error {
+					nd, err := scanDelivery(row)
+					if err != nil {
+						return err
+					}
+					changed = append(changed, nd)
+					return nil
+				})
+		}
+		return unavailable("rescue", tx.SendBatch(ctx, b).Close())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return changed, nil
+}
+
+// Replay implements store.Store.
+func (s *Store) Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error) {
+	ids := make([]string, len(destinations))
+	for i := range ids {
+		ids[i] = s.newID()
+	}
+	var exists bool
+	var made []anyhook.Delivery
+	b := &pgx.Batch{}
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)`, eventID).QueryRow(func(row pgx.Row) error { return row.Scan(&exists) })
+	b.Queue(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
+		SELECT d.id, e.id, d.destination, 'pending', true, now(), now(), now()
+		FROM events e CROSS JOIN unnest($2::text[], $3::text[]) AS d (id, destination)
+		WHERE e.id = $1
+		RETURNING `+deliveryCols, eventID, ids, destinations).Query(func(rows pgx.Rows) error {
+		var err error
+		made, err = collect(rows, scanDelivery)
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, unavailable("replay", err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("event %s: %w", eventID, anyhook.ErrNotFound)
+	}
+	// In the order of destinations.
+	byID := make(map[string]anyhook.Delivery, len(made))
+	for _, d := range made {
+		byID[d.ID] = d
+	}
+	out := make([]anyhook.Delivery, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, byID[id])
+	}
+	return out, nil
+}
+
+// ReplayDeliveries implements store.Store.
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (int, error) {
+	var n int
+	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
+		where, args := deliveryWhere(f)
+		rows, err := tx.Query(ctx, `SELECT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.id`, args...)
+		if err != nil {
+			return unavailable("replay", err)
+		}
+		var ids, events, dests []string
+		for rows.Next() {
+			var ev, dest string
+			if err := rows.Scan(&ev, &dest); err != nil {
+				rows.Close()
+				return unavailable("replay", err)
+			}
+			ids, events, dests = append(ids, s.newID()), append(events, ev), append(dests, dest)
+		}
+		if err := rows.Err(); err != nil {
+			return unavailable("replay", err)
+		}
+		n = len(ids)
+		if n == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
+			SELECT d.id, d.event_id, d.destination, 'pending', true, now(), now(), now()
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS d (id, event_id, destination)`, ids, events, dests)
+		return unavailable("replay", err)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Resolve implements store.Store.
+func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error) {
+	var d anyhook.Delivery
+	err := s.tx(ctx, "resolve", func(tx pgx.Tx) error {
+		var now time.Time
+		dest, done := deliveryDest(&d)
+		err := tx.QueryRow(ctx, `SELECT `+deliveryCols+`, now() FROM deliveries WHERE id = $1 FOR UPDATE`, deliveryID).Scan(append(dest, &now)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
+		}
+		if err != nil {
+			return unavailable("resolve", err)
+		}
+		done()
+		status, note, err := store.Resolution(d, action, now)
+		if err != nil {
+			return err
+		}
+		d, err = scanDelivery(tx.QueryRow(ctx, `UPDATE deliveries
+			SET status = $2, note = $3, next_attempt_at = now(), lease_until = NULL, updated_at = now()
+			WHERE id = $1 RETURNING `+deliveryCols, deliveryID, string(status), note))
+		return unavailable("resolve", err)
+	})
+	return d, err
+}
+
+// SetPaused implements store.Store.
+func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO destinations (name, paused) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, destination, paused)
+	return unavailable("pause", err)
+}
+
+// Paused implements store.Store.
+func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name FROM destinations WHERE paused`)
+	if err != nil {
+		return nil, unavailable("paused", err)
+	}
+	names, err := collect(rows, func(sc scanner) (string, error) {
+		var name string
+		return name, sc.Scan(&name)
+	})
+	if err != nil {
+		return nil, unavailable("paused", err)
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m, nil
+}
+
+// text makes s storable in a text column, which refuses NUL bytes and
+// invalid UTF-8: an attempt's error message must never fail the batch that
+// records it.
+func text(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}

@@ -1,0 +1,205 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// insertEvent inserts an event and, only if it was new, its deliveries: one
+// statement, one round trip. The unique index on (source, dedup_key) makes
+// a concurrent identical insert wait for the first one's transaction and
+// then do nothing, so it returns no row and the caller counts a duplicate.
+const insertEvent = `WITH ev AS (
+	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	ON CONFLICT (source, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+	RETURNING id
+), dl AS (
+	INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
+	SELECT d.id, ev.id, d.destination, $14, $15, now(), now(), now()
+	FROM ev CROSS JOIN unnest($12::text[], $13::text[]) AS d (id, destination)
+)
+SELECT id FROM ev`
+
+const countDuplicate = `UPDATE events SET duplicates = duplicates + 1 WHERE source = $1 AND dedup_key = $2 RETURNING id`
+
+// ingestTx is one Ingest transaction on one connection. Statements that need
+// no answer of their own (BEGIN, releasing the previous item's savepoint)
+// ride in the next batch, so a batch of one new event without ordering
+// rules costs two round trips: [BEGIN, SAVEPOINT, insert] and [COMMIT].
+type ingestTx struct {
+	conn    *pgxpool.Conn
+	pending []string // statements to send ahead of the next batch
+	begun   bool     // BEGIN was sent
+	done    bool     // committed or rolled back
+}
+
+func (t *ingestTx) batch() *pgx.Batch {
+	b := &pgx.Batch{}
+	for _, q := range t.pending {
+		b.Queue(q)
+	}
+	t.pending = t.pending[:0]
+	return b
+}
+
+func (t *ingestTx) send(ctx context.Context, b *pgx.Batch) error {
+	return t.conn.SendBatch(ctx, b).Close()
+}
+
+// Ingest implements store.Store: one transaction per batch, a savepoint per
+// item, so one failing item does not fail its batch-mates.
+func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, unavailable("ingest", err)
+	}
+	t := &ingestTx{conn: conn, pending: []string{"BEGIN"}}
+	defer func() {
+		if t.begun && !t.done {
+			// If this fails the connection is left in a transaction and
+			// the pool destroys it on Release, which rolls back.
+			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		conn.Release()
+	}()
+	res := make([]store.IngestResult, len(evs))
+	for i := range evs {
+		r, err := s.ingestItem(ctx, t, &evs[i])
+		if err != nil {
+			return nil, err
+		}
+		res[i] = r
+	}
+	b := t.batch()
+	if !t.begun {
+		return res, nil // nothing to ingest
+	}
+	b.Queue("COMMIT")
+	if err := t.send(ctx, b); err != nil {
+		return nil, unavailable("ingest: commit", err)
+	}
+	t.done = true
+	return res, nil
+}
+
+// ingestItem records one item under the savepoint "item". An error of the
+// item is rolled back to the savepoint and reported in its result; an error
+// of the connection or the server fails the batch.
+func (s *Store) ingestItem(ctx context.Context, t *ingestTx, ne *store.NewEvent) (store.IngestResult, error) {
+	headers, err := store.EncodeHeader(ne.Event.Header)
+	if err != nil {
+		return store.IngestResult{Err: fmt.Errorf("event %s: headers: %w: %w", ne.Event.ID, anyhook.ErrInvalid, err)}, nil
+	}
+	r, err := s.ingestOne(ctx, t, ne, headers)
+	if err == nil {
+		return r, nil
+	}
+	if !itemLevel(err) {
+		return store.IngestResult{}, unavailable("ingest", err)
+	}
+	if _, rerr := t.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT item"); rerr != nil {
+		return store.IngestResult{}, unavailable("ingest", errors.Join(err, rerr))
+	}
+	return store.IngestResult{Err: itemError(ne.Event.ID, err)}, nil
+}
+
+// itemError classifies the failure of one item: bad data (a NUL byte or
+// invalid UTF-8 in a text field) is invalid; a deadlock or lock timeout is
+// transient, so ingest answers 503 and the provider retries.
+func itemError(id string, err error) error {
+	switch state := sqlState(err); {
+	case len(state) >= 2 && state[:2] == "22":
+		return fmt.Errorf("event %s: %w: %w", id, anyhook.ErrInvalid, err)
+	case len(state) >= 2 && (state[:2] == "40" || state[:2] == "55"):
+		return fmt.Errorf("event %s: %w: %w", id, anyhook.ErrUnavailable, err)
+	}
+	return fmt.Errorf("event %s: %w", id, err)
+}
+
+func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, headers []byte) (store.IngestResult, error) {
+	ev := &ne.Event
+	b := t.batch()
+	if t.begun {
+		// The previous item's savepoint, whatever its fate, is done with.
+		b.Queue("RELEASE SAVEPOINT item")
+	}
+	t.begun = true
+	b.Queue("SAVEPOINT item")
+
+	stale := false
+	if ev.Object != "" {
+		// The high-water mark of (source, object): make sure its row
+		// exists, then lock it, so concurrent events of one object take
+		// turns and the mark only grows.
+		var inserted bool
+		var mark string
+		b.Queue(`INSERT INTO versions (source, object, version) VALUES ($1, $2, $3) ON CONFLICT (source, object) DO NOTHING`,
+			ev.Source, ev.Object, ev.Version).Exec(func(ct pgconn.CommandTag) error {
+			inserted = ct.RowsAffected() == 1
+			return nil
+		})
+		b.Queue(`SELECT version FROM versions WHERE source = $1 AND object = $2 FOR UPDATE`, ev.Source, ev.Object).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&mark) })
+		if err := t.send(ctx, b); err != nil {
+			return store.IngestResult{}, err
+		}
+		b = &pgx.Batch{}
+		if !inserted {
+			switch c := store.CompareVersions(ev.Version, mark); {
+			case c < 0:
+				stale = true
+			case c > 0:
+				b.Queue(`UPDATE versions SET version = $3 WHERE source = $1 AND object = $2`, ev.Source, ev.Object, ev.Version)
+			}
+		}
+	}
+
+	status := anyhook.StatusPending
+	if stale && ne.StaleSkip {
+		status = anyhook.StatusSkipped
+	}
+	ids := make([]string, len(ne.Destinations))
+	for i := range ids {
+		ids[i] = s.newID()
+	}
+	isNew := false
+	b.Queue(insertEvent,
+		ev.ID, ev.Source, nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, nonNil(ev.Body),
+		nullable(ev.Object), nullable(ev.Version), stale,
+		ids, ne.Destinations, string(status), stale && !ne.StaleSkip,
+	).QueryRow(func(row pgx.Row) error {
+		var id string
+		err := row.Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		isNew = err == nil
+		return err
+	})
+	if err := t.send(ctx, b); err != nil {
+		return store.IngestResult{}, err
+	}
+	if isNew {
+		return store.IngestResult{ID: ev.ID, Stale: stale}, nil
+	}
+
+	// A duplicate: undo the version mark this item may have moved, and
+	// count it on the original.
+	var id string
+	b = &pgx.Batch{}
+	b.Queue("ROLLBACK TO SAVEPOINT item")
+	b.Queue(countDuplicate, ev.Source, ev.DedupKey).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+	if err := t.send(ctx, b); err != nil {
+		return store.IngestResult{}, err
+	}
+	return store.IngestResult{ID: id, Duplicate: true}, nil
+}

@@ -1,0 +1,253 @@
+// Package postgres is the scale-out store: any number of gateway processes
+// share one PostgreSQL database through a pgx connection pool.
+//
+// Everything the store decides by time (leases, due retries, creation and
+// update times) is judged by the database clock, now(), so processes with
+// skewed clocks still agree; callers pass durations only. Claims use
+// FOR UPDATE SKIP LOCKED, so workers of many processes share a destination's
+// queue without blocking each other, and an attempt's outcome is fenced by
+// (delivery, attempt number, status delivering). Deduplication rests on a
+// unique index, so concurrent identical requests in any number of processes
+// yield one event. See docs/postgres.md.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Options tune a Store.
+type Options struct {
+	// MaxConns caps the connection pool of this process. Default: the DSN's
+	// pool_max_conns if set, else pgxpool's default (the larger of 4 and
+	// the number of CPUs).
+	MaxConns int32
+	// NewID makes event and delivery ids; default store.NewID.
+	NewID func() string
+}
+
+// Store is the PostgreSQL backend of store.Store.
+type Store struct {
+	pool  *pgxpool.Pool
+	newID func() string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database named by dsn (a postgres:// URL or a
+// key=value string), checks that it answers and applies pending
+// migrations. An unreachable database is an error wrapping
+// anyhook.ErrUnavailable.
+func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgconn redacts the password from its message.
+		return nil, fmt.Errorf("postgres: %w: %w", anyhook.ErrInvalid, err)
+	}
+	if opt.MaxConns > 0 {
+		cfg.MaxConns = opt.MaxConns
+	}
+	where := fmt.Sprintf("postgres %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: %w", where, unavailable("connect", err))
+	}
+	s := &Store{pool: pool, newID: opt.NewID}
+	if s.newID == nil {
+		s.newID = store.NewID
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return s, nil
+}
+
+// Close closes the pool; it waits for connections in use to be returned.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return unavailable("ping", s.pool.Ping(ctx))
+}
+
+// tx runs fn in a transaction and commits it. Errors of fn are returned as
+// they are; failing to begin or commit is unavailability.
+func (s *Store) tx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback(ctx) // a failed rollback closes the connection, which rolls back too
+		return err
+	}
+	return unavailable(op, tx.Commit(ctx))
+}
+
+// unavailable marks an error of the database itself (not of one item) so
+// ingest answers 503 and workers back off. nil stays nil.
+func unavailable(op string, err error) error {
+	if err == nil || errors.Is(err, anyhook.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%s: %w: %w", op, anyhook.ErrUnavailable, err)
+}
+
+// itemLevel reports whether err is the server refusing one statement (a
+// constraint, bad data, a deadlock) rather than the connection or the
+// server failing; after it the transaction can go on past a savepoint.
+func itemLevel(err error) bool {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true // a row this item needed was not there
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) < 2 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "08", // connection exception
+		"53", // insufficient resources
+		"57", // operator intervention: shutdown, cancel, statement timeout
+		"58", // system error
+		"XX": // internal error
+		return false
+	}
+	return true
+}
+
+// sqlState returns the SQLSTATE of err, or "".
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// Column lists, each name prefixed by p, in the order scanDelivery and
+// scanEvent read them.
+func deliveryColumns(p string) string {
+	return strings.NewReplacer("$", p).Replace(`$id, $event_id, $destination, $status, $replay, $stale, $attempt_count, $next_attempt_at, $lease_until, $created_at, $updated_at, $note`)
+}
+
+func eventColumns(p string) string {
+	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates`)
+}
+
+var (
+	deliveryCols = deliveryColumns("")
+	eventCols    = eventColumns("")
+)
+
+type scanner interface{ Scan(...any) error }
+
+// deliveryDest returns the scan destinations of a delivery, and a func to
+// call after the scan to finish the conversion.
+func deliveryDest(d *anyhook.Delivery) ([]any, func()) {
+	var status string
+	var lease pgtype.Timestamptz
+	dest := []any{&d.ID, &d.EventID, &d.Destination, &status, &d.Replay, &d.Stale, &d.AttemptCount, &d.NextAttemptAt, &lease, &d.CreatedAt, &d.UpdatedAt, &d.Note}
+	return dest, func() {
+		d.Status = anyhook.DeliveryStatus(status)
+		d.LeaseUntil = time.Time{}
+		if lease.Valid {
+			d.LeaseUntil = lease.Time
+		}
+		d.NextAttemptAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = utc(d.NextAttemptAt), utc(d.LeaseUntil), utc(d.CreatedAt), utc(d.UpdatedAt)
+	}
+}
+
+func scanDelivery(sc scanner) (anyhook.Delivery, error) {
+	var d anyhook.Delivery
+	dest, done := deliveryDest(&d)
+	if err := sc.Scan(dest...); err != nil {
+		return d, err
+	}
+	done()
+	return d, nil
+}
+
+// eventDest is deliveryDest for an event.
+func eventDest(ev *anyhook.Event) ([]any, func() error) {
+	var headers []byte
+	dest := []any{&ev.ID, &ev.Source, &ev.DedupKey, &ev.ReceivedAt, &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates}
+	return dest, func() error {
+		ev.ReceivedAt = utc(ev.ReceivedAt)
+		if ev.Body == nil {
+			ev.Body = []byte{}
+		}
+		var err error
+		ev.Header, err = store.DecodeHeader(headers)
+		if err != nil {
+			return fmt.Errorf("event %s: headers: %w", ev.ID, err)
+		}
+		return nil
+	}
+}
+
+func scanEvent(sc scanner) (anyhook.Event, error) {
+	var ev anyhook.Event
+	dest, done := eventDest(&ev)
+	if err := sc.Scan(dest...); err != nil {
+		return ev, err
+	}
+	return ev, done()
+}
+
+// collect scans every row with scan.
+func collect[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// micros is a duration as the bigint the queries multiply by
+// interval '1 microsecond'.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,361 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/store/storetest"
+)
+
+// Small pools: the tests run in parallel against one server, and other
+// packages' tests share it.
+const testConns = 4
+
+func openDSN(t *testing.T, dsn string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: testConns})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func open(t *testing.T) store.Store { return openDSN(t, pgtest.DSN(t)) }
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, open)
+}
+
+func newEvent(source, key string, dests ...string) store.NewEvent {
+	return store.NewEvent{
+		Event: anyhook.Event{
+			ID: store.NewID(), Source: source, DedupKey: key, ReceivedAt: time.Now(),
+			Method: "POST", Path: "/webhooks/" + source,
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   []byte(`{"id":"` + key + `"}`),
+		},
+		Destinations: dests,
+	}
+}
+
+func query[T any](t *testing.T, dsn, sql string) T {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var v T
+	if err := c.QueryRow(t.Context(), sql).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return v
+}
+
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	const n = 8
+	stores := make([]*postgres.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { stores[i], errs[i] = postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 2}) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open %d: %v", i, err)
+			continue
+		}
+		stores[i].Close()
+	}
+	if got := query[int64](t, dsn, `SELECT count(*) FROM schema_migrations`); got != 1 {
+		t.Fatalf("schema_migrations has %d rows, want 1 (each migration applied once)", got)
+	}
+	if got := query[int64](t, dsn, `SELECT count(*) FROM pg_tables WHERE tablename = 'events'`); got != 1 {
+		t.Fatalf("%d events tables", got)
+	}
+}
+
+func TestSchemaNewerThanBinary(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn).Close()
+	query[int](t, dsn, `INSERT INTO schema_migrations (version, name) VALUES (999, '0999_future.sql') RETURNING version`)
+	_, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 1})
+	if err == nil || !strings.Contains(err.Error(), "newer than this binary") {
+		t.Fatalf("Open on a newer schema: err = %v, want one saying the schema is newer", err)
+	}
+	if errors.Is(err, anyhook.ErrUnavailable) {
+		t.Fatalf("a newer schema is not unavailability: %v", err)
+	}
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there now
+	_, err = postgres.Open(t.Context(), "postgres://postgres@"+addr+"/anyhook?sslmode=disable&connect_timeout=10", postgres.Options{})
+	if !errors.Is(err, anyhook.ErrUnavailable) {
+		t.Fatalf("Open(unreachable) err = %v, want ErrUnavailable", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, addr) || strings.Contains(msg, "\n") {
+		t.Fatalf("error %q should be one line naming %s", msg, addr)
+	}
+	if _, err := postgres.Open(t.Context(), "postgres://%zz", postgres.Options{}); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("Open(bad url) err = %v, want ErrInvalid", err)
+	}
+}
+
+// proxy is a TCP proxy to the test server that the test can take down,
+// cutting every connection, and bring back on the same address.
+type proxy struct {
+	t      *testing.T
+	addr   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]bool
+	active sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	p := &proxy{t: t, addr: "127.0.0.1:0", conns: map[net.Conn]bool{}}
+	p.up(target)
+	t.Cleanup(p.down)
+	return p
+}
+
+func (p *proxy) up(target string) {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("proxy listen: %v", err)
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	p.active.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			if !p.track(c, up) {
+				return
+			}
+			pipe := func(dst, src net.Conn) {
+				io.Copy(dst, src)
+				dst.Close()
+				src.Close()
+			}
+			p.active.Go(func() { pipe(up, c) })
+			p.active.Go(func() { pipe(c, up) })
+		}
+	})
+}
+
+func (p *proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = true
+	}
+	return true
+}
+
+// down refuses new connections and cuts the open ones.
+func (p *proxy) down() {
+	p.mu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+	p.mu.Unlock()
+	p.active.Wait()
+}
+
+func TestConnectionLoss(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := u.Host
+	p := startProxy(t, server)
+	u.Host = p.addr
+	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	if _, err := s.Ingest(ctx, []store.NewEvent{newEvent("stripe", "before", "billing")}); err != nil {
+		t.Fatalf("Ingest before the outage: %v", err)
+	}
+
+	p.down()
+	if _, err := s.Ingest(ctx, []store.NewEvent{newEvent("stripe", "during", "billing")}); !errors.Is(err, anyhook.ErrUnavailable) {
+		t.Fatalf("Ingest during the outage: err = %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Claim(ctx, "billing", 10, time.Minute); !errors.Is(err, anyhook.ErrUnavailable) {
+		t.Fatalf("Claim during the outage: err = %v, want ErrUnavailable", err)
+	}
+	if err := s.Ping(ctx); !errors.Is(err, anyhook.ErrUnavailable) {
+		t.Fatalf("Ping during the outage: err = %v, want ErrUnavailable", err)
+	}
+
+	// Back up: the pool drops its dead connections as it meets them (at
+	// most one per failed call) and the store resumes by itself.
+	p.up(server)
+	var res []store.IngestResult
+	for try := 0; ; try++ {
+		res, err = s.Ingest(ctx, []store.NewEvent{newEvent("stripe", "after", "billing")})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, anyhook.ErrUnavailable) || try > testConns {
+			t.Fatalf("Ingest after the outage (try %d): %v", try, err)
+		}
+	}
+	if res[0].Err != nil || res[0].Duplicate {
+		t.Fatalf("after the outage: %+v", res[0])
+	}
+	if evs, _, err := s.ListEvents(ctx, store.EventFilter{Q: "during"}); err != nil || len(evs) != 0 {
+		t.Fatalf("a failed ingest left %d events (%v)", len(evs), err)
+	}
+
+	s.Close()
+	if _, err := s.Ingest(ctx, []store.NewEvent{newEvent("stripe", "closed", "billing")}); !errors.Is(err, anyhook.ErrUnavailable) {
+		t.Fatalf("Ingest on a closed store: err = %v, want ErrUnavailable", err)
+	}
+}
+
+// Two stores on one database behave like two gateway processes.
+func TestTwoProcesses(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	a, b := openDSN(t, dsn), openDSN(t, dsn)
+	procs := []*postgres.Store{a, b}
+
+	const n = 40
+	results := make([]store.IngestResult, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var res []store.IngestResult
+			res, errs[i] = procs[i%2].Ingest(context.Background(), []store.NewEvent{newEvent("stripe", "evt_same", "billing")})
+			if errs[i] == nil {
+				results[i] = res[0]
+			}
+		})
+	}
+	wg.Wait()
+	newOnes := 0
+	for i, r := range results {
+		if errs[i] != nil || r.Err != nil {
+			t.Fatalf("ingest %d: %v %v", i, errs[i], r.Err)
+		}
+		if !r.Duplicate {
+			newOnes++
+		}
+	}
+	if newOnes != 1 {
+		t.Fatalf("%d new events from %d identical ingests in two processes", newOnes, n)
+	}
+
+	var batch []store.NewEvent
+	for i := range 50 {
+		batch = append(batch, newEvent("stripe", "evt_"+strconv.Itoa(i), "billing"))
+	}
+	if _, err := a.Ingest(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	for w := range 6 {
+		wg.Go(func() {
+			for {
+				cs, err := procs[w%2].Claim(context.Background(), "billing", 5, time.Minute)
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if len(cs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range cs {
+					seen[c.Delivery.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != 51 {
+		t.Fatalf("claimed %d distinct deliveries, want 51", len(seen))
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Fatalf("delivery %s claimed %d times", id, k)
+		}
+	}
+}
+
+// A value PostgreSQL's text type refuses fails its own item only, as
+// invalid, not the batch and not as unavailability.
+func TestUnstorableItemIsolated(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	bad := newEvent("stripe", "evt_\x00nul", "billing")
+	res, err := s.Ingest(t.Context(), []store.NewEvent{newEvent("stripe", "ok1", "billing"), bad, newEvent("stripe", "ok2", "billing")})
+	if err != nil {
+		t.Fatalf("Ingest: %v", err)
+	}
+	if res[0].Err != nil || res[2].Err != nil {
+		t.Fatalf("good items failed: %+v", res)
+	}
+	if !errors.Is(res[1].Err, anyhook.ErrInvalid) {
+		t.Fatalf("bad item err = %v, want ErrInvalid", res[1].Err)
+	}
+	if _, err := s.Finish(t.Context(), []store.Outcome{{DeliveryID: "x", Attempt: 1, Status: anyhook.StatusHeld}}); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("Finish with status held: err = %v, want ErrInvalid", err)
+	}
+}
