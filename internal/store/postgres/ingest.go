@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,6 +56,10 @@ func (t *ingestTx) send(ctx context.Context, b *pgx.Batch) error {
 	return t.conn.SendBatch(ctx, b).Close()
 }
 
+// rollbackTimeout bounds the rollback of a failed ingest, which runs even
+// when the caller's context is done.
+const rollbackTimeout = 5 * time.Second
+
 // Ingest implements store.Store: one transaction per batch, a savepoint per
 // item, so one failing item does not fail its batch-mates.
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
@@ -67,7 +72,9 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 		if t.begun && !t.done {
 			// If this fails the connection is left in a transaction and
 			// the pool destroys it on Release, which rolls back.
-			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			conn.Exec(rctx, "ROLLBACK")
+			cancel()
 		}
 		conn.Release()
 	}()

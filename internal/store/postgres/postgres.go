@@ -37,6 +37,9 @@ type Options struct {
 	NewID func() string
 }
 
+// defaultConnectTimeout applies when the DSN sets no connect_timeout.
+const defaultConnectTimeout = 10 * time.Second
+
 // Store is the PostgreSQL backend of store.Store.
 type Store struct {
 	pool  *pgxpool.Pool
@@ -57,6 +60,11 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	}
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// An unreachable host fails the start (or the call) instead of
+		// hanging on a silent network.
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	where := fmt.Sprintf("postgres %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
