@@ -19,8 +19,10 @@ import (
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
+	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
@@ -82,7 +84,10 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	alerts, err := alert.New(cfg.Alerts, alert.Options{Logger: log, UserAgent: "AnyHook/" + Version})
+	stats, _ := st.(store.StatsReader)
+	mx := metrics.New(metrics.Options{Stats: stats, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
+	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: mx.AlertTransport(http.DefaultTransport.(*http.Transport).Clone())}
+	alerts, err := alert.New(cfg.Alerts, alert.Options{Logger: log, UserAgent: "AnyHook/" + Version, Client: alertClient})
 	if err != nil {
 		if opt.Store == nil {
 			st.Close()
@@ -99,12 +104,16 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		UserAgent:    "AnyHook/" + Version,
 		OnDead:       func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) },
 		OnHeld:       func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) },
+		OnFailing:    func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) },
+		OnRecovered:  func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) },
+		Observer:     mx,
 	})
 	ih := ingest.New(ingest.Options{
 		Sources:  sources,
 		Recorder: g.batcher,
 		Logger:   log,
 		Recorded: g.engine.Wake,
+		Observer: mx,
 	})
 	bySource := map[string][]string{}
 	for _, name := range cfg.SourceOrder {
@@ -117,9 +126,29 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
 	})
+	dash, err := dashboard.New(dashboard.Options{
+		Store:        st,
+		API:          api.Handler(),
+		Token:        cfg.AdminToken,
+		Sources:      bySource,
+		Destinations: cfg.DestinationOrder,
+		Health:       g.engine.Health,
+		Logger:       log,
+		Version:      Version,
+	})
+	if err != nil {
+		if opt.Store == nil {
+			st.Close()
+		}
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /webhooks/{source}", ih)
-	mux.Handle("/", api.Handler())
+	mux.Handle("/api/", api.Handler())
+	mux.Handle("/healthz", api.Handler())
+	mux.Handle("/readyz", api.Handler())
+	mux.Handle("GET /metrics", metrics.RequireToken(cfg.AdminToken, mx.Handler()))
+	mux.Handle("/", dash.Handler()) // the dashboard: every other path
 	g.handler = mux
 	return g, nil
 }
@@ -188,7 +217,17 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	})
 }
 
-// Handler is the gateway's HTTP handler (ingest, admin API, health).
+// healthAlert raises a destination's failing or recovered alert.
+func (g *Gateway) healthAlert(kind string, h delivery.Health) {
+	msg := fmt.Sprintf("%d consecutive failed attempts since %s; last error: %s", h.Streak, h.Since.UTC().Format(time.RFC3339), h.LastError)
+	if kind == alert.DestinationRecovered {
+		msg = fmt.Sprintf("delivering again after %d consecutive failed attempts since %s", h.Streak, h.Since.UTC().Format(time.RFC3339))
+	}
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: time.Now()})
+}
+
+// Handler is the gateway's HTTP handler (ingest, admin API, health,
+// metrics, dashboard).
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Store is the gateway's store.

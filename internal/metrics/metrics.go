@@ -9,8 +9,11 @@ package metrics
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -213,4 +216,24 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for d, t := range qs.LastDelivered {
 		ch <- prometheus.MustNewConstMetric(lastDeliveredDesc, prometheus.GaugeValue, float64(t.UnixNano())/1e9, d)
 	}
+}
+
+// RequireToken lets a scrape through only with "Authorization: Bearer
+// <token>" (Prometheus: authorization: {credentials: …}); token "" lets
+// everything through, as the admin API does on a loopback listener.
+func RequireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="anyhook"`)
+			http.Error(w, "metrics need the admin token: Authorization: Bearer <admin_token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -22,6 +22,18 @@ type StatsReader interface {
 	// clock), the events received and the deliveries that finished
 	// (delivered or dead) per destination.
 	Activity(ctx context.Context, q ActivityQuery) (Activity, error)
+	// DeliveryStates returns the deliveries of each of the given events
+	// (at most 500) without their attempts, oldest first: what an event
+	// list shows per row.
+	DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]DeliveryState, error)
+}
+
+// DeliveryState is a delivery in brief.
+type DeliveryState struct {
+	ID          string
+	Destination string
+	Status      anyhook.DeliveryStatus
+	Replay      bool
 }
 
 // UnfinishedStatuses are the delivery statuses QueueStats counts. Delivered

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -148,4 +149,34 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 		m[dest][bucket(b)] += c
 	}
 	return act, unavailable(rows.Err())
+}
+
+// DeliveryStates implements store.StatsReader through deliveries_event.
+func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]store.DeliveryState, error) {
+	out := map[string][]store.DeliveryState{}
+	if len(eventIDs) == 0 {
+		return out, nil
+	}
+	if len(eventIDs) > 500 {
+		return nil, fmt.Errorf("delivery states of %d events: at most 500: %w", len(eventIDs), anyhook.ErrInvalid)
+	}
+	args := make([]any, len(eventIDs))
+	for i, id := range eventIDs {
+		args[i] = id
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT event_id, id, destination, status, replay FROM deliveries
+		WHERE event_id IN (`+placeholders(len(args))+`) ORDER BY id`, args...)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ev string
+		var d store.DeliveryState
+		if err := rows.Scan(&ev, &d.ID, &d.Destination, &d.Status, &d.Replay); err != nil {
+			return nil, unavailable(err)
+		}
+		out[ev] = append(out[ev], d)
+	}
+	return out, unavailable(rows.Err())
 }

@@ -1,0 +1,238 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// apiResult is the answer of an in-process admin API call.
+type apiResult struct {
+	status int
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (a *apiResult) Header() http.Header { return a.header }
+func (a *apiResult) Write(b []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	return a.body.Write(b)
+}
+func (a *apiResult) WriteHeader(code int) {
+	if a.status == 0 {
+		a.status = code
+	}
+}
+
+// ok reports a 2xx answer.
+func (a *apiResult) ok() bool { return a.status >= 200 && a.status < 300 }
+
+// message is the API's error message, or a generic one.
+func (a *apiResult) message() string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(a.body.Bytes(), &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	return fmt.Sprintf("the admin API answered %d", a.status)
+}
+
+// callAPI sends one request to the admin API in-process, as the admin
+// token's holder, on behalf of the person whose session r carries.
+func (d *Dashboard) callAPI(r *http.Request, method, path string, body any, out any) (*apiResult, error) {
+	var rd bytes.Buffer
+	if body != nil {
+		if err := json.NewEncoder(&rd).Encode(body); err != nil {
+			return nil, err
+		}
+	}
+	req, err := http.NewRequestWithContext(r.Context(), method, path, &rd)
+	if err != nil {
+		return nil, err
+	}
+	req.RemoteAddr = r.RemoteAddr
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "AnyHook dashboard")
+	if d.opt.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.opt.Token)
+	}
+	res := &apiResult{header: http.Header{}}
+	d.opt.API.ServeHTTP(res, req)
+	if res.status == 0 {
+		res.status = http.StatusOK
+	}
+	if res.ok() && out != nil {
+		if err := json.Unmarshal(res.body.Bytes(), out); err != nil {
+			return res, fmt.Errorf("reading the admin API's answer to %s %s: %w", method, path, err)
+		}
+	}
+	return res, nil
+}
+
+// back redirects to the page the action was posted from (the form's
+// "back" field, a local path), else to fallback.
+func back(w http.ResponseWriter, r *http.Request, fallback string) {
+	to := r.PostForm.Get("back")
+	if to == "" {
+		to = fallback
+	}
+	http.Redirect(w, r, localPath(to), http.StatusSeeOther)
+}
+
+func parseForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		return &pageError{http.StatusBadRequest, "unreadable form"}
+	}
+	return nil
+}
+
+// POST /events/{id}/replay destination=…
+func (d *Dashboard) replayEvent(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	dest := strings.TrimSpace(r.PostForm.Get("destination"))
+	var out struct {
+		Deliveries []struct {
+			Destination string `json:"destination"`
+		} `json:"deliveries"`
+	}
+	res, err := d.callAPI(r, "POST", "/api/events/"+url.PathEscape(id)+"/replay", map[string]string{"destination": dest}, &out)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Replay failed: "+res.message())
+	} else {
+		var names []string
+		for _, x := range out.Deliveries {
+			names = append(names, x.Destination)
+		}
+		setFlash(w, r, false, "Replay queued to "+strings.Join(names, ", ")+".")
+	}
+	back(w, r, "/events/"+url.PathEscape(id))
+	return nil
+}
+
+var actionNames = map[string]string{
+	"resend":         "resent",
+	"mark_delivered": "marked delivered",
+	"discard":        "discarded",
+}
+
+// POST /deliveries/{id}/resolve action=…
+func (d *Dashboard) resolve(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	action := r.PostForm.Get("action")
+	res, err := d.callAPI(r, "POST", "/api/deliveries/"+url.PathEscape(id)+"/resolve", map[string]string{"action": action}, nil)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Delivery "+id+": "+res.message())
+	} else {
+		setFlash(w, r, false, "Delivery "+id+" "+actionNames[action]+".")
+	}
+	back(w, r, "/deliveries?status=held")
+	return nil
+}
+
+// POST /deliveries/resolve action=…&id=…&id=…
+func (d *Dashboard) resolveMany(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	action := r.PostForm.Get("action")
+	ids := r.PostForm["id"]
+	if len(ids) == 0 {
+		setFlash(w, r, true, "Select at least one delivery first.")
+		back(w, r, "/deliveries?status=held")
+		return nil
+	}
+	if len(ids) > 500 {
+		return &pageError{http.StatusBadRequest, "at most 500 deliveries at once"}
+	}
+	done, failed := 0, []string{}
+	for _, id := range ids {
+		res, err := d.callAPI(r, "POST", "/api/deliveries/"+url.PathEscape(id)+"/resolve", map[string]string{"action": action}, nil)
+		if err != nil {
+			return err
+		}
+		if res.ok() {
+			done++
+		} else if len(failed) < 5 {
+			failed = append(failed, id+": "+res.message())
+		}
+	}
+	msg := fmt.Sprintf("%d of %d deliveries %s.", done, len(ids), actionNames[action])
+	if len(failed) > 0 {
+		msg += " Failed: " + strings.Join(failed, "; ")
+	}
+	setFlash(w, r, done < len(ids), msg)
+	back(w, r, "/deliveries?status=held")
+	return nil
+}
+
+// POST /replay status=dead&destination=…&source=…
+//
+// Replays by filter through POST /api/replay: every selected delivery
+// gets a new replay delivery.
+func (d *Dashboard) bulkReplay(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	req := map[string]string{
+		"status":      r.PostForm.Get("status"),
+		"destination": r.PostForm.Get("destination"),
+		"source":      r.PostForm.Get("source"),
+	}
+	var out struct {
+		Count int `json:"count"`
+	}
+	res, err := d.callAPI(r, "POST", "/api/replay", req, &out)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Bulk replay failed: "+res.message())
+	} else {
+		setFlash(w, r, false, fmt.Sprintf("Replay queued for %d deliveries.", out.Count))
+	}
+	back(w, r, "/deliveries?status=dead")
+	return nil
+}
+
+// POST /destinations/{name}/pause|resume
+func (d *Dashboard) setPaused(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	name, action := r.PathValue("name"), r.PathValue("action")
+	if action != "pause" && action != "resume" {
+		return &pageError{http.StatusNotFound, "no such action: " + action}
+	}
+	res, err := d.callAPI(r, "POST", "/api/destinations/"+url.PathEscape(name)+"/"+action, nil, nil)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Destination "+name+": "+res.message())
+	} else {
+		setFlash(w, r, false, "Destination "+name+" "+map[string]string{"pause": "paused", "resume": "resumed"}[action]+".")
+	}
+	back(w, r, "/destinations")
+	return nil
+}

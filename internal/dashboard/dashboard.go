@@ -1,0 +1,334 @@
+// Package dashboard is the gateway's web console (SPEC §9), mounted at "/":
+// server-rendered pages (html/template) with their CSS and a little
+// JavaScript embedded in the binary, no CDN.
+//
+// Pages: an overview (ingest and delivery rates over the last hour,
+// success ratio, queue depth, oldest pending delivery, destination health,
+// with small SVG charts rendered on the server), the event list (filters,
+// keyset paging, live refresh), event detail (the exact request, every
+// delivery with every attempt, replay buttons), the dead and held queues
+// with per-row and bulk actions, and the destinations with pause/resume.
+//
+// # Security
+//
+// The admin token is typed into a login form once; the answer is a session
+// cookie (HttpOnly, SameSite=Strict, Secure when the request came over
+// TLS) holding an expiry and a nonce MACed with a key derived from the
+// token, so every instance sharing the token accepts it and changing the
+// token ends every session. Logging out revokes the nonce in this process
+// and clears the cookie. Every state-changing request (POST) must pass
+// net/http's CrossOriginProtection (Sec-Fetch-Site / Origin checks) on top
+// of the SameSite cookie. Pages carry a Content-Security-Policy without
+// inline scripts or styles, frame-ancestors 'none', X-Frame-Options DENY,
+// Referrer-Policy no-referrer and X-Content-Type-Options nosniff.
+//
+// # Reads and actions
+//
+// Pages read the store directly (Store, and the optional
+// store.StatsReader for aggregates: index range scans, never a scan of
+// all events). Actions (replay, resolve, pause) go through the admin API
+// in-process, so the two can never disagree on validation, and the API's
+// log records them the same way.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Store is the part of the storage contract the pages read.
+type Store interface {
+	Event(ctx context.Context, id string) (anyhook.Event, error)
+	ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error)
+	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
+	Paused(ctx context.Context) (map[string]bool, error)
+	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
+}
+
+// Options configure a Dashboard.
+type Options struct {
+	// Store is required. When it also implements store.StatsReader, the
+	// overview shows charts and the lists show delivery states.
+	Store Store
+	// API is the admin API handler; actions are sent to it in-process,
+	// with Token. Required.
+	API http.Handler
+	// Token is the admin token. "" turns the login off: allowed only where
+	// the admin API's authentication is off too (a loopback listener).
+	Token string
+	// Sources maps each source name to its destinations.
+	Sources map[string][]string
+	// Destinations are the configured destination names.
+	Destinations []string
+	// Health reports what the delivery engine has seen of each destination
+	// (failure streaks); nil: not shown.
+	Health func() map[string]delivery.Health
+	// SessionTTL is how long a login lasts; default 12h.
+	SessionTTL time.Duration
+	// Logger receives logins and failures; default: discard.
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Version is shown in the footer.
+	Version string
+}
+
+// Dashboard serves the pages. Create it with New.
+type Dashboard struct {
+	opt      Options
+	stats    store.StatsReader // nil when the store has none
+	sources  []string          // sorted
+	dests    []string          // sorted, unique
+	log      *slog.Logger
+	now      func() time.Time
+	sessions *sessions
+	pages    map[string]*template.Template
+	handler  http.Handler
+}
+
+// New returns the dashboard described by opt.
+func New(opt Options) (*Dashboard, error) {
+	if opt.Store == nil || opt.API == nil {
+		return nil, errors.New("dashboard: Store and API are required")
+	}
+	d := &Dashboard{opt: opt, log: opt.Logger, now: opt.Now}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if opt.SessionTTL <= 0 {
+		d.opt.SessionTTL = 12 * time.Hour
+	}
+	d.stats, _ = opt.Store.(store.StatsReader)
+	d.sources = slices.Sorted(maps.Keys(opt.Sources))
+	known := map[string]bool{}
+	for _, n := range opt.Destinations {
+		known[n] = true
+	}
+	for _, ds := range opt.Sources {
+		for _, n := range ds {
+			known[n] = true
+		}
+	}
+	d.dests = slices.Sorted(maps.Keys(known))
+	d.sessions = newSessions(opt.Token, d.opt.SessionTTL, d.now)
+	if err := d.parseTemplates(); err != nil {
+		return nil, err
+	}
+	d.handler = d.routes()
+	return d, nil
+}
+
+// Handler returns the handler serving every dashboard page and asset.
+func (d *Dashboard) Handler() http.Handler { return d.handler }
+
+func (d *Dashboard) parseTemplates() error {
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	fm := maps.Clone(funcs)
+	fm["ago"] = func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		if dt := d.now().Sub(t); dt >= 0 {
+			return human(dt) + " ago"
+		} else {
+			return "in " + human(-dt)
+		}
+	}
+	base, err := template.New("layout").Funcs(fm).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	d.pages = map[string]*template.Template{}
+	for _, n := range names {
+		page := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if page == "layout" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
+		d.pages[page] = t
+	}
+	return nil
+}
+
+// handlerFunc is a page or action: it writes a success itself and returns
+// a failure for adapt to render.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (d *Dashboard) routes() http.Handler {
+	mux := http.NewServeMux()
+	assets, _ := fs.Sub(assetFS, "assets")
+	mux.Handle("GET /assets/", http.StripPrefix("/assets/", cacheAssets(http.FileServerFS(assets))))
+	mux.Handle("GET /login", d.adapt(d.loginPage))
+	mux.Handle("POST /login", d.adapt(d.login))
+	mux.Handle("POST /logout", d.adapt(d.logout))
+
+	page := func(pattern string, h handlerFunc) { mux.Handle(pattern, d.requireSession(d.adapt(h))) }
+	page("GET /{$}", d.overview)
+	page("GET /events", d.events)
+	page("GET /events/{id}", d.event)
+	page("POST /events/{id}/replay", d.replayEvent)
+	page("GET /deliveries", d.deliveries)
+	page("POST /deliveries/{id}/resolve", d.resolve)
+	page("POST /deliveries/resolve", d.resolveMany)
+	page("POST /replay", d.bulkReplay)
+	page("GET /destinations", d.destinations)
+	page("POST /destinations/{name}/{action}", d.setPaused)
+	page("/", d.notFound)
+
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.log.LogAttrs(r.Context(), slog.LevelWarn, "dashboard: cross-origin request refused",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("origin", r.Header.Get("Origin")), slog.String("sec_fetch_site", r.Header.Get("Sec-Fetch-Site")))
+		d.renderError(w, r, &pageError{Status: http.StatusForbidden,
+			Message: "cross-origin request refused: actions must come from the dashboard's own pages"})
+	}))
+	return securityHeaders(cop.Handler(mux))
+}
+
+// contentSecurityPolicy allows nothing but the dashboard's own scripts,
+// styles and fetches: no inline script, no inline style, no framing.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func cacheAssets(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pageError is a failure with the status and message the person sees.
+type pageError struct {
+	Status  int
+	Message string
+}
+
+func (e *pageError) Error() string { return e.Message }
+
+// classify maps err to what the person sees; details of 5xx go to the log.
+func classify(err error) *pageError {
+	var pe *pageError
+	switch {
+	case errors.As(err, &pe):
+		return pe
+	case errors.Is(err, anyhook.ErrNotFound):
+		return &pageError{http.StatusNotFound, err.Error()}
+	case errors.Is(err, anyhook.ErrInvalid):
+		return &pageError{http.StatusBadRequest, err.Error()}
+	case errors.Is(err, anyhook.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return &pageError{http.StatusServiceUnavailable, "the store is unavailable; try again"}
+	}
+	return &pageError{http.StatusInternalServerError, "internal error"}
+}
+
+func (d *Dashboard) adapt(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			d.renderError(w, r, err)
+		}
+	})
+}
+
+func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, err error) {
+	e := classify(err)
+	level := slog.LevelDebug
+	if e.Status >= 500 && r.Context().Err() == nil {
+		level = slog.LevelError
+	}
+	d.log.LogAttrs(r.Context(), level, "dashboard: request failed", slog.String("method", r.Method),
+		slog.String("path", r.URL.Path), slog.Int("status", e.Status), slog.String("err", err.Error()))
+	d.render(w, r, e.Status, "error", "Error", e)
+}
+
+// view is what every page template gets.
+type view struct {
+	Title    string
+	Nav      string // the active navigation entry
+	LoggedIn bool
+	AuthOff  bool
+	Flash    *flash
+	Version  string
+	Data     any
+}
+
+// render executes page into a buffer and writes it with status.
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page, title string, data any) {
+	t := d.pages[page]
+	v := view{Title: title, Nav: page, LoggedIn: d.sessions.valid(r), AuthOff: d.sessions.off(),
+		Flash: takeFlash(w, r), Version: d.opt.Version, Data: data}
+	if n, ok := data.(interface{ NavKey() string }); ok {
+		v.Nav = n.NavKey()
+	}
+	var buf strings.Builder
+	if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
+		d.log.Error("dashboard: rendering", "page", page, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(buf.String()))
+}
+
+// renderPartial executes one named template alone (the live-refreshed
+// part of a page).
+func (d *Dashboard) renderPartial(w http.ResponseWriter, page, name string, data any) error {
+	var buf strings.Builder
+	if err := d.pages[page].ExecuteTemplate(&buf, name, data); err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	_, err := w.Write([]byte(buf.String()))
+	return err
+}
+
+func (d *Dashboard) notFound(w http.ResponseWriter, r *http.Request) error {
+	return &pageError{http.StatusNotFound, "no such page: " + r.URL.Path}
+}

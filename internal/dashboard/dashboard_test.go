@@ -1,0 +1,469 @@
+package dashboard_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/dashboard"
+	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
+)
+
+const token = "dash-test-token"
+
+var sources = map[string][]string{
+	"stripe": {"billing", "audit"},
+	"github": {"ci"},
+}
+
+type fixture struct {
+	t      *testing.T
+	store  *sqlite.Store
+	srv    *httptest.Server
+	client *http.Client // with a cookie jar; does not follow redirects
+}
+
+func setup(t *testing.T) *fixture { return setupTLS(t, false) }
+
+func setupTLS(t *testing.T, useTLS bool) *fixture {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	api := admin.New(admin.Options{Store: st, Token: token, Sources: sources})
+	d, err := dashboard.New(dashboard.Options{
+		Store: st, API: api.Handler(), Token: token, Sources: sources,
+		Health: func() map[string]delivery.Health {
+			return map[string]delivery.Health{"ci": {Destination: "ci", Streak: 7, Failing: true, Since: time.Now().Add(-time.Minute), LastError: "HTTP 502"}}
+		},
+		Version: "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srv *httptest.Server
+	if useTLS {
+		srv = httptest.NewTLSServer(d.Handler())
+	} else {
+		srv = httptest.NewServer(d.Handler())
+	}
+	t.Cleanup(srv.Close)
+	jar, _ := cookiejar.New(nil)
+	c := srv.Client()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &fixture{t: t, store: st, srv: srv, client: c}
+}
+
+// seed records an event of source and returns its id.
+func (f *fixture) seed(source, key string, body []byte) string {
+	f.t.Helper()
+	id := store.NewID()
+	res, err := f.store.Ingest(context.Background(), []store.NewEvent{{
+		Event: anyhook.Event{ID: id, Source: source, DedupKey: key, ReceivedAt: time.Now(), Method: "POST",
+			Path: "/webhooks/" + source, Header: http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {"t=1,v1=abc"}}, Body: body},
+		Destinations: sources[source],
+	}})
+	if err != nil || res[0].Err != nil {
+		f.t.Fatal(err, res)
+	}
+	return id
+}
+
+// park claims every due delivery of dest and leaves it held (hold) or
+// dead.
+func (f *fixture) park(dest string, status anyhook.DeliveryStatus) []string {
+	f.t.Helper()
+	ctx := context.Background()
+	cs, err := f.store.Claim(ctx, dest, 100, -time.Second)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range cs {
+		ids = append(ids, c.Delivery.ID)
+	}
+	if status == anyhook.StatusHeld {
+		if _, err := f.store.Rescue(ctx, func(string) store.StaleRule { return store.StaleRule{Policy: anyhook.Hold} }); err != nil {
+			f.t.Fatal(err)
+		}
+		return ids
+	}
+	var outs []store.Outcome
+	for _, c := range cs {
+		outs = append(outs, store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDead,
+			Result: anyhook.Attempt{Number: 1, StartedAt: time.Now(), Duration: 3 * time.Millisecond, StatusCode: 500, Error: "HTTP 500", ResponseBody: []byte("boom")}})
+	}
+	if _, err := f.store.Finish(ctx, outs); err != nil {
+		f.t.Fatal(err)
+	}
+	return ids
+}
+
+type response struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+func (f *fixture) do(req *http.Request) response {
+	f.t.Helper()
+	resp, err := f.client.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, string(b)}
+}
+
+func (f *fixture) get(path string) response {
+	f.t.Helper()
+	req, _ := http.NewRequest("GET", f.srv.URL+path, nil)
+	return f.do(req)
+}
+
+// post submits a form as a same-origin browser would.
+func (f *fixture) post(path string, form url.Values) response {
+	f.t.Helper()
+	return f.postWith(path, form, http.Header{"Origin": {f.srv.URL}, "Sec-Fetch-Site": {"same-origin"}})
+}
+
+func (f *fixture) postWith(path string, form url.Values, h http.Header) response {
+	f.t.Helper()
+	req, _ := http.NewRequest("POST", f.srv.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	return f.do(req)
+}
+
+func (f *fixture) login() {
+	f.t.Helper()
+	r := f.post("/login", url.Values{"token": {token}, "next": {"/events"}})
+	if r.code != http.StatusSeeOther || r.header.Get("Location") != "/events" {
+		f.t.Fatalf("login: %d %s", r.code, r.header.Get("Location"))
+	}
+}
+
+func (f *fixture) sessionCookie() *http.Cookie {
+	u, _ := url.Parse(f.srv.URL)
+	for _, c := range f.client.Jar.Cookies(u) {
+		if c.Name == "anyhook_session" {
+			return c
+		}
+	}
+	return nil
+}
+
+func mustContain(t *testing.T, r response, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(r.body, p) {
+			t.Errorf("page lacks %q; status %d; body:\n%s", p, r.code, r.body)
+		}
+	}
+}
+
+func TestLoginRequired(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, path := range []string{"/", "/events", "/events/x", "/deliveries?status=dead", "/destinations"} {
+		r := f.get(path)
+		if r.code != http.StatusSeeOther || !strings.HasPrefix(r.header.Get("Location"), "/login?next=") {
+			t.Errorf("GET %s without a session: %d %q, want a redirect to /login", path, r.code, r.header.Get("Location"))
+		}
+	}
+	// Actions and live refreshes get 401, not a redirect.
+	r := f.post("/destinations/billing/pause", nil)
+	if r.code != http.StatusUnauthorized {
+		t.Errorf("POST without a session: %d, want 401", r.code)
+	}
+	req, _ := http.NewRequest("GET", f.srv.URL+"/events", nil)
+	req.Header.Set("X-AnyHook-Partial", "1")
+	if r := f.do(req); r.code != http.StatusUnauthorized {
+		t.Errorf("partial GET without a session: %d, want 401", r.code)
+	}
+	paused, _ := f.store.Paused(context.Background())
+	if paused["billing"] {
+		t.Error("an unauthenticated POST paused the destination")
+	}
+	// A forged cookie is no session.
+	u, _ := url.Parse(f.srv.URL)
+	f.client.Jar.SetCookies(u, []*http.Cookie{{Name: "anyhook_session", Value: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.AAAA", Path: "/"}})
+	if r := f.get("/"); r.code != http.StatusSeeOther {
+		t.Errorf("forged cookie: %d, want a redirect to /login", r.code)
+	}
+	// The assets are public.
+	if r := f.get("/assets/app.css"); r.code != http.StatusOK {
+		t.Errorf("GET /assets/app.css: %d", r.code)
+	}
+}
+
+func TestLogin(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	r := f.get("/login?next=/events")
+	mustContain(t, r, `name="token"`, `value="/events"`)
+
+	r = f.post("/login", url.Values{"token": {"wrong"}})
+	if r.code != http.StatusUnauthorized || f.sessionCookie() != nil {
+		t.Fatalf("bad token: %d, cookie %v; want 401 and no cookie", r.code, f.sessionCookie())
+	}
+	mustContain(t, r, "not the admin token")
+
+	// An off-site next is ignored.
+	r = f.post("/login", url.Values{"token": {token}, "next": {"//evil.example/x"}})
+	if r.code != http.StatusSeeOther || r.header.Get("Location") != "/" {
+		t.Fatalf("login: %d %q, want 303 to /", r.code, r.header.Get("Location"))
+	}
+	var set *http.Cookie
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == "anyhook_session" {
+			set = c
+		}
+	}
+	if set == nil || !set.HttpOnly || set.SameSite != http.SameSiteStrictMode || set.Secure || set.Path != "/" {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, not Secure over plain HTTP", set)
+	}
+	if r := f.get("/"); r.code != http.StatusOK {
+		t.Fatalf("GET / after login: %d", r.code)
+	}
+
+	// Logout ends the session, even for a copy of the cookie.
+	stolen := *f.sessionCookie()
+	f.post("/logout", nil)
+	if r := f.get("/"); r.code != http.StatusSeeOther {
+		t.Errorf("GET / after logout: %d, want a redirect", r.code)
+	}
+	u, _ := url.Parse(f.srv.URL)
+	f.client.Jar.SetCookies(u, []*http.Cookie{{Name: stolen.Name, Value: stolen.Value, Path: "/"}})
+	if r := f.get("/"); r.code != http.StatusSeeOther {
+		t.Errorf("GET / with the logged-out cookie: %d, want a redirect", r.code)
+	}
+}
+
+func TestSecureCookieOverTLS(t *testing.T) {
+	t.Parallel()
+	f := setupTLS(t, true)
+	r := f.post("/login", url.Values{"token": {token}})
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == "anyhook_session" && !c.Secure {
+			t.Errorf("session cookie over TLS is not Secure: %+v", c)
+		}
+	}
+}
+
+func TestCrossOriginActionsRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.login()
+	for name, h := range map[string]http.Header{
+		"cross-site fetch metadata": {"Sec-Fetch-Site": {"cross-site"}},
+		"same-site fetch metadata":  {"Sec-Fetch-Site": {"same-site"}},
+		"foreign origin":            {"Origin": {"https://evil.example"}},
+	} {
+		r := f.postWith("/destinations/billing/pause", nil, h)
+		if r.code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, r.code)
+		}
+		mustContain(t, r, "cross-origin request refused")
+	}
+	// Login CSRF too.
+	if r := f.postWith("/login", url.Values{"token": {token}}, http.Header{"Origin": {"https://evil.example"}}); r.code != http.StatusForbidden {
+		t.Errorf("cross-origin login: %d, want 403", r.code)
+	}
+	paused, _ := f.store.Paused(context.Background())
+	if paused["billing"] {
+		t.Fatal("a cross-origin POST paused the destination")
+	}
+	// The same action from the dashboard's own page works.
+	r := f.post("/destinations/billing/pause", url.Values{"back": {"/destinations"}})
+	if r.code != http.StatusSeeOther {
+		t.Fatalf("same-origin pause: %d %s", r.code, r.body)
+	}
+	paused, _ = f.store.Paused(context.Background())
+	if !paused["billing"] {
+		t.Fatal("same-origin pause did not pause")
+	}
+	r = f.get("/destinations")
+	mustContain(t, r, "Destination billing paused.", `action="/destinations/billing/resume"`)
+	f.post("/destinations/billing/resume", nil)
+	if paused, _ = f.store.Paused(context.Background()); paused["billing"] {
+		t.Fatal("resume did not resume")
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, path := range []string{"/login", "/assets/app.js"} {
+		r := f.get(path)
+		csp := r.header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("%s: CSP %q", path, csp)
+		}
+		for k, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"} {
+			if got := r.header.Get(k); got != want {
+				t.Errorf("%s: %s = %q, want %q", path, k, got, want)
+			}
+		}
+	}
+	// No inline script anywhere: every <script> has a src.
+	f.login()
+	for _, path := range []string{"/", "/events", "/destinations", "/deliveries?status=dead"} {
+		r := f.get(path)
+		if strings.Contains(r.body, "<script>") || strings.Contains(r.body, " style=") {
+			t.Errorf("%s has inline script or style", path)
+		}
+	}
+}
+
+func TestPages(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.login()
+	jsonID := f.seed("stripe", "evt_json", []byte(`{"id":"evt_json","type":"charge.succeeded","data":{"amount":42}}`))
+	binID := f.seed("github", "hook-1:guid-1", []byte{0xff, 0x00, 0x01})
+	f.park("ci", anyhook.StatusDead)
+	f.park("billing", anyhook.StatusHeld)
+
+	r := f.get("/")
+	mustContain(t, r, "events received", "success ratio", "oldest pending", "<svg", "billing", "ci", "failing", "HTTP 502")
+
+	r = f.get("/events")
+	mustContain(t, r, jsonID, binID, "evt_json", "billing: held", "audit: pending", "ci: dead", `data-refresh="/events"`)
+	r = f.get("/events?source=github")
+	if strings.Contains(r.body, jsonID) || !strings.Contains(r.body, binID) {
+		t.Error("source filter")
+	}
+	r = f.get("/events?status=dead")
+	if strings.Contains(r.body, jsonID) || !strings.Contains(r.body, binID) {
+		t.Error("status filter")
+	}
+	r = f.get("/events?q=evt_json") // no source: every source is asked
+	if !strings.Contains(r.body, jsonID) || strings.Contains(r.body, binID) {
+		t.Error("provider event id search")
+	}
+	req, _ := http.NewRequest("GET", f.srv.URL+"/events?source=stripe", nil)
+	req.Header.Set("X-AnyHook-Partial", "1")
+	r = f.do(req)
+	if r.code != http.StatusOK || strings.Contains(r.body, "<html") || !strings.Contains(r.body, jsonID) {
+		t.Errorf("partial rows: %d %s", r.code, r.body)
+	}
+	if r := f.get("/events?status=bogus"); r.code != http.StatusBadRequest {
+		t.Errorf("bad status: %d", r.code)
+	}
+
+	r = f.get("/events/" + jsonID)
+	mustContain(t, r, "Stripe-Signature", "t=1,v1=abc", "&#34;amount&#34;: 42", `id="body-raw"`,
+		"Replay to all destinations", "Replay to audit", "Replay to billing", "held", "Resend")
+	r = f.get("/events/" + binID)
+	mustContain(t, r, "binary: shown as base64", "/wAB", "HTTP 500", "boom", "3.0 ms")
+	if r := f.get("/events/nope"); r.code != http.StatusNotFound {
+		t.Errorf("unknown event: %d", r.code)
+	}
+
+	r = f.get("/deliveries?status=dead")
+	mustContain(t, r, binID, "Replay all dead (1)", `formaction="/deliveries/`)
+	r = f.get("/deliveries?status=held&destination=billing")
+	mustContain(t, r, jsonID, "held deliveries to billing")
+
+	if r := f.get("/nowhere"); r.code != http.StatusNotFound {
+		t.Errorf("unknown page: %d", r.code)
+	}
+}
+
+func TestActions(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.login()
+	ctx := context.Background()
+	id := f.seed("stripe", "evt_1", []byte(`{}`))
+	other := f.seed("github", "h:1", []byte(`{}`))
+	held := f.park("billing", anyhook.StatusHeld)
+	dead := f.park("ci", anyhook.StatusDead)
+
+	// Replay to one destination, then to all.
+	r := f.post("/events/"+id+"/replay", url.Values{"destination": {"audit"}, "back": {"/events/" + id}})
+	if r.code != http.StatusSeeOther || r.header.Get("Location") != "/events/"+id {
+		t.Fatalf("replay: %d %q", r.code, r.header.Get("Location"))
+	}
+	mustContain(t, f.get("/events/"+id), "Replay queued to audit.")
+	f.post("/events/"+id+"/replay", nil)
+	ev, _ := f.store.Event(ctx, id)
+	replays := map[string]int{}
+	for _, d := range ev.Deliveries {
+		if d.Replay {
+			replays[d.Destination]++
+		}
+	}
+	if replays["audit"] != 2 || replays["billing"] != 1 {
+		t.Fatalf("replay deliveries %v, want audit 2, billing 1", replays)
+	}
+	// A bad destination is refused by the API's own validation.
+	f.post("/events/"+id+"/replay", url.Values{"destination": {"ci"}})
+	mustContain(t, f.get("/events/"+id), "Replay failed", "does not receive source")
+
+	// Resolve one held delivery.
+	f.post("/deliveries/"+held[0]+"/resolve", url.Values{"action": {"mark_delivered"}})
+	ev, _ = f.store.Event(ctx, id)
+	for _, d := range ev.Deliveries {
+		if d.ID == held[0] && d.Status != anyhook.StatusDelivered {
+			t.Fatalf("held delivery is %s after mark_delivered", d.Status)
+		}
+	}
+
+	// Bulk: resend the dead one, and a delivery that is not resolvable.
+	r = f.post("/deliveries/resolve", url.Values{"action": {"resend"}, "id": {dead[0], held[0]}, "back": {"/deliveries?status=dead"}})
+	if r.header.Get("Location") != "/deliveries?status=dead" {
+		t.Fatalf("bulk: %d %q", r.code, r.header.Get("Location"))
+	}
+	mustContain(t, f.get("/deliveries?status=dead"), "1 of 2 deliveries resent.", "only held or dead")
+	ev, _ = f.store.Event(ctx, other)
+	if ev.Deliveries[0].Status != anyhook.StatusPending {
+		t.Fatalf("dead delivery is %s after resend", ev.Deliveries[0].Status)
+	}
+
+	// Bulk replay of the dead queue.
+	f.park("ci", anyhook.StatusDead)
+	f.post("/replay", url.Values{"status": {"dead"}, "destination": {"ci"}})
+	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 deliveries.")
+	ev, _ = f.store.Event(ctx, other)
+	if len(ev.Deliveries) != 2 || !ev.Deliveries[1].Replay {
+		t.Fatalf("bulk replay: deliveries %+v", ev.Deliveries)
+	}
+}
+
+func TestAuthOff(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	api := admin.New(admin.Options{Store: st, Sources: sources})
+	d, err := dashboard.New(dashboard.Options{Store: st, API: api.Handler(), Sources: sources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	d.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "Log out") {
+		t.Fatalf("GET / with authentication off: %d", rec.Code)
+	}
+}

@@ -1,0 +1,477 @@
+package dashboard
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// funcs are the template helpers; "ago" is bound to the dashboard's
+// clock in parseTemplates.
+var funcs = template.FuncMap{
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"ago": func(t time.Time) string { return "" },
+	"ms": func(d time.Duration) string {
+		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+	},
+	"age": human,
+	"size": func(n int) string {
+		switch {
+		case n >= 1<<20:
+			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		case n >= 1<<10:
+			return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+		}
+		return fmt.Sprintf("%d B", n)
+	},
+	"status": func(s anyhook.DeliveryStatus) string { return "st-" + string(s) },
+	"join":   strings.Join,
+	"resolvable": func(s anyhook.DeliveryStatus) bool {
+		return s == anyhook.StatusHeld || s == anyhook.StatusDead
+	},
+}
+
+// human writes a duration the way a person reads it: 3s, 4m, 2h 5m, 3d.
+func human(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// statusOrder is how statuses are listed.
+var statusOrder = []anyhook.DeliveryStatus{
+	anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusDelivered, anyhook.StatusDead,
+	anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusPaused,
+}
+
+type statusCount struct {
+	Status anyhook.DeliveryStatus
+	Count  int
+}
+
+// destRow is one destination's health.
+type destRow struct {
+	Name          string
+	Sources       []string
+	Paused        bool
+	Health        delivery.Health
+	HasHealth     bool
+	Depth         map[anyhook.DeliveryStatus]int
+	LastDelivered time.Time
+	Delivered     int // over the overview's window
+	Dead          int
+}
+
+// Count is the number of the destination's deliveries in status s.
+func (r destRow) Count(s string) int { return r.Depth[anyhook.DeliveryStatus(s)] }
+
+type overviewData struct {
+	HaveStats     bool
+	Window        string
+	Received      int
+	Delivered     int
+	Dead          int
+	IngestRate    string // per minute
+	DeliveryRate  string
+	SuccessRatio  string
+	Queue         []statusCount
+	OldestPending string
+	IngestChart   chart
+	DeliveryChart chart
+	Destinations  []destRow
+}
+
+// GET /
+func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
+	data := overviewData{Window: "last hour", SuccessRatio: "—", OldestPending: "—", IngestRate: "—", DeliveryRate: "—"}
+	rows, err := d.destRows(r)
+	if err != nil {
+		return err
+	}
+	if d.stats == nil {
+		counts, err := d.opt.Store.Counts(r.Context())
+		if err != nil {
+			return err
+		}
+		for _, st := range statusOrder {
+			data.Queue = append(data.Queue, statusCount{st, counts[st]})
+		}
+		data.Destinations = rows
+		d.render(w, r, http.StatusOK, "overview", "Overview", data)
+		return nil
+	}
+	data.HaveStats = true
+	act, err := d.stats.Activity(r.Context(), store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: d.dests})
+	if err != nil {
+		return err
+	}
+	qs, err := d.stats.QueueStats(r.Context(), d.dests)
+	if err != nil {
+		return err
+	}
+	n := len(act.Received)
+	delivered, dead := store.Merge(act.Delivered, n), store.Merge(act.Dead, n)
+	data.Received, data.Delivered, data.Dead = store.Sum(act.Received), store.Sum(delivered), store.Sum(dead)
+	minutes := float64(n) * act.Bucket.Minutes()
+	data.IngestRate = fmt.Sprintf("%.1f", float64(data.Received)/minutes)
+	data.DeliveryRate = fmt.Sprintf("%.1f", float64(data.Delivered+data.Dead)/minutes)
+	if fin := data.Delivered + data.Dead; fin > 0 {
+		data.SuccessRatio = fmt.Sprintf("%.1f%%", 100*float64(data.Delivered)/float64(fin))
+	}
+	for _, st := range store.UnfinishedStatuses {
+		data.Queue = append(data.Queue, statusCount{st, qs.Total(st)})
+	}
+	if !qs.OldestPending.IsZero() {
+		data.OldestPending = human(qs.OldestPendingAge())
+	}
+	data.IngestChart = newChart("events received per minute", act.Start, act.Bucket,
+		[]chartSeries{{Name: "received", Class: "s-received"}}, [][]int{act.Received})
+	data.DeliveryChart = newChart("deliveries finished per minute", act.Start, act.Bucket,
+		[]chartSeries{{Name: "delivered", Class: "s-delivered"}, {Name: "dead", Class: "s-dead"}}, [][]int{delivered, dead})
+	for i := range rows {
+		rows[i].Depth = qs.Depth[rows[i].Name]
+		rows[i].LastDelivered = qs.LastDelivered[rows[i].Name]
+		rows[i].Delivered = store.Sum(act.Delivered[rows[i].Name])
+		rows[i].Dead = store.Sum(act.Dead[rows[i].Name])
+	}
+	data.Destinations = rows
+	d.render(w, r, http.StatusOK, "overview", "Overview", data)
+	return nil
+}
+
+// destRows lists the configured destinations with pause state and the
+// engine's view of their health.
+func (d *Dashboard) destRows(r *http.Request) ([]destRow, error) {
+	paused, err := d.opt.Store.Paused(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	var health map[string]delivery.Health
+	if d.opt.Health != nil {
+		health = d.opt.Health()
+	}
+	rows := make([]destRow, 0, len(d.dests))
+	for _, name := range d.dests {
+		row := destRow{Name: name, Paused: paused[name]}
+		row.Health, row.HasHealth = health[name]
+		for _, src := range d.sources {
+			if slices.Contains(d.opt.Sources[src], name) {
+				row.Sources = append(row.Sources, src)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// GET /destinations
+func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request) error {
+	rows, err := d.destRows(r)
+	if err != nil {
+		return err
+	}
+	if d.stats != nil {
+		qs, err := d.stats.QueueStats(r.Context(), d.dests)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			rows[i].Depth = qs.Depth[rows[i].Name]
+			rows[i].LastDelivered = qs.LastDelivered[rows[i].Name]
+		}
+	}
+	d.render(w, r, http.StatusOK, "destinations", "Destinations", struct {
+		Rows      []destRow
+		HaveStats bool
+		Statuses  []anyhook.DeliveryStatus
+	}{rows, d.stats != nil, store.UnfinishedStatuses})
+	return nil
+}
+
+type eventRow struct {
+	anyhook.Event
+	States []store.DeliveryState
+}
+
+type eventsData struct {
+	Source, Status, Q string
+	Sources           []string
+	Statuses          []anyhook.DeliveryStatus
+	Rows              []eventRow
+	NextURL           string
+	FirstURL          string
+	Paged             bool // not the first page
+	Partial           string
+}
+
+// eventFilter reads the list's query parameters.
+func eventFilter(v url.Values) (store.EventFilter, error) {
+	f := store.EventFilter{
+		Source: strings.TrimSpace(v.Get("source")),
+		Status: anyhook.DeliveryStatus(strings.TrimSpace(v.Get("status"))),
+		Q:      strings.TrimSpace(v.Get("q")),
+		Cursor: strings.TrimSpace(v.Get("cursor")),
+		Limit:  50,
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return f, &pageError{http.StatusBadRequest, fmt.Sprintf("unknown status %q", f.Status)}
+	}
+	return f, nil
+}
+
+// GET /events?source=&status=&q=&cursor=  (X-AnyHook-Partial: rows only)
+func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
+	f, err := eventFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	evs, next, err := d.listEvents(r, f)
+	if err != nil {
+		return err
+	}
+	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Sources: d.sources,
+		Statuses: statusOrder, Paged: f.Cursor != ""}
+	data.Rows = make([]eventRow, len(evs))
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		data.Rows[i].Event = ev
+		ids[i] = ev.ID
+	}
+	if d.stats != nil && len(ids) > 0 {
+		states, err := d.stats.DeliveryStates(r.Context(), ids)
+		if err != nil {
+			return err
+		}
+		for i := range data.Rows {
+			data.Rows[i].States = states[data.Rows[i].ID]
+		}
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"source": f.Source, "status": string(f.Status), "q": f.Q} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	data.FirstURL = "/events"
+	if len(q) > 0 {
+		data.FirstURL += "?" + q.Encode()
+	}
+	data.Partial = data.FirstURL
+	if next != "" {
+		q.Set("cursor", next)
+		data.NextURL = "/events?" + q.Encode()
+	}
+	if r.Header.Get("X-AnyHook-Partial") != "" {
+		return d.renderPartial(w, "events", "rows", data)
+	}
+	d.render(w, r, http.StatusOK, "events", "Events", data)
+	return nil
+}
+
+// listEvents is ListEvents, except that a search by provider event id
+// without a source asks each source in turn: the dedup index is
+// (source, dedup_key), so a search scoped to a source is an index lookup
+// while an unscoped one would read every event.
+func (d *Dashboard) listEvents(r *http.Request, f store.EventFilter) ([]anyhook.Event, string, error) {
+	if f.Q == "" || f.Source != "" || len(d.sources) == 0 {
+		return d.opt.Store.ListEvents(r.Context(), f)
+	}
+	var all []anyhook.Event
+	for _, src := range d.sources {
+		g := f
+		g.Source, g.Cursor, g.Limit = src, "", 500
+		evs, _, err := d.opt.Store.ListEvents(r.Context(), g)
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(all, evs...)
+	}
+	slices.SortFunc(all, func(a, b anyhook.Event) int { return cmp.Compare(b.ID, a.ID) })
+	if f.Cursor != "" {
+		i, _ := slices.BinarySearchFunc(all, f.Cursor, func(e anyhook.Event, c string) int { return cmp.Compare(c, e.ID) })
+		for i < len(all) && all[i].ID >= f.Cursor {
+			i++
+		}
+		all = all[i:]
+	}
+	var next string
+	if len(all) > f.Limit {
+		all = all[:f.Limit]
+		next = all[len(all)-1].ID
+	}
+	return all, next, nil
+}
+
+type headerLine struct {
+	Name  string
+	Value string
+}
+
+type attemptView struct {
+	anyhook.Attempt
+	Response         string
+	ResponseEncoding string
+}
+
+type deliveryView struct {
+	anyhook.Delivery
+	Attempts []attemptView
+}
+
+type eventData struct {
+	Event        anyhook.Event
+	Headers      []headerLine
+	Body         string
+	BodyEncoding string
+	Pretty       string // the body as indented JSON, when it is JSON
+	ReplayTo     []string
+	Deliveries   []deliveryView
+	Back         string
+}
+
+// encodeBytes is b as text: itself when valid UTF-8, else base64, as the
+// admin API shows bodies.
+func encodeBytes(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// GET /events/{id}
+func (d *Dashboard) event(w http.ResponseWriter, r *http.Request) error {
+	ev, err := d.opt.Store.Event(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	data := eventData{Event: ev, Back: r.URL.RequestURI()}
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for k := range ev.Header {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		for _, v := range ev.Header[name] {
+			data.Headers = append(data.Headers, headerLine{name, v})
+		}
+	}
+	data.Body, data.BodyEncoding = encodeBytes(ev.Body)
+	if data.BodyEncoding == "utf-8" && json.Valid(ev.Body) {
+		var buf bytes.Buffer
+		if json.Indent(&buf, ev.Body, "", "  ") == nil && buf.String() != data.Body {
+			data.Pretty = buf.String()
+		}
+	}
+	targets := slices.Clone(d.opt.Sources[ev.Source])
+	for _, dl := range ev.Deliveries {
+		if !slices.Contains(targets, dl.Destination) && slices.Contains(d.dests, dl.Destination) {
+			targets = append(targets, dl.Destination)
+		}
+	}
+	slices.Sort(targets)
+	data.ReplayTo = targets
+	for _, dl := range ev.Deliveries {
+		v := deliveryView{Delivery: dl}
+		for _, a := range dl.Attempts {
+			body, enc := encodeBytes(a.ResponseBody)
+			v.Attempts = append(v.Attempts, attemptView{Attempt: a, Response: body, ResponseEncoding: enc})
+		}
+		data.Deliveries = append(data.Deliveries, v)
+	}
+	d.render(w, r, http.StatusOK, "event", "Event "+ev.ID, data)
+	return nil
+}
+
+type deliveriesData struct {
+	Status      anyhook.DeliveryStatus
+	Destination string
+	Dests       []string
+	Statuses    []anyhook.DeliveryStatus
+	Rows        []anyhook.Delivery
+	NextURL     string
+	Back        string
+	Resolvable  bool
+	Total       int // of Status (and Destination), when known
+	HaveTotal   bool
+}
+
+// NavKey marks the dead and held queues in the navigation.
+func (d deliveriesData) NavKey() string { return string(d.Status) }
+
+// GET /deliveries?status=&destination=&cursor=
+func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
+	v := r.URL.Query()
+	f := store.DeliveryFilter{
+		Status:      anyhook.DeliveryStatus(strings.TrimSpace(v.Get("status"))),
+		Destination: strings.TrimSpace(v.Get("destination")),
+		Cursor:      strings.TrimSpace(v.Get("cursor")),
+		Limit:       100,
+	}
+	if f.Status == "" {
+		f.Status = anyhook.StatusHeld
+	}
+	if !f.Status.Valid() {
+		return &pageError{http.StatusBadRequest, fmt.Sprintf("unknown status %q", f.Status)}
+	}
+	ds, next, err := d.opt.Store.ListDeliveries(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	data := deliveriesData{Status: f.Status, Destination: f.Destination, Dests: d.dests, Statuses: statusOrder,
+		Rows: ds, Back: r.URL.RequestURI(),
+		Resolvable: f.Status == anyhook.StatusHeld || f.Status == anyhook.StatusDead}
+	if d.stats != nil && slices.Contains(store.UnfinishedStatuses, f.Status) {
+		dests := d.dests
+		if f.Destination != "" {
+			dests = []string{f.Destination}
+		}
+		qs, err := d.stats.QueueStats(r.Context(), dests)
+		if err != nil {
+			return err
+		}
+		for _, name := range dests {
+			data.Total += qs.Depth[name][f.Status]
+		}
+		data.HaveTotal = true
+	}
+	if next != "" {
+		q := url.Values{"status": {string(f.Status)}, "cursor": {next}}
+		if f.Destination != "" {
+			q.Set("destination", f.Destination)
+		}
+		data.NextURL = "/deliveries?" + q.Encode()
+	}
+	title := map[anyhook.DeliveryStatus]string{anyhook.StatusDead: "Dead", anyhook.StatusHeld: "Held"}[f.Status]
+	if title == "" {
+		title = strings.ToUpper(string(f.Status[:1])) + string(f.Status[1:])
+	}
+	d.render(w, r, http.StatusOK, "deliveries", title+" deliveries", data)
+	return nil
+}
