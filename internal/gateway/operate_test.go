@@ -1,0 +1,209 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+)
+
+// get fetches path from the gateway with the admin token (or none).
+func get(t *testing.T, e *env, path, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", e.url+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestRoutes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	for _, c := range []struct {
+		path, token string
+		code        int
+		contains    string
+	}{
+		{"/healthz", "", 200, "ok"},
+		{"/readyz", "", 200, "ok"},
+		{"/api/events", "", 401, "unauthorized"},
+		{"/api/events", "test-token", 200, `"items"`},
+		{"/metrics", "", 401, "admin token"},
+		{"/metrics", "test-token", 200, "anyhook_queue_depth"},
+		{"/login", "", 200, `name="token"`},
+		{"/", "", 303, ""},
+		{"/assets/app.css", "", 200, "--accent"},
+	} {
+		code, body := get(t, e, c.path, c.token)
+		if code != c.code || !strings.Contains(body, c.contains) {
+			t.Errorf("GET %s: %d, want %d containing %q; body: %.200s", c.path, code, c.code, c.contains, body)
+		}
+	}
+}
+
+// metricValue finds the sample of name with exactly labels in a text
+// exposition.
+func metricValue(t *testing.T, exposition, series string) (float64, bool) {
+	t.Helper()
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+func TestMetricsAfterTraffic(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	a := e.sendStripe(t, "evt_m1")
+	if a.Status != "accepted" {
+		t.Fatalf("send: %+v", a)
+	}
+	if d := e.sendStripe(t, "evt_m1"); d.Status != "duplicate" {
+		t.Fatalf("resend: %+v", d)
+	}
+	forged := stripeRequest(t, e.url+"/webhooks/stripe", "whsec_wrong", []byte(`{"id":"evt_forged"}`), time.Now())
+	if r := do(t, forged); r.Code != 400 {
+		t.Fatalf("forged: %+v", r)
+	}
+	if r := do(t, stripeRequest(t, e.url+"/webhooks/made-up-name", stripeSecret, []byte(`{"id":"x"}`), time.Now())); r.Code != 404 {
+		t.Fatalf("unknown source: %+v", r)
+	}
+	e.waitStatus(t, a.ID, anyhook.StatusDelivered)
+
+	code, body := get(t, e, "/metrics", "test-token")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for series, want := range map[string]float64{
+		`anyhook_ingest_requests_total{outcome="accepted",source="stripe"}`:           1,
+		`anyhook_ingest_requests_total{outcome="duplicate",source="stripe"}`:          1,
+		`anyhook_ingest_requests_total{outcome="rejected_signature",source="stripe"}`: 1,
+		`anyhook_ingest_requests_total{outcome="unknown_source",source=""}`:           1,
+		`anyhook_ingest_duration_seconds_count{source="stripe"}`:                      3,
+		`anyhook_deliveries_total{destination="billing",outcome="delivered"}`:         1,
+		`anyhook_deliveries_total{destination="billing",outcome="dead"}`:              0,
+		`anyhook_delivery_attempts_total{destination="billing",result="success"}`:     1,
+		`anyhook_delivery_attempt_duration_seconds_count{destination="billing"}`:      1,
+		`anyhook_queue_depth{destination="billing",status="pending"}`:                 0,
+		`anyhook_queue_depth{destination="billing",status="dead"}`:                    0,
+		`anyhook_oldest_pending_age_seconds`:                                          0,
+		`anyhook_store_scrape_error`:                                                  0,
+	} {
+		got, ok := metricValue(t, body, series)
+		if !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+	if _, ok := metricValue(t, body, `anyhook_last_delivered_timestamp_seconds{destination="billing"}`); !ok {
+		t.Error("no anyhook_last_delivered_timestamp_seconds for billing")
+	}
+	if !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "# TYPE anyhook_ingest_duration_seconds histogram") {
+		t.Error("runtime collectors or histogram type missing")
+	}
+	if strings.Contains(body, "made-up-name") {
+		t.Error("an unknown source name became a label value")
+	}
+}
+
+// TestDestinationOutageAlerts: 500 deliveries fail against one
+// destination; the alert sink gets a handful of messages (not 500), the
+// first saying the destination is failing, and once it answers again a
+// recovered message follows.
+func TestDestinationOutageAlerts(t *testing.T) {
+	t.Parallel()
+	const n = 500
+	script := make([]int, n)
+	for i := range script {
+		script[i] = http.StatusInternalServerError
+	}
+	alerts := newSink(t)
+	e := setup(t, newSink(t, script...), "    max_attempts: 1", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
+
+	var wg sync.WaitGroup
+	ids := make(chan string, n)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < n; i += 16 {
+				a := e.sendStripe(t, fmt.Sprintf("evt_out_%d", i))
+				if a.Status != "accepted" {
+					t.Errorf("send %d: %+v", i, a)
+				}
+				ids <- a.ID
+			}
+		})
+	}
+	wg.Wait()
+	close(ids)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		counts, err := e.store.Counts(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts[anyhook.StatusDead] == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts %v, want %d dead", counts, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The destination answers again (the sink's script has run out).
+	ok := e.sendStripe(t, "evt_back")
+	e.waitStatus(t, ok.ID, anyhook.StatusDelivered)
+
+	_, exposition := get(t, e, "/metrics", "test-token")
+	if v, _ := metricValue(t, exposition, `anyhook_alerts_sent_total{result="ok"}`); v < 1 {
+		t.Errorf("anyhook_alerts_sent_total{result=\"ok\"} = %v, want ≥ 1", v)
+	}
+	if v, _ := metricValue(t, exposition, `anyhook_deliveries_total{destination="billing",outcome="dead"}`); v != n {
+		t.Errorf("dead deliveries metric = %v, want %d", v, n)
+	}
+
+	e.gw.Stop(context.Background()) // sends the summaries still waiting for their window
+	alerts.mu.Lock()
+	bodies := append([][]byte(nil), alerts.bodies...)
+	alerts.mu.Unlock()
+	var kinds []string
+	var health []map[string]any
+	for _, b := range bodies {
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, fmt.Sprint(m["kind"]))
+		if k := m["kind"]; k == "destination_failing" || k == "destination_recovered" {
+			health = append(health, m)
+		}
+	}
+	t.Logf("%d deliveries failed; %d alert messages: %v", n, len(bodies), kinds)
+	if len(bodies) > 6 {
+		t.Errorf("%d alert messages for one outage, want a handful", len(bodies))
+	}
+	if len(health) < 2 || health[0]["kind"] != "destination_failing" || health[len(health)-1]["kind"] != "destination_recovered" {
+		t.Fatalf("health alerts %v, want failing first and recovered last", health)
+	}
+	if health[0]["destination"] != "billing" || !strings.Contains(fmt.Sprint(health[0]["message"]), "consecutive failed attempts") {
+		t.Errorf("failing alert %v", health[0])
+	}
+}
