@@ -360,8 +360,8 @@ func TestZombieOwner(t *testing.T) {
 }
 
 // Worker A claims and hangs in its effect; the claim goes stale and worker B
-// reclaims and finishes. When A wakes up, its finish fails with
-// ErrLostClaim and its local writes roll back.
+// reclaims it. When A wakes up, while B is still working, its finish fails
+// with ErrLostClaim and its local writes roll back; B then finishes.
 func testZombieOwner[TTx any](t *testing.T, b backend[TTx]) {
 	e := setup(t, b)
 	ctx := context.Background()
@@ -393,13 +393,26 @@ func testZombieOwner[TTx any](t *testing.T, b backend[TTx]) {
 	if err := inboxtest.AgeClaim(ctx, e.drv, "", "h", "evt_1", 2*time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := e.ib.Do(ctx, "h", ev, effect("owner", nil, nil)); out != inbox.Processed || err != nil {
-		t.Fatalf("new owner: Do = %v, %v; want processed", out, err)
-	}
+	// The new owner reclaims and is itself still in its effect when the
+	// zombie wakes up: the claim is live, only the token tells them apart.
+	ownerIn, ownerWake := make(chan struct{}), make(chan struct{})
+	owner := make(chan result)
+	go func() {
+		out, err := e.ib.Do(ctx, "h", ev, effect("owner", ownerIn, ownerWake))
+		owner <- result{out, err}
+	}()
+	<-ownerIn
 	close(wake)
 	r := <-zombie
 	if !errors.Is(r.err, inbox.ErrLostClaim) || r.out == inbox.Processed {
 		t.Fatalf("zombie: Do = %v, %v; want ErrLostClaim", r.out, r.err)
+	}
+	if n := e.effects(ev.ID); n != 0 {
+		t.Fatalf("zombie's finish writes committed (%d rows)", n)
+	}
+	close(ownerWake)
+	if r := <-owner; r.out != inbox.Processed || r.err != nil {
+		t.Fatalf("new owner: Do = %v, %v; want processed", r.out, r.err)
 	}
 	if notes := e.notes(ev.ID); len(notes) != 1 || notes[0] != "owner" {
 		t.Fatalf("committed finishes %v; want only the new owner's", notes)
