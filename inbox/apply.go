@@ -106,6 +106,9 @@ func (ib *Inbox[TTx]) applyOnce(ctx context.Context, handler string, ev Event, f
 		return 0, err
 	}
 	out, err = ib.record(ctx, tx, handler, ev)
+	if out != Processed && ib.dialect == inboxdriver.SQLite {
+		restore() // before the rollback: the setting outlives the transaction
+	}
 	if err != nil {
 		if out == 0 && inboxdriver.Classify(err) == inboxdriver.Busy {
 			return InFlight, nil
@@ -115,9 +118,7 @@ func (ib *Inbox[TTx]) applyOnce(ctx context.Context, handler string, ev Event, f
 	if out != Processed {
 		return out, nil
 	}
-	if err := restore(); err != nil {
-		return 0, err
-	}
+	restore()
 	if err := fn(ctx, tx.Unwrap()); err != nil {
 		if IsPermanent(err) {
 			return Failed, err

@@ -196,10 +196,12 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	return Uncertain, runErr
 }
 
-// outcomeErr carries a final outcome of the claim step through retry.
+// outcomeErr carries a final outcome of the claim step through retry;
+// commit says whether the claim transaction's writes must be kept.
 type outcomeErr struct {
-	out Outcome
-	err error
+	out    Outcome
+	err    error
+	commit bool
 }
 
 func (o outcomeErr) Error() string { return o.out.String() }
@@ -209,11 +211,14 @@ func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Pol
 	if err != nil {
 		return c, err
 	}
+	restore := func() {}
 	defer func() {
-		if err != nil {
+		restore()
+		var o outcomeErr
+		isOutcome := errors.As(err, &o)
+		if err != nil && !(isOutcome && o.commit) {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
-			var o outcomeErr
-			if !errors.As(err, &o) && inboxdriver.Classify(err) == inboxdriver.Busy {
+			if !isOutcome && inboxdriver.Classify(err) == inboxdriver.Busy {
 				err = outcomeErr{out: InFlight}
 			}
 			return
@@ -222,7 +227,8 @@ func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Pol
 			err = fmt.Errorf("commit claim: %w", cerr)
 		}
 	}()
-	if _, err := ib.waitLimit(ctx, tx); err != nil {
+	if restore, err = ib.waitLimit(ctx, tx); err != nil {
+		restore = func() {}
 		return c, err
 	}
 	c = Claim{Key: ClaimKey(ev.Source, handler, ev.ID), Token: newToken(), Attempt: 1}
@@ -288,12 +294,7 @@ func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Pol
 		if n != 1 {
 			return c, outcomeErr{out: InFlight}
 		}
-		// Commit the hold (the deferred function commits on a nil error),
-		// then report Held.
-		if err := tx.Commit(ctx); err != nil {
-			return c, fmt.Errorf("commit hold: %w", err)
-		}
-		return c, outcomeErr{out: Held}
+		return c, outcomeErr{out: Held, commit: true}
 	}
 	return c, fmt.Errorf("unknown status %q in inbox_events", status)
 }

@@ -10,6 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
@@ -231,10 +232,12 @@ func (ib *Inbox[TTx]) q(query string) string {
 }
 
 // waitLimit bounds, for the rest of tx, how long a statement waits for a
-// lock held by another transaction. It returns a function restoring the
-// previous limit. It must be the first statement of tx: on SQLite the first
-// write then takes the write lock under this limit.
-func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (restore func() error, err error) {
+// lock held by another transaction. It must be the first statement of tx: on
+// SQLite the first write then takes the write lock under this limit. The
+// returned restore puts the previous limit back (on SQLite it is a setting
+// of the connection, which outlives tx); it is idempotent, and must run
+// before tx ends.
+func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (restore func(), err error) {
 	ms := max(ib.cfg.InFlightWait.Milliseconds(), 1)
 	if ib.dialect == inboxdriver.SQLite {
 		var old int64
@@ -244,9 +247,11 @@ func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (r
 		if _, err := tx.Exec(ctx, `PRAGMA busy_timeout = `+strconv.FormatInt(ms, 10)); err != nil {
 			return nil, err
 		}
-		return func() error {
-			_, err := tx.Exec(ctx, `PRAGMA busy_timeout = `+strconv.FormatInt(old, 10))
-			return err
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				_, _ = tx.Exec(context.WithoutCancel(ctx), `PRAGMA busy_timeout = `+strconv.FormatInt(old, 10))
+			})
 		}, nil
 	}
 	var old, set string
@@ -254,9 +259,15 @@ func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (r
 		strconv.FormatInt(ms, 10)+"ms").Scan(&old, &set); err != nil {
 		return nil, err
 	}
-	return func() error {
-		var s string
-		return tx.QueryRow(ctx, `SELECT set_config('lock_timeout', $1, true)`, old).Scan(&s)
+	// SET LOCAL ends with the transaction; restoring matters only for the
+	// statements that follow in it (the caller's), so it is done only on
+	// the success path, where the transaction is still healthy.
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			var s string
+			_ = tx.QueryRow(ctx, `SELECT set_config('lock_timeout', $1, true)`, old).Scan(&s)
+		})
 	}, nil
 }
 
