@@ -1,0 +1,137 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/metrics"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// fakeStats is a hand-written store.StatsReader.
+type fakeStats struct {
+	qs  store.QueueStats
+	err error
+}
+
+func (f *fakeStats) QueueStats(context.Context, []string) (store.QueueStats, error) { return f.qs, f.err }
+func (f *fakeStats) Activity(context.Context, store.ActivityQuery) (store.Activity, error) {
+	return store.Activity{}, nil
+}
+func (f *fakeStats) DeliveryStates(context.Context, []string) (map[string][]store.DeliveryState, error) {
+	return nil, nil
+}
+
+func scrape(t *testing.T, h http.Handler, auth string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
+}
+
+func TestExposition(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	fs := &fakeStats{qs: store.QueueStats{Now: now, OldestPending: now.Add(-90 * time.Second),
+		Depth:         map[string]map[anyhook.DeliveryStatus]int{"billing": {anyhook.StatusPending: 3, anyhook.StatusDead: 2}, "gone": {anyhook.StatusHeld: 1}},
+		LastDelivered: map[string]time.Time{"billing": now}}}
+	m := metrics.New(metrics.Options{Stats: fs, Destinations: []string{"billing"}})
+	m.Ingested("stripe", "accepted", 3*time.Millisecond)
+	m.Attempted("billing", anyhook.StatusPending, 20*time.Millisecond)
+	m.Attempted("billing", anyhook.StatusDead, 20*time.Millisecond)
+	m.Rescued("billing", anyhook.StatusHeld)
+	rt := m.AlertTransport(roundTrip(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil }))
+	rt.RoundTrip(httptest.NewRequest("POST", "http://sink/", nil))
+
+	h := metrics.RequireToken("tok", m.Handler())
+	if code, _ := scrape(t, h, ""); code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", code)
+	}
+	if code, _ := scrape(t, h, "Bearer nope"); code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", code)
+	}
+	code, body := scrape(t, h, "Bearer tok")
+	if code != 200 {
+		t.Fatalf("scrape: %d", code)
+	}
+	for _, line := range []string{
+		`anyhook_ingest_requests_total{outcome="accepted",source="stripe"} 1`,
+		`anyhook_ingest_duration_seconds_count{source="stripe"} 1`,
+		`anyhook_delivery_attempts_total{destination="billing",result="failure"} 2`,
+		`anyhook_deliveries_total{destination="billing",outcome="retry"} 1`,
+		`anyhook_deliveries_total{destination="billing",outcome="dead"} 1`,
+		`anyhook_deliveries_total{destination="billing",outcome="delivered"} 0`,
+		`anyhook_rescues_total{destination="billing",status="held"} 1`,
+		`anyhook_alerts_sent_total{result="ok"} 1`,
+		`anyhook_queue_depth{destination="billing",status="pending"} 3`,
+		`anyhook_queue_depth{destination="billing",status="held"} 0`,
+		`anyhook_queue_depth{destination="gone",status="held"} 1`,
+		`anyhook_oldest_pending_age_seconds 90`,
+		`anyhook_last_delivered_timestamp_seconds{destination="billing"} 1.7e+09`,
+		`anyhook_store_scrape_error 0`,
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("exposition lacks %s", line)
+		}
+	}
+
+	fs.err = errors.New("down")
+	_, body = scrape(t, h, "Bearer tok")
+	if !strings.Contains(body, "anyhook_store_scrape_error 1\n") || !strings.Contains(body, `anyhook_ingest_requests_total{outcome="accepted",source="stripe"} 1`) {
+		t.Errorf("with the store down, the counters must still be served and the error flagged:\n%s", body)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestDocs keeps docs/operations.md and the Grafana dashboard in step
+// with the metrics: every series is documented, and the dashboard asks
+// for no series that does not exist.
+func TestDocs(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{Stats: &fakeStats{}, Destinations: []string{"billing"}})
+	m.Ingested("s", "accepted", 0)
+	m.Attempted("billing", anyhook.StatusDelivered, 0)
+	m.Rescued("billing", anyhook.StatusPending)
+	m.AlertTransport(roundTrip(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil })).
+		RoundTrip(httptest.NewRequest("POST", "http://sink/", nil))
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range fams {
+		names[f.GetName()] = true
+		if !strings.Contains(string(doc), "`"+f.GetName()+"`") {
+			t.Errorf("docs/operations.md does not document %s", f.GetName())
+		}
+	}
+	dash, err := os.ReadFile("../../docs/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, used := range regexp.MustCompile(`anyhook_[a-z_]+`).FindAllString(string(dash), -1) {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(used, "_bucket"), "_count"), "_sum")
+		if !names[base] {
+			t.Errorf("docs/grafana-dashboard.json uses %s, which is not exposed", used)
+		}
+	}
+}
