@@ -22,7 +22,9 @@ type fakeStats struct {
 	err error
 }
 
-func (f *fakeStats) QueueStats(context.Context, []string) (store.QueueStats, error) { return f.qs, f.err }
+func (f *fakeStats) QueueStats(context.Context, []string) (store.QueueStats, error) {
+	return f.qs, f.err
+}
 func (f *fakeStats) Activity(context.Context, store.ActivityQuery) (store.Activity, error) {
 	return store.Activity{}, nil
 }
