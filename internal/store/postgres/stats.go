@@ -1,0 +1,187 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+var _ store.StatsReader = (*Store)(nil)
+
+func statusStrings(sts []anyhook.DeliveryStatus) []string {
+	out := make([]string, len(sts))
+	for i, s := range sts {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// QueueStats implements store.StatsReader: depth through deliveries_status
+// (status, id) restricted to the unfinished statuses, the oldest pending
+// delivery as the smallest id among them (UUIDv7), and each destination's
+// last success as the newest delivered delivery found walking
+// deliveries_destination (destination, id) backwards — it stops at the
+// first delivered one, which is at the head when the destination works.
+func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
+	qs := store.QueueStats{Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}}
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&qs.Now); err != nil {
+		return qs, unavailable("queue stats", err)
+	}
+	qs.Now = qs.Now.UTC()
+	rows, err := s.pool.Query(ctx, `SELECT destination, status, count(*) FROM deliveries WHERE status = ANY($1) GROUP BY 1, 2`,
+		statusStrings(store.UnfinishedStatuses))
+	if err != nil {
+		return qs, unavailable("queue stats", err)
+	}
+	type depth struct {
+		dest, status string
+		n            int
+	}
+	ds, err := collect(rows, func(sc scanner) (depth, error) {
+		var d depth
+		return d, sc.Scan(&d.dest, &d.status, &d.n)
+	})
+	if err != nil {
+		return qs, unavailable("queue stats", err)
+	}
+	for _, d := range ds {
+		if qs.Depth[d.dest] == nil {
+			qs.Depth[d.dest] = map[anyhook.DeliveryStatus]int{}
+		}
+		qs.Depth[d.dest][anyhook.DeliveryStatus(d.status)] = d.n
+	}
+	var oldest time.Time
+	err = s.pool.QueryRow(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`).Scan(&oldest)
+	switch {
+	case err == nil:
+		qs.OldestPending = oldest.UTC()
+	case !errors.Is(err, pgx.ErrNoRows):
+		return qs, unavailable("queue stats", err)
+	}
+	for _, d := range destinations {
+		var last time.Time
+		err := s.pool.QueryRow(ctx, `SELECT next_attempt_at FROM deliveries WHERE destination = $1 AND status = 'delivered' ORDER BY id DESC LIMIT 1`, d).Scan(&last)
+		switch {
+		case err == nil:
+			qs.LastDelivered[d] = last.UTC()
+		case !errors.Is(err, pgx.ErrNoRows):
+			return qs, unavailable("queue stats", err)
+		}
+	}
+	return qs, nil
+}
+
+// idAt is the smallest UUIDv7 text of a time: ids compare bytewise
+// (COLLATE "C"), so id >= idAt(t) selects rows created at or after t
+// through an (…, id) index.
+func idAt(t time.Time) string {
+	ms := uint64(max(t.UnixMilli(), 0))
+	return fmt.Sprintf("%08x-%04x-", ms>>16, ms&0xffff)
+}
+
+// Activity implements store.StatsReader: events through events_received;
+// finished deliveries through deliveries_status (status, id), reading only
+// deliveries created within two windows (a delivery still retrying after
+// that is not counted when it finally finishes), then keeping those that
+// finished in the window.
+func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Activity, error) {
+	aq = aq.Normalize()
+	n := aq.Buckets()
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return store.Activity{}, unavailable("activity", err)
+	}
+	now = now.UTC()
+	start := now.Truncate(aq.Bucket).Add(-time.Duration(n-1) * aq.Bucket)
+	act := store.Activity{Start: start, Bucket: aq.Bucket, Received: make([]int, n),
+		Delivered: map[string][]int{}, Dead: map[string][]int{}}
+	width := aq.Bucket.Seconds()
+	bucket := func(b int64) int { return int(min(max(b, 0), int64(n-1))) }
+	rows, err := s.pool.Query(ctx, `SELECT floor(extract(epoch FROM received_at - $1) / $2)::bigint, count(*)
+		FROM events WHERE received_at >= $1 GROUP BY 1`, start, width)
+	if err != nil {
+		return act, unavailable("activity", err)
+	}
+	type count struct {
+		dest, status string
+		b            int64
+		n            int
+	}
+	rs, err := collect(rows, func(sc scanner) (count, error) {
+		var c count
+		return c, sc.Scan(&c.b, &c.n)
+	})
+	if err != nil {
+		return act, unavailable("activity", err)
+	}
+	for _, c := range rs {
+		act.Received[bucket(c.b)] += c.n
+	}
+	if len(aq.Destinations) == 0 {
+		return act, nil
+	}
+	rows, err = s.pool.Query(ctx, `SELECT destination, status, floor(extract(epoch FROM next_attempt_at - $1) / $2)::bigint, count(*)
+		FROM deliveries
+		WHERE status IN ('delivered', 'dead') AND id >= $3 AND next_attempt_at >= $1 AND destination = ANY($4)
+		GROUP BY 1, 2, 3`, start, width, idAt(start.Add(-aq.Window)), aq.Destinations)
+	if err != nil {
+		return act, unavailable("activity", err)
+	}
+	fs, err := collect(rows, func(sc scanner) (count, error) {
+		var c count
+		return c, sc.Scan(&c.dest, &c.status, &c.b, &c.n)
+	})
+	if err != nil {
+		return act, unavailable("activity", err)
+	}
+	for _, c := range fs {
+		m := act.Delivered
+		if c.status == string(anyhook.StatusDead) {
+			m = act.Dead
+		}
+		if m[c.dest] == nil {
+			m[c.dest] = make([]int, n)
+		}
+		m[c.dest][bucket(c.b)] += c.n
+	}
+	return act, nil
+}
+
+// DeliveryStates implements store.StatsReader through deliveries_event.
+func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]store.DeliveryState, error) {
+	out := map[string][]store.DeliveryState{}
+	if len(eventIDs) == 0 {
+		return out, nil
+	}
+	if len(eventIDs) > 500 {
+		return nil, fmt.Errorf("delivery states of %d events: at most 500: %w", len(eventIDs), anyhook.ErrInvalid)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT event_id, id, destination, status, replay FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
+	if err != nil {
+		return nil, unavailable("delivery states", err)
+	}
+	type row struct {
+		ev string
+		d  store.DeliveryState
+	}
+	rs, err := collect(rows, func(sc scanner) (row, error) {
+		var r row
+		var st string
+		err := sc.Scan(&r.ev, &r.d.ID, &r.d.Destination, &st, &r.d.Replay)
+		r.d.Status = anyhook.DeliveryStatus(st)
+		return r, err
+	})
+	if err != nil {
+		return nil, unavailable("delivery states", err)
+	}
+	for _, r := range rs {
+		out[r.ev] = append(out[r.ev], r.d)
+	}
+	return out, nil
+}

@@ -1,0 +1,119 @@
+package storetest
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// RunStats holds a backend's store.StatsReader (the dashboard's and the
+// metrics' aggregates) to the same behaviour:
+//
+//	func TestStats(t *testing.T) { storetest.RunStats(t, open) }
+func RunStats(t *testing.T, open Open) {
+	t.Run("QueueAndActivity", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		sr, ok := s.(store.StatsReader)
+		if !ok {
+			t.Fatalf("%T does not implement store.StatsReader", s)
+		}
+		testStats(t, s, sr)
+	})
+}
+
+func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
+	ctx := t.Context()
+	dests := []string{"billing", "ci"}
+	empty, err := sr.QueueStats(ctx, dests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(empty.Depth) != 0 || !empty.OldestPending.IsZero() || len(empty.LastDelivered) != 0 || empty.OldestPendingAge() != 0 {
+		t.Fatalf("empty store: %+v", empty)
+	}
+	ev := func(src, key string, dests ...string) store.NewEvent {
+		return store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: src, DedupKey: key, ReceivedAt: time.Now(),
+			Method: "POST", Path: "/webhooks/" + src, Header: http.Header{}, Body: []byte("{}")}, Destinations: dests}
+	}
+	evs := []store.NewEvent{ev("stripe", "a", "billing"), ev("stripe", "b", "billing"), ev("github", "c", "ci")}
+	if _, err := s.Ingest(ctx, evs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(ctx, evs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	finish := func(dest string, status anyhook.DeliveryStatus) {
+		t.Helper()
+		cs, err := s.Claim(ctx, dest, 1, time.Minute)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("claim %s: %v, %d claims", dest, err, len(cs))
+		}
+		_, err = s.Finish(ctx, []store.Outcome{{DeliveryID: cs[0].Delivery.ID, Attempt: cs[0].Delivery.AttemptCount, Status: status,
+			Result: anyhook.Attempt{Number: 1, StartedAt: time.Now(), StatusCode: 200}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish("billing", anyhook.StatusDelivered) // the oldest (a) goes first
+	finish("ci", anyhook.StatusDead)
+
+	qs, err := sr.QueueStats(ctx, dests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := qs.Depth["billing"][anyhook.StatusPending]; got != 1 {
+		t.Errorf("billing pending = %d, want 1", got)
+	}
+	if got := qs.Depth["ci"][anyhook.StatusDead]; got != 1 {
+		t.Errorf("ci dead = %d, want 1", got)
+	}
+	if qs.Total(anyhook.StatusPending) != 1 || qs.Total(anyhook.StatusDelivered) != 0 {
+		t.Errorf("totals: %+v (delivered deliveries are not counted)", qs.Depth)
+	}
+	if qs.OldestPending.IsZero() || qs.OldestPendingAge() < 0 || qs.OldestPendingAge() > time.Hour {
+		t.Errorf("oldest pending %v (age %v) at %v", qs.OldestPending, qs.OldestPendingAge(), qs.Now)
+	}
+	if _, ok := qs.LastDelivered["billing"]; !ok {
+		t.Error("billing has no last delivery")
+	}
+	if _, ok := qs.LastDelivered["ci"]; ok {
+		t.Error("ci never delivered but has a last delivery")
+	}
+
+	act, err := sr.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(act.Received) != 60 || act.Bucket != time.Minute {
+		t.Fatalf("activity has %d buckets of %v, want 60 of 1m", len(act.Received), act.Bucket)
+	}
+	if store.Sum(act.Received) != 3 || store.Sum(act.Delivered["billing"]) != 1 || store.Sum(act.Dead["ci"]) != 1 || store.Sum(act.Dead["billing"]) != 0 {
+		t.Errorf("activity: received %d, billing delivered %d, ci dead %d",
+			store.Sum(act.Received), store.Sum(act.Delivered["billing"]), store.Sum(act.Dead["ci"]))
+	}
+	if last := act.Received[len(act.Received)-1] + act.Received[len(act.Received)-2]; last != 3 {
+		t.Errorf("the events are not in the newest buckets: %v", act.Received)
+	}
+	if got := store.Merge(act.Delivered, 60); store.Sum(got) != 1 {
+		t.Errorf("merged delivered %v", got)
+	}
+
+	ids := []string{evs[0].Event.ID, evs[2].Event.ID, "no-such-event"}
+	states, err := sr.DeliveryStates(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := states[ids[0]]; len(a) != 1 || a[0].Destination != "billing" || a[0].Status != anyhook.StatusDelivered {
+		t.Errorf("states of a: %+v", a)
+	}
+	if c := states[ids[1]]; len(c) != 1 || c[0].Destination != "ci" || c[0].Status != anyhook.StatusDead {
+		t.Errorf("states of c: %+v", c)
+	}
+	if len(states["no-such-event"]) != 0 {
+		t.Error("states of an unknown event")
+	}
+}
