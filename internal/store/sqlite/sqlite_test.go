@@ -18,4 +18,5 @@ func open(t *testing.T) store.Store {
 	return s
 }
 
-func TestConformance(t *testing.T) { storetest.Run(t, open) }
+func TestConformance(t *testing.T)       { storetest.Run(t, open) }
+func TestLedgerConformance(t *testing.T) { storetest.RunLedger(t, open) }

@@ -1,0 +1,156 @@
+package ledger
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// ErrBadCheckpoint is wrapped by every failure to open or parse a signed
+// checkpoint.
+var ErrBadCheckpoint = errors.New("bad checkpoint")
+
+// Key is the log's Ed25519 signing key.
+type Key struct {
+	Signer note.Signer
+	// VerifierKey is the public key in note format
+	// ("<name>+<hash>+<base64>"), what users pin.
+	VerifierKey string
+	Verifier    note.Verifier
+}
+
+// Name is the key's name (the default origin).
+func (k *Key) Name() string { return k.Signer.Name() }
+
+// LoadOrCreateKey reads the signing key at path, creating it (mode 0600,
+// named name, or "anyhook-log-<random>" when name is "") when the file
+// does not exist.
+func LoadOrCreateKey(path, name string) (*Key, error) {
+	k, err := LoadKey(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return k, err
+	}
+	if name == "" {
+		b := make([]byte, 4)
+		rand.Read(b)
+		name = "anyhook-log-" + hex.EncodeToString(b)
+	}
+	skey, _, err := note.GenerateKey(rand.Reader, name)
+	if err != nil {
+		return nil, fmt.Errorf("log key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("log key: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return LoadKey(path) // another process made it first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log key: %w", err)
+	}
+	_, err = f.WriteString(skey + "\n")
+	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("log key %s: %w", path, err)
+	}
+	return ParseKey(skey)
+}
+
+// LoadKey reads the signing key at path.
+func LoadKey(path string) (*Key, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("log key: %w", err)
+	}
+	k, err := ParseKey(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("log key %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// ParseKey parses a note signer key ("PRIVATE+KEY+<name>+<hash>+<base64>").
+func ParseKey(skey string) (*Key, error) {
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		return nil, errors.New("not a note signing key (PRIVATE+KEY+…)")
+	}
+	parts := strings.Split(skey, "+")
+	raw, err := base64.StdEncoding.DecodeString(parts[len(parts)-1])
+	if err != nil || len(raw) != 1+ed25519.SeedSize || raw[0] != 1 {
+		return nil, errors.New("not an Ed25519 note signing key")
+	}
+	pub := ed25519.NewKeyFromSeed(raw[1:]).Public().(ed25519.PublicKey)
+	vkey, err := note.NewEd25519VerifierKey(signer.Name(), pub)
+	if err != nil {
+		return nil, err
+	}
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{Signer: signer, VerifierKey: vkey, Verifier: v}, nil
+}
+
+// Tree is the content of a checkpoint.
+type Tree struct {
+	Origin string
+	Size   int64
+	Root   tlog.Hash
+}
+
+// CheckpointText is the C2SP checkpoint body:
+// "<origin>\n<size>\n<base64 root>\n".
+func CheckpointText(t Tree) string {
+	return fmt.Sprintf("%s\n%d\n%s\n", t.Origin, t.Size, base64.StdEncoding.EncodeToString(t.Root[:]))
+}
+
+// ParseCheckpointText parses a checkpoint body; extension lines after the
+// root are allowed and ignored.
+func ParseCheckpointText(text string) (Tree, error) {
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) < 4 || !strings.HasSuffix(lines[2], "\n") {
+		return Tree{}, fmt.Errorf("%w: want origin, size and root lines", ErrBadCheckpoint)
+	}
+	var t Tree
+	t.Origin = strings.TrimSuffix(lines[0], "\n")
+	size, err := strconv.ParseInt(strings.TrimSuffix(lines[1], "\n"), 10, 64)
+	if err != nil || size < 0 || t.Origin == "" {
+		return Tree{}, fmt.Errorf("%w: malformed origin or size", ErrBadCheckpoint)
+	}
+	t.Size = size
+	root, err := base64.StdEncoding.DecodeString(strings.TrimSuffix(lines[2], "\n"))
+	if err != nil || len(root) != tlog.HashSize {
+		return Tree{}, fmt.Errorf("%w: malformed root hash", ErrBadCheckpoint)
+	}
+	copy(t.Root[:], root)
+	return t, nil
+}
+
+// SignCheckpoint signs t with k: a note whose text is CheckpointText(t).
+func SignCheckpoint(k *Key, t Tree) ([]byte, error) {
+	return note.Sign(&note.Note{Text: CheckpointText(t)}, k.Signer)
+}
+
+// OpenCheckpoint checks the signature of a signed checkpoint with the
+// verifier key vkey and parses it. A checkpoint whose text was edited (size
+// or root) fails here.
+func OpenCheckpoint(msg []byte, v note.Verifier) (Tree, error) {
+	n, err := note.Open(msg, note.VerifierList(v))
+	if err != nil {
+		return Tree{}, fmt.Errorf("%w: signature does not verify with key %s: %v", ErrBadCheckpoint, v.Name(), err)
+	}
+	return ParseCheckpointText(n.Text)
+}

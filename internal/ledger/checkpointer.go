@@ -1,0 +1,265 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Defaults.
+const (
+	DefaultCheckpointInterval = 10 * time.Second
+	// PruneEvery is how often the checkpointer prunes old bodies.
+	PruneEvery = 10 * time.Minute
+	pruneBatch = 1000
+)
+
+// CheckpointerOptions configure a Checkpointer.
+type CheckpointerOptions struct {
+	Key      *Key   // required
+	Origin   string // checkpoint origin line; default Key.Name()
+	Interval time.Duration
+	// PushURL, when set, receives each new signed checkpoint as a POST
+	// (Content-Type: text/plain; charset=utf-8).
+	PushURL string
+	Client  *http.Client // for PushURL; default a client with a 10 s timeout
+	// Retention, when > 0, empties the bodies of logged events received
+	// longer ago than this (their hashes stay in the log).
+	Retention time.Duration
+	Logger    *slog.Logger
+	// OnFailure is called when the self-check finds the stored log no longer
+	// matches the last checkpoint or its events: a verification failure.
+	OnFailure func(err error)
+	Now       func() time.Time
+}
+
+// Checkpointer signs and stores checkpoints, pushes them, prunes old
+// bodies, and checks the log against the previous checkpoint each round.
+type Checkpointer struct {
+	st  store.Ledger
+	opt CheckpointerOptions
+	loop
+
+	mu        sync.Mutex
+	lastPrune time.Time
+}
+
+// NewCheckpointer returns a checkpointer over st; Start runs it.
+func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
+	if opt.Origin == "" {
+		opt.Origin = opt.Key.Name()
+	}
+	if opt.Interval <= 0 {
+		opt.Interval = DefaultCheckpointInterval
+	}
+	if opt.Client == nil {
+		opt.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	c := &Checkpointer{st: st, opt: opt}
+	c.loop.interval = opt.Interval
+	c.loop.round = func(ctx context.Context) {
+		if _, _, err := c.Once(ctx); err != nil && ctx.Err() == nil {
+			var vf *VerificationError
+			if errors.As(err, &vf) {
+				c.opt.Logger.Error("ledger: log verification failed", "err", err)
+				if c.opt.OnFailure != nil {
+					c.opt.OnFailure(err)
+				}
+			} else {
+				c.opt.Logger.Warn("ledger: checkpoint failed", "err", err)
+			}
+		}
+		c.prune(ctx)
+	}
+	return c
+}
+
+// VerificationError is a finding of the self-check: the stored log does
+// not match what was signed or what is stored.
+type VerificationError struct {
+	EventID string // "" when it concerns the tree, not one event
+	Msg     string
+}
+
+func (e *VerificationError) Error() string {
+	if e.EventID != "" {
+		return "event " + e.EventID + ": " + e.Msg
+	}
+	return e.Msg
+}
+
+// HashReader reads the stored tree of st.
+func HashReader(ctx context.Context, st store.Ledger) tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		hs, err := st.ReadHashes(ctx, idx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]tlog.Hash, len(hs))
+		for i, h := range hs {
+			out[i] = h
+		}
+		return out, nil
+	})
+}
+
+// Once makes a checkpoint when the log grew since the last one, after
+// checking that the stored tree still extends that checkpoint and that
+// the entries added since match their events. It returns the latest
+// checkpoint and whether it is new.
+func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error) {
+	size, err := c.st.LedgerSize(ctx)
+	if err != nil {
+		return store.Checkpoint{}, false, err
+	}
+	r := HashReader(ctx, c.st)
+	prev, err := c.st.LatestCheckpoint(ctx)
+	havePrev := err == nil
+	if err != nil && !errors.Is(err, anyhook.ErrNotFound) {
+		return prev, false, err
+	}
+	if havePrev {
+		if err := c.selfCheck(ctx, prev, size, r); err != nil {
+			return prev, false, err
+		}
+		if size == prev.Size {
+			return prev, false, nil
+		}
+	} else if size == 0 {
+		return prev, false, nil
+	}
+	root, err := tlog.TreeHash(size, r)
+	if err != nil {
+		return prev, false, fmt.Errorf("ledger: tree hash: %w", err)
+	}
+	msg, err := SignCheckpoint(c.opt.Key, Tree{Origin: c.opt.Origin, Size: size, Root: root})
+	if err != nil {
+		return prev, false, fmt.Errorf("ledger: sign: %w", err)
+	}
+	if err := c.st.SaveCheckpoint(ctx, store.Checkpoint{Size: size, Root: root, Note: msg}); err != nil {
+		return prev, false, err
+	}
+	c.opt.Logger.Debug("ledger: checkpoint", "size", size)
+	if c.opt.PushURL != "" {
+		if err := c.push(ctx, msg); err != nil {
+			c.opt.Logger.Warn("ledger: pushing the checkpoint failed", "size", size, "err", err)
+		}
+	}
+	cp, err := c.st.LatestCheckpoint(ctx)
+	return cp, true, err
+}
+
+// selfCheck checks the stored log against the previous checkpoint prev:
+// its signature, that the tree of size entries extends it, and that the
+// entries added since are the leaves of their events.
+func (c *Checkpointer) selfCheck(ctx context.Context, prev store.Checkpoint, size int64, r tlog.HashReader) error {
+	t, err := OpenCheckpoint(prev.Note, c.opt.Key.Verifier)
+	if err != nil {
+		return &VerificationError{Msg: "the latest stored checkpoint does not verify: " + err.Error()}
+	}
+	if size < t.Size {
+		return &VerificationError{Msg: fmt.Sprintf("the log has %d entries, fewer than the %d of its latest checkpoint", size, t.Size)}
+	}
+	root, err := tlog.TreeHash(size, r)
+	if err != nil {
+		return fmt.Errorf("ledger: tree hash: %w", err)
+	}
+	proof, err := tlog.ProveTree(size, t.Size, r)
+	if err == nil {
+		err = tlog.CheckTree(proof, size, root, t.Size, t.Root)
+	}
+	if err != nil {
+		return &VerificationError{Msg: fmt.Sprintf("the stored tree no longer extends the checkpoint of size %d: %v", t.Size, err)}
+	}
+	for from := t.Size; from < size; {
+		recs, err := c.st.LedgerRecords(ctx, from, 500)
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, rec := range recs {
+			if _, p := checkRecord(rec); p != nil {
+				return &VerificationError{EventID: p.EventID, Msg: p.Kind + ": " + p.Detail}
+			}
+		}
+		from = recs[len(recs)-1].Entry.Index + 1
+	}
+	return nil
+}
+
+func (c *Checkpointer) push(ctx context.Context, msg []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.opt.PushURL, bytes.NewReader(msg))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	req.Header.Set("User-Agent", "AnyHook-Log")
+	resp, err := c.opt.Client.Do(req)
+	if err != nil {
+		var uerr interface{ Unwrap() error } // *url.Error carries the URL: drop it
+		if errors.As(err, &uerr) && uerr.Unwrap() != nil {
+			err = uerr.Unwrap()
+		}
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("push_url answered %s", resp.Status)
+	}
+	return nil
+}
+
+// prune empties old bodies at most every PruneEvery.
+func (c *Checkpointer) prune(ctx context.Context) {
+	if c.opt.Retention <= 0 {
+		return
+	}
+	now := c.opt.Now()
+	c.mu.Lock()
+	due := now.Sub(c.lastPrune) >= PruneEvery
+	if due {
+		c.lastPrune = now
+	}
+	c.mu.Unlock()
+	if !due {
+		return
+	}
+	if _, err := Prune(ctx, c.st, now.Add(-c.opt.Retention)); err != nil && ctx.Err() == nil {
+		c.opt.Logger.Warn("ledger: pruning bodies failed", "err", err)
+	}
+}
+
+// Prune empties the bodies of logged events received before cutoff whose
+// deliveries are all finished, keeping their hashes; it returns how many.
+func Prune(ctx context.Context, st store.Ledger, cutoff time.Time) (int, error) {
+	total := 0
+	for {
+		n, err := st.PruneBodies(ctx, cutoff, pruneBatch)
+		total += n
+		if err != nil || n < pruneBatch {
+			return total, err
+		}
+	}
+}

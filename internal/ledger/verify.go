@@ -1,0 +1,337 @@
+package ledger
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Kinds of Problem.
+const (
+	KindBodyChanged    = "body changed"
+	KindHeadersChanged = "headers changed"
+	KindFieldsChanged  = "receive time, source, dedup key or id changed"
+	KindDeleted        = "deleted"
+	KindInserted       = "inserted"
+	KindEntryChanged   = "log entry changed"
+	KindCheckpoint     = "bad checkpoint"
+	KindRewritten      = "log rewritten"
+)
+
+// Problem is one finding of Verify.
+type Problem struct {
+	EventID string // the AnyHook event id; "" when it concerns the whole log
+	Index   int64  // log position; -1 when the event has none
+	Kind    string
+	Detail  string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.EventID != "" {
+		b.WriteString("event " + p.EventID)
+		if p.Index >= 0 {
+			fmt.Fprintf(&b, " (log index %d)", p.Index)
+		}
+	} else if p.Index >= 0 {
+		fmt.Fprintf(&b, "log index %d", p.Index)
+	} else {
+		b.WriteString("log")
+	}
+	b.WriteString(": " + p.Kind)
+	if p.Detail != "" {
+		b.WriteString(": " + p.Detail)
+	}
+	return b.String()
+}
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// Verifier checks checkpoint signatures (the log's public key).
+	Verifier note.Verifier
+	// Origin is the expected checkpoint origin; "" accepts any.
+	Origin string
+	// Since is an older signed checkpoint (a file a witness or a user
+	// kept): Verify then also proves the log only grew since.
+	Since []byte
+	// Lag: an event without a log position received longer ago than this
+	// is reported as inserted; default DefaultLag.
+	Lag time.Duration
+	Now func() time.Time
+}
+
+// Report is the result of Verify.
+type Report struct {
+	Entries    int64 // log size
+	Checkpoint *Tree // the latest stored checkpoint, when it verified
+	Since      *Tree // Options.Since, when it verified
+	Pruned     int64 // entries whose body was pruned
+	Waiting    int   // events not yet in the log, younger than Lag
+	Problems   []Problem
+}
+
+// OK reports whether the log verified.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+// Summary is a one-line account of a log that verified.
+func (r *Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "log intact: %d events", r.Entries)
+	if r.Checkpoint != nil {
+		fmt.Fprintf(&b, ", signed checkpoint at size %d (root %s)", r.Checkpoint.Size, base64.StdEncoding.EncodeToString(r.Checkpoint.Root[:]))
+	} else {
+		b.WriteString(", no checkpoint yet")
+	}
+	if r.Since != nil {
+		fmt.Fprintf(&b, ", consistent with the given checkpoint at size %d", r.Since.Size)
+	}
+	if r.Pruned > 0 {
+		fmt.Fprintf(&b, ", %d bodies pruned (hashes kept)", r.Pruned)
+	}
+	if r.Waiting > 0 {
+		fmt.Fprintf(&b, ", %d events waiting for a log position", r.Waiting)
+	}
+	return b.String()
+}
+
+// ErrVerify is returned by Verify when the log could not be read at all
+// (as opposed to a log that was read and found wrong, which is a Report
+// with Problems).
+var ErrVerify = errors.New("log verify")
+
+const verifyPage = 500
+
+// Verify recomputes the log from the stored events: every leaf from its
+// event, the tree from the leaves, the latest checkpoint's signature and
+// root and, with Options.Since, that the log only grew since that
+// checkpoint. It names each event that does not match.
+func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, error) {
+	if opt.Lag <= 0 {
+		opt.Lag = DefaultLag
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	rep := &Report{}
+	add := func(p Problem) { rep.Problems = append(rep.Problems, p) }
+	logProblem := func(kind, format string, args ...any) {
+		add(Problem{Index: -1, Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+	open := func(what string, msg []byte) *Tree {
+		t, err := OpenCheckpoint(msg, opt.Verifier)
+		if err != nil {
+			logProblem(KindCheckpoint, "%s: %v", what, err)
+			return nil
+		}
+		if opt.Origin != "" && t.Origin != opt.Origin {
+			logProblem(KindCheckpoint, "%s is for log %q, not %q", what, t.Origin, opt.Origin)
+			return nil
+		}
+		return &t
+	}
+
+	size, err := st.LedgerSize(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+	}
+	rep.Entries = size
+	cp, err := st.LatestCheckpoint(ctx)
+	switch {
+	case err == nil:
+		rep.Checkpoint = open("the latest stored checkpoint", cp.Note)
+	case !errors.Is(err, anyhook.ErrNotFound):
+		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+	}
+	if opt.Since != nil {
+		rep.Since = open("the given checkpoint", opt.Since)
+	}
+	for _, t := range []*Tree{rep.Checkpoint, rep.Since} {
+		if t != nil && t.Size > size {
+			logProblem(KindRewritten, "a checkpoint says %d entries, the log has %d: entries were removed", t.Size, size)
+		}
+	}
+
+	// Recompute every leaf, streaming the tree's root; remember the roots
+	// at the checkpoints' sizes.
+	var tree rootStack
+	roots := map[int64]tlog.Hash{}
+	want := func(n int64) {
+		if (rep.Checkpoint != nil && rep.Checkpoint.Size == n) || (rep.Since != nil && rep.Since.Size == n) {
+			roots[n] = tree.root()
+		}
+	}
+	want(0)
+	storedLeaves := true
+	for next := int64(0); next < size; {
+		recs, err := st.LedgerRecords(ctx, next, verifyPage)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		start, last := next, recs[len(recs)-1].Entry.Index
+		idx := make([]int64, 0, last-next+1)
+		for i := next; i <= last; i++ {
+			idx = append(idx, tlog.StoredHashIndex(0, i))
+		}
+		var level0 []store.Hash
+		if storedLeaves {
+			level0, err = st.ReadHashes(ctx, idx)
+			if errors.Is(err, anyhook.ErrNotFound) {
+				storedLeaves = false
+				logProblem(KindEntryChanged, "stored tree hashes are missing (%v)", err)
+			} else if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+			}
+		}
+		stored := func(i int64) (tlog.Hash, bool) {
+			if !storedLeaves {
+				return tlog.Hash{}, false
+			}
+			return level0[i-start], true
+		}
+		for _, rec := range recs {
+			for ; next < rec.Entry.Index; next++ { // a deleted log entry
+				add(Problem{Index: next, Kind: KindEntryChanged, Detail: "the log entry at this position is gone"})
+				h, _ := stored(next)
+				tree.push(h)
+				want(tree.n)
+			}
+			leaf, p := checkRecord(rec)
+			if p != nil {
+				add(*p)
+			}
+			if h, ok := stored(next); ok && p == nil && h != leaf.Hash {
+				add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindEntryChanged,
+					Detail: "the tree's leaf at this position is not this event's"})
+			}
+			if rec.Entry.Late {
+				add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
+					Detail: "it appeared in the database long after a checkpoint that should have held it"})
+			}
+			if rec.Entry.BodyPruned {
+				rep.Pruned++
+			}
+			tree.push(leaf.Hash)
+			next++
+			want(tree.n)
+		}
+	}
+
+	r := HashReader(ctx, st)
+	if t := rep.Checkpoint; t != nil && t.Size <= size {
+		if got, ok := roots[t.Size]; ok && got != t.Root {
+			logProblem(KindRewritten, "the events give root %s at size %d, the signed checkpoint says %s",
+				b64(got), t.Size, b64(t.Root))
+		}
+		if th, err := tlog.TreeHash(t.Size, r); err != nil || th != t.Root {
+			logProblem(KindRewritten, "the stored tree does not match the signed checkpoint at size %d", t.Size)
+		}
+	}
+	if s := rep.Since; s != nil && s.Size <= size {
+		if got, ok := roots[s.Size]; ok && got != s.Root {
+			logProblem(KindRewritten, "the log is not an extension of the given checkpoint: the events give root %s at size %d, the checkpoint says %s",
+				b64(got), s.Size, b64(s.Root))
+		}
+		// The consistency proof a witness would ask for: from the given
+		// checkpoint to the latest signed one (or to the stored tree).
+		n, root := size, tlog.Hash{}
+		if t := rep.Checkpoint; t != nil && t.Size >= s.Size {
+			n, root = t.Size, t.Root
+		} else if root, err = tlog.TreeHash(size, r); err != nil {
+			logProblem(KindRewritten, "tree hash: %v", err)
+		}
+		if proof, err := tlog.ProveTree(n, s.Size, r); err != nil {
+			logProblem(KindRewritten, "no consistency proof from size %d to %d: %v", s.Size, n, err)
+		} else if err := tlog.CheckTree(proof, n, root, s.Size, s.Root); err != nil {
+			logProblem(KindRewritten, "the log at size %d does not prove consistent with the given checkpoint at size %d: %v", n, s.Size, err)
+		}
+	}
+
+	// Events that never made it into the log.
+	now := opt.Now()
+	old, err := st.Unsequenced(ctx, now.Add(-opt.Lag), 10000)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+	}
+	for _, ev := range old {
+		add(Problem{EventID: ev.ID, Index: -1, Kind: KindInserted,
+			Detail: fmt.Sprintf("received %s but not in the log", ev.ReceivedAt.Format(time.RFC3339))})
+	}
+	all, err := st.Unsequenced(ctx, now.Add(24*time.Hour), 10000)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+	}
+	rep.Waiting = max(0, len(all)-len(old))
+	return rep, nil
+}
+
+// checkRecord recomputes rec's leaf from its event and compares it with
+// the entry.
+func checkRecord(rec store.LedgerRecord) (Leaf, *Problem) {
+	e := rec.Entry
+	if rec.Event == nil {
+		return Leaf{Hash: e.LeafHash}, &Problem{EventID: e.EventID, Index: e.Index, Kind: KindDeleted, Detail: "the event row is gone"}
+	}
+	var leaf Leaf
+	if e.BodyPruned && len(rec.Event.Body) == 0 {
+		leaf = LeafWithBodyHash(rec.Event, e.BodyHash)
+	} else {
+		leaf = LeafOf(rec.Event)
+	}
+	p := &Problem{EventID: e.EventID, Index: e.Index}
+	switch {
+	case leaf.Hash == e.LeafHash:
+		return leaf, nil
+	case leaf.BodyHash != e.BodyHash:
+		p.Kind, p.Detail = KindBodyChanged, "its SHA-256 is not the one logged"
+	case leaf.HeaderHash != e.HeaderHash:
+		p.Kind, p.Detail = KindHeadersChanged, "their SHA-256 is not the one logged"
+	default:
+		p.Kind, p.Detail = KindFieldsChanged, "the leaf recomputed from the row is not the one logged"
+	}
+	return leaf, p
+}
+
+func b64(h tlog.Hash) string { return base64.StdEncoding.EncodeToString(h[:]) }
+
+// rootStack computes an RFC 6962 tree root over leaves pushed in order,
+// keeping one hash per complete subtree.
+type rootStack struct {
+	n      int64
+	hashes []tlog.Hash
+	sizes  []int64
+}
+
+func (s *rootStack) push(h tlog.Hash) {
+	s.n++
+	s.hashes = append(s.hashes, h)
+	s.sizes = append(s.sizes, 1)
+	for k := len(s.sizes); k >= 2 && s.sizes[k-1] == s.sizes[k-2]; k = len(s.sizes) {
+		s.hashes[k-2] = tlog.NodeHash(s.hashes[k-2], s.hashes[k-1])
+		s.sizes[k-2] *= 2
+		s.hashes, s.sizes = s.hashes[:k-1], s.sizes[:k-1]
+	}
+}
+
+func (s *rootStack) root() tlog.Hash {
+	if len(s.hashes) == 0 {
+		var h tlog.Hash
+		return h
+	}
+	h := s.hashes[len(s.hashes)-1]
+	for i := len(s.hashes) - 2; i >= 0; i-- {
+		h = tlog.NodeHash(s.hashes[i], h)
+	}
+	return h
+}

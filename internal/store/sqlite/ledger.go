@@ -1,0 +1,334 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// The tamper-evident log's storage (store.Ledger). Tables: migrations/0002_ledger.sql.
+
+var _ store.Ledger = (*Store)(nil)
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Sequence implements store.Ledger. The write transaction is the lock:
+// SQLite has one writer. New events are found by rowid, which SQLite hands
+// out in commit order, past the watermark in ledger_state.
+func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		var mark int64
+		if err := tx.QueryRowContext(ctx, `SELECT seq_rowid FROM ledger_state WHERE id = 1`).Scan(&mark); err != nil {
+			return unavailable(err)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT rowid, `+eventCols+` FROM events
+			WHERE rowid > ? AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = events.id)
+			ORDER BY rowid LIMIT ?`, mark, limit)
+		if err != nil {
+			return unavailable(err)
+		}
+		var evs []anyhook.Event
+		for rows.Next() {
+			var rowid int64
+			var ev anyhook.Event
+			err := rows.Scan(append([]any{&rowid}, eventDest(&ev)...)...)
+			if err == nil {
+				err = finishEvent(&ev)
+			}
+			if err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			mark = max(mark, rowid)
+			evs = append(evs, ev)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		slices.SortFunc(evs, func(a, b anyhook.Event) int { return strings.Compare(a.ID, b.ID) })
+		var size, nhashes int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&size); err != nil {
+			return unavailable(err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes`).Scan(&nhashes); err != nil {
+			return unavailable(err)
+		}
+		b, err := fn(size, evs, func(idx []int64) ([]store.Hash, error) { return readHashes(ctx, tx, idx) })
+		if err != nil {
+			return err
+		}
+		if err := store.CheckBatch(size, nhashes, evs, b); err != nil {
+			return err
+		}
+		now := micros(s.now())
+		for _, e := range b.Entries {
+			_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], now, e.Late)
+			if err != nil {
+				return unavailable(err)
+			}
+		}
+		for i, h := range b.Hashes {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_hashes (idx, hash) VALUES (?, ?)`, b.HashIndex+int64(i), h[:]); err != nil {
+				return unavailable(err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE ledger_state SET seq_rowid = ? WHERE id = 1`, mark); err != nil {
+			return unavailable(err)
+		}
+		n = len(b.Entries)
+		return nil
+	})
+	return n, err
+}
+
+// eventDest and finishEvent split scanEvent so that more columns can be
+// scanned alongside.
+func eventDest(ev *anyhook.Event) []any {
+	ev.Header = nil
+	return []any{&ev.ID, &ev.Source, &ev.DedupKey, &scanMicros{&ev.ReceivedAt}, &ev.Method, &ev.Path, &rawHeader{ev}, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates}
+}
+
+func finishEvent(ev *anyhook.Event) error {
+	if ev.Body == nil {
+		ev.Body = []byte{}
+	}
+	return nil
+}
+
+// scanMicros scans Unix microseconds into a time.
+type scanMicros struct{ t *time.Time }
+
+func (m *scanMicros) Scan(v any) error {
+	us, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("received_at: got %T", v)
+	}
+	*m.t = fromMicros(us)
+	return nil
+}
+
+// rawHeader scans the stored header JSON into an event's Header.
+type rawHeader struct{ ev *anyhook.Event }
+
+func (r *rawHeader) Scan(v any) error {
+	var b []byte
+	switch v := v.(type) {
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	case nil:
+	default:
+		return fmt.Errorf("headers: got %T", v)
+	}
+	h, err := store.DecodeHeader(b)
+	r.ev.Header = h
+	return err
+}
+
+func readHashes(ctx context.Context, q querier, idx []int64) ([]store.Hash, error) {
+	out := make([]store.Hash, len(idx))
+	pos := make(map[int64][]int, len(idx))
+	for i, x := range idx {
+		pos[x] = append(pos[x], i)
+	}
+	for chunk := range slices.Chunk(idx, 500) {
+		args := make([]any, len(chunk))
+		for i, x := range chunk {
+			args[i] = x
+		}
+		rows, err := q.QueryContext(ctx, `SELECT idx, hash FROM ledger_hashes WHERE idx IN (?`+strings.Repeat(",?", len(chunk)-1)+`)`, args...)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		for rows.Next() {
+			var x int64
+			var h []byte
+			if err := rows.Scan(&x, &h); err != nil {
+				rows.Close()
+				return nil, unavailable(err)
+			}
+			for _, i := range pos[x] {
+				copy(out[i][:], h)
+			}
+			delete(pos, x)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, unavailable(err)
+		}
+	}
+	for x := range pos {
+		return nil, fmt.Errorf("stored hash %d: %w", x, anyhook.ErrNotFound)
+	}
+	return out, nil
+}
+
+// LedgerSize implements store.Ledger.
+func (s *Store) LedgerSize(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&n)
+	return n, unavailable(err)
+}
+
+// ReadHashes implements store.Ledger.
+func (s *Store) ReadHashes(ctx context.Context, indexes []int64) ([]store.Hash, error) {
+	return readHashes(ctx, s.r, indexes)
+}
+
+const entryCols = `l.idx, l.event_id, l.header_hash, l.body_hash, l.leaf_hash, l.sequenced_at, l.late, l.body_pruned`
+
+func entryDest(e *store.LedgerEntry) []any {
+	return []any{&e.Index, &e.EventID, (*hashScan)(&e.HeaderHash), (*hashScan)(&e.BodyHash), (*hashScan)(&e.LeafHash), &scanMicros{&e.SequencedAt}, &e.Late, &e.BodyPruned}
+}
+
+// hashScan scans a 32-byte blob; another length is left as zeros, which
+// verification then reports as a mismatch.
+type hashScan store.Hash
+
+func (h *hashScan) Scan(v any) error {
+	b, _ := v.([]byte)
+	*h = hashScan{}
+	if len(b) == len(h) {
+		copy(h[:], b)
+	}
+	return nil
+}
+
+// LedgerRecords implements store.Ledger.
+func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]store.LedgerRecord, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+entryCols+`, e.id IS NOT NULL,
+			coalesce(e.id, ''), coalesce(e.source, ''), coalesce(e.dedup_key, ''), coalesce(e.received_at, 0), coalesce(e.method, ''),
+			coalesce(e.path, ''), coalesce(e.headers, x''), coalesce(e.body, x''), coalesce(e.object, ''), coalesce(e.version, ''),
+			coalesce(e.stale, 0), coalesce(e.duplicates, 0)
+		FROM ledger_entries l LEFT JOIN events e ON e.id = l.event_id
+		WHERE l.idx >= ? ORDER BY l.idx LIMIT ?`, from, limit)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []store.LedgerRecord
+	for rows.Next() {
+		var r store.LedgerRecord
+		var found bool
+		ev := new(anyhook.Event)
+		dest := append(entryDest(&r.Entry), &found)
+		if err := rows.Scan(append(dest, eventDest(ev)...)...); err != nil {
+			return nil, unavailable(err)
+		}
+		if found {
+			finishEvent(ev)
+			r.Event = ev
+		}
+		out = append(out, r)
+	}
+	return out, unavailable(rows.Err())
+}
+
+// LedgerEntry implements store.Ledger.
+func (s *Store) LedgerEntry(ctx context.Context, eventID string) (store.LedgerEntry, error) {
+	var e store.LedgerEntry
+	err := s.r.QueryRowContext(ctx, `SELECT `+entryCols+` FROM ledger_entries l WHERE l.event_id = ?`, eventID).Scan(entryDest(&e)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, fmt.Errorf("event %s has no log entry: %w", eventID, anyhook.ErrNotFound)
+	}
+	return e, unavailable(err)
+}
+
+// Unsequenced implements store.Ledger.
+func (s *Store) Unsequenced(ctx context.Context, receivedBefore time.Time, limit int) ([]anyhook.Event, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, source, coalesce(dedup_key, ''), received_at FROM events e
+		WHERE received_at < ? AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
+		ORDER BY id LIMIT ?`, micros(receivedBefore), limit)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []anyhook.Event
+	for rows.Next() {
+		var ev anyhook.Event
+		if err := rows.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &scanMicros{&ev.ReceivedAt}); err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, ev)
+	}
+	return out, unavailable(rows.Err())
+}
+
+// SaveCheckpoint implements store.Ledger.
+func (s *Store) SaveCheckpoint(ctx context.Context, c store.Checkpoint) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO ledger_checkpoints (size, root, note, created_at) VALUES (?, ?, ?, ?)`,
+			c.Size, c.Root[:], c.Note, micros(s.now()))
+		return unavailable(err)
+	})
+}
+
+// LatestCheckpoint implements store.Ledger.
+func (s *Store) LatestCheckpoint(ctx context.Context) (store.Checkpoint, error) {
+	var c store.Checkpoint
+	err := s.r.QueryRowContext(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id DESC LIMIT 1`).
+		Scan(&c.Size, (*hashScan)(&c.Root), &c.Note, &scanMicros{&c.CreatedAt})
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, fmt.Errorf("checkpoint: %w", anyhook.ErrNotFound)
+	}
+	return c, unavailable(err)
+}
+
+// PruneBodies implements store.Ledger.
+func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
+			WHERE l.body_pruned = 0 AND e.received_at < ?
+				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND d.status IN ('pending', 'delivering', 'held', 'paused'))
+			ORDER BY l.idx LIMIT ?`, micros(receivedBefore), limit)
+		if err != nil {
+			return unavailable(err)
+		}
+		type item struct {
+			idx int64
+			id  string
+		}
+		var items []item
+		for rows.Next() {
+			var it item
+			if err := rows.Scan(&it.idx, &it.id); err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			items = append(items, it)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		for _, it := range items {
+			if _, err := tx.ExecContext(ctx, `UPDATE events SET body = x'' WHERE id = ?`, it.id); err != nil {
+				return unavailable(err)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE ledger_entries SET body_pruned = 1 WHERE idx = ?`, it.idx); err != nil {
+				return unavailable(err)
+			}
+		}
+		n = len(items)
+		return nil
+	})
+	return n, err
+}

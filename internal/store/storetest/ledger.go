@@ -1,0 +1,400 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/ledger"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// RunLedger runs the conformance tests of store.Ledger (the tamper-evident
+// log's storage) against the backend that open makes; its stores must
+// implement store.Ledger.
+func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store, l store.Ledger)
+	}{
+		{"SequenceInIDOrderWithoutGaps", testLedgerSequence},
+		{"SequenceRefusesBadBatch", testLedgerBadBatch},
+		{"Unsequenced", testLedgerUnsequenced},
+		{"Checkpoints", testLedgerCheckpoints},
+		{"PruneBodiesKeepsHashes", testLedgerPrune},
+		{"ConcurrentSequencers", testLedgerConcurrent},
+		{"CheckpointAndVerify", testLedgerCheckpointVerify},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			l, ok := s.(store.Ledger)
+			if !ok {
+				t.Fatalf("%T does not implement store.Ledger", s)
+			}
+			tt.fn(t, s, l)
+		})
+	}
+}
+
+func sequenceAll(t *testing.T, l store.Ledger) int {
+	t.Helper()
+	n, err := ledger.NewSequencer(l, ledger.SequencerOptions{BatchSize: 7}).Run(ctx(t))
+	if err != nil {
+		t.Fatalf("sequence: %v", err)
+	}
+	return n
+}
+
+func records(t *testing.T, l store.Ledger) []store.LedgerRecord {
+	t.Helper()
+	var out []store.LedgerRecord
+	for {
+		recs, err := l.LedgerRecords(ctx(t), int64(len(out)), 10)
+		if err != nil {
+			t.Fatalf("LedgerRecords: %v", err)
+		}
+		if len(recs) == 0 {
+			return out
+		}
+		out = append(out, recs...)
+	}
+}
+
+func testLedgerSequence(t *testing.T, s store.Store, l store.Ledger) {
+	var ids []string
+	for b := range 3 {
+		var batch []store.NewEvent
+		for i := range 6 {
+			batch = append(batch, newEvent("stripe", fmt.Sprintf("evt_%d_%d", b, i), "billing"))
+		}
+		slices.Reverse(batch) // commit order differs from id order within a batch
+		for _, r := range ingest(t, s, batch...) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if n := sequenceAll(t, l); n != len(ids) {
+		t.Fatalf("sequenced %d, want %d", n, len(ids))
+	}
+	if n := sequenceAll(t, l); n != 0 {
+		t.Fatalf("second run sequenced %d, want 0", n)
+	}
+	size, err := l.LedgerSize(ctx(t))
+	if err != nil || size != int64(len(ids)) {
+		t.Fatalf("LedgerSize = %d, %v; want %d", size, err, len(ids))
+	}
+	recs := records(t, l)
+	seen := map[string]bool{}
+	for i, r := range recs {
+		if r.Entry.Index != int64(i) {
+			t.Fatalf("record %d has index %d", i, r.Entry.Index)
+		}
+		if r.Event == nil || r.Event.ID != r.Entry.EventID {
+			t.Fatalf("record %d: event %+v for entry %s", i, r.Event, r.Entry.EventID)
+		}
+		if seen[r.Entry.EventID] {
+			t.Fatalf("event %s logged twice", r.Entry.EventID)
+		}
+		seen[r.Entry.EventID] = true
+		leaf := ledger.LeafOf(r.Event)
+		if leaf.Hash != r.Entry.LeafHash || leaf.BodyHash != r.Entry.BodyHash || leaf.HeaderHash != r.Entry.HeaderHash {
+			t.Errorf("record %d: stored hashes differ from the event's leaf", i)
+		}
+		if r.Entry.SequencedAt.IsZero() || r.Entry.Late || r.Entry.BodyPruned {
+			t.Errorf("record %d: entry %+v", i, r.Entry)
+		}
+		e, err := l.LedgerEntry(ctx(t), r.Entry.EventID)
+		if err != nil || e.Index != r.Entry.Index || e.LeafHash != r.Entry.LeafHash {
+			t.Errorf("LedgerEntry(%s) = %+v, %v", r.Entry.EventID, e, err)
+		}
+	}
+	// Each batch of 7 is in id order.
+	for start := 0; start < len(recs); start += 7 {
+		batch := recs[start:min(start+7, len(recs))]
+		if !slices.IsSortedFunc(batch, func(a, b store.LedgerRecord) int { return cmpString(a.Entry.EventID, b.Entry.EventID) }) {
+			t.Errorf("batch at %d is not in id order", start)
+		}
+	}
+	for _, id := range ids {
+		if !seen[id] {
+			t.Errorf("event %s is not in the log", id)
+		}
+	}
+	// The stored tree is the RFC 6962 tree of the leaves.
+	var stored []tlog.Hash
+	r := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			out[i] = stored[x]
+		}
+		return out, nil
+	})
+	for i, rec := range recs {
+		hs, err := tlog.StoredHashesForRecordHash(int64(i), rec.Entry.LeafHash, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, hs...)
+	}
+	want, _ := tlog.TreeHash(size, r)
+	got, err := tlog.TreeHash(size, ledger.HashReader(ctx(t), l))
+	if err != nil || got != want {
+		t.Errorf("stored tree root = %x, %v; want %x", got, err, want)
+	}
+	if _, err := l.LedgerEntry(ctx(t), "no-such-event"); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Errorf("LedgerEntry(unknown) err = %v, want ErrNotFound", err)
+	}
+	if _, err := l.ReadHashes(ctx(t), []int64{tlog.StoredHashCount(size) + 5}); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Errorf("ReadHashes(past the end) err = %v, want ErrNotFound", err)
+	}
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func testLedgerBadBatch(t *testing.T, s store.Store, l store.Ledger) {
+	ingest(t, s, newEvent("stripe", "evt_1"), newEvent("stripe", "evt_2"))
+	bad := []func(evs []anyhook.Event) store.LedgerBatch{
+		func(evs []anyhook.Event) store.LedgerBatch { // one entry short
+			return store.LedgerBatch{Entries: []store.LedgerEntry{{Index: 0, EventID: evs[0].ID}}}
+		},
+		func(evs []anyhook.Event) store.LedgerBatch { // a gap
+			return store.LedgerBatch{Entries: []store.LedgerEntry{{Index: 0, EventID: evs[0].ID}, {Index: 2, EventID: evs[1].ID}}}
+		},
+		func(evs []anyhook.Event) store.LedgerBatch { // swapped
+			return store.LedgerBatch{Entries: []store.LedgerEntry{{Index: 0, EventID: evs[1].ID}, {Index: 1, EventID: evs[0].ID}}}
+		},
+		func(evs []anyhook.Event) store.LedgerBatch { // hashes in the wrong place
+			return store.LedgerBatch{Entries: []store.LedgerEntry{{Index: 0, EventID: evs[0].ID}, {Index: 1, EventID: evs[1].ID}}, HashIndex: 3}
+		},
+	}
+	for i, fn := range bad {
+		_, err := l.Sequence(ctx(t), 10, func(size int64, evs []anyhook.Event, _ func([]int64) ([]store.Hash, error)) (store.LedgerBatch, error) {
+			if size != 0 || len(evs) != 2 {
+				t.Fatalf("size %d, %d events", size, len(evs))
+			}
+			return fn(evs), nil
+		})
+		if !errors.Is(err, anyhook.ErrInvalid) {
+			t.Errorf("bad batch %d: err = %v, want ErrInvalid", i, err)
+		}
+	}
+	boom := errors.New("boom")
+	if _, err := l.Sequence(ctx(t), 10, func(int64, []anyhook.Event, func([]int64) ([]store.Hash, error)) (store.LedgerBatch, error) {
+		return store.LedgerBatch{}, boom
+	}); !errors.Is(err, boom) {
+		t.Errorf("failing fn: err = %v, want it passed on", err)
+	}
+	if size, _ := l.LedgerSize(ctx(t)); size != 0 {
+		t.Fatalf("size after refused batches = %d, want 0", size)
+	}
+	if n := sequenceAll(t, l); n != 2 {
+		t.Fatalf("sequenced %d after refused batches, want 2", n)
+	}
+}
+
+func testLedgerUnsequenced(t *testing.T, s store.Store, l store.Ledger) {
+	a, b := newEvent("stripe", "evt_a"), newEvent("stripe", "evt_b")
+	b.Event.ReceivedAt = received.Add(time.Hour)
+	ingest(t, s, b, a)
+	got, err := l.Unsequenced(ctx(t), received.Add(2*time.Hour), 10)
+	if err != nil || len(got) != 2 || got[0].ID > got[1].ID {
+		t.Fatalf("Unsequenced = %+v, %v; want both, in id order", got, err)
+	}
+	if got[0].ReceivedAt.IsZero() || got[0].Source != "stripe" {
+		t.Errorf("Unsequenced item = %+v", got[0])
+	}
+	got, err = l.Unsequenced(ctx(t), received.Add(time.Minute), 10)
+	if err != nil || len(got) != 1 || got[0].ID != a.Event.ID || got[0].DedupKey != "evt_a" {
+		t.Fatalf("Unsequenced(before b) = %+v, %v; want only a", got, err)
+	}
+	sequenceAll(t, l)
+	if got, err := l.Unsequenced(ctx(t), received.Add(2*time.Hour), 10); err != nil || len(got) != 0 {
+		t.Fatalf("Unsequenced after sequencing = %+v, %v", got, err)
+	}
+}
+
+func testLedgerCheckpoints(t *testing.T, s store.Store, l store.Ledger) {
+	if _, err := l.LatestCheckpoint(ctx(t)); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Fatalf("LatestCheckpoint on an empty log: err = %v, want ErrNotFound", err)
+	}
+	for i, size := range []int64{3, 9} {
+		c := store.Checkpoint{Size: size, Root: store.Hash{byte(i + 1)}, Note: fmt.Appendf(nil, "note %d\n\n— sig\n", size)}
+		if err := l.SaveCheckpoint(ctx(t), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := l.LatestCheckpoint(ctx(t))
+	if err != nil || c.Size != 9 || c.Root != (store.Hash{2}) || string(c.Note) != "note 9\n\n— sig\n" || c.CreatedAt.IsZero() {
+		t.Fatalf("LatestCheckpoint = %+v, %v", c, err)
+	}
+}
+
+func testLedgerPrune(t *testing.T, s store.Store, l store.Ledger) {
+	done := newEvent("stripe", "evt_done")                  // no destination: nothing left to deliver
+	waiting := newEvent("stripe", "evt_waiting", "billing") // a pending delivery
+	late := newEvent("stripe", "evt_unlogged")
+	ingest(t, s, done, waiting)
+	sequenceAll(t, l)
+	ingest(t, s, late) // not in the log yet: never pruned
+	before := records(t, l)
+	n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 10)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneBodies = %d, %v; want 1", n, err)
+	}
+	if n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 10); err != nil || n != 0 {
+		t.Fatalf("PruneBodies again = %d, %v; want 0", n, err)
+	}
+	if ev := event(t, s, done.Event.ID); len(ev.Body) != 0 || ev.DedupKey != "evt_done" || len(ev.Header) == 0 {
+		t.Errorf("pruned event = %+v, want an empty body, dedup key and headers kept", ev)
+	}
+	for _, id := range []string{waiting.Event.ID, late.Event.ID} {
+		if ev := event(t, s, id); len(ev.Body) == 0 {
+			t.Errorf("event %s lost its body", id)
+		}
+	}
+	after := records(t, l)
+	for i := range after {
+		b, a := before[i].Entry, after[i].Entry
+		if a.LeafHash != b.LeafHash || a.BodyHash != b.BodyHash || a.HeaderHash != b.HeaderHash {
+			t.Errorf("entry %d hashes changed by pruning", i)
+		}
+		if a.BodyPruned != (a.EventID == done.Event.ID) {
+			t.Errorf("entry %d (%s) BodyPruned = %v", i, a.EventID, a.BodyPruned)
+		}
+	}
+	// A duplicate of the pruned event is still recognised.
+	if r := ingest(t, s, newEvent("stripe", "evt_done"))[0]; !r.Duplicate || r.ID != done.Event.ID {
+		t.Errorf("duplicate after pruning = %+v", r)
+	}
+}
+
+// testLedgerConcurrent runs several sequencers (as several processes
+// would) while events are ingested: every event gets exactly one position
+// and there are no gaps.
+func testLedgerConcurrent(t *testing.T, s store.Store, l store.Ledger) {
+	const writers, perWriter, sequencers = 4, 40, 4
+	stop := make(chan struct{})
+	var seqWG, ingWG sync.WaitGroup
+	errs := make(chan error, sequencers)
+	for range sequencers {
+		seqWG.Add(1)
+		go func() {
+			defer seqWG.Done()
+			sq := ledger.NewSequencer(l, ledger.SequencerOptions{BatchSize: 5})
+			for {
+				if _, err := sq.Run(context.WithoutCancel(ctx(t))); err != nil {
+					errs <- err
+					return
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	for w := range writers {
+		ingWG.Add(1)
+		go func() {
+			defer ingWG.Done()
+			for i := range perWriter {
+				if _, err := s.Ingest(context.WithoutCancel(ctx(t)), []store.NewEvent{newEvent("stripe", fmt.Sprintf("evt_%d_%d", w, i))}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	ingWG.Wait()
+	close(stop)
+	seqWG.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	sequenceAll(t, l)
+	recs := records(t, l)
+	if len(recs) != writers*perWriter {
+		t.Fatalf("%d entries, want %d", len(recs), writers*perWriter)
+	}
+	seen := map[string]bool{}
+	for i, r := range recs {
+		if r.Entry.Index != int64(i) || seen[r.Entry.EventID] || r.Event == nil {
+			t.Fatalf("entry %d: %+v (seen before: %v)", i, r.Entry, seen[r.Entry.EventID])
+		}
+		seen[r.Entry.EventID] = true
+	}
+	rep, err := ledger.Verify(ctx(t), l, ledger.VerifyOptions{})
+	if err != nil || !rep.OK() {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+}
+
+func testLedgerCheckpointVerify(t *testing.T, s store.Store, l store.Ledger) {
+	skey, _, err := note.GenerateKey(rand.Reader, "storetest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ledger.ParseKey(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpr := ledger.NewCheckpointer(l, ledger.CheckpointerOptions{Key: key})
+	for i := range 25 {
+		ingest(t, s, newEvent("stripe", fmt.Sprintf("evt_%d", i)))
+		if i%10 == 0 {
+			sequenceAll(t, l)
+			if _, _, err := cpr.Once(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sequenceAll(t, l)
+	cp, fresh, err := cpr.Once(ctx(t))
+	if err != nil || !fresh || cp.Size != 25 {
+		t.Fatalf("checkpoint = %+v, new %v, %v", cp, fresh, err)
+	}
+	if _, fresh, err := cpr.Once(ctx(t)); err != nil || fresh {
+		t.Fatalf("checkpoint without growth: new %v, %v", fresh, err)
+	}
+	rep, err := ledger.Verify(ctx(t), l, ledger.VerifyOptions{Verifier: key.Verifier, Origin: key.Name()})
+	if err != nil || !rep.OK() || rep.Checkpoint == nil || rep.Checkpoint.Size != 25 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+	p, err := ledger.Prove(ctx(t), l, recordsAt(t, l, 17).Entry.EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := event(t, s, p.EventID)
+	if err := ledger.CheckProof(key.Verifier, &ev, p); err != nil {
+		t.Errorf("CheckProof: %v", err)
+	}
+}
+
+func recordsAt(t *testing.T, l store.Ledger, i int64) store.LedgerRecord {
+	t.Helper()
+	recs, err := l.LedgerRecords(ctx(t), i, 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("LedgerRecords(%d) = %v, %v", i, recs, err)
+	}
+	return recs[0]
+}
