@@ -23,6 +23,7 @@ type Config struct {
 	Alerts       []Alert                 `yaml:"alerts"`
 
 	Delivery DeliverySettings `yaml:"delivery"`
+	Log      LogSettings      `yaml:"log"` // the tamper-evident log; see log.go
 
 	SourceOrder      []string `yaml:"-"`
 	DestinationOrder []string `yaml:"-"`

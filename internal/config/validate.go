@@ -107,6 +107,7 @@ func (c *Config) setDefaults() {
 	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
+	c.setLogDefaults()
 }
 
 // order returns the names of m in file order, falling back to sorted
@@ -154,7 +155,10 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	return c.validateDelivery()
+	if err := c.validateDelivery(); err != nil {
+		return err
+	}
+	return c.validateLog()
 }
 
 func (c *Config) validateServer() error {
