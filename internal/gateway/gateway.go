@@ -25,6 +25,7 @@ import (
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
@@ -156,9 +157,20 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 // Open opens the store that cfg.Database names.
 func Open(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	if path, ok := cfg.SQLitePath(); ok {
-		return sqlite.Open(ctx, path, sqlite.Options{})
+		st, err := sqlite.Open(ctx, path, sqlite.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
+		}
+		return st, nil
 	}
-	return nil, fmt.Errorf("database: %q is not supported by this build", cfg.Database)
+	if dsn, ok := cfg.PostgresURL(); ok {
+		st, err := postgres.Open(ctx, dsn, postgres.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
+		}
+		return st, nil
+	}
+	return nil, cfg.Errorf("database", "%q is neither sqlite:PATH nor postgres://…", cfg.Database)
 }
 
 func buildSources(cfg *config.Config) ([]ingest.Source, error) {
