@@ -87,8 +87,12 @@ func ParseKey(skey string) (*Key, error) {
 	if err != nil {
 		return nil, errors.New("not a note signing key (PRIVATE+KEY+…)")
 	}
-	parts := strings.Split(skey, "+")
-	raw, err := base64.StdEncoding.DecodeString(parts[len(parts)-1])
+	// PRIVATE+KEY+<name>+<hash>+<base64>: the name has no '+', the base64 may.
+	parts := strings.SplitN(strings.TrimPrefix(skey, "PRIVATE+KEY+"), "+", 3)
+	if len(parts) != 3 {
+		return nil, errors.New("not a note signing key (PRIVATE+KEY+…)")
+	}
+	raw, err := base64.StdEncoding.DecodeString(parts[2])
 	if err != nil || len(raw) != 1+ed25519.SeedSize || raw[0] != 1 {
 		return nil, errors.New("not an Ed25519 note signing key")
 	}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -326,8 +327,7 @@ func (s *rootStack) push(h tlog.Hash) {
 
 func (s *rootStack) root() tlog.Hash {
 	if len(s.hashes) == 0 {
-		var h tlog.Hash
-		return h
+		return sha256.Sum256(nil) // RFC 6962: the hash of the empty string
 	}
 	h := s.hashes[len(s.hashes)-1]
 	for i := len(s.hashes) - 2; i >= 0; i-- {

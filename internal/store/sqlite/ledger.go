@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -138,8 +139,13 @@ func (r *rawHeader) Scan(v any) error {
 		return fmt.Errorf("headers: got %T", v)
 	}
 	h, err := store.DecodeHeader(b)
+	if err != nil {
+		// Not what the gateway writes: keep the bytes, so that the leaf
+		// recomputed from them differs and names this event.
+		h = http.Header{"\x00undecodable": {string(b)}}
+	}
 	r.ev.Header = h
-	return err
+	return nil
 }
 
 func readHashes(ctx context.Context, q querier, idx []int64) ([]store.Hash, error) {
