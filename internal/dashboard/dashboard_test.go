@@ -365,6 +365,7 @@ func TestPages(t *testing.T) {
 	if r.code != http.StatusOK || strings.Contains(r.body, "<html") || !strings.Contains(r.body, jsonID) {
 		t.Errorf("partial rows: %d %s", r.code, r.body)
 	}
+	mustContain(t, f.get("/events?status=paused"), "No events match.") // answered from the queue counts
 	if r := f.get("/events?status=bogus"); r.code != http.StatusBadRequest {
 		t.Errorf("bad status: %d", r.code)
 	}

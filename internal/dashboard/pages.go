@@ -298,7 +298,20 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 // without a source asks each source in turn: the dedup index is
 // (source, dedup_key), so a search scoped to a source is an index lookup
 // while an unscoped one would read every event.
+//
+// A status filter makes the store look for events with a delivery in that
+// status, newest first; for a status no delivery has, that would read every
+// event to find nothing, so the (cheap) queue counts answer first.
 func (d *Dashboard) listEvents(r *http.Request, f store.EventFilter) ([]anyhook.Event, string, error) {
+	if f.Status != "" && d.stats != nil && slices.Contains(store.UnfinishedStatuses, f.Status) {
+		qs, err := d.stats.QueueStats(r.Context(), nil)
+		if err != nil {
+			return nil, "", err
+		}
+		if qs.Total(f.Status) == 0 {
+			return nil, "", nil
+		}
+	}
 	if f.Q == "" || f.Source != "" || len(d.sources) == 0 {
 		return d.opt.Store.ListEvents(r.Context(), f)
 	}
