@@ -1,9 +1,12 @@
 package store
 
 import (
-	"encoding/json"
+	"bytes"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,22 +20,43 @@ func NewID() string {
 	return uuid.Must(uuid.NewV7()).String()
 }
 
-// EncodeHeader encodes h for storage, values exactly as received.
+// EncodeHeader encodes h for storage exactly as received, in the wire
+// form "Name: value\r\n" per value, names sorted. Unlike JSON it keeps
+// bytes that are not UTF-8 (HTTP allows them in values); values cannot hold
+// CR or LF, which HTTP forbids and net/http rejects.
 func EncodeHeader(h http.Header) ([]byte, error) {
-	if h == nil {
-		return []byte("{}"), nil
+	b := bytes.NewBuffer([]byte{}) // never nil: the column is NOT NULL
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		if strings.ContainsAny(k, ":\r\n") {
+			return nil, fmt.Errorf("header name %q cannot be stored: %w", k, anyhook.ErrInvalid)
+		}
+		for _, v := range h[k] {
+			if strings.ContainsAny(v, "\r\n") {
+				return nil, fmt.Errorf("header %s has a line break: %w", k, anyhook.ErrInvalid)
+			}
+			b.WriteString(k)
+			b.WriteString(": ")
+			b.WriteString(v)
+			b.WriteString("\r\n")
+		}
 	}
-	return json.Marshal(h)
+	return b.Bytes(), nil
 }
 
 // DecodeHeader reverses EncodeHeader.
 func DecodeHeader(b []byte) (http.Header, error) {
 	h := http.Header{}
-	if len(b) == 0 {
-		return h, nil
+	for line := range strings.SplitSeq(string(b), "\r\n") {
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			return nil, fmt.Errorf("stored header line %q is malformed", line)
+		}
+		h[k] = append(h[k], v)
 	}
-	err := json.Unmarshal(b, &h)
-	return h, err
+	return h, nil
 }
 
 // RescueStatus is the new status of d, whose claim expired, under rule:
