@@ -2,8 +2,8 @@ package ledger_test
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"database/sql"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"

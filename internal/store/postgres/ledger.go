@@ -1,0 +1,304 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// The tamper-evident log's storage (store.Ledger). Tables:
+// migrations/0002_ledger.sql.
+
+var _ store.Ledger = (*Store)(nil)
+
+// ledgerLock is the key of the transaction-level advisory lock held by
+// Sequence: of many processes, one sequences at a time.
+const ledgerLock int64 = 0x61686c6f67 // "ahlog"
+
+// Sequencing finds new events among those received in the last
+// sequenceWindow (an index range scan) and, every sweepEvery, among all
+// events, so that an event whose received_at is far off is not missed.
+const (
+	sequenceWindow = 15 * time.Minute
+	sweepEvery     = 5 * time.Minute
+)
+
+// Sequence implements store.Ledger.
+func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) (int, error) {
+	var n int
+	err := s.tx(ctx, "sequence", func(tx pgx.Tx) error {
+		n = 0
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, ledgerLock); err != nil {
+			return unavailable("sequence: lock", err)
+		}
+		var sweep bool
+		if err := tx.QueryRow(ctx, `SELECT swept_at < now() - $1 * interval '1 microsecond' FROM ledger_state WHERE id = 1`,
+			sweepEvery.Microseconds()).Scan(&sweep); err != nil {
+			return unavailable("sequence", err)
+		}
+		rows, err := tx.Query(ctx, `SELECT `+eventColumns("e.")+` FROM events e
+			WHERE ($1 OR e.received_at > now() - $2 * interval '1 microsecond')
+				AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
+			ORDER BY e.id LIMIT $3`, sweep, sequenceWindow.Microseconds(), limit)
+		if err != nil {
+			return unavailable("sequence", err)
+		}
+		evs, err := collect(rows, scanLedgerEvent)
+		if err != nil {
+			return unavailable("sequence", err)
+		}
+		if sweep && len(evs) < limit {
+			if _, err := tx.Exec(ctx, `UPDATE ledger_state SET swept_at = now() WHERE id = 1`); err != nil {
+				return unavailable("sequence", err)
+			}
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		var size, nhashes int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&size); err != nil {
+			return unavailable("sequence", err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes`).Scan(&nhashes); err != nil {
+			return unavailable("sequence", err)
+		}
+		b, err := fn(size, evs, func(idx []int64) ([]store.Hash, error) { return readHashes(ctx, tx, idx) })
+		if err != nil {
+			return err
+		}
+		if err := store.CheckBatch(size, nhashes, evs, b); err != nil {
+			return err
+		}
+		var batch pgx.Batch
+		for _, e := range b.Entries {
+			batch.Queue(`INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, late) VALUES ($1, $2, $3, $4, $5, $6)`,
+				e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], e.Late)
+		}
+		for i, h := range b.Hashes {
+			batch.Queue(`INSERT INTO ledger_hashes (idx, hash) VALUES ($1, $2)`, b.HashIndex+int64(i), h[:])
+		}
+		if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
+			return unavailable("sequence", err)
+		}
+		n = len(b.Entries)
+		return nil
+	})
+	return n, err
+}
+
+// scanLedgerEvent is scanEvent that keeps undecodable headers as they are,
+// so that the leaf recomputed from them differs and names the event.
+func scanLedgerEvent(sc scanner) (anyhook.Event, error) {
+	var ev anyhook.Event
+	var headers []byte
+	dest, done := eventDest(&ev)
+	dest[6] = &headers
+	if err := sc.Scan(dest...); err != nil {
+		return ev, err
+	}
+	done() // headers are decoded below
+	h, err := store.DecodeHeader(headers)
+	if err != nil {
+		h = http.Header{"\x00undecodable": {string(headers)}}
+	}
+	ev.Header = h
+	return ev, nil
+}
+
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func readHashes(ctx context.Context, q queryer, idx []int64) ([]store.Hash, error) {
+	out := make([]store.Hash, len(idx))
+	if len(idx) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `SELECT idx, hash FROM ledger_hashes WHERE idx = ANY($1)`, idx)
+	if err != nil {
+		return nil, unavailable("read hashes", err)
+	}
+	got := map[int64][]byte{}
+	for rows.Next() {
+		var x int64
+		var h []byte
+		if err := rows.Scan(&x, &h); err != nil {
+			rows.Close()
+			return nil, unavailable("read hashes", err)
+		}
+		got[x] = h
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("read hashes", err)
+	}
+	for i, x := range idx {
+		h, ok := got[x]
+		if !ok {
+			return nil, fmt.Errorf("stored hash %d: %w", x, anyhook.ErrNotFound)
+		}
+		copy(out[i][:], h)
+	}
+	return out, nil
+}
+
+// LedgerSize implements store.Ledger.
+func (s *Store) LedgerSize(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&n)
+	return n, unavailable("ledger size", err)
+}
+
+// ReadHashes implements store.Ledger.
+func (s *Store) ReadHashes(ctx context.Context, indexes []int64) ([]store.Hash, error) {
+	return readHashes(ctx, s.pool, indexes)
+}
+
+const entryCols = `idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late, body_pruned`
+
+func scanEntry(sc scanner) (store.LedgerEntry, error) {
+	var e store.LedgerEntry
+	var hh, bh, lh []byte
+	err := sc.Scan(&e.Index, &e.EventID, &hh, &bh, &lh, &e.SequencedAt, &e.Late, &e.BodyPruned)
+	for _, c := range []struct {
+		dst *store.Hash
+		src []byte
+	}{{&e.HeaderHash, hh}, {&e.BodyHash, bh}, {&e.LeafHash, lh}} {
+		if len(c.src) == len(c.dst) { // another length stays zero: a mismatch
+			copy(c.dst[:], c.src)
+		}
+	}
+	e.SequencedAt = utc(e.SequencedAt)
+	return e, err
+}
+
+// LedgerRecords implements store.Ledger.
+func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]store.LedgerRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE idx >= $1 ORDER BY idx LIMIT $2`, from, limit)
+	if err != nil {
+		return nil, unavailable("ledger records", err)
+	}
+	entries, err := collect(rows, scanEntry)
+	if err != nil {
+		return nil, unavailable("ledger records", err)
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.EventID
+	}
+	rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, unavailable("ledger records", err)
+	}
+	evs, err := collect(rows, scanLedgerEvent)
+	if err != nil {
+		return nil, unavailable("ledger records", err)
+	}
+	byID := make(map[string]*anyhook.Event, len(evs))
+	for i := range evs {
+		byID[evs[i].ID] = &evs[i]
+	}
+	out := make([]store.LedgerRecord, len(entries))
+	for i, e := range entries {
+		out[i] = store.LedgerRecord{Entry: e, Event: byID[e.EventID]}
+	}
+	return out, nil
+}
+
+// LedgerEntry implements store.Ledger.
+func (s *Store) LedgerEntry(ctx context.Context, eventID string) (store.LedgerEntry, error) {
+	e, err := scanEntry(s.pool.QueryRow(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE event_id = $1`, eventID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("event %s has no log entry: %w", eventID, anyhook.ErrNotFound)
+	}
+	return e, unavailable("ledger entry", err)
+}
+
+// Unsequenced implements store.Ledger.
+func (s *Store) Unsequenced(ctx context.Context, receivedBefore time.Time, limit int) ([]anyhook.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, source, coalesce(dedup_key, ''), received_at FROM events e
+		WHERE received_at < $1 AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
+		ORDER BY id LIMIT $2`, receivedBefore, limit)
+	if err != nil {
+		return nil, unavailable("unsequenced", err)
+	}
+	out, err := collect(rows, func(sc scanner) (anyhook.Event, error) {
+		var ev anyhook.Event
+		err := sc.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &ev.ReceivedAt)
+		ev.ReceivedAt = utc(ev.ReceivedAt)
+		return ev, err
+	})
+	return out, unavailable("unsequenced", err)
+}
+
+// SaveCheckpoint implements store.Ledger.
+func (s *Store) SaveCheckpoint(ctx context.Context, c store.Checkpoint) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO ledger_checkpoints (size, root, note) VALUES ($1, $2, $3)`, c.Size, c.Root[:], c.Note)
+	return unavailable("save checkpoint", err)
+}
+
+// LatestCheckpoint implements store.Ledger.
+func (s *Store) LatestCheckpoint(ctx context.Context) (store.Checkpoint, error) {
+	var c store.Checkpoint
+	var root []byte
+	err := s.pool.QueryRow(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id DESC LIMIT 1`).
+		Scan(&c.Size, &root, &c.Note, &c.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, fmt.Errorf("checkpoint: %w", anyhook.ErrNotFound)
+	}
+	if len(root) == len(c.Root) {
+		copy(c.Root[:], root)
+	}
+	c.CreatedAt = utc(c.CreatedAt)
+	return c, unavailable("latest checkpoint", err)
+}
+
+// PruneBodies implements store.Ledger.
+func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
+	var n int
+	err := s.tx(ctx, "prune bodies", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
+			WHERE NOT l.body_pruned AND e.received_at < $1
+				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND d.status IN ('pending', 'delivering', 'held', 'paused'))
+			ORDER BY l.idx LIMIT $2
+			FOR UPDATE OF l SKIP LOCKED`, receivedBefore, limit)
+		if err != nil {
+			return unavailable("prune bodies", err)
+		}
+		var idx []int64
+		var ids []string
+		for rows.Next() {
+			var i int64
+			var id string
+			if err := rows.Scan(&i, &id); err != nil {
+				rows.Close()
+				return unavailable("prune bodies", err)
+			}
+			idx, ids = append(idx, i), append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable("prune bodies", err)
+		}
+		if len(ids) == 0 {
+			n = 0
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE events SET body = ''::bytea WHERE id = ANY($1)`, ids); err != nil {
+			return unavailable("prune bodies", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE ledger_entries SET body_pruned = true WHERE idx = ANY($1)`, idx); err != nil {
+			return unavailable("prune bodies", err)
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
+}
