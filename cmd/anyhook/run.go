@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/bench"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/send"
@@ -33,6 +34,7 @@ commands:
   send     sign and send an event as a provider would
   replay   mark events for redelivery
   log      verify the tamper-evident log
+  bench    measure ingest and delivery on this machine
   version  print version and build info
 
 Run 'anyhook <command> -h' for a command's flags.
@@ -51,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return send.Main(ctx, rest, stdout, stderr)
 	case "replay":
 		return replay(ctx, rest, stdout, stderr)
+	case "bench":
+		return bench.Main(ctx, rest, stdout, stderr)
 	case "log":
 		return logCmd(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
