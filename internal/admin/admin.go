@@ -81,6 +81,9 @@ type Options struct {
 	// Now is the clock that times failed requests for the log; default
 	// time.Now.
 	Now func() time.Time
+	// Log serves /api/log/checkpoint and /api/events/{id}/proof; nil
+	// answers them 404.
+	Log Log
 }
 
 // API is the admin API. Create it with New.
@@ -95,6 +98,7 @@ type API struct {
 	now     func() time.Time
 	routes  []route
 	mux     *http.ServeMux
+	ledger  Log
 }
 
 // route is one endpoint; the route table builds the mux and is what the
@@ -114,6 +118,7 @@ func New(opt Options) *API {
 		log:     opt.Logger,
 		ready:   opt.Ready,
 		now:     opt.Now,
+		ledger:  opt.Log,
 	}
 	if opt.Token != "" {
 		sum := sha256.Sum256([]byte(opt.Token))
@@ -150,6 +155,8 @@ func New(opt Options) *API {
 		{"GET", "/api/destinations", false, a.listDestinations},
 		{"POST", "/api/destinations/{name}/pause", false, a.pause},
 		{"POST", "/api/destinations/{name}/resume", false, a.resume},
+		{"GET", "/api/log/checkpoint", false, a.logCheckpoint},
+		{"GET", "/api/events/{id}/proof", false, a.eventProof},
 	}
 	a.mux = http.NewServeMux()
 	for _, rt := range a.routes {

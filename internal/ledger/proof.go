@@ -122,3 +122,25 @@ func CheckProof(v note.Verifier, ev *anyhook.Event, p *Proof) error {
 	}
 	return nil
 }
+
+// Reader serves the latest checkpoint and inclusion proofs: the admin
+// API's view of the log.
+type Reader struct {
+	Store store.Ledger
+	Key   *Key // for the verifier key shown with checkpoints; may be nil
+}
+
+// Checkpoint returns the latest checkpoint with the log's public key.
+func (r Reader) Checkpoint(ctx context.Context) (CheckpointInfo, error) {
+	info, err := Latest(ctx, r.Store)
+	if err == nil && r.Key != nil {
+		info.VerifierKey = r.Key.VerifierKey
+	}
+	return info, err
+}
+
+// Proof returns the inclusion proof of an event against the latest
+// checkpoint.
+func (r Reader) Proof(ctx context.Context, eventID string) (*Proof, error) {
+	return Prove(ctx, r.Store, eventID)
+}
