@@ -47,6 +47,7 @@ type Source struct {
 	Signature *Signature `yaml:"signature"` // generic only; "none" or a scheme
 	ID        string     `yaml:"id"`        // generic: header:NAME or json:PATH
 	Ordering  *Ordering  `yaml:"ordering"`
+	RateLimit *RateLimit `yaml:"rate_limit"` // default none: no limit
 
 	// Destinations is derived: the destinations that list this source.
 	Destinations []string `yaml:"-"`
@@ -69,19 +70,29 @@ type Ordering struct {
 	Stale   string `yaml:"stale"`   // skip | deliver; default skip
 }
 
+// RateLimit caps the requests a source accepts (a token bucket per source
+// and process): over it, ingest answers 429 with Retry-After.
+type RateLimit struct {
+	RPS   int `yaml:"rps"`   // required: sustained requests per second, ≥ 1
+	Burst int `yaml:"burst"` // default rps: requests allowed at once
+}
+
 // Destination is one user handler.
 type Destination struct {
-	Name          string              `yaml:"-"`
-	URL           string              `yaml:"url"`            // required
-	Sources       []string            `yaml:"sources"`        // required
-	SigningSecret string              `yaml:"signing_secret"` // Standard Webhooks whsec_…; optional
-	Timeout       Duration            `yaml:"timeout"`        // default 15s
-	MaxAttempts   int                 `yaml:"max_attempts"`   // default 8
-	Backoff       Backoff             `yaml:"backoff"`
-	OnStaleClaim  string              `yaml:"on_stale_claim"` // reclaim | hold; default reclaim
-	DropHeaders   []string            `yaml:"drop_headers"`   // more request headers not to forward
-	MaxInFlight   int                 `yaml:"max_in_flight"`  // default 16
-	StalePolicy   anyhook.StalePolicy `yaml:"-"`
+	Name          string   `yaml:"-"`
+	URL           string   `yaml:"url"`            // required
+	Sources       []string `yaml:"sources"`        // required
+	SigningSecret string   `yaml:"signing_secret"` // Standard Webhooks whsec_…; optional
+	Timeout       Duration `yaml:"timeout"`        // default 15s
+	MaxAttempts   int      `yaml:"max_attempts"`   // default 8
+	Backoff       Backoff  `yaml:"backoff"`
+	OnStaleClaim  string   `yaml:"on_stale_claim"` // reclaim | hold; default reclaim
+	DropHeaders   []string `yaml:"drop_headers"`   // more request headers not to forward
+	MaxInFlight   int      `yaml:"max_in_flight"`  // default 16
+	// TLSInsecureSkipVerify turns off verification of the destination's
+	// TLS certificate; default false (verified).
+	TLSInsecureSkipVerify bool                `yaml:"tls_insecure_skip_verify"`
+	StalePolicy           anyhook.StalePolicy `yaml:"-"`
 }
 
 // Backoff is the retry schedule: exponential from Initial, capped at Max,

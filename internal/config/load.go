@@ -201,7 +201,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 			return err
 		}
 		if err := p.parseScalar(s); err != nil {
-			return d.errf(n, path, "%s", err)
+			msg := err.Error()
+			if s != n.Value { // expanded: the value may be a secret
+				msg = strings.ReplaceAll(msg, strconv.Quote(s), "the value of "+strconv.Quote(n.Value))
+			}
+			return d.errf(n, path, "%s", msg)
 		}
 		return nil
 	}
@@ -234,7 +238,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		i, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 		if err != nil || v.OverflowInt(i) {
-			return d.errf(n, path, "must be an integer, not %q", s)
+			return d.errf(n, path, "must be an integer, not %s", shown(n, s))
 		}
 		v.SetInt(i)
 	case reflect.Bool:
@@ -255,7 +259,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		case "false":
 			v.SetBool(false)
 		default:
-			return d.errf(n, path, "must be true or false, not %q", s)
+			return d.errf(n, path, "must be true or false, not %s", shown(n, s))
 		}
 	case reflect.Slice:
 		if isNull {
@@ -365,20 +369,70 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) error {
 	return nil
 }
 
-// scalar returns n's value with ${VAR} references expanded.
+// scalar returns n's value with ${VAR} and ${file:PATH} references
+// expanded.
 func (d *decoder) scalar(n *yaml.Node, path string) (string, error) {
-	s, err := expand(n.Value, d.getenv)
+	s, err := expand(n.Value, d.getenv, d.readFile)
 	if err != nil {
 		return "", d.errf(n, path, "%s", err)
 	}
 	return s, nil
 }
 
+// shown quotes a value for an error message; a value that came from
+// ${VAR} or ${file:PATH} is named by its reference instead, since it may be
+// a secret.
+func shown(n *yaml.Node, s string) string {
+	if s != n.Value {
+		return "the value of " + strconv.Quote(n.Value)
+	}
+	return strconv.Quote(s)
+}
+
+// maxFileValue bounds a ${file:PATH} value: secrets and tokens are small,
+// and a path such as /dev/zero must not make loading endless.
+const maxFileValue = 64 << 10
+
+// readFile returns the contents of a ${file:PATH} reference: PATH is
+// relative to the config file's directory, must be a regular file of at
+// most 64 KiB, and one trailing newline (\n or \r\n) is removed. Errors
+// name the file, never its contents.
+func (d *decoder) readFile(name string) (string, error) {
+	p := name
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(d.c.Dir, p)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("${file:%s}: file %s not found", name, p)
+		}
+		return "", fmt.Errorf("${file:%s}: cannot read %s: %v", name, p, errors.Unwrap(err))
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("${file:%s}: %s is not a regular file", name, p)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileValue+1))
+	if err != nil {
+		return "", fmt.Errorf("${file:%s}: cannot read %s: %v", name, p, err)
+	}
+	if len(b) > maxFileValue {
+		return "", fmt.Errorf("${file:%s}: %s is larger than %d bytes", name, p, maxFileValue)
+	}
+	s := string(b)
+	if t, ok := strings.CutSuffix(s, "\n"); ok {
+		s = strings.TrimSuffix(t, "\r")
+	}
+	return s, nil
+}
+
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// expand replaces each ${NAME} in s by the value of NAME; $${ stands for
-// a literal ${. Any other $ is kept as is.
-func expand(s string, getenv func(string) (string, bool)) (string, error) {
+// expand replaces each ${NAME} in s by the value of NAME and each
+// ${file:PATH} by the contents of the file (readFile); $${ stands for a
+// literal ${. Any other $ is kept as is.
+func expand(s string, getenv func(string) (string, bool), readFile func(string) (string, error)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -394,15 +448,26 @@ func expand(s string, getenv func(string) (string, bool)) (string, error) {
 				return "", errors.New(`unterminated "${" (write "$${" for a literal "${")`)
 			}
 			name := s[i+2 : i+2+end]
+			i += 2 + end + 1
+			if file, ok := strings.CutPrefix(name, "file:"); ok {
+				if file == "" {
+					return "", errors.New("${file:PATH} needs a path")
+				}
+				val, err := readFile(file)
+				if err != nil {
+					return "", err
+				}
+				b.WriteString(val)
+				continue
+			}
 			if !envName.MatchString(name) {
-				return "", fmt.Errorf("invalid environment variable reference ${%s}: only ${NAME} is supported", name)
+				return "", fmt.Errorf("invalid environment variable reference ${%s}: only ${NAME} and ${file:PATH} are supported", name)
 			}
 			val, ok := getenv(name)
 			if !ok {
 				return "", fmt.Errorf("environment variable %s is not set", name)
 			}
 			b.WriteString(val)
-			i += 2 + end + 1
 		default:
 			b.WriteByte(s[i])
 			i++

@@ -77,6 +77,9 @@ func (c *Config) setDefaults() {
 		if s.Ordering != nil {
 			str(&s.Ordering.Stale, "skip")
 		}
+		if rl := s.RateLimit; rl != nil && rl.Burst == 0 && !c.has(k+"rate_limit.burst") {
+			rl.Burst = rl.RPS
+		}
 		s.Destinations = nil
 	}
 	for _, name := range c.DestinationOrder {
@@ -245,6 +248,14 @@ func (c *Config) validateSource(name string, s *Source) error {
 	if s.ID != "" {
 		if err := checkLocator(s.ID); err != nil {
 			return c.Errorf(k+".id", "%s", err)
+		}
+	}
+	if rl := s.RateLimit; rl != nil {
+		if rl.RPS < 1 {
+			return c.Errorf(k+".rate_limit.rps", "must be at least 1 request per second, not %d", rl.RPS)
+		}
+		if rl.Burst < 1 {
+			return c.Errorf(k+".rate_limit.burst", "must be at least 1, not %d", rl.Burst)
 		}
 	}
 	if o := s.Ordering; o != nil {
