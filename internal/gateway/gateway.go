@@ -48,6 +48,7 @@ type Gateway struct {
 	batcher *ingest.Batcher
 	engine  *delivery.Engine
 	alerts  *alert.Notifier
+	ledger  *logParts // the tamper-evident log; nil when the store keeps none
 	srv     *http.Server
 	handler http.Handler
 
@@ -96,6 +97,12 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return nil, &ConfigError{err}
 	}
 	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts}
+	if err := g.newLog(st); err != nil {
+		if opt.Store == nil {
+			st.Close()
+		}
+		return nil, err
+	}
 	g.batcher = ingest.NewBatcher(st, 256)
 	g.engine = delivery.New(st, delivery.Options{
 		Destinations: dests,
@@ -126,6 +133,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Sources:      bySource,
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
+		Log:          g.logAPI(),
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -251,6 +259,7 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 	g.alerts.Start(ctx)
 	g.batcher.Start(ctx)
 	g.engine.Start(ctx)
+	g.startLog(ctx)
 	g.srv = &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -285,6 +294,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 		}
 	}
 	g.batcher.Stop()
+	g.stopLog()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
 	g.alerts.Stop()
 	errs = append(errs, g.store.Close())

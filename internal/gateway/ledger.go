@@ -1,0 +1,83 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/ledger"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// logParts are the tamper-evident log's background parts (docs/ledger.md);
+// nil when the store keeps no log.
+type logParts struct {
+	reader ledger.Reader
+	seq    *ledger.Sequencer
+	cpr    *ledger.Checkpointer
+}
+
+// newLog loads (or creates) the signing key and builds the sequencer and
+// checkpointer over st, when st keeps a log.
+func (g *Gateway) newLog(st store.Store) error {
+	l, ok := st.(store.Ledger)
+	if !ok {
+		return nil
+	}
+	key, err := ledger.LoadOrCreateKey(g.cfg.LogKeyPath(), g.cfg.Log.Origin)
+	if err != nil {
+		return &ConfigError{g.cfg.Errorf("log.key_file", "%v", err)}
+	}
+	g.ledger = &logParts{
+		reader: ledger.Reader{Store: l, Key: key},
+		seq: ledger.NewSequencer(l, ledger.SequencerOptions{
+			Logger: g.log,
+			OnLate: func(ev anyhook.Event) {
+				g.logAlert(ev.ID, fmt.Sprintf("event %s (source %s, received %s) entered the log long after a checkpoint that should have held it: was it inserted into the database directly? Run anyhook log verify.",
+					ev.ID, ev.Source, ev.ReceivedAt.Format(time.RFC3339)))
+			},
+		}),
+		cpr: ledger.NewCheckpointer(l, ledger.CheckpointerOptions{
+			Key:       key,
+			Origin:    g.cfg.Log.Origin,
+			Interval:  g.cfg.Log.CheckpointInterval.D(),
+			PushURL:   g.cfg.Log.PushURL,
+			Retention: g.cfg.Log.Retention.D(),
+			Logger:    g.log,
+			OnFailure: func(err error) {
+				g.logAlert("", "the tamper-evident log failed its self-check: "+err.Error()+". Run anyhook log verify.")
+			},
+		}),
+	}
+	return nil
+}
+
+func (g *Gateway) logAlert(eventID, msg string) {
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LogVerificationFailed, EventID: eventID, Message: msg, Time: time.Now()})
+}
+
+// logAPI is what the admin API serves the log from; nil without a log.
+func (g *Gateway) logAPI() admin.Log {
+	if g.ledger == nil {
+		return nil
+	}
+	return g.ledger.reader
+}
+
+func (g *Gateway) startLog(ctx context.Context) {
+	if g.ledger != nil {
+		g.ledger.seq.Start(ctx)
+		g.ledger.cpr.Start(ctx)
+	}
+}
+
+// stopLog sequences what ingest committed and signs a last checkpoint.
+func (g *Gateway) stopLog() {
+	if g.ledger != nil {
+		g.ledger.seq.Stop()
+		g.ledger.cpr.Stop()
+	}
+}
