@@ -9,6 +9,7 @@ package delivery
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ type Destination struct {
 	StalePolicy   anyhook.StalePolicy
 	DropHeaders   []string // more request headers not to forward
 	MaxInFlight   int
+	// InsecureSkipVerify turns off TLS certificate verification for this
+	// destination only (tls_insecure_skip_verify).
+	InsecureSkipVerify bool
 }
 
 // Options configure an Engine.
@@ -77,6 +81,7 @@ type Engine struct {
 	opt    Options
 	log    *slog.Logger
 	dests  map[string]*Destination
+	client map[string]*http.Client // per destination: Options.Client or its insecure copy
 	wake   map[string]chan struct{}
 	health *health
 
@@ -109,7 +114,8 @@ func New(st Store, opt Options) *Engine {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{},
-		health: newHealth(opt.FailingAfter)}
+		client: map[string]*http.Client{}, health: newHealth(opt.FailingAfter)}
+	var insecure *http.Client
 	for i := range opt.Destinations {
 		d := &opt.Destinations[i]
 		if d.MaxInFlight <= 0 {
@@ -117,6 +123,13 @@ func New(st Store, opt Options) *Engine {
 		}
 		e.dests[d.Name] = d
 		e.wake[d.Name] = make(chan struct{}, 1)
+		e.client[d.Name] = opt.Client
+		if d.InsecureSkipVerify {
+			if insecure == nil {
+				insecure = insecureClient(opt.Client)
+			}
+			e.client[d.Name] = insecure
+		}
 	}
 	return e
 }
@@ -143,6 +156,24 @@ func NewClient() *http.Client {
 			return nil
 		},
 	}
+}
+
+// insecureClient is a copy of c that does not verify TLS certificates:
+// for destinations that opted out with tls_insecure_skip_verify. A client
+// whose transport is not an *http.Transport gets NewClient's transport.
+func insecureClient(c *http.Client) *http.Client {
+	cc := *c
+	t, ok := c.Transport.(*http.Transport)
+	if !ok {
+		t = NewClient().Transport.(*http.Transport)
+	}
+	t = t.Clone()
+	if t.TLSClientConfig == nil {
+		t.TLSClientConfig = &tls.Config{}
+	}
+	t.TLSClientConfig.InsecureSkipVerify = true
+	cc.Transport = t
+	return &cc
 }
 
 // Lease is how long a claim of d lasts: its timeout plus the grace, so a
@@ -293,8 +324,13 @@ func (e *Engine) notify(d anyhook.Delivery) {
 	}
 }
 
-// maxResponse is how much of a response body an attempt keeps.
-const maxResponse = 4 << 10
+// maxResponse is how much of a response body an attempt keeps; at most
+// maxDrain more is read (and discarded) so that the connection can be
+// reused. A longer body is cut off with its connection.
+const (
+	maxResponse = 4 << 10
+	maxDrain    = 64 << 10
+)
 
 // deliver makes one attempt and records its outcome.
 func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim) {
@@ -361,7 +397,7 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, 
 		return 0, nil, 0, err
 	}
 	req.Header = e.header(d, c, time.Now())
-	resp, err := e.opt.Client.Do(req)
+	resp, err := e.client[d.Name].Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("timeout after %v", d.Timeout)
@@ -370,7 +406,7 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, 
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // let the connection be reused
 	return resp.StatusCode, body, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
 }
 
