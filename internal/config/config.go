@@ -89,6 +89,9 @@ type Destination struct {
 	OnStaleClaim  string   `yaml:"on_stale_claim"` // reclaim | hold; default reclaim
 	DropHeaders   []string `yaml:"drop_headers"`   // more request headers not to forward
 	MaxInFlight   int      `yaml:"max_in_flight"`  // default 16
+	// Rate caps requests to this destination per process (retries
+	// included); zero (default): no cap beyond MaxInFlight.
+	Rate Rate `yaml:"rate"`
 	// TLSInsecureSkipVerify turns off verification of the destination's
 	// TLS certificate; default false (verified).
 	TLSInsecureSkipVerify bool                `yaml:"tls_insecure_skip_verify"`

@@ -132,6 +132,7 @@ destinations:
     on_stale_claim: hold
     drop_headers: [X-Internal]
     max_in_flight: 2
+    rate: 600/m
 delivery:
   poll_interval: 500ms
   grace: 10s
@@ -155,7 +156,7 @@ alerts:
 	}
 	d := c.Destinations["ship"]
 	if d.Timeout.D() != 150*time.Millisecond || d.MaxAttempts != 3 || d.Backoff.Initial.D() != 250*time.Millisecond ||
-		d.StalePolicy != anyhook.Hold || d.MaxInFlight != 2 {
+		d.StalePolicy != anyhook.Hold || d.MaxInFlight != 2 || d.Rate.PerSecond() != 10 {
 		t.Errorf("ship = %+v", d)
 	}
 	if c.Delivery.Shutdown != 0 || c.Delivery.Grace.D() != 10*time.Second {
@@ -287,6 +288,10 @@ func TestErrors(t *testing.T) {
 			9, "destinations.d.signing_secret", "Standard Webhooks secret"},
 		{"max_in_flight", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    max_in_flight: -1\n",
 			9, "destinations.d.max_in_flight", "at least 1"},
+		{"rate zero", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    rate: 0\n",
+			9, "destinations.d.rate", "positive number"},
+		{"rate unit", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    rate: 5/day\n",
+			9, "destinations.d.rate", "per minute (600/m)"},
 		{"drop_headers", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    drop_headers: [\"a b\"]\n",
 			9, "destinations.d.drop_headers[0]", "not a valid header name"},
 		{"dest name", minimal + "destinations:\n  'a b':\n    url: http://x/\n    sources: [stripe]\n", 6, "destinations.a b", "invalid name"},
@@ -596,4 +601,20 @@ func mustReadF(f *testing.F, path string) []byte {
 		f.Fatal(err)
 	}
 	return b
+}
+
+func TestRateUnits(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]float64{"50": 50, "50/s": 50, " 2.5 ": 2.5, "600/m": 10, "3600/h": 1, "1/m": 1.0 / 60} {
+		var r Rate
+		if err := r.parseScalar(in); err != nil || r.PerSecond() != want {
+			t.Errorf("rate %q = %v, %v; want %v", in, r.PerSecond(), err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "0/s", "fast", "NaN", "+Inf", "5/d", "/s"} {
+		var r Rate
+		if err := r.parseScalar(in); err == nil {
+			t.Errorf("rate %q = %v, want an error", in, r.PerSecond())
+		}
+	}
 }

@@ -103,3 +103,39 @@ func (sig *Signature) UnmarshalYAML(n *yaml.Node) error {
 	type plain Signature
 	return n.Decode((*plain)(sig))
 }
+
+// Rate is a request rate written as 50 or 50/s (per second), 600/m or
+// 3600/h; it is kept per second. Zero means no limit.
+type Rate float64
+
+// PerSecond returns r in requests per second.
+func (r Rate) PerSecond() float64 { return float64(r) }
+
+// String formats r per second.
+func (r Rate) String() string { return strconv.FormatFloat(float64(r), 'g', -1, 64) + "/s" }
+
+// MarshalYAML writes r per second.
+func (r Rate) MarshalYAML() (any, error) { return r.String(), nil }
+
+func (r *Rate) parseScalar(in string) error {
+	s := strings.TrimSpace(in)
+	per := 1.0
+	if num, unit, ok := strings.Cut(s, "/"); ok {
+		switch strings.TrimSpace(unit) {
+		case "s":
+		case "m":
+			per = 60
+		case "h":
+			per = 3600
+		default:
+			return fmt.Errorf("%q is not a rate: use requests per second (50 or 50/s), per minute (600/m) or per hour (3600/h)", in)
+		}
+		s = strings.TrimSpace(num)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return fmt.Errorf("%q is not a rate: use a positive number of requests per second (50 or 50/s), per minute (600/m) or per hour (3600/h)", in)
+	}
+	*r = Rate(v / per)
+	return nil
+}
