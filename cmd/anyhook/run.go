@@ -33,7 +33,7 @@ commands:
   serve    run the gateway (ingest, delivery, admin API)
   send     sign and send an event as a provider would
   replay   mark events for redelivery
-  log      verify the tamper-evident log
+  log      verify the tamper-evident log (log verify), print its public key (log key)
   bench    measure ingest and delivery on this machine
   version  print version and build info
 
@@ -236,8 +236,5 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 }
 
 func logCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "verify" {
-		return fail(stderr, exitUsage, errors.New("usage: anyhook log verify [--config FILE] [--checkpoint FILE]"))
-	}
-	return logVerify(ctx, args[1:], stdout, stderr)
+	return logCommand(ctx, args, stdout, stderr) // logverify.go
 }
