@@ -88,7 +88,7 @@ func Prove(ctx context.Context, st store.Ledger, eventID string) (*Proof, error)
 	p := &Proof{
 		EventID: eventID, Index: e.Index,
 		LeafHash: e.LeafHash[:], HeaderHash: e.HeaderHash[:], BodyHash: e.BodyHash[:], BodyPruned: e.BodyPruned,
-		TreeSize: cp.Size, Checkpoint: string(cp.Note),
+		TreeSize: cp.Size, Checkpoint: string(cp.Note), Proof: make([][]byte, 0, len(rp)),
 	}
 	for _, h := range rp {
 		p.Proof = append(p.Proof, h[:])
