@@ -45,6 +45,9 @@ type Destination struct {
 	StalePolicy   anyhook.StalePolicy
 	DropHeaders   []string // more request headers not to forward
 	MaxInFlight   int
+	// Rate caps requests per second (retries included) with a token
+	// bucket holding a tenth of a second's worth; 0: no cap.
+	Rate float64
 	// InsecureSkipVerify turns off TLS certificate verification for this
 	// destination only (tls_insecure_skip_verify).
 	InsecureSkipVerify bool
@@ -54,10 +57,11 @@ type Destination struct {
 type Options struct {
 	Destinations []Destination
 	Logger       *slog.Logger
-	Client       *http.Client   // default: NewClient()
-	PollInterval time.Duration  // default 1s
-	Grace        time.Duration  // lease = timeout + grace; default 5s
-	Rand         func() float64 // jitter source in [0, 1); default math/rand/v2
+	Client       *http.Client     // default: NewClient()
+	PollInterval time.Duration    // default 1s
+	Grace        time.Duration    // lease = timeout + grace; default 5s
+	Rand         func() float64   // jitter source in [0, 1); default math/rand/v2
+	Now          func() time.Time // clock of the rate limits; default time.Now
 	// OnDead and OnHeld are told of deliveries that went dead or were held
 	// (alerts); either may be nil.
 	OnDead func(anyhook.Delivery)
@@ -84,6 +88,7 @@ type Engine struct {
 	client map[string]*http.Client // per destination: Options.Client or its insecure copy
 	wake   map[string]chan struct{}
 	health *health
+	fin    *finisher // batches the outcomes of all destinations
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // stops claiming
@@ -110,11 +115,14 @@ func New(st Store, opt Options) *Engine {
 	if opt.Rand == nil {
 		opt.Rand = rand.Float64
 	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
 	if opt.UserAgent == "" {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{},
-		client: map[string]*http.Client{}, health: newHealth(opt.FailingAfter)}
+		client: map[string]*http.Client{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
 	var insecure *http.Client
 	for i := range opt.Destinations {
 		d := &opt.Destinations[i]
@@ -202,6 +210,7 @@ func (e *Engine) Start(ctx context.Context) {
 	var loopCtx, sendCtx context.Context
 	loopCtx, e.cancel = context.WithCancel(base)
 	sendCtx, e.abort = context.WithCancel(base)
+	e.fin.Start(base)
 	for _, d := range e.dests {
 		e.loops.Go(func() { e.dispatch(loopCtx, sendCtx, d) })
 	}
@@ -230,12 +239,20 @@ func (e *Engine) Stop(grace time.Duration) {
 		<-done
 	}
 	e.abort()
+	e.fin.Stop() // no send is left to record an outcome
 	e.cancel = nil
 }
+
+// maxFinishBatch bounds how many outcomes share one Finish.
+const maxFinishBatch = 256
 
 func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	free := make(chan struct{}, d.MaxInFlight)
 	inFlight := 0
+	var lim *limiter
+	if d.Rate > 0 {
+		lim = newLimiter(d.Rate, e.opt.Now)
+	}
 	tick := time.NewTicker(e.opt.PollInterval)
 	defer tick.Stop()
 	for {
@@ -248,30 +265,35 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				drained = true
 			}
 		}
-		want := d.MaxInFlight - inFlight
-		got := 0
-		if want > 0 {
-			claims, err := e.st.Claim(ctx, d.Name, want, e.Lease(d))
-			if err != nil && ctx.Err() == nil {
-				e.log.Warn("claim failed", "destination", d.Name, "err", err)
+		var later <-chan time.Time // the rate allows the next request then
+		if want := d.MaxInFlight - inFlight; want > 0 {
+			allowed, wait := lim.take(want)
+			if allowed == 0 {
+				later = time.After(wait)
+			} else {
+				claims, err := e.st.Claim(ctx, d.Name, allowed, e.Lease(d))
+				if err != nil && ctx.Err() == nil {
+					e.log.Warn("claim failed", "destination", d.Name, "err", err)
+				}
+				lim.giveBack(allowed - len(claims))
+				for _, c := range claims {
+					inFlight++
+					e.sends.Go(func() {
+						defer func() { free <- struct{}{} }()
+						e.deliver(sendCtx, d, c)
+					})
+				}
+				if len(claims) == allowed {
+					continue // more may be due at once
+				}
 			}
-			got = len(claims)
-			for _, c := range claims {
-				inFlight++
-				e.sends.Go(func() {
-					defer func() { free <- struct{}{} }()
-					e.deliver(sendCtx, d, c)
-				})
-			}
-		}
-		if want > 0 && got == want {
-			continue // more may be due at once
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.wake[d.Name]:
 		case <-tick.C:
+		case <-later:
 		case <-free:
 			inFlight--
 		}
@@ -362,13 +384,13 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim) {
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	lost, ferr := e.st.Finish(fctx, []store.Outcome{out})
+	lost, ferr := e.fin.finish(fctx, out)
 	log := e.log.With("delivery", c.Delivery.ID, "event", c.Event.ID, "destination", d.Name, "attempt", attempt, "status_code", code)
 	switch {
 	case ferr != nil:
 		log.Error("recording the outcome failed; the lease will expire and the rescuer decides", "err", ferr)
 		return
-	case len(lost) > 0:
+	case lost:
 		log.Warn("outcome not recorded: the claim was lost to a rescuer")
 		return
 	}
