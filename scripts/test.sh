@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: what the README's test command and CI run.
-# It makes sure PostgreSQL is up (scripts/postgres.sh), then checks
-# formatting, vets, runs every test with the race detector, and gives each
-# fuzz target a short run.
+# It makes sure PostgreSQL is up (scripts/postgres.sh) and Chromium is
+# installed for the dashboard's browser test (scripts/chromium.sh), then
+# checks formatting, vets, runs every test with the race detector, and gives
+# each fuzz target a short run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CI="${CI:-}"
 ./scripts/postgres.sh
+./scripts/chromium.sh
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
