@@ -27,6 +27,7 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/throttle"
 )
 
 // Version is the gateway's version, set by cmd/anyhook.
@@ -152,13 +153,13 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/{source}", ih)
+	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, time.Now))
 	mux.Handle("/api/", api.Handler())
 	mux.Handle("/healthz", api.Handler())
 	mux.Handle("/readyz", api.Handler())
 	mux.Handle("GET /metrics", metrics.RequireToken(cfg.AdminToken, mx.Handler()))
 	mux.Handle("/", dash.Handler()) // the dashboard: every other path
-	g.handler = mux
+	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), time.Now, log)
 	return g, nil
 }
 
@@ -222,6 +223,8 @@ func buildDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 			StalePolicy:   d.StalePolicy,
 			DropHeaders:   d.DropHeaders,
 			MaxInFlight:   d.MaxInFlight,
+
+			InsecureSkipVerify: d.TLSInsecureSkipVerify,
 		})
 	}
 	return out, nil

@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"encoding/json"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/throttle"
+)
+
+// The admin brute-force guard: after AuthMaxFailures answers of 401 to one
+// remote address within AuthWindow, that address gets 429 on every path
+// but ingest until the window ends. At most authMaxAddresses addresses are
+// tracked.
+const (
+	AuthMaxFailures  = 10
+	AuthWindow       = time.Minute
+	authMaxAddresses = 10000
+)
+
+// limitSources puts each source's rate_limit in front of ingest: over it,
+// 429 with Retry-After, before the body is read.
+func limitSources(next http.Handler, cfg *config.Config, now func() time.Time) http.Handler {
+	buckets := map[string]*throttle.Bucket{}
+	for name, s := range cfg.Sources {
+		if s != nil && s.RateLimit != nil {
+			buckets[name] = throttle.NewBucket(s.RateLimit.RPS, s.RateLimit.Burst)
+		}
+	}
+	if len(buckets) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b := buckets[r.PathValue("source")]; b != nil {
+			if ok, wait := b.Allow(now()); !ok {
+				w.Header().Set("Retry-After", retryAfter(wait))
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				json.NewEncoder(w).Encode(map[string]string{"error": "rate limit of this source exceeded; retry later"})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// guardAuth counts the 401 answers to presented credentials (a wrong
+// bearer token, a failed dashboard login) per remote address and blocks an
+// address with too many, on every path but ingest.
+// Ingest is not guarded: it has no token, and providers share addresses.
+func guardAuth(next http.Handler, f *throttle.Failures, now func() time.Time, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/webhooks/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ip := remoteIP(r)
+		if wait, blocked := f.Blocked(ip, now()); blocked {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			msg := "too many failed authentication attempts from this address; retry later"
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "too_many_requests", "message": msg}})
+				return
+			}
+			http.Error(w, msg, http.StatusTooManyRequests)
+			return
+		}
+		// Only a presented credential counts: a bearer token or a login
+		// form. An expired dashboard session (a page refreshing itself)
+		// also gets 401 but guesses nothing: its cookie is MACed.
+		guess := r.Header.Get("Authorization") != "" || (r.Method == http.MethodPost && r.URL.Path == "/login")
+		if !guess {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.code == http.StatusUnauthorized {
+			f.Fail(ip, now())
+			if _, blocked := f.Blocked(ip, now()); blocked {
+				log.Warn("admin authentication: address blocked after repeated failures", "remote", ip, "path", r.URL.Path)
+			}
+		}
+	})
+}
+
+// remoteIP is the address of the connection (X-Forwarded-For is not
+// trusted: anyone can send it).
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// retryAfter renders a wait as whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+// statusWriter remembers the status code of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

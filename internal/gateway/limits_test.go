@@ -1,0 +1,251 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// setupYAML runs a gateway on 127.0.0.1:0 from a whole config file
+// (%DB% is replaced by the path of a fresh SQLite database).
+func setupYAML(t *testing.T, yaml string) *env {
+	t.Helper()
+	dir := t.TempDir()
+	yaml = strings.ReplaceAll(yaml, "%DB%", filepath.Join(dir, "anyhook.db"))
+	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(t.Context(), gateway.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(context.Background(), ln)
+	t.Cleanup(func() { g.Stop(context.Background()) })
+	return &env{url: "http://" + ln.Addr().String(), gw: g, store: g.Store()}
+}
+
+func TestSourceRateLimit(t *testing.T) {
+	t.Parallel()
+	e := setupYAML(t, `
+listen: 127.0.0.1:0
+database: sqlite:%DB%
+sources:
+  stripe: {provider: stripe, secrets: [`+stripeSecret+`], rate_limit: {rps: 1, burst: 3}}
+  other: {provider: stripe, secrets: [`+stripeSecret+`]}
+`)
+	body := func(i int) []byte { return []byte(fmt.Sprintf(`{"id":"evt_rl_%d","object":"event","created":1700000000}`, i)) }
+	var codes []int
+	var limited *http.Response
+	for i := range 6 {
+		req := stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body(i), time.Now())
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+		if resp.StatusCode == http.StatusTooManyRequests && limited == nil {
+			limited = resp
+		}
+	}
+	// The burst of 3 passes; at 1/s the rest of a quick loop cannot all
+	// pass (a slow machine may refill a token or two).
+	if codes[0] != 200 || codes[1] != 200 || codes[2] != 200 || limited == nil {
+		t.Fatalf("codes %v, want 200 ×3 then 429", codes)
+	}
+	if s, err := strconv.Atoi(limited.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("Retry-After %q, want whole seconds ≥ 1", limited.Header.Get("Retry-After"))
+	}
+	// Nothing was stored for the refused requests.
+	evs, _, err := e.store.ListEvents(t.Context(), store.EventFilter{Source: "stripe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for _, c := range codes {
+		if c == 200 {
+			accepted++
+		}
+	}
+	if len(evs) != accepted {
+		t.Errorf("%d events stored, %d accepted", len(evs), accepted)
+	}
+	// Another source has no limit.
+	for i := range 10 {
+		if a := do(t, stripeRequest(t, e.url+"/webhooks/other", stripeSecret, body(100+i), time.Now())); a.Code != 200 {
+			t.Fatalf("unlimited source: %d", a.Code)
+		}
+	}
+}
+
+// clientFrom is an HTTP client whose connections come from the local
+// address ip (any of 127.0.0.0/8 works on loopback).
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{
+		Transport:     &http.Transport{DialContext: d.DialContext},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+func TestAdminBruteForceSlowed(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	attacker, friend := clientFrom("127.0.0.7"), clientFrom("127.0.0.8")
+	get := func(c *http.Client, token string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", e.url+"/api/events", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	login := func(c *http.Client, token string) int {
+		t.Helper()
+		resp, err := c.PostForm(e.url+"/login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Failures through every door count alike: API, metrics, login form.
+	for i := range gateway.AuthMaxFailures {
+		var code int
+		switch i % 3 {
+		case 0:
+			code = get(attacker, fmt.Sprintf("guess-%d", i)).StatusCode
+		case 1:
+			req, _ := http.NewRequest("GET", e.url+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer guess")
+			resp, err := attacker.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			code = resp.StatusCode
+		case 2:
+			code = login(attacker, "guess")
+		}
+		if code != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d, want 401", i, code)
+		}
+	}
+	resp := get(attacker, "test-token") // even the right token now
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("after %d failures: %d, want 429", gateway.AuthMaxFailures, resp.StatusCode)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 || s > int(gateway.AuthWindow.Seconds()) {
+		t.Errorf("Retry-After %q, want 1..%v seconds", resp.Header.Get("Retry-After"), gateway.AuthWindow.Seconds())
+	}
+	if code := login(attacker, "test-token"); code != http.StatusTooManyRequests {
+		t.Errorf("login from the blocked address: %d, want 429", code)
+	}
+	// Other addresses and ingest are unaffected.
+	if code := get(friend, "test-token").StatusCode; code != 200 {
+		t.Errorf("another address with the token: %d, want 200", code)
+	}
+	if code := login(friend, "test-token"); code != http.StatusSeeOther {
+		t.Errorf("another address logging in: %d, want 303", code)
+	}
+	if a := e.sendStripe(t, "evt_during_lockout"); a.Code != 200 {
+		t.Errorf("ingest during a lockout: %d", a.Code)
+	}
+	// A page without a session is no guess: it never blocks.
+	viewer := clientFrom("127.0.0.9")
+	for range 3 * gateway.AuthMaxFailures {
+		req, _ := http.NewRequest("GET", e.url+"/events", nil)
+		req.Header.Set("X-AnyHook-Partial", "1")
+		resp, err := viewer.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if code := login(viewer, "test-token"); code != http.StatusSeeOther {
+		t.Errorf("login after expired-session refreshes: %d, want 303", code)
+	}
+}
+
+func TestChunkedBodyOverMaxBody(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "") // max_body: 64KiB
+	body := io.MultiReader(strings.NewReader(`{"id":"evt_big","pad":"`), strings.NewReader(strings.Repeat("x", 200<<10)), strings.NewReader(`"}`))
+	req, _ := http.NewRequest("POST", e.url+"/webhooks/stripe", io.NopCloser(body))
+	req.Header.Set("Stripe-Signature", "t=1,v1=00")
+	if req.ContentLength != 0 {
+		t.Fatalf("ContentLength %d: the request must be chunked", req.ContentLength)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked body over max_body: %d, want 413", resp.StatusCode)
+	}
+	evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{})
+	if len(evs) != 0 {
+		t.Fatalf("%d events stored", len(evs))
+	}
+}
+
+// TestSlowloris: a client that sends its headers one byte every 100ms is
+// cut off by the read-header timeout; the test only bounds how long it
+// waits for that.
+func TestSlowloris(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	closed := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, bufio.NewReader(conn))
+		closed <- err
+	}()
+	if _, err := io.WriteString(conn, "POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	fail := time.After(2 * time.Minute)
+	header := "X-Slow: " + strings.Repeat("a", 1<<20)
+	for i := 0; ; i++ {
+		select {
+		case <-closed:
+			t.Logf("cut off after %d header bytes", i)
+			return
+		case <-fail:
+			t.Fatal("a client dribbling its headers was not cut off")
+		case <-tick.C:
+			conn.Write([]byte{header[i%len(header)]}) // errors once the server hung up
+		}
+	}
+}

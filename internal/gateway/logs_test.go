@@ -1,0 +1,257 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLogsKeepSecrets runs a gateway logging JSON at debug level through
+// accepted, duplicate, rejected (bad signature, stale, too large), failed
+// and dead deliveries, bad admin tokens and a failed login, then greps the
+// log for every secret and body it saw: none may appear.
+func TestLogsKeepSecrets(t *testing.T) {
+	t.Parallel()
+	const (
+		stripeOld    = "whsec_LOGTEST_stripe_old_9f8e7d"
+		stripeNew    = "whsec_LOGTEST_stripe_new_1a2b3c"
+		githubSecret = "LOGTEST_github_secret_4d5e6f"
+		adminToken   = "LOGTEST_admin_token_7a8b9c"
+		wrongToken   = "LOGTEST_wrong_token_0d0e0f"
+		bodyMarker   = "LOGTEST_BODY_CONTENT_c0ffee"
+		respMarker   = "LOGTEST_RESPONSE_BODY_beef"
+	)
+	signingKey := []byte("LOGTEST-signing-key-bytes-123456")
+	signingSecret := "whsec_" + base64.StdEncoding.EncodeToString(signingKey)
+
+	var failing atomic.Bool
+	failing.Store(true)
+	var mu sync.Mutex
+	var outbound []http.Header
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		outbound = append(outbound, r.Header.Clone())
+		mu.Unlock()
+		if failing.Load() {
+			w.WriteHeader(500)
+			io.WriteString(w, respMarker)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	t.Cleanup(dest.Close)
+
+	dir := t.TempDir()
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:%s
+admin_token: %s
+delivery: {poll_interval: 20ms, grace: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%s, %s], max_body: 4KiB}
+  github: {provider: github, secrets: [%s]}
+destinations:
+  billing:
+    url: %s/hooks
+    sources: [stripe, github]
+    signing_secret: %s
+    max_attempts: 2
+    backoff: {initial: 10ms, max: 20ms}
+`, filepath.Join(dir, "anyhook.db"), adminToken, stripeOld, stripeNew, githubSecret, dest.URL, signingSecret)
+	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g, err := gateway.New(t.Context(), gateway.Options{Config: cfg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(context.Background(), ln)
+	base := "http://" + ln.Addr().String()
+
+	var forbidden []string // what the log must never contain
+	forbid := func(s ...string) { forbidden = append(forbidden, s...) }
+	forbid(stripeOld, stripeNew, githubSecret, adminToken, wrongToken, bodyMarker, respMarker,
+		signingSecret, base64.StdEncoding.EncodeToString(signingKey))
+
+	send := func(path string, body []byte, h http.Header) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, bytes.NewReader(body))
+		req.Header = h
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	sign := func(p, secret string, body []byte, now time.Time) http.Header {
+		pr := &provider.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+		if p == "github" {
+			pr.Header.Set("X-GitHub-Hook-ID", "1")
+			pr.Header.Set("X-GitHub-Delivery", "d-"+string(body[len(body)-5:len(body)-2]))
+			pr.Header.Set("X-GitHub-Event", "push")
+		}
+		if err := provider.Sign(p, secret, pr, now); err != nil {
+			t.Fatal(err)
+		}
+		return pr.Header
+	}
+	stripeBody := func(id string) []byte {
+		return []byte(`{"id":"` + id + `","object":"event","created":1700000000,"data":{"object":{"id":"pi_1","note":"` + bodyMarker + `"}}}`)
+	}
+	now := time.Now()
+
+	// Accepted (old and new secret), duplicate.
+	b1 := stripeBody("evt_log_1")
+	if c := send("/webhooks/stripe", b1, sign("stripe", stripeOld, b1, now)); c != 200 {
+		t.Fatalf("accepted: %d", c)
+	}
+	if c := send("/webhooks/stripe", b1, sign("stripe", stripeNew, b1, now)); c != 200 {
+		t.Fatalf("duplicate: %d", c)
+	}
+	gb := []byte(`{"ref":"refs/heads/main","note":"` + bodyMarker + `","n":"abc"}`)
+	if c := send("/webhooks/github", gb, sign("github", githubSecret, gb, now)); c != 200 {
+		t.Fatalf("github accepted: %d", c)
+	}
+
+	// Rejected: a valid signature of another body. The signature the
+	// gateway computes for the body it got must not be logged.
+	b2 := stripeBody("evt_log_2")
+	h := sign("stripe", stripeNew, b1, now)
+	expected := sign("stripe", stripeNew, b2, now).Get("Stripe-Signature")
+	_, v1, _ := strings.Cut(expected, "v1=")
+	forbid(v1)
+	if c := send("/webhooks/stripe", b2, h); c != 400 {
+		t.Fatalf("forged: %d", c)
+	}
+	gb2 := []byte(`{"ref":"refs/heads/evil","note":"` + bodyMarker + `","n":"def"}`)
+	gh := sign("github", githubSecret, gb, now)
+	gh.Set("X-GitHub-Delivery", "d-def")
+	forbid(strings.TrimPrefix(sign("github", githubSecret, gb2, now).Get("X-Hub-Signature-256"), "sha256="))
+	if c := send("/webhooks/github", gb2, gh); c != 400 {
+		t.Fatalf("forged github: %d", c)
+	}
+	// Rejected: stale timestamp, too large, unknown source, no signature.
+	b3 := stripeBody("evt_log_3")
+	if c := send("/webhooks/stripe", b3, sign("stripe", stripeNew, b3, now.Add(-time.Hour))); c != 400 {
+		t.Fatalf("stale: %d", c)
+	}
+	big := []byte(strings.Repeat(bodyMarker, 400))
+	if c := send("/webhooks/stripe", big, sign("stripe", stripeNew, big, now)); c != 413 {
+		t.Fatalf("too large: %d", c)
+	}
+	if c := send("/webhooks/nope", b3, sign("stripe", stripeNew, b3, now)); c != 404 {
+		t.Fatalf("unknown source: %d", c)
+	}
+	if c := send("/webhooks/stripe", b3, http.Header{}); c != 400 {
+		t.Fatalf("unsigned: %d", c)
+	}
+
+	// Admin: a wrong token, a failed login, a right one.
+	req, _ := http.NewRequest("GET", base+"/api/events", nil)
+	req.Header.Set("Authorization", "Bearer "+wrongToken)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("wrong token: %v %v", resp, err)
+	}
+	resp, err := http.PostForm(base+"/login", url.Values{"token": {wrongToken}})
+	if err != nil || resp.StatusCode != 401 {
+		t.Fatalf("failed login: %v %v", resp, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("right token: %v %v", resp, err)
+	}
+
+	// Failed deliveries: both events go dead after two 500s.
+	waitFor(t, "both deliveries dead", func() bool {
+		ds, _, err := g.Store().ListDeliveries(t.Context(), store.DeliveryFilter{Status: anyhook.StatusDead})
+		return err == nil && len(ds) == 2
+	})
+	// Then a success, through a resend.
+	failing.Store(false)
+	ds, _, _ := g.Store().ListDeliveries(t.Context(), store.DeliveryFilter{Status: anyhook.StatusDead})
+	if _, err := g.Store().Resolve(t.Context(), ds[0].ID, "resend"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resent delivery delivered", func() bool {
+		ds, _, err := g.Store().ListDeliveries(t.Context(), store.DeliveryFilter{Status: anyhook.StatusDelivered})
+		return err == nil && len(ds) == 1
+	})
+	g.Stop(context.Background())
+
+	mu.Lock()
+	for _, h := range outbound {
+		if s := h.Get("Webhook-Signature"); s != "" {
+			_, sig, _ := strings.Cut(s, ",")
+			forbid(sig) // what the gateway signed outbound
+		}
+	}
+	mu.Unlock()
+	out := logs.String()
+	if !strings.Contains(out, `"level":"DEBUG"`) || !strings.Contains(out, "ingest rejected") || !strings.Contains(out, "delivery dead") {
+		t.Fatalf("the log does not cover the flows (want debug lines, rejections, dead deliveries):\n%s", out)
+	}
+	for _, s := range forbidden {
+		if s != "" && strings.Contains(out, s) {
+			i := strings.Index(out, s)
+			t.Errorf("the log contains %q: …%s…", s, out[max(0, i-200):min(len(out), i+len(s)+50)])
+		}
+	}
+	t.Logf("%d log lines checked for %d secrets", strings.Count(out, "\n"), len(forbidden))
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
