@@ -35,7 +35,8 @@ func (k *Key) Name() string { return k.Signer.Name() }
 
 // LoadOrCreateKey reads the signing key at path, creating it (mode 0600,
 // named name, or "anyhook-log-<random>" when name is "") when the file
-// does not exist.
+// does not exist. Processes that start at once on one path agree on one
+// key: the file appears complete or not at all.
 func LoadOrCreateKey(path, name string) (*Key, error) {
 	k, err := LoadKey(path)
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -53,16 +54,21 @@ func LoadOrCreateKey(path, name string) (*Key, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("log key: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return LoadKey(path) // another process made it first
-	}
+	// Write the key under a temporary name, then link it into place: a
+	// link never replaces an existing file, and a reader never sees the
+	// file before it is whole (an O_EXCL create would be visible empty).
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return nil, fmt.Errorf("log key: %w", err)
 	}
+	defer os.Remove(f.Name())
 	_, err = f.WriteString(skey + "\n")
-	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
-		os.Remove(path)
+	if err = errors.Join(err, f.Chmod(0o600), f.Sync(), f.Close()); err != nil {
+		return nil, fmt.Errorf("log key %s: %w", path, err)
+	}
+	if err := os.Link(f.Name(), path); errors.Is(err, fs.ErrExist) {
+		return LoadKey(path) // another process made it first
+	} else if err != nil {
 		return nil, fmt.Errorf("log key %s: %w", path, err)
 	}
 	return ParseKey(skey)

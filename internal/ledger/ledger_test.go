@@ -542,6 +542,33 @@ func TestKeyFile(t *testing.T) {
 	}
 }
 
+// Gateways started at once on one config directory race to create the key:
+// each must load the one key that won, never a half-written file.
+func TestKeyFileConcurrentCreate(t *testing.T) {
+	t.Parallel()
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), "log.key")
+		keys := make([]*ledger.Key, 8)
+		errs := make([]error, len(keys))
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Go(func() { keys[i], errs[i] = ledger.LoadOrCreateKey(path, "") })
+		}
+		wg.Wait()
+		for i := range keys {
+			if errs[i] != nil {
+				t.Fatalf("round %d, starter %d: %v", round, i, errs[i])
+			}
+			if keys[i].VerifierKey != keys[0].VerifierKey {
+				t.Fatalf("round %d: starters got different keys %q and %q", round, keys[0].VerifierKey, keys[i].VerifierKey)
+			}
+		}
+		if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+			t.Fatalf("round %d: %d files left, want only the key", round, len(ents))
+		}
+	}
+}
+
 // TestLeafEncoding pins the documented encoding (docs/ledger.md) with an
 // independent implementation and a golden value.
 func TestLeafEncoding(t *testing.T) {
