@@ -61,15 +61,25 @@ func writeConfig(t *testing.T, dir, body string) string {
 // start runs anyhook serve with cfg and waits until it listens.
 func start(t *testing.T, cfg string) *proc {
 	t.Helper()
+	p, err := startProc(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startProc is start for any goroutine: it reports instead of failing t.
+// The process is killed when t ends.
+func startProc(t *testing.T, cfg string) (*proc, error) {
 	cmd := exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = &syncWriter{w: p.stderr}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	go func() { cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.kill() })
@@ -84,12 +94,12 @@ func start(t *testing.T, cfg string) *proc {
 	}()
 	select {
 	case p.url = <-line:
+		return p, nil
 	case <-p.done:
-		t.Fatalf("anyhook exited before listening: %s", p.stderr)
+		return nil, fmt.Errorf("anyhook exited before listening: %s", p.stderr)
 	case <-time.After(30 * time.Second):
-		t.Fatalf("anyhook did not listen: %s", p.stderr)
+		return nil, fmt.Errorf("anyhook did not listen: %s", p.stderr)
 	}
-	return p
 }
 
 func (p *proc) kill() {
@@ -110,14 +120,37 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 
 // sendEvent posts a Stripe-signed event with id to the gateway.
 func sendEvent(url, id string) (int, string, error) {
-	body := []byte(`{"id":"` + id + `","object":"event","type":"charge.succeeded","created":1700000000}`)
-	pr := &provider.Request{Method: "POST", URL: url, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
-	if err := provider.Sign("stripe", secret, pr, time.Now()); err != nil {
+	body, h, err := stripeEvent(id, 0)
+	if err != nil {
 		return 0, "", err
 	}
-	req, _ := http.NewRequest("POST", url+"/webhooks/stripe", bytes.NewReader(body))
-	req.Header = pr.Header
-	resp, err := http.DefaultClient.Do(req)
+	return postEvent(http.DefaultClient, url, body, h)
+}
+
+// stripeEvent is a Stripe event with id, padded to at least size bytes and
+// signed now: the body and headers a provider would send.
+func stripeEvent(id string, size int) ([]byte, http.Header, error) {
+	body := []byte(`{"id":"` + id + `","object":"event","type":"charge.succeeded","created":1700000000`)
+	if pad := size - len(body) - len(`,"pad":""}`); pad > 0 {
+		body = append(append(append(body, `,"pad":"`...), bytes.Repeat([]byte("x"), pad)...), `"`...)
+	}
+	body = append(body, '}')
+	pr := &provider.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	if err := provider.Sign("stripe", secret, pr, time.Now()); err != nil {
+		return nil, nil, err
+	}
+	return body, pr.Header, nil
+}
+
+// postEvent posts a signed Stripe event to the gateway at url and returns
+// the status code and the AnyHook event id of the answer.
+func postEvent(c *http.Client, url string, body []byte, h http.Header) (int, string, error) {
+	req, err := http.NewRequest("POST", url+"/webhooks/stripe", bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header = h.Clone()
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -132,12 +165,13 @@ type recorder struct {
 	*httptest.Server
 	mu       sync.Mutex
 	attempts map[string][]string // delivery id -> X-AnyHook-Attempt values
+	senders  map[string]int      // ?proc= of the destination URL -> requests
 	arrived  chan string
 	hold     chan struct{} // when set, requests block until it is closed
 }
 
 func newRecorder(t *testing.T, hold bool) *recorder {
-	r := &recorder{attempts: map[string][]string{}, arrived: make(chan string, 10000)}
+	r := &recorder{attempts: map[string][]string{}, senders: map[string]int{}, arrived: make(chan string, 10000)}
 	if hold {
 		r.hold = make(chan struct{})
 	}
@@ -146,6 +180,7 @@ func newRecorder(t *testing.T, hold bool) *recorder {
 		id := req.Header.Get("X-AnyHook-Delivery")
 		r.mu.Lock()
 		r.attempts[id] = append(r.attempts[id], req.Header.Get("X-AnyHook-Attempt"))
+		r.senders[req.URL.Query().Get("proc")]++
 		r.mu.Unlock()
 		r.arrived <- id
 		if r.hold != nil {
@@ -180,9 +215,11 @@ func (r *recorder) snapshot() map[string][]string {
 	return m
 }
 
-func gatewayConfig(dir, destURL, policy string) string {
+// gatewayConfig is a config with one stripe source and one billing
+// destination, on database (sqlite:PATH or postgres://…).
+func gatewayConfig(database, destURL, policy string) string {
 	return fmt.Sprintf(`listen: 127.0.0.1:0
-database: sqlite:anyhook.db
+database: %q
 admin_token: test-token
 delivery: {poll_interval: 100ms, grace: 1s, shutdown: 1s}
 sources:
@@ -194,7 +231,7 @@ destinations:
     timeout: 2s
     on_stale_claim: %s
     backoff: {initial: 50ms, max: 200ms}
-`, secret, destURL, policy)
+`, database, secret, destURL, policy)
 }
 
 func getJSON(t *testing.T, url string, v any) {
@@ -219,7 +256,7 @@ func TestKillDuringDeliveryReclaim(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	dest := newRecorder(t, true)
-	cfg := writeConfig(t, dir, gatewayConfig(dir, dest.URL, "reclaim"))
+	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
 	p := start(t, cfg)
 	code, id, err := sendEvent(p.url, "evt_kill_reclaim")
 	if err != nil || code != 200 {
@@ -248,7 +285,7 @@ func TestKillDuringDeliveryHold(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	dest := newRecorder(t, true)
-	cfg := writeConfig(t, dir, gatewayConfig(dir, dest.URL, "hold"))
+	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "hold"))
 	p := start(t, cfg)
 	code, id, err := sendEvent(p.url, "evt_kill_hold")
 	if err != nil || code != 200 {
@@ -290,7 +327,7 @@ func TestKillDuringBurstLosesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	dest := newRecorder(t, false)
-	cfg := writeConfig(t, dir, gatewayConfig(dir, dest.URL, "reclaim"))
+	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
 	p := start(t, cfg)
 
 	const events, workers = 400, 16
@@ -355,7 +392,7 @@ func TestSIGTERMExitsZero(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	dest := newRecorder(t, false)
-	p := start(t, writeConfig(t, dir, gatewayConfig(dir, dest.URL, "reclaim")))
+	p := start(t, writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim")))
 	if code, _, err := sendEvent(p.url, "evt_term"); err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
