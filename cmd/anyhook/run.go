@@ -17,6 +17,7 @@ import (
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/send"
+	"github.com/anyhook/anyhook/internal/soak"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -35,6 +36,7 @@ commands:
   replay   mark events for redelivery
   log      verify the tamper-evident log (log verify), print its public key (log key)
   bench    measure ingest and delivery on this machine
+  soak     run gateways under load with injected faults and reconcile
   version  print version and build info
 
 Run 'anyhook <command> -h' for a command's flags.
@@ -55,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return replay(ctx, rest, stdout, stderr)
 	case "bench":
 		return bench.Main(ctx, rest, stdout, stderr)
+	case "soak":
+		return soak.Main(ctx, rest, stdout, stderr)
 	case "log":
 		return logCmd(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":

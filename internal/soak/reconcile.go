@@ -1,0 +1,324 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+)
+
+// report is the soak's outcome.
+type report struct {
+	engine   string
+	gateways int
+	duration time.Duration
+	took     time.Duration
+
+	events, sends, failures, dupsSent, reordered int64
+	rejected                                     int64
+	faults                                       map[string]int
+
+	delivered map[string]int // per destination: events received
+	held      int            // hold-destination deliveries held after a crash
+	skipped   int            // stale events legitimately skipped
+	requests  map[string]int // per destination: requests received
+	refused   map[string]int // per destination: answered 500 or hung on purpose
+
+	lost          int
+	lostExamples  []string
+	explained     int // duplicates explained by a reclaim ("outcome unknown")
+	unexplained   int
+	unexplainedEx []string
+
+	logVerify   string
+	logVerifyOK bool
+}
+
+func (r *report) ok() bool {
+	return r.lost == 0 && r.unexplained == 0 && r.rejected == 0 && r.logVerifyOK
+}
+
+func (r *report) print(w io.Writer) {
+	total := 0
+	kinds := make([]string, 0, len(r.faults))
+	for k, n := range r.faults {
+		total += n
+		kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "\nsoak summary: %s of load on %s with %d gateway process(es); %s in all\n", r.duration, r.engine, r.gateways, r.took.Round(time.Second))
+	fmt.Fprintf(w, "events: %d acknowledged (%d requests sent, %d retried after no answer/5xx/429, %d duplicates sent, %d sent out of order, %d rejected 4xx)\n",
+		r.events, r.sends, r.failures, r.dupsSent, r.reordered, r.rejected)
+	fmt.Fprintf(w, "faults injected: %d (%s)\n", total, strings.Join(kinds, ", "))
+	for _, d := range []string{"receipts", "charges"} {
+		fmt.Fprintf(w, "destination %s (%s): %d events delivered, %d requests, %d failed or hung on purpose\n", d, destPolicy[d], r.delivered[d], r.requests[d], r.refused[d])
+	}
+	fmt.Fprintf(w, "held (hold policy, after a crash): %d; skipped as stale (legitimately): %d\n", r.held, r.skipped)
+	fmt.Fprintf(w, "lost = %d\n", r.lost)
+	for _, e := range r.lostExamples {
+		fmt.Fprintf(w, "  lost: %s\n", e)
+	}
+	fmt.Fprintf(w, "unexplained duplicates = %d (duplicates explained by a reclaim after a crash: %d)\n", r.unexplained, r.explained)
+	for _, e := range r.unexplainedEx {
+		fmt.Fprintf(w, "  duplicate: %s\n", e)
+	}
+	fmt.Fprintf(w, "log verify: %s\n", r.logVerify)
+	if r.ok() {
+		fmt.Fprintln(w, "PASS")
+	} else {
+		fmt.Fprintln(w, "FAIL")
+	}
+}
+
+// api calls the admin API of a running gateway.
+func (s *soak) api(ctx context.Context, path string, v any) error {
+	base := s.load.pickGateway()
+	if base == "" {
+		return fmt.Errorf("no gateway running")
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", base+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := s.load.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+type apiDelivery struct {
+	ID          string `json:"id"`
+	EventID     string `json:"event_id"`
+	Destination string `json:"destination"`
+	Status      string `json:"status"`
+	Attempts    []struct {
+		Number int    `json:"number"`
+		Error  string `json:"error"`
+	} `json:"attempts"`
+}
+
+// deliveries lists every delivery of a destination in a status.
+func (s *soak) deliveries(ctx context.Context, dest, status string) (map[string]bool, error) {
+	out := map[string]bool{}
+	cursor := ""
+	for {
+		var page struct {
+			Items      []apiDelivery `json:"items"`
+			NextCursor string        `json:"next_cursor"`
+		}
+		q := url.Values{"status": {status}, "destination": {dest}, "limit": {"500"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		if err := s.api(ctx, "/api/deliveries?"+q.Encode(), &page); err != nil {
+			return nil, err
+		}
+		for _, d := range page.Items {
+			out[d.EventID] = true
+		}
+		if page.NextCursor == "" || len(page.Items) == 0 {
+			return out, nil
+		}
+		cursor = page.NextCursor
+	}
+}
+
+type pendingDelivery struct {
+	ev   *event
+	dest string
+}
+
+// reconcile waits until every acknowledged event is accounted for at each
+// of its destinations (delivered, held or legitimately skipped) or the
+// settle timeout passes, then counts losses and duplicates.
+func (s *soak) reconcile(ctx context.Context) (*report, error) {
+	l := s.load
+	r := &report{
+		sends: l.sends.Load(), failures: l.failures.Load(), dupsSent: l.dupsSent.Load(),
+		reordered: l.reordered.Load(), rejected: l.rejected.Load(),
+		delivered: map[string]int{}, requests: map[string]int{}, refused: map[string]int{},
+	}
+	evs := l.all()
+	r.events = int64(len(evs))
+	// The highest acknowledged version of each object: an older event may
+	// legitimately be skipped as stale.
+	maxVersion := map[string]int{}
+	for _, ev := range evs {
+		if ev.object != "" && ev.version > maxVersion[ev.object] {
+			maxVersion[ev.object] = ev.version
+		}
+	}
+	var pending []pendingDelivery
+	for _, ev := range evs {
+		for _, d := range routes[ev.source] {
+			pending = append(pending, pendingDelivery{ev, d})
+		}
+	}
+	deadline := time.Now().Add(settleTimeout)
+	var wrongSkips []string
+	for {
+		var still []pendingDelivery
+		for _, p := range pending {
+			if !s.dests[p.dest].got(p.ev.id) {
+				still = append(still, p)
+			}
+		}
+		pending = still
+		if len(pending) == 0 {
+			break
+		}
+		// Held and skipped deliveries are final: ask the store.
+		held, err1 := s.deliveries(ctx, "charges", "held")
+		skipped := map[string]map[string]bool{}
+		var err2 error
+		for d := range destPolicy {
+			if skipped[d], err2 = s.deliveries(ctx, d, "skipped"); err2 != nil {
+				break
+			}
+		}
+		if err1 == nil && err2 == nil {
+			still = still[:0]
+			wrongSkips = wrongSkips[:0]
+			for _, p := range pending {
+				switch {
+				case p.dest == "charges" && held[p.ev.id]:
+					r.held++
+				case skipped[p.dest][p.ev.id] && p.ev.object != "" && p.ev.version < maxVersion[p.ev.object]:
+					r.skipped++
+				case skipped[p.dest][p.ev.id]:
+					wrongSkips = append(wrongSkips, fmt.Sprintf("%s event %s (%s %s) skipped as stale but no newer version exists", p.dest, p.ev.id, p.ev.source, p.ev.key))
+					still = append(still, p)
+				default:
+					still = append(still, p)
+				}
+			}
+			pending = still
+		} else {
+			s.logf("reconcile: admin API: %v", firstErr(err1, err2))
+		}
+		if len(pending) == 0 || len(pending) == len(wrongSkips) || time.Now().After(deadline) {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.logf("reconcile: %d deliveries not yet accounted for", len(pending))
+		time.Sleep(2 * time.Second)
+	}
+	r.lost = len(pending)
+	for i, p := range pending {
+		if i == 10 {
+			break
+		}
+		st := "unknown"
+		var ev struct {
+			Deliveries []apiDelivery `json:"deliveries"`
+		}
+		if err := s.api(ctx, "/api/events/"+p.ev.id, &ev); err == nil {
+			for _, d := range ev.Deliveries {
+				if d.Destination == p.dest {
+					st = d.Status
+				}
+			}
+		}
+		r.lostExamples = append(r.lostExamples, fmt.Sprintf("%s event %s (%s %s): delivery status %s", p.dest, p.ev.id, p.ev.source, p.ev.key, st))
+	}
+	r.lostExamples = append(r.lostExamples, wrongSkips...)
+
+	for name, d := range s.dests {
+		req, refused, delivered := d.counts()
+		r.requests[name], r.refused[name], r.delivered[name] = req, refused, delivered
+		twice, split := d.duplicates()
+		for id, attempts := range twice {
+			unknown := 0
+			if destPolicy[name] == "reclaim" {
+				var ev struct {
+					Deliveries []apiDelivery `json:"deliveries"`
+				}
+				if err := s.api(ctx, "/api/events/"+id, &ev); err != nil {
+					return nil, fmt.Errorf("explain duplicate %s: %w", id, err)
+				}
+				for _, dl := range ev.Deliveries {
+					if dl.Destination != name {
+						continue
+					}
+					for _, a := range dl.Attempts {
+						if strings.HasPrefix(a.Error, "outcome unknown") {
+							unknown++
+						}
+					}
+				}
+			}
+			if extra := len(attempts) - 1; extra <= unknown {
+				r.explained += extra
+			} else {
+				r.explained += unknown
+				r.unexplained += extra - unknown
+				r.unexplainedEx = append(r.unexplainedEx, fmt.Sprintf("%s got delivery %s %d times (attempts %v), %d reclaims recorded", name, id, len(attempts), attempts, unknown))
+			}
+		}
+		for key, ids := range split {
+			r.unexplained += len(ids) - 1
+			r.unexplainedEx = append(r.unexplainedEx, fmt.Sprintf("%s got provider event %q under %d AnyHook ids %v (dedup failure)", name, key, len(ids), ids))
+		}
+	}
+	if n := l.mismatches.Load(); n > 0 {
+		r.unexplained += int(n)
+		r.unexplainedEx = append(r.unexplainedEx, fmt.Sprintf("%d re-sent events were acknowledged with another AnyHook id", n))
+	}
+	if len(r.unexplainedEx) > 20 {
+		r.unexplainedEx = r.unexplainedEx[:20]
+	}
+	return r, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// verifyLog runs `anyhook log verify`. A binary without the command
+// (it says "not built yet", or does not know it) counts as skipped.
+func (s *soak) verifyLog(ctx context.Context) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.o.binary, "log", "verify", "--config", s.cfgPath)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	msg := strings.TrimSpace(out.String())
+	if len(msg) > 2000 {
+		msg = msg[:2000] + "…"
+	}
+	switch {
+	case err == nil:
+		return "ok: " + firstLine(msg), true
+	case strings.Contains(msg, "not built yet") || strings.Contains(msg, "unknown command"):
+		return "skipped (not available in this binary): " + firstLine(msg), true
+	default:
+		return "FAILED: " + strings.ReplaceAll(msg, "\n", "; "), false
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
