@@ -246,9 +246,22 @@ func (e *Engine) Stop(grace time.Duration) {
 // maxFinishBatch bounds how many outcomes share one Finish.
 const maxFinishBatch = 256
 
+// claimDefer is how long a dispatcher waits for more free slots before a
+// claim smaller than a quarter of max_in_flight.
+const claimDefer = 2 * time.Millisecond
+
+// A destination's claims whose request has ended but whose outcome is not
+// recorded yet do not count against max_in_flight (the destination is done
+// with them), but at most unfinishedFactor × max_in_flight claims are open
+// at once, so a slow store cannot make claims pile up.
+const unfinishedFactor = 4
+
 func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
-	free := make(chan struct{}, d.MaxInFlight)
-	inFlight := 0
+	sent := make(chan struct{}, d.MaxInFlight) // a request ended
+	maxOpen := unfinishedFactor * d.MaxInFlight
+	finished := make(chan struct{}, maxOpen) // an outcome was recorded (or given up)
+	inFlight, open := 0, 0
+	var deferred time.Time // since when a small claim has been put off
 	var lim *limiter
 	if d.Rate > 0 {
 		lim = newLimiter(d.Rate, e.opt.Now)
@@ -256,17 +269,32 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	tick := time.NewTicker(e.opt.PollInterval)
 	defer tick.Stop()
 	for {
-		// Return the slots of finished sends.
+		// Return the slots of ended requests and recorded outcomes.
 		for drained := false; !drained; {
 			select {
-			case <-free:
+			case <-sent:
 				inFlight--
+			case <-finished:
+				open--
 			default:
 				drained = true
 			}
 		}
-		var later <-chan time.Time // the rate allows the next request then
-		if want := d.MaxInFlight - inFlight; want > 0 {
+		var later <-chan time.Time // the rate (or a put-off claim) allows the next request then
+		// While requests are in flight, wait (at most claimDefer) until a
+		// quarter of the slots are free: one claim, one commit, then
+		// serves several.
+		want := min(d.MaxInFlight-inFlight, maxOpen-open)
+		if want > 0 && inFlight > 0 && want < max(1, d.MaxInFlight/4) {
+			if deferred.IsZero() {
+				deferred = time.Now()
+			}
+			if wait := claimDefer - time.Since(deferred); wait > 0 {
+				want, later = 0, time.After(wait)
+			}
+		}
+		if want > 0 {
+			deferred = time.Time{}
 			allowed, wait := lim.take(want)
 			if allowed == 0 {
 				later = time.After(wait)
@@ -278,9 +306,10 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				lim.giveBack(allowed - len(claims))
 				for _, c := range claims {
 					inFlight++
+					open++
 					e.sends.Go(func() {
-						defer func() { free <- struct{}{} }()
-						e.deliver(sendCtx, d, c)
+						defer func() { finished <- struct{}{} }()
+						e.deliver(sendCtx, d, c, func() { sent <- struct{}{} })
 					})
 				}
 				if len(claims) == allowed {
@@ -294,8 +323,10 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		case <-e.wake[d.Name]:
 		case <-tick.C:
 		case <-later:
-		case <-free:
+		case <-sent:
 			inFlight--
+		case <-finished:
+			open--
 		}
 	}
 }
@@ -354,11 +385,13 @@ const (
 	maxDrain    = 64 << 10
 )
 
-// deliver makes one attempt and records its outcome.
-func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim) {
+// deliver makes one attempt and records its outcome. It calls sent once
+// the request has ended, before the outcome is recorded.
+func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sent func()) {
 	attempt := c.Delivery.AttemptCount
 	started := time.Now()
 	code, body, retryAfter, err := e.send(ctx, d, c)
+	sent()
 	if ctx.Err() != nil {
 		// Shutdown aborted the attempt: leave the claim for the rescuer.
 		e.log.Info("attempt aborted by shutdown", "delivery", c.Delivery.ID, "attempt", attempt)
