@@ -225,6 +225,7 @@ func buildDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 			MaxInFlight:   d.MaxInFlight,
 
 			InsecureSkipVerify: d.TLSInsecureSkipVerify,
+			Rate:               d.Rate.PerSecond(),
 		})
 	}
 	return out, nil
