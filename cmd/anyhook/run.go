@@ -37,6 +37,7 @@ commands:
   log      verify the tamper-evident log (log verify), print its public key (log key)
   bench    measure ingest and delivery on this machine
   soak     run gateways under load with injected faults and reconcile
+  backup   copy a live SQLite store consistently (VACUUM INTO)
   version  print version and build info
 
 Run 'anyhook <command> -h' for a command's flags.
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bench.Main(ctx, rest, stdout, stderr)
 	case "soak":
 		return soak.Main(ctx, rest, stdout, stderr)
+	case "backup":
+		return backup(ctx, rest, stdout, stderr)
 	case "log":
 		return logCmd(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
