@@ -5,6 +5,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/anyhook/anyhook"
@@ -154,7 +156,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.observe(name, OutcomeChallenge, start)
 		return
 	}
-	writeJSON(w, http.StatusOK, res.result)
+	writeResult(w, &res.result)
 	outcome := OutcomeAccepted
 	if res.result.Status == "duplicate" {
 		outcome = OutcomeDuplicate
@@ -191,7 +193,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name), outcome: OutcomeUnknownSource}
 	}
 	received := h.now()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, src.MaxBody))
+	body, err := readBody(w, r, src.MaxBody)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -285,6 +287,71 @@ func safeMessage(err error) string {
 		return pe.Msg
 	}
 	return "the request could not be verified"
+}
+
+// bodyPool holds the buffers that bodies of unknown length are read into.
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooled is the largest buffer put back in bodyPool.
+const maxPooled = 256 << 10
+
+// readBody reads at most max bytes of the request body (more is a
+// *http.MaxBytesError). A body whose length was announced within max is
+// read into one allocation of exactly that size; any other goes through a
+// pooled buffer and is copied out at its exact size. The result is never
+// nil, and never shared with a later request.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, max)
+	if n := r.ContentLength; n >= 0 && n <= max {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(rd, body); err != nil {
+			return nil, err
+		}
+		return body, nil // net/http stops the body at Content-Length
+	}
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooled {
+			bodyPool.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(rd); err != nil {
+		return nil, err
+	}
+	return append([]byte{}, buf.Bytes()...), nil
+}
+
+var jsonType = []string{"application/json"}
+
+// writeResult answers 200 with res. The common answer (one event, an id
+// that needs no escaping) is written without reflection, byte for byte as
+// encoding/json would.
+func writeResult(w http.ResponseWriter, res *Result) {
+	if len(res.Events) > 0 || !plainID(res.ID) {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	w.Header()["Content-Type"] = jsonType
+	w.WriteHeader(http.StatusOK)
+	b := make([]byte, 0, 32+len(res.Status)+len(res.ID))
+	b = append(b, `{"status":"`...)
+	b = append(b, res.Status...)
+	b = append(b, `","id":"`...)
+	b = append(b, res.ID...)
+	b = append(b, "\"}\n"...)
+	w.Write(b)
+}
+
+// plainID reports whether id is written in JSON as is.
+func plainID(id string) bool {
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -1,0 +1,98 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/ingest"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// nopRecorder answers every event as new without keeping anything.
+type nopRecorder struct{}
+
+func (nopRecorder) Ingest(_ context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	out := make([]store.IngestResult, len(evs))
+	for i := range evs {
+		out[i].ID = evs[i].Event.ID
+	}
+	return out, nil
+}
+
+// discard is a reusable ResponseWriter.
+type discard struct {
+	h    http.Header
+	code int
+}
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(code int)        { d.code = code }
+
+// BenchmarkHandler measures the ingest handler alone — read the body,
+// verify a Stripe signature, extract the id and ordering fields, build the
+// event, answer — in front of a recorder that does nothing, so that its
+// allocations per request are the handler's own budget:
+//
+//	go test ./internal/ingest -run '^$' -bench Handler -benchmem
+func BenchmarkHandler(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10} {
+		b.Run(fmt.Sprintf("body=%dKiB", size>>10), func(b *testing.B) {
+			src := &config.Source{Provider: "stripe", Secrets: []string{fuzzSecret}, Tolerance: config.Duration(time.Hour)}
+			p, err := provider.New(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := ingest.New(ingest.Options{
+				Sources:  []ingest.Source{{Name: "stripe", Provider: p, MaxBody: 1 << 20, Destinations: []string{"d"}, StaleSkip: true}},
+				Recorder: nopRecorder{},
+				NewID:    func() string { return "0190a0a0-0000-7000-8000-000000000000" },
+			})
+			body := stripeBody(size)
+			pr := &provider.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+			if err := provider.Sign("stripe", fuzzSecret, pr, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+			w := &discard{h: http.Header{}}
+			rd := bytes.NewReader(body)
+			req, err := http.NewRequest("POST", "http://127.0.0.1/webhooks/stripe", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.SetPathValue("source", "stripe")
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				rd.Reset(body)
+				r := *req
+				r.Header = pr.Header
+				r.Body = io.NopCloser(rd)
+				r.ContentLength = int64(len(body))
+				clear(w.h)
+				h.ServeHTTP(w, &r)
+				if w.code != http.StatusOK {
+					b.Fatalf("status %d", w.code)
+				}
+			}
+		})
+	}
+}
+
+// stripeBody is a Stripe event of about size bytes.
+func stripeBody(size int) []byte {
+	var buf bytes.Buffer
+	buf.WriteString(`{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","object":"event","api_version":"2024-06-20","created":1700000000,` +
+		`"data":{"object":{"id":"ch_3NG8Du2eZvKYlo2C0u8ZM3G1","object":"charge","amount":2000,"currency":"usd","metadata":{"pad":"`)
+	for buf.Len() < size-len(`"}}},"livemode":false,"type":"charge.succeeded"}`) {
+		buf.WriteByte('a' + byte(buf.Len()%26))
+	}
+	buf.WriteString(`"}}},"livemode":false,"type":"charge.succeeded"}`)
+	return buf.Bytes()
+}
