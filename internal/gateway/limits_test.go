@@ -51,7 +51,9 @@ sources:
   stripe: {provider: stripe, secrets: [`+stripeSecret+`], rate_limit: {rps: 1, burst: 3}}
   other: {provider: stripe, secrets: [`+stripeSecret+`]}
 `)
-	body := func(i int) []byte { return []byte(fmt.Sprintf(`{"id":"evt_rl_%d","object":"event","created":1700000000}`, i)) }
+	body := func(i int) []byte {
+		return []byte(fmt.Sprintf(`{"id":"evt_rl_%d","object":"event","created":1700000000}`, i))
+	}
 	var codes []int
 	var limited *http.Response
 	for i := range 6 {
