@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Field says where a value sits in a request: a header (header:NAME) or a
@@ -97,116 +98,330 @@ func validHeaderName(s string) bool {
 }
 
 // jsonScalars returns the scalar at each path of body ("" when absent or
-// not a scalar). It walks the token stream once, descending only into the
-// members on some path and stopping as soon as every path is resolved; it
-// never decodes the document into maps.
+// not a scalar). It scans the bytes once, descending only into the
+// members on some path, skipping the rest without decoding them, and
+// stopping as soon as every path is resolved: no document is decoded into
+// maps, and nothing is allocated but the values found (and, for a string
+// with escapes, its unquoting). On valid JSON it answers exactly what
+// encoding/json's Decoder.Token walk would (the fuzz test holds it to
+// that); a syntax error stops the scan and leaves the values not yet
+// found unset.
 func jsonScalars(body []byte, paths ...[]string) []string {
-	w := walker{
-		dec:   json.NewDecoder(bytes.NewReader(body)),
-		paths: paths,
-		out:   make([]string, len(paths)),
-		done:  make([]bool, len(paths)),
-		left:  len(paths),
+	s := scanner{b: body, paths: paths, out: make([]string, len(paths)), done: make([]bool, len(paths)), left: len(paths)}
+	var all [8]int
+	active := all[:0]
+	for i := range paths {
+		active = append(active, i)
 	}
-	w.dec.UseNumber()
-	active := make([]int, len(paths))
-	for i := range active {
-		active[i] = i
-	}
-	_ = w.value(0, active) // a malformed tail only leaves values unset
-	return w.out
+	_ = s.value(0, active) // a malformed tail only leaves values unset
+	return s.out
 }
 
-var errResolved = errors.New("all paths resolved")
+var (
+	errResolved = errors.New("all paths resolved")
+	errSyntax   = errors.New("malformed JSON")
+)
 
-type walker struct {
-	dec   *json.Decoder
+type scanner struct {
+	b     []byte
+	i     int
 	paths [][]string
 	out   []string
 	done  []bool
 	left  int
 }
 
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips white space and returns the next byte (0 at the end).
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
 // value reads one value at depth; active are the paths that reach it.
-func (w *walker) value(depth int, active []int) error {
-	tok, err := w.dec.Token()
-	if err != nil {
-		return err
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		for _, i := range active {
-			if len(w.paths[i]) == depth && !w.done[i] {
-				w.out[i], w.done[i] = scalar(tok), true
-				w.left--
+func (s *scanner) value(depth int, active []int) error {
+	switch c := s.peek(); c {
+	case '{', '[':
+		s.i++
+		closing := byte('}')
+		if c == '[' {
+			closing = ']'
+		}
+		if s.peek() == closing {
+			s.i++
+			return nil
+		}
+		var buf [8]int
+		for n := 0; ; n++ {
+			var key string
+			if c == '{' {
+				if s.peek() != '"' {
+					return errSyntax
+				}
+				k, err := s.str(true)
+				if err != nil {
+					return err
+				}
+				if s.peek() != ':' {
+					return errSyntax
+				}
+				s.i++
+				key = k
+			} else {
+				key = strconv.Itoa(n)
 			}
-		}
-		if w.left == 0 {
-			return errResolved
-		}
-		return nil
-	}
-	for n := 0; w.dec.More(); n++ {
-		var key string
-		if d == '{' {
-			kt, err := w.dec.Token()
+			next := buf[:0]
+			for _, i := range active {
+				if p := s.paths[i]; len(p) > depth && p[depth] == key && !s.done[i] {
+					next = append(next, i)
+				}
+			}
+			var err error
+			if len(next) == 0 {
+				err = s.skip()
+			} else {
+				err = s.value(depth+1, next)
+			}
 			if err != nil {
 				return err
 			}
-			key, _ = kt.(string)
-		} else {
-			key = strconv.Itoa(n)
-		}
-		var next []int
-		for _, i := range active {
-			if p := w.paths[i]; len(p) > depth && p[depth] == key && !w.done[i] {
-				next = append(next, i)
+			switch s.peek() {
+			case ',':
+				s.i++
+			case closing:
+				s.i++
+				return nil
+			default:
+				return errSyntax
 			}
 		}
-		if next == nil {
-			err = w.skip()
-		} else {
-			err = w.value(depth+1, next)
-		}
-		if err != nil {
-			return err
+	}
+	v, err := s.scalar(true)
+	if err != nil {
+		return err
+	}
+	for _, i := range active {
+		if len(s.paths[i]) == depth && !s.done[i] {
+			s.out[i], s.done[i] = v, true
+			s.left--
 		}
 	}
-	_, err = w.dec.Token() // the closing delimiter
-	return err
+	if s.left == 0 {
+		return errResolved
+	}
+	return nil
 }
 
-// skip consumes one value without looking at it.
-func (w *walker) skip() error {
-	depth := 0
+// scalar reads a string, number or literal; with want, it returns its
+// value as From documents it.
+func (s *scanner) scalar(want bool) (string, error) {
+	switch c := s.peek(); {
+	case c == '"':
+		return s.str(want)
+	case c == 't':
+		return s.literal("true", want)
+	case c == 'f':
+		return s.literal("false", want)
+	case c == 'n':
+		_, err := s.literal("null", false)
+		return "", err
+	case c == '-' || '0' <= c && c <= '9':
+		return s.number(want)
+	}
+	return "", errSyntax
+}
+
+func (s *scanner) literal(lit string, want bool) (string, error) {
+	if !bytes.HasPrefix(s.b[s.i:], []byte(lit)) {
+		return "", errSyntax
+	}
+	s.i += len(lit)
+	if !want {
+		return "", nil
+	}
+	return lit, nil
+}
+
+// number reads -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? and returns
+// its exact text.
+func (s *scanner) number(want bool) (string, error) {
+	start := s.i
+	b := s.b
+	digits := func() int {
+		n := 0
+		for s.i < len(b) && '0' <= b[s.i] && b[s.i] <= '9' {
+			s.i++
+			n++
+		}
+		return n
+	}
+	if b[s.i] == '-' {
+		s.i++
+	}
+	switch {
+	case s.i < len(b) && b[s.i] == '0':
+		s.i++
+	case digits() == 0:
+		return "", errSyntax
+	}
+	if s.i < len(b) && b[s.i] == '.' {
+		s.i++
+		if digits() == 0 {
+			return "", errSyntax
+		}
+	}
+	if s.i < len(b) && (b[s.i] == 'e' || b[s.i] == 'E') {
+		s.i++
+		if s.i < len(b) && (b[s.i] == '+' || b[s.i] == '-') {
+			s.i++
+		}
+		if digits() == 0 {
+			return "", errSyntax
+		}
+	}
+	if !want {
+		return "", nil
+	}
+	return string(b[start:s.i]), nil
+}
+
+// str reads a string; with want, it returns it unquoted as encoding/json
+// does (invalid UTF-8 becomes U+FFFD).
+func (s *scanner) str(want bool) (string, error) {
+	start := s.i
+	s.i++ // the opening quote
+	plain := true
 	for {
-		tok, err := w.dec.Token()
-		if err != nil {
-			return err
+		if s.i >= len(s.b) {
+			return "", errSyntax
 		}
-		if d, ok := tok.(json.Delim); ok {
-			if d == '{' || d == '[' {
-				depth++
-			} else {
-				depth--
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			if !want {
+				return "", nil
 			}
-		}
-		if depth == 0 {
-			return nil
+			raw := s.b[start+1 : s.i-1]
+			if plain && utf8.Valid(raw) {
+				return string(raw), nil
+			}
+			var v string
+			if err := json.Unmarshal(s.b[start:s.i], &v); err != nil {
+				return "", errSyntax
+			}
+			return v, nil
+		case c < 0x20:
+			return "", errSyntax
+		case c == '\\':
+			plain = false
+			s.i++
+			if s.i >= len(s.b) {
+				return "", errSyntax
+			}
+			switch s.b[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				if s.i+5 > len(s.b) {
+					return "", errSyntax
+				}
+				for _, h := range s.b[s.i+1 : s.i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return "", errSyntax
+					}
+				}
+				s.i += 5
+			default:
+				return "", errSyntax
+			}
+		default:
+			s.i++
 		}
 	}
 }
 
-func scalar(tok json.Token) string {
-	switch v := tok.(type) {
-	case string:
-		return v
-	case json.Number:
-		return v.String()
-	case bool:
-		return strconv.FormatBool(v)
+// skip consumes one value without looking at it, checking its syntax;
+// nesting is tracked on a stack, not by recursion.
+func (s *scanner) skip() error {
+	var stack []byte
+	for {
+		// A value.
+		switch c := s.peek(); c {
+		case '{', '[':
+			s.i++
+			closing := byte('}')
+			if c == '[' {
+				closing = ']'
+			}
+			if s.peek() == closing {
+				s.i++
+				break
+			}
+			stack = append(stack, closing)
+			if c == '{' {
+				if err := s.key(); err != nil {
+					return err
+				}
+			}
+			continue
+		default:
+			if _, err := s.scalar(false); err != nil {
+				return err
+			}
+		}
+		// After a value: close containers until one has a next member.
+		for {
+			if len(stack) == 0 {
+				return nil
+			}
+			top := stack[len(stack)-1]
+			c := s.peek()
+			if c == top {
+				s.i++
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			if c != ',' {
+				return errSyntax
+			}
+			s.i++
+			if top == '}' {
+				if err := s.key(); err != nil {
+					return err
+				}
+			}
+			break
+		}
 	}
-	return ""
+}
+
+// key reads a member's key and its colon, unlooked at.
+func (s *scanner) key() error {
+	if s.peek() != '"' {
+		return errSyntax
+	}
+	if _, err := s.str(false); err != nil {
+		return err
+	}
+	if s.peek() != ':' {
+		return errSyntax
+	}
+	s.i++
+	return nil
 }
 
 // jsonItems splits a JSON array into its elements' exact bytes (subslices
