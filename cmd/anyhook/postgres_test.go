@@ -672,6 +672,14 @@ func throughput(t *testing.T, procs, events, clients, size int) (ingest, deliver
 		}
 	}
 	deliver = float64(events) / time.Since(began).Seconds()
+	for id, a := range sink.snapshot() {
+		if len(a) != 1 {
+			t.Errorf("event %s delivered %d times", id, len(a))
+		}
+	}
+	sink.mu.Lock()
+	t.Logf("requests per process: %v", sink.senders)
+	sink.mu.Unlock()
 	return ingest, deliver
 }
 
