@@ -53,12 +53,10 @@ var _ store.Store = (*Store)(nil)
 func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	q := url.Values{}
 	// synchronous=FULL stays: a commit is durable before ingest answers.
-	// The rest trade memory for fewer reads: a 32 MiB page cache per
-	// connection, temporary tables in memory, reads through a 256 MiB
-	// memory map, and a checkpoint every 4,000 WAL pages (16 MiB) rather
-	// than 1,000, so fewer commits pay for one.
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)",
-		"cache_size(-32768)", "temp_store(MEMORY)", "mmap_size(268435456)", "wal_autocheckpoint(4000)"} {
+	// A bigger page cache, mmap_size and a rarer wal_autocheckpoint were
+	// measured (anyhook bench, BENCHMARKS.md) and bought no CPU or
+	// throughput here, only resident memory, so only temp_store is set.
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)", "temp_store(MEMORY)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
