@@ -8,7 +8,7 @@
 // queue without blocking each other, and an attempt's outcome is fenced by
 // (delivery, attempt number, status delivering). Deduplication rests on a
 // unique index, so concurrent identical requests in any number of processes
-// yield one event. See docs/postgres.md.
+// yield one event. See the "PostgreSQL backend" section of docs/design.md.
 package postgres
 
 import (
