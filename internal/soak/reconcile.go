@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -34,6 +35,7 @@ type report struct {
 	lost          int
 	lostExamples  []string
 	explained     int // duplicates explained by a reclaim ("outcome unknown")
+	late          int // duplicates after a 2xx that reached the gateway after its timeout
 	unexplained   int
 	unexplainedEx []string
 
@@ -65,7 +67,7 @@ func (r *report) print(w io.Writer) {
 	for _, e := range r.lostExamples {
 		fmt.Fprintf(w, "  lost: %s\n", e)
 	}
-	fmt.Fprintf(w, "unexplained duplicates = %d (duplicates explained by a reclaim after a crash: %d)\n", r.unexplained, r.explained)
+	fmt.Fprintf(w, "unexplained duplicates = %d (explained: %d by a reclaim after a crash or lost database, %d by a 2xx that reached the gateway after its timeout)\n", r.unexplained, r.explained, r.late)
 	for _, e := range r.unexplainedEx {
 		fmt.Fprintf(w, "  duplicate: %s\n", e)
 	}
@@ -106,8 +108,9 @@ type apiDelivery struct {
 	Destination string `json:"destination"`
 	Status      string `json:"status"`
 	Attempts    []struct {
-		Number int    `json:"number"`
-		Error  string `json:"error"`
+		Number     int    `json:"number"`
+		StatusCode int    `json:"status_code"`
+		Error      string `json:"error"`
 	} `json:"attempts"`
 }
 
@@ -244,31 +247,59 @@ func (s *soak) reconcile(ctx context.Context) (*report, error) {
 		r.requests[name], r.refused[name], r.delivered[name] = req, refused, delivered
 		twice, split := d.duplicates()
 		for id, attempts := range twice {
-			unknown := 0
-			if destPolicy[name] == "reclaim" {
-				var ev struct {
-					Deliveries []apiDelivery `json:"deliveries"`
-				}
-				if err := s.api(ctx, "/api/events/"+id, &ev); err != nil {
-					return nil, fmt.Errorf("explain duplicate %s: %w", id, err)
-				}
-				for _, dl := range ev.Deliveries {
-					if dl.Destination != name {
-						continue
-					}
+			// Each 2xx the destination gave, but the one the store
+			// records as the delivery, must match an attempt whose
+			// outcome the gateway never saw: "outcome unknown" (a
+			// reclaim after its worker died or lost the database) or no
+			// response at all (the 2xx came after the timeout).
+			var ev struct {
+				Deliveries []apiDelivery `json:"deliveries"`
+			}
+			if err := s.api(ctx, "/api/events/"+id, &ev); err != nil {
+				return nil, fmt.Errorf("explain duplicate %s: %w", id, err)
+			}
+			type rec struct {
+				code int
+				err  string
+			}
+			store := map[string]rec{}
+			for _, dl := range ev.Deliveries {
+				if dl.Destination == name {
 					for _, a := range dl.Attempts {
-						if strings.HasPrefix(a.Error, "outcome unknown") {
-							unknown++
-						}
+						store[strconv.Itoa(a.Number)] = rec{a.StatusCode, a.Error}
 					}
 				}
 			}
-			if extra := len(attempts) - 1; extra <= unknown {
-				r.explained += extra
-			} else {
-				r.explained += unknown
-				r.unexplained += extra - unknown
-				r.unexplainedEx = append(r.unexplainedEx, fmt.Sprintf("%s got delivery %s %d times (attempts %v), %d reclaims recorded", name, id, len(attempts), attempts, unknown))
+			delivered := false
+			var reclaimed, late int
+			var why []string
+			for _, n := range attempts {
+				a, ok := store[n]
+				switch {
+				case ok && a.code >= 200 && a.code < 300 && !delivered:
+					delivered = true // the delivery itself
+				case ok && strings.HasPrefix(a.err, "outcome unknown"):
+					reclaimed++
+				case ok && a.code == 0 && a.err != "":
+					late++
+				default:
+					r.unexplained++
+					why = append(why, fmt.Sprintf("attempt %s recorded as %+v", n, a))
+				}
+			}
+			if !delivered {
+				// No 2xx is recorded as the delivery (e.g. held after
+				// the crash): the first one is it, not a duplicate.
+				if reclaimed > 0 {
+					reclaimed--
+				} else if late > 0 {
+					late--
+				}
+			}
+			r.explained += reclaimed
+			r.late += late
+			if len(why) > 0 {
+				r.unexplainedEx = append(r.unexplainedEx, fmt.Sprintf("%s (%s) answered 2xx to delivery %s at attempts %v: %s", name, destPolicy[name], id, attempts, strings.Join(why, "; ")))
 			}
 		}
 		for key, ids := range split {

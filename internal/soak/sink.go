@@ -73,6 +73,9 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
+	if r.Context().Err() != nil {
+		return // the gateway gave up (timeout) or died: it will not see an answer
+	}
 	id := r.Header.Get("X-AnyHook-Delivery")
 	key := r.Header.Get("X-AnyHook-Source") + " " + r.Header.Get("X-AnyHook-Event-Id")
 	s.mu.Lock()
