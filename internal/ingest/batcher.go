@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"sync"
 
 	"github.com/anyhook/anyhook"
@@ -15,9 +16,12 @@ import (
 // (whatever is queued when the writer is free), so a lone request waits for
 // nobody.
 type Batcher struct {
-	rec  Recorder
-	max  int
-	reqs chan *batchReq
+	rec Recorder
+	max int
+	// lanes are the writers' queues, one each: a request goes to the
+	// lane of its dedup key, so that concurrent copies of one event meet
+	// in one writer rather than wait on each other's row locks.
+	lanes []chan *batchReq
 
 	mu      sync.Mutex
 	stop    context.CancelFunc
@@ -38,7 +42,37 @@ func NewBatcher(rec Recorder, maxEvents int) *Batcher {
 	if maxEvents < 1 {
 		maxEvents = 1
 	}
-	return &Batcher{rec: rec, max: maxEvents, reqs: make(chan *batchReq), stopped: make(chan struct{})}
+	return &Batcher{rec: rec, max: maxEvents, lanes: []chan *batchReq{make(chan *batchReq)}, stopped: make(chan struct{})}
+}
+
+// SetWriters sets how many transactions may be in progress at once (each
+// takes the requests queued when it starts); default 1. One suits SQLite,
+// which has one writer; PostgreSQL commits concurrent transactions in
+// parallel (and groups their WAL flushes), so a few writers overlap the
+// round trips of one batch with the next. Call it before Start.
+func (b *Batcher) SetWriters(n int) {
+	b.lanes = make([]chan *batchReq, max(1, n))
+	for i := range b.lanes {
+		b.lanes[i] = make(chan *batchReq)
+	}
+}
+
+// lane is the queue for evs: by the hash of the first event's source and
+// dedup key (events without a key cannot collide: any lane will do).
+func (b *Batcher) lane(evs []store.NewEvent) chan *batchReq {
+	if len(b.lanes) == 1 || len(evs) == 0 {
+		return b.lanes[0]
+	}
+	h := fnv.New32a()
+	ev := &evs[0].Event
+	h.Write([]byte(ev.Source))
+	h.Write([]byte{0})
+	if ev.DedupKey != "" {
+		h.Write([]byte(ev.DedupKey))
+	} else {
+		h.Write([]byte(ev.ID))
+	}
+	return b.lanes[h.Sum32()%uint32(len(b.lanes))]
 }
 
 // Start starts the writer.
@@ -50,7 +84,15 @@ func (b *Batcher) Start(ctx context.Context) {
 	}
 	ctx, b.stop = context.WithCancel(context.WithoutCancel(ctx))
 	b.done = make(chan struct{})
-	go b.run(ctx)
+	var wg sync.WaitGroup
+	for _, lane := range b.lanes {
+		wg.Go(func() { b.run(ctx, lane) })
+	}
+	go func() {
+		wg.Wait()
+		b.stop()
+		close(b.done)
+	}()
 }
 
 // Stop refuses new requests, lets the writer finish the batch it holds and
@@ -76,7 +118,7 @@ var errStopped = errors.New("ingest is shutting down")
 func (b *Batcher) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	req := &batchReq{evs: evs, done: make(chan struct{})}
 	select {
-	case b.reqs <- req:
+	case b.lane(evs) <- req:
 	case <-b.stopped:
 		return nil, errStopped
 	case <-ctx.Done():
@@ -86,14 +128,12 @@ func (b *Batcher) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Ing
 	return req.res, req.err
 }
 
-func (b *Batcher) run(ctx context.Context) {
-	defer close(b.done)
-	defer b.stop()
+func (b *Batcher) run(ctx context.Context, reqs chan *batchReq) {
 	var batch []*batchReq
 	for {
 		batch = batch[:0]
 		select {
-		case req := <-b.reqs:
+		case req := <-reqs:
 			batch = append(batch, req)
 		case <-b.stopped:
 			return
@@ -102,7 +142,7 @@ func (b *Batcher) run(ctx context.Context) {
 	fill:
 		for n < b.max {
 			select {
-			case req := <-b.reqs:
+			case req := <-reqs:
 				batch = append(batch, req)
 				n += len(req.evs)
 			default:
