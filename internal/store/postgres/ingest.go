@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,7 +82,7 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 		conn.Release()
 	}()
 	res := make([]store.IngestResult, len(evs))
-	for i := range evs {
+	for _, i := range lockOrder(evs) {
 		r, err := s.ingestItem(ctx, t, &evs[i])
 		if err != nil {
 			return nil, err
@@ -96,6 +99,23 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 	}
 	t.done = true
 	return res, nil
+}
+
+// lockOrder is the order in which Ingest records evs: by (source, dedup
+// key), so that concurrent transactions (several ingest writers, several
+// processes) take the dedup index's locks in one order and cannot deadlock
+// on each other's keys. Equal keys keep their order: the first is the
+// event, the others its duplicates.
+func lockOrder(evs []store.NewEvent) []int {
+	order := make([]int, len(evs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ea, eb := &evs[a].Event, &evs[b].Event
+		return cmp.Or(strings.Compare(ea.Source, eb.Source), strings.Compare(ea.DedupKey, eb.DedupKey))
+	})
+	return order
 }
 
 // ingestItem records one item under the savepoint "item". An error of the
