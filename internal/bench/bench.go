@@ -40,7 +40,7 @@ flags:
   --events N            events in the timed run (default 20000)
   --body-size SIZE      body size: 1KiB, 64KiB, 512 (default 1KiB)
   --concurrency C       client connections (default 64)
-  --destinations D      destinations per event, 1..5 (default 1)
+  --destinations D      destinations per event, 0..5 (default 1; 0 measures ingest alone)
   --duplicates K        duplicate storm: also send N new events K times each, concurrently (default 1: off)
   --sink-delay D        the sink answers after D, e.g. 50ms (default 0)
   --max-in-flight M     max_in_flight of each destination (default: the config default)
@@ -105,8 +105,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("--body-size must be between 256 bytes and 64MiB")
 	case o.concurrency < 1:
 		return nil, errors.New("--concurrency must be at least 1")
-	case o.destinations < 1 || o.destinations > 5:
-		return nil, errors.New("--destinations must be 1..5")
+	case o.destinations < 0 || o.destinations > 5:
+		return nil, errors.New("--destinations must be 0..5")
 	case o.duplicates < 1:
 		return nil, errors.New("--duplicates must be at least 1")
 	case o.maxInFlight < 0, o.rate < 0, o.warmup < 0, o.sinkDelay < 0:
@@ -368,7 +368,9 @@ func benchConfig(dir string, o *options, sinkURL string) (*config.Config, error)
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: 127.0.0.1:0\ndatabase: %q\nadmin_token: bench\n", db)
 	fmt.Fprintf(&b, "sources:\n  stripe:\n    provider: stripe\n    secrets: [%s]\n    tolerance: 1h\n    max_body: %d\n", secret, max(2*o.bodySize, 1<<20))
-	b.WriteString("destinations:\n")
+	if o.destinations > 0 {
+		b.WriteString("destinations:\n")
+	}
 	for d := range o.destinations {
 		fmt.Fprintf(&b, "  d%d:\n    url: %s/d%d\n    sources: [stripe]\n    timeout: 30s\n", d, sinkURL, d)
 		if o.maxInFlight > 0 {

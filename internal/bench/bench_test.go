@@ -59,6 +59,14 @@ func TestBenchPostgres(t *testing.T) {
 	}
 }
 
+func TestBenchIngestAlone(t *testing.T) {
+	t.Parallel()
+	rep := runBench(t, "--events", "30", "--concurrency", "4", "--destinations", "0", "--warmup", "0", "--no-baseline")
+	if rep.Ingest.Accepted != 30 || rep.Delivery.Deliveries != 0 {
+		t.Errorf("report = %+v, %+v", rep.Ingest, rep.Delivery)
+	}
+}
+
 func TestBenchTable(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
