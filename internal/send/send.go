@@ -51,6 +51,8 @@ Signs and sends an event exactly as provider P would.
   --version V         ordering: the object's version in the sample
   --header K=V        an extra request header; repeatable
   --timeout D         per-request timeout (default 30s)
+  --skew D            sign as if the clock were off by D (e.g. -10m), to
+                      try a receiver's timestamp tolerance
   generic only: --signature-header H [--algorithm sha1|sha256|sha512]
                 [--encoding hex|base64] [--prefix P]; no header = unsigned
 `
@@ -60,7 +62,7 @@ type options struct {
 	provider, secret, url, bodyFile, eventID, object, version string
 	times, concurrency                                        int
 	headers                                                   http.Header
-	timeout                                                   time.Duration
+	timeout, skew                                             time.Duration
 	sig                                                       config.Signature
 }
 
@@ -124,6 +126,7 @@ func parse(args []string) (*options, error) {
 	fs.IntVar(&o.times, "times", 1, "")
 	fs.IntVar(&o.concurrency, "concurrency", 1, "")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "")
+	fs.DurationVar(&o.skew, "skew", 0, "")
 	fs.Var(headerFlags(o.headers), "header", "")
 	fs.StringVar(&o.sig.Header, "signature-header", "", "")
 	fs.StringVar(&o.sig.Algorithm, "algorithm", "", "")
@@ -307,7 +310,7 @@ func (o *options) sign(body []byte, header http.Header) (*provider.Request, erro
 	if o.provider == "generic" {
 		return r, provider.SignGeneric(o.sig, o.secret, r)
 	}
-	return r, provider.Sign(o.provider, o.secret, r, time.Now())
+	return r, provider.Sign(o.provider, o.secret, r, time.Now().Add(o.skew))
 }
 
 // kind summarizes a response body: AnyHook's {"status": …} or {"error": …},

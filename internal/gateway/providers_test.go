@@ -1,0 +1,269 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/send"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+const standardSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// providerCase is one provider as a source; timestamped says whether its
+// scheme signs a time that the gateway checks.
+var providerCases = []struct {
+	name        string
+	secret      string
+	timestamped bool
+	sendFlags   []string
+}{
+	{"stripe", "whsec_stripe", true, nil},
+	{"github", "github-secret", false, nil},
+	{"shopify", "shpss_secret", false, nil},
+	{"standard", standardSecret, true, nil},
+	{"slack", "slack-signing-secret", true, nil},
+	{"hubspot", "hubspot-client-secret", true, nil},
+	{"paddle", "pdl_ntfset_secret", true, nil},
+	{"gitlab", "gitlab-token", false, nil},
+	{"square", "square-signature-key", false, nil},
+	{"twilio", "twilio-auth-token", false, nil},
+	{"generic", "generic-secret", false, []string{"--signature-header", "X-Signature", "--prefix", "sha256="}},
+}
+
+// multiSetup runs a gateway with one source per provider (named after it)
+// plus the given extra sources, all delivering to sk.
+func multiSetup(t *testing.T, sk *sink, extraSources string) *env {
+	t.Helper()
+	dir := t.TempDir()
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: 127.0.0.1:0\ndatabase: sqlite:%s\ndelivery: {poll_interval: 50ms}\nsources:\n", filepath.Join(dir, "anyhook.db"))
+	var names []string
+	for _, pc := range providerCases {
+		fmt.Fprintf(&b, "  %s:\n    provider: %s\n    secrets: [%q]\n", pc.name, pc.name, pc.secret)
+		if pc.name == "generic" {
+			b.WriteString("    signature: {header: X-Signature, algorithm: sha256, encoding: hex, prefix: \"sha256=\"}\n    id: header:X-Request-Id\n")
+		}
+		names = append(names, pc.name)
+	}
+	b.WriteString(extraSources)
+	for _, line := range strings.Split(extraSources, "\n") {
+		if name, ok := strings.CutSuffix(line, ":"); ok && strings.HasPrefix(name, "  ") && !strings.HasPrefix(name, "   ") {
+			names = append(names, strings.TrimSpace(name))
+		}
+	}
+	fmt.Fprintf(&b, "destinations:\n  app:\n    url: %s/hooks\n    sources: [%s]\n    backoff: {initial: 10ms, max: 40ms}\n", sk.URL, strings.Join(names, ", "))
+	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(b.String()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(t.Context(), gateway.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(context.Background(), ln)
+	t.Cleanup(func() { g.Stop(context.Background()) })
+	return &env{url: "http://" + ln.Addr().String(), gw: g, store: g.Store(), sink: sk}
+}
+
+// runSend runs `anyhook send` and returns its exit status and output.
+func runSend(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	code := send.Main(t.Context(), args, &out, &out)
+	return code, out.String()
+}
+
+func (e *env) count(t *testing.T, source string) int {
+	t.Helper()
+	evs, _, err := e.store.ListEvents(t.Context(), store.EventFilter{Source: source, Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(evs)
+}
+
+// Every provider through the real simulator and the real gateway:
+// accepted, then duplicate; a wrong secret is refused and does not occupy
+// the event id; a timestamp outside the tolerance is refused.
+func TestEveryProviderEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := multiSetup(t, newSink(t), "")
+	for _, pc := range providerCases {
+		t.Run(pc.name, func(t *testing.T) {
+			url := e.url + "/webhooks/" + pc.name
+			base := append([]string{"--provider", pc.name, "--url", url}, pc.sendFlags...)
+			id := "1001" // numeric: HubSpot ids are integers; the others take any text
+			wrong := pc.secret + "-wrong"
+			if pc.name == "standard" {
+				wrong = "whsec_QmFkU2VjcmV0QmFkU2VjcmV0QmFkU2VjcmV0" // valid form, other key
+			}
+
+			code, out := runSend(t, append(base, "--secret", pc.secret, "--event-id", id, "--times", "2")...)
+			if code != 0 || !strings.Contains(out, "accepted") || !strings.Contains(out, "duplicate") {
+				t.Fatalf("send --times 2: exit %d\n%s", code, out)
+			}
+			// One event (HubSpot: one per batch item), whatever the times.
+			first := e.count(t, pc.name)
+			if first < 1 || (pc.name != "hubspot" && first != 1) {
+				t.Fatalf("%d events after one event sent twice", first)
+			}
+
+			forgedID := "1002"
+			code, out = runSend(t, append(base, "--secret", wrong, "--event-id", forgedID)...)
+			if code != 1 || !strings.Contains(out, "400") {
+				t.Fatalf("wrong secret: exit %d, want 1 with a 400\n%s", code, out)
+			}
+			if n := e.count(t, pc.name); n != first {
+				t.Fatalf("a forged request was recorded: %d events, want %d", n, first)
+			}
+			code, out = runSend(t, append(base, "--secret", pc.secret, "--event-id", forgedID)...)
+			if code != 0 || !strings.Contains(out, "accepted") {
+				t.Fatalf("the genuine event after a forged one with its id: exit %d\n%s", code, out)
+			}
+
+			if pc.timestamped {
+				code, out = runSend(t, append(base, "--secret", pc.secret, "--event-id", "1003", "--skew", "-10m")...)
+				if code != 1 || !strings.Contains(out, "400") {
+					t.Fatalf("timestamp 10m old: exit %d, want a 400\n%s", code, out)
+				}
+				code, out = runSend(t, append(base, "--secret", pc.secret, "--event-id", "1004", "--skew", "10m")...)
+				if code != 1 || !strings.Contains(out, "400") {
+					t.Fatalf("timestamp 10m ahead: exit %d, want a 400\n%s", code, out)
+				}
+			}
+			if n := e.count(t, pc.name); n != 2*first {
+				t.Fatalf("%d events, want %d: only the 2 genuine sends", n, 2*first)
+			}
+		})
+	}
+}
+
+func hubspotBatch(t *testing.T, url string, eventIDs ...int) *http.Request {
+	t.Helper()
+	var items []string
+	for _, id := range eventIDs {
+		items = append(items, fmt.Sprintf(`{"eventId":%d,"subscriptionId":7,"portalId":99,"appId":1,"occurredAt":%d,"subscriptionType":"contact.propertyChange","attemptNumber":0,"objectId":%d,"propertyName":"email","propertyValue":"a@example.com","changeSource":"CRM"}`, id, 1700000000000+id, 500+id))
+	}
+	body := []byte("[" + strings.Join(items, ",") + "]")
+	pr := &provider.Request{Method: "POST", URL: url, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	if err := provider.Sign("hubspot", "hubspot-client-secret", pr, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header = pr.Header
+	return req
+}
+
+func TestHubSpotBatches(t *testing.T) {
+	t.Parallel()
+	e := multiSetup(t, newSink(t), "")
+	url := e.url + "/webhooks/hubspot"
+	statuses := func(req *http.Request) []string {
+		t.Helper()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a struct {
+			Status string
+			Events []struct{ Status, ID string }
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("batch: %d, %v", resp.StatusCode, err)
+		}
+		var out []string
+		for _, ev := range a.Events {
+			out = append(out, ev.Status)
+		}
+		return out
+	}
+	if got := statuses(hubspotBatch(t, url, 1, 2, 3)); strings.Join(got, ",") != "accepted,accepted,accepted" {
+		t.Fatalf("first batch: %v", got)
+	}
+	if got := statuses(hubspotBatch(t, url, 1, 2, 3)); strings.Join(got, ",") != "duplicate,duplicate,duplicate" {
+		t.Fatalf("same batch again: %v", got)
+	}
+	if got := statuses(hubspotBatch(t, url, 3, 4)); strings.Join(got, ",") != "duplicate,accepted" {
+		t.Fatalf("overlapping batch: %v", got)
+	}
+	if n := e.count(t, "hubspot"); n != 4 {
+		t.Fatalf("%d events, want 4", n)
+	}
+	evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{Source: "hubspot"})
+	for _, ev := range evs {
+		if !bytes.HasPrefix(ev.Body, []byte(`{"eventId":`)) || !bytes.HasSuffix(ev.Body, []byte(`}`)) {
+			t.Fatalf("a batch item's event holds %q, want the item's own bytes", ev.Body)
+		}
+	}
+}
+
+// Staleness through the gateway: an older version of an object is
+// recorded but skipped; an equal version is delivered; with stale:
+// deliver it is sent with X-AnyHook-Stale.
+func TestStaleEvents(t *testing.T) {
+	t.Parallel()
+	sk := newSink(t)
+	e := multiSetup(t, sk, "  orders:\n    provider: generic\n    signature: none\n    id: header:X-Request-Id\n    ordering: {object: json:order.id, version: json:order.updated_at, stale: deliver}\n")
+	shop := []string{"--provider", "shopify", "--secret", "shpss_secret", "--url", e.url + "/webhooks/shopify", "--object", "42"}
+	for _, v := range []string{"2026-11-30T10:00:00Z", "2026-11-30T09:00:00Z", "2026-11-30T10:00:00Z"} {
+		if code, out := runSend(t, append(shop, "--version", v)...); code != 0 {
+			t.Fatalf("send: %d %s", code, out)
+		}
+	}
+	evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{Source: "shopify"})
+	if len(evs) != 3 {
+		t.Fatalf("%d shopify events, want 3 (stale ones are recorded too)", len(evs))
+	}
+	want := map[string]anyhook.DeliveryStatus{"2026-11-30T09:00:00Z": anyhook.StatusSkipped, "2026-11-30T10:00:00Z": anyhook.StatusDelivered}
+	for _, ev := range evs {
+		e.waitStatus(t, ev.ID, want[ev.Version])
+	}
+	gen := []string{"--provider", "generic", "--url", e.url + "/webhooks/orders", "--object", "o-1"}
+	for _, v := range []string{"5", "4"} {
+		if code, out := runSend(t, append(gen, "--version", v)...); code != 0 {
+			t.Fatalf("send: %d %s", code, out)
+		}
+	}
+	var staleHeaders, objects int
+	deadline := time.Now().Add(20 * time.Second)
+	for staleHeaders == 0 && time.Now().Before(deadline) {
+		staleHeaders, objects = 0, 0
+		for _, r := range sk.requests() {
+			if r.Header.Get("X-AnyHook-Source") != "orders" {
+				continue
+			}
+			objects++
+			if r.Header.Get("X-AnyHook-Object") != "o-1" {
+				t.Fatalf("X-AnyHook-Object = %q", r.Header.Get("X-AnyHook-Object"))
+			}
+			if r.Header.Get("X-AnyHook-Stale") == "true" {
+				staleHeaders++
+				if r.Header.Get("X-AnyHook-Version") != "4" {
+					t.Fatalf("the stale delivery is version %q, want 4", r.Header.Get("X-AnyHook-Version"))
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if staleHeaders != 1 || objects != 2 {
+		t.Fatalf("orders: %d deliveries, %d flagged stale; want 2 and 1", objects, staleHeaders)
+	}
+}
