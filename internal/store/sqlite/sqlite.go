@@ -594,7 +594,12 @@ func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
 	return m, unavailable(rows.Err())
 }
 
-const eventCols = `id, source, coalesce(dedup_key, ''), received_at, method, path, headers, body, coalesce(object, ''), coalesce(version, ''), stale, duplicates`
+// eventColumns lists what scanEvent reads, each name prefixed by p.
+func eventColumns(p string) string {
+	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates`)
+}
+
+var eventCols = eventColumns("")
 
 func scanEvent(sc interface{ Scan(...any) error }) (anyhook.Event, error) {
 	var ev anyhook.Event
@@ -663,26 +668,34 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	var conds []string
 	var args []any
 	add := func(cond string, arg any) { conds = append(conds, cond); args = append(args, arg) }
+	from, order := ` FROM events`, ` ORDER BY events.id DESC`
+	if f.Status != "" {
+		// Walk the deliveries in that status newest first (index
+		// deliveries_status_event): a rare status such as held must not
+		// make the query read every event to find none.
+		from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
+		order = ` GROUP BY d.event_id ORDER BY d.event_id DESC`
+		add("d.status = ?", f.Status)
+		if f.Cursor != "" {
+			add("d.event_id < ?", f.Cursor)
+		}
+	} else if f.Cursor != "" {
+		add("events.id < ?", f.Cursor)
+	}
 	if f.Source != "" {
-		add("source = ?", f.Source)
+		add("events.source = ?", f.Source)
 	}
 	if f.Q != "" {
-		add("dedup_key = ?", f.Q)
-	}
-	if f.Status != "" {
-		add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = ?)", f.Status)
+		add("events.dedup_key = ?", f.Q)
 	}
 	if !f.Since.IsZero() {
-		add("received_at >= ?", micros(f.Since))
+		add("events.received_at >= ?", micros(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add("received_at < ?", micros(f.Until))
-	}
-	if f.Cursor != "" {
-		add("id < ?", f.Cursor)
+		add("events.received_at < ?", micros(f.Until))
 	}
 	limit := store.PageLimit(f.Limit)
-	q := `SELECT ` + eventCols + ` FROM events` + where(conds) + ` ORDER BY id DESC LIMIT ` + strconv.Itoa(limit+1)
+	q := `SELECT ` + eventColumns("events.") + from + where(conds) + order + ` LIMIT ` + strconv.Itoa(limit+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", unavailable(err)
