@@ -268,6 +268,24 @@ func TestSecureCookieOverTLS(t *testing.T) {
 	}
 }
 
+func TestSecureCookieBehindTLSProxy(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	r := f.postWith("/login", url.Values{"token": {token}}, http.Header{"X-Forwarded-Proto": {"https"}})
+	found := false
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == "anyhook_session" {
+			found = true
+			if !c.Secure {
+				t.Errorf("session cookie behind a TLS proxy is not Secure: %+v", c)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no session cookie: %d %s", r.code, r.body)
+	}
+}
+
 func TestCrossOriginActionsRefused(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

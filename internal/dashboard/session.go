@@ -127,8 +127,15 @@ func (s *sessions) revoke(v string) {
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
+}
+
+// overTLS reports whether the browser reached us over TLS: directly, or
+// through a TLS-terminating proxy that says so. Trusting the header here is
+// safe: a forged "https" only makes the cookie stricter.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 // requireSession lets a request through with a live session; else a page
