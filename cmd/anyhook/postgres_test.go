@@ -9,7 +9,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
 )
 
@@ -434,7 +434,7 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	server := u.Host
 	px := startProxy(t, server)
-	u.Host = px.addr
+	u.Host = px.Addr()
 	sink := newRecorder(t, false)
 	ps := startN(t, 1, u.String(), "reclaim", procURL(sink.URL))
 	p := ps[0]
@@ -490,7 +490,7 @@ func TestPostgresOutage(t *testing.T) {
 				n := len(acked)
 				mu.Unlock()
 				if code == 200 && n >= 100 {
-					cut.Do(px.down)
+					cut.Do(px.Cut)
 				}
 			}
 		})
@@ -517,7 +517,7 @@ func TestPostgresOutage(t *testing.T) {
 	}
 
 	// Back: no restart; the gateway finds the database by itself.
-	px.up(server)
+	px.Restore()
 	eventually(t, 30*time.Second, "/readyz did not turn 200 after the database came back", func() bool { return readyz(t, p.url) == 200 })
 	// The provider retries what was refused (a cut-off COMMIT may have
 	// landed: then the retry is a duplicate with the original id), and
@@ -694,84 +694,14 @@ func readyz(t *testing.T, base string) int {
 	return resp.StatusCode
 }
 
-// proxy is a TCP proxy to the PostgreSQL server that the test can cut
-// (refuse new connections, close open ones) and bring back on the same
-// address.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]bool
-	active sync.WaitGroup
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, addr: "127.0.0.1:0", conns: map[net.Conn]bool{}}
-	p.up(target)
-	t.Cleanup(p.down)
-	return p
-}
-
-func (p *proxy) up(target string) {
-	ln, err := net.Listen("tcp", p.addr)
+// startProxy puts a TCP proxy the test can cut between the client and
+// target.
+func startProxy(t *testing.T, target string) *faultnet.Proxy {
+	t.Helper()
+	p, err := faultnet.NewProxy(target)
 	if err != nil {
-		p.t.Fatalf("proxy listen: %v", err)
+		t.Fatalf("proxy: %v", err)
 	}
-	p.mu.Lock()
-	p.ln, p.addr = ln, ln.Addr().String()
-	p.mu.Unlock()
-	p.active.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			if !p.track(c, up) {
-				return
-			}
-			pipe := func(dst, src net.Conn) {
-				io.Copy(dst, src)
-				dst.Close()
-				src.Close()
-			}
-			p.active.Go(func() { pipe(up, c) })
-			p.active.Go(func() { pipe(c, up) })
-		}
-	})
-}
-
-func (p *proxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln == nil {
-		for _, c := range cs {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = true
-	}
-	return true
-}
-
-// down refuses new connections and cuts the open ones.
-func (p *proxy) down() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-	p.mu.Unlock()
-	p.active.Wait()
+	t.Cleanup(func() { p.Close() })
+	return p
 }

@@ -34,6 +34,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/anyhook/anyhook/internal/faultnet"
 )
 
 const usageText = `usage: anyhook soak [flags]
@@ -154,7 +156,7 @@ type soak struct {
 	rng     *rand.Rand
 	rngMu   sync.Mutex
 
-	proxy    *proxy // PostgreSQL only
+	proxy    *faultnet.Proxy // PostgreSQL only
 	dests    map[string]*sink
 	gws      []*gateway
 	cfgPath  string
@@ -188,7 +190,7 @@ func (s *soak) cleanup() {
 		d.close()
 	}
 	if s.proxy != nil {
-		s.proxy.close()
+		s.proxy.Close()
 	}
 	if !s.keepDir {
 		os.RemoveAll(s.dir)
@@ -289,12 +291,12 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 		if err != nil {
 			return nil, errors.New("--database: not a valid URL")
 		}
-		p, err := newProxy(u.Host)
+		p, err := faultnet.NewProxy(u.Host)
 		if err != nil {
 			return nil, err
 		}
 		s.proxy = p
-		u.Host = p.addr
+		u.Host = p.Addr()
 		database = u.String()
 	}
 	if err := s.writeConfig(database); err != nil {
@@ -329,7 +331,7 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 		d.setMode(modeOK)
 	}
 	if s.proxy != nil {
-		s.proxy.setUp(true)
+		s.proxy.Restore()
 	}
 	for _, g := range s.gws {
 		if !g.running() {
@@ -407,9 +409,9 @@ func (s *soak) injectFaults(ctx context.Context) {
 			sleep(ctx, hold)
 			d.setMode(modeOK)
 		case "database connection cut":
-			s.proxy.setUp(false)
+			s.proxy.Cut()
 			sleep(ctx, hold)
-			s.proxy.setUp(true)
+			s.proxy.Restore()
 		}
 	}
 }

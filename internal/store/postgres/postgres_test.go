@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
@@ -136,85 +136,16 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 }
 
-// proxy is a TCP proxy to the test server that the test can take down,
-// cutting every connection, and bring back on the same address.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]bool
-	active sync.WaitGroup
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, addr: "127.0.0.1:0", conns: map[net.Conn]bool{}}
-	p.up(target)
-	t.Cleanup(p.down)
-	return p
-}
-
-func (p *proxy) up(target string) {
-	ln, err := net.Listen("tcp", p.addr)
+// startProxy puts a TCP proxy the test can cut between the client and
+// target.
+func startProxy(t *testing.T, target string) *faultnet.Proxy {
+	t.Helper()
+	p, err := faultnet.NewProxy(target)
 	if err != nil {
-		p.t.Fatalf("proxy listen: %v", err)
+		t.Fatalf("proxy: %v", err)
 	}
-	p.mu.Lock()
-	p.ln, p.addr = ln, ln.Addr().String()
-	p.mu.Unlock()
-	p.active.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			if !p.track(c, up) {
-				return
-			}
-			pipe := func(dst, src net.Conn) {
-				io.Copy(dst, src)
-				dst.Close()
-				src.Close()
-			}
-			p.active.Go(func() { pipe(up, c) })
-			p.active.Go(func() { pipe(c, up) })
-		}
-	})
-}
-
-func (p *proxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln == nil {
-		for _, c := range cs {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = true
-	}
-	return true
-}
-
-// down refuses new connections and cuts the open ones.
-func (p *proxy) down() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-	p.mu.Unlock()
-	p.active.Wait()
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 func TestConnectionLoss(t *testing.T) {
@@ -225,7 +156,7 @@ func TestConnectionLoss(t *testing.T) {
 	}
 	server := u.Host
 	p := startProxy(t, server)
-	u.Host = p.addr
+	u.Host = p.Addr()
 	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +167,7 @@ func TestConnectionLoss(t *testing.T) {
 		t.Fatalf("Ingest before the outage: %v", err)
 	}
 
-	p.down()
+	p.Cut()
 	if _, err := s.Ingest(ctx, []store.NewEvent{newEvent("stripe", "during", "billing")}); !errors.Is(err, anyhook.ErrUnavailable) {
 		t.Fatalf("Ingest during the outage: err = %v, want ErrUnavailable", err)
 	}
@@ -249,7 +180,7 @@ func TestConnectionLoss(t *testing.T) {
 
 	// Back up: the pool drops its dead connections as it meets them (at
 	// most one per failed call) and the store resumes by itself.
-	p.up(server)
+	p.Restore()
 	var res []store.IngestResult
 	for try := 0; ; try++ {
 		res, err = s.Ingest(ctx, []store.NewEvent{newEvent("stripe", "after", "billing")})
