@@ -22,4 +22,3 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
-
