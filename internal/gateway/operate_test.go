@@ -90,9 +90,18 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	}
 	e.waitStatus(t, a.ID, anyhook.StatusDelivered)
 
-	code, body := get(t, e, "/metrics", "test-token")
-	if code != 200 {
-		t.Fatalf("/metrics: %d", code)
+	// The worker counts the attempt just after the store records it: scrape
+	// until it shows (a failure timeout, not a threshold).
+	var body string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var code int
+		code, body = get(t, e, "/metrics", "test-token")
+		if code != 200 {
+			t.Fatalf("/metrics: %d", code)
+		}
+		if n, _ := metricValue(t, body, `anyhook_delivery_attempts_total{destination="billing",result="success"}`); n == 1 || time.Now().After(deadline) {
+			break
+		}
 	}
 	for series, want := range map[string]float64{
 		`anyhook_ingest_requests_total{outcome="accepted",source="stripe"}`:           1,
