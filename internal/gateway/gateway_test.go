@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +16,8 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -91,10 +89,9 @@ type env struct {
 // file.
 func setup(t *testing.T, sk *sink, extra string, top ...string) *env {
 	t.Helper()
-	dir := t.TempDir()
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
-database: sqlite:%s
+database: sqlite:anyhook.db
 admin_token: test-token
 delivery: {poll_interval: 50ms, grace: 1s}
 sources:
@@ -109,22 +106,9 @@ destinations:
     timeout: 5s
     backoff: {initial: 10ms, max: 40ms}
 %s
-%s`, filepath.Join(dir, "anyhook.db"), stripeSecret, sk.URL, extra, strings.Join(top, "\n"))
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(t.Context(), gateway.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(context.Background(), ln)
-	t.Cleanup(func() { g.Stop(context.Background()) })
-	return &env{url: "http://" + ln.Addr().String(), gw: g, store: g.Store(), sink: sk}
+%s`, stripeSecret, sk.URL, extra, strings.Join(top, "\n"))
+	base, g := gatewaytest.Start(t, yaml, gateway.Options{})
+	return &env{url: base, gw: g, store: g.Store(), sink: sk}
 }
 
 // stripeRequest signs body as Stripe would at now with secret.

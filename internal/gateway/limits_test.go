@@ -2,51 +2,33 @@ package gateway_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// setupYAML runs a gateway on 127.0.0.1:0 from a whole config file
-// (%DB% is replaced by the path of a fresh SQLite database).
+// setupYAML runs a gateway on 127.0.0.1:0 from a whole config file.
 func setupYAML(t *testing.T, yaml string) *env {
 	t.Helper()
-	dir := t.TempDir()
-	yaml = strings.ReplaceAll(yaml, "%DB%", filepath.Join(dir, "anyhook.db"))
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(t.Context(), gateway.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(context.Background(), ln)
-	t.Cleanup(func() { g.Stop(context.Background()) })
-	return &env{url: "http://" + ln.Addr().String(), gw: g, store: g.Store()}
+	base, g := gatewaytest.Start(t, yaml, gateway.Options{})
+	return &env{url: base, gw: g, store: g.Store()}
 }
 
 func TestSourceRateLimit(t *testing.T) {
 	t.Parallel()
 	e := setupYAML(t, `
 listen: 127.0.0.1:0
-database: sqlite:%DB%
+database: sqlite:anyhook.db
 sources:
   stripe: {provider: stripe, secrets: [`+stripeSecret+`], rate_limit: {rps: 1, burst: 3}}
   other: {provider: stripe, secrets: [`+stripeSecret+`]}

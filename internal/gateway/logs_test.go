@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +17,8 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -78,10 +76,9 @@ func TestLogsKeepSecrets(t *testing.T) {
 	}))
 	t.Cleanup(dest.Close)
 
-	dir := t.TempDir()
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
-database: sqlite:%s
+database: sqlite:anyhook.db
 admin_token: %s
 delivery: {poll_interval: 20ms, grace: 1s}
 sources:
@@ -94,23 +91,10 @@ destinations:
     signing_secret: %s
     max_attempts: 2
     backoff: {initial: 10ms, max: 20ms}
-`, filepath.Join(dir, "anyhook.db"), adminToken, stripeOld, stripeNew, githubSecret, dest.URL, signingSecret)
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+`, adminToken, stripeOld, stripeNew, githubSecret, dest.URL, signingSecret)
 	var logs lockedBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	g, err := gateway.New(t.Context(), gateway.Options{Config: cfg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(context.Background(), ln)
-	base := "http://" + ln.Addr().String()
+	base, g := gatewaytest.Start(t, yaml, gateway.Options{Logger: log})
 
 	var forbidden []string // what the log must never contain
 	forbid := func(s ...string) { forbidden = append(forbidden, s...) }

@@ -2,19 +2,16 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/send"
 	"github.com/anyhook/anyhook/internal/store"
@@ -47,9 +44,8 @@ var providerCases = []struct {
 // plus the given extra sources, all delivering to sk.
 func multiSetup(t *testing.T, sk *sink, extraSources string) *env {
 	t.Helper()
-	dir := t.TempDir()
 	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:0\ndatabase: sqlite:%s\ndelivery: {poll_interval: 50ms}\nsources:\n", filepath.Join(dir, "anyhook.db"))
+	b.WriteString("listen: 127.0.0.1:0\ndatabase: sqlite:anyhook.db\ndelivery: {poll_interval: 50ms}\nsources:\n")
 	var names []string
 	for _, pc := range providerCases {
 		fmt.Fprintf(&b, "  %s:\n    provider: %s\n    secrets: [%q]\n", pc.name, pc.name, pc.secret)
@@ -65,21 +61,8 @@ func multiSetup(t *testing.T, sk *sink, extraSources string) *env {
 		}
 	}
 	fmt.Fprintf(&b, "destinations:\n  app:\n    url: %s/hooks\n    sources: [%s]\n    backoff: {initial: 10ms, max: 40ms}\n", sk.URL, strings.Join(names, ", "))
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(b.String()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(t.Context(), gateway.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(context.Background(), ln)
-	t.Cleanup(func() { g.Stop(context.Background()) })
-	return &env{url: "http://" + ln.Addr().String(), gw: g, store: g.Store(), sink: sk}
+	base, g := gatewaytest.Start(t, b.String(), gateway.Options{})
+	return &env{url: base, gw: g, store: g.Store(), sink: sk}
 }
 
 // runSend runs `anyhook send` and returns its exit status and output.

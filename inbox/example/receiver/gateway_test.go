@@ -2,18 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -24,9 +21,8 @@ import (
 // from the gateway, each reach the downstream APIs at most once.
 func TestReceiverBehindGateway(t *testing.T) {
 	h := start(t)
-	dir := t.TempDir()
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
-database: sqlite:%s
+database: sqlite:gw.db
 delivery: {poll_interval: 50ms}
 sources:
   stripe: {provider: stripe, secrets: [whsec_stripe_test]}
@@ -36,22 +32,8 @@ destinations:
     sources: [stripe]
     signing_secret: %s
     backoff: {initial: 20ms, max: 100ms}
-`, filepath.Join(dir, "gw.db"), h.url, secret)
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(t.Context(), gateway.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Start(context.Background(), ln)
-	t.Cleanup(func() { gw.Stop(context.Background()) })
-	base := "http://" + ln.Addr().String()
+`, h.url, secret)
+	base, gw := gatewaytest.Start(t, yaml, gateway.Options{})
 
 	post := func(body string) {
 		t.Helper()
