@@ -319,7 +319,7 @@ func TestPostgresKillOneOfThree(t *testing.T) {
 			})
 
 			// Events sent to process 1 wake its dispatcher at once, so it
-			// claims them as they come, up to max_in_flight (16); the
+			// claims them as they come, up to max_in_flight; the
 			// others poll and take the rest.
 			const n = 24
 			acked := map[string]bool{}

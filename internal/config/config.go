@@ -88,7 +88,7 @@ type Destination struct {
 	Backoff       Backoff  `yaml:"backoff"`
 	OnStaleClaim  string   `yaml:"on_stale_claim"` // reclaim | hold; default reclaim
 	DropHeaders   []string `yaml:"drop_headers"`   // more request headers not to forward
-	MaxInFlight   int      `yaml:"max_in_flight"`  // default 16
+	MaxInFlight   int      `yaml:"max_in_flight"`  // default 64
 	// Rate caps requests to this destination per process (retries
 	// included); zero (default): no cap beyond MaxInFlight.
 	Rate Rate `yaml:"rate"`

@@ -73,7 +73,7 @@ alerts:
 		Name: "billing", URL: "https://example.com/hooks", Sources: []string{"stripe", "orders"},
 		Timeout: Duration(15 * time.Second), MaxAttempts: 8,
 		Backoff:      Backoff{Initial: Duration(5 * time.Second), Max: Duration(2 * time.Hour)},
-		OnStaleClaim: "reclaim", StalePolicy: anyhook.Reclaim, MaxInFlight: 16,
+		OnStaleClaim: "reclaim", StalePolicy: anyhook.Reclaim, MaxInFlight: 64,
 	}
 	if !equalDest(*d, want) {
 		t.Errorf("destination = %+v, want %+v", *d, want)

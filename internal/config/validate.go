@@ -25,7 +25,7 @@ const (
 	DefaultMaxAttempts  = 8
 	DefaultBackoffInit  = 5 * time.Second
 	DefaultBackoffMax   = 2 * time.Hour
-	DefaultMaxInFlight  = 16
+	DefaultMaxInFlight  = 64
 	DefaultPollInterval = time.Second
 	DefaultGrace        = 5 * time.Second
 	MaxGrace            = 10 * time.Second

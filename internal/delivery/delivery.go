@@ -127,7 +127,7 @@ func New(st Store, opt Options) *Engine {
 	for i := range opt.Destinations {
 		d := &opt.Destinations[i]
 		if d.MaxInFlight <= 0 {
-			d.MaxInFlight = 16
+			d.MaxInFlight = 64
 		}
 		e.dests[d.Name] = d
 		e.wake[d.Name] = make(chan struct{}, 1)
