@@ -22,64 +22,74 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// Sequence implements store.Ledger. The write transaction is the lock:
-// SQLite has one writer. New events are found by rowid, which SQLite hands
-// out in commit order, past the watermark in ledger_state.
+// Sequence implements store.Ledger. New events are found by rowid, which
+// SQLite hands out in commit order (it has one writer), past the watermark
+// in ledger_state. The batch is read and hashed on a read snapshot, so the
+// single writer is held only for the inserts; if another sequencer (another
+// process on the same file) moved the log meanwhile, nothing is written and
+// the next round starts over.
 func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) (int, error) {
+	rtx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	defer rtx.Rollback()
+	seen, err := readLogState(ctx, rtx)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := rtx.QueryContext(ctx, `SELECT rowid, `+eventCols+` FROM events
+		WHERE rowid > ? AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = events.id)
+		ORDER BY rowid LIMIT ?`, seen.mark, limit)
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	mark := seen.mark
+	var evs []anyhook.Event
+	for rows.Next() {
+		var rowid int64
+		var ev anyhook.Event
+		err := rows.Scan(append([]any{&rowid}, eventDest(&ev)...)...)
+		if err == nil {
+			err = finishEvent(&ev)
+		}
+		if err != nil {
+			rows.Close()
+			return 0, unavailable(err)
+		}
+		mark = max(mark, rowid)
+		evs = append(evs, ev)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, unavailable(err)
+	}
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	slices.SortFunc(evs, func(a, b anyhook.Event) int { return strings.Compare(a.ID, b.ID) })
+	b, err := fn(seen.size, evs, func(idx []int64) ([]store.Hash, error) { return readHashes(ctx, rtx, idx) })
+	if err != nil {
+		return 0, err
+	}
+	if err := store.CheckBatch(seen.size, seen.nhashes, evs, b); err != nil {
+		return 0, err
+	}
+	rtx.Rollback()
+
 	var n int
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		n = 0
-		var mark int64
-		if err := tx.QueryRowContext(ctx, `SELECT seq_rowid FROM ledger_state WHERE id = 1`).Scan(&mark); err != nil {
-			return unavailable(err)
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT rowid, `+eventCols+` FROM events
-			WHERE rowid > ? AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = events.id)
-			ORDER BY rowid LIMIT ?`, mark, limit)
-		if err != nil {
-			return unavailable(err)
-		}
-		var evs []anyhook.Event
-		for rows.Next() {
-			var rowid int64
-			var ev anyhook.Event
-			err := rows.Scan(append([]any{&rowid}, eventDest(&ev)...)...)
-			if err == nil {
-				err = finishEvent(&ev)
-			}
-			if err != nil {
-				rows.Close()
-				return unavailable(err)
-			}
-			mark = max(mark, rowid)
-			evs = append(evs, ev)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return unavailable(err)
-		}
-		if len(evs) == 0 {
-			return nil
-		}
-		slices.SortFunc(evs, func(a, b anyhook.Event) int { return strings.Compare(a.ID, b.ID) })
-		var size, nhashes int64
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&size); err != nil {
-			return unavailable(err)
-		}
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes`).Scan(&nhashes); err != nil {
-			return unavailable(err)
-		}
-		b, err := fn(size, evs, func(idx []int64) ([]store.Hash, error) { return readHashes(ctx, tx, idx) })
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		now, err := readLogState(ctx, tx)
 		if err != nil {
 			return err
 		}
-		if err := store.CheckBatch(size, nhashes, evs, b); err != nil {
-			return err
+		if now != seen {
+			return nil // another sequencer went first: start over next round
 		}
-		now := micros(s.now())
+		at := micros(s.now())
 		for _, e := range b.Entries {
 			_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], now, e.Late)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], at, e.Late)
 			if err != nil {
 				return unavailable(err)
 			}
@@ -96,6 +106,19 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		return nil
 	})
 	return n, err
+}
+
+// logState is where the log stands: the sequencer's rowid watermark, the
+// number of entries and of stored hashes.
+type logState struct{ mark, size, nhashes int64 }
+
+func readLogState(ctx context.Context, tx *sql.Tx) (logState, error) {
+	var st logState
+	err := tx.QueryRowContext(ctx, `SELECT seq_rowid,
+		(SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries),
+		(SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes)
+		FROM ledger_state WHERE id = 1`).Scan(&st.mark, &st.size, &st.nhashes)
+	return st, unavailable(err)
 }
 
 // eventDest and finishEvent split scanEvent so that more columns can be
