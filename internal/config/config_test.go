@@ -258,6 +258,7 @@ func TestErrors(t *testing.T) {
 		{"ordering stale", "sources:\n  g:\n    provider: generic\n    ordering:\n      object: json:a\n      version: json:v\n      stale: drop\n",
 			7, "sources.g.ordering.stale", "skip or deliver"},
 		{"ordering object", "sources:\n  g:\n    provider: generic\n    ordering: {version: json:v}\n", 4, "sources.g.ordering.object", "required"},
+		{"ordering half override", "sources:\n  s:\n    provider: stripe\n    secrets: [x]\n    ordering: {object: json:a}\n", 5, "sources.s.ordering.version", "required"},
 		{"database", "database: mysql://x\n" + minimal, 1, "database", "sqlite:PATH or postgres://"},
 		{"database sqlite empty", "database: 'sqlite:'\n" + minimal, 1, "database", "sqlite:PATH"},
 		{"listen", "listen: 8080\n" + minimal, 1, "listen", "HOST:PORT"},
@@ -616,5 +617,19 @@ func TestRateUnits(t *testing.T) {
 		if err := r.parseScalar(in); err == nil {
 			t.Errorf("rate %q = %v, want an error", in, r.PerSecond())
 		}
+	}
+}
+
+// A provider with built-in ordering may set only the stale policy.
+func TestOrderingStaleOnly(t *testing.T) {
+	c, err := Parse("anyhook.yaml", []byte("sources:\n  s:\n    provider: stripe\n    secrets: [x]\n    ordering: {stale: deliver}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Sources["s"].Ordering; o == nil || o.Stale != "deliver" || o.Object != "" || o.Version != "" {
+		t.Fatalf("ordering = %+v, want stale: deliver over the built-in fields", o)
+	}
+	if _, err := Parse("anyhook.yaml", []byte("sources:\n  g:\n    provider: generic\n    signature: none\n    ordering: {stale: deliver}\n"), nil); err == nil || !strings.Contains(err.Error(), "ordering.object") {
+		t.Fatalf("generic with only a stale policy: err = %v, want ordering.object required", err)
 	}
 }

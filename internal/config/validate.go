@@ -259,16 +259,18 @@ func (c *Config) validateSource(name string, s *Source) error {
 		}
 	}
 	if o := s.Ordering; o != nil {
-		if o.Object == "" {
+		// A provider with built-in ordering may set only the stale policy.
+		builtin := s.Provider != "generic" && o.Object == "" && o.Version == ""
+		if o.Object == "" && !builtin {
 			return c.Errorf(k+".ordering.object", "required: header:NAME or json:PATH")
 		}
-		if err := checkLocator(o.Object); err != nil {
+		if err := checkLocator(o.Object); err != nil && !builtin {
 			return c.Errorf(k+".ordering.object", "%s", err)
 		}
-		if o.Version == "" {
+		if o.Version == "" && !builtin {
 			return c.Errorf(k+".ordering.version", "required: header:NAME or json:PATH")
 		}
-		if err := checkLocator(o.Version); err != nil {
+		if err := checkLocator(o.Version); err != nil && !builtin {
 			return c.Errorf(k+".ordering.version", "%s", err)
 		}
 		if o.Stale != "skip" && o.Stale != "deliver" {
