@@ -437,7 +437,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sen
 		dd.Status = anyhook.StatusDead
 		e.notify(dd)
 	default:
-		log.Info("attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn)
+		log.Info("attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn.String())
 	}
 }
 
