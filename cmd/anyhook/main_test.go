@@ -453,3 +453,44 @@ func TestBadConfigExits2(t *testing.T) {
 		t.Errorf("bad flag: exit %d, want 2", cmd.ProcessState.ExitCode())
 	}
 }
+
+// anyhook sink as the example's destination: it prints each delivery and
+// checks the gateway's signature.
+func TestSinkReceivesDeliveries(t *testing.T) {
+	t.Parallel()
+	const signing = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	sinkCmd := exec.Command(binary, "sink", "--listen", "127.0.0.1:0", "--signing-secret", signing)
+	out, err := sinkCmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sinkCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sinkCmd.Process.Kill(); sinkCmd.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() {
+		t.Fatal("sink printed nothing")
+	}
+	_, addr, ok := strings.Cut(lines.Text(), "listening on ")
+	addr, _, _ = strings.Cut(addr, ",")
+	if !ok {
+		t.Fatalf("sink said %q", lines.Text())
+	}
+	dir := t.TempDir()
+	cfg := gatewayConfig("sqlite:anyhook.db", addr+"/hooks", "reclaim") + "    signing_secret: " + signing + "\n"
+	p := start(t, writeConfig(t, dir, cfg))
+	code, id, err := sendEvent(p.url, "evt_sink")
+	if err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	if !lines.Scan() {
+		t.Fatal("sink printed no delivery")
+	}
+	line := lines.Text()
+	for _, want := range []string{"delivery=" + id, "attempt=1", "replay=false", "source=stripe", "event=evt_sink", "-> 200", "signature: ok"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("sink line %q lacks %q", line, want)
+		}
+	}
+}

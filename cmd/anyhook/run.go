@@ -34,6 +34,7 @@ commands:
   serve    run the gateway (ingest, delivery, admin API)
   send     sign and send an event as a provider would
   replay   mark events for redelivery
+  sink     a destination to try it with: prints each delivery it receives
   log      verify the tamper-evident log (log verify), print its public key (log key)
   bench    measure ingest and delivery on this machine
   soak     run gateways under load with injected faults and reconcile
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, rest, stdout, stderr)
 	case "send":
 		return send.Main(ctx, rest, stdout, stderr)
+	case "sink":
+		return sink(ctx, rest, stdout, stderr)
 	case "replay":
 		return replay(ctx, rest, stdout, stderr)
 	case "bench":

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/provider"
+)
+
+// sink runs `anyhook sink`: a destination to try the gateway with. It
+// prints one line per delivery it receives and answers --status; with
+// --signing-secret it checks AnyHook's Standard Webhooks signature first
+// and answers 400 when it does not match.
+func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("sink", stderr)
+	listen := fs.String("listen", "127.0.0.1:9000", "address to listen on")
+	status := fs.Int("status", http.StatusOK, "status code to answer")
+	secret := fs.String("signing-secret", "", "the destination's signing_secret: verify each delivery's signature")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *status < 100 || *status > 599 {
+		return fail(stderr, exitUsage, fmt.Errorf("sink: --status %d is not an HTTP status", *status))
+	}
+	var verifier provider.Provider
+	if *secret != "" {
+		v, err := provider.New(&config.Source{Provider: "standard", Secrets: []string{*secret}})
+		if err != nil {
+			return fail(stderr, exitUsage, fmt.Errorf("sink: --signing-secret: %w", err))
+		}
+		verifier = v
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fail(stderr, exitUsage, fmt.Errorf("sink: %w", err))
+	}
+	var mu sync.Mutex // one line at a time
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 32<<20))
+		if err != nil {
+			http.Error(w, "cannot read the body", http.StatusBadRequest)
+			return
+		}
+		code, note := *status, ""
+		if verifier != nil {
+			if err := verifier.Verify(&provider.Request{Method: r.Method, Header: r.Header, Body: body}, time.Now()); err != nil {
+				code, note = http.StatusBadRequest, " signature: "+err.Error()
+			} else {
+				note = " signature: ok"
+			}
+		}
+		h := r.Header
+		mu.Lock()
+		fmt.Fprintf(stdout, "%s %s %s delivery=%s attempt=%s replay=%s source=%s event=%s bytes=%d -> %d%s\n",
+			time.Now().Format(time.TimeOnly), r.Method, r.URL.Path, h.Get("X-AnyHook-Delivery"), h.Get("X-AnyHook-Attempt"),
+			h.Get("X-AnyHook-Replay"), h.Get("X-AnyHook-Source"), h.Get("X-AnyHook-Event-Id"), len(body), code, note)
+		mu.Unlock()
+		w.WriteHeader(code)
+	})}
+	fmt.Fprintf(stdout, "anyhook sink listening on http://%s, answering %d\n", ln.Addr(), *status)
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fail(stderr, exitFail, fmt.Errorf("sink: %w", err))
+	}
+	return exitOK
+}
