@@ -157,12 +157,7 @@ func NewClient() *http.Client {
 	}
 	return &http.Client{
 		Transport: t,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 5 || req.URL.Host != via[0].URL.Host {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		},
+		CheckRedirect: followSameHost,
 	}
 }
 
@@ -182,6 +177,24 @@ func insecureClient(c *http.Client) *http.Client {
 	t.TLSClientConfig.InsecureSkipVerify = true
 	cc.Transport = t
 	return &cc
+}
+
+// followSameHost follows a redirect only when it keeps the POST and its
+// body (307, 308) and stays on the destination's host and scheme; any
+// other redirect is the answer, a failed attempt. (A 301/302/303 turns the
+// POST into a GET, and a GET answered 2xx must not count as delivered.)
+func followSameHost(req *http.Request, via []*http.Request) error {
+	code := 0
+	if req.Response != nil {
+		code = req.Response.StatusCode
+	}
+	first := via[0].URL
+	if len(via) >= 5 || req.Method != http.MethodPost ||
+		(code != http.StatusTemporaryRedirect && code != http.StatusPermanentRedirect) ||
+		req.URL.Host != first.Host || req.URL.Scheme != first.Scheme {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // Lease is how long a claim of d lasts: its timeout plus the grace, so a
@@ -300,8 +313,11 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				later = time.After(wait)
 			} else {
 				claims, err := e.st.Claim(ctx, d.Name, allowed, e.Lease(d))
-				if err != nil && ctx.Err() == nil {
-					e.log.Warn("claim failed", "destination", d.Name, "err", err)
+				if err != nil {
+					claims = nil // a failed claim claimed nothing
+					if ctx.Err() == nil {
+						e.log.Warn("claim failed", "destination", d.Name, "err", err)
+					}
 				}
 				lim.giveBack(allowed - len(claims))
 				for _, c := range claims {

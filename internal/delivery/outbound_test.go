@@ -2,6 +2,8 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -170,6 +172,65 @@ func TestRedirectsStayOnHost(t *testing.T) {
 	o = attempt(t, delivery.Destination{URL: srv.URL + "/moved"}, nil)
 	if o.Status != anyhook.StatusDelivered || same.Load() != 1 {
 		t.Fatalf("redirect on the same host: %s, code %d, hits %d", o.Status, o.Result.StatusCode, same.Load())
+	}
+}
+
+// A 301/302/303 would turn the POST into a bodiless GET; a handler that
+// answers GET with 200 must not make the delivery count as delivered.
+func TestRedirectThatDropsTheBodyFails(t *testing.T) {
+	t.Parallel()
+	var gets atomic.Int32
+	mux := http.NewServeMux()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther} {
+		mux.HandleFunc(fmt.Sprintf("/r%d", code), func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/health", code)
+		})
+	}
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		io.WriteString(w, "ok")
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther} {
+		o := attempt(t, delivery.Destination{URL: fmt.Sprintf("%s/r%d", srv.URL, code)}, nil)
+		if o.Status == anyhook.StatusDelivered || o.Result.StatusCode != code {
+			t.Errorf("%d redirect: %s with code %d; want the %d as a failed attempt", code, o.Status, o.Result.StatusCode, code)
+		}
+	}
+	if gets.Load() != 0 {
+		t.Fatalf("the redirect target was requested %d times", gets.Load())
+	}
+}
+
+// claimErrStore fails its claim but hands back rows anyway, as a store
+// whose transaction failed after the UPDATE ran might.
+type claimErrStore struct {
+	*fakeStore
+	calls atomic.Int32
+}
+
+func (f *claimErrStore) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	f.calls.Add(1)
+	return []store.Claim{claim(destination)}, errors.New("commit failed")
+}
+
+func TestFailedClaimSendsNothing(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := okServer(t, false, &hits)
+	st := &claimErrStore{fakeStore: newFakeStore()}
+	e := delivery.New(st, delivery.Options{
+		Destinations: []delivery.Destination{{Name: "d", URL: srv.URL, Timeout: time.Second, MaxAttempts: 3, Initial: time.Second, Max: time.Second}},
+		PollInterval: time.Millisecond,
+	})
+	e.Start(t.Context())
+	for st.calls.Load() < 20 { // many dispatch rounds
+		time.Sleep(time.Millisecond)
+	}
+	e.Stop(time.Second)
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("%d requests sent for claims whose transaction failed", n)
 	}
 }
 

@@ -40,7 +40,15 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, claimDeliveries, destination, limit, micros(lease))
+	// In an explicit transaction, so that claims the caller never got (the
+	// read failed, the context ended) are rolled back rather than left to
+	// expire (and, under hold, be held although nothing was sent).
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, unavailable("claim", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, claimDeliveries, destination, limit, micros(lease))
 	if err != nil {
 		return nil, unavailable("claim", err)
 	}
@@ -54,7 +62,13 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		ddone()
 		return c, edone()
 	})
-	return claims, unavailable("claim", err)
+	if err != nil {
+		return nil, unavailable("claim", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, unavailable("claim", err)
+	}
+	return claims, nil
 }
 
 // finishDelivery records one outcome if its attempt still holds the claim

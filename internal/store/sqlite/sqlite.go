@@ -364,7 +364,10 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		rows.Close()
 		return s.attachEvents(ctx, tx, claims)
 	})
-	return claims, err
+	if err != nil {
+		return nil, err // rolled back: nothing was claimed
+	}
+	return claims, nil
 }
 
 func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Claim) error {
