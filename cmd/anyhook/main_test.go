@@ -494,3 +494,51 @@ func TestSinkReceivesDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// anyhook replay against a running gateway's database: the replayed
+// delivery carries the same X-AnyHook-Delivery and X-AnyHook-Replay: true.
+func TestReplayCommand(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var replays []string
+	arrived := make(chan struct{}, 10)
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		replays = append(replays, r.Header.Get("X-AnyHook-Delivery")+" replay="+r.Header.Get("X-AnyHook-Replay"))
+		mu.Unlock()
+		arrived <- struct{}{}
+	}))
+	t.Cleanup(dest.Close)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
+	p := start(t, cfg)
+	code, id, err := sendEvent(p.url, "evt_replay_cmd")
+	if err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	<-arrived
+
+	run := func(args ...string) (int, string) {
+		var out bytes.Buffer
+		cmd := exec.Command(binary, append([]string{"replay", "--config", cfg}, args...)...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.Run()
+		return cmd.ProcessState.ExitCode(), out.String()
+	}
+	if code, out := run("--event", id, "--destination", "nope"); code != 2 || !strings.Contains(out, `"nope"`) {
+		t.Fatalf("unknown destination: exit %d %q, want 2 naming it", code, out)
+	}
+	if code, out := run("--event", id); code != 0 || !strings.Contains(out, "1 deliveries") {
+		t.Fatalf("replay: exit %d %q", code, out)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the replay was not delivered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{id + " replay=false", id + " replay=true"}; fmt.Sprint(replays) != fmt.Sprint(want) {
+		t.Fatalf("deliveries %v, want %v", replays, want)
+	}
+}

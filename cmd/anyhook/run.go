@@ -157,17 +157,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	g.Start(ctx, ln)
 	fmt.Fprintf(stdout, "anyhook %s listening on http://%s\n", gateway.Version, ln.Addr())
+	code := exitOK // SIGINT/SIGTERM: a graceful stop exits 0 (SPEC §2)
 	select {
 	case <-ctx.Done():
 	case err := <-g.Err():
 		log.Error("server failed", "err", err)
+		code = exitFail // so that a supervisor restarts it
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second+cfg.Delivery.Shutdown.D())
 	defer cancel()
 	if err := g.Stop(stopCtx); err != nil {
-		return fail(stderr, exitFail, err)
+		// What did not finish stays claimed and is rescued by lease.
+		log.Warn("stop was not clean", "err", err)
 	}
-	return exitOK
+	return code
 }
 
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -202,6 +205,10 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
+	if *dest != "" && cfg.Destinations[*dest] == nil {
+		// No dispatcher would ever take such a delivery.
+		return fail(stderr, exitUsage, fmt.Errorf("replay: --destination %q is not in %s (known: %s)", *dest, cfg.Path, strings.Join(cfg.DestinationOrder, ", ")))
+	}
 	st, err := gateway.Open(ctx, cfg)
 	if err != nil {
 		return fail(stderr, exitUsage, err)
@@ -212,7 +219,10 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(stderr, exitFail, err)
 		}
-		dests := cfg.Sources[ev.Source].Destinations
+		var dests []string
+		if src := cfg.Sources[ev.Source]; src != nil {
+			dests = src.Destinations
+		}
 		if *dest != "" {
 			dests = []string{*dest}
 		}

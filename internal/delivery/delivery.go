@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -473,6 +474,12 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, 
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("timeout after %v", d.Timeout)
 		}
+		// Not the *url.Error text: the destination's URL can hold a secret
+		// (a token in its path or query), and this text reaches alerts.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("%s to destination %s: %w", ue.Op, d.Name, ue.Err)
+		}
 		return 0, nil, 0, err
 	}
 	defer resp.Body.Close()
@@ -528,11 +535,9 @@ func (e *Engine) header(d *Destination, c store.Claim, now time.Time) http.Heade
 		h.Set("X-AnyHook-Stale", "true")
 	}
 	if d.SigningSecret != "" {
-		for k := range h {
-			if strings.HasPrefix(k, "Webhook-") {
-				h.Del(k) // replaced by our own signature
-			}
-		}
+		// Ours replace any incoming headers of these names (SPEC §5).
+		h.Del("Webhook-Timestamp")
+		h.Del("Webhook-Signature")
 		h.Set("Webhook-Id", ev.ID)
 		// The secret was checked when the config was loaded.
 		if err := provider.Sign("standard", d.SigningSecret, &provider.Request{Header: h, Body: ev.Body}, now); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -288,5 +289,24 @@ func TestHugeResponseBodyIsCut(t *testing.T) {
 	case <-served: // the connection was closed, not left streaming
 	case <-time.After(60 * time.Second):
 		t.Fatal("the endless response was never cut off")
+	}
+}
+
+// The attempt's error reaches the API, the dashboard and alert sinks: it
+// names the destination, never its URL, which can hold a token.
+func TestAttemptErrorHidesTheURL(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there now: connection refused
+	o := attempt(t, delivery.Destination{Name: "billing", URL: "http://" + addr + "/catch/s3cr3tpath?token=s3cr3tquery"}, nil)
+	if o.Status == anyhook.StatusDelivered || o.Result.Error == "" {
+		t.Fatalf("outcome %+v, want a failed attempt", o)
+	}
+	if strings.Contains(o.Result.Error, "s3cr3t") || !strings.Contains(o.Result.Error, "billing") {
+		t.Fatalf("attempt error %q: want the destination's name and no part of its URL", o.Result.Error)
 	}
 }

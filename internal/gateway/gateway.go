@@ -269,7 +269,7 @@ func (g *Gateway) Store() store.Store { return g.store }
 // Start serves on ln and starts the workers. /healthz answers from the
 // moment Start returns.
 func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
-	g.alerts.Start(ctx)
+	g.alerts.Start(context.WithoutCancel(ctx)) // Stop flushes; a signal must not drop alerts
 	g.batcher.Start(ctx)
 	g.engine.Start(ctx)
 	g.startLog(ctx)
