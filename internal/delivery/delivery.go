@@ -157,7 +157,7 @@ func NewClient() *http.Client {
 		ForceAttemptHTTP2:     true,
 	}
 	return &http.Client{
-		Transport: t,
+		Transport:     t,
 		CheckRedirect: followSameHost,
 	}
 }
