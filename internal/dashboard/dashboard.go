@@ -91,6 +91,17 @@ type Options struct {
 	Now func() time.Time
 	// Version is shown in the footer.
 	Version string
+	// Log reports the tamper-evident log's state for the overview; nil:
+	// not shown.
+	Log func(ctx context.Context) (LogStatus, error)
+}
+
+// LogStatus is what the overview says of the tamper-evident log.
+type LogStatus struct {
+	Size         int64     // entries in the latest checkpoint
+	CheckpointAt time.Time // zero: none yet
+	Problem      string    // the last failed self-check or late event; "" if none
+	ProblemAt    time.Time
 }
 
 // Dashboard serves the pages. Create it with New.

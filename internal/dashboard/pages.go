@@ -105,6 +105,7 @@ type overviewData struct {
 	IngestChart   chart
 	DeliveryChart chart
 	Destinations  []destRow
+	Log           *LogStatus
 }
 
 // GET /
@@ -113,6 +114,13 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	rows, err := d.destRows(r)
 	if err != nil {
 		return err
+	}
+	if d.opt.Log != nil {
+		ls, err := d.opt.Log(r.Context())
+		if err != nil {
+			return err
+		}
+		data.Log = &ls
 	}
 	if d.stats == nil {
 		counts, err := d.opt.Store.Counts(r.Context())

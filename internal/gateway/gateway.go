@@ -154,6 +154,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Health:       g.engine.Health,
 		Logger:       log,
 		Version:      Version,
+		Log:          g.logStatus,
 	})
 	if err != nil {
 		if opt.Store == nil {

@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -18,6 +21,10 @@ type logParts struct {
 	reader ledger.Reader
 	seq    *ledger.Sequencer
 	cpr    *ledger.Checkpointer
+
+	mu        sync.Mutex
+	problem   string // the last failed self-check or late event
+	problemAt time.Time
 }
 
 // newLog loads (or creates) the signing key and builds the sequencer and
@@ -55,7 +62,32 @@ func (g *Gateway) newLog(st store.Store) error {
 	return nil
 }
 
+// logStatus is the log's state for the dashboard: the latest checkpoint
+// and the last problem this process saw. Nil without a log.
+func (g *Gateway) logStatus(ctx context.Context) (dashboard.LogStatus, error) {
+	var ls dashboard.LogStatus
+	if g.ledger == nil {
+		return ls, nil
+	}
+	cp, err := g.ledger.reader.Store.LatestCheckpoint(ctx)
+	switch {
+	case err == nil:
+		ls.Size, ls.CheckpointAt = cp.Size, cp.CreatedAt
+	case !errors.Is(err, anyhook.ErrNotFound):
+		return ls, err
+	}
+	g.ledger.mu.Lock()
+	ls.Problem, ls.ProblemAt = g.ledger.problem, g.ledger.problemAt
+	g.ledger.mu.Unlock()
+	return ls, nil
+}
+
 func (g *Gateway) logAlert(eventID, msg string) {
+	if g.ledger != nil {
+		g.ledger.mu.Lock()
+		g.ledger.problem, g.ledger.problemAt = msg, time.Now()
+		g.ledger.mu.Unlock()
+	}
 	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LogVerificationFailed, EventID: eventID, Message: msg, Time: time.Now()})
 }
 
