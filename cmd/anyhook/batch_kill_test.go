@@ -2,10 +2,7 @@ package main
 
 import (
 	"database/sql"
-	"fmt"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 
 	_ "modernc.org/sqlite"
@@ -21,50 +18,7 @@ func TestKillMidBatchLeavesNoHalfEvent(t *testing.T) {
 	dir := t.TempDir()
 	dest := newRecorder(t, false)
 	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
-	p := start(t, cfg)
-
-	const events, workers = 3000, 64
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	next := make(chan int)
-	stop := make(chan struct{})
-	go func() {
-		defer close(next)
-		for i := range events {
-			select {
-			case next <- i:
-			case <-stop:
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				code, id, err := sendEvent(p.url, fmt.Sprintf("evt_batch_%d", i))
-				if err != nil {
-					once.Do(func() { close(stop) }) // the gateway is gone
-					continue
-				}
-				if code == 200 {
-					mu.Lock()
-					acked[id] = true
-					n := len(acked)
-					mu.Unlock()
-					if n == events/3 {
-						p.cmd.Process.Signal(syscall.SIGKILL)
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	<-p.done
-	if len(acked) < events/3 || len(acked) == events {
-		t.Fatalf("%d of %d acknowledged: the kill did not land mid-burst", len(acked), events)
-	}
+	acked := burstThenKill(t, start(t, cfg), "evt_batch", 3000, 64)
 
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "anyhook.db"))
 	if err != nil {

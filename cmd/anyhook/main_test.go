@@ -328,43 +328,8 @@ func TestKillDuringBurstLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	dest := newRecorder(t, false)
 	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
-	p := start(t, cfg)
-
-	const events, workers = 400, 16
-	var mu sync.Mutex
-	acked := map[string]bool{}
-	next := make(chan int)
-	go func() {
-		for i := range events {
-			next <- i
-		}
-		close(next)
-	}()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				code, id, err := sendEvent(p.url, fmt.Sprintf("evt_burst_%d", i))
-				if err == nil && code == 200 {
-					mu.Lock()
-					acked[id] = true
-					n := len(acked)
-					mu.Unlock()
-					if n == events/3 {
-						p.cmd.Process.Signal(syscall.SIGKILL)
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	<-p.done
-	mu.Lock()
+	acked := burstThenKill(t, start(t, cfg), "evt_burst", 400, 16)
 	nAcked := len(acked)
-	mu.Unlock()
-	if nAcked < events/3 || nAcked == events {
-		t.Fatalf("%d of %d acknowledged: the kill did not land mid-burst", nAcked, events)
-	}
 	start(t, cfg)
 	deadline := time.After(60 * time.Second)
 	for {
@@ -541,4 +506,54 @@ func TestReplayCommand(t *testing.T) {
 	if want := []string{id + " replay=false", id + " replay=true"}; fmt.Sprint(replays) != fmt.Sprint(want) {
 		t.Fatalf("deliveries %v, want %v", replays, want)
 	}
+}
+
+// burstThenKill sends events (ids prefix_0, prefix_1, …) from workers
+// concurrently to p and kill -9s it once a third of them were
+// acknowledged. It returns the AnyHook ids of the acknowledged events and
+// fails the test if the kill did not land mid-burst.
+func burstThenKill(t *testing.T, p *proc, prefix string, events, workers int) map[string]bool {
+	t.Helper()
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	next := make(chan int)
+	stop := make(chan struct{})
+	go func() {
+		defer close(next)
+		for i := range events {
+			select {
+			case next <- i:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				code, id, err := sendEvent(p.url, fmt.Sprintf("%s_%d", prefix, i))
+				if err != nil {
+					once.Do(func() { close(stop) }) // the gateway is gone
+					continue
+				}
+				if code == 200 {
+					mu.Lock()
+					acked[id] = true
+					n := len(acked)
+					mu.Unlock()
+					if n == events/3 {
+						p.cmd.Process.Signal(syscall.SIGKILL)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	<-p.done
+	if len(acked) < events/3 || len(acked) == events {
+		t.Fatalf("%d of %d acknowledged: the kill did not land mid-burst", len(acked), events)
+	}
+	return acked
 }
