@@ -138,6 +138,16 @@ type Store interface {
 	Close() error
 }
 
+// Page trims a page read with limit+1 rows to limit and returns the cursor
+// of the next page: the last row's id, or "" when there is none.
+func Page[T any](rows []T, limit int, id func(T) string) ([]T, string) {
+	if len(rows) <= limit {
+		return rows, ""
+	}
+	rows = rows[:limit]
+	return rows, id(rows[limit-1])
+}
+
 // PageLimit clamps a requested page size.
 func PageLimit(n int) int {
 	switch {

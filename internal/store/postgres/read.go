@@ -118,11 +118,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	if err != nil {
 		return nil, "", unavailable("list events", err)
 	}
-	var next string
-	if len(evs) > limit {
-		evs = evs[:limit]
-		next = evs[limit-1].ID
-	}
+	evs, next := store.Page(evs, limit, func(ev anyhook.Event) string { return ev.ID })
 	return evs, next, nil
 }
 
@@ -163,11 +159,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	if err != nil {
 		return nil, "", unavailable("list deliveries", err)
 	}
-	var next string
-	if len(ds) > limit {
-		ds = ds[:limit]
-		next = ds[limit-1].ID
-	}
+	ds, next := store.Page(ds, limit, func(d anyhook.Delivery) string { return d.ID })
 	return ds, next, nil
 }
 
