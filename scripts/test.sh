@@ -17,6 +17,9 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+echo "== go mod tidy"
+go mod tidy -diff
+
 echo "== go vet"
 go vet ./...
 
