@@ -12,9 +12,13 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/ledger"
+	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
@@ -24,12 +28,63 @@ func runCmd(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// logStore is what both backends' stores are.
+type logStore interface {
+	store.Store
+	store.Ledger
+}
+
+// logBackends are the databases TestLogVerifyCommand runs on: a SQLite
+// file, and a fresh PostgreSQL database (see pgtest). open returns the
+// config's database setting, the store a gateway would write through, and
+// a connection behind its back for tampering.
+var logBackends = []struct {
+	name string
+	open func(t *testing.T, dir string) (database string, st logStore, raw *sql.DB)
+}{
+	{"sqlite", func(t *testing.T, dir string) (string, logStore, *sql.DB) {
+		st, err := sqlite.Open(t.Context(), filepath.Join(dir, "anyhook.db"), sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := sql.Open("sqlite", filepath.Join(dir, "anyhook.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "sqlite:anyhook.db", st, raw
+	}},
+	{"postgres", func(t *testing.T, _ string) (string, logStore, *sql.DB) {
+		dsn := pgtest.DSN(t)
+		st, err := postgres.Open(t.Context(), withPool(dsn), postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return withPool(dsn), st, raw
+	}},
+}
+
 // TestLogVerifyCommand runs anyhook log key / log verify in-process on a
-// SQLite file written the way a gateway writes it, then tampered with.
+// database written the way a gateway writes it, then tampered with, on
+// each backend.
 func TestLogVerifyCommand(t *testing.T) {
 	t.Parallel()
+	for _, b := range logBackends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			testLogVerifyCommand(t, b.open)
+		})
+	}
+}
+
+func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (string, logStore, *sql.DB)) {
 	dir := t.TempDir()
-	cfgPath := writeConfig(t, dir, "database: sqlite:anyhook.db\nsources: {stripe: {provider: stripe, secrets: [whsec_x]}}\n")
+	database, st, raw := open(t, dir)
+	defer raw.Close()
+	cfgPath := writeConfig(t, dir, fmt.Sprintf("database: %q\nsources: {stripe: {provider: stripe, secrets: [whsec_x]}}\n", database))
 
 	code, vkey, stderr := runCmd("log", "key", "--config", cfgPath)
 	if code != 0 || !strings.Contains(vkey, "+") {
@@ -43,10 +98,6 @@ func TestLogVerifyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "anyhook.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	seq := ledger.NewSequencer(st, ledger.SequencerOptions{})
 	cpr := ledger.NewCheckpointer(st, ledger.CheckpointerOptions{Key: key})
 	var ids []string
@@ -86,12 +137,7 @@ func TestLogVerifyCommand(t *testing.T) {
 		t.Fatalf("verify --checkpoint: %d %q", code, stdout)
 	}
 
-	raw, err := sql.Open("sqlite", filepath.Join(dir, "anyhook.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if _, err := raw.Exec(`UPDATE events SET body = CAST('{"n":99}' AS BLOB) WHERE id = ?`, ids[4]); err != nil {
+	if _, err := raw.Exec(`UPDATE events SET body = $1 WHERE id = $2`, []byte(`{"n":99}`), ids[4]); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr = runCmd("log", "verify", "--config", cfgPath, "--checkpoint", oldFile)

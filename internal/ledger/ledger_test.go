@@ -19,45 +19,139 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"golang.org/x/mod/sumdb/note"
 	_ "modernc.org/sqlite"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/ledger"
+	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
-// env is one SQLite database with a log over it.
-type env struct {
-	path string
-	st   *sqlite.Store
-	key  *ledger.Key
-	seq  *ledger.Sequencer
-	cpr  *ledger.Checkpointer
-	ids  []string // event ids in log order once sequenced
-	raw  *sql.DB  // a connection behind the gateway's back, for tampering
+// backend is a database the log can live in: SQLite, or PostgreSQL (a
+// fresh database per test, skipped without a server; see pgtest). The
+// tamper tests run the same SQL on both, through the few expressions that
+// differ between the two dialects.
+type backend struct {
+	name string
+	// open returns the gateway's store and a connection behind its back,
+	// for tampering.
+	open func(t *testing.T, dir string) (ledgerStore, *sql.DB)
+	// rebind turns ? placeholders into the backend's own.
+	rebind func(q string) string
+	// text and bytes convert a bytes column (body, headers) to text and
+	// back, so that SQL can replace a few bytes inside it.
+	text, bytes func(expr string) string
+	// earlier is the receive time column col moved d into the past.
+	earlier func(col string, d time.Duration) string
+	// rescan makes the sequencer look at every event again (after the log
+	// tables were emptied, or for an event received long ago).
+	rescan string
 }
 
-func setup(t *testing.T) *env {
+// ledgerStore is what both backends' stores are.
+type ledgerStore interface {
+	store.Store
+	store.Ledger
+}
+
+var backends = []backend{
+	{
+		name: "sqlite",
+		open: func(t *testing.T, dir string) (ledgerStore, *sql.DB) {
+			path := filepath.Join(dir, "anyhook.db")
+			st, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { raw.Close() })
+			return st, raw
+		},
+		rebind:  func(q string) string { return q },
+		text:    func(x string) string { return "CAST(" + x + " AS TEXT)" },
+		bytes:   func(x string) string { return "CAST(" + x + " AS BLOB)" },
+		earlier: func(col string, d time.Duration) string { return fmt.Sprintf("%s - %d", col, d.Microseconds()) },
+		rescan:  `UPDATE ledger_state SET seq_rowid = 0`,
+	},
+	{
+		name: "postgres",
+		open: func(t *testing.T, _ string) (ledgerStore, *sql.DB) {
+			dsn := pgtest.DSN(t)
+			// Small pools: the tests run in parallel on one server.
+			st, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			raw, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw.SetMaxOpenConns(1)
+			t.Cleanup(func() { raw.Close() })
+			return st, raw
+		},
+		rebind: func(q string) string {
+			var b strings.Builder
+			n := 0
+			for _, r := range q {
+				if r == '?' {
+					n++
+					fmt.Fprintf(&b, "$%d", n)
+					continue
+				}
+				b.WriteRune(r)
+			}
+			return b.String()
+		},
+		text:  func(x string) string { return "convert_from(" + x + ", 'UTF8')" },
+		bytes: func(x string) string { return "convert_to(" + x + ", 'UTF8')" },
+		earlier: func(col string, d time.Duration) string {
+			return fmt.Sprintf("%s - interval '%d microseconds'", col, d.Microseconds())
+		},
+		rescan: `UPDATE ledger_state SET swept_at = '-infinity'`,
+	},
+}
+
+// forEachBackend runs fn as a parallel subtest on each backend.
+func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, b)
+		})
+	}
+}
+
+// env is one database with a log over it.
+type env struct {
+	backend
+	st  ledgerStore
+	key *ledger.Key
+	seq *ledger.Sequencer
+	cpr *ledger.Checkpointer
+	ids []string // event ids in log order once sequenced
+	raw *sql.DB  // a connection behind the gateway's back, for tampering
+}
+
+func setup(t *testing.T, b backend) *env {
 	t.Helper()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "anyhook.db")
-	st, err := sqlite.Open(t.Context(), path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, raw := b.open(t, dir)
 	key, err := ledger.LoadOrCreateKey(filepath.Join(dir, "anyhook-log.key"), "test.example/log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { raw.Close() })
-	e := &env{path: path, st: st, key: key, raw: raw}
+	e := &env{backend: b, st: st, key: key, raw: raw}
 	e.seq = ledger.NewSequencer(st, ledger.SequencerOptions{BatchSize: 64})
 	e.cpr = ledger.NewCheckpointer(st, ledger.CheckpointerOptions{Key: key})
 	return e
@@ -112,7 +206,7 @@ func (e *env) commit(t *testing.T) store.Checkpoint {
 
 func (e *env) exec(t *testing.T, q string, args ...any) {
 	t.Helper()
-	if _, err := e.raw.ExecContext(t.Context(), q, args...); err != nil {
+	if _, err := e.raw.ExecContext(t.Context(), e.rebind(q), args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
@@ -157,24 +251,27 @@ func wantOnly(t *testing.T, rep *ledger.Report, kind string, ids ...string) {
 
 func TestIntactLogVerifies(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.ingest(t, 150)
-	e.commit(t)
-	e.ingest(t, 30) // waiting for the sequencer: fine
-	rep := e.verify(t, nil)
-	if !rep.OK() {
-		t.Fatalf("problems: %v", rep.Problems)
-	}
-	if rep.Entries != 150 || rep.Checkpoint == nil || rep.Checkpoint.Size != 150 || rep.Waiting != 30 {
-		t.Errorf("report = %+v", rep)
-	}
-	if s := rep.Summary(); !strings.HasPrefix(s, "log intact: 150 events, signed checkpoint at size 150") {
-		t.Errorf("summary = %q", s)
-	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		e.ingest(t, 150)
+		e.commit(t)
+		e.ingest(t, 30) // waiting for the sequencer: fine
+		rep := e.verify(t, nil)
+		if !rep.OK() {
+			t.Fatalf("problems: %v", rep.Problems)
+		}
+		if rep.Entries != 150 || rep.Checkpoint == nil || rep.Checkpoint.Size != 150 || rep.Waiting != 30 {
+			t.Errorf("report = %+v", rep)
+		}
+		if s := rep.Summary(); !strings.HasPrefix(s, "log intact: 150 events, signed checkpoint at size 150") {
+			t.Errorf("summary = %q", s)
+		}
+	})
 }
 
-// TestTamper applies each kind of tampering with SQL in the database file
-// and checks that Verify names the right events.
+// TestTamper applies each kind of tampering with SQL in the database (the
+// SQLite file, and a PostgreSQL database) and checks that Verify names the
+// right events.
 func TestTamper(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -182,23 +279,23 @@ func TestTamper(t *testing.T) {
 		tamper func(t *testing.T, e *env) (kind string, ids []string)
 	}{
 		{"body", func(t *testing.T, e *env) (string, []string) {
-			e.exec(t, `UPDATE events SET body = CAST('{"id":"forged"}' AS BLOB) WHERE id = ?`, e.ids[7])
+			e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte(`{"id":"forged"}`), e.ids[7])
 			return ledger.KindBodyChanged, e.ids[7:8]
 		}},
 		{"one byte of the body", func(t *testing.T, e *env) (string, []string) {
-			e.exec(t, `UPDATE events SET body = CAST(replace(CAST(body AS TEXT), '"n":', '"N":') AS BLOB) WHERE id = ?`, e.ids[8])
+			e.exec(t, `UPDATE events SET body = `+e.bytes(`replace(`+e.text(`body`)+`, '"n":', '"N":')`)+` WHERE id = ?`, e.ids[8])
 			return ledger.KindBodyChanged, e.ids[8:9]
 		}},
 		{"header", func(t *testing.T, e *env) (string, []string) {
-			e.exec(t, `UPDATE events SET headers = CAST(replace(CAST(headers AS TEXT), 't=', 't=9') AS BLOB) WHERE id = ?`, e.ids[3])
+			e.exec(t, `UPDATE events SET headers = `+e.bytes(`replace(`+e.text(`headers`)+`, 't=', 't=9')`)+` WHERE id = ?`, e.ids[3])
 			return ledger.KindHeadersChanged, e.ids[3:4]
 		}},
 		{"headers replaced by garbage", func(t *testing.T, e *env) (string, []string) {
-			e.exec(t, `UPDATE events SET headers = CAST('garbage' AS BLOB) WHERE id = ?`, e.ids[9])
+			e.exec(t, `UPDATE events SET headers = ? WHERE id = ?`, []byte("garbage"), e.ids[9])
 			return ledger.KindHeadersChanged, e.ids[9:10]
 		}},
 		{"receive time", func(t *testing.T, e *env) (string, []string) {
-			e.exec(t, `UPDATE events SET received_at = received_at - 86400000000 WHERE id = ?`, e.ids[11])
+			e.exec(t, `UPDATE events SET received_at = `+e.earlier("received_at", 24*time.Hour)+` WHERE id = ?`, e.ids[11])
 			return ledger.KindFieldsChanged, e.ids[11:12]
 		}},
 		{"dedup key", func(t *testing.T, e *env) (string, []string) {
@@ -213,7 +310,7 @@ func TestTamper(t *testing.T) {
 		{"inserted row", func(t *testing.T, e *env) (string, []string) {
 			id := store.NewID()
 			e.exec(t, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
-				SELECT ?, source, 'evt_inserted', received_at - 3600000000, method, path, headers, body FROM events WHERE id = ?`, id, e.ids[2])
+				SELECT ?, source, 'evt_inserted', `+e.earlier("received_at", time.Hour)+`, method, path, headers, body FROM events WHERE id = ?`, id, e.ids[2])
 			return ledger.KindInserted, []string{id}
 		}},
 		{"reordered rows", func(t *testing.T, e *env) (string, []string) {
@@ -232,7 +329,7 @@ func TestTamper(t *testing.T) {
 		}},
 		{"event and its log entry rewritten together", func(t *testing.T, e *env) (string, []string) {
 			id := e.ids[40]
-			e.exec(t, `UPDATE events SET body = CAST('{}' AS BLOB) WHERE id = ?`, id)
+			e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte(`{}`), id)
 			ev, err := e.st.Event(t.Context(), id)
 			if err != nil {
 				t.Fatal(err)
@@ -245,18 +342,20 @@ func TestTamper(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := setup(t)
-			e.ingest(t, 60)
-			e.commit(t)
-			if rep := e.verify(t, nil); !rep.OK() {
-				t.Fatalf("before tampering: %v", rep.Problems)
-			}
-			kind, ids := tt.tamper(t, e)
-			rep := e.verify(t, nil)
-			wantOnly(t, rep, kind, ids...)
-			for _, p := range rep.Problems {
-				t.Log(p)
-			}
+			forEachBackend(t, func(t *testing.T, b backend) {
+				e := setup(t, b)
+				e.ingest(t, 60)
+				e.commit(t)
+				if rep := e.verify(t, nil); !rep.OK() {
+					t.Fatalf("before tampering: %v", rep.Problems)
+				}
+				kind, ids := tt.tamper(t, e)
+				rep := e.verify(t, nil)
+				wantOnly(t, rep, kind, ids...)
+				for _, p := range rep.Problems {
+					t.Log(p)
+				}
+			})
 		})
 	}
 }
@@ -265,70 +364,77 @@ func TestTamper(t *testing.T) {
 // gets a log position from the sequencer, but is flagged and reported.
 func TestInsertedWhileRunning(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	var mu sync.Mutex
-	var late []string
-	e.seq = ledger.NewSequencer(e.st, ledger.SequencerOptions{OnLate: func(ev anyhook.Event) {
-		mu.Lock()
-		late = append(late, ev.ID)
-		mu.Unlock()
-	}})
-	e.ingest(t, 10)
-	e.commit(t)
-	id := store.NewID()
-	e.exec(t, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
-		SELECT ?, source, 'evt_backdated', received_at - 3600000000, method, path, headers, body FROM events WHERE id = ?`, id, e.ids[0])
-	e.ingest(t, 5)
-	e.commit(t)
-	if !slices.Equal(late, []string{id}) {
-		t.Errorf("OnLate saw %v, want [%s]", late, id)
-	}
-	wantOnly(t, e.verify(t, nil), ledger.KindInserted, id)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		var mu sync.Mutex
+		var late []string
+		e.seq = ledger.NewSequencer(e.st, ledger.SequencerOptions{OnLate: func(ev anyhook.Event) {
+			mu.Lock()
+			late = append(late, ev.ID)
+			mu.Unlock()
+		}})
+		e.ingest(t, 10)
+		e.commit(t)
+		id := store.NewID()
+		e.exec(t, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+		SELECT ?, source, 'evt_backdated', `+e.earlier("received_at", time.Hour)+`, method, path, headers, body FROM events WHERE id = ?`, id, e.ids[0])
+		// PostgreSQL's sequencer looks for events received long ago in a sweep
+		// every few minutes: bring it forward. (SQLite's finds them by rowid.)
+		e.exec(t, e.rescan)
+		e.ingest(t, 5)
+		e.commit(t)
+		if !slices.Equal(late, []string{id}) {
+			t.Errorf("OnLate saw %v, want [%s]", late, id)
+		}
+		wantOnly(t, e.verify(t, nil), ledger.KindInserted, id)
+	})
 }
 
 func TestForgedCheckpoint(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.ingest(t, 20)
-	cp := e.commit(t)
-	edits := map[string]func(string) string{
-		"size": func(s string) string { return strings.Replace(s, "\n20\n", "\n19\n", 1) },
-		"root": func(s string) string {
-			lines := strings.SplitN(s, "\n", 4)
-			lines[2] = b64(sha256.Sum256([]byte("forged")))
-			return strings.Join(lines, "\n")
-		},
-	}
-	for what, edit := range edits {
-		forged := edit(string(cp.Note))
-		if forged == string(cp.Note) {
-			t.Fatalf("%s: the edit changed nothing", what)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		e.ingest(t, 20)
+		cp := e.commit(t)
+		edits := map[string]func(string) string{
+			"size": func(s string) string { return strings.Replace(s, "\n20\n", "\n19\n", 1) },
+			"root": func(s string) string {
+				lines := strings.SplitN(s, "\n", 4)
+				lines[2] = b64(sha256.Sum256([]byte("forged")))
+				return strings.Join(lines, "\n")
+			},
 		}
-		if _, err := ledger.OpenCheckpoint([]byte(forged), e.key.Verifier); !errors.Is(err, ledger.ErrBadCheckpoint) {
-			t.Errorf("%s edited: OpenCheckpoint err = %v, want ErrBadCheckpoint", what, err)
+		for what, edit := range edits {
+			forged := edit(string(cp.Note))
+			if forged == string(cp.Note) {
+				t.Fatalf("%s: the edit changed nothing", what)
+			}
+			if _, err := ledger.OpenCheckpoint([]byte(forged), e.key.Verifier); !errors.Is(err, ledger.ErrBadCheckpoint) {
+				t.Errorf("%s edited: OpenCheckpoint err = %v, want ErrBadCheckpoint", what, err)
+			}
+			// As a --checkpoint file …
+			rep := e.verify(t, []byte(forged))
+			if rep.OK() || rep.Problems[0].Kind != ledger.KindCheckpoint {
+				t.Errorf("%s edited, as --checkpoint: problems %v", what, rep.Problems)
+			}
+			// … and in the database.
+			e.exec(t, `UPDATE ledger_checkpoints SET note = ? WHERE id = (SELECT max(id) FROM ledger_checkpoints)`, []byte(forged))
+			rep = e.verify(t, nil)
+			if rep.OK() || rep.Problems[0].Kind != ledger.KindCheckpoint {
+				t.Errorf("%s edited in the database: problems %v", what, rep.Problems)
+			}
+			e.exec(t, `UPDATE ledger_checkpoints SET note = ? WHERE id = (SELECT max(id) FROM ledger_checkpoints)`, cp.Note)
 		}
-		// As a --checkpoint file …
-		rep := e.verify(t, []byte(forged))
-		if rep.OK() || rep.Problems[0].Kind != ledger.KindCheckpoint {
-			t.Errorf("%s edited, as --checkpoint: problems %v", what, rep.Problems)
+		// Signed by another key.
+		other, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "k"), "test.example/log")
+		if err != nil {
+			t.Fatal(err)
 		}
-		// … and in the database.
-		e.exec(t, `UPDATE ledger_checkpoints SET note = ? WHERE id = (SELECT max(id) FROM ledger_checkpoints)`, []byte(forged))
-		rep = e.verify(t, nil)
-		if rep.OK() || rep.Problems[0].Kind != ledger.KindCheckpoint {
-			t.Errorf("%s edited in the database: problems %v", what, rep.Problems)
+		msg, _ := ledger.SignCheckpoint(other, ledger.Tree{Origin: e.key.Name(), Size: cp.Size, Root: cp.Root})
+		if rep := e.verify(t, msg); rep.OK() {
+			t.Error("a checkpoint signed by another key verified")
 		}
-		e.exec(t, `UPDATE ledger_checkpoints SET note = ? WHERE id = (SELECT max(id) FROM ledger_checkpoints)`, cp.Note)
-	}
-	// Signed by another key.
-	other, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "k"), "test.example/log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, _ := ledger.SignCheckpoint(other, ledger.Tree{Origin: e.key.Name(), Size: cp.Size, Root: cp.Root})
-	if rep := e.verify(t, msg); rep.OK() {
-		t.Error("a checkpoint signed by another key verified")
-	}
+	})
 }
 
 // TestConsistency: a checkpoint kept at size 100 (by a witness), then 200
@@ -337,183 +443,193 @@ func TestForgedCheckpoint(t *testing.T) {
 // and re-signed it with the key.
 func TestConsistency(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.ingest(t, 100)
-	old := e.commit(t)
-	if old.Size != 100 {
-		t.Fatalf("checkpoint size %d", old.Size)
-	}
-	witness := filepath.Join(t.TempDir(), "checkpoint")
-	os.WriteFile(witness, old.Note, 0o644)
-	e.ingest(t, 120)
-	e.commit(t)
-	e.ingest(t, 80)
-	e.commit(t)
-	kept, _ := os.ReadFile(witness)
-	rep := e.verify(t, kept)
-	if !rep.OK() || rep.Since == nil || rep.Since.Size != 100 || rep.Checkpoint.Size != 300 {
-		t.Fatalf("report %+v, problems %v", rep, rep.Problems)
-	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		e.ingest(t, 100)
+		old := e.commit(t)
+		if old.Size != 100 {
+			t.Fatalf("checkpoint size %d", old.Size)
+		}
+		witness := filepath.Join(t.TempDir(), "checkpoint")
+		os.WriteFile(witness, old.Note, 0o644)
+		e.ingest(t, 120)
+		e.commit(t)
+		e.ingest(t, 80)
+		e.commit(t)
+		kept, _ := os.ReadFile(witness)
+		rep := e.verify(t, kept)
+		if !rep.OK() || rep.Since == nil || rep.Since.Size != 100 || rep.Checkpoint.Size != 300 {
+			t.Fatalf("report %+v, problems %v", rep, rep.Problems)
+		}
 
-	id50 := e.ids[50]
-	e.exec(t, `UPDATE events SET body = CAST('{"amount":1}' AS BLOB) WHERE id = ?`, id50)
-	rep = e.verify(t, kept)
-	if len(named(rep, id50)) == 0 {
-		t.Errorf("event 50 not named: %v", rep.Problems)
-	}
-	if !slices.ContainsFunc(rep.Problems, func(p ledger.Problem) bool { return p.Kind == ledger.KindRewritten && p.EventID == "" }) {
-		t.Errorf("no rewrite reported against the old checkpoint: %v", rep.Problems)
-	}
+		id50 := e.ids[50]
+		e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte(`{"amount":1}`), id50)
+		rep = e.verify(t, kept)
+		if len(named(rep, id50)) == 0 {
+			t.Errorf("event 50 not named: %v", rep.Problems)
+		}
+		if !slices.ContainsFunc(rep.Problems, func(p ledger.Problem) bool { return p.Kind == ledger.KindRewritten && p.EventID == "" }) {
+			t.Errorf("no rewrite reported against the old checkpoint: %v", rep.Problems)
+		}
 
-	// The key holder rebuilds the whole log over the edited event and signs
-	// it: the database is consistent with itself again …
-	e.exec(t, `DELETE FROM ledger_entries`)
-	e.exec(t, `DELETE FROM ledger_hashes`)
-	e.exec(t, `DELETE FROM ledger_checkpoints`)
-	e.exec(t, `UPDATE ledger_state SET seq_rowid = 0`)
-	e.ids = nil
-	e.commit(t)
-	if rep := e.verify(t, nil); !rep.OK() {
-		t.Fatalf("rebuilt log: %v", rep.Problems)
-	}
-	// … but not with the checkpoint the witness kept.
-	rep = e.verify(t, kept)
-	if rep.OK() {
-		t.Fatal("the rebuilt log proves consistent with the old checkpoint")
-	}
-	t.Log(rep.Problems)
+		// The key holder rebuilds the whole log over the edited event and signs
+		// it: the database is consistent with itself again …
+		e.exec(t, `DELETE FROM ledger_entries`)
+		e.exec(t, `DELETE FROM ledger_hashes`)
+		e.exec(t, `DELETE FROM ledger_checkpoints`)
+		e.exec(t, e.rescan)
+		e.ids = nil
+		e.commit(t)
+		if rep := e.verify(t, nil); !rep.OK() {
+			t.Fatalf("rebuilt log: %v", rep.Problems)
+		}
+		// … but not with the checkpoint the witness kept.
+		rep = e.verify(t, kept)
+		if rep.OK() {
+			t.Fatal("the rebuilt log proves consistent with the old checkpoint")
+		}
+		t.Log(rep.Problems)
+	})
 }
 
 func TestPrunedBodiesStillVerify(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.ingest(t, 40)
-	e.commit(t)
-	n, err := ledger.Prune(t.Context(), e.st, time.Now().Add(time.Hour))
-	if err != nil || n != 40 {
-		t.Fatalf("Prune = %d, %v", n, err)
-	}
-	ev, _ := e.st.Event(t.Context(), e.ids[3])
-	if len(ev.Body) != 0 {
-		t.Fatal("body not pruned")
-	}
-	e.ingest(t, 5)
-	e.commit(t)
-	rep := e.verify(t, nil)
-	if !rep.OK() || rep.Pruned != 40 {
-		t.Fatalf("report %+v, problems %v", rep, rep.Problems)
-	}
-	// A proof still checks, with the logged body hash standing in.
-	p, err := ledger.Prove(t.Context(), e.st, e.ids[3])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ledger.CheckProof(e.key.Verifier, &ev, p); err != nil {
-		t.Errorf("CheckProof of a pruned event: %v", err)
-	}
-	// Headers of a pruned event are still covered.
-	e.exec(t, `UPDATE events SET headers = CAST(replace(CAST(headers AS TEXT), 'application/json', 'text/plain') AS BLOB) WHERE id = ?`, e.ids[4])
-	wantOnly(t, e.verify(t, nil), ledger.KindHeadersChanged, e.ids[4])
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		e.ingest(t, 40)
+		e.commit(t)
+		n, err := ledger.Prune(t.Context(), e.st, time.Now().Add(time.Hour))
+		if err != nil || n != 40 {
+			t.Fatalf("Prune = %d, %v", n, err)
+		}
+		ev, _ := e.st.Event(t.Context(), e.ids[3])
+		if len(ev.Body) != 0 {
+			t.Fatal("body not pruned")
+		}
+		e.ingest(t, 5)
+		e.commit(t)
+		rep := e.verify(t, nil)
+		if !rep.OK() || rep.Pruned != 40 {
+			t.Fatalf("report %+v, problems %v", rep, rep.Problems)
+		}
+		// A proof still checks, with the logged body hash standing in.
+		p, err := ledger.Prove(t.Context(), e.st, e.ids[3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.CheckProof(e.key.Verifier, &ev, p); err != nil {
+			t.Errorf("CheckProof of a pruned event: %v", err)
+		}
+		// Headers of a pruned event are still covered.
+		e.exec(t, `UPDATE events SET headers = `+e.bytes(`replace(`+e.text(`headers`)+`, 'application/json', 'text/plain')`)+` WHERE id = ?`, e.ids[4])
+		wantOnly(t, e.verify(t, nil), ledger.KindHeadersChanged, e.ids[4])
+	})
 }
 
 func TestProof(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.ingest(t, 37)
-	e.commit(t)
-	pending := e.ingest(t, 1)[0]
-	for _, i := range []int{0, 1, 17, 36} {
-		p, err := ledger.Prove(t.Context(), e.st, e.ids[i])
-		if err != nil {
-			t.Fatal(err)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		e.ingest(t, 37)
+		e.commit(t)
+		pending := e.ingest(t, 1)[0]
+		for _, i := range []int{0, 1, 17, 36} {
+			p, err := ledger.Prove(t.Context(), e.st, e.ids[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Index != int64(i) || p.TreeSize != 37 {
+				t.Errorf("proof %+v", p)
+			}
+			ev, _ := e.st.Event(t.Context(), e.ids[i])
+			if err := ledger.CheckProof(e.key.Verifier, &ev, p); err != nil {
+				t.Errorf("CheckProof(%d): %v", i, err)
+			}
+			ev.Body = append(ev.Body, ' ')
+			if err := ledger.CheckProof(e.key.Verifier, &ev, p); err == nil {
+				t.Errorf("CheckProof(%d) accepted an edited body", i)
+			}
 		}
-		if p.Index != int64(i) || p.TreeSize != 37 {
-			t.Errorf("proof %+v", p)
+		if _, err := ledger.Prove(t.Context(), e.st, pending); !errors.Is(err, anyhook.ErrNotFound) {
+			t.Errorf("Prove(not yet sequenced) err = %v", err)
 		}
-		ev, _ := e.st.Event(t.Context(), e.ids[i])
-		if err := ledger.CheckProof(e.key.Verifier, &ev, p); err != nil {
-			t.Errorf("CheckProof(%d): %v", i, err)
+		e.seq.Run(t.Context())
+		if _, err := ledger.Prove(t.Context(), e.st, pending); !errors.Is(err, anyhook.ErrNotFound) {
+			t.Errorf("Prove(not yet in a checkpoint) err = %v", err)
 		}
-		ev.Body = append(ev.Body, ' ')
-		if err := ledger.CheckProof(e.key.Verifier, &ev, p); err == nil {
-			t.Errorf("CheckProof(%d) accepted an edited body", i)
-		}
-	}
-	if _, err := ledger.Prove(t.Context(), e.st, pending); !errors.Is(err, anyhook.ErrNotFound) {
-		t.Errorf("Prove(not yet sequenced) err = %v", err)
-	}
-	e.seq.Run(t.Context())
-	if _, err := ledger.Prove(t.Context(), e.st, pending); !errors.Is(err, anyhook.ErrNotFound) {
-		t.Errorf("Prove(not yet in a checkpoint) err = %v", err)
-	}
+	})
 }
 
 func TestSelfCheckFails(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	var failures []error
-	e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, OnFailure: func(err error) { failures = append(failures, err) }})
-	e.ingest(t, 10)
-	e.commit(t)
-	// An event changed between sequencing and the next checkpoint.
-	fresh := e.ingest(t, 3)
-	if _, err := e.seq.Run(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	e.exec(t, `UPDATE events SET body = CAST('x' AS BLOB) WHERE id = ?`, fresh[1])
-	_, _, err := e.cpr.Once(t.Context())
-	var vf *ledger.VerificationError
-	if !errors.As(err, &vf) || vf.EventID != fresh[1] {
-		t.Fatalf("Once err = %v, want a verification error naming %s", err, fresh[1])
-	}
-	// The stored tree rewritten under the checkpoint.
-	e2 := setup(t)
-	e2.ingest(t, 10)
-	e2.commit(t)
-	e2.exec(t, `UPDATE ledger_hashes SET hash = zeroblob(32)`)
-	e2.ingest(t, 1)
-	e2.seq.Run(t.Context())
-	if _, _, err := e2.cpr.Once(t.Context()); !errors.As(err, &vf) {
-		t.Fatalf("Once err = %v, want a verification error", err)
-	}
-	// The loop reports it through OnFailure.
-	e.cpr.Start(t.Context())
-	e.cpr.Stop()
-	e.cpr.Stop() // idempotent
-	if len(failures) == 0 {
-		t.Error("OnFailure not called")
-	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		var failures []error
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, OnFailure: func(err error) { failures = append(failures, err) }})
+		e.ingest(t, 10)
+		e.commit(t)
+		// An event changed between sequencing and the next checkpoint.
+		fresh := e.ingest(t, 3)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte("x"), fresh[1])
+		_, _, err := e.cpr.Once(t.Context())
+		var vf *ledger.VerificationError
+		if !errors.As(err, &vf) || vf.EventID != fresh[1] {
+			t.Fatalf("Once err = %v, want a verification error naming %s", err, fresh[1])
+		}
+		// The stored tree rewritten under the checkpoint.
+		e2 := setup(t, b)
+		e2.ingest(t, 10)
+		e2.commit(t)
+		e2.exec(t, `UPDATE ledger_hashes SET hash = ?`, make([]byte, 32))
+		e2.ingest(t, 1)
+		e2.seq.Run(t.Context())
+		if _, _, err := e2.cpr.Once(t.Context()); !errors.As(err, &vf) {
+			t.Fatalf("Once err = %v, want a verification error", err)
+		}
+		// The loop reports it through OnFailure.
+		e.cpr.Start(t.Context())
+		e.cpr.Stop()
+		e.cpr.Stop() // idempotent
+		if len(failures) == 0 {
+			t.Error("OnFailure not called")
+		}
+	})
 }
 
 func TestLoopsDrainAtStop(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	pushed := make(chan []byte, 10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		pushed <- b
-	}))
-	defer srv.Close()
-	e.seq = ledger.NewSequencer(e.st, ledger.SequencerOptions{Interval: time.Hour})
-	e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, Interval: time.Hour, PushURL: srv.URL})
-	e.seq.Start(t.Context())
-	e.cpr.Start(t.Context())
-	e.ingest(t, 25)
-	e.seq.Stop() // the last round sequences what is waiting
-	e.cpr.Stop() // and the last checkpoint covers it
-	e.seq.Stop()
-	rep := e.verify(t, nil)
-	if !rep.OK() || rep.Checkpoint == nil || rep.Checkpoint.Size != 25 {
-		t.Fatalf("report %+v, problems %v", rep, rep.Problems)
-	}
-	var last []byte
-	for len(pushed) > 0 {
-		last = <-pushed
-	}
-	tr, err := ledger.OpenCheckpoint(last, e.key.Verifier)
-	if err != nil || tr.Size != 25 {
-		t.Errorf("pushed checkpoint: %+v, %v", tr, err)
-	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		pushed := make(chan []byte, 10)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			pushed <- b
+		}))
+		defer srv.Close()
+		e.seq = ledger.NewSequencer(e.st, ledger.SequencerOptions{Interval: time.Hour})
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, Interval: time.Hour, PushURL: srv.URL})
+		e.seq.Start(t.Context())
+		e.cpr.Start(t.Context())
+		e.ingest(t, 25)
+		e.seq.Stop() // the last round sequences what is waiting
+		e.cpr.Stop() // and the last checkpoint covers it
+		e.seq.Stop()
+		rep := e.verify(t, nil)
+		if !rep.OK() || rep.Checkpoint == nil || rep.Checkpoint.Size != 25 {
+			t.Fatalf("report %+v, problems %v", rep, rep.Problems)
+		}
+		var last []byte
+		for len(pushed) > 0 {
+			last = <-pushed
+		}
+		tr, err := ledger.OpenCheckpoint(last, e.key.Verifier)
+		if err != nil || tr.Size != 25 {
+			t.Errorf("pushed checkpoint: %+v, %v", tr, err)
+		}
+	})
 }
 
 func TestKeyFile(t *testing.T) {
