@@ -158,11 +158,19 @@ func New(opt Options) *API {
 		{"GET", "/api/log/checkpoint", false, a.logCheckpoint},
 		{"GET", "/api/events/{id}/proof", false, a.eventProof},
 	}
+	// A browser page on another site must not drive the API, even where
+	// no token is required (a loopback listener) or the browser holds one:
+	// cross-origin POSTs are refused. Clients that are not browsers send
+	// no Origin or Sec-Fetch-Site and are not affected.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(a.adapt(func(w http.ResponseWriter, r *http.Request) error {
+		return &Error{Status: http.StatusForbidden, Code: "cross_origin", Message: "cross-origin request refused"}
+	}))
 	a.mux = http.NewServeMux()
 	for _, rt := range a.routes {
 		h := a.adapt(rt.h)
 		if !rt.public {
-			h = a.authenticate(h)
+			h = cop.Handler(a.authenticate(h))
 		}
 		a.mux.Handle(rt.method+" "+rt.path, h)
 	}

@@ -239,6 +239,45 @@ func TestEmptyTokenDisablesAuth(t *testing.T) {
 	f.mustStatus(f.doAuth("GET", "/api/events", "", ""), http.StatusOK)
 }
 
+// A page on another site cannot drive the API from the operator's
+// browser: with no token (loopback), or with one the browser would send.
+func TestCrossOriginPostsRefused(t *testing.T) {
+	t.Parallel()
+	for name, opt := range map[string]admin.Options{"no token": {}, "token": {Token: token}} {
+		f := setupWith(t, opt)
+		for _, h := range []http.Header{
+			{"Origin": {"https://evil.example"}},
+			{"Sec-Fetch-Site": {"cross-site"}},
+		} {
+			req, _ := http.NewRequestWithContext(t.Context(), "POST", f.srv.URL+"/api/replay", strings.NewReader(`{"source":"stripe"}`))
+			req.Header = h
+			req.Header.Set("Content-Type", "text/plain")
+			req.Header.Set("Authorization", "Bearer "+token)
+			res, err := f.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusForbidden {
+				t.Errorf("%s, %v: %d, want 403", name, h, res.StatusCode)
+			}
+		}
+		// Same-origin browsers and non-browser clients still work.
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", f.srv.URL+"/api/replay", strings.NewReader(`{"source":"stripe","dry_run":true}`))
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("%s, same-origin dry run: %d, want 200", name, res.StatusCode)
+		}
+		f.mustStatus(f.do("POST", "/api/replay", `{"source":"stripe","dry_run":true}`), http.StatusOK)
+	}
+}
+
 func TestHealthAndReady(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -172,6 +172,10 @@ func (c *Config) validateServer() error {
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 		return c.Errorf("listen", "invalid port %q", port)
 	}
+	if c.has("admin_token") && strings.TrimSpace(c.AdminToken) == "" {
+		// Likely ${VAR} with VAR set but empty: never silently open.
+		return c.Errorf("admin_token", "is empty; remove the key to run without a token (loopback only)")
+	}
 	if c.AdminToken == "" && !isLoopback(host) {
 		key := "admin_token"
 		if !c.has(key) {
