@@ -187,15 +187,17 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 // countDeliveries counts what f selects by paging through the list.
 func (a *API) countDeliveries(r *http.Request, f store.DeliveryFilter) (int, error) {
 	f.Limit = maxLimit
-	n := 0
+	pairs := map[[2]string]bool{} // a replay is one per (event, destination)
 	for {
 		ds, next, err := a.store.ListDeliveries(r.Context(), f)
 		if err != nil {
 			return 0, err
 		}
-		n += len(ds)
+		for _, d := range ds {
+			pairs[[2]string{d.EventID, d.Destination}] = true
+		}
 		if next == "" {
-			return n, nil
+			return len(pairs), nil
 		}
 		f.Cursor = next
 	}

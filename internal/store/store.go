@@ -117,8 +117,10 @@ type Store interface {
 
 	// Replay creates a new replay delivery of event for each destination.
 	Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error)
-	// ReplayDeliveries creates one replay delivery for each delivery the
-	// filter selects (Limit is ignored) and returns how many.
+	// ReplayDeliveries creates one replay delivery for each (event,
+	// destination) among the deliveries the filter selects (Limit is
+	// ignored), however many deliveries that pair already has, and returns
+	// how many.
 	ReplayDeliveries(ctx context.Context, f DeliveryFilter) (int, error)
 	// Resolve acts on a held or dead delivery (Action* constants).
 	Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error)

@@ -220,7 +220,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (i
 	var n int
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
 		where, args := deliveryWhere(f)
-		rows, err := tx.Query(ctx, `SELECT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.id`, args...)
+		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return unavailable("replay", err)
 		}

@@ -514,7 +514,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (i
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		where, args := deliveryWhere(f)
-		rows, err := tx.QueryContext(ctx, `SELECT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where, args...)
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -563,7 +563,7 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook
 			return err
 		}
 		d.Status, d.Note, d.NextAttemptAt, d.UpdatedAt = status, note, now, now
-		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, note = ?, next_attempt_at = ?, updated_at = ? WHERE id = ?`,
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, note = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
 			status, note, micros(now), micros(now), deliveryID)
 		return unavailable(err)
 	})

@@ -576,6 +576,12 @@ func testReplayDeliveries(t *testing.T, s store.Store) {
 	if err != nil || len(replays) != 1 || !replays[0].Replay {
 		t.Fatalf("replays = %+v, %v", replays, err)
 	}
+	// evt_1 now has two deliveries to billing (dead, and its pending
+	// replay): replaying the source again sends it once more, not twice.
+	n, err = s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Source: "stripe", Destination: "billing"})
+	if err != nil || n != 2 {
+		t.Fatalf("ReplayDeliveries(source) = %d, %v; want 2 (evt_1 and evt_2, once each)", n, err)
+	}
 }
 
 func testResolve(t *testing.T, s store.Store) {
