@@ -46,8 +46,11 @@ type HandlerConfig struct {
 	// Handle processes a verified delivery, typically with Apply or Do, and
 	// returns the outcome. Required.
 	Handle func(ctx context.Context, d Delivery) (Outcome, error)
-	// Source is Event.Source for every delivery. Default: the
-	// X-AnyHook-Source header.
+	// Source is Event.Source for every delivery. Default "anyhook". It is
+	// never taken from a request header: X-AnyHook-Source is not signed,
+	// and a replayed request with another source would escape the dedup
+	// key. (AnyHook's event ids are unique across sources; route on the
+	// header in Handle if you like.)
 	Source string
 	// MaxBody is the largest body accepted, in bytes; larger → 413.
 	// Default 1 MiB.
@@ -112,17 +115,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid signature", http.StatusBadRequest)
 		return
 	}
-	id := r.Header.Get("X-AnyHook-Delivery")
-	if id == "" {
-		id = r.Header.Get("webhook-id")
+	// The id is the dedup key, so it must be one the signature covers:
+	// webhook-id (AnyHook sets it to the X-AnyHook-Delivery value). An
+	// unsigned X-AnyHook-Delivery is used only when there is no
+	// webhook-id (a caller-supplied verifier), and must not contradict it.
+	id, delivery := r.Header.Get("webhook-id"), r.Header.Get("X-AnyHook-Delivery")
+	switch {
+	case id != "" && delivery != "" && delivery != id:
+		http.Error(w, "X-AnyHook-Delivery does not match the signed webhook-id", http.StatusBadRequest)
+		return
+	case id == "":
+		id = delivery
 	}
 	if id == "" {
-		http.Error(w, "missing X-AnyHook-Delivery or webhook-id", http.StatusBadRequest)
+		http.Error(w, "missing webhook-id or X-AnyHook-Delivery", http.StatusBadRequest)
 		return
 	}
 	src := h.cfg.Source
 	if src == "" {
-		src = r.Header.Get("X-AnyHook-Source")
+		src = "anyhook"
 	}
 	ev := Event{Source: src, ID: id, Body: body}
 	out, err := h.cfg.Handle(r.Context(), Delivery{Event: ev, Header: r.Header})

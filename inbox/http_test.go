@@ -111,6 +111,23 @@ func testHandler[TTx any](t *testing.T, b backend[TTx]) {
 	if n := e.effects("evt_1"); n != 1 {
 		t.Fatalf("%d effects; want 1", n)
 	}
+	// A captured request resent within the tolerance with other unsigned
+	// headers is still the same event: never a second effect.
+	for _, tamper := range []http.Header{
+		{"X-Anyhook-Delivery": {"evt_other"}},
+		{"X-Anyhook-Source": {"elsewhere"}},
+	} {
+		replayed := good.Clone()
+		for k, v := range tamper {
+			replayed[k] = v
+		}
+		if resp := post(body, replayed); resp.StatusCode != 200 && resp.StatusCode != 400 {
+			t.Fatalf("replay with %v: %d", tamper, resp.StatusCode)
+		}
+	}
+	if n := e.effects("evt_1"); n != 1 || e.countRows("effects") != 1 {
+		t.Fatalf("replays with changed headers made %d effects for evt_1, %d in all; want 1", n, e.countRows("effects"))
+	}
 	// Same id, different body, validly signed (a sender reusing ids): 422.
 	other := `{"id":"evt_1","changed":true}`
 	if resp := post(other, signed(t, testSecret, "evt_1", now, []byte(other))); resp.StatusCode != 422 {

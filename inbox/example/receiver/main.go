@@ -107,7 +107,7 @@ func (m *Main) Start(ctx context.Context) error {
 		db.Close()
 		return err
 	}
-	h, err := inbox.NewHandler(inbox.HandlerConfig{Verifier: verifier, Handle: r.Handle, Logger: m.Logger})
+	h, err := inbox.NewHandler(inbox.HandlerConfig{Verifier: verifier, Source: "stripe", Handle: r.Handle, Logger: m.Logger})
 	if err != nil {
 		db.Close()
 		return err
