@@ -98,7 +98,10 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !ok {
 		return fail(stderr, exitUsage, fmt.Errorf("log verify: database %s keeps no log", cfg.Database))
 	}
-	rep, err := ledger.Verify(ctx, l, ledger.VerifyOptions{Verifier: v, Origin: origin, Since: since, Lag: *lag, Now: time.Now})
+	// Entries outside every checkpoint for longer than this are reported:
+	// an hour, or two checkpoint intervals when those are longer.
+	grace := max(ledger.DefaultCheckpointGrace, 2*cfg.Log.CheckpointInterval.D())
+	rep, err := ledger.Verify(ctx, l, ledger.VerifyOptions{Verifier: v, Origin: origin, Since: since, Lag: *lag, CheckpointGrace: grace, Now: time.Now})
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 	_ "modernc.org/sqlite"
 
 	"github.com/anyhook/anyhook"
@@ -489,6 +490,187 @@ func TestConsistency(t *testing.T) {
 			t.Fatal("the rebuilt log proves consistent with the old checkpoint")
 		}
 		t.Log(rep.Problems)
+	})
+}
+
+// cutBack does what an attacker with write access to the database does to
+// take back events: it deletes the events at log positions >= n with their
+// log entries and the tree's stored hashes beyond size n, leaving a log of
+// n entries that is consistent with itself.
+func (e *env) cutBack(t *testing.T, n int64) {
+	t.Helper()
+	e.exec(t, `DELETE FROM deliveries WHERE event_id IN (SELECT event_id FROM ledger_entries WHERE idx >= ?)`, n)
+	e.exec(t, `DELETE FROM events WHERE id IN (SELECT event_id FROM ledger_entries WHERE idx >= ?)`, n)
+	e.exec(t, `DELETE FROM ledger_entries WHERE idx >= ?`, n)
+	e.exec(t, `DELETE FROM ledger_hashes WHERE idx >= ?`, tlog.StoredHashCount(n))
+	e.ids = e.ids[:n]
+}
+
+// hasProblem reports whether rep has a problem of kind whose detail
+// contains text.
+func hasProblem(rep *ledger.Report, kind, text string) bool {
+	return slices.ContainsFunc(rep.Problems, func(p ledger.Problem) bool {
+		return p.Kind == kind && strings.Contains(p.Detail, text)
+	})
+}
+
+// TestRollback: events 20–39 are deleted with their log entries and stored
+// hashes, and a copy of the old size-20 checkpoint is put back as the
+// newest row, so that the latest checkpoint matches the shortened log.
+// Every stored checkpoint is checked, so the larger one before it gives
+// the rollback away. An attacker who also deletes the larger checkpoints
+// leaves a database consistent with itself: only a checkpoint kept outside
+// it (--checkpoint, a push_url witness) catches that (docs/ledger.md,
+// threat model).
+func TestRollback(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		for _, alsoDeleteLater := range []bool{false, true} {
+			e := setup(t, b)
+			e.ingest(t, 20)
+			if cp := e.commit(t); cp.Size != 20 {
+				t.Fatalf("checkpoint size %d", cp.Size)
+			}
+			e.ingest(t, 20)
+			witnessed := e.commit(t) // size 40, pushed to a witness
+			if rep := e.verify(t, nil); !rep.OK() {
+				t.Fatalf("before the rollback: %v", rep.Problems)
+			}
+			gone := slices.Clone(e.ids[20:])
+			e.cutBack(t, 20)
+			if alsoDeleteLater {
+				e.exec(t, `DELETE FROM ledger_checkpoints WHERE size > 20`)
+			} else {
+				e.exec(t, `INSERT INTO ledger_checkpoints (size, root, note, created_at)
+					SELECT size, root, note, created_at FROM ledger_checkpoints WHERE size = 20`)
+			}
+			rep := e.verify(t, nil)
+			for _, p := range rep.Problems {
+				t.Log(p)
+			}
+			for _, id := range gone {
+				if len(named(rep, id)) != 0 {
+					t.Errorf("a deleted event is named, but nothing about it is left: %v", named(rep, id))
+				}
+			}
+			if alsoDeleteLater {
+				// The limit: the database alone no longer shows it …
+				if !rep.OK() || rep.Entries != 20 || rep.Checkpoint == nil || rep.Checkpoint.Size != 20 {
+					t.Fatalf("rolled back with the later checkpoints deleted: report %+v, problems %v", rep, rep.Problems)
+				}
+				// … the checkpoint a witness kept does.
+				rep = e.verify(t, witnessed.Note)
+				if !hasProblem(rep, ledger.KindRewritten, "the given checkpoint says 40 entries, the log has 20: entries were removed") {
+					t.Errorf("against the witnessed checkpoint: problems %v", rep.Problems)
+				}
+				continue
+			}
+			if rep.OK() || rep.Checkpoint == nil || rep.Checkpoint.Size != 20 {
+				t.Fatalf("rolled back log: report %+v, problems %v", rep, rep.Problems)
+			}
+			if !hasProblem(rep, ledger.KindRewritten, "checkpoint 3 (size 20) is smaller than an earlier one (size 40): the log was rolled back") {
+				t.Errorf("the rollback is not named: %v", rep.Problems)
+			}
+			if !hasProblem(rep, ledger.KindRewritten, "checkpoint 2 says 40 entries, the log has 20: entries were removed") {
+				t.Errorf("the removed entries are not reported: %v", rep.Problems)
+			}
+		}
+	})
+}
+
+// TestEveryCheckpointChecked: the root of every stored checkpoint, not
+// only the latest, must be the events' root at its size, and each must be
+// signed; a rewritten event is reported once for all the checkpoints it
+// puts out.
+func TestEveryCheckpointChecked(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		for range 4 {
+			e.ingest(t, 10)
+			e.commit(t)
+		}
+		// An older checkpoint swapped for one of another log (same key,
+		// same size, another root): the latest still matches.
+		other := sha256.Sum256([]byte("another log"))
+		msg, err := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 20, Root: other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.exec(t, `UPDATE ledger_checkpoints SET note = ? WHERE size = 20`, msg)
+		rep := e.verify(t, nil)
+		if !hasProblem(rep, ledger.KindRewritten, "at size 20, the signed checkpoint 2 says "+b64(other)) || len(rep.Problems) != 1 {
+			t.Errorf("a forked older checkpoint: problems %v", rep.Problems)
+		}
+		// An older checkpoint that does not verify.
+		e.exec(t, `UPDATE ledger_checkpoints SET note = ? WHERE size = 20`, []byte("garbage"))
+		rep = e.verify(t, nil)
+		if !hasProblem(rep, ledger.KindCheckpoint, "checkpoint 2: ") || len(rep.Problems) != 1 {
+			t.Errorf("an unsigned older checkpoint: problems %v", rep.Problems)
+		}
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE size = 20`)
+		// Event 5 rewritten: checkpoints 1, 3 and 4 all disagree; one problem
+		// names the first.
+		e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte(`{}`), e.ids[5])
+		rep = e.verify(t, nil)
+		wantOnly(t, rep, ledger.KindBodyChanged, e.ids[5])
+		if !hasProblem(rep, ledger.KindRewritten, "at size 10, the signed checkpoint 1 says") ||
+			!hasProblem(rep, ledger.KindRewritten, "(and 2 later checkpoints disagree too)") {
+			t.Errorf("problems %v", rep.Problems)
+		}
+	})
+}
+
+// TestMissingCheckpoints: entries that no stored checkpoint covers are fine
+// while fresh (the checkpointer signs every few seconds; a gateway may just
+// have started), and reported once they were sequenced over an hour ago:
+// the checkpoints holding them were deleted, or no checkpointer runs.
+func TestMissingCheckpoints(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		// Sequenced, never checkpointed, fresh.
+		e.ingest(t, 20)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		rep := e.verify(t, nil)
+		if !rep.OK() || rep.Entries != 20 || rep.Checkpoint != nil || !strings.Contains(rep.Summary(), "no checkpoint yet") {
+			t.Fatalf("fresh log without checkpoints: report %+v, problems %v", rep, rep.Problems)
+		}
+		// Checkpointed and an hour old, and 10 fresh entries not checkpointed
+		// yet: fine.
+		e.commit(t)
+		age := func() {
+			e.exec(t, `UPDATE ledger_entries SET sequenced_at = `+e.earlier("sequenced_at", 2*time.Hour))
+		}
+		age()
+		e.ingest(t, 10)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if rep := e.verify(t, nil); !rep.OK() || rep.Entries != 30 || rep.Checkpoint.Size != 20 {
+			t.Fatalf("old log, fresh entries past the checkpoint: report %+v, problems %v", rep, rep.Problems)
+		}
+		// Those too become old: the checkpointer has not run for an hour.
+		age()
+		rep = e.verify(t, nil)
+		if !hasProblem(rep, ledger.KindMissingCheckpoint, "entries 20.. are in no signed checkpoint although sequenced over an hour ago") || len(rep.Problems) != 1 {
+			t.Errorf("old entries past the checkpoint: problems %v", rep.Problems)
+		}
+		// Every checkpoint deleted.
+		e.commit(t)
+		if rep := e.verify(t, nil); !rep.OK() {
+			t.Fatalf("checkpointed again: %v", rep.Problems)
+		}
+		e.exec(t, `DELETE FROM ledger_checkpoints`)
+		rep = e.verify(t, nil)
+		for _, p := range rep.Problems {
+			t.Log(p)
+		}
+		if !hasProblem(rep, ledger.KindMissingCheckpoint, "entries 0.. are in no signed checkpoint although sequenced over an hour ago: checkpoints were deleted or the checkpointer is not running") || len(rep.Problems) != 1 {
+			t.Errorf("all checkpoints deleted: problems %v", rep.Problems)
+		}
 	})
 }
 

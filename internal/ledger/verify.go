@@ -1,11 +1,13 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +28,9 @@ const (
 	KindEntryChanged   = "log entry changed"
 	KindCheckpoint     = "bad checkpoint"
 	KindRewritten      = "log rewritten"
+	// KindMissingCheckpoint: log entries that no stored checkpoint covers
+	// although they were sequenced long ago (VerifyOptions.CheckpointGrace).
+	KindMissingCheckpoint = "missing checkpoint"
 )
 
 // Problem is one finding of Verify.
@@ -67,8 +72,25 @@ type VerifyOptions struct {
 	// Lag: an event without a log position received longer ago than this
 	// is reported as inserted; default DefaultLag.
 	Lag time.Duration
-	Now func() time.Time
+	// CheckpointGrace: log entries that no stored checkpoint covers,
+	// sequenced longer ago than this, are reported (checkpoints were
+	// deleted, or no checkpointer is running); default
+	// DefaultCheckpointGrace.
+	CheckpointGrace time.Duration
+	Now             func() time.Time
 }
+
+// DefaultCheckpointGrace is how long a log entry may stay outside every
+// signed checkpoint before Verify reports it. A running checkpointer signs
+// within log.checkpoint_interval (10 s by default) and a clean stop signs
+// what is left, so an hour is only exceeded when checkpoints were deleted or
+// the gateway stopped abruptly and has not run since; it leaves ample room
+// for clock skew between the database and the verifying host.
+const DefaultCheckpointGrace = time.Hour
+
+// maxListed bounds how many checkpoints of one kind of problem are named
+// one by one; the rest are counted.
+const maxListed = 3
 
 // Report is the result of Verify.
 type Report struct {
@@ -112,12 +134,17 @@ var ErrVerify = errors.New("log verify")
 const verifyPage = 500
 
 // Verify recomputes the log from the stored events: every leaf from its
-// event, the tree from the leaves, the latest checkpoint's signature and
-// root and, with Options.Since, that the log only grew since that
-// checkpoint. It names each event that does not match.
+// event, the tree from the leaves, and against it every stored checkpoint
+// (signature, origin, root at its size; sizes never shrinking from one
+// checkpoint to the next); entries left out of every checkpoint for longer
+// than Options.CheckpointGrace; and, with Options.Since, that the log only
+// grew since that checkpoint. It names each event that does not match.
 func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, error) {
 	if opt.Lag <= 0 {
 		opt.Lag = DefaultLag
+	}
+	if opt.CheckpointGrace <= 0 {
+		opt.CheckpointGrace = DefaultCheckpointGrace
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -127,50 +154,119 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	logProblem := func(kind, format string, args ...any) {
 		add(Problem{Index: -1, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
-	open := func(what string, msg []byte) *Tree {
+	check := func(msg []byte) (*Tree, error) {
 		t, err := OpenCheckpoint(msg, opt.Verifier)
 		if err != nil {
-			logProblem(KindCheckpoint, "%s: %v", what, err)
-			return nil
+			return nil, err
 		}
 		if opt.Origin != "" && t.Origin != opt.Origin {
-			logProblem(KindCheckpoint, "%s is for log %q, not %q", what, t.Origin, opt.Origin)
-			return nil
+			return nil, fmt.Errorf("it is for log %q, not %q", t.Origin, opt.Origin)
 		}
-		return &t
+		return &t, nil
 	}
 
+	// The checkpoints before the size: a checkpoint only ever covers
+	// entries already there, so a gateway appending meanwhile cannot make
+	// one look larger than the log.
+	saved, err := st.Checkpoints(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+	}
 	size, err := st.LedgerSize(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
 	}
 	rep.Entries = size
-	cp, err := st.LatestCheckpoint(ctx)
-	switch {
-	case err == nil:
-		rep.Checkpoint = open("the latest stored checkpoint", cp.Note)
-	case !errors.Is(err, anyhook.ErrNotFound):
-		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+
+	// Open every stored checkpoint, numbered 1, 2, … oldest first. Only
+	// the signed text counts; the size and root columns are not trusted.
+	type signed struct {
+		n int // position among the stored checkpoints, from 1
+		Tree
 	}
-	if opt.Since != nil {
-		rep.Since = open("the given checkpoint", opt.Since)
-	}
-	for _, t := range []*Tree{rep.Checkpoint, rep.Since} {
-		if t != nil && t.Size > size {
-			logProblem(KindRewritten, "a checkpoint says %d entries, the log has %d: entries were removed", t.Size, size)
+	var cps []signed
+	bad, listed := 0, 0
+	for i, c := range saved {
+		n := i + 1
+		t, err := check(c.Note)
+		if err != nil {
+			if bad++; bad <= maxListed || n == len(saved) {
+				listed++
+				what := fmt.Sprintf("checkpoint %d", n)
+				if n == len(saved) {
+					what = fmt.Sprintf("the latest stored checkpoint (checkpoint %d)", n)
+				}
+				logProblem(KindCheckpoint, "%s: %v", what, err)
+			}
+			continue
+		}
+		cps = append(cps, signed{n, *t})
+		if n == len(saved) {
+			rep.Checkpoint = t
 		}
 	}
+	saved = nil // the notes are no longer needed
+	if bad > listed {
+		logProblem(KindCheckpoint, "%d more stored checkpoints do not verify either", bad-listed)
+	}
+	if opt.Since != nil {
+		t, err := check(opt.Since)
+		if err != nil {
+			logProblem(KindCheckpoint, "the given checkpoint: %v", err)
+		}
+		rep.Since = t
+	}
+
+	// In the order they were stored, checkpoints never shrink: a smaller
+	// one after a larger one is an old checkpoint put back over a log cut
+	// short.
+	covered := int64(0) // entries [0, covered) are in some signed checkpoint
+	for i, c := range cps {
+		if i > 0 && c.Size < cps[i-1].Size {
+			logProblem(KindRewritten, "checkpoint %d (size %d) is smaller than an earlier one (size %d): the log was rolled back",
+				c.n, c.Size, covered)
+		}
+		covered = max(covered, c.Size)
+	}
+	var over []signed
+	for _, c := range cps {
+		if c.Size > size {
+			over = append(over, c)
+		}
+	}
+	if len(over) > 0 {
+		big := slices.MaxFunc(over, func(a, b signed) int { return cmp.Compare(a.Size, b.Size) })
+		more := ""
+		if len(over) > 1 {
+			more = fmt.Sprintf(" (and %d other checkpoints are larger than the log too)", len(over)-1)
+		}
+		logProblem(KindRewritten, "checkpoint %d says %d entries, the log has %d: entries were removed%s", big.n, big.Size, size, more)
+	}
+	if s := rep.Since; s != nil && s.Size > size {
+		logProblem(KindRewritten, "the given checkpoint says %d entries, the log has %d: entries were removed", s.Size, size)
+	}
+	covered = min(covered, size)
 
 	// Recompute every leaf, streaming the tree's root; remember the roots
-	// at the checkpoints' sizes.
+	// at the checkpoints' sizes (one per distinct size).
 	var tree rootStack
 	roots := map[int64]tlog.Hash{}
+	for _, c := range cps {
+		if c.Size <= size {
+			roots[c.Size] = tlog.Hash{}
+		}
+	}
+	if s := rep.Since; s != nil && s.Size <= size {
+		roots[s.Size] = tlog.Hash{}
+	}
 	want := func(n int64) {
-		if (rep.Checkpoint != nil && rep.Checkpoint.Size == n) || (rep.Since != nil && rep.Since.Size == n) {
+		if _, ok := roots[n]; ok {
 			roots[n] = tree.root()
 		}
 	}
 	want(0)
+	// The oldest entry no checkpoint covers: when it was sequenced.
+	var uncoveredSince time.Time
 	storedLeaves := true
 	for next := int64(0); next < size; {
 		recs, err := st.LedgerRecords(ctx, next, verifyPage)
@@ -208,6 +304,9 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 				tree.push(h)
 				want(tree.n)
 			}
+			if next >= covered && uncoveredSince.IsZero() {
+				uncoveredSince = rec.Entry.SequencedAt
+			}
 			leaf, p := checkRecord(rec)
 			if p != nil {
 				add(*p)
@@ -228,19 +327,32 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 			want(tree.n)
 		}
 	}
+	reached := tree.n // short of size when entries at the end are gone
 
+	// Every checkpoint's root is the events' root at its size. One
+	// rewritten event puts every later checkpoint out: name the first.
+	var wrong []signed
+	for _, c := range cps {
+		if c.Size <= reached && roots[c.Size] != c.Root {
+			wrong = append(wrong, c)
+		}
+	}
+	if len(wrong) > 0 {
+		c, more := wrong[0], ""
+		if len(wrong) > 1 {
+			more = fmt.Sprintf(" (and %d later checkpoints disagree too)", len(wrong)-1)
+		}
+		logProblem(KindRewritten, "the events give root %s at size %d, the signed checkpoint %d says %s%s",
+			b64(roots[c.Size]), c.Size, c.n, b64(c.Root), more)
+	}
 	r := HashReader(ctx, st)
 	if t := rep.Checkpoint; t != nil && t.Size <= size {
-		if got, ok := roots[t.Size]; ok && got != t.Root {
-			logProblem(KindRewritten, "the events give root %s at size %d, the signed checkpoint says %s",
-				b64(got), t.Size, b64(t.Root))
-		}
 		if th, err := tlog.TreeHash(t.Size, r); err != nil || th != t.Root {
 			logProblem(KindRewritten, "the stored tree does not match the signed checkpoint at size %d", t.Size)
 		}
 	}
 	if s := rep.Since; s != nil && s.Size <= size {
-		if got, ok := roots[s.Size]; ok && got != s.Root {
+		if got := roots[s.Size]; s.Size <= reached && got != s.Root {
 			logProblem(KindRewritten, "the log is not an extension of the given checkpoint: the events give root %s at size %d, the checkpoint says %s",
 				b64(got), s.Size, b64(s.Root))
 		}
@@ -259,8 +371,15 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 		}
 	}
 
-	// Events that never made it into the log.
 	now := opt.Now()
+	// Entries no checkpoint holds, sequenced long ago: the checkpoints
+	// that held them were deleted (or none was ever signed).
+	if covered < size && !uncoveredSince.IsZero() && now.Sub(uncoveredSince) > opt.CheckpointGrace {
+		logProblem(KindMissingCheckpoint, "entries %d.. are in no signed checkpoint although sequenced over %s ago: checkpoints were deleted or the checkpointer is not running",
+			covered, span(opt.CheckpointGrace))
+	}
+
+	// Events that never made it into the log.
 	old, err := st.Unsequenced(ctx, now.Add(-opt.Lag), 10000)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
@@ -302,6 +421,19 @@ func checkRecord(rec store.LedgerRecord) (Leaf, *Problem) {
 		p.Kind, p.Detail = KindFieldsChanged, "the leaf recomputed from the row is not the one logged"
 	}
 	return leaf, p
+}
+
+// span writes d for a sentence: "an hour", "2 hours", "90 minutes", "45s".
+func span(d time.Duration) string {
+	switch {
+	case d == time.Hour:
+		return "an hour"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	}
+	return d.String()
 }
 
 func b64(h tlog.Hash) string { return base64.StdEncoding.EncodeToString(h[:]) }

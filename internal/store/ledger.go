@@ -99,6 +99,10 @@ type Ledger interface {
 	// LatestCheckpoint returns the newest checkpoint (anyhook.ErrNotFound
 	// when there is none).
 	LatestCheckpoint(ctx context.Context) (Checkpoint, error)
+	// Checkpoints returns every stored checkpoint in the order they were
+	// saved, oldest first (none: no checkpoints and no error). Verify reads
+	// them all: their sizes must never shrink.
+	Checkpoints(ctx context.Context) ([]Checkpoint, error)
 
 	// PruneBodies empties the bodies of up to limit logged events received
 	// before receivedBefore that have no delivery still to be made (pending,

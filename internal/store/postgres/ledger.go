@@ -260,6 +260,25 @@ func (s *Store) LatestCheckpoint(ctx context.Context) (store.Checkpoint, error) 
 	return c, unavailable("latest checkpoint", err)
 }
 
+// Checkpoints implements store.Ledger.
+func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
+	rows, err := s.pool.Query(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id`)
+	if err != nil {
+		return nil, unavailable("checkpoints", err)
+	}
+	out, err := collect(rows, func(sc scanner) (store.Checkpoint, error) {
+		var c store.Checkpoint
+		var root []byte
+		err := sc.Scan(&c.Size, &root, &c.Note, &c.CreatedAt)
+		if len(root) == len(c.Root) {
+			copy(c.Root[:], root)
+		}
+		c.CreatedAt = utc(c.CreatedAt)
+		return c, err
+	})
+	return out, unavailable("checkpoints", err)
+}
+
 // PruneBodies implements store.Ledger.
 func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
 	var n int

@@ -320,6 +320,24 @@ func (s *Store) LatestCheckpoint(ctx context.Context) (store.Checkpoint, error) 
 	return c, unavailable(err)
 }
 
+// Checkpoints implements store.Ledger.
+func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id`)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []store.Checkpoint
+	for rows.Next() {
+		var c store.Checkpoint
+		if err := rows.Scan(&c.Size, (*hashScan)(&c.Root), &c.Note, &scanMicros{&c.CreatedAt}); err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, c)
+	}
+	return out, unavailable(rows.Err())
+}
+
 // PruneBodies implements store.Ledger.
 func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
 	var n int

@@ -30,6 +30,7 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SequenceRefusesBadBatch", testLedgerBadBatch},
 		{"Unsequenced", testLedgerUnsequenced},
 		{"Checkpoints", testLedgerCheckpoints},
+		{"CheckpointsInInsertionOrder", testLedgerCheckpointList},
 		{"PruneBodiesKeepsHashes", testLedgerPrune},
 		{"ConcurrentSequencers", testLedgerConcurrent},
 		{"CheckpointAndVerify", testLedgerCheckpointVerify},
@@ -244,6 +245,38 @@ func testLedgerCheckpoints(t *testing.T, s store.Store, l store.Ledger) {
 	c, err := l.LatestCheckpoint(ctx(t))
 	if err != nil || c.Size != 9 || c.Root != (store.Hash{2}) || string(c.Note) != "note 9\n\n— sig\n" || c.CreatedAt.IsZero() {
 		t.Fatalf("LatestCheckpoint = %+v, %v", c, err)
+	}
+}
+
+// testLedgerCheckpointList: Checkpoints returns every checkpoint in the
+// order saved, not sorted by size (a smaller one saved last is a rollback
+// that Verify must see as such).
+func testLedgerCheckpointList(t *testing.T, s store.Store, l store.Ledger) {
+	if cps, err := l.Checkpoints(ctx(t)); err != nil || len(cps) != 0 {
+		t.Fatalf("Checkpoints on an empty log = %+v, %v; want none", cps, err)
+	}
+	sizes := []int64{3, 9, 9, 12, 5}
+	for i, size := range sizes {
+		c := store.Checkpoint{Size: size, Root: store.Hash{byte(i + 1), 0xee, 31: byte(i)}, Note: fmt.Appendf(nil, "note %d\n\n— sig %d\n", size, i)}
+		if err := l.SaveCheckpoint(ctx(t), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cps, err := l.Checkpoints(ctx(t))
+	if err != nil || len(cps) != len(sizes) {
+		t.Fatalf("Checkpoints = %+v, %v; want %d", cps, err, len(sizes))
+	}
+	for i, c := range cps {
+		if c.Size != sizes[i] || c.Root != (store.Hash{byte(i + 1), 0xee, 31: byte(i)}) ||
+			string(c.Note) != fmt.Sprintf("note %d\n\n— sig %d\n", sizes[i], i) || c.CreatedAt.IsZero() {
+			t.Errorf("checkpoint %d = %+v; want size %d, root and note as saved", i, c, sizes[i])
+		}
+		if i > 0 && c.CreatedAt.Before(cps[i-1].CreatedAt) {
+			t.Errorf("checkpoint %d created at %v, before checkpoint %d (%v)", i, c.CreatedAt, i-1, cps[i-1].CreatedAt)
+		}
+	}
+	if c, err := l.LatestCheckpoint(ctx(t)); err != nil || c.Size != 5 || string(c.Note) != string(cps[len(cps)-1].Note) {
+		t.Errorf("LatestCheckpoint = %+v, %v; want the last of Checkpoints", c, err)
 	}
 }
 
