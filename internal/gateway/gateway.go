@@ -202,12 +202,13 @@ func buildSources(cfg *config.Config) ([]ingest.Source, error) {
 			return nil, cfg.Errorf("sources."+name+"."+key, "%s", msg)
 		}
 		out = append(out, ingest.Source{
-			Name:         name,
-			Provider:     p,
-			MaxBody:      src.MaxBody.Bytes(),
-			PublicURL:    src.PublicURL,
-			Destinations: src.Destinations,
-			StaleSkip:    src.Ordering == nil || src.Ordering.Stale != "deliver",
+			Name:          name,
+			Provider:      p,
+			MaxBody:       src.MaxBody.Bytes(),
+			PublicURL:     src.PublicURL,
+			Destinations:  src.Destinations,
+			StaleSkip:     src.Ordering == nil || src.Ordering.Stale != "deliver",
+			SecretHeaders: provider.CredentialHeaders(src.Provider),
 		})
 	}
 	return out, nil

@@ -250,3 +250,27 @@ func TestStaleEvents(t *testing.T) {
 		t.Fatalf("orders: %d deliveries, %d flagged stale; want 2 and 1", objects, staleHeaders)
 	}
 }
+
+// GitLab's X-Gitlab-Token is the source's secret itself: checked, then
+// neither stored (so not shown by the API or dashboard) nor forwarded.
+func TestGitLabTokenNeitherStoredNorForwarded(t *testing.T) {
+	t.Parallel()
+	e := multiSetup(t, newSink(t), "")
+	if code, out := runSend(t, "--provider", "gitlab", "--secret", "gitlab-token", "--url", e.url+"/webhooks/gitlab"); code != 0 {
+		t.Fatalf("send: %d %s", code, out)
+	}
+	evs, _, err := e.store.ListEvents(t.Context(), store.EventFilter{Source: "gitlab"})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events = %d, %v", len(evs), err)
+	}
+	ev := e.waitStatus(t, evs[0].ID, anyhook.StatusDelivered)
+	stored, _ := e.store.Event(t.Context(), ev.EventID)
+	if v := stored.Header.Get("X-Gitlab-Token"); v != "" || stored.Header.Get("X-Gitlab-Event") == "" {
+		t.Fatalf("stored headers: X-Gitlab-Token %q (want none), X-Gitlab-Event %q", v, stored.Header.Get("X-Gitlab-Event"))
+	}
+	for _, r := range e.sink.requests() {
+		if r.Header.Get("X-Gitlab-Token") != "" {
+			t.Fatal("the GitLab token was forwarded to the destination")
+		}
+	}
+}

@@ -35,6 +35,9 @@ type Source struct {
 	PublicURL    string   // for URL-bound schemes; "" rebuilds it from the request
 	Destinations []string // each new event gets one delivery per destination
 	StaleSkip    bool     // stale events are skipped (else delivered, flagged)
+	// Secret headers carry the source's secret itself: verified, then
+	// never stored (so never shown or forwarded).
+	SecretHeaders []string
 }
 
 // Options configure a Handler.
@@ -216,6 +219,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusBadRequest, msg: "the request carries no event"}
 	}
 	header := r.Header.Clone()
+	for _, k := range src.SecretHeaders {
+		header.Del(k)
+	}
 	evs := make([]store.NewEvent, len(ext.Events))
 	for i, pe := range ext.Events {
 		b := body
@@ -292,6 +298,9 @@ func safeMessage(err error) string {
 // bodyPool holds the buffers that bodies of unknown length are read into.
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// maxPresized is the largest announced body read into one exact allocation.
+const maxPresized = 64 << 10
+
 // maxPooled is the largest buffer put back in bodyPool.
 const maxPooled = 256 << 10
 
@@ -302,7 +311,10 @@ const maxPooled = 256 << 10
 // nil, and never shared with a later request.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	rd := http.MaxBytesReader(w, r.Body, max)
-	if n := r.ContentLength; n >= 0 && n <= max {
+	// Pre-size only small announced bodies: a sender that announces 10 MiB
+	// and sends two bytes must not make us hold 10 MiB before it is
+	// verified. Larger bodies grow as their bytes actually arrive.
+	if n := r.ContentLength; n >= 0 && n <= max && n <= maxPresized {
 		body := make([]byte, n)
 		if _, err := io.ReadFull(rd, body); err != nil {
 			return nil, err

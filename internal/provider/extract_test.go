@@ -2,6 +2,8 @@ package provider
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"reflect"
 	"testing"
@@ -24,7 +26,6 @@ func TestExtract(t *testing.T) {
 		{"stripe without object", "stripe", hdr(), `{"id":"evt_2","created":1700000000}`, Event{DedupKey: "evt_2"}},
 		{"github", "github", hdr("X-GitHub-Hook-ID", "123", "X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), `{}`,
 			Event{DedupKey: "123:72d3162e-cc78-11e3-81ab-4c9367dc0958"}},
-		{"github without delivery", "github", hdr("X-GitHub-Hook-ID", "123"), `{}`, Event{}},
 		{"shopify event id", "shopify", hdr("X-Shopify-Event-Id", "ev1", "X-Shopify-Webhook-Id", "wh1", "X-Shopify-Topic", "orders/updated"), `{"id":450789469,"updated_at":"2026-01-02T10:00:00-05:00"}`,
 			Event{DedupKey: "ev1", Object: "orders/450789469", Version: "2026-01-02T10:00:00-05:00"}},
 		{"shopify webhook id", "shopify", hdr("X-Shopify-Webhook-Id", "wh1"), `{"id":1}`, Event{DedupKey: "wh1"}},
@@ -35,7 +36,8 @@ func TestExtract(t *testing.T) {
 		{"twilio sms status", "twilio", hdr("I-Twilio-Idempotency-Token", "tok1", "Content-Type", form), "MessageSid=SM1&MessageStatus=delivered",
 			Event{DedupKey: "tok1", Object: "SM1", Version: "5"}},
 		{"twilio call", "twilio", hdr("Content-Type", form), "CallSid=CA1&CallStatus=completed&SequenceNumber=3",
-			Event{Object: "CA1", Version: "3"}},
+			// no idempotency token: the signed content is the key
+			Event{DedupKey: "sha256:" + sha256Hex("\nCallSid=CA1&CallStatus=completed&SequenceNumber=3"), Object: "CA1", Version: "3"}},
 		{"twilio json", "twilio", hdr("I-Twilio-Idempotency-Token", "tok2", "Content-Type", "application/json"), `{"MessageSid":"SM1"}`, Event{DedupKey: "tok2"}},
 		{"slack event", "slack", hdr("Content-Type", "application/json"), `{"type":"event_callback","event_id":"Ev08MFMKH6","event_time":1234567890}`, Event{DedupKey: "Ev08MFMKH6"}},
 		{"slack command", "slack", hdr("Content-Type", form), slackBody, Event{DedupKey: "398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"}},
@@ -54,6 +56,22 @@ func TestExtract(t *testing.T) {
 			t.Errorf("%s: Extract = %+v, %v; want %+v", tc.name, x, err, tc.want)
 		}
 	}
+}
+
+// Without the id header a resend would be a new event: refused instead.
+func TestMissingIDHeaderRefused(t *testing.T) {
+	t.Parallel()
+	for p, h := range map[string]http.Header{"github": hdr("X-GitHub-Hook-ID", "123"), "shopify": hdr("X-Shopify-Topic", "orders/create")} {
+		prov := mustNew(t, config.Source{Provider: p, Secrets: []string{secretFor(p)}})
+		if x, err := prov.Extract(&Request{Header: h, Body: []byte(`{"id":1}`)}); err == nil {
+			t.Errorf("%s without its id header: Extract = %+v, want an error", p, x)
+		}
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func TestSlackChallenge(t *testing.T) {

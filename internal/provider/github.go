@@ -37,11 +37,13 @@ func (p *github) Verify(r *Request, _ time.Time) error {
 // Extract: X-GitHub-Delivery is shared by every hook subscribed to the
 // event, so the key pairs it with the hook id.
 func (p *github) Extract(r *Request) (Extracted, error) {
-	var e Event
-	if d := r.Header.Get("X-GitHub-Delivery"); d != "" {
-		e.DedupKey = r.Header.Get("X-GitHub-Hook-ID") + ":" + d
+	d := r.Header.Get("X-GitHub-Delivery")
+	if d == "" {
+		// GitHub sends it on every delivery, ping included; without it
+		// every resend would be a new event.
+		return Extracted{}, missing("X-GitHub-Delivery")
 	}
-	return Extracted{Events: []Event{e}}, nil
+	return Extracted{Events: []Event{{DedupKey: r.Header.Get("X-GitHub-Hook-ID") + ":" + d}}}, nil
 }
 
 func signGitHub(secret string, r *Request, _ time.Time) error {

@@ -138,6 +138,16 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 	return x, nil
 }
 
+// CredentialHeaders lists the request headers of a provider that carry the
+// source's secret itself (GitLab's X-Gitlab-Token, a plain shared token):
+// they are checked, then neither stored, shown nor forwarded.
+func CredentialHeaders(providerName string) []string {
+	if providerName == "gitlab" {
+		return []string{"X-Gitlab-Token"}
+	}
+	return nil
+}
+
 // Sign sets on r.Header the signature headers (and timestamp headers) that
 // the named provider would send for r, signed with secret at now. URL-bound
 // schemes sign r.URL and r.Method; Twilio's JSON variant also appends

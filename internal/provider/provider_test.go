@@ -94,6 +94,8 @@ func TestRoundTrip(t *testing.T) {
 			prov := mustNew(t, config.Source{Provider: p, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", secretFor(p)}})
 			for _, body := range bodies {
 				r := signed(t, p, secretFor(p), body, now)
+				r.Header.Set("X-GitHub-Delivery", "d-1") // the id headers a real delivery carries
+				r.Header.Set("X-Shopify-Webhook-Id", "w-1")
 				if err := prov.Verify(r, now); err != nil {
 					t.Fatalf("body %q: Verify(Sign()) = %v (headers %v)", body, err, r.Header)
 				}
@@ -310,5 +312,26 @@ func TestGeneric(t *testing.T) {
 	}
 	if err := SignGeneric(config.Signature{Header: "X"}, "", r); err == nil {
 		t.Error("SignGeneric with an empty secret succeeded")
+	}
+}
+
+// A Twilio signature over the URL alone must not vouch for a body: a body
+// that is neither a signed form nor covered by bodySHA256 is refused.
+func TestTwilioUnsignedBodyRefused(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_750_000_000, 0)
+	prov := mustNew(t, config.Source{Provider: "twilio", Secrets: []string{secretFor("twilio")}})
+	// A signature of the URL alone, as for a GET callback.
+	r := &Request{Method: "POST", URL: "https://hooks.example.com/webhooks/twilio", Header: http.Header{}}
+	if err := Sign("twilio", secretFor("twilio"), r, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := prov.Verify(r, now); err != nil {
+		t.Fatalf("empty body: %v", err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Body = []byte(`{"MessageSid":"SMforged"}`)
+	if err := prov.Verify(r, now); err == nil {
+		t.Fatal("a body outside the signature was accepted")
 	}
 }

@@ -48,6 +48,11 @@ func (p *shopify) Verify(r *Request, _ time.Time) error {
 // resources may coincide.
 func (p *shopify) Extract(r *Request) (Extracted, error) {
 	e := Event{DedupKey: firstHeader(r, "X-Shopify-Event-Id", "Shopify-Event-Id", "X-Shopify-Webhook-Id", "Shopify-Webhook-Id")}
+	if e.DedupKey == "" {
+		// Shopify sends a webhook id on every delivery; without one every
+		// resend would be a new event.
+		return Extracted{}, missing("X-Shopify-Webhook-Id")
+	}
 	v := jsonScalars(r.Body, []string{"id"}, []string{"updated_at"})
 	if v[0] != "" {
 		resource, _, _ := strings.Cut(firstHeader(r, "X-Shopify-Topic", "Shopify-Topic"), "/")

@@ -39,6 +39,10 @@ func (p *twilio) Verify(r *Request, _ time.Time) error {
 		return fail("cannot verify a Twilio signature without the public URL; set public_url")
 	}
 	bodyHash := queryParam(r.URL, "bodySHA256")
+	if bodyHash == "" && !isForm(r.Header) && len(r.Body) > 0 {
+		// Only the URL would be signed: the body would be unauthenticated.
+		return fail("a Twilio request with a body must be a form or carry bodySHA256 in its URL")
+	}
 	var params []byte
 	if bodyHash == "" && isForm(r.Header) {
 		if params, err = twilioParams(r.Body); err != nil {
@@ -135,6 +139,12 @@ var statusRank = map[string]string{
 // the rank of MessageStatus (queued < sending < sent < delivered/failed < read).
 func (p *twilio) Extract(r *Request) (Extracted, error) {
 	e := Event{DedupKey: r.Header.Get("I-Twilio-Idempotency-Token")}
+	if e.DedupKey == "" {
+		// No token (an older or a voice callback): the same signed content
+		// is the same callback, whoever resends it.
+		sum := sha256.Sum256(append([]byte(r.URL+"\n"), r.Body...))
+		e.DedupKey = "sha256:" + hex.EncodeToString(sum[:])
+	}
 	if isForm(r.Header) {
 		if form, err := url.ParseQuery(string(r.Body)); err == nil {
 			if sid := form.Get("MessageSid"); sid != "" {
