@@ -259,6 +259,7 @@ func TestErrors(t *testing.T) {
 			7, "sources.g.ordering.stale", "skip or deliver"},
 		{"ordering object", "sources:\n  g:\n    provider: generic\n    ordering: {version: json:v}\n", 4, "sources.g.ordering.object", "required"},
 		{"empty admin token", "admin_token: \"  \"\nsources:\n  s: {provider: stripe, secrets: [x]}\n", 1, "admin_token", "is empty"},
+		{"twilio without public_url", "sources:\n  sms:\n    provider: twilio\n    secrets: [x]\n", 2, "sources.sms.public_url", "required for twilio"},
 		{"ordering half override", "sources:\n  s:\n    provider: stripe\n    secrets: [x]\n    ordering: {object: json:a}\n", 5, "sources.s.ordering.version", "required"},
 		{"database", "database: mysql://x\n" + minimal, 1, "database", "sqlite:PATH or postgres://"},
 		{"database sqlite empty", "database: 'sqlite:'\n" + minimal, 1, "database", "sqlite:PATH"},

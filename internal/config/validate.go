@@ -207,6 +207,9 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// urlSigned are the providers whose signature covers the request URL.
+var urlSigned = map[string]bool{"twilio": true, "hubspot": true, "square": true}
+
 func (c *Config) validateSource(name string, s *Source) error {
 	k := "sources." + name
 	if err := checkName(c, k, name); err != nil {
@@ -217,6 +220,11 @@ func (c *Config) validateSource(name string, s *Source) error {
 	}
 	if s.Provider == "" {
 		return c.Errorf(k+".provider", "required (stripe, github, shopify, standard, generic, ...)")
+	}
+	if urlSigned[s.Provider] && s.PublicURL == "" {
+		// Never rebuilt from Host or X-Forwarded-*: a request signed for
+		// another deployment must not verify here.
+		return c.Errorf(k+".public_url", "required for %s: its signature covers the URL the provider called, e.g. https://hooks.example.com/webhooks/%s", s.Provider, name)
 	}
 	if s.Tolerance <= 0 {
 		return c.Errorf(k+".tolerance", "must be greater than 0")

@@ -49,6 +49,9 @@ func multiSetup(t *testing.T, sk *sink, extraSources string) *env {
 	var names []string
 	for _, pc := range providerCases {
 		fmt.Fprintf(&b, "  %s:\n    provider: %s\n    secrets: [%q]\n", pc.name, pc.name, pc.secret)
+		if pc.name == "twilio" || pc.name == "hubspot" || pc.name == "square" {
+			fmt.Fprintf(&b, "    public_url: %%URL%%/webhooks/%s\n", pc.name)
+		}
 		if pc.name == "generic" {
 			b.WriteString("    signature: {header: X-Signature, algorithm: sha256, encoding: hex, prefix: \"sha256=\"}\n    id: header:X-Request-Id\n")
 		}

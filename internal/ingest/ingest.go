@@ -273,18 +273,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 }
 
 // publicURL is the URL as the provider called it, for URL-bound schemes.
+// It is never rebuilt from Host or X-Forwarded-*: without public_url it is
+// "" and URL-bound schemes refuse the request.
 func publicURL(src *Source, r *http.Request) string {
-	if src.PublicURL != "" {
-		if r.URL.RawQuery != "" {
-			return src.PublicURL + "?" + r.URL.RawQuery
-		}
-		return src.PublicURL
+	if src.PublicURL == "" {
+		return ""
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+	if r.URL.RawQuery != "" {
+		return src.PublicURL + "?" + r.URL.RawQuery
 	}
-	return scheme + "://" + r.Host + r.URL.RequestURI()
+	return src.PublicURL
 }
 
 func safeMessage(err error) string {
