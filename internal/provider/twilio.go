@@ -168,11 +168,15 @@ func signTwilio(secret string, r *Request, _ time.Time) error {
 		}
 	} else if len(r.Body) > 0 {
 		sum := sha256.Sum256(r.Body)
+		base, frag, hasFrag := strings.Cut(r.URL, "#") // the query ends at a fragment
 		sep := "?"
-		if strings.Contains(r.URL, "?") {
+		if strings.Contains(base, "?") {
 			sep = "&"
 		}
-		r.URL += sep + "bodySHA256=" + hex.EncodeToString(sum[:])
+		r.URL = base + sep + "bodySHA256=" + hex.EncodeToString(sum[:])
+		if hasFrag {
+			r.URL += "#" + frag
+		}
 	}
 	r.Header.Set("X-Twilio-Signature", b64(mac(sha1.New, []byte(secret), []byte(r.URL), params)))
 	return nil
