@@ -57,7 +57,10 @@ func (f Field) String() string {
 // From returns the value f names in a request: the header's first value, or
 // the JSON scalar at the path (strings unquoted, numbers in their exact
 // textual form, booleans as true/false). It returns "" when the value is
-// absent, null, an object or an array, or the body is not JSON.
+// absent, null, an object or an array, or the body is not JSON. Keys match
+// exactly (case-sensitive) and, where an object repeats a key, the first
+// occurrence wins (encoding/json would take the last); bodies are signed by
+// the provider, so this decides only dedup and ordering of odd bodies.
 func (f Field) From(h http.Header, body []byte) string {
 	return fields(h, body, f)[0]
 }
