@@ -71,8 +71,9 @@ type Handler struct {
 //
 //  1. reads the body once, bounded by MaxBody (413 if larger);
 //  2. verifies it (400 on failure, nothing written, Handle not called);
-//  3. takes the event id from X-AnyHook-Delivery, else webhook-id (400 if
-//     neither);
+//  3. takes the event id from the signed webhook-id, else X-AnyHook-Delivery
+//     (400 if neither, or if the two differ), and the source from
+//     HandlerConfig.Source, never from a header;
 //  4. calls Handle and answers with Outcome.HTTPStatus.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.Verifier == nil {
