@@ -242,8 +242,18 @@ destinations:
 
 	// Find the event by its provider id and open it.
 	do("search", chromedp.SendKeys(chromedp.CSS(`input[name="q"]`), "evt_1Q0007Browser"),
-		chromedp.Submit(chromedp.CSS(`input[name="q"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`a[href="/events/`+target+`"]`)))
+		chromedp.Submit(chromedp.CSS(`input[name="q"]`)))
+	// The target is on the unfiltered page too: wait for the filtered one.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		loc, err := chromedp.Run(bctx, chromedp.Location()) // fails while the page is being replaced
+		if err == nil && strings.Contains(loc, "q=evt_1Q0007Browser") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the search did not load its results page (at %q, %v)", loc, err)
+		}
+	}
+	do("search results", chromedp.WaitVisible(chromedp.CSS(`a[href="/events/`+target+`"]`)))
 	if rows := text("#event-rows"); strings.Contains(rows, "evt_1Q0006Browser") {
 		t.Fatalf("search shows other events: %s", rows)
 	}
