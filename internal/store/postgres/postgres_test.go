@@ -209,7 +209,7 @@ func TestTwoProcesses(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	a, b := openDSN(t, dsn), openDSN(t, dsn)
-	procs := []*postgres.Store{a, b}
+	procs := []store.Store{a, b}
 
 	const n = 40
 	results := make([]store.IngestResult, n)
@@ -245,36 +245,7 @@ func TestTwoProcesses(t *testing.T) {
 	if _, err := a.Ingest(t.Context(), batch); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	seen := map[string]int{}
-	for w := range 6 {
-		wg.Go(func() {
-			for {
-				cs, err := procs[w%2].Claim(context.Background(), "billing", 5, time.Minute)
-				if err != nil {
-					t.Errorf("Claim: %v", err)
-					return
-				}
-				if len(cs) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, c := range cs {
-					seen[c.Delivery.ID]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(seen) != 51 {
-		t.Fatalf("claimed %d distinct deliveries, want 51", len(seen))
-	}
-	for id, k := range seen {
-		if k != 1 {
-			t.Fatalf("delivery %s claimed %d times", id, k)
-		}
-	}
+	storetest.ClaimEachOnce(t, procs, "billing", 6, 5, 51)
 }
 
 // A value PostgreSQL's text type refuses fails its own item only, as

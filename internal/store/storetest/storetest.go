@@ -359,13 +359,21 @@ func testConcurrentClaimsAreExclusive(t *testing.T, s store.Store) {
 		batch = append(batch, newEvent("stripe", "evt_"+strconv.Itoa(i), "billing"))
 	}
 	ingest(t, s, batch...)
+	ClaimEachOnce(t, []store.Store{s}, "billing", 6, 7, events)
+}
+
+// ClaimEachOnce has workers claim batches of limit from the stores (worker
+// i uses stores[i%len(stores)]) concurrently until none is left, and fails
+// t unless want distinct deliveries were claimed, each exactly once.
+func ClaimEachOnce(t *testing.T, stores []store.Store, dest string, workers, limit, want int) {
+	t.Helper()
 	var mu sync.Mutex
 	seen := map[string]int{}
 	var wg sync.WaitGroup
-	for range 6 {
+	for w := range workers {
 		wg.Go(func() {
 			for {
-				cs, err := s.Claim(context.Background(), "billing", 7, time.Minute)
+				cs, err := stores[w%len(stores)].Claim(context.Background(), dest, limit, time.Minute)
 				if err != nil {
 					t.Errorf("Claim: %v", err)
 					return
@@ -382,8 +390,8 @@ func testConcurrentClaimsAreExclusive(t *testing.T, s store.Store) {
 		})
 	}
 	wg.Wait()
-	if len(seen) != events {
-		t.Fatalf("claimed %d distinct deliveries, want %d", len(seen), events)
+	if len(seen) != want {
+		t.Fatalf("claimed %d distinct deliveries, want %d", len(seen), want)
 	}
 	for id, n := range seen {
 		if n != 1 {
