@@ -67,7 +67,12 @@ func Run(t *testing.T, open Open) {
 
 func ctx(t *testing.T) context.Context { return t.Context() }
 
-var received = time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
+// received is when the suite's events arrive: a minute before the suite
+// started, with sub-second digits a store must keep. It is relative to the
+// clock, never a fixed date: the log's lateness rule and PostgreSQL's
+// sequencing window compare receive times with now, so a fixed date would
+// make the suite pass one day and fail the next.
+var received = time.Now().UTC().Add(-time.Minute).Truncate(time.Second).Add(123456 * time.Microsecond)
 
 func newEvent(source, key string, dests ...string) store.NewEvent {
 	return store.NewEvent{
