@@ -20,8 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/provider"
 )
 
 // pgDSN is a fresh database for t, with a pool of at most 4 connections
@@ -704,4 +707,115 @@ func startProxy(t *testing.T, target string) *faultnet.Proxy {
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// stripeObjectEvent is a Stripe event about object (data.object.id) created
+// at created: the stripe provider orders such events per object, so every
+// ingest of one takes the object's version mark.
+func stripeObjectEvent(id, object string, created int64) ([]byte, http.Header, error) {
+	body := fmt.Appendf(nil, `{"id":%q,"object":"event","type":"customer.updated","created":%d,"data":{"object":{"id":%q,"object":"customer"}}}`, id, created, object)
+	pr := &provider.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	if err := provider.Sign("stripe", secret, pr, time.Now()); err != nil {
+		return nil, nil, err
+	}
+	return body, pr.Header, nil
+}
+
+// deadlocks is the number of deadlocks PostgreSQL has detected in the
+// database of dsn since the statistics were reset (pg_stat_database).
+func deadlocks(t *testing.T, dsn string) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var n int64
+	if err := conn.QueryRow(t.Context(), `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Three processes on one database, a stripe source (ordering per object on),
+// and rounds of identical and overlapping requests that all concern ONE
+// object: every request is answered 200, each key makes one event, and
+// PostgreSQL detects no deadlock (a deadlock is a 503 or, while it is being
+// detected, a wait of deadlock_timeout). Issue 12 A2: one transaction held
+// the version mark and waited on a dedup key that another held while it
+// waited on the mark.
+func TestPostgresOneObjectThreeProcessesNoDeadlock(t *testing.T) {
+	t.Parallel()
+	sink := newRecorder(t, false)
+	dsn := pgtest.DSN(t)
+	ps := startN(t, 3, withPool(dsn), "reclaim", procURL(sink.URL))
+	c := client(t)
+	const rounds, keys, copies = 8, 6, 8 // per round: 6 keys, each sent 8 times
+	ids := map[string]string{}           // provider event id -> AnyHook id
+	var slowest time.Duration
+	created := time.Now().Unix()
+	for r := range rounds {
+		type req struct {
+			key     string
+			body    []byte
+			h       http.Header
+			process int
+		}
+		var reqs []req
+		for k := range keys {
+			// Overlapping: each round repeats half of the previous
+			// round's keys next to new ones.
+			key := fmt.Sprintf("evt_hot_%d", r*keys/2+k)
+			body, h, err := stripeObjectEvent(key, "cus_hot", created+int64(r*keys/2+k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range copies {
+				reqs = append(reqs, req{key, body, h, (k + i) % len(ps)})
+			}
+		}
+		type answer struct {
+			code int
+			id   string
+			err  error
+			took time.Duration
+		}
+		answers := make([]answer, len(reqs))
+		ready := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, rq := range reqs {
+			wg.Go(func() {
+				<-ready
+				began := time.Now()
+				code, id, err := postEvent(c, ps[rq.process].url, rq.body, rq.h)
+				answers[i] = answer{code, id, err, time.Since(began)}
+			})
+		}
+		close(ready)
+		wg.Wait()
+		for i, a := range answers {
+			rq := reqs[i]
+			if a.err != nil || a.code != 200 || a.id == "" {
+				t.Fatalf("round %d: %s to process %d: %d %q %v; want 200", r, rq.key, rq.process+1, a.code, a.id, a.err)
+			}
+			if prev, ok := ids[rq.key]; ok && prev != a.id {
+				t.Fatalf("round %d: %s answered %s and %s: two events for one key", r, rq.key, prev, a.id)
+			}
+			ids[rq.key] = a.id
+			slowest = max(slowest, a.took)
+		}
+	}
+	if n := deadlocks(t, dsn); n != 0 {
+		t.Errorf("PostgreSQL detected %d deadlocks", n)
+	}
+	var list struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+	}
+	getJSON(t, ps[0].url+"/api/events?limit=500", &list)
+	if len(list.Items) != len(ids) {
+		t.Errorf("%d events recorded for %d keys", len(list.Items), len(ids))
+	}
+	t.Logf("%d keys, %d requests in %d rounds; slowest answer %v", len(ids), rounds*keys*copies, rounds, slowest)
 }

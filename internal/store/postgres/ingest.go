@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
@@ -70,7 +71,7 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 	if err != nil {
 		return nil, unavailable("ingest", err)
 	}
-	t := &ingestTx{conn: conn, pending: []string{"BEGIN"}}
+	t := &ingestTx{conn: conn, pending: append([]string{"BEGIN"}, markLocks(evs)...)}
 	defer func() {
 		if t.begun && !t.done {
 			// If this fails the connection is left in a transaction and
@@ -99,6 +100,40 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 	}
 	t.done = true
 	return res, nil
+}
+
+// markLockClass is the first key of the advisory locks that stand for
+// version marks (the two-key form keeps them apart from the one-key locks
+// of migrations and the log).
+const markLockClass = 0x61687672 // "ahvr"
+
+// markLocks are the statements that lock the version marks of evs, one
+// transaction-level advisory lock per (source, object), in one order (by
+// lock key) and before any dedup key. Every ingest transaction takes its
+// marks first and keeps them until it ends (a savepoint's rollback does
+// not release them), so no transaction can hold a dedup key (or an event
+// row whose duplicate count it raised) while it waits for a mark: the
+// cycle "mark, then key" against "key, then mark" that deadlocked
+// identical requests on several processes (issue 12) cannot form. Two
+// objects whose keys collide only share a lock.
+func markLocks(evs []store.NewEvent) []string {
+	var keys []int32
+	for i := range evs {
+		if ev := &evs[i].Event; ev.Object != "" {
+			h := fnv.New32a()
+			h.Write([]byte(ev.Source))
+			h.Write([]byte{0})
+			h.Write([]byte(ev.Object))
+			keys = append(keys, int32(h.Sum32()))
+		}
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	stmts := make([]string, len(keys))
+	for i, k := range keys {
+		stmts[i] = fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, %d)", markLockClass, k)
+	}
+	return stmts
 }
 
 // lockOrder is the order in which Ingest records evs: by (source, dedup
@@ -165,8 +200,9 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	stale := false
 	if ev.Object != "" {
 		// The high-water mark of (source, object): make sure its row
-		// exists, then lock it, so concurrent events of one object take
-		// turns and the mark only grows.
+		// exists, then read it. The mark's advisory lock, taken at the
+		// start of the transaction (markLocks), makes concurrent events
+		// of one object take turns, so the mark only grows.
 		var inserted bool
 		var mark string
 		b.Queue(`INSERT INTO versions (source, object, version) VALUES ($1, $2, $3) ON CONFLICT (source, object) DO NOTHING`,
@@ -174,7 +210,7 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 			inserted = ct.RowsAffected() == 1
 			return nil
 		})
-		b.Queue(`SELECT version FROM versions WHERE source = $1 AND object = $2 FOR UPDATE`, ev.Source, ev.Object).
+		b.Queue(`SELECT version FROM versions WHERE source = $1 AND object = $2`, ev.Source, ev.Object).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&mark) })
 		if err := t.send(ctx, b); err != nil {
 			return store.IngestResult{}, err

@@ -49,6 +49,7 @@ func Run(t *testing.T, open Open) {
 		{"Staleness", testStaleness},
 		{"StaleDeliver", testStaleDeliver},
 		{"ConcurrentVersionsKeepMax", testConcurrentVersionsKeepMax},
+		{"ConcurrentOneObjectNoDeadlock", testConcurrentOneObjectNoDeadlock},
 		{"Replay", testReplay},
 		{"ReplayDeliveries", testReplayDeliveries},
 		{"Resolve", testResolve},
@@ -548,6 +549,53 @@ func testConcurrentVersionsKeepMax(t *testing.T, s store.Store) {
 	}
 	if r := ingest(t, s, versioned("probe-below", "obj", strconv.Itoa(n-1), true))[0]; !r.Stale {
 		t.Fatalf("version %d not stale: the mark is below the max %d", n-1, n)
+	}
+}
+
+// testConcurrentOneObjectNoDeadlock runs concurrent batches that share one
+// object and overlap in their keys (each batch repeats keys of others and
+// of itself), as identical and retried requests do on several connections
+// or processes: every item succeeds (a deadlock fails one with
+// ErrUnavailable) and each key makes one event.
+func testConcurrentOneObjectNoDeadlock(t *testing.T, s store.Store) {
+	const writers, rounds = 8, 6
+	var mu sync.Mutex
+	ids := map[string]string{}
+	for r := range rounds {
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				var batch []store.NewEvent
+				for k := range 4 {
+					n := r*2 + (w+k)%5
+					batch = append(batch, versioned(fmt.Sprintf("evt_%d", n), "hot", strconv.Itoa(n), false))
+				}
+				batch = append(batch, batch[0]) // a copy within the batch too
+				res, err := s.Ingest(context.WithoutCancel(ctx(t)), batch)
+				if err != nil {
+					t.Errorf("round %d writer %d: Ingest: %v", r, w, err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for i, x := range res {
+					key := batch[i].Event.DedupKey
+					if x.Err != nil {
+						t.Errorf("round %d writer %d: %s: %v", r, w, key, x.Err)
+						continue
+					}
+					if prev, ok := ids[key]; ok && prev != x.ID {
+						t.Errorf("%s recorded twice: %s and %s", key, prev, x.ID)
+					}
+					ids[key] = x.ID
+				}
+			})
+		}
+		wg.Wait()
+	}
+	evs, _, err := s.ListEvents(ctx(t), store.EventFilter{Source: "shop", Limit: 500})
+	if err != nil || len(evs) != len(ids) {
+		t.Fatalf("ListEvents = %d events, %v; want %d", len(evs), err, len(ids))
 	}
 }
 
