@@ -819,3 +819,90 @@ func TestPostgresOneObjectThreeProcessesNoDeadlock(t *testing.T) {
 	}
 	t.Logf("%d keys, %d requests in %d rounds; slowest answer %v", len(ids), rounds*keys*copies, rounds, slowest)
 }
+
+// Issue 12 A8(c): during a rolling config change, a process whose config
+// lacks a destination must not rescue that destination's claims with a
+// policy it guesses (reclaim re-sends a charge that may have happened). A
+// process that knows the destination applies its declared hold.
+func TestPostgresRescueLeavesUnknownDestination(t *testing.T) {
+	t.Parallel()
+	charges := newRecorder(t, true) // answers only when the test lets it
+	audit := newRecorder(t, true)
+	dsn := pgDSN(t)
+	dir := t.TempDir()
+	config := func(name string, withCharges bool) string {
+		dests := fmt.Sprintf(`  audit:
+    url: %s
+    sources: [stripe]
+    timeout: 3s
+    on_stale_claim: reclaim
+`, audit.URL)
+		if withCharges {
+			// A shorter timeout than audit's: charges' lease expires first.
+			dests += fmt.Sprintf(`  charges:
+    url: %s
+    sources: [stripe]
+    timeout: 1s
+    on_stale_claim: hold
+`, charges.URL)
+		}
+		body := fmt.Sprintf(`listen: 127.0.0.1:0
+database: %q
+admin_token: test-token
+delivery: {poll_interval: 100ms, grace: 1s, shutdown: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+%s`, dsn, secret, dests)
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	old := start(t, config("old.yaml", true))
+	code, id, err := sendEvent(old.url, "evt_rolling")
+	if err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	<-charges.arrived
+	<-audit.arrived
+	old.kill() // both attempts in flight: outcomes unknown
+
+	close(audit.hold)
+	next := start(t, config("new.yaml", false)) // knows audit only
+	// Its rescuer re-sends audit's expired claim; charges' expired earlier,
+	// so that rescue round saw it too.
+	select {
+	case got := <-audit.arrived:
+		if got != id {
+			t.Fatalf("audit got %s, want %s", got, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("audit's expired claim was not rescued")
+	}
+	var ev struct {
+		Deliveries []struct {
+			Destination string `json:"destination"`
+			Status      string `json:"status"`
+		} `json:"deliveries"`
+	}
+	getJSON(t, next.url+"/api/events/"+id, &ev)
+	for _, d := range ev.Deliveries {
+		if d.Destination == "charges" && d.Status != "delivering" {
+			t.Fatalf("charges delivery is %s after a rescue by a process without charges; want it left delivering", d.Status)
+		}
+	}
+	if n := len(charges.snapshot()[id]); n != 1 {
+		t.Fatalf("charges got %d requests, want 1", n)
+	}
+
+	knows := start(t, config("new-with-charges.yaml", true))
+	eventually(t, 30*time.Second, "charges' claim was not held by a process that knows its policy", func() bool {
+		held := deliveries(t, knows.url, "held")
+		return len(held) == 1 && held[0].EventID == id
+	})
+	if n := len(charges.snapshot()[id]); n != 1 {
+		t.Fatalf("charges got %d requests, want 1", n)
+	}
+}

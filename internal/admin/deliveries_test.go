@@ -75,8 +75,8 @@ func (f *fixture) hold(destination string) []anyhook.Delivery {
 	if cs := f.claim(destination, -time.Second); len(cs) == 0 {
 		f.t.Fatalf("nothing to claim for %s", destination)
 	}
-	ds, err := f.store.Rescue(f.t.Context(), func(string) store.StaleRule {
-		return store.StaleRule{Policy: anyhook.Hold, MaxAttempts: 5}
+	ds, err := f.store.Rescue(f.t.Context(), func(string) (store.StaleRule, bool) {
+		return store.StaleRule{Policy: anyhook.Hold, MaxAttempts: 5}, true
 	})
 	if err != nil {
 		f.t.Fatal(err)

@@ -116,7 +116,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("claim: %v %d", err, len(cs))
 	}
-	if _, err := st.Rescue(ctx, func(string) store.StaleRule { return store.StaleRule{Policy: anyhook.Hold} }); err != nil {
+	if _, err := st.Rescue(ctx, func(string) (store.StaleRule, bool) { return store.StaleRule{Policy: anyhook.Hold}, true }); err != nil {
 		t.Fatal(err)
 	}
 	heldDelivery := cs[0].Delivery.ID

@@ -97,7 +97,7 @@ func (f *fixture) park(dest string, status anyhook.DeliveryStatus) []string {
 		ids = append(ids, c.Delivery.ID)
 	}
 	if status == anyhook.StatusHeld {
-		if _, err := f.store.Rescue(ctx, func(string) store.StaleRule { return store.StaleRule{Policy: anyhook.Hold} }); err != nil {
+		if _, err := f.store.Rescue(ctx, func(string) (store.StaleRule, bool) { return store.StaleRule{Policy: anyhook.Hold}, true }); err != nil {
 			f.t.Fatal(err)
 		}
 		return ids

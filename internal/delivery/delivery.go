@@ -32,7 +32,7 @@ import (
 type Store interface {
 	Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error)
 	Finish(ctx context.Context, outs []store.Outcome) ([]string, error)
-	Rescue(ctx context.Context, rule func(destination string) store.StaleRule) ([]anyhook.Delivery, error)
+	Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error)
 }
 
 // Destination is one handler the engine delivers to.
@@ -377,12 +377,16 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 	}
 }
 
-func (e *Engine) rule(destination string) store.StaleRule {
+// rule is the stale-claim rule of a destination this engine knows. A claim
+// of any other destination (removed from this process's config, or not yet
+// added to it during a rolling change) is left alone: only a process that
+// knows the destination's declared policy may re-send it or hold it.
+func (e *Engine) rule(destination string) (store.StaleRule, bool) {
 	d, ok := e.dests[destination]
 	if !ok {
-		return store.StaleRule{Policy: anyhook.Reclaim} // a destination removed from the config
+		return store.StaleRule{}, false
 	}
-	return store.StaleRule{Policy: d.StalePolicy, MaxAttempts: d.MaxAttempts}
+	return store.StaleRule{Policy: d.StalePolicy, MaxAttempts: d.MaxAttempts}, true
 }
 
 func (e *Engine) notify(d anyhook.Delivery) {
@@ -409,8 +413,12 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sen
 	started := time.Now()
 	code, body, retryAfter, err := e.send(ctx, d, c)
 	sent()
-	if ctx.Err() != nil {
-		// Shutdown aborted the attempt: leave the claim for the rescuer.
+	if err != nil && ctx.Err() != nil {
+		// Shutdown aborted the attempt before an answer came: nobody
+		// knows whether the destination got it, so leave the claim to
+		// the rescuer and the destination's declared policy. An answer
+		// that did arrive is recorded below, whatever the shutdown: an
+		// acknowledged delivery must not be sent again.
 		e.log.Info("attempt aborted by shutdown", "delivery", c.Delivery.ID, "attempt", attempt)
 		return
 	}

@@ -28,7 +28,7 @@ func (s *finishStore) Claim(context.Context, string, int, time.Duration) ([]stor
 	return nil, nil
 }
 
-func (s *finishStore) Rescue(context.Context, func(string) store.StaleRule) ([]anyhook.Delivery, error) {
+func (s *finishStore) Rescue(context.Context, func(string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	return nil, nil
 }
 

@@ -53,7 +53,7 @@ func (f *fakeStore) Finish(ctx context.Context, outs []store.Outcome) ([]string,
 	return nil, nil
 }
 
-func (f *fakeStore) Rescue(ctx context.Context, rule func(string) store.StaleRule) ([]anyhook.Delivery, error) {
+func (f *fakeStore) Rescue(ctx context.Context, rule func(string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	return nil, nil
 }
 

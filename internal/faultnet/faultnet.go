@@ -1,7 +1,8 @@
 // Package faultnet injects network faults for tests and the soak: a TCP
 // proxy in front of a server (PostgreSQL, a destination) that can be cut
-// and restored, so a client sees an outage without the shared server being
-// touched.
+// and restored, or made to hold back the server's replies, so a client sees
+// an outage (or a request whose answer never comes) without the shared
+// server being touched.
 package faultnet
 
 import (
@@ -19,6 +20,7 @@ type Proxy struct {
 	mu    sync.Mutex
 	up    bool
 	conns map[net.Conn]bool
+	held  chan struct{} // non-nil while replies are held; closed on release
 }
 
 // NewProxy listens on 127.0.0.1 (a free port) and forwards to target.
@@ -63,7 +65,7 @@ func (p *Proxy) handle(c net.Conn) {
 	defer p.untrack(s)
 	done := make(chan struct{}, 2)
 	go func() { io.Copy(s, c); done <- struct{}{} }()
-	go func() { io.Copy(c, s); done <- struct{}{} }()
+	go func() { io.Copy(gate{c, p}, s); done <- struct{}{} }()
 	<-done
 }
 
@@ -102,9 +104,47 @@ func (p *Proxy) set(up bool) {
 	}
 }
 
+// HoldReplies stops forwarding what the target sends until ReleaseReplies:
+// requests still reach the target (a COMMIT is carried out), but the
+// client waits for an answer.
+func (p *Proxy) HoldReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+}
+
+// ReleaseReplies forwards the held replies and those that follow.
+func (p *Proxy) ReleaseReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		close(p.held)
+		p.held = nil
+	}
+}
+
+// gate writes the target's bytes to a client once replies are not held.
+type gate struct {
+	w net.Conn
+	p *Proxy
+}
+
+func (g gate) Write(b []byte) (int, error) {
+	g.p.mu.Lock()
+	held := g.p.held
+	g.p.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+	return g.w.Write(b)
+}
+
 // Close stops listening and cuts every connection.
 func (p *Proxy) Close() error {
 	err := p.ln.Close()
+	p.ReleaseReplies()
 	p.Cut()
 	return err
 }

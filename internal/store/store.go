@@ -111,9 +111,11 @@ type Store interface {
 	// Rescue handles claims whose lease has expired, per the rule of their
 	// destination: reclaim makes them due now (or dead past MaxAttempts),
 	// hold marks them held. The lost attempt is recorded as one whose
-	// outcome is unknown. It returns the deliveries it changed, in their
-	// new state.
-	Rescue(ctx context.Context, rule func(destination string) StaleRule) ([]anyhook.Delivery, error)
+	// outcome is unknown. A claim of a destination for which rule answers
+	// false (one this process does not know, say during a rolling config
+	// change) is left as it is, for a process that knows its policy. It
+	// returns the deliveries it changed, in their new state.
+	Rescue(ctx context.Context, rule func(destination string) (StaleRule, bool)) ([]anyhook.Delivery, error)
 
 	// Replay creates a new replay delivery of event for each destination.
 	Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error)

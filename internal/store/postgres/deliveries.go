@@ -65,7 +65,7 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 	if err != nil {
 		return nil, unavailable("claim", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := commit(ctx, tx); err != nil {
 		return nil, unavailable("claim", err)
 	}
 	return claims, nil
@@ -140,7 +140,7 @@ SELECT ` + deliveryCols + ` FROM u`
 // LOCKED, so rescuers of several processes split them instead of handling
 // one twice, and a Finish racing with the rescue waits for it and then
 // finds its claim lost.
-func (s *Store) Rescue(ctx context.Context, rule func(destination string) store.StaleRule) ([]anyhook.Delivery, error) {
+func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	var changed []anyhook.Delivery
 	err := s.tx(ctx, "rescue", func(tx pgx.Tx) error {
 		changed = nil
@@ -159,8 +159,12 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) store.
 		}
 		b := &pgx.Batch{}
 		for _, d := range expired {
+			r, ok := rule(d.Destination)
+			if !ok {
+				continue // not ours to decide
+			}
 			a := store.LostAttempt(d)
-			b.Queue(rescueDelivery, d.ID, string(store.RescueStatus(d, rule(d.Destination))), a.Number, a.StartedAt, a.Error).
+			b.Queue(rescueDelivery, d.ID, string(store.RescueStatus(d, r)), a.Number, a.StartedAt, a.Error).
 				QueryRow(func(row pgx.Row) error {
 					nd, err := scanDelivery(row)
 					if err != nil {

@@ -35,6 +35,9 @@ type Options struct {
 	MaxConns int32
 	// NewID makes event and delivery ids; default store.NewID.
 	NewID func() string
+	// Tracer, when set, is told of every statement (pgx's tracing hook:
+	// for tracing, and for tests that act at a chosen statement).
+	Tracer pgx.QueryTracer
 }
 
 // defaultConnectTimeout applies when the DSN sets no connect_timeout.
@@ -60,6 +63,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	}
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
+	}
+	if opt.Tracer != nil {
+		cfg.ConnConfig.Tracer = opt.Tracer
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		// An unreachable host fails the start (or the call) instead of
@@ -108,7 +114,21 @@ func (s *Store) tx(ctx context.Context, op string, fn func(pgx.Tx) error) error 
 		tx.Rollback(ctx) // a failed rollback closes the connection, which rolls back too
 		return err
 	}
-	return unavailable(op, tx.Commit(ctx))
+	return unavailable(op, commit(ctx, tx))
+}
+
+// commitTimeout bounds a COMMIT that its caller can no longer cancel.
+const commitTimeout = 10 * time.Second
+
+// commit commits tx under a context that the caller's cancellation does not
+// reach (bounded by commitTimeout). A COMMIT cancelled in flight may still
+// land in the database while the caller is told it failed: a claim would
+// then be held, and a rescue would change deliveries nobody is told of.
+// Once the work is done, its commit is seen through, shutdown or not.
+func commit(ctx context.Context, tx pgx.Tx) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	return tx.Commit(ctx)
 }
 
 // unavailable marks an error of the database itself (not of one item) so

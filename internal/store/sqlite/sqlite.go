@@ -442,7 +442,7 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number in
 }
 
 // Rescue implements store.Store.
-func (s *Store) Rescue(ctx context.Context, rule func(destination string) store.StaleRule) ([]anyhook.Delivery, error) {
+func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	var changed []anyhook.Delivery
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		changed = changed[:0]
@@ -465,7 +465,11 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) store.
 			return unavailable(err)
 		}
 		for _, d := range expired {
-			d.Status = store.RescueStatus(d, rule(d.Destination))
+			r, ok := rule(d.Destination)
+			if !ok {
+				continue // not ours to decide
+			}
+			d.Status = store.RescueStatus(d, r)
 			d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt = now, time.Time{}, now
 			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
 				d.Status, micros(now), micros(now), d.ID)

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Open) {
 		{"RescueHold", testRescueHold},
 		{"RescueReclaimPastMaxAttempts", testRescueReclaimPastMaxAttempts},
 		{"LiveLeaseNotRescued", testLiveLeaseNotRescued},
+		{"RescueLeavesUnknownDestination", testRescueLeavesUnknownDestination},
 		{"Staleness", testStaleness},
 		{"StaleDeliver", testStaleDeliver},
 		{"ConcurrentVersionsKeepMax", testConcurrentVersionsKeepMax},
@@ -417,11 +418,11 @@ func expiredClaim(t *testing.T, s store.Store, dest string) store.Claim {
 	return cs[0]
 }
 
-func rule(p anyhook.StalePolicy, max int) func(string) store.StaleRule {
-	return func(string) store.StaleRule { return store.StaleRule{Policy: p, MaxAttempts: max} }
+func rule(p anyhook.StalePolicy, max int) func(string) (store.StaleRule, bool) {
+	return func(string) (store.StaleRule, bool) { return store.StaleRule{Policy: p, MaxAttempts: max}, true }
 }
 
-func rescue(t *testing.T, s store.Store, r func(string) store.StaleRule) []anyhook.Delivery {
+func rescue(t *testing.T, s store.Store, r func(string) (store.StaleRule, bool)) []anyhook.Delivery {
 	t.Helper()
 	ds, err := s.Rescue(ctx(t), r)
 	if err != nil {
@@ -489,6 +490,28 @@ func testLiveLeaseNotRescued(t *testing.T, s store.Store) {
 	claim(t, s, "billing", 1, time.Hour)
 	if ds := rescue(t, s, rule(anyhook.Reclaim, 8)); len(ds) != 0 {
 		t.Fatalf("rescued a live claim: %+v", ds)
+	}
+}
+
+// testRescueLeavesUnknownDestination: a rescuer that does not know a
+// destination's policy (a process whose config lacks it) leaves its expired
+// claims alone; one that knows it handles them.
+func testRescueLeavesUnknownDestination(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "charges"), newEvent("stripe", "evt_2", "billing"))
+	c := expiredClaim(t, s, "charges")
+	expiredClaim(t, s, "billing")
+	onlyBilling := func(dest string) (store.StaleRule, bool) {
+		return store.StaleRule{Policy: anyhook.Reclaim, MaxAttempts: 8}, dest == "billing"
+	}
+	ds := rescue(t, s, onlyBilling)
+	if len(ds) != 1 || ds[0].Destination != "billing" {
+		t.Fatalf("rescued = %+v, want only the billing claim", ds)
+	}
+	if d := event(t, s, c.Event.ID).Deliveries[0]; d.Status != anyhook.StatusDelivering || len(d.Attempts) != 0 {
+		t.Fatalf("charges delivery = %+v, want it left delivering with no attempt recorded", d)
+	}
+	if ds := rescue(t, s, rule(anyhook.Hold, 8)); len(ds) != 1 || ds[0].ID != c.Delivery.ID || ds[0].Status != anyhook.StatusHeld {
+		t.Fatalf("rescued by a process that knows charges = %+v, want it held", ds)
 	}
 }
 

@@ -1,0 +1,94 @@
+package postgres_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/postgres"
+)
+
+// onCommit calls fn when a COMMIT is about to be sent, once it is armed.
+type onCommit struct {
+	armed atomic.Bool
+	fn    func()
+}
+
+func (o *onCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") && o.armed.CompareAndSwap(true, false) {
+		o.fn()
+	}
+	return ctx
+}
+
+func (o *onCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Issue 12 A8(a): the caller of Claim gives up (shutdown) while the COMMIT
+// is in flight and the database has already carried it out. Claim must
+// not report a failure for a claim that stands: the engine would send
+// nothing, and the lease would expire into held (under hold) although
+// nothing was sent. The commit is seen through instead.
+func TestClaimCommitOutlivesCancel(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, u.Host)
+	u.Host = p.Addr()
+	committing := make(chan struct{})
+	tr := &onCommit{fn: func() {
+		p.HoldReplies() // the COMMIT reaches the server; its answer waits
+		close(committing)
+	}}
+	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{MaxConns: 2, Tracer: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.Ingest(t.Context(), []store.NewEvent{newEvent("stripe", "evt_1", "charges")})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("Ingest: %v %+v", err, res)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	type result struct {
+		claims []store.Claim
+		err    error
+	}
+	done := make(chan result, 1)
+	tr.armed.Store(true)
+	go func() {
+		cs, err := s.Claim(ctx, "charges", 1, time.Minute)
+		done <- result{cs, err}
+	}()
+	<-committing
+	// Wait (directly, not through the proxy) until the claim is committed.
+	for query[string](t, dsn, `SELECT status FROM deliveries`) != "delivering" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	var r result
+	select {
+	case r = <-done: // gave up on the commit: the defect
+	case <-time.After(300 * time.Millisecond): // still waiting for the answer, as it should
+		p.ReleaseReplies()
+		r = <-done
+	}
+	p.ReleaseReplies()
+	if r.err != nil {
+		t.Fatalf("Claim = %v after the database committed the claim; the claim stands but its worker was told it failed", r.err)
+	}
+	if len(r.claims) != 1 || r.claims[0].Delivery.Status != anyhook.StatusDelivering {
+		t.Fatalf("Claim = %+v, want the committed claim", r.claims)
+	}
+}
