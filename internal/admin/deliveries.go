@@ -2,6 +2,7 @@ package admin
 
 import (
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -34,7 +35,7 @@ func (a *API) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := listJSON[deliveryJSON]{Items: make([]deliveryJSON, 0, len(ds)), NextCursor: next}
 	for _, d := range ds {
-		out.Items = append(out.Items, toDelivery(d, false))
+		out.Items = append(out.Items, a.toDelivery(d, false))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -64,13 +65,19 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) error {
 		slog.String("delivery_id", d.ID), slog.String("event_id", d.EventID),
 		slog.String("destination", d.Destination), slog.String("action", req.Action),
 		slog.String("status", string(d.Status)))
-	return writeJSON(w, http.StatusOK, toDelivery(d, false))
+	return writeJSON(w, http.StatusOK, a.toDelivery(d, false))
 }
 
 type destinationJSON struct {
 	Name    string   `json:"name"`
 	Paused  bool     `json:"paused"`
 	Sources []string `json:"sources"`
+	// Configured is false for a destination the config no longer names
+	// that still has unfinished deliveries (orphaned: they wait, and
+	// resume when the destination is configured again).
+	Configured bool `json:"configured"`
+	// Unfinished counts an orphaned destination's deliveries by status.
+	Unfinished map[anyhook.DeliveryStatus]int `json:"unfinished,omitzero"`
 }
 
 type destinationsResponse struct {
@@ -96,7 +103,7 @@ func (a *API) listDestinations(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := destinationsResponse{Items: make([]destinationJSON, 0, len(a.dests)), Counts: counts}
 	for _, name := range a.dests {
-		d := destinationJSON{Name: name, Paused: paused[name], Sources: []string{}}
+		d := destinationJSON{Name: name, Paused: paused[name], Sources: []string{}, Configured: true}
 		for src, ds := range a.sources {
 			for _, x := range ds {
 				if x == name {
@@ -107,6 +114,17 @@ func (a *API) listDestinations(w http.ResponseWriter, r *http.Request) error {
 		}
 		slices.Sort(d.Sources)
 		out.Items = append(out.Items, d)
+	}
+	if sr, ok := a.store.(store.StatsReader); ok {
+		qs, err := sr.QueueStats(r.Context(), nil)
+		if err != nil {
+			return err
+		}
+		for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
+			if !a.known[name] {
+				out.Items = append(out.Items, destinationJSON{Name: name, Paused: paused[name], Sources: []string{}, Unfinished: qs.Depth[name]})
+			}
+		}
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -33,7 +33,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs)), NextCursor: next}
 	for _, ev := range evs {
-		out.Items = append(out.Items, toEvent(ev, false))
+		out.Items = append(out.Items, a.toEvent(ev, false))
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -44,7 +44,7 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, toEvent(ev, true))
+	return writeJSON(w, http.StatusOK, a.toEvent(ev, true))
 }
 
 type replayEventRequest struct {
@@ -82,7 +82,7 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 		slog.String("event_id", ev.ID), slog.String("source", ev.Source), slog.Any("destinations", dests))
 	out := replayEventResponse{EventID: ev.ID, Deliveries: make([]deliveryJSON, 0, len(ds))}
 	for _, d := range ds {
-		out.Deliveries = append(out.Deliveries, toDelivery(d, false))
+		out.Deliveries = append(out.Deliveries, a.toDelivery(d, false))
 	}
 	return writeJSON(w, http.StatusAccepted, out)
 }

@@ -49,6 +49,10 @@ type deliveryJSON struct {
 	CreatedAt     time.Time  `json:"created_at"`
 	UpdatedAt     time.Time  `json:"updated_at"`
 	Note          string     `json:"note"`
+	// Orphaned: the destination is not in this gateway's config (removed,
+	// or not yet added during a rolling change). Its deliveries wait,
+	// untouched, until a config names it again.
+	Orphaned bool `json:"orphaned"`
 	// Attempts is present in an event's deliveries, absent from lists.
 	Attempts []attemptJSON `json:"attempts,omitzero"`
 }
@@ -80,7 +84,7 @@ func utc(t time.Time) time.Time { return t.UTC() }
 
 // toEvent converts ev; full adds the body and the deliveries with their
 // attempts.
-func toEvent(ev anyhook.Event, full bool) eventJSON {
+func (a *API) toEvent(ev anyhook.Event, full bool) eventJSON {
 	h := ev.Header
 	if h == nil {
 		h = http.Header{}
@@ -95,18 +99,19 @@ func toEvent(ev anyhook.Event, full bool) eventJSON {
 		out.Request.Body, out.Request.BodyEncoding = &body, enc
 		out.Deliveries = make([]deliveryJSON, 0, len(ev.Deliveries))
 		for _, d := range ev.Deliveries {
-			out.Deliveries = append(out.Deliveries, toDelivery(d, true))
+			out.Deliveries = append(out.Deliveries, a.toDelivery(d, true))
 		}
 	}
 	return out
 }
 
 // toDelivery converts d; full adds its attempts.
-func toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
+func (a *API) toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
 	out := deliveryJSON{
 		ID: d.ID, EventID: d.EventID, Destination: d.Destination, Status: string(d.Status),
 		Replay: d.Replay, Stale: d.Stale, AttemptCount: d.AttemptCount,
 		CreatedAt: utc(d.CreatedAt), UpdatedAt: utc(d.UpdatedAt), Note: d.Note,
+		Orphaned: !a.known[d.Destination],
 	}
 	if d.Status == anyhook.StatusPending && !d.NextAttemptAt.IsZero() {
 		t := utc(d.NextAttemptAt)

@@ -161,6 +161,7 @@ func (d *Dashboard) parseTemplates() error {
 		return err
 	}
 	fm := maps.Clone(funcs)
+	fm["orphaned"] = func(destination string) bool { return !slices.Contains(d.dests, destination) }
 	fm["ago"] = func(t time.Time) string {
 		if t.IsZero() {
 			return "never"

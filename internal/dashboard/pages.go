@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -78,6 +79,7 @@ type statusCount struct {
 // destRow is one destination's health.
 type destRow struct {
 	Name          string
+	Orphaned      bool // not in the config, with unfinished deliveries
 	Sources       []string
 	Paused        bool
 	Health        delivery.Health
@@ -168,7 +170,11 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 		rows[i].Delivered = store.Sum(act.Delivered[rows[i].Name])
 		rows[i].Dead = store.Sum(act.Dead[rows[i].Name])
 	}
-	data.Destinations = rows
+	orphans, err := d.orphanRows(r)
+	if err != nil {
+		return err
+	}
+	data.Destinations = append(rows, orphans...)
 	d.render(w, r, http.StatusOK, "overview", "Overview", data)
 	return nil
 }
@@ -198,6 +204,24 @@ func (d *Dashboard) destRows(r *http.Request) ([]destRow, error) {
 	return rows, nil
 }
 
+// orphanRows are the destinations the config does not name that still have
+// unfinished deliveries (removed from the config, or not added yet in a
+// rolling change): their deliveries wait untouched until a config names
+// the destination again.
+func (d *Dashboard) orphanRows(r *http.Request) ([]destRow, error) {
+	qs, err := d.stats.QueueStats(r.Context(), nil)
+	if err != nil {
+		return nil, err
+	}
+	var rows []destRow
+	for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
+		if !slices.Contains(d.dests, name) {
+			rows = append(rows, destRow{Name: name, Orphaned: true, Depth: qs.Depth[name]})
+		}
+	}
+	return rows, nil
+}
+
 // GET /destinations
 func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request) error {
 	rows, err := d.destRows(r)
@@ -213,6 +237,11 @@ func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request) error {
 			rows[i].Depth = qs.Depth[rows[i].Name]
 			rows[i].LastDelivered = qs.LastDelivered[rows[i].Name]
 		}
+		orphans, err := d.orphanRows(r)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, orphans...)
 	}
 	d.render(w, r, http.StatusOK, "destinations", "Destinations", struct {
 		Rows      []destRow

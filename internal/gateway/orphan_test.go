@@ -1,0 +1,189 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+)
+
+// getAPI GETs an admin API path of base into v.
+func getAPI(t *testing.T, base, path string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+path, nil)
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d", path, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dashboardPage logs in to the dashboard at base and returns the page at
+// path.
+func dashboardPage(t *testing.T, base, path string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar}
+	resp, err := client.PostForm(base+"/login", url.Values{"token": {"test-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = client.Get(base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// Issue 12 A8(d): a destination removed from the config while deliveries
+// to it are queued loses nothing; the API and dashboard show the
+// deliveries as orphaned; configuring the destination again resumes them.
+func TestRemovedDestinationOrphansThenResumes(t *testing.T) {
+	t.Parallel()
+	billing, audit := newSink(t), newSink(t)
+	db := filepath.Join(t.TempDir(), "anyhook.db")
+	config := func(withBilling bool) string {
+		dests := fmt.Sprintf(`  audit:
+    url: %s/hooks
+    sources: [stripe]
+    timeout: 5s
+`, audit.URL)
+		if withBilling {
+			dests += fmt.Sprintf(`  billing:
+    url: %s/hooks
+    sources: [stripe]
+    timeout: 5s
+`, billing.URL)
+		}
+		return fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:%s
+admin_token: test-token
+delivery: {poll_interval: 50ms, grace: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+%s`, db, stripeSecret, dests)
+	}
+	run := func(withBilling bool) (*env, func()) {
+		base, g := gatewaytest.Start(t, config(withBilling), gateway.Options{})
+		return &env{url: base, gw: g, store: g.Store()}, func() { g.Stop(context.Background()) }
+	}
+
+	// While billing is down for maintenance (paused), an event arrives.
+	e, stop := run(true)
+	if err := e.store.SetPaused(t.Context(), "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	a := e.sendStripe(t, "evt_orphan")
+	if a.Code != 200 {
+		t.Fatalf("send = %+v", a)
+	}
+	audit.waitRequests(t, 1)
+	stop()
+
+	// billing is removed from the config.
+	e, stop = run(false)
+	var ev struct {
+		Deliveries []struct {
+			Destination string `json:"destination"`
+			Status      string `json:"status"`
+			Orphaned    bool   `json:"orphaned"`
+		} `json:"deliveries"`
+	}
+	getAPI(t, e.url, "/api/events/"+a.ID, &ev)
+	found := false
+	for _, d := range ev.Deliveries {
+		switch d.Destination {
+		case "billing":
+			found = true
+			if d.Status != string(anyhook.StatusPending) || !d.Orphaned {
+				t.Errorf("billing delivery = %+v, want pending and orphaned", d)
+			}
+		case "audit":
+			if d.Orphaned {
+				t.Errorf("audit delivery shown orphaned: %+v", d)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the billing delivery is gone: %+v", ev.Deliveries)
+	}
+	var dests struct {
+		Items []struct {
+			Name       string         `json:"name"`
+			Configured bool           `json:"configured"`
+			Unfinished map[string]int `json:"unfinished"`
+		} `json:"items"`
+	}
+	getAPI(t, e.url, "/api/destinations", &dests)
+	orphan := false
+	for _, d := range dests.Items {
+		if d.Name == "billing" {
+			orphan = !d.Configured && d.Unfinished["pending"] == 1
+		}
+	}
+	if !orphan {
+		t.Errorf("destinations = %+v, want billing listed as not configured with 1 pending", dests.Items)
+	}
+	if page := dashboardPage(t, e.url, "/events/"+a.ID); !strings.Contains(page, "orphaned: destination not in config") {
+		t.Errorf("the event page does not show the billing delivery as orphaned")
+	}
+	if page := dashboardPage(t, e.url, "/destinations"); !strings.Contains(page, "not in config") {
+		t.Errorf("the destinations page does not list billing as not in the config")
+	}
+	stop()
+
+	// billing is back in the config: resuming it delivers the event.
+	e, stop = run(true)
+	defer stop()
+	if err := e.store.SetPaused(t.Context(), "billing", false); err != nil {
+		t.Fatal(err)
+	}
+	got := billing.waitRequests(t, 1)
+	if id := got[0].Header.Get("X-AnyHook-Delivery"); id != a.ID {
+		t.Fatalf("billing got %s, want %s", id, a.ID)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		evt, err := e.store.Event(t.Context(), a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		for _, d := range evt.Deliveries {
+			done = done && d.Status == anyhook.StatusDelivered
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries = %+v, want all delivered", evt.Deliveries)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
