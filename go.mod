@@ -11,6 +11,7 @@ require (
 	github.com/stripe/stripe-go/v85 v85.0.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/mod v0.43.0
+	golang.org/x/tools v0.52.0
 	modernc.org/sqlite v1.62.0
 )
 

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -195,6 +196,58 @@ func TestChunkedBodyOverMaxBody(t *testing.T) {
 	evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{})
 	if len(evs) != 0 {
 		t.Fatalf("%d events stored", len(evs))
+	}
+}
+
+// TestMaxBodyBoundary: a validly signed body of exactly max_body bytes is
+// accepted and stored whole; one byte more is 413 and nothing is stored,
+// whether the length is announced or the body is chunked. A body is never
+// cut to the limit and acknowledged.
+func TestMaxBodyBoundary(t *testing.T) {
+	t.Parallel()
+	e := setup(t, newSink(t), "") // max_body: 64KiB
+	const max = 64 << 10
+	signed := func(id string, size int) []byte {
+		head, tail := `{"id":"`+id+`","object":"event","created":1700000000,"pad":"`, `"}`
+		return []byte(head + strings.Repeat("x", size-len(head)-len(tail)) + tail)
+	}
+	for _, tc := range []struct {
+		name    string
+		size    int
+		chunked bool
+		want    int
+	}{
+		{"announced, at the limit", max, false, 200},
+		{"chunked, at the limit", max, true, 200},
+		{"announced, one byte over", max + 1, false, http.StatusRequestEntityTooLarge},
+		{"chunked, one byte over", max + 1, true, http.StatusRequestEntityTooLarge},
+	} {
+		id := "evt_" + strings.ReplaceAll(tc.name, " ", "_")
+		body := signed(id, tc.size)
+		req := stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body, time.Now())
+		if tc.chunked {
+			req.Body, req.ContentLength = io.NopCloser(io.MultiReader(bytes.NewReader(body))), -1
+		}
+		a := do(t, req)
+		if a.Code != tc.want {
+			t.Errorf("%s: %d %q, want %d", tc.name, a.Code, a.Error, tc.want)
+			continue
+		}
+		evs, _, err := e.store.ListEvents(t.Context(), store.EventFilter{Q: id, Source: "stripe"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tc.want != 200 && len(evs) != 0:
+			t.Errorf("%s: refused, yet %d events stored", tc.name, len(evs))
+		case tc.want == 200 && len(evs) != 1:
+			t.Errorf("%s: accepted, %d events stored", tc.name, len(evs))
+		case tc.want == 200:
+			ev, err := e.store.Event(t.Context(), evs[0].ID)
+			if err != nil || !bytes.Equal(ev.Body, body) {
+				t.Errorf("%s: stored %d bytes, sent %d (%v)", tc.name, len(ev.Body), len(body), err)
+			}
+		}
 	}
 }
 

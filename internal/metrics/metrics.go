@@ -174,6 +174,9 @@ var (
 		[]string{"destination", "status"}, nil)
 	oldestDesc = prometheus.NewDesc("anyhook_oldest_pending_age_seconds",
 		"Age of the oldest pending delivery (0 when none), read from the store at scrape time.", nil, nil)
+	overdueDesc = prometheus.NewDesc("anyhook_oldest_due_age_seconds",
+		"How long the destination's most overdue pending delivery has been due without being claimed (0 when none is due, or the destination is paused). A working dispatcher claims within delivery.poll_interval; more is a delivery nobody picks up.",
+		[]string{"destination"}, nil)
 	lastDeliveredDesc = prometheus.NewDesc("anyhook_last_delivered_timestamp_seconds",
 		"When the destination's latest successful delivery finished (Unix time).", []string{"destination"}, nil)
 	scrapeErrDesc = prometheus.NewDesc("anyhook_store_scrape_error",
@@ -183,6 +186,7 @@ var (
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- depthDesc
 	ch <- oldestDesc
+	ch <- overdueDesc
 	ch <- lastDeliveredDesc
 	ch <- scrapeErrDesc
 }
@@ -200,6 +204,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	seen := map[string]bool{}
 	for _, d := range c.dests {
 		seen[d] = true
+		ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, qs.OverdueFor(d).Seconds(), d)
 		for _, st := range store.UnfinishedStatuses {
 			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(qs.Depth[d][st]), d, string(st))
 		}

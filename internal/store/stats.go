@@ -16,7 +16,9 @@ import (
 type StatsReader interface {
 	// QueueStats counts the unfinished deliveries (pending, delivering,
 	// held, dead, paused) of each destination by status, and finds the
-	// oldest pending delivery and the last successful delivery of each.
+	// oldest pending delivery, and for each of the given destinations its
+	// last successful delivery and, unless it is paused, since when its
+	// most overdue pending delivery has been due.
 	QueueStats(ctx context.Context, destinations []string) (QueueStats, error)
 	// Activity counts, per bucket over the last q.Window (by the store's
 	// clock), the events received and the deliveries that finished
@@ -56,6 +58,22 @@ type QueueStats struct {
 	// LastDelivered is, per destination, when its latest successful
 	// delivery finished; absent when it never had one.
 	LastDelivered map[string]time.Time
+	// DueSince is, per destination that is not paused, the earliest
+	// next_attempt_at among its pending deliveries that are due (at or
+	// before Now); absent when none is due. A working dispatcher claims a
+	// due delivery within its poll interval, so a DueSince far behind Now
+	// is a delivery nobody picks up.
+	DueSince map[string]time.Time
+}
+
+// OverdueFor is how long destination's most overdue delivery has been due
+// without being claimed; 0 when none is due.
+func (q QueueStats) OverdueFor(destination string) time.Duration {
+	t, ok := q.DueSince[destination]
+	if !ok {
+		return 0
+	}
+	return max(q.Now.Sub(t), 0)
 }
 
 // Total is the number of deliveries in status over all destinations.

@@ -29,7 +29,7 @@ func statusStrings(sts []anyhook.DeliveryStatus) []string {
 // deliveries_destination (destination, id) backwards — it stops at the
 // first delivered one, which is at the head when the destination works.
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
-	qs := store.QueueStats{Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}}
+	qs := store.QueueStats{Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
 	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&qs.Now); err != nil {
 		return qs, unavailable("queue stats", err)
 	}
@@ -72,6 +72,16 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 			qs.LastDelivered[d] = last.UTC()
 		case !errors.Is(err, pgx.ErrNoRows):
 			return qs, unavailable("queue stats", err)
+		}
+		var due *time.Time
+		err = s.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM deliveries
+			WHERE destination = $1 AND status = 'pending' AND next_attempt_at <= $2
+				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND paused)`, d, qs.Now).Scan(&due)
+		if err != nil {
+			return qs, unavailable("queue stats", err)
+		}
+		if due != nil {
+			qs.DueSince[d] = due.UTC()
 		}
 	}
 	return qs, nil

@@ -30,7 +30,7 @@ func placeholders(n int) string {
 // deliveries_due (a finished delivery's next_attempt_at is when it
 // finished).
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
-	qs := store.QueueStats{Now: s.now().UTC(), Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}}
+	qs := store.QueueStats{Now: s.now().UTC(), Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
 	var args []any
 	q := `SELECT destination, status, count(*) FROM deliveries WHERE `
 	if len(destinations) > 0 {
@@ -80,6 +80,16 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		}
 		if last.Valid && last.Int64 > 0 {
 			qs.LastDelivered[d] = fromMicros(last.Int64)
+		}
+		var due sql.NullInt64
+		err = s.r.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM deliveries
+			WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
+				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = ? AND paused)`, d, micros(qs.Now), d).Scan(&due)
+		if err != nil {
+			return qs, unavailable(err)
+		}
+		if due.Valid {
+			qs.DueSince[d] = fromMicros(due.Int64)
 		}
 	}
 	return qs, nil

@@ -83,6 +83,44 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	if _, ok := qs.LastDelivered["ci"]; ok {
 		t.Error("ci never delivered but has a last delivery")
 	}
+	// billing's second delivery is due and nobody has claimed it; ci has
+	// nothing due.
+	if _, ok := qs.DueSince["billing"]; !ok || qs.OverdueFor("billing") < 0 || qs.OverdueFor("billing") > time.Hour {
+		t.Errorf("billing due since %v (overdue %v) at %v, want its pending delivery", qs.DueSince["billing"], qs.OverdueFor("billing"), qs.Now)
+	}
+	if _, ok := qs.DueSince["ci"]; ok || qs.OverdueFor("ci") != 0 {
+		t.Errorf("ci has nothing due but DueSince = %v", qs.DueSince["ci"])
+	}
+	// A paused destination's deliveries wait on purpose: not overdue.
+	if err := s.SetPaused(ctx, "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	paused, err := sr.QueueStats(ctx, dests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := paused.DueSince["billing"]; ok {
+		t.Errorf("paused billing is reported overdue since %v", paused.DueSince["billing"])
+	}
+	if err := s.SetPaused(ctx, "billing", false); err != nil {
+		t.Fatal(err)
+	}
+	// A retry that is not due yet is not overdue either.
+	cs, err := s.Claim(ctx, "billing", 1, time.Minute)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claim billing: %v, %d claims", err, len(cs))
+	}
+	if _, err := s.Finish(ctx, []store.Outcome{{DeliveryID: cs[0].Delivery.ID, Attempt: cs[0].Delivery.AttemptCount, Status: anyhook.StatusPending,
+		RetryIn: time.Hour, Result: anyhook.Attempt{Number: 1, StartedAt: time.Now(), StatusCode: 500, Error: "HTTP 500"}}}); err != nil {
+		t.Fatal(err)
+	}
+	later, err := sr.QueueStats(ctx, dests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := later.DueSince["billing"]; ok {
+		t.Errorf("a retry due in an hour is reported overdue since %v", later.DueSince["billing"])
+	}
 
 	act, err := sr.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
 	if err != nil {
