@@ -13,7 +13,10 @@
 // An empty Options.Token turns authentication off. That is only safe when
 // the API listens on a loopback address, and it is the caller's job (the
 // serve command) to refuse to start without an admin_token on any other
-// address; this package does not know where it is mounted.
+// address, and to answer only requests addressed to a loopback name there
+// (internal/gateway: a web page that rebinds its own name to 127.0.0.1 is
+// same-origin, so Origin checks alone do not stop it); this package does
+// not know where it is mounted.
 //
 // # Errors
 //

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,25 +180,7 @@ destinations:
 	}
 	waitAPI(t, base, "/api/deliveries?status=dead&destination=ledger-sync", func(items []map[string]any) bool { return len(items) == 12 })
 
-	needChromium(t)
-	alloc, cancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1360, 900),
-	)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	bctx, cancel = context.WithTimeout(bctx, 2*time.Minute) // a hang guard, not a threshold
-	defer cancel()
+	bctx := startChromium(t)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(bctx, steps...); err != nil {
@@ -329,6 +312,107 @@ destinations:
 	if dests := text("table#destinations"); !strings.Contains(dests, "failing") || !strings.Contains(dests, "HTTP 503") {
 		t.Fatalf("overview destinations: %s", dests)
 	}
+
+	// The login's next never leads off-site, however the browser reads it
+	// (logged in, the login page redirects at once).
+	for _, next := range []string{`/./\evil.example/phish`, `/\evil.example`, "//evil.example", "/%5Cevil.example"} {
+		do("login with next="+next, chromedp.Navigate(base+"/login?next="+url.QueryEscape(next)), chromedp.WaitVisible(chromedp.CSS("main")))
+		if loc, err := chromedp.Run(bctx, chromedp.Location()); err != nil || loc != base+"/" {
+			t.Errorf("login with next=%s took the browser to %q (%v), want %s/", next, loc, err, base)
+		}
+	}
+}
+
+// TestBrowserRebinding drives a DNS rebinding attack on a gateway without
+// an admin token: chromium resolves rebind.attacker.example to 127.0.0.1,
+// as the attacker's DNS would after the victim loaded the attacker's page,
+// so the page is same-origin with the gateway. It may neither read the API
+// nor act, while localhost and 127.0.0.1 keep working.
+func TestBrowserRebinding(t *testing.T) {
+	needChromium(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:%s
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+  billing: {url: http://127.0.0.1:9/hooks, sources: [stripe]}
+`, filepath.Join(dir, "anyhook.db"), browserSecret)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(ctx, gateway.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(ctx, ln)
+	t.Cleanup(func() { g.Stop(context.Background()) })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+
+	bctx := startChromium(t, chromedp.Flag("host-resolver-rules", "MAP rebind.attacker.example 127.0.0.1"))
+	// fetch runs in the page's origin and reports the status and body.
+	fetch := func(method, path string) string {
+		t.Helper()
+		js := fmt.Sprintf(`fetch(%q, {method: %q}).then(r => r.text().then(b => r.status + " " + b))`, path, method)
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return got
+	}
+	for _, origin := range []string{"http://rebind.attacker.example:" + port, "http://localhost:" + port, "http://127.0.0.1:" + port} {
+		rebinding := strings.Contains(origin, "attacker")
+		if err := chromedp.Do(bctx, chromedp.Navigate(origin+"/")); err != nil {
+			t.Fatalf("open %s: %v", origin, err)
+		}
+		page, _ := chromedp.Run(bctx, chromedp.Evaluate[string]("document.body.innerText"))
+		if rebinding != strings.Contains(page, "no admin_token") {
+			t.Errorf("%s/: page %q", origin, page)
+		}
+		for _, rq := range [][2]string{{"GET", "/api/events"}, {"POST", "/api/destinations/billing/pause"}, {"GET", "/metrics"}} {
+			got := fetch(rq[0], rq[1])
+			if rebinding && !strings.HasPrefix(got, "421 ") || !rebinding && !strings.HasPrefix(got, "200 ") {
+				t.Errorf("from %s: %s %s answered %.200q", origin, rq[0], rq[1], got)
+			}
+		}
+		if rebinding {
+			if paused, _ := g.Store().Paused(ctx); paused["billing"] {
+				t.Fatalf("the rebinding page paused billing")
+			}
+		}
+	}
+}
+
+// startChromium runs a headless chromium for the test, with opts on top
+// of the defaults, and returns its context (with a hang guard).
+func startChromium(t *testing.T, opts ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	needChromium(t)
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append([]chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1360, 900),
+	}, opts...)...)
+	t.Cleanup(cancel)
+	bctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	bctx, cancel = context.WithTimeout(bctx, 2*time.Minute) // a hang guard, not a threshold
+	t.Cleanup(cancel)
+	return bctx
 }
 
 func sendStripe(t *testing.T, base string, body []byte) string {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -159,16 +160,55 @@ type loginData struct {
 	Error string
 }
 
-// localPath returns next when it is a path on this site, else "/".
+// maxLocalPath bounds the length of a redirect target taken from a request.
+const maxLocalPath = 2048
+
+// localPath returns next, normalized, when it is a path on this site, else
+// "/". It decides on what browsers would resolve, not on the raw text:
+// next is parsed and percent-decoded, its path cleaned (path.Clean, as
+// http.Redirect does), and only a path that starts with exactly one "/"
+// followed by neither "/" nor "\" is kept, with its query; no scheme, no
+// host, no backslash and no control character anywhere after decoding
+// (browsers read "\" as "/" and drop tabs and newlines inside URLs, so
+// "/\evil", "/\t/evil" and "/./\evil" all mean another site). The
+// answer is rebuilt from the cleaned path, so what was checked is what is
+// sent.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if len(next) > maxLocalPath || !strings.HasPrefix(next, "/") || strings.ContainsRune(next, '\\') || hasControl(next) {
 		return "/"
 	}
 	u, err := url.Parse(next)
-	if err != nil || u.Host != "" || u.Scheme != "" {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
 		return "/"
 	}
-	return next
+	query, err := url.QueryUnescape(u.RawQuery)
+	if err != nil || strings.ContainsRune(u.Path, '\\') || hasControl(u.Path) ||
+		strings.ContainsRune(query, '\\') || hasControl(query) {
+		return "/"
+	}
+	if !singleSlash(u.Path) {
+		return "/"
+	}
+	v := &url.URL{Path: path.Clean(u.Path), RawQuery: u.RawQuery}
+	if v.Path == u.Path {
+		v.RawPath = u.RawPath // keep the original escaping where it is valid
+	}
+	out := v.String()
+	if !singleSlash(out) {
+		return "/"
+	}
+	return out
+}
+
+// singleSlash reports whether p is "/" or starts with one "/" followed by
+// neither "/" nor "\".
+func singleSlash(p string) bool {
+	return p == "/" || len(p) > 1 && p[0] == '/' && p[1] != '/' && p[1] != '\\'
+}
+
+// hasControl reports whether s holds an ASCII control character.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // GET /login

@@ -162,13 +162,21 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		}
 		return nil, err
 	}
+	// Without a token, what it would guard answers only requests for a
+	// loopback name (DNS rebinding; see loopbackHostsOnly).
+	guarded := func(h http.Handler) http.Handler {
+		if cfg.AdminToken != "" {
+			return h
+		}
+		return loopbackHostsOnly(h, log)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, time.Now))
-	mux.Handle("/api/", api.Handler())
+	mux.Handle("/api/", guarded(api.Handler()))
 	mux.Handle("/healthz", api.Handler())
 	mux.Handle("/readyz", api.Handler())
-	mux.Handle("GET /metrics", metrics.RequireToken(cfg.AdminToken, mx.Handler()))
-	mux.Handle("/", dash.Handler()) // the dashboard: every other path
+	mux.Handle("GET /metrics", guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler())))
+	mux.Handle("/", guarded(dash.Handler())) // the dashboard: every other path
 	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), time.Now, log)
 	return g, nil
 }
