@@ -58,7 +58,10 @@ func (b *Batcher) SetWriters(n int) {
 }
 
 // lane is the queue for evs: by the hash of the first event's source and
-// dedup key (events without a key cannot collide: any lane will do).
+// content key, else its dedup key (events without a key cannot collide:
+// any lane will do). The content key comes first because it is the one a
+// replay with a fresh id header shares with the original; a provider's
+// own retry shares both.
 func (b *Batcher) lane(evs []store.NewEvent) chan *batchReq {
 	if len(b.lanes) == 1 || len(evs) == 0 {
 		return b.lanes[0]
@@ -67,7 +70,9 @@ func (b *Batcher) lane(evs []store.NewEvent) chan *batchReq {
 	ev := &evs[0].Event
 	h.Write([]byte(ev.Source))
 	h.Write([]byte{0})
-	if ev.DedupKey != "" {
+	if evs[0].ContentKey != "" {
+		h.Write([]byte(evs[0].ContentKey))
+	} else if ev.DedupKey != "" {
 		h.Write([]byte(ev.DedupKey))
 	} else {
 		h.Write([]byte(ev.ID))

@@ -171,6 +171,15 @@ func TestBatcherLanesByKey(t *testing.T) {
 	if len(used) != 4 {
 		t.Errorf("100 keys used %d of 4 lanes", len(used))
 	}
+	// A replay with a fresh id header shares only the content key with its
+	// original: it must meet it in the same writer.
+	for i := range 100 {
+		a, b2 := events("evt_a"), events("evt_b"+strconv.Itoa(i))
+		a[0].ContentKey, b2[0].ContentKey = "content", "content"
+		if b.lane(a) != b.lane(b2) {
+			t.Fatalf("one content key under dedup keys evt_a and %s: two lanes", b2[0].Event.DedupKey)
+		}
+	}
 }
 
 type nopRecorder struct{}

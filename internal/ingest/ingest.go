@@ -1,7 +1,8 @@
 // Package ingest is the POST /webhooks/{source} handler. Its order of work
 // never changes: read at most max_body bytes, verify the signature over the
-// exact bytes, derive the dedup key, record the event and its deliveries in
-// one durable transaction, and only then answer 2xx.
+// exact bytes, derive the dedup key (and, where that key is not signed, the
+// content key), record the event and its deliveries in one durable
+// transaction, and only then answer 2xx.
 package ingest
 
 import (
@@ -234,6 +235,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 				Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: b,
 				Object: pe.Object, Version: pe.Version,
 			},
+			ContentKey:   pe.ContentKey,
 			Destinations: src.Destinations,
 			StaleSkip:    src.StaleSkip,
 		}

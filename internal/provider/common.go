@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"hash"
 	"mime"
@@ -23,6 +24,36 @@ func fail(format string, args ...any) *Error { return &Error{Msg: fmt.Sprintf(fo
 func missing(header string) *Error { return fail("missing %s header", header) }
 
 func noMatch() *Error { return fail("no signature matched") }
+
+// contentKey is a content key (see Event.ContentKey): the hex SHA-256 of
+// tag, a NUL byte, and the concatenated parts — the exact bytes that the
+// signature covers, so two requests get one key exactly when one
+// signature would vouch for both.
+func contentKey(tag string, parts ...[]byte) string {
+	h := sha256.New()
+	h.Write([]byte(tag))
+	h.Write([]byte{0})
+	for _, p := range parts {
+		h.Write(p)
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0]))
+}
+
+// contentKeyer is implemented by every provider whose requests are signed:
+// contentKey returns r's content key, "" when nothing in r is signed. A
+// source whose id rule reads a header that the signature does not cover
+// gets its events' content keys from it.
+type contentKeyer interface {
+	contentKey(r *Request) string
+}
+
+// headerSigner is implemented by providers whose signature covers some
+// header values (Standard Webhooks' webhook-id): signsHeader reports
+// whether it covers r's header name (canonical form).
+type headerSigner interface {
+	signsHeader(r *Request, name string) bool
+}
 
 // mac is the HMAC of the concatenated parts under key.
 func mac(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
@@ -52,6 +83,19 @@ func matchAny(h func() hash.Hash, keys [][]byte, sigs [][]byte, parts ...[]byte)
 func equalSecret(presented, secret string) bool {
 	a, b := sha256.Sum256([]byte(presented)), sha256.Sum256([]byte(secret))
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// headerParam returns the value of the last key=value part of a
+// sep-separated header value (Stripe's t=, Paddle's ts=): the one their
+// verifiers sign with.
+func headerParam(h, sep, key string) string {
+	var val string
+	for part := range strings.SplitSeq(h, sep) {
+		if k, v, _ := strings.Cut(strings.TrimSpace(part), "="); k == key {
+			val = v
+		}
+	}
+	return val
 }
 
 // parseUnix parses a decimal timestamp; ms selects milliseconds.

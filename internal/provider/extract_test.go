@@ -36,8 +36,9 @@ func TestExtract(t *testing.T) {
 		{"twilio sms status", "twilio", hdr("I-Twilio-Idempotency-Token", "tok1", "Content-Type", form), "MessageSid=SM1&MessageStatus=delivered",
 			Event{DedupKey: "tok1", Object: "SM1", Version: "5"}},
 		{"twilio call", "twilio", hdr("Content-Type", form), "CallSid=CA1&CallStatus=completed&SequenceNumber=3",
-			// no idempotency token: the signed content is the key
-			Event{DedupKey: "sha256:" + sha256Hex("\nCallSid=CA1&CallStatus=completed&SequenceNumber=3"), Object: "CA1", Version: "3"}},
+			// no idempotency token: the canonical signed string (URL, then
+			// the sorted names and values) is the key
+			Event{DedupKey: "sha256:" + sha256Hex("twilio\x00CallSidCA1CallStatuscompletedSequenceNumber3"), Object: "CA1", Version: "3"}},
 		{"twilio json", "twilio", hdr("I-Twilio-Idempotency-Token", "tok2", "Content-Type", "application/json"), `{"MessageSid":"SM1"}`, Event{DedupKey: "tok2"}},
 		{"slack event", "slack", hdr("Content-Type", "application/json"), `{"type":"event_callback","event_id":"Ev08MFMKH6","event_time":1234567890}`, Event{DedupKey: "Ev08MFMKH6"}},
 		{"slack command", "slack", hdr("Content-Type", form), slackBody, Event{DedupKey: "398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"}},
@@ -46,14 +47,27 @@ func TestExtract(t *testing.T) {
 		{"gitlab idempotency key", "gitlab", hdr("Idempotency-Key", "ik1", "X-Gitlab-Event-UUID", "uu1"), `{"object_kind":"issue","object_attributes":{"id":301,"updated_at":"2013-12-03 17:23:34 UTC"}}`,
 			Event{DedupKey: "ik1", Object: "issue/301", Version: "2013-12-03T17:23:34Z"}},
 		{"gitlab event uuid", "gitlab", hdr("X-Gitlab-Event-UUID", "uu1"), `{"object_kind":"push"}`, Event{DedupKey: "uu1"}},
+		{"gitlab signed", "gitlab", hdr("Idempotency-Key", "ik-unsigned", "webhook-id", "msg_1", "webhook-signature", "v1,x"), `{"object_kind":"push"}`, Event{DedupKey: "msg_1"}},
 		{"square", "square", hdr(), `{"merchant_id":"M","type":"payment.updated","event_id":"e-1","data":{"type":"payment","id":"P1","object":{"payment":{"id":"P1","version":3}}}}`,
 			Event{DedupKey: "e-1", Object: "payment/P1", Version: "3"}},
 		{"square without version", "square", hdr(), `{"event_id":"e-2","data":{"type":"dispute","id":"D1","object":{"dispute":{}}}}`, Event{DedupKey: "e-2"}},
 	} {
 		prov := mustNew(t, config.Source{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
 		x, err := prov.Extract(&Request{Header: tc.h, Body: []byte(tc.body)})
-		if err != nil || x.Challenge != nil || len(x.Events) != 1 || !reflect.DeepEqual(x.Events[0], tc.want) {
-			t.Errorf("%s: Extract = %+v, %v; want %+v", tc.name, x, err, tc.want)
+		if err != nil || x.Challenge != nil || len(x.Events) != 1 {
+			t.Errorf("%s: Extract = %+v, %v; want one event", tc.name, x, err)
+			continue
+		}
+		// The content key (TestContentKeys) is there exactly where the
+		// dedup key is read from an unsigned header.
+		got := x.Events[0]
+		wantContent := tc.p == "github" || tc.p == "shopify" || tc.p == "twilio" || tc.name == "gitlab idempotency key" || tc.name == "gitlab event uuid"
+		if (got.ContentKey != "") != wantContent || (got.ContentKey != "" && len(got.ContentKey) != 64) {
+			t.Errorf("%s: content key %q, want one: %v", tc.name, got.ContentKey, wantContent)
+		}
+		got.ContentKey = ""
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Extract = %+v; want %+v", tc.name, got, tc.want)
 		}
 	}
 }

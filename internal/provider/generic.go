@@ -102,6 +102,15 @@ func (p *generic) Extract(*Request) (Extracted, error) {
 	return Extracted{Events: []Event{{}}}, nil
 }
 
+// contentKey: the body, which is what the configured HMAC covers; "" for
+// an unsigned source (anyone may send anything: there is nothing to key).
+func (p *generic) contentKey(r *Request) string {
+	if p.sig.None {
+		return ""
+	}
+	return contentKey("generic", r.Body)
+}
+
 // SignGeneric sets sig.Header on r as a generic source configured with sig
 // expects it. A signature of none sets nothing.
 func SignGeneric(sig config.Signature, secret string, r *Request) error {

@@ -34,17 +34,23 @@ func (p *github) Verify(r *Request, _ time.Time) error {
 	return nil
 }
 
-// Extract: X-GitHub-Delivery is shared by every hook subscribed to the
-// event, so the key pairs it with the hook id.
+// Extract: the dedup key is X-GitHub-Hook-ID:X-GitHub-Delivery, stable
+// across redeliveries. Neither header is signed, so the content key is the
+// body alone: a resend of one signed body under any delivery or hook id is
+// a duplicate, and so is one event reaching the source through two hooks
+// (they share X-GitHub-Delivery and the body). X-GitHub-Event is left out:
+// the body says what happened (its action, its objects), and leaving it in
+// would let a holder of one request make one event per event name.
 func (p *github) Extract(r *Request) (Extracted, error) {
 	d := r.Header.Get("X-GitHub-Delivery")
 	if d == "" {
-		// GitHub sends it on every delivery, ping included; without it
-		// every resend would be a new event.
+		// GitHub sends it on every delivery, ping included.
 		return Extracted{}, missing("X-GitHub-Delivery")
 	}
-	return Extracted{Events: []Event{{DedupKey: r.Header.Get("X-GitHub-Hook-ID") + ":" + d}}}, nil
+	return Extracted{Events: []Event{{DedupKey: r.Header.Get("X-GitHub-Hook-ID") + ":" + d, ContentKey: p.contentKey(r)}}}, nil
 }
+
+func (p *github) contentKey(r *Request) string { return contentKey("github", r.Body) }
 
 func signGitHub(secret string, r *Request, _ time.Time) error {
 	r.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac(sha256.New, []byte(secret), r.Body)))

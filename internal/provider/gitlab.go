@@ -40,16 +40,43 @@ func (p *gitlab) Verify(r *Request, now time.Time) error {
 	return nil
 }
 
-// Extract: Idempotency-Key (GitLab 17.4+, stable across retries), else
-// X-Gitlab-Event-UUID. Events about an object (issues, merge requests, …)
-// are ordered by object_attributes.updated_at per object_kind/id.
+// Extract: a request signed with a signing token is keyed on its signed
+// webhook-id (GitLab sets it to the Idempotency-Key), whatever its unsigned
+// Idempotency-Key says. A token request signs nothing: its key is
+// Idempotency-Key (GitLab 17.4+, stable across retries), else
+// X-Gitlab-Event-UUID, and its content key is the body, so a resend under
+// a fresh key is a duplicate (one event reaching the source through two
+// hooks too). Events about an object (issues, merge requests, …) are
+// ordered by object_attributes.updated_at per object_kind/id.
 func (p *gitlab) Extract(r *Request) (Extracted, error) {
-	e := Event{DedupKey: firstHeader(r, "Idempotency-Key", "X-Gitlab-Event-UUID", "webhook-id")}
+	var e Event
+	if _, id, _, sig := standardHeaders(r.Header); sig != "" {
+		e.DedupKey = id
+	} else {
+		e.DedupKey = firstHeader(r, "Idempotency-Key", "X-Gitlab-Event-UUID")
+		e.ContentKey = p.contentKey(r)
+	}
 	v := jsonScalars(r.Body, []string{"object_kind"}, []string{"object_attributes", "id"}, []string{"object_attributes", "updated_at"})
 	if v[0] != "" && v[1] != "" {
 		e.Object, e.Version = order(v[0]+"/"+v[1], gitlabTime(v[2]))
 	}
 	return Extracted{Events: []Event{e}}, nil
+}
+
+// contentKey: a signed request's signed content; a token request's body
+// (the token proves the sender, not the body).
+func (p *gitlab) contentKey(r *Request) string {
+	if _, id, ts, sig := standardHeaders(r.Header); sig != "" {
+		return standardContent(id, ts, r.Body)
+	}
+	return contentKey("gitlab", r.Body)
+}
+
+func (p *gitlab) signsHeader(r *Request, name string) bool {
+	if _, _, _, sig := standardHeaders(r.Header); sig == "" {
+		return false
+	}
+	return standardSigns(r.Header, name)
 }
 
 // gitlabTime turns GitLab's "2006-01-02 15:04:05 UTC" timestamps into RFC

@@ -114,6 +114,12 @@ func (p *hubspot) Extract(r *Request) (Extracted, error) {
 	return x, nil
 }
 
+// contentKey: the signed method, URI, body and timestamp. Only a source
+// whose id rule reads an unsigned header uses it; the items' ids are signed.
+func (p *hubspot) contentKey(r *Request) string {
+	return contentKey("hubspot", []byte(hubspotMethod(r)), []byte(hubspotURI.Replace(r.URL)), r.Body, []byte(r.Header.Get("X-HubSpot-Request-Timestamp")))
+}
+
 func signHubSpot(secret string, r *Request, now time.Time) error {
 	ts := strconv.FormatInt(now.UnixMilli(), 10)
 	sum := mac(sha256.New, []byte(secret), []byte(hubspotMethod(r)), []byte(hubspotURI.Replace(r.URL)), r.Body, []byte(ts))

@@ -112,10 +112,27 @@ type overrides struct {
 	id, object, version Field
 }
 
+// unsignedID reports whether the id rule reads a header that r's signature
+// does not cover.
+func (o *overrides) unsignedID(r *Request) bool {
+	if o.id.header == "" {
+		return false
+	}
+	hs, ok := o.Provider.(headerSigner)
+	return !ok || !hs.signsHeader(r, o.id.header)
+}
+
 func (o *overrides) Extract(r *Request) (Extracted, error) {
 	x, err := o.Provider.Extract(r)
 	if err != nil || x.Challenge != nil {
 		return x, err
+	}
+	// An id read from an unsigned header comes with a content key over
+	// what the signature covers (per item for batches), so a resend with
+	// a fresh header value is still a duplicate.
+	var reqKey string
+	if ck, ok := o.Provider.(contentKeyer); ok && o.unsignedID(r) {
+		reqKey = ck.contentKey(r)
 	}
 	for i := range x.Events {
 		e := &x.Events[i]
@@ -126,6 +143,12 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 		v := fields(r.Header, body, o.id, o.object, o.version)
 		if !o.id.IsZero() {
 			e.DedupKey = v[0]
+		}
+		if reqKey != "" && e.ContentKey == "" {
+			e.ContentKey = reqKey
+			if e.Body != nil {
+				e.ContentKey = contentKey("item", []byte(reqKey), e.Body)
+			}
 		}
 		if !o.object.IsZero() {
 			e.Object = v[1]

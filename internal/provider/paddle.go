@@ -61,6 +61,12 @@ func (p *paddle) Extract(r *Request) (Extracted, error) {
 	return Extracted{Events: []Event{e}}, nil
 }
 
+// contentKey: the signed "ts:body". Only a source whose id rule reads an
+// unsigned header uses it; the body's event_id is signed.
+func (p *paddle) contentKey(r *Request) string {
+	return contentKey("paddle", []byte(headerParam(r.Header.Get("Paddle-Signature"), ";", "ts")), []byte(":"), r.Body)
+}
+
 func signPaddle(secret string, r *Request, now time.Time) error {
 	ts := unixString(now)
 	r.Header.Set("Paddle-Signature", "ts="+ts+";h1="+hex.EncodeToString(mac(sha256.New, []byte(secret), []byte(ts), []byte(":"), r.Body)))

@@ -24,8 +24,15 @@ type Request struct {
 // of a batch).
 type Event struct {
 	DedupKey string // "" when the request carries none
-	Object   string // ordering: the object the event is about
-	Version  string // ordering: its monotonic version (integer or RFC 3339)
+	// ContentKey is a second dedup key, set where the dedup key is read
+	// from a header the signature does not cover: the hex SHA-256 of what
+	// the signature covers (plus, for Shopify, the topic if it is a known
+	// one). An event is a duplicate when either key was seen before in its
+	// source, so a resend of one signed request under a fresh id header is
+	// a duplicate too. "" when the dedup key is itself signed.
+	ContentKey string
+	Object     string // ordering: the object the event is about
+	Version    string // ordering: its monotonic version (integer or RFC 3339)
 	// Body is the item's own bytes for a batch item; nil means the
 	// request body.
 	Body []byte

@@ -42,26 +42,35 @@ func (p *shopify) Verify(r *Request, _ time.Time) error {
 }
 
 // Extract: dedup on the event id (the same change fanned out to several
-// subscriptions), else the webhook id (stable across retries). Ordering is
-// the resource's updated_at, per resource: the object is the topic's
-// resource plus the body id ("orders/450789469"), since ids of different
-// resources may coincide.
+// subscriptions), else the webhook id (stable across retries). Neither is
+// signed: the content key is the body and the topic, the topic only when
+// it is one of Shopify's (shopifyTopics) — two genuine deliveries may share
+// a body and differ only in their topic (orders/updated and orders/paid for
+// one order state). Ordering is the resource's updated_at, per resource:
+// the object is the topic's resource plus the body id ("orders/450789469"),
+// since ids of different resources may coincide.
 func (p *shopify) Extract(r *Request) (Extracted, error) {
 	e := Event{DedupKey: firstHeader(r, "X-Shopify-Event-Id", "Shopify-Event-Id", "X-Shopify-Webhook-Id", "Shopify-Webhook-Id")}
 	if e.DedupKey == "" {
-		// Shopify sends a webhook id on every delivery; without one every
-		// resend would be a new event.
+		// Shopify sends a webhook id on every delivery.
 		return Extracted{}, missing("X-Shopify-Webhook-Id")
 	}
+	e.ContentKey = p.contentKey(r)
 	v := jsonScalars(r.Body, []string{"id"}, []string{"updated_at"})
 	if v[0] != "" {
-		resource, _, _ := strings.Cut(firstHeader(r, "X-Shopify-Topic", "Shopify-Topic"), "/")
+		resource, _, _ := strings.Cut(shopifyTopic(r), "/")
 		if resource != "" {
 			v[0] = resource + "/" + v[0]
 		}
 	}
 	e.Object, e.Version = order(v[0], v[1])
 	return Extracted{Events: []Event{e}}, nil
+}
+
+func shopifyTopic(r *Request) string { return firstHeader(r, "X-Shopify-Topic", "Shopify-Topic") }
+
+func (p *shopify) contentKey(r *Request) string {
+	return contentKey("shopify", []byte(shopifyTopicBucket(shopifyTopic(r))), []byte{0}, r.Body)
 }
 
 func signShopify(secret string, r *Request, _ time.Time) error {

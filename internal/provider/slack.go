@@ -71,6 +71,12 @@ func (p *slack) Extract(r *Request) (Extracted, error) {
 	return Extracted{Events: []Event{e}}, nil
 }
 
+// contentKey: the signed "v0:ts:body". Only a source whose id rule reads
+// an unsigned header uses it; event_id and trigger_id are signed.
+func (p *slack) contentKey(r *Request) string {
+	return contentKey("slack", []byte("v0:"), []byte(r.Header.Get("X-Slack-Request-Timestamp")), []byte(":"), r.Body)
+}
+
 func signSlack(secret string, r *Request, now time.Time) error {
 	ts := unixString(now)
 	r.Header.Set("X-Slack-Request-Timestamp", ts)

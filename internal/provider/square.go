@@ -49,6 +49,12 @@ func (p *square) Extract(r *Request) (Extracted, error) {
 	return Extracted{Events: []Event{e}}, nil
 }
 
+// contentKey: the signed URL and body. Only a source whose id rule reads
+// an unsigned header uses it; the body's event_id is signed.
+func (p *square) contentKey(r *Request) string {
+	return contentKey("square", []byte(r.URL), r.Body)
+}
+
 func signSquare(secret string, r *Request, _ time.Time) error {
 	r.Header.Set(squareHeader, b64(mac(sha256.New, []byte(secret), []byte(r.URL), r.Body)))
 	return nil

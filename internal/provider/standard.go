@@ -99,7 +99,28 @@ func verifyStandard(keys [][]byte, h http.Header, body []byte, now time.Time, to
 	return checkTime(t, now, tol)
 }
 
-// Extract: webhook-id is the idempotency key, stable across retries.
+// standardContent is the content key of a Standard Webhooks request: its
+// signed "id.timestamp.body".
+func standardContent(id, ts string, body []byte) string {
+	return contentKey("standard", []byte(id), []byte("."), []byte(ts), []byte("."), body)
+}
+
+func (p *standard) contentKey(r *Request) string {
+	_, id, ts, _ := standardHeaders(r.Header)
+	return standardContent(id, ts, r.Body)
+}
+
+func (p *standard) signsHeader(r *Request, name string) bool { return standardSigns(r.Header, name) }
+
+// standardSigns reports whether the Standard Webhooks signature covers the
+// header name (canonical form): the id and timestamp of the prefix in use.
+func standardSigns(h http.Header, name string) bool {
+	prefix, _, _, _ := standardHeaders(h)
+	return name == http.CanonicalHeaderKey(prefix+"id") || name == http.CanonicalHeaderKey(prefix+"timestamp")
+}
+
+// Extract: webhook-id is the idempotency key, stable across retries; it is
+// signed, so no content key is needed.
 func (p *standard) Extract(r *Request) (Extracted, error) {
 	_, id, _, _ := standardHeaders(r.Header)
 	return Extracted{Events: []Event{{DedupKey: id}}}, nil

@@ -60,6 +60,12 @@ func (p *stripe) Extract(r *Request) (Extracted, error) {
 	return Extracted{Events: []Event{e}}, nil
 }
 
+// contentKey: the signed "t.body". Only a source whose id rule reads an
+// unsigned header uses it; the body's id is signed.
+func (p *stripe) contentKey(r *Request) string {
+	return contentKey("stripe", []byte(headerParam(r.Header.Get("Stripe-Signature"), ",", "t")), []byte("."), r.Body)
+}
+
 func signStripe(secret string, r *Request, now time.Time) error {
 	ts := unixString(now)
 	sum := mac(sha256.New, []byte(secret), []byte(ts), []byte("."), r.Body)

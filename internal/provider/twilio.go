@@ -43,11 +43,9 @@ func (p *twilio) Verify(r *Request, _ time.Time) error {
 		// Only the URL would be signed: the body would be unauthenticated.
 		return fail("a Twilio request with a body must be a form or carry bodySHA256 in its URL")
 	}
-	var params []byte
-	if bodyHash == "" && isForm(r.Header) {
-		if params, err = twilioParams(r.Body); err != nil {
-			return fail("malformed form body")
-		}
+	params, err := twilioSigned(r, bodyHash)
+	if err != nil {
+		return fail("malformed form body")
 	}
 	ok := false
 	for _, cand := range urlVariants(r.URL) {
@@ -66,6 +64,16 @@ func (p *twilio) Verify(r *Request, _ time.Time) error {
 		}
 	}
 	return nil
+}
+
+// twilioSigned returns what Twilio signs after the URL: a form's sorted
+// parameters, or nothing when the URL carries bodySHA256 (it binds the
+// body) or the body is not a form.
+func twilioSigned(r *Request, bodyHash string) ([]byte, error) {
+	if bodyHash != "" || !isForm(r.Header) {
+		return nil, nil
+	}
+	return twilioParams(r.Body)
 }
 
 // queryParam reads one query parameter of a URL, leniently.
@@ -134,16 +142,19 @@ var statusRank = map[string]string{
 	"failed": "5", "canceled": "5", "partially_delivered": "5", "read": "6",
 }
 
-// Extract: I-Twilio-Idempotency-Token is constant across Twilio's retries.
-// Form callbacks are ordered per SID: voice by SequenceNumber, messaging by
-// the rank of MessageStatus (queued < sending < sent < delivered/failed < read).
+// Extract: I-Twilio-Idempotency-Token is constant across Twilio's retries,
+// but not signed. The content key is the canonical signed string — the URL
+// followed by the decoded form parameters sorted by name, or the URL alone
+// when it carries bodySHA256 — so a resend under a fresh token, or with the
+// same parameters re-encoded (reordered, %20 for +, escaped letters), is
+// still a duplicate. Without a token the dedup key is "sha256:" and the
+// content key. Form callbacks are ordered per SID: voice by SequenceNumber,
+// messaging by the rank of MessageStatus (queued < sending < sent <
+// delivered/failed < read).
 func (p *twilio) Extract(r *Request) (Extracted, error) {
-	e := Event{DedupKey: r.Header.Get("I-Twilio-Idempotency-Token")}
+	e := Event{DedupKey: r.Header.Get("I-Twilio-Idempotency-Token"), ContentKey: p.contentKey(r)}
 	if e.DedupKey == "" {
-		// No token (an older or a voice callback): the same signed content
-		// is the same callback, whoever resends it.
-		sum := sha256.Sum256(append([]byte(r.URL+"\n"), r.Body...))
-		e.DedupKey = "sha256:" + hex.EncodeToString(sum[:])
+		e.DedupKey = "sha256:" + e.ContentKey
 	}
 	if isForm(r.Header) {
 		if form, err := url.ParseQuery(string(r.Body)); err == nil {
@@ -155,6 +166,16 @@ func (p *twilio) Extract(r *Request) (Extracted, error) {
 		}
 	}
 	return Extracted{Events: []Event{e}}, nil
+}
+
+// contentKey hashes the string Twilio signs. A form that does not parse
+// (it cannot have verified) is hashed as received.
+func (p *twilio) contentKey(r *Request) string {
+	params, err := twilioSigned(r, queryParam(r.URL, "bodySHA256"))
+	if err != nil {
+		params = r.Body
+	}
+	return contentKey("twilio", []byte(r.URL), params)
 }
 
 // signTwilio signs a form body with its parameters; any other non-empty

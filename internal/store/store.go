@@ -17,8 +17,13 @@ import (
 // NewEvent is one verified event that ingest asks the store to record.
 type NewEvent struct {
 	// Event.ID and Event.ReceivedAt are set by the caller. Event.DedupKey ""
-	// means the event cannot be deduplicated (every request is new).
+	// means the event cannot be deduplicated by the provider's id.
 	Event anyhook.Event
+	// ContentKey, when set, is a second dedup key: a hash of the signed
+	// content (see provider.Event.ContentKey). The event is a duplicate of
+	// an earlier one of its source with the same dedup key or the same
+	// content key. Both "" means every request is new.
+	ContentKey string
 	// Destinations get one pending delivery each, created in the same
 	// transaction as the event.
 	Destinations []string
@@ -93,10 +98,12 @@ const (
 type Store interface {
 	// Ingest records each new event and its deliveries in one durable
 	// transaction and reports, per item in order, whether it was new or a
-	// duplicate of an event with the same (source, dedup key). A duplicate
-	// creates nothing but increments the original's duplicate counter.
-	// Items with the same key in one batch yield one event. The error is
-	// for a failure of the whole batch (wraps anyhook.ErrUnavailable).
+	// duplicate of an event with the same (source, dedup key) or the same
+	// (source, content key); when the two keys name different events, the
+	// dedup key's wins. A duplicate creates nothing but increments the
+	// original's duplicate counter and answers its id. Items that share
+	// either key in one batch yield one event. The error is for a failure
+	// of the whole batch (wraps anyhook.ErrUnavailable).
 	Ingest(ctx context.Context, evs []NewEvent) ([]IngestResult, error)
 
 	// Claim leases up to limit due pending deliveries of destination for

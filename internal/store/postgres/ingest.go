@@ -19,13 +19,15 @@ import (
 )
 
 // insertEvent inserts an event and, only if it was new, its deliveries: one
-// statement, one round trip. The unique index on (source, dedup_key) makes
-// a concurrent identical insert wait for the first one's transaction and
-// then do nothing, so it returns no row and the caller counts a duplicate.
+// statement, one round trip. The unique indexes on (source, dedup_key) and
+// (source, content_key) make a concurrent insert with either key wait for
+// the first one's transaction and then do nothing (ON CONFLICT without a
+// target covers both), so it returns no row and the caller counts a
+// duplicate.
 const insertEvent = `WITH ev AS (
-	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-	ON CONFLICT (source, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16)
+	ON CONFLICT DO NOTHING
 	RETURNING id
 ), dl AS (
 	INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
@@ -34,7 +36,17 @@ const insertEvent = `WITH ev AS (
 )
 SELECT id FROM ev`
 
-const countDuplicate = `UPDATE events SET duplicates = duplicates + 1 WHERE source = $1 AND dedup_key = $2 RETURNING id`
+// countDuplicate counts a duplicate on the event that holds its dedup key
+// or, failing that, its content key (either may be NULL). No row means the
+// insert conflicted on neither (the event id itself): an error of the item.
+const countDuplicate = `UPDATE events SET duplicates = duplicates + 1
+WHERE id = (
+	SELECT id FROM (
+		SELECT id, 0 AS rank FROM events WHERE source = $1 AND dedup_key = $2
+		UNION ALL
+		SELECT id, 1 FROM events WHERE source = $1 AND content_key = $3
+	) AS k ORDER BY rank LIMIT 1)
+RETURNING id`
 
 // ingestTx is one Ingest transaction on one connection. Statements that need
 // no answer of their own (BEGIN, releasing the previous item's savepoint)
@@ -238,7 +250,7 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	b.Queue(insertEvent,
 		ev.ID, ev.Source, nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, nonNil(ev.Body),
 		nullable(ev.Object), nullable(ev.Version), stale,
-		ids, ne.Destinations, string(status), stale && !ne.StaleSkip,
+		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, nullable(ne.ContentKey),
 	).QueryRow(func(row pgx.Row) error {
 		var id string
 		err := row.Scan(&id)
@@ -260,7 +272,13 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	var id string
 	b = &pgx.Batch{}
 	b.Queue("ROLLBACK TO SAVEPOINT item")
-	b.Queue(countDuplicate, ev.Source, ev.DedupKey).QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+	b.Queue(countDuplicate, ev.Source, nullable(ev.DedupKey), nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = fmt.Errorf("it clashes with a stored event on neither dedup key: %w", err)
+		}
+		return err
+	})
 	if err := t.send(ctx, b); err != nil {
 		return store.IngestResult{}, err
 	}

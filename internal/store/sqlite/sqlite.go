@@ -97,11 +97,12 @@ const (
 	qRollbackTo    = `ROLLBACK TO item`
 	qRelease       = `RELEASE item`
 	qCountDup      = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND dedup_key = ? RETURNING id`
+	qCountContent  = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND content_key = ? RETURNING id`
 	qVersion       = `SELECT version FROM versions WHERE source = ? AND object = ?`
 	qInsertVersion = `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`
 	qRaiseVersion  = `UPDATE versions SET version = ? WHERE source = ? AND object = ?`
-	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qPaused = `SELECT paused FROM destinations WHERE name = ?`
@@ -119,7 +120,7 @@ var claimQuery = `UPDATE deliveries
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
-	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qVersion, qInsertVersion, qRaiseVersion,
+	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
 		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
@@ -265,9 +266,13 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 
 func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.IngestResult, error) {
 	ev := &ne.Event
-	if ev.DedupKey != "" {
+	// A duplicate by the provider's id first, then by the signed content.
+	for _, k := range [2]struct{ q, key string }{{qCountDup, ev.DedupKey}, {qCountContent, ne.ContentKey}} {
+		if k.key == "" {
+			continue
+		}
 		var id string
-		err := st.queryRow(qCountDup, ev.Source, ev.DedupKey).Scan(&id)
+		err := st.queryRow(k.q, ev.Source, k.key).Scan(&id)
 		if err == nil {
 			return store.IngestResult{ID: id, Duplicate: true}, nil
 		}
@@ -300,7 +305,7 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 	}
 	_, err = st.exec(qInsertEvent,
 		ev.ID, ev.Source, nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, nonNil(ev.Body),
-		nullable(ev.Object), nullable(ev.Version), stale)
+		nullable(ev.Object), nullable(ev.Version), stale, nullable(ne.ContentKey))
 	if err != nil {
 		return store.IngestResult{}, err
 	}

@@ -36,6 +36,10 @@ func Run(t *testing.T, open Open) {
 		{"DuplicateInOneBatch", testDuplicateInOneBatch},
 		{"NoDedupKeyAlwaysNew", testNoDedupKeyAlwaysNew},
 		{"DedupScopedToSource", testDedupScopedToSource},
+		{"ContentKeyDuplicate", testContentKeyDuplicate},
+		{"EitherKeyDuplicate", testEitherKeyDuplicate},
+		{"ContentKeyInOneBatch", testContentKeyInOneBatch},
+		{"ConcurrentContentKeyIngest", testConcurrentContentKeyIngest},
 		{"ConcurrentIdenticalIngest", testConcurrentIdenticalIngest},
 		{"BatchItemFailureIsolated", testBatchItemFailureIsolated},
 		{"ClaimAndFinish", testClaimAndFinish},
@@ -224,6 +228,146 @@ func testDedupScopedToSource(t *testing.T, s store.Store) {
 	b := ingest(t, s, newEvent("two", "k", "d"))[0]
 	if a.Duplicate || b.Duplicate {
 		t.Fatalf("same key in two sources deduplicated: %+v %+v", a, b)
+	}
+}
+
+// withContent gives ne a content key: the hash of its signed content.
+func withContent(ne store.NewEvent, key string) store.NewEvent {
+	ne.ContentKey = key
+	return ne
+}
+
+// A replayed request with a fresh (unsigned) id header: a new dedup key,
+// the same content key. It is a duplicate of the original, answered with
+// the original's id, and creates no delivery.
+func testContentKeyDuplicate(t *testing.T, s store.Store) {
+	first := ingest(t, s, withContent(newEvent("github", "1:delivery-a", "ci"), "c1"))[0]
+	for i, key := range []string{"1:delivery-b", "2:delivery-a", ""} {
+		again := ingest(t, s, withContent(newEvent("github", key, "ci"), "c1"))[0]
+		if !again.Duplicate || again.ID != first.ID {
+			t.Fatalf("replay %d (dedup key %q) = %+v, want a duplicate of %s", i, key, again, first.ID)
+		}
+	}
+	ev := event(t, s, first.ID)
+	if len(ev.Deliveries) != 1 || ev.Duplicates != 3 || ev.DedupKey != "1:delivery-a" {
+		t.Fatalf("original: %d deliveries, %d duplicates, key %q; want 1, 3, 1:delivery-a", len(ev.Deliveries), ev.Duplicates, ev.DedupKey)
+	}
+	// The same content in another source is another event; so is other
+	// content in this one; a content key without a dedup key works alone.
+	if r := ingest(t, s, withContent(newEvent("github-2", "1:delivery-b", "ci-2"), "c1"))[0]; r.Duplicate {
+		t.Fatalf("content key deduplicated across sources: %+v", r)
+	}
+	if r := ingest(t, s, withContent(newEvent("github", "1:delivery-c", "ci"), "c2"))[0]; r.Duplicate {
+		t.Fatalf("other content = %+v, want a new event", r)
+	}
+	a := ingest(t, s, withContent(newEvent("twilio", "", "sms"), "c3"))[0]
+	b := ingest(t, s, withContent(newEvent("twilio", "", "sms"), "c3"))[0]
+	if a.Duplicate || !b.Duplicate || b.ID != a.ID {
+		t.Fatalf("content key alone: %+v then %+v, want new then its duplicate", a, b)
+	}
+	claims := claim(t, s, "ci", 10, time.Minute)
+	if len(claims) != 2 {
+		t.Fatalf("%d deliveries to ci, want 2 (the original and the other content)", len(claims))
+	}
+}
+
+// An event is a duplicate when either key matches: a provider retry (same
+// id, its content key unchanged or not) and a replay (same content, fresh
+// id). When the keys name two different events, the dedup key's wins.
+func testEitherKeyDuplicate(t *testing.T, s store.Store) {
+	a := ingest(t, s, withContent(newEvent("shopify", "ev-a", "app"), "ca"))[0]
+	b := ingest(t, s, withContent(newEvent("shopify", "ev-b", "app"), "cb"))[0]
+	for _, tc := range []struct {
+		name, key, content, want string
+	}{
+		{"same id, other content", "ev-a", "cx", a.ID},
+		{"same id, no content key", "ev-a", "", a.ID},
+		{"same content, other id", "ev-y", "ca", a.ID},
+		{"id of one, content of the other", "ev-b", "ca", b.ID},
+	} {
+		r := ingest(t, s, withContent(newEvent("shopify", tc.key, "app"), tc.content))[0]
+		if !r.Duplicate || r.ID != tc.want {
+			t.Errorf("%s: %+v, want a duplicate of %s", tc.name, r, tc.want)
+		}
+	}
+	if n := len(claim(t, s, "app", 10, time.Minute)); n != 2 {
+		t.Fatalf("%d deliveries, want 2", n)
+	}
+	// A duplicate took neither key: the stored keys are the originals'.
+	if ev := event(t, s, a.ID); ev.DedupKey != "ev-a" || ev.Duplicates != 3 {
+		t.Fatalf("original: key %q, %d duplicates; want ev-a, 3", ev.DedupKey, ev.Duplicates)
+	}
+	if evs, _, _ := s.ListEvents(ctx(t), store.EventFilter{Q: "ev-y"}); len(evs) != 0 {
+		t.Fatalf("a duplicate's dedup key was recorded: %+v", evs)
+	}
+}
+
+// Two items of one batch with one content key and different dedup keys
+// (a request and its replay committed together) yield one event; both
+// are answered its id.
+func testContentKeyInOneBatch(t *testing.T, s store.Store) {
+	res := ingest(t, s,
+		withContent(newEvent("github", "1:d-1", "ci"), "c1"),
+		withContent(newEvent("github", "1:d-2", "ci"), "c1"),
+		withContent(newEvent("github", "1:d-3", "ci"), "c3"))
+	if res[0].Duplicate || !res[1].Duplicate || res[1].ID != res[0].ID || res[2].Duplicate {
+		t.Fatalf("results = %+v; want new, duplicate of the first, new", res)
+	}
+	// Whichever of two batch-mates a backend records first is the event;
+	// the other is its duplicate.
+	res = ingest(t, s,
+		withContent(newEvent("github", "1:d-9", "ci"), "c9"),
+		withContent(newEvent("github", "1:d-8", "ci"), "c9"))
+	if res[0].ID != res[1].ID || res[0].Duplicate == res[1].Duplicate {
+		t.Fatalf("results = %+v; want one event and its duplicate", res)
+	}
+	if evs, _, err := s.ListEvents(ctx(t), store.EventFilter{}); err != nil || len(evs) != 3 {
+		t.Fatalf("ListEvents = %d events, %v; want 3", len(evs), err)
+	}
+	if n := len(claim(t, s, "ci", 10, time.Minute)); n != 3 {
+		t.Fatalf("%d deliveries, want 3", n)
+	}
+}
+
+// Concurrent replays of one request, each with a fresh id header: one
+// event, whatever the interleaving (on PostgreSQL the content index makes
+// the later inserts wait for the first transaction).
+func testConcurrentContentKeyIngest(t *testing.T, s store.Store) {
+	const n = 20
+	var wg sync.WaitGroup
+	results := make([]store.IngestResult, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			ne := withContent(newEvent("github", fmt.Sprintf("1:delivery-%d", i), "ci"), "c-race")
+			res, err := s.Ingest(context.Background(), []store.NewEvent{ne})
+			if err == nil {
+				results[i] = res[0]
+				err = res[0].Err
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	var ids []string
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("ingest %d: %v", i, errs[i])
+		}
+		if !r.Duplicate {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d new events from %d replays, want 1", len(ids), n)
+	}
+	for _, r := range results {
+		if r.ID != ids[0] {
+			t.Fatalf("a replay answered %s, want %s", r.ID, ids[0])
+		}
+	}
+	if ev := event(t, s, ids[0]); len(ev.Deliveries) != 1 || ev.Duplicates != n-1 {
+		t.Fatalf("deliveries = %d, duplicates = %d; want 1, %d", len(ev.Deliveries), ev.Duplicates, n-1)
 	}
 }
 
