@@ -58,6 +58,7 @@ type load struct {
 	reordered   atomic.Int64 // events sent after a newer version of their object
 	mismatches  atomic.Int64 // a re-send acknowledged with another AnyHook id
 	rejected    atomic.Int64 // 4xx: a bug in the soak or the gateway
+	stressed    stressStats
 
 	workers sync.WaitGroup
 	stop    context.CancelFunc
@@ -71,7 +72,7 @@ const (
 func newLoad(s *soak) *load {
 	l := &load{
 		s:        s,
-		client:   &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: sendWorkers}},
+		client:   newClient(),
 		queue:    make(chan *event, 1<<20),
 		versions: map[string]int{},
 	}
@@ -207,32 +208,55 @@ func (l *load) work(ctx context.Context) {
 
 // send signs ev now and posts it to a live gateway; false: retry later.
 func (l *load) send(ctx context.Context, ev *event) bool {
+	start := time.Now()
 	base := l.pickGateway()
 	if base == "" {
 		return false
 	}
+	return l.post(ctx, start, base, ev, l.sign(ev))
+}
+
+// sign signs ev as its provider would, now.
+func (l *load) sign(ev *event) http.Header {
 	pr := &provider.Request{Method: "POST", Header: ev.header.Clone(), Body: ev.body}
 	if err := provider.Sign(ev.source, secrets[ev.source], pr, time.Now()); err != nil {
 		panic(err) // a programming error of the soak
 	}
+	return pr.Header
+}
+
+// post sends ev, signed with header, to the gateway at base, records the
+// answer (the request counts from start) and the acknowledgement; false:
+// not acknowledged.
+func (l *load) post(ctx context.Context, start time.Time, base string, ev *event, header http.Header) bool {
 	req, err := http.NewRequestWithContext(ctx, "POST", base+"/webhooks/"+ev.source, bytes.NewReader(ev.body))
 	if err != nil {
 		return false
 	}
-	req.Header = pr.Header
+	req.Header = header.Clone()
 	l.sends.Add(1)
 	resp, err := l.client.Do(req)
 	if err != nil {
+		if ctx.Err() == nil { // not the soak stopping its senders
+			l.s.answers.record(start, time.Now(), base, ev.source, 0, err)
+		}
 		l.failures.Add(1)
 		return false
 	}
 	defer resp.Body.Close()
 	var a struct{ Status, ID string }
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
-		if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	code := resp.StatusCode
+	if err != nil {
+		code = 0 // the answer was cut off
+	}
+	if ctx.Err() == nil {
+		l.s.answers.record(start, time.Now(), base, ev.source, code, err)
+	}
+	if code != http.StatusOK {
+		if code != 0 && code < 500 && code != http.StatusTooManyRequests {
 			l.rejected.Add(1)
-			l.s.logf("event %d (%s) answered %d: %s", ev.n, ev.source, resp.StatusCode, body)
+			l.s.logf("event %d (%s) answered %d: %s", ev.n, ev.source, code, body)
 		}
 		l.failures.Add(1)
 		return false
@@ -255,16 +279,22 @@ func (l *load) send(ctx context.Context, ev *event) bool {
 }
 
 func (l *load) pickGateway() string {
+	live := l.live()
+	if len(live) == 0 {
+		return ""
+	}
+	return live[l.s.intn(len(live))]
+}
+
+// live are the base URLs of the gateways running now.
+func (l *load) live() []string {
 	var live []string
 	for _, g := range l.s.gws {
 		if a := g.addr(); a != "" {
 			live = append(live, a)
 		}
 	}
-	if len(live) == 0 {
-		return ""
-	}
-	return live[l.s.intn(len(live))]
+	return live
 }
 
 // drain waits until every generated event is acknowledged (the providers'

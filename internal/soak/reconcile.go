@@ -39,12 +39,18 @@ type report struct {
 	unexplained   int
 	unexplainedEx []string
 
+	answers                            answerReport
+	bursts, burstEvents, burstRequests int64
+	deadlocks                          int64 // PostgreSQL: pg_stat_database.deadlocks during the soak
+	deadlocksRead                      bool
+
 	logVerify   string
 	logVerifyOK bool
 }
 
 func (r *report) ok() bool {
-	return r.lost == 0 && r.unexplained == 0 && r.rejected == 0 && r.logVerifyOK
+	return r.lost == 0 && r.unexplained == 0 && r.rejected == 0 && r.logVerifyOK &&
+		!r.answers.failed() && r.deadlocks == 0
 }
 
 func (r *report) print(w io.Writer) {
@@ -70,6 +76,30 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "unexplained duplicates = %d (explained: %d by a reclaim after a crash or lost database, %d by a 2xx that reached the gateway after its timeout)\n", r.unexplained, r.explained, r.late)
 	for _, e := range r.unexplainedEx {
 		fmt.Fprintf(w, "  duplicate: %s\n", e)
+	}
+	a := &r.answers
+	fmt.Fprintf(w, "ingest answers: %d outside fault windows (median %s, p99 %s, max %s), %d during one (max %s)\n",
+		a.outside.answers, ms(a.p50), ms(a.p99), ms(a.outside.max), a.inside.answers, ms(a.inside.max))
+	fmt.Fprintf(w, "5xx outside fault windows = %d (%s); during fault windows: %d (%s)\n",
+		a.outside.fivexx(), statusList(a.outside.status5xx), a.inside.fivexx(), statusList(a.inside.status5xx))
+	slow := "no limit"
+	if a.slow > 0 {
+		slow = "> " + a.slow.String()
+	}
+	fmt.Fprintf(w, "slow answers (%s) outside fault windows = %d; during fault windows: %d\n", slow, a.outside.slow, a.inside.slow)
+	fmt.Fprintf(w, "no answer outside fault windows = %d; during fault windows: %d\n", a.outside.noAnswer, a.inside.noAnswer)
+	if a.inside.fivexx()+a.inside.noAnswer > 0 {
+		fmt.Fprintf(w, "  5xx or no answer by fault: %s\n", kindList(a.inside.byFault))
+	}
+	for _, e := range a.outsideExamples {
+		fmt.Fprintf(w, "  outside fault windows: %s\n", e)
+	}
+	if r.bursts > 0 {
+		fmt.Fprintf(w, "hot object %s: %d bursts of %d new events, each repeated in the next burst; %d requests, every event %.0f times at once, identical, over the running gateways\n",
+			hotObject, r.bursts, stressNew, r.burstRequests, float64(r.burstRequests)/float64(max(1, r.burstEvents)))
+	}
+	if r.deadlocksRead {
+		fmt.Fprintf(w, "PostgreSQL deadlocks = %d (pg_stat_database)\n", r.deadlocks)
 	}
 	fmt.Fprintf(w, "log verify: %s\n", r.logVerify)
 	if r.ok() {
@@ -315,6 +345,14 @@ func (s *soak) reconcile(ctx context.Context) (*report, error) {
 		r.unexplainedEx = r.unexplainedEx[:20]
 	}
 	return r, nil
+}
+
+// ms rounds d for the report.
+func ms(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return d.Round(100 * time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 func firstErr(errs ...error) error {

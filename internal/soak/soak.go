@@ -16,9 +16,17 @@
 //     ids (a dedup failure), or a re-sent event was acknowledged with
 //     another id.
 //
+// Next to that load, bursts about one hot Stripe object send each event as
+// identical requests to every gateway at once (stress.go), and every
+// ingest answer is timed and classed as inside or outside a fault window
+// (answers.go): a 5xx, a missing answer or one slower than --slow outside
+// every window is a defect. On PostgreSQL it also reads the database's
+// deadlock count before and after (pg_stat_database).
+//
 // Then it stops the gateways and runs `anyhook log verify`. Exit 0 when
-// nothing was lost or doubled and the log verifies (or verification is not
-// available), 1 otherwise, 2 for bad flags.
+// nothing was lost or doubled, no answer outside a fault window was a 5xx,
+// missing or slow, PostgreSQL detected no deadlock and the log verifies
+// (or verification is not available); 1 otherwise, 2 for bad flags.
 package soak
 
 import (
@@ -40,10 +48,13 @@ import (
 
 const usageText = `usage: anyhook soak [flags]
 
-Runs 'anyhook serve' processes under a mixed provider load while injecting
-faults (kill -9 and restart, destination errors and hangs, PostgreSQL
-connection cuts), then reconciles: nothing acknowledged is lost, nothing is
-delivered twice except reclaims after a crash, and the log verifies.
+Runs 'anyhook serve' processes under a mixed provider load, with bursts of
+identical requests about one hot object to every process at once, while
+injecting faults (kill -9 and restart, destination errors and hangs,
+PostgreSQL connection cuts), then reconciles: nothing acknowledged is lost,
+nothing is delivered twice except reclaims after a crash, no ingest answer
+outside a fault window was a 5xx, missing or slow, PostgreSQL detected no
+deadlock, and the log verifies.
 
 flags:
   --duration D     how long to run the load and the faults (default 2m)
@@ -54,6 +65,11 @@ flags:
   --seed N         random seed (default: from the clock)
   --dir DIR        work directory, kept afterwards (default: a temporary one, removed)
   --binary PATH    the anyhook binary to run (default: this executable)
+  --stress D       mean time between hot-object bursts: identical requests to
+                   every gateway at once, overlapping events of one object
+                   (default 1s; 0: none)
+  --slow D         an ingest answer slower than this outside a fault window
+                   fails the soak (default 2s; 0: no limit)
 `
 
 type options struct {
@@ -65,6 +81,8 @@ type options struct {
 	seed       uint64
 	dir        string
 	binary     string
+	stress     time.Duration
+	slow       time.Duration
 }
 
 // Main runs `anyhook soak` with args (without the command name).
@@ -110,6 +128,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.seed, "seed", 0, "")
 	fs.StringVar(&o.dir, "dir", "", "")
 	fs.StringVar(&o.binary, "binary", "", "")
+	fs.DurationVar(&o.stress, "stress", time.Second, "")
+	fs.DurationVar(&o.slow, "slow", 2*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -125,6 +145,10 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--fault-every must be positive")
 	case o.gateways < 0:
 		return nil, errors.New("--gateways must not be negative")
+	case o.stress < 0:
+		return nil, errors.New("--stress must not be negative")
+	case o.slow < 0:
+		return nil, errors.New("--slow must not be negative")
 	case o.database != "" && !strings.HasPrefix(o.database, "postgres://") && !strings.HasPrefix(o.database, "postgresql://"):
 		return nil, errors.New("--database must be postgres://… (SQLite is the default)")
 	}
@@ -163,10 +187,13 @@ type soak struct {
 	load     *load
 	faults   map[string]int
 	faultsMu sync.Mutex
+	windows  windows
+	answers  *answers
 }
 
 func newSoak(o *options, out io.Writer) (*soak, error) {
 	s := &soak{o: o, out: out, rng: rand.New(rand.NewPCG(o.seed, o.seed>>1|1)), faults: map[string]int{}}
+	s.answers = newAnswers(&s.windows, o.slow)
 	if o.dir != "" {
 		if err := os.MkdirAll(o.dir, 0o700); err != nil {
 			return nil, err
@@ -302,8 +329,20 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 	if err := s.writeConfig(database); err != nil {
 		return nil, err
 	}
-	s.logf("soak: %s on %s, %d gateway(s), %d events/s, a fault every ~%s, seed %d, work dir %s",
-		s.o.duration, engine, s.o.gateways, s.o.rate, s.o.faultEvery, s.o.seed, s.dir)
+	var deadlocksBefore int64
+	if s.o.database != "" {
+		n, err := deadlocks(ctx, s.o.database, false)
+		if err != nil {
+			return nil, err
+		}
+		deadlocksBefore = n
+	}
+	stress := "no hot-object bursts"
+	if s.o.stress > 0 {
+		stress = fmt.Sprintf("a hot-object burst every ~%s", s.o.stress)
+	}
+	s.logf("soak: %s on %s, %d gateway(s), %d events/s, a fault every ~%s, %s, seed %d, work dir %s",
+		s.o.duration, engine, s.o.gateways, s.o.rate, s.o.faultEvery, stress, s.o.seed, s.dir)
 	for i := range s.o.gateways {
 		g := &gateway{n: i, binary: s.o.binary, cfg: s.cfgPath, dir: s.dir}
 		if err := g.start(ctx); err != nil {
@@ -318,6 +357,9 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.load.run(loadCtx) })
 	wg.Go(func() { s.injectFaults(loadCtx) })
+	if s.o.stress > 0 {
+		wg.Go(func() { s.load.stress(loadCtx) })
+	}
 	<-loadCtx.Done()
 	if ctx.Err() != nil {
 		wg.Wait()
@@ -351,10 +393,21 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 	s.faultsMu.Lock()
 	rep.faults = s.faults
 	s.faultsMu.Unlock()
+	rep.answers = s.answers.report()
+	st := &s.load.stressed
+	rep.bursts, rep.burstEvents, rep.burstRequests = st.bursts.Load(), st.events.Load(), st.requests.Load()
 
 	// Stop the gateways gracefully, then verify the log offline.
 	for _, g := range s.gws {
 		g.stop()
+	}
+	if s.o.database != "" {
+		n, err := deadlocks(ctx, s.o.database, true)
+		if err != nil {
+			return nil, err
+		}
+		rep.deadlocks = n - deadlocksBefore
+		rep.deadlocksRead = true
 	}
 	rep.logVerify, rep.logVerifyOK = s.verifyLog(ctx)
 	rep.took = time.Since(start)
@@ -364,9 +417,9 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 // injectFaults injects one fault at a time, at random intervals around
 // --fault-every, until ctx ends.
 func (s *soak) injectFaults(ctx context.Context) {
-	kinds := []string{"kill -9 gateway", "destination 500s", "destination hangs"}
+	kinds := []string{faultKill, "destination 500s", "destination hangs"}
 	if s.proxy != nil {
-		kinds = append(kinds, "database connection cut")
+		kinds = append(kinds, faultCut)
 	}
 	for i := 0; ; i++ {
 		wait := time.Duration((0.5 + s.float()) * float64(s.o.faultEvery))
@@ -386,7 +439,8 @@ func (s *soak) injectFaults(ctx context.Context) {
 		hold := time.Duration((0.2 + 0.4*s.float()) * float64(s.o.faultEvery))
 		s.fault(kind)
 		switch kind {
-		case "kill -9 gateway":
+		case faultKill:
+			end := s.windows.open(kind)
 			g := s.gws[s.intn(len(s.gws))]
 			g.kill()
 			sleep(ctx, time.Duration(s.float()*float64(time.Second)))
@@ -396,6 +450,7 @@ func (s *soak) injectFaults(ctx context.Context) {
 					time.Sleep(time.Second)
 				}
 			}
+			end()
 		case "destination 500s", "destination hangs":
 			mode := modeFail
 			if kind == "destination hangs" {
@@ -408,10 +463,12 @@ func (s *soak) injectFaults(ctx context.Context) {
 			d.setMode(mode)
 			sleep(ctx, hold)
 			d.setMode(modeOK)
-		case "database connection cut":
+		case faultCut:
+			end := s.windows.open(kind)
 			s.proxy.Cut()
 			sleep(ctx, hold)
 			s.proxy.Restore()
+			end()
 		}
 	}
 }
