@@ -10,33 +10,58 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-const logUsage = "usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key VERIFIER_KEY] | anyhook log key [--config FILE]"
+const logUsage = `usage: anyhook log <command> [flags]
+
+commands:
+  verify   recompute the tamper-evident log (anyhook log verify --help)
+  key      print the log's public key (anyhook log key --help)`
 
 // logCommand runs "anyhook log verify" and "anyhook log key".
 func logCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "verify":
-			return logVerify(ctx, args[1:], stdout, stderr)
-		case "key":
-			return logKey(args[1:], stdout, stderr)
-		}
+	if len(args) == 0 {
+		return fail(stderr, exitUsage, errors.New("log: give a command: log verify or log key (anyhook log --help)"))
 	}
-	return fail(stderr, exitUsage, errors.New(logUsage))
+	switch args[0] {
+	case "verify":
+		return logVerify(ctx, args[1:], stdout, stderr)
+	case "key":
+		return logKey(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, logUsage)
+		return exitOK
+	}
+	msg := fmt.Sprintf("log: unknown command %q", args[0])
+	if s := cli.Suggest(args[0], []string{"verify", "key"}); s != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return fail(stderr, exitUsage, errors.New(msg+"; the commands are log verify and log key"))
 }
+
+const logKeyUsage = `usage: anyhook log key [--config FILE]
+
+Prints the log's public key (a note verifier key) for users and witnesses
+to pin, creating the signing key log.key_file when it does not exist yet.`
+
+const logVerifyUsage = `usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key KEY]
+
+Recomputes the tamper-evident log from the database. Exit 0 when it is
+intact; exit 1 naming each event that does not match (by AnyHook event id);
+exit 2 when it cannot run. With --checkpoint, also proves the log only grew
+since that checkpoint.`
 
 // logKey prints the log's public key (the note verifier key), creating the
 // signing key when it does not exist yet, so that it can be pinned before
 // the first start.
 func logKey(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("log key", stderr)
-	cfgPath := fs.String("config", "", "config file (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
-	if code := parse(fs, args); code >= 0 {
+	fs := newFlags("log key")
+	cfgPath := configFlag(fs)
+	if code := parse(fs, args, stdout, stderr, logKeyUsage); code >= 0 {
 		return code
 	}
 	cfg, err := loadConfig(*cfgPath)
@@ -55,12 +80,12 @@ func logKey(args []string, stdout, stderr io.Writer) int {
 // one-line summary when intact, exit 1 naming each event that does not
 // match, exit 2 when it cannot run.
 func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("log verify", stderr)
-	cfgPath := fs.String("config", "", "config file (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
-	cpPath := fs.String("checkpoint", "", "a signed checkpoint kept earlier (by a witness or push_url): also prove the log only grew since")
-	vkey := fs.String("key", "", "the log's public key as pinned (anyhook log key); default: derived from log.key_file")
-	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this without a log position counts as inserted")
-	if code := parse(fs, args); code >= 0 {
+	fs := newFlags("log verify")
+	cfgPath := configFlag(fs)
+	cpPath := fs.String("checkpoint", "", "a signed checkpoint `file` kept earlier (by a witness or push_url): also prove the log only grew since")
+	vkey := fs.String("key", "", "the log's public `key` as pinned (anyhook log key); default: derived from log.key_file")
+	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this `duration` without a log position counts as inserted")
+	if code := parse(fs, args, stdout, stderr, logVerifyUsage); code >= 0 {
 		return code
 	}
 	cfg, err := loadConfig(*cfgPath)
