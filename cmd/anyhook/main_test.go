@@ -384,6 +384,7 @@ func TestBadConfigExits2(t *testing.T) {
 		{"unset variable", "admin_token: ${ANYHOOK_TEST_UNSET_VAR}\nsources:\n  s: {provider: stripe, secrets: [x]}\n", []string{"anyhook.yaml:1", "admin_token", "ANYHOOK_TEST_UNSET_VAR"}},
 		{"indentation", "sources:\n  stripe:\n    provider: stripe\n     secrets: [x]\n", []string{"anyhook.yaml:4: invalid YAML", "indented deeper than line 3"}},
 		{"tab", "sources:\n  stripe:\n\tprovider: stripe\n", []string{"anyhook.yaml:3: invalid YAML", "tab"}},
+		{"stripe secret", "sources:\n  stripe:\n    provider: stripe\n    secrets:\n      - whsec_ok\n      - sk_live_abc\n", []string{"anyhook.yaml:6: sources.stripe.secrets[1]: not a Stripe signing secret", "whsec_"}},
 	}
 	for _, tt := range tests {
 		cfg := writeConfig(t, t.TempDir(), tt.config)
@@ -397,6 +398,9 @@ func TestBadConfigExits2(t *testing.T) {
 			continue
 		}
 		msg := stderr.String()
+		if strings.Contains(msg, "sk_live_abc") {
+			t.Errorf("%s: stderr %q quotes a secret", tt.name, msg)
+		}
 		if strings.Count(strings.TrimSpace(msg), "\n") != 0 || strings.Contains(msg, "goroutine") {
 			t.Errorf("%s: want one line, got %q", tt.name, msg)
 		}
