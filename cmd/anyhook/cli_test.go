@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -127,6 +128,41 @@ func TestServeAddressInUseTouchesNoDatabase(t *testing.T) {
 	for _, e := range entries {
 		if e.Name() != "anyhook.yaml" {
 			t.Errorf("serve on a port in use created %s", e.Name())
+		}
+	}
+}
+
+// The files that hold webhook bodies — the SQLite database, its -wal and
+// -shm files, and backups — are created 0600 whatever the umask.
+func TestDatabaseAndBackupFilesArePrivate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dest := newRecorder(t, false)
+	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
+	// umask 0 would leave files 0666 or 0644 unless the code sets 0600.
+	umask0 := func(args ...string) *exec.Cmd {
+		return exec.Command("sh", append([]string{"-c", `umask 0; exec "$0" "$@"`, binary}, args...)...)
+	}
+	p, err := startCmd(t, umask0("serve", "--config", cfg, "--log-level", "warn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, err := sendEvent(p.url, "evt_private"); err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	<-dest.arrived
+	out, err := umask0("backup", "--config", cfg, "--out", filepath.Join(dir, "backup.db")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("backup: %v: %s", err, out)
+	}
+	for _, name := range []string{"anyhook.db", "anyhook.db-wal", "anyhook.db-shm", "anyhook-log.key", "backup.db"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s has mode %#o, want 0600", name, mode)
 		}
 	}
 }

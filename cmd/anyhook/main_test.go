@@ -71,7 +71,12 @@ func start(t *testing.T, cfg string) *proc {
 // startProc is start for any goroutine: it reports instead of failing t.
 // The process is killed when t ends.
 func startProc(t *testing.T, cfg string) (*proc, error) {
-	cmd := exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn")
+	return startCmd(t, exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn"))
+}
+
+// startCmd is startProc for a command of the caller's (a wrapper that sets
+// the umask, say).
+func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -49,8 +49,13 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file at path and applies
-// pending migrations.
+// pending migrations. A new file is created with mode 0600 whatever the
+// umask, and SQLite gives its -wal and -shm files the database file's
+// mode: the store holds every webhook body.
 func Open(ctx context.Context, path string, opt Options) (*Store, error) {
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	q := url.Values{}
 	// synchronous=FULL stays: a commit is durable before ingest answers.
 	// A bigger page cache, mmap_size and a rarer wal_autocheckpoint were
