@@ -92,7 +92,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		}
 	}
 	stats, _ := st.(store.StatsReader)
-	mx := metrics.New(metrics.Options{Stats: stats, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
+	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: mx.AlertTransport(http.DefaultTransport.(*http.Transport).Clone())}
 	alerts, err := alert.New(cfg.Alerts, alert.Options{Logger: log, UserAgent: "AnyHook/" + Version, Client: alertClient})
 	if err != nil {
