@@ -35,6 +35,9 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return fail(stderr, exitUsage, errors.New("backup: the database is PostgreSQL: use pg_dump or continuous archiving (docs/reliability.md)"))
 	}
+	if path == ":memory:" {
+		return fail(stderr, exitUsage, cfg.Errorf("database", "sqlite::memory: lives only inside its anyhook serve process and is gone when it stops: there is nothing to back up"))
+	}
 	n, err := sqlite.Backup(ctx, path, *out)
 	if err != nil {
 		return fail(stderr, exitFail, err)

@@ -166,3 +166,23 @@ func TestDatabaseAndBackupFilesArePrivate(t *testing.T) {
 		}
 	}
 }
+
+// sqlite::memory: lives inside its serve process: the commands that open
+// the database on their own refuse it instead of reading an empty one.
+func TestInMemoryDatabaseRefusedOutsideServe(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, t.TempDir(), "database: \"sqlite::memory:\"\nsources:\n  stripe: {provider: stripe, secrets: ["+secret+"]}\n")
+	if code, _, errOut := exe(t, "log", "key", "--config", cfg); code != 0 { // creates the key log verify needs
+		t.Fatalf("log key: exit %d, %s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"replay", "--config", cfg, "--status", "dead"},
+		{"log", "verify", "--config", cfg},
+		{"backup", "--config", cfg, "--out", filepath.Join(t.TempDir(), "b.db")},
+	} {
+		code, _, errOut := exe(t, args...)
+		if code != 2 || !strings.Contains(errOut, "anyhook.yaml:1: database: sqlite::memory: lives only inside its anyhook serve process") {
+			t.Errorf("anyhook %s: exit %d, %q; want 2 naming the database", strings.Join(args[:2], " "), code, errOut)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/anyhook/anyhook/internal/cli"
-	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -114,7 +113,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, exitUsage, fmt.Errorf("log verify: --checkpoint: %w", err))
 		}
 	}
-	st, err := gateway.Open(ctx, cfg)
+	st, err := openStore(ctx, cfg, "log verify")
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}

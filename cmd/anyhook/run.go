@@ -160,6 +160,16 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, synopsis s
 	return -1
 }
 
+// openStore opens the config's database for a command other than serve.
+// An in-memory database is refused: it lives inside its serve process, so
+// the command would see an empty one of its own.
+func openStore(ctx context.Context, cfg *config.Config, command string) (store.Store, error) {
+	if p, ok := cfg.SQLitePath(); ok && p == ":memory:" {
+		return nil, cfg.Errorf("database", "sqlite::memory: lives only inside its anyhook serve process; %s needs a database file (sqlite:PATH) or PostgreSQL", command)
+	}
+	return gateway.Open(ctx, cfg)
+}
+
 func loadConfig(path string) (*config.Config, error) {
 	return config.Load(config.Resolve(path))
 }
@@ -267,7 +277,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// No dispatcher would ever take such a delivery.
 		return fail(stderr, exitUsage, fmt.Errorf("replay: --destination %q is not in %s (known: %s)", *dest, cfg.Path, strings.Join(cfg.DestinationOrder, ", ")))
 	}
-	st, err := gateway.Open(ctx, cfg)
+	st, err := openStore(ctx, cfg, "replay")
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}

@@ -120,6 +120,8 @@ func suspectLine(text string) (int, string) {
 				flow, flowStart = max(0, flowDepth(v)), n
 			case v[0] != '"' && v[0] != '\'' && strings.Contains(v, ": "):
 				return n, fmt.Sprintf("the value of %q contains \": \": quote it", m[1])
+			case v[0] != '"' && v[0] != '\'' && strings.HasSuffix(v, ":"):
+				return n, fmt.Sprintf("the value of %q ends with \":\": quote it (e.g. database: \"sqlite::memory:\")", m[1])
 			}
 		}
 		prev = n

@@ -24,6 +24,7 @@ func TestSyntaxErrorHints(t *testing.T) {
 		{"no space before a list", "sources:\n  stripe:\n    provider: stripe\n    secrets:[x]\n", 4, `"secrets: …"`},
 		{"no space, top level", "listen:127.0.0.1:8080\nsources:\n  s: {}\n", 1, `"listen: …"`},
 		{"colon in a value", "admin_token: abc: def\nsources: {}\n", 1, `the value of "admin_token" contains ": ": quote it`},
+		{"colon at the end of a value", "database: sqlite::memory:\nsources: {}\n", 1, `the value of "database" ends with ":": quote it`},
 		{"unclosed list", "sources:\n  stripe:\n    provider: stripe\n    secrets: [x\n", 4, "not closed"},
 		{"unclosed quote", "admin_token: \"abc\nsources: {}\n", 1, "quoted value on this line is not closed"},
 		{"list in a mapping", "sources:\n  stripe:\n    provider: stripe\n  - x\n", 1, "check the indentation"},
