@@ -504,7 +504,7 @@ func TestReplayCommand(t *testing.T) {
 	if code, out := run("--event", id, "--destination", "nope"); code != 2 || !strings.Contains(out, `"nope"`) {
 		t.Fatalf("unknown destination: exit %d %q, want 2 naming it", code, out)
 	}
-	if code, out := run("--event", id); code != 0 || !strings.Contains(out, "1 deliveries") {
+	if code, out := run("--event", id); code != 0 || !strings.Contains(out, "to billing: 1 delivery") {
 		t.Fatalf("replay: exit %d %q", code, out)
 	}
 	select {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/bench"
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
@@ -232,93 +231,4 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Warn("stop was not clean", "err", err)
 	}
 	return code
-}
-
-const replayUsage = `usage: anyhook replay [--config FILE] (--event ID | --status STATUS [--source S] [--since T])
-
-Marks events for redelivery: each replay is a new delivery carrying the
-same X-AnyHook-Delivery and X-AnyHook-Replay: true. --event replays one
-event to every destination of its source (or --destination); --status
-replays the deliveries in that status (e.g. dead), optionally filtered.`
-
-func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("replay")
-	cfgPath := configFlag(fs)
-	eventID := fs.String("event", "", "replay this event (its `id`) to every destination of its source")
-	status := fs.String("status", "", "replay deliveries in this `status` (e.g. dead)")
-	source := fs.String("source", "", "with --status: only this `source`")
-	dest := fs.String("destination", "", "only this `destination`")
-	since := fs.String("since", "", "with --status: deliveries created at or after `T`, an RFC 3339 time or a duration ago (e.g. 24h)")
-	if code := parse(fs, args, stdout, stderr, replayUsage); code >= 0 {
-		return code
-	}
-	if (*eventID == "") == (*status == "") {
-		return fail(stderr, exitUsage, errors.New("replay: give either --event ID or --status STATUS [--source S] [--since T]"))
-	}
-	var f store.DeliveryFilter
-	if *status != "" {
-		f = store.DeliveryFilter{Status: anyhook.DeliveryStatus(*status), Source: *source, Destination: *dest}
-		if !f.Status.Valid() {
-			return fail(stderr, exitUsage, fmt.Errorf("replay: --status %q is not a delivery status", *status))
-		}
-		if *since != "" {
-			t, err := parseSince(*since, time.Now())
-			if err != nil {
-				return fail(stderr, exitUsage, fmt.Errorf("replay: --since: %w", err))
-			}
-			f.Since = t
-		}
-	}
-	cfg, err := loadConfig(*cfgPath)
-	if err != nil {
-		return fail(stderr, exitUsage, err)
-	}
-	if *dest != "" && cfg.Destinations[*dest] == nil {
-		// No dispatcher would ever take such a delivery.
-		return fail(stderr, exitUsage, fmt.Errorf("replay: --destination %q is not in %s (known: %s)", *dest, cfg.Path, strings.Join(cfg.DestinationOrder, ", ")))
-	}
-	st, err := openStore(ctx, cfg, "replay")
-	if err != nil {
-		return fail(stderr, exitUsage, err)
-	}
-	defer st.Close()
-	if *eventID != "" {
-		ev, err := st.Event(ctx, *eventID)
-		if err != nil {
-			return fail(stderr, exitFail, err)
-		}
-		var dests []string
-		if src := cfg.Sources[ev.Source]; src != nil {
-			dests = src.Destinations
-		}
-		if *dest != "" {
-			dests = []string{*dest}
-		}
-		if cfg.Sources[ev.Source] == nil && *dest == "" {
-			return fail(stderr, exitFail, fmt.Errorf("event %s is from source %q, which is no longer configured; name a --destination", ev.ID, ev.Source))
-		}
-		ds, err := st.Replay(ctx, ev.ID, dests)
-		if err != nil {
-			return fail(stderr, exitFail, err)
-		}
-		fmt.Fprintf(stdout, "replaying event %s: %d deliveries\n", ev.ID, len(ds))
-		return exitOK
-	}
-	n, err := st.ReplayDeliveries(ctx, f)
-	if err != nil {
-		return fail(stderr, exitFail, err)
-	}
-	fmt.Fprintf(stdout, "replaying %d deliveries\n", n)
-	return exitOK
-}
-
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		return now.Add(-d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration", s)
-	}
-	return t, nil
 }

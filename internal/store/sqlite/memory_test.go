@@ -53,3 +53,6 @@ func TestPingNeedsTheSchema(t *testing.T) {
 		t.Fatalf("Ping without the schema = %v, want ErrUnavailable", err)
 	}
 }
+
+func TestLookupConformance(t *testing.T)       { storetest.RunLookup(t, open) }
+func TestMemoryLookupConformance(t *testing.T) { storetest.RunLookup(t, openMemory) }
