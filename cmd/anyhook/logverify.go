@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +49,7 @@ const logKeyUsage = `usage: anyhook log key [--config FILE]
 Prints the log's public key (a note verifier key) for users and witnesses
 to pin, creating the signing key log.key_file when it does not exist yet.`
 
-const logVerifyUsage = `usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key KEY]
+const logVerifyUsage = `usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key KEY] [--json]
 
 Recomputes the tamper-evident log from the database. Exit 0 when it is
 intact; exit 1 naming each event that does not match (by AnyHook event id);
@@ -84,6 +86,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cpPath := fs.String("checkpoint", "", "a signed checkpoint `file` kept earlier (by a witness or push_url): also prove the log only grew since")
 	vkey := fs.String("key", "", "the log's public `key` as pinned (anyhook log key); default: derived from log.key_file")
 	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this `duration` without a log position counts as inserted")
+	asJSON := fs.Bool("json", false, "print the report as JSON (see docs/ledger.md)")
 	if code := parse(fs, args, stdout, stderr, logVerifyUsage); code >= 0 {
 		return code
 	}
@@ -129,12 +132,66 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	if !rep.OK() {
+	switch {
+	case *asJSON:
+		b, _ := json.Marshal(verifyJSON(rep))
+		fmt.Fprintf(stdout, "%s\n", b)
+	case !rep.OK():
 		for _, p := range rep.Problems {
 			fmt.Fprintln(stdout, p)
 		}
+	default:
+		fmt.Fprintln(stdout, rep.Summary())
+	}
+	if !rep.OK() {
 		return fail(stderr, exitFail, fmt.Errorf("log verify: %d problem(s) in a log of %d events", len(rep.Problems), rep.Entries))
 	}
-	fmt.Fprintln(stdout, rep.Summary())
 	return exitOK
+}
+
+// verifyReport is what log verify --json prints.
+type verifyReport struct {
+	OK         bool          `json:"ok"`
+	Entries    int64         `json:"entries"`              // log size
+	Checkpoint *treeJSON     `json:"checkpoint,omitempty"` // the latest signed checkpoint, when it verified
+	Since      *treeJSON     `json:"since,omitempty"`      // --checkpoint, when the log is consistent with it
+	Pruned     int64         `json:"pruned"`               // entries whose body was pruned (hashes kept)
+	Waiting    int           `json:"waiting"`              // events not yet in the log, younger than --lag
+	Problems   []problemJSON `json:"problems"`
+	Summary    string        `json:"summary,omitempty"` // the line printed without --json, when intact
+}
+
+type treeJSON struct {
+	Size int64  `json:"size"`
+	Root string `json:"root"` // base64
+}
+
+type problemJSON struct {
+	EventID string `json:"event_id,omitempty"` // the AnyHook event id
+	Index   *int64 `json:"index,omitempty"`    // log position, when it has one
+	Kind    string `json:"kind"`
+	Detail  string `json:"detail,omitempty"`
+	Text    string `json:"text"` // the line printed without --json
+}
+
+func verifyJSON(rep *ledger.Report) verifyReport {
+	tree := func(t *ledger.Tree) *treeJSON {
+		if t == nil {
+			return nil
+		}
+		return &treeJSON{Size: t.Size, Root: base64.StdEncoding.EncodeToString(t.Root[:])}
+	}
+	out := verifyReport{OK: rep.OK(), Entries: rep.Entries, Checkpoint: tree(rep.Checkpoint), Since: tree(rep.Since),
+		Pruned: rep.Pruned, Waiting: rep.Waiting, Problems: []problemJSON{}}
+	if rep.OK() {
+		out.Summary = rep.Summary()
+	}
+	for _, p := range rep.Problems {
+		pj := problemJSON{EventID: p.EventID, Kind: p.Kind, Detail: p.Detail, Text: p.String()}
+		if p.Index >= 0 {
+			pj.Index = &p.Index
+		}
+		out.Problems = append(out.Problems, pj)
+	}
+	return out
 }
