@@ -464,7 +464,7 @@ func TestSinkReceivesDeliveries(t *testing.T) {
 		t.Fatal("sink printed no delivery")
 	}
 	line := lines.Text()
-	for _, want := range []string{"delivery=" + id, "attempt=1", "replay=false", "source=stripe", "event=evt_sink", "-> 200", "signature: ok"} {
+	for _, want := range []string{"event_id=" + id, "attempt=1", "replay=false", "source=stripe", "provider_event_id=evt_sink", "-> 200", "signature: ok"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("sink line %q lacks %q", line, want)
 		}

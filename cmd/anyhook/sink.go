@@ -64,7 +64,9 @@ func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		h := r.Header
 		mu.Lock()
-		fmt.Fprintf(stdout, "%s %s %s delivery=%s attempt=%s replay=%s source=%s event=%s bytes=%d -> %d%s\n",
+		// The same id names as the gateway's logs: event_id is the
+		// X-AnyHook-Delivery value (the AnyHook event id).
+		fmt.Fprintf(stdout, "%s %s %s event_id=%s attempt=%s replay=%s source=%s provider_event_id=%s bytes=%d -> %d%s\n",
 			time.Now().Format(time.TimeOnly), r.Method, r.URL.Path, h.Get("X-AnyHook-Delivery"), h.Get("X-AnyHook-Attempt"),
 			h.Get("X-AnyHook-Replay"), h.Get("X-AnyHook-Source"), h.Get("X-AnyHook-Event-Id"), len(body), code, note)
 		mu.Unlock()

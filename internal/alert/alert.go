@@ -371,7 +371,7 @@ func (n *Notifier) send(ctx context.Context) {
 				}
 				if err := n.post(ctx, s, m); err != nil {
 					n.log.Warn("alert sink failed", "sink", s.name(), "kind", m.Kind,
-						"destination", m.Destination, "more", m.More, "error", err)
+						"destination", m.Destination, "event_id", m.EventID, "delivery_id", m.DeliveryID, "more", m.More, "err", err)
 				} else {
 					n.log.Debug("alert sent", "sink", s.name(), "kind", m.Kind,
 						"destination", m.Destination, "more", m.More)
