@@ -9,13 +9,19 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
+const backupUsage = `usage: anyhook backup [--config FILE] --out FILE
+
+Writes a consistent copy of the config's live SQLite database to FILE
+(VACUUM INTO, then an integrity check), while gateways keep running.
+Exit 1: the backup failed; exit 2: bad flags or config, or not SQLite.`
+
 // backup is `anyhook backup --config F --out FILE`: a consistent online
 // copy of a live SQLite store (docs/reliability.md, "Backup and restore").
 func backup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("backup", stderr)
-	cfgPath := fs.String("config", "", "config file (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
-	out := fs.String("out", "", "the backup file to write (must not exist)")
-	if code := parse(fs, args); code >= 0 {
+	fs := newFlags("backup")
+	cfgPath := configFlag(fs)
+	out := fs.String("out", "", "the backup `file` to write (must not exist); created with mode 0600")
+	if code := parse(fs, args, stdout, stderr, backupUsage); code >= 0 {
 		return code
 	}
 	if *out == "" {
@@ -28,6 +34,9 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	path, ok := cfg.SQLitePath()
 	if !ok {
 		return fail(stderr, exitUsage, errors.New("backup: the database is PostgreSQL: use pg_dump or continuous archiving (docs/reliability.md)"))
+	}
+	if path == ":memory:" {
+		return fail(stderr, exitUsage, cfg.Errorf("database", "sqlite::memory: lives only inside its anyhook serve process and is gone when it stops: there is nothing to back up"))
 	}
 	n, err := sqlite.Backup(ctx, path, *out)
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,33 +12,57 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-const logUsage = "usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key VERIFIER_KEY] | anyhook log key [--config FILE]"
+const logUsage = `usage: anyhook log <command> [flags]
+
+commands:
+  verify   recompute the tamper-evident log (anyhook log verify --help)
+  key      print the log's public key (anyhook log key --help)`
 
 // logCommand runs "anyhook log verify" and "anyhook log key".
 func logCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "verify":
-			return logVerify(ctx, args[1:], stdout, stderr)
-		case "key":
-			return logKey(args[1:], stdout, stderr)
-		}
+	if len(args) == 0 {
+		return fail(stderr, exitUsage, errors.New("log: give a command: log verify or log key (anyhook log --help)"))
 	}
-	return fail(stderr, exitUsage, errors.New(logUsage))
+	switch args[0] {
+	case "verify":
+		return logVerify(ctx, args[1:], stdout, stderr)
+	case "key":
+		return logKey(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, logUsage)
+		return exitOK
+	}
+	msg := fmt.Sprintf("log: unknown command %q", args[0])
+	if s := cli.Suggest(args[0], []string{"verify", "key"}); s != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return fail(stderr, exitUsage, errors.New(msg+"; the commands are log verify and log key"))
 }
+
+const logKeyUsage = `usage: anyhook log key [--config FILE]
+
+Prints the log's public key (a note verifier key) for users and witnesses
+to pin, creating the signing key log.key_file when it does not exist yet.`
+
+const logVerifyUsage = `usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key KEY] [--json]
+
+Recomputes the tamper-evident log from the database. Exit 0 when it is
+intact; exit 1 naming each event that does not match (by AnyHook event id);
+exit 2 when it cannot run. With --checkpoint, also proves the log only grew
+since that checkpoint.`
 
 // logKey prints the log's public key (the note verifier key), creating the
 // signing key when it does not exist yet, so that it can be pinned before
 // the first start.
 func logKey(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("log key", stderr)
-	cfgPath := fs.String("config", "", "config file (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
-	if code := parse(fs, args); code >= 0 {
+	fs := newFlags("log key")
+	cfgPath := configFlag(fs)
+	if code := parse(fs, args, stdout, stderr, logKeyUsage); code >= 0 {
 		return code
 	}
 	cfg, err := loadConfig(*cfgPath)
@@ -55,12 +81,13 @@ func logKey(args []string, stdout, stderr io.Writer) int {
 // one-line summary when intact, exit 1 naming each event that does not
 // match, exit 2 when it cannot run.
 func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("log verify", stderr)
-	cfgPath := fs.String("config", "", "config file (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
-	cpPath := fs.String("checkpoint", "", "a signed checkpoint kept earlier (by a witness or push_url): also prove the log only grew since")
-	vkey := fs.String("key", "", "the log's public key as pinned (anyhook log key); default: derived from log.key_file")
-	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this without a log position counts as inserted")
-	if code := parse(fs, args); code >= 0 {
+	fs := newFlags("log verify")
+	cfgPath := configFlag(fs)
+	cpPath := fs.String("checkpoint", "", "a signed checkpoint `file` kept earlier (by a witness or push_url): also prove the log only grew since")
+	vkey := fs.String("key", "", "the log's public `key` as pinned (anyhook log key); default: derived from log.key_file")
+	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this `duration` without a log position counts as inserted")
+	asJSON := fs.Bool("json", false, "print the report as JSON (see docs/ledger.md)")
+	if code := parse(fs, args, stdout, stderr, logVerifyUsage); code >= 0 {
 		return code
 	}
 	cfg, err := loadConfig(*cfgPath)
@@ -89,7 +116,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, exitUsage, fmt.Errorf("log verify: --checkpoint: %w", err))
 		}
 	}
-	st, err := gateway.Open(ctx, cfg)
+	st, err := openStore(ctx, cfg, "log verify")
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
@@ -105,12 +132,66 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	if !rep.OK() {
+	switch {
+	case *asJSON:
+		b, _ := json.Marshal(verifyJSON(rep))
+		fmt.Fprintf(stdout, "%s\n", b)
+	case !rep.OK():
 		for _, p := range rep.Problems {
 			fmt.Fprintln(stdout, p)
 		}
+	default:
+		fmt.Fprintln(stdout, rep.Summary())
+	}
+	if !rep.OK() {
 		return fail(stderr, exitFail, fmt.Errorf("log verify: %d problem(s) in a log of %d events", len(rep.Problems), rep.Entries))
 	}
-	fmt.Fprintln(stdout, rep.Summary())
 	return exitOK
+}
+
+// verifyReport is what log verify --json prints.
+type verifyReport struct {
+	OK         bool          `json:"ok"`
+	Entries    int64         `json:"entries"`              // log size
+	Checkpoint *treeJSON     `json:"checkpoint,omitempty"` // the latest signed checkpoint, when it verified
+	Since      *treeJSON     `json:"since,omitempty"`      // --checkpoint, when the log is consistent with it
+	Pruned     int64         `json:"pruned"`               // entries whose body was pruned (hashes kept)
+	Waiting    int           `json:"waiting"`              // events not yet in the log, younger than --lag
+	Problems   []problemJSON `json:"problems"`
+	Summary    string        `json:"summary,omitempty"` // the line printed without --json, when intact
+}
+
+type treeJSON struct {
+	Size int64  `json:"size"`
+	Root string `json:"root"` // base64
+}
+
+type problemJSON struct {
+	EventID string `json:"event_id,omitempty"` // the AnyHook event id
+	Index   *int64 `json:"index,omitempty"`    // log position, when it has one
+	Kind    string `json:"kind"`
+	Detail  string `json:"detail,omitempty"`
+	Text    string `json:"text"` // the line printed without --json
+}
+
+func verifyJSON(rep *ledger.Report) verifyReport {
+	tree := func(t *ledger.Tree) *treeJSON {
+		if t == nil {
+			return nil
+		}
+		return &treeJSON{Size: t.Size, Root: base64.StdEncoding.EncodeToString(t.Root[:])}
+	}
+	out := verifyReport{OK: rep.OK(), Entries: rep.Entries, Checkpoint: tree(rep.Checkpoint), Since: tree(rep.Since),
+		Pruned: rep.Pruned, Waiting: rep.Waiting, Problems: []problemJSON{}}
+	if rep.OK() {
+		out.Summary = rep.Summary()
+	}
+	for _, p := range rep.Problems {
+		pj := problemJSON{EventID: p.EventID, Kind: p.Kind, Detail: p.Detail, Text: p.String()}
+		if p.Index >= 0 {
+			pj.Index = &p.Index
+		}
+		out.Problems = append(out.Problems, pj)
+	}
+	return out
 }

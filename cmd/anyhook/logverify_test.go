@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -136,6 +137,10 @@ func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (str
 	if code != 0 || !strings.Contains(stdout, "consistent with the given checkpoint at size 10") {
 		t.Fatalf("verify --checkpoint: %d %q", code, stdout)
 	}
+	checkVerifyJSON(t, cfgPath, oldFile, 0, func(r verifyReport) bool {
+		return r.OK && r.Entries == 25 && r.Checkpoint != nil && r.Checkpoint.Size == 25 && r.Since != nil && r.Since.Size == 10 &&
+			len(r.Problems) == 0 && strings.HasPrefix(r.Summary, "log intact: 25 events")
+	})
 
 	if _, err := raw.Exec(`UPDATE events SET body = $1 WHERE id = $2`, []byte(`{"n":99}`), ids[4]); err != nil {
 		t.Fatal(err)
@@ -149,6 +154,10 @@ func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (str
 			t.Errorf("untouched event %s named: %q", other, stdout)
 		}
 	}
+	checkVerifyJSON(t, cfgPath, oldFile, 1, func(r verifyReport) bool {
+		return !r.OK && r.Entries == 25 && len(r.Problems) > 0 && r.Problems[0].EventID == ids[4] && r.Problems[0].Index != nil &&
+			*r.Problems[0].Index == 4 && r.Problems[0].Kind == "body changed" && strings.HasPrefix(r.Problems[0].Text, "event "+ids[4])
+	})
 
 	// Usage errors: exit 2, one line.
 	for _, args := range [][]string{
@@ -163,5 +172,16 @@ func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (str
 	os.Remove(filepath.Join(dir, "anyhook-log.key"))
 	if code, _, stderr := runCmd("log", "verify", "--config", cfgPath); code != 2 || !strings.Contains(stderr, "log.key_file") {
 		t.Errorf("without a key: exit %d, %q", code, stderr)
+	}
+}
+
+// checkVerifyJSON runs log verify --json and checks its exit status and
+// report.
+func checkVerifyJSON(t *testing.T, cfgPath, checkpoint string, wantCode int, ok func(verifyReport) bool) {
+	t.Helper()
+	code, stdout, stderr := runCmd("log", "verify", "--config", cfgPath, "--checkpoint", checkpoint, "--json")
+	var r verifyReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != wantCode || strings.Count(stdout, "\n") != 1 || !ok(r) {
+		t.Fatalf("log verify --json: exit %d (want %d), %v, report %s, stderr %q", code, wantCode, err, stdout, stderr)
 	}
 }

@@ -71,7 +71,12 @@ func start(t *testing.T, cfg string) *proc {
 // startProc is start for any goroutine: it reports instead of failing t.
 // The process is killed when t ends.
 func startProc(t *testing.T, cfg string) (*proc, error) {
-	cmd := exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn")
+	return startCmd(t, exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn"))
+}
+
+// startCmd is startProc for a command of the caller's (a wrapper that sets
+// the umask, say).
+func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -382,6 +387,9 @@ func TestBadConfigExits2(t *testing.T) {
 		{"unknown key", "listen: 127.0.0.1:0\nsources:\n  s: {provider: stripe, secrets: [x]}\n  t:\n    provider: stripe\n    secretz: [x]\n", []string{"anyhook.yaml:6", "secretz"}},
 		{"generic without signature", "sources:\n  orders:\n    provider: generic\n", []string{"anyhook.yaml:2", "sources.orders.signature", "signature: none"}},
 		{"unset variable", "admin_token: ${ANYHOOK_TEST_UNSET_VAR}\nsources:\n  s: {provider: stripe, secrets: [x]}\n", []string{"anyhook.yaml:1", "admin_token", "ANYHOOK_TEST_UNSET_VAR"}},
+		{"indentation", "sources:\n  stripe:\n    provider: stripe\n     secrets: [x]\n", []string{"anyhook.yaml:4: invalid YAML", "indented deeper than line 3"}},
+		{"tab", "sources:\n  stripe:\n\tprovider: stripe\n", []string{"anyhook.yaml:3: invalid YAML", "tab"}},
+		{"stripe secret", "sources:\n  stripe:\n    provider: stripe\n    secrets:\n      - whsec_ok\n      - sk_live_abc\n", []string{"anyhook.yaml:6: sources.stripe.secrets[1]: not a Stripe signing secret", "whsec_"}},
 	}
 	for _, tt := range tests {
 		cfg := writeConfig(t, t.TempDir(), tt.config)
@@ -395,6 +403,9 @@ func TestBadConfigExits2(t *testing.T) {
 			continue
 		}
 		msg := stderr.String()
+		if strings.Contains(msg, "sk_live_abc") {
+			t.Errorf("%s: stderr %q quotes a secret", tt.name, msg)
+		}
 		if strings.Count(strings.TrimSpace(msg), "\n") != 0 || strings.Contains(msg, "goroutine") {
 			t.Errorf("%s: want one line, got %q", tt.name, msg)
 		}
@@ -453,7 +464,7 @@ func TestSinkReceivesDeliveries(t *testing.T) {
 		t.Fatal("sink printed no delivery")
 	}
 	line := lines.Text()
-	for _, want := range []string{"delivery=" + id, "attempt=1", "replay=false", "source=stripe", "event=evt_sink", "-> 200", "signature: ok"} {
+	for _, want := range []string{"event_id=" + id, "attempt=1", "replay=false", "source=stripe", "provider_event_id=evt_sink", "-> 200", "signature: ok"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("sink line %q lacks %q", line, want)
 		}
@@ -493,7 +504,7 @@ func TestReplayCommand(t *testing.T) {
 	if code, out := run("--event", id, "--destination", "nope"); code != 2 || !strings.Contains(out, `"nope"`) {
 		t.Fatalf("unknown destination: exit %d %q, want 2 naming it", code, out)
 	}
-	if code, out := run("--event", id); code != 0 || !strings.Contains(out, "1 deliveries") {
+	if code, out := run("--event", id); code != 0 || !strings.Contains(out, "to billing: 1 delivery") {
 		t.Fatalf("replay: exit %d %q", code, out)
 	}
 	select {

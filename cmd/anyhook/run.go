@@ -9,11 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/bench"
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/send"
@@ -28,26 +29,42 @@ const (
 	exitUsage = 2 // bad flags, bad config, unreachable database
 )
 
-const usage = `usage: anyhook <command> [flags]
+// commands are the top-level commands, in the order help lists them.
+var commands = []struct{ name, does string }{
+	{"serve", "run the gateway (ingest, delivery, admin API, dashboard)"},
+	{"send", "sign and send an event as a provider would"},
+	{"replay", "mark events for redelivery"},
+	{"sink", "a destination to try it with: prints each delivery it receives"},
+	{"log", "verify the tamper-evident log (log verify), print its public key (log key)"},
+	{"bench", "measure ingest and delivery on this machine"},
+	{"soak", "run gateways under load with injected faults and reconcile"},
+	{"backup", "copy a live SQLite store consistently (VACUUM INTO)"},
+	{"version", "print version and build info"},
+	{"help", "print this help, or a command's (anyhook help serve)"},
+}
 
-commands:
-  serve    run the gateway (ingest, delivery, admin API)
-  send     sign and send an event as a provider would
-  replay   mark events for redelivery
-  sink     a destination to try it with: prints each delivery it receives
-  log      verify the tamper-evident log (log verify), print its public key (log key)
-  bench    measure ingest and delivery on this machine
-  soak     run gateways under load with injected faults and reconcile
-  backup   copy a live SQLite store consistently (VACUUM INTO)
-  version  print version and build info
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: anyhook <command> [flags]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.does)
+	}
+	b.WriteString("\nRun 'anyhook help <command>' or 'anyhook <command> --help' for a command's flags.\n")
+	return b.String()
+}
 
-Run 'anyhook <command> -h' for a command's flags.
-`
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return names
+}
 
 // run is the whole program, testable: args without the program name.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return exitUsage
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
@@ -66,17 +83,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "backup":
 		return backup(ctx, rest, stdout, stderr)
 	case "log":
-		return logCmd(ctx, rest, stdout, stderr)
+		return logCommand(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, versionString())
-		return exitOK
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+		return version(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(rest) == 0 {
+			fmt.Fprint(stdout, usage())
+			return exitOK
+		}
+		// anyhook help serve = anyhook serve --help; help log verify too.
+		if rest[0] == "help" {
+			return run(ctx, []string{"help"}, stdout, stderr)
+		}
+		return run(ctx, append(slices.Clip(rest), "--help"), stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "anyhook: unknown command %q\n%s", cmd, usage)
-		return exitUsage
+		msg := fmt.Sprintf("unknown command %q", cmd)
+		if strings.HasPrefix(cmd, "-") {
+			msg = fmt.Sprintf("%s: flags come after the command (anyhook <command> [flags])", cmd)
+		} else if s := cli.Suggest(cmd, commandNames()); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+		return fail(stderr, exitUsage, fmt.Errorf("%s; run 'anyhook help' for the commands", msg))
 	}
+}
+
+func version(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("version")
+	if code := parse(fs, args, stdout, stderr, "usage: anyhook version\n\nPrints the version and build info (Go version, VCS revision)."); code >= 0 {
+		return code
+	}
+	fmt.Fprintln(stdout, versionString())
+	return exitOK
 }
 
 func versionString() string {
@@ -99,24 +136,37 @@ func fail(stderr io.Writer, code int, err error) int {
 	return code
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("anyhook "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+func newFlags(name string) *flag.FlagSet { return cli.NewFlagSet(name) }
+
+// configFlag adds the --config flag every command that reads the config
+// has.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "config `file` (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
 }
 
-// parse parses flags; it returns -1 to go on, or the exit status.
-func parse(fs *flag.FlagSet, args []string) int {
-	switch err := fs.Parse(args); {
+// parse parses flags; it returns -1 to go on, or the exit status: 0 after
+// printing the command's help (synopsis, then its flags) on stdout for -h
+// or --help, 2 after a one-line error on stderr.
+func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, synopsis string) int {
+	switch err := cli.Parse(fs, args); {
 	case errors.Is(err, flag.ErrHelp):
+		cli.Usage(stdout, fs, synopsis)
 		return exitOK
 	case err != nil:
-		return exitUsage
-	case fs.NArg() > 0:
-		fmt.Fprintf(fs.Output(), "anyhook: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return exitUsage
 	}
 	return -1
+}
+
+// openStore opens the config's database for a command other than serve.
+// An in-memory database is refused: it lives inside its serve process, so
+// the command would see an empty one of its own.
+func openStore(ctx context.Context, cfg *config.Config, command string) (store.Store, error) {
+	if p, ok := cfg.SQLitePath(); ok && p == ":memory:" {
+		return nil, cfg.Errorf("database", "sqlite::memory: lives only inside its anyhook serve process; %s needs a database file (sqlite:PATH) or PostgreSQL", command)
+	}
+	return gateway.Open(ctx, cfg)
 }
 
 func loadConfig(path string) (*config.Config, error) {
@@ -131,11 +181,19 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
+const serveUsage = `usage: anyhook serve [--config FILE] [--log-level LEVEL]
+
+Runs the gateway: ingest (POST /webhooks/<source>), the delivery workers,
+the admin API, the dashboard and /metrics, on the config's listen address.
+It listens first, then opens the database and applies pending migrations.
+SIGINT or SIGTERM stops it gracefully (exit 0). Exit 2: bad flags, a bad
+config, the address in use or an unreachable database.`
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve", stderr)
-	cfgPath := fs.String("config", "", "config file (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if code := parse(fs, args); code >= 0 {
+	fs := newFlags("serve")
+	cfgPath := configFlag(fs)
+	level := fs.String("log-level", "info", "the `level` to log at: debug, info, warn or error")
+	if code := parse(fs, args, stdout, stderr, serveUsage); code >= 0 {
 		return code
 	}
 	log, err := newLogger(stderr, *level)
@@ -146,14 +204,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
-	if err != nil {
-		return fail(stderr, exitUsage, err)
-	}
+	// Listen before the store is opened: an address in use must fail
+	// before anything touches (creates, migrates) the database.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		g.Stop(context.Background())
-		return fail(stderr, exitUsage, fmt.Errorf("%s: listen: %w", cfg.Path, err))
+		return fail(stderr, exitUsage, cfg.Errorf("listen", "%v", err))
+	}
+	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
+	if err != nil {
+		ln.Close()
+		return fail(stderr, exitUsage, err)
 	}
 	g.Start(ctx, ln)
 	fmt.Fprintf(stdout, "anyhook %s listening on http://%s\n", gateway.Version, ln.Addr())
@@ -171,90 +231,4 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Warn("stop was not clean", "err", err)
 	}
 	return code
-}
-
-func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("replay", stderr)
-	cfgPath := fs.String("config", "", "config file (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
-	eventID := fs.String("event", "", "replay this event to every destination of its source")
-	status := fs.String("status", "", "replay deliveries in this status (e.g. dead)")
-	source := fs.String("source", "", "with --status: only this source")
-	dest := fs.String("destination", "", "only this destination")
-	since := fs.String("since", "", "with --status: deliveries created at or after this RFC 3339 time or this long ago (e.g. 24h)")
-	if code := parse(fs, args); code >= 0 {
-		return code
-	}
-	if (*eventID == "") == (*status == "") {
-		return fail(stderr, exitUsage, errors.New("replay: give either --event ID or --status STATUS [--source S] [--since T]"))
-	}
-	var f store.DeliveryFilter
-	if *status != "" {
-		f = store.DeliveryFilter{Status: anyhook.DeliveryStatus(*status), Source: *source, Destination: *dest}
-		if !f.Status.Valid() {
-			return fail(stderr, exitUsage, fmt.Errorf("replay: --status %q is not a delivery status", *status))
-		}
-		if *since != "" {
-			t, err := parseSince(*since, time.Now())
-			if err != nil {
-				return fail(stderr, exitUsage, fmt.Errorf("replay: --since: %w", err))
-			}
-			f.Since = t
-		}
-	}
-	cfg, err := loadConfig(*cfgPath)
-	if err != nil {
-		return fail(stderr, exitUsage, err)
-	}
-	if *dest != "" && cfg.Destinations[*dest] == nil {
-		// No dispatcher would ever take such a delivery.
-		return fail(stderr, exitUsage, fmt.Errorf("replay: --destination %q is not in %s (known: %s)", *dest, cfg.Path, strings.Join(cfg.DestinationOrder, ", ")))
-	}
-	st, err := gateway.Open(ctx, cfg)
-	if err != nil {
-		return fail(stderr, exitUsage, err)
-	}
-	defer st.Close()
-	if *eventID != "" {
-		ev, err := st.Event(ctx, *eventID)
-		if err != nil {
-			return fail(stderr, exitFail, err)
-		}
-		var dests []string
-		if src := cfg.Sources[ev.Source]; src != nil {
-			dests = src.Destinations
-		}
-		if *dest != "" {
-			dests = []string{*dest}
-		}
-		if cfg.Sources[ev.Source] == nil && *dest == "" {
-			return fail(stderr, exitFail, fmt.Errorf("event %s is from source %q, which is no longer configured; name a --destination", ev.ID, ev.Source))
-		}
-		ds, err := st.Replay(ctx, ev.ID, dests)
-		if err != nil {
-			return fail(stderr, exitFail, err)
-		}
-		fmt.Fprintf(stdout, "replaying event %s: %d deliveries\n", ev.ID, len(ds))
-		return exitOK
-	}
-	n, err := st.ReplayDeliveries(ctx, f)
-	if err != nil {
-		return fail(stderr, exitFail, err)
-	}
-	fmt.Fprintf(stdout, "replaying %d deliveries\n", n)
-	return exitOK
-}
-
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		return now.Add(-d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration", s)
-	}
-	return t, nil
-}
-
-func logCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return logCommand(ctx, args, stdout, stderr) // logverify.go
 }

@@ -14,16 +14,22 @@ import (
 	"github.com/anyhook/anyhook/internal/provider"
 )
 
+const sinkUsage = `usage: anyhook sink [--listen ADDR] [--status N] [--signing-secret S]
+
+A destination to try the gateway with: prints one line per delivery it
+receives and answers --status (400 when --signing-secret is given and the
+signature does not match).`
+
 // sink runs `anyhook sink`: a destination to try the gateway with. It
 // prints one line per delivery it receives and answers --status; with
 // --signing-secret it checks AnyHook's Standard Webhooks signature first
 // and answers 400 when it does not match.
 func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("sink", stderr)
-	listen := fs.String("listen", "127.0.0.1:9000", "address to listen on")
-	status := fs.Int("status", http.StatusOK, "status code to answer")
-	secret := fs.String("signing-secret", "", "the destination's signing_secret: verify each delivery's signature")
-	if code := parse(fs, args); code >= 0 {
+	fs := newFlags("sink")
+	listen := fs.String("listen", "127.0.0.1:9000", "`address` to listen on")
+	status := fs.Int("status", http.StatusOK, "HTTP `status` code to answer")
+	secret := fs.String("signing-secret", "", "the destination's signing_secret, a whsec_… `secret`: verify each delivery's signature")
+	if code := parse(fs, args, stdout, stderr, sinkUsage); code >= 0 {
 		return code
 	}
 	if *status < 100 || *status > 599 {
@@ -58,7 +64,9 @@ func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		h := r.Header
 		mu.Lock()
-		fmt.Fprintf(stdout, "%s %s %s delivery=%s attempt=%s replay=%s source=%s event=%s bytes=%d -> %d%s\n",
+		// The same id names as the gateway's logs: event_id is the
+		// X-AnyHook-Delivery value (the AnyHook event id).
+		fmt.Fprintf(stdout, "%s %s %s event_id=%s attempt=%s replay=%s source=%s provider_event_id=%s bytes=%d -> %d%s\n",
 			time.Now().Format(time.TimeOnly), r.Method, r.URL.Path, h.Get("X-AnyHook-Delivery"), h.Get("X-AnyHook-Attempt"),
 			h.Get("X-AnyHook-Replay"), h.Get("X-AnyHook-Source"), h.Get("X-AnyHook-Event-Id"), len(body), code, note)
 		mu.Unlock()

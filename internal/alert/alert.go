@@ -34,13 +34,19 @@ const (
 
 // Alert is one thing a person should know about.
 type Alert struct {
-	Kind        string    `json:"kind"` // one of the kinds above
-	Destination string    `json:"destination,omitempty"`
-	Source      string    `json:"source,omitempty"`
-	EventID     string    `json:"event_id,omitempty"`    // AnyHook event id
-	DeliveryID  string    `json:"delivery_id,omitempty"` // AnyHook delivery id
-	Message     string    `json:"message,omitempty"`     // human detail, e.g. the last error
-	Time        time.Time `json:"time"`                  // when it happened; Notify fills a zero Time
+	Kind        string `json:"kind"` // one of the kinds above
+	Destination string `json:"destination,omitempty"`
+	Source      string `json:"source,omitempty"`
+	EventID     string `json:"event_id,omitempty"` // AnyHook event id (X-AnyHook-Delivery)
+	// ProviderEventID is the provider's event id (the dedup key), when the
+	// event has one.
+	ProviderEventID string    `json:"provider_event_id,omitempty"`
+	DeliveryID      string    `json:"delivery_id,omitempty"` // AnyHook delivery id
+	Message         string    `json:"message,omitempty"`     // human detail, e.g. the last error
+	Time            time.Time `json:"time"`                  // when it happened; Notify fills a zero Time
+	// URL is the event's page in the dashboard, when the config says
+	// where the dashboard is (dashboard_url).
+	URL string `json:"url,omitempty"`
 }
 
 // Defaults for Options.
@@ -365,7 +371,7 @@ func (n *Notifier) send(ctx context.Context) {
 				}
 				if err := n.post(ctx, s, m); err != nil {
 					n.log.Warn("alert sink failed", "sink", s.name(), "kind", m.Kind,
-						"destination", m.Destination, "more", m.More, "error", err)
+						"destination", m.Destination, "event_id", m.EventID, "delivery_id", m.DeliveryID, "more", m.More, "err", err)
 				} else {
 					n.log.Debug("alert sent", "sink", s.name(), "kind", m.Kind,
 						"destination", m.Destination, "more", m.More)
@@ -390,6 +396,9 @@ func (m message) text() string {
 	}
 	if m.EventID != "" {
 		ids = append(ids, "event "+m.EventID)
+	}
+	if m.ProviderEventID != "" {
+		ids = append(ids, "provider event "+m.ProviderEventID)
 	}
 	if m.DeliveryID != "" {
 		ids = append(ids, "delivery "+m.DeliveryID)

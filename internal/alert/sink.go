@@ -99,9 +99,13 @@ func (s slackSink) url() string  { return s.u }
 var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 func (s slackSink) body(m message) ([]byte, error) {
+	text := slackEscape.Replace(m.text())
+	if m.URL != "" && !strings.ContainsAny(m.URL, "<>|") {
+		text += " <" + m.URL + "|open in the dashboard>"
+	}
 	return json.Marshal(struct {
 		Text string `json:"text"`
-	}{slackEscape.Replace(m.text())})
+	}{text})
 }
 
 // pagerDutySink sends PagerDuty Events API v2 events: a trigger per
@@ -118,6 +122,12 @@ type pdEvent struct {
 	DedupKey    string     `json:"dedup_key"`
 	Payload     *pdPayload `json:"payload,omitempty"`
 	Client      string     `json:"client,omitempty"`
+	Links       []pdLink   `json:"links,omitempty"`
+}
+
+type pdLink struct {
+	Href string `json:"href"`
+	Text string `json:"text"`
 }
 
 type pdPayload struct {
@@ -159,7 +169,7 @@ func (s pagerDutySink) body(m message) ([]byte, error) {
 	details := map[string]any{"kind": m.Kind}
 	for k, v := range map[string]string{
 		"destination": m.Destination, "source": m.Source, "event_id": m.EventID,
-		"delivery_id": m.DeliveryID, "message": m.Message,
+		"provider_event_id": m.ProviderEventID, "delivery_id": m.DeliveryID, "message": m.Message, "url": m.URL,
 	} {
 		if v != "" {
 			details[k] = v
@@ -168,11 +178,16 @@ func (s pagerDutySink) body(m message) ([]byte, error) {
 	if m.More > 0 {
 		details["more"] = m.More
 	}
+	var links []pdLink
+	if m.URL != "" {
+		links = []pdLink{{Href: m.URL, Text: "the event in the AnyHook dashboard"}}
+	}
 	return json.Marshal(pdEvent{
 		RoutingKey:  s.routingKey,
 		EventAction: "trigger",
 		DedupKey:    pdDedupKey(m.Kind, m.Destination),
 		Client:      "AnyHook",
+		Links:       links,
 		Payload: &pdPayload{
 			Summary:       truncate(m.text(), 1024),
 			Source:        "anyhook",

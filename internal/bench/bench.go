@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/store"
@@ -71,8 +72,7 @@ type options struct {
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
-	fs := flag.NewFlagSet("anyhook bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := cli.NewFlagSet("bench")
 	fs.StringVar(&o.database, "database", "", "")
 	fs.IntVar(&o.events, "events", 20000, "")
 	size := fs.String("body-size", "1KiB", "")
@@ -87,11 +87,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "")
 	fs.BoolVar(&o.json, "json", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	n, err := parseSize(*size)
 	if err != nil {

@@ -16,6 +16,10 @@ type Config struct {
 	Listen     string `yaml:"listen"`      // default 127.0.0.1:8080
 	Database   string `yaml:"database"`    // default sqlite:anyhook.db
 	AdminToken string `yaml:"admin_token"` // required unless listen is loopback
+	// DashboardURL is the gateway's own URL as people open it (behind a
+	// proxy, say): alerts link to the event's page under it. Optional;
+	// without it, alerts carry no link.
+	DashboardURL string `yaml:"dashboard_url"`
 
 	// Names in insertion order are kept in SourceOrder/DestinationOrder.
 	Sources      map[string]*Source      `yaml:"sources"`

@@ -95,12 +95,12 @@ func parseNode(file string, data []byte) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, syntaxError(file, err)
+			return nil, syntaxError(file, data, err)
 		}
 		return nil, &Error{File: file, Line: extra.Line, Msg: "more than one YAML document; the config is a single document"}
 	}
@@ -117,13 +117,23 @@ func parseNode(file string, data []byte) (*yaml.Node, error) {
 	return n, nil
 }
 
-func syntaxError(file string, err error) error {
-	msg := oneLine(err.Error())
-	if m := yamlLineErr.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: line, Msg: "invalid YAML: " + m[2], Err: err}
+// syntaxError reports a YAML syntax error at the line the mistake most
+// likely is, with a hint at what it is (syntaxHint).
+func syntaxError(file string, data []byte, err error) error {
+	msg := strings.TrimPrefix(oneLine(err.Error()), "yaml: ")
+	line := 0
+	if m := yamlLineErr.FindStringSubmatch("yaml: " + msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
 	}
-	return &Error{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: "), Err: err}
+	hintLine, hint := syntaxHint(data, msg)
+	if hintLine > 0 {
+		line = hintLine
+	}
+	if hint != "" {
+		msg += "; " + hint
+	}
+	return &Error{File: file, Line: line, Msg: "invalid YAML: " + msg, Err: err}
 }
 
 // maxNodes bounds the work of one decode, so that aliases referring to

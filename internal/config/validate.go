@@ -183,6 +183,11 @@ func (c *Config) validateServer() error {
 		}
 		return c.Errorf(key, "admin_token is required when listen (%s) is not a loopback address", c.Listen)
 	}
+	if c.DashboardURL != "" {
+		if err := checkHTTPURL(c.DashboardURL); err != nil {
+			return c.Errorf("dashboard_url", "%s", err)
+		}
+	}
 	switch {
 	case strings.HasPrefix(c.Database, "sqlite:"):
 		p := strings.TrimPrefix(c.Database, "sqlite:")

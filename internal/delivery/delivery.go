@@ -365,7 +365,7 @@ func (e *Engine) rescueLoop(ctx context.Context) {
 			continue
 		}
 		for _, d := range ds {
-			e.log.Warn("claim expired", "delivery", d.ID, "event", d.EventID, "destination", d.Destination, "attempt", d.AttemptCount, "now", d.Status)
+			e.log.Warn("claim expired", "delivery_id", d.ID, "event_id", d.EventID, "destination", d.Destination, "attempt", d.AttemptCount, "now", d.Status)
 			if e.opt.Observer != nil {
 				e.opt.Observer.Rescued(d.Destination, d.Status)
 			}
@@ -419,7 +419,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sen
 		// the rescuer and the destination's declared policy. An answer
 		// that did arrive is recorded below, whatever the shutdown: an
 		// acknowledged delivery must not be sent again.
-		e.log.Info("attempt aborted by shutdown", "delivery", c.Delivery.ID, "attempt", attempt)
+		e.log.Info("attempt aborted by shutdown", "delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey, "attempt", attempt)
 		return
 	}
 	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: time.Since(started), StatusCode: code, ResponseBody: body}
@@ -443,7 +443,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sen
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	lost, ferr := e.fin.finish(fctx, out)
-	log := e.log.With("delivery", c.Delivery.ID, "event", c.Event.ID, "destination", d.Name, "attempt", attempt, "status_code", code)
+	log := e.log.With("delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey, "destination", d.Name, "attempt", attempt, "status_code", code)
 	switch {
 	case ferr != nil:
 		log.Error("recording the outcome failed; the lease will expire and the rescuer decides", "err", ferr)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -92,7 +93,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		}
 	}
 	stats, _ := st.(store.StatsReader)
-	mx := metrics.New(metrics.Options{Stats: stats, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
+	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: mx.AlertTransport(http.DefaultTransport.(*http.Transport).Clone())}
 	alerts, err := alert.New(cfg.Alerts, alert.Options{Logger: log, UserAgent: "AnyHook/" + Version, Client: alertClient})
 	if err != nil {
@@ -255,9 +256,26 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	if kind == alert.DeliveryHeld {
 		msg = fmt.Sprintf("delivery %s of event %s to %s is held: its worker stopped mid-attempt (attempt %d) and the destination says hold; resolve it in the dashboard or API", d.ID, d.EventID, d.Destination, d.AttemptCount)
 	}
-	g.alerts.Notify(context.Background(), alert.Alert{
-		Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: time.Now(),
-	})
+	a := alert.Alert{Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: time.Now(),
+		URL: g.eventURL(d.EventID)}
+	// The source and the provider's event id are what a person searches
+	// for at 2 a.m.; an alert goes out without them if the store cannot
+	// say at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if ev, err := g.store.Event(ctx, d.EventID); err == nil {
+		a.Source, a.ProviderEventID = ev.Source, ev.DedupKey
+	}
+	g.alerts.Notify(context.Background(), a)
+}
+
+// eventURL is the event's page in the dashboard, or "" when the config
+// does not say where the dashboard is (dashboard_url).
+func (g *Gateway) eventURL(eventID string) string {
+	if g.cfg.DashboardURL == "" || eventID == "" {
+		return ""
+	}
+	return strings.TrimSuffix(g.cfg.DashboardURL, "/") + "/events/" + url.PathEscape(eventID)
 }
 
 // healthAlert raises a destination's failing or recovered alert.

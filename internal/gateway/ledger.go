@@ -88,7 +88,7 @@ func (g *Gateway) logAlert(eventID, msg string) {
 		g.ledger.problem, g.ledger.problemAt = msg, time.Now()
 		g.ledger.mu.Unlock()
 	}
-	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LogVerificationFailed, EventID: eventID, Message: msg, Time: time.Now()})
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LogVerificationFailed, EventID: eventID, Message: msg, Time: time.Now(), URL: g.eventURL(eventID)})
 }
 
 // logAPI is what the admin API serves the log from; nil without a log.

@@ -246,7 +246,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	}
 	var out Result
 	fresh := false
-	for _, res := range results {
+	for i, res := range results {
 		if res.Err != nil {
 			return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event could not be recorded; retry later", err: res.Err, outcome: OutcomeUnavailable}
 		}
@@ -256,6 +256,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		} else {
 			fresh = true
 		}
+		h.log.Debug("ingested", "source", src.Name, "event_id", er.ID, "provider_event_id", evs[i].Event.DedupKey, "status", er.Status)
 		out.Events = append(out.Events, er)
 	}
 	out.Status, out.ID = out.Events[0].Status, out.Events[0].ID
@@ -267,9 +268,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	}
 	if fresh && h.recorded != nil {
 		h.recorded()
-	}
-	for _, er := range out.Events {
-		h.log.Debug("ingested", "source", src.Name, "event", er.ID, "status", er.Status)
 	}
 	return served{result: out}, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -31,6 +32,12 @@ type Options struct {
 	// Destinations are the configured destination names (the gauges' label
 	// values).
 	Destinations []string
+	// Sources are the configured source names. Every series of a known,
+	// bounded label set (each source × outcome, destination × result,
+	// destination × status, alert result) exists from the start at 0, so
+	// that a dashboard shows 0 rather than "No data" and rate() sees the
+	// first increment.
+	Sources []string
 	// ScrapeTimeout bounds the store queries of one scrape; default 5s.
 	ScrapeTimeout time.Duration
 	Logger        *slog.Logger
@@ -100,13 +107,43 @@ func New(opt Options) *Metrics {
 	if opt.Runtime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	for _, d := range opt.Destinations {
-		// Zero series from the start, so rate() sees the first failure.
+	m.zero(opt.Sources, opt.Destinations)
+	return m
+}
+
+// IngestOutcomes are the outcome label values of
+// anyhook_ingest_requests_total for a configured source;
+// ingest.OutcomeUnknownSource comes only with source "".
+var IngestOutcomes = []string{
+	ingest.OutcomeAccepted, ingest.OutcomeDuplicate, ingest.OutcomeRejectedSignature, ingest.OutcomeInvalid,
+	ingest.OutcomeTooLarge, ingest.OutcomeUnavailable, ingest.OutcomeChallenge,
+}
+
+// zero creates every series of a known label combination at 0 (see
+// Options.Sources).
+func (m *Metrics) zero(sources, destinations []string) {
+	for _, s := range sources {
+		for _, o := range IngestOutcomes {
+			m.ingest.WithLabelValues(s, o)
+		}
+		m.ingestLatency.WithLabelValues(s)
+	}
+	m.ingest.WithLabelValues("", ingest.OutcomeUnknownSource)
+	for _, d := range destinations {
+		for _, r := range []string{"success", "failure"} {
+			m.attempts.WithLabelValues(d, r)
+		}
 		for _, o := range []string{"delivered", "retry", "dead"} {
 			m.deliveries.WithLabelValues(d, o)
 		}
+		m.attemptLatency.WithLabelValues(d)
+		for _, st := range []anyhook.DeliveryStatus{anyhook.StatusPending, anyhook.StatusHeld, anyhook.StatusDead} {
+			m.rescues.WithLabelValues(d, string(st))
+		}
 	}
-	return m
+	for _, r := range []string{"ok", "error"} {
+		m.alerts.WithLabelValues(r)
+	}
 }
 
 // Registry is the registry the metrics live in.

@@ -137,3 +137,49 @@ func TestDocs(t *testing.T) {
 		}
 	}
 }
+
+// Every series of a known label combination is there at 0 before anything
+// happened, so that dashboards show 0 instead of "No data".
+func TestSeriesExistFromTheStart(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{Stats: &fakeStats{}, Sources: []string{"stripe", "gh"}, Destinations: []string{"billing", "crm"}})
+	_, body := scrape(t, m.Handler(), "")
+	var want []string
+	for _, src := range []string{"stripe", "gh"} {
+		for _, o := range metrics.IngestOutcomes {
+			want = append(want, `anyhook_ingest_requests_total{outcome="`+o+`",source="`+src+`"} 0`)
+		}
+		want = append(want, `anyhook_ingest_duration_seconds_count{source="`+src+`"} 0`)
+	}
+	want = append(want, `anyhook_ingest_requests_total{outcome="unknown_source",source=""} 0`,
+		`anyhook_alerts_sent_total{result="ok"} 0`, `anyhook_alerts_sent_total{result="error"} 0`)
+	for _, d := range []string{"billing", "crm"} {
+		want = append(want,
+			`anyhook_delivery_attempts_total{destination="`+d+`",result="success"} 0`,
+			`anyhook_delivery_attempts_total{destination="`+d+`",result="failure"} 0`,
+			`anyhook_deliveries_total{destination="`+d+`",outcome="delivered"} 0`,
+			`anyhook_deliveries_total{destination="`+d+`",outcome="retry"} 0`,
+			`anyhook_deliveries_total{destination="`+d+`",outcome="dead"} 0`,
+			`anyhook_delivery_attempt_duration_seconds_count{destination="`+d+`"} 0`,
+			`anyhook_rescues_total{destination="`+d+`",status="pending"} 0`,
+			`anyhook_rescues_total{destination="`+d+`",status="held"} 0`,
+			`anyhook_rescues_total{destination="`+d+`",status="dead"} 0`,
+			`anyhook_queue_depth{destination="`+d+`",status="paused"} 0`,
+			`anyhook_oldest_due_age_seconds{destination="`+d+`"} 0`,
+		)
+	}
+	for _, line := range want {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("a fresh registry lacks %s", line)
+		}
+	}
+	// The only series that may wait for something to happen is the time of
+	// a destination's last successful delivery: there is none to show.
+	for _, name := range []string{"anyhook_ingest_requests_total", "anyhook_ingest_duration_seconds", "anyhook_delivery_attempts_total",
+		"anyhook_deliveries_total", "anyhook_delivery_attempt_duration_seconds", "anyhook_rescues_total", "anyhook_alerts_sent_total",
+		"anyhook_queue_depth", "anyhook_oldest_pending_age_seconds", "anyhook_oldest_due_age_seconds", "anyhook_store_scrape_error"} {
+		if !strings.Contains(body, "\n"+name) {
+			t.Errorf("%s has no series before its first increment", name)
+		}
+	}
+}

@@ -159,7 +159,7 @@ func TestHubSpotBatch(t *testing.T) {
 // per batch item too.
 func TestOrderingOverride(t *testing.T) {
 	t.Parallel()
-	prov := mustNew(t, config.Source{Provider: "stripe", Secrets: []string{"s"},
+	prov := mustNew(t, config.Source{Provider: "stripe", Secrets: []string{"whsec_s"},
 		Ordering: &config.Ordering{Object: "json:data.object.customer", Version: "header:X-Version"}})
 	x, _ := prov.Extract(&Request{Header: hdr("X-Version", "7"), Body: []byte(`{"id":"evt_1","created":1,"data":{"object":{"id":"pi_1","customer":"cus_1"}}}`)})
 	if want := (Event{DedupKey: "evt_1", Object: "cus_1", Version: "7"}); !reflect.DeepEqual(x.Events[0], want) {

@@ -42,6 +42,7 @@ func TestNewErrors(t *testing.T) {
 		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, Ordering: &config.Ordering{Object: "header:"}}, `ordering.object: bad header name`},
 		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, Ordering: &config.Ordering{Object: "json:x", Version: "x"}}, `ordering.version: want header:NAME or json:PATH`},
 		{config.Source{Provider: "standard", Secrets: []string{"whsec_not base64!"}}, "secrets[0]: not a Standard Webhooks secret"},
+		{config.Source{Provider: "stripe", Secrets: []string{"whsec_ok", "sk_live_not base64!"}}, "secrets[1]: not a Stripe signing secret: those start with whsec_"},
 	} {
 		_, err := New(&tc.src)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -71,8 +72,11 @@ func signed(t testing.TB, p, secret string, body string, now time.Time) *Request
 
 // secretFor gives each provider a secret of the form it expects.
 func secretFor(p string) string {
-	if p == "standard" {
+	switch p {
+	case "standard":
 		return stdSecret
+	case "stripe":
+		return "whsec_s3cret-stripe" // Stripe's secrets start with whsec_
 	}
 	return "s3cret-" + p
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
 
@@ -18,6 +19,14 @@ type stripe struct {
 }
 
 func buildStripe(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, error) {
+	for i, k := range keys {
+		// Stripe's endpoint secrets (and the Stripe CLI's) all start with
+		// whsec_; anything else is an API key or a typo, and would fail
+		// every request.
+		if !strings.HasPrefix(string(k), "whsec_") {
+			return nil, fmt.Errorf("secrets[%d]: not a Stripe signing secret: those start with whsec_ (the endpoint's signing secret in the Stripe dashboard, or stripe listen --print-secret)", i)
+		}
+	}
 	return &stripe{keys, tol}, nil
 }
 

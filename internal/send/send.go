@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/provider"
 )
@@ -114,8 +115,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func parse(args []string) (*options, error) {
 	o := &options{headers: http.Header{}}
-	fs := flag.NewFlagSet("anyhook send", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := cli.NewFlagSet("send")
 	fs.StringVar(&o.provider, "provider", "", "")
 	fs.StringVar(&o.secret, "secret", "", "")
 	fs.StringVar(&o.url, "url", "", "")
@@ -132,11 +132,8 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.sig.Algorithm, "algorithm", "", "")
 	fs.StringVar(&o.sig.Encoding, "encoding", "", "")
 	fs.StringVar(&o.sig.Prefix, "prefix", "", "")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	known := strings.Join(provider.Names(), ", ")
 	switch {

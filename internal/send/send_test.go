@@ -83,8 +83,11 @@ func run(t *testing.T, args ...string) (int, string, string) {
 }
 
 func secretFor(p string) string {
-	if p == "standard" {
+	switch p {
+	case "standard":
 		return "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	case "stripe":
+		return "whsec_s3cret-stripe" // Stripe's secrets start with whsec_
 	}
 	return "s3cret-" + p
 }
@@ -210,8 +213,8 @@ func TestGenericUnsigned(t *testing.T) {
 // TestRejected: a wrong secret gets 400s, reported, exit 1.
 func TestRejected(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, config.Source{Provider: "stripe", Secrets: []string{"right"}})
-	code, out, _ := run(t, "--provider", "stripe", "--secret", "wrong", "--url", rc.url(), "--times", "3", "--concurrency", "3")
+	rc := newReceiver(t, config.Source{Provider: "stripe", Secrets: []string{"whsec_right"}})
+	code, out, _ := run(t, "--provider", "stripe", "--secret", "whsec_wrong", "--url", rc.url(), "--times", "3", "--concurrency", "3")
 	if code != 1 || !strings.Contains(out, "3 × 400 error: no signature matched\n") || !strings.Contains(out, "(400: 3)") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}

@@ -43,6 +43,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/faultnet"
 )
 
@@ -89,6 +90,7 @@ type options struct {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usageText)
 		return 0
 	}
 	if err != nil {
@@ -116,9 +118,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func parse(args []string, stderr io.Writer) (*options, error) {
-	fs := flag.NewFlagSet("anyhook soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usageText) }
+	fs := cli.NewFlagSet("soak")
 	o := &options{}
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "")
 	fs.StringVar(&o.database, "database", "", "")
@@ -130,11 +130,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.binary, "binary", "", "")
 	fs.DurationVar(&o.stress, "stress", time.Second, "")
 	fs.DurationVar(&o.slow, "slow", 2*time.Second, "")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	switch {
 	case o.duration <= 0:

@@ -100,7 +100,16 @@ func (s *Store) Close() error {
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	return unavailable("ping", s.pool.Ping(ctx))
+	// A query on the schema, not only a round trip: a database that lost
+	// its tables (or is not this store's) answers SELECT 1 too.
+	var version int
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+		return unavailable("ping", err)
+	}
+	if version == 0 {
+		return unavailable("ping", errors.New("the database has no schema"))
+	}
+	return nil
 }
 
 // tx runs fn in a transaction and commits it. Errors of fn are returned as

@@ -30,6 +30,11 @@ func Backup(ctx context.Context, src, dst string) (int64, error) {
 	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".partial")
 	os.Remove(tmp)
 	defer os.Remove(tmp)
+	// Created empty with mode 0600 first (VACUUM INTO accepts an empty
+	// file), so the copy is never readable by others, even while written.
+	if err := createPrivate(tmp); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
 
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
@@ -50,10 +55,15 @@ func Backup(ctx context.Context, src, dst string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("backup: %w", err)
 	}
-	err = f.Sync()
+	// The copy holds every webhook body: 0600 whatever the umask, before
+	// it gets its name.
+	err = f.Chmod(privateMode)
+	if err == nil {
+		err = f.Sync()
+	}
 	f.Close()
 	if err != nil {
-		return 0, fmt.Errorf("backup: sync %s: %w", tmp, err)
+		return 0, fmt.Errorf("backup: chmod and sync %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		return 0, fmt.Errorf("backup: %w", err)

@@ -49,8 +49,13 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file at path and applies
-// pending migrations.
+// pending migrations. A new file is created with mode 0600 whatever the
+// umask, and SQLite gives its -wal and -shm files the database file's
+// mode: the store holds every webhook body.
 func Open(ctx context.Context, path string, opt Options) (*Store, error) {
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	q := url.Values{}
 	// synchronous=FULL stays: a commit is durable before ingest answers.
 	// A bigger page cache, mmap_size and a rarer wal_autocheckpoint were
@@ -67,12 +72,21 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	r, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	var r *sql.DB
+	if path == ":memory:" {
+		// An in-memory database lives in its connection: every other
+		// connection would open an empty one of its own. Reads share the
+		// writer's one connection, which is kept open for good.
+		w.SetMaxIdleConns(1)
+		w.SetConnMaxLifetime(0)
+		r = w
+	} else {
+		if r, err = sql.Open("sqlite", dsn); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		r.SetMaxOpenConns(4)
 	}
-	r.SetMaxOpenConns(4)
 	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID}
 	if s.now == nil {
 		s.now = time.Now
@@ -170,7 +184,11 @@ func (s *Store) Close() error {
 	for _, st := range s.prepared {
 		errs = append(errs, st.Close())
 	}
-	return errors.Join(append(errs, s.w.Close(), s.r.Close())...)
+	errs = append(errs, s.w.Close())
+	if s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -225,11 +243,16 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers with its schema: a query that
+// touches no table (SELECT 1) answers even from a database that has lost
+// its tables or is not this store's.
 func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	if err := s.r.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+	var version int
+	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
 		return unavailable(err)
+	}
+	if version == 0 {
+		return unavailable(errors.New("the database has no schema"))
 	}
 	return nil
 }

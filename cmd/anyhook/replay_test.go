@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// sendTo posts a Stripe event with id to source of the gateway at url and
+// returns the AnyHook event id.
+func sendTo(t *testing.T, url, source, id string) string {
+	t.Helper()
+	body, h, err := stripeEvent(id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", url+"/webhooks/"+source, bytes.NewReader(body))
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&a)
+	if resp.StatusCode != 200 || a.ID == "" {
+		t.Fatalf("POST /webhooks/%s %s: %d", source, id, resp.StatusCode)
+	}
+	return a.ID
+}
+
+type apiEvent struct {
+	ID         string
+	Deliveries []struct {
+		ID, Destination, Status string
+		Replay                  bool
+	}
+}
+
+// replayFixture is a gateway with two Stripe sources and a destination
+// that always fails, so that every delivery goes dead at once.
+type replayFixture struct {
+	cfg, url string
+	hits     *atomic.Int64
+}
+
+func newReplayFixture(t *testing.T) *replayFixture {
+	var hits atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(500)
+	}))
+	t.Cleanup(dest.Close)
+	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 100ms, grace: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%[1]s]}
+  stripe_eu: {provider: stripe, secrets: [%[1]s]}
+destinations:
+  billing: {url: %[2]s, sources: [stripe, stripe_eu], max_attempts: 1}
+  crm: {url: %[2]s, sources: [stripe], max_attempts: 1}
+`, secret, dest.URL))
+	p := start(t, cfg)
+	return &replayFixture{cfg: cfg, url: p.url, hits: &hits}
+}
+
+func (f *replayFixture) event(t *testing.T, id string) apiEvent {
+	t.Helper()
+	var ev apiEvent
+	getJSON(t, f.url+"/api/events/"+id, &ev)
+	return ev
+}
+
+// waitDead waits until every delivery of event id is dead.
+func (f *replayFixture) waitDead(t *testing.T, id string) apiEvent {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ev := f.event(t, id)
+		dead := 0
+		for _, d := range ev.Deliveries {
+			if d.Status == "dead" {
+				dead++
+			}
+		}
+		if dead == len(ev.Deliveries) {
+			return ev
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event %s: deliveries %+v, want all dead", id, ev.Deliveries)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (f *replayFixture) replay(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return exe(t, append([]string{"replay", "--config", f.cfg}, args...)...)
+}
+
+func (f *replayFixture) replayJSON(t *testing.T, args ...string) replayReport {
+	t.Helper()
+	code, out, errOut := f.replay(t, append(args, "--json")...)
+	var rep replayReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("replay %s --json: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+	}
+	return rep
+}
+
+// `anyhook replay --event` takes whichever id a person has: the AnyHook
+// event id, a delivery id or the provider's event id; a provider id that
+// two sources share is refused with the matches and the --source that
+// tells them apart.
+func TestReplayAcceptsAnyID(t *testing.T) {
+	t.Parallel()
+	f := newReplayFixture(t)
+	only := sendTo(t, f.url, "stripe", "evt_only_here")
+	shared := sendTo(t, f.url, "stripe", "evt_shared")
+	sharedEU := sendTo(t, f.url, "stripe_eu", "evt_shared")
+	ev := f.waitDead(t, only)
+	f.waitDead(t, shared)
+	f.waitDead(t, sharedEU)
+
+	// The AnyHook event id, in a dry run: nothing changes.
+	rep := f.replayJSON(t, "--event", only, "--dry-run")
+	if !rep.DryRun || rep.Matched != "event_id" || rep.EventID != only || rep.Source != "stripe" || rep.ProviderEventID != "evt_only_here" || rep.Count != 2 {
+		t.Errorf("dry run by event id = %+v", rep)
+	}
+	if got := f.event(t, only); len(got.Deliveries) != 2 {
+		t.Fatalf("a dry run created deliveries: %+v", got.Deliveries)
+	}
+
+	// A delivery id: that delivery's event, to that delivery's destination.
+	var crm string
+	for _, d := range ev.Deliveries {
+		if d.Destination == "crm" {
+			crm = d.ID
+		}
+	}
+	rep = f.replayJSON(t, "--event", crm)
+	if rep.Matched != "delivery_id" || rep.EventID != only || rep.Count != 1 || rep.Deliveries[0].Destination != "crm" || rep.Deliveries[0].DeliveryID == "" {
+		t.Errorf("replay by delivery id = %+v, want one delivery of %s to crm", rep, only)
+	}
+
+	// The provider's event id, unique: resolved through the store.
+	rep = f.replayJSON(t, "--event", "evt_only_here", "--destination", "billing")
+	if rep.Matched != "provider_event_id" || rep.EventID != only || rep.Count != 1 || rep.Deliveries[0].Destination != "billing" {
+		t.Errorf("replay by provider event id = %+v", rep)
+	}
+	if got := f.event(t, only); len(got.Deliveries) != 4 {
+		t.Errorf("after two replays the event has %d deliveries, want 4", len(got.Deliveries))
+	}
+
+	// The provider's event id in two sources: a clear error.
+	code, out, errOut := f.replay(t, "--event", "evt_shared")
+	if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 ||
+		!strings.Contains(errOut, `provider event id "evt_shared" matches 2 events`) ||
+		!strings.Contains(errOut, shared+" in source stripe") || !strings.Contains(errOut, sharedEU+" in source stripe_eu") ||
+		!strings.Contains(errOut, "--source stripe") || !strings.Contains(errOut, "--source stripe_eu") {
+		t.Errorf("ambiguous provider id: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	rep = f.replayJSON(t, "--event", "evt_shared", "--source", "stripe_eu")
+	if rep.EventID != sharedEU || rep.Source != "stripe_eu" || rep.Count != 1 {
+		t.Errorf("--source stripe_eu = %+v, want %s", rep, sharedEU)
+	}
+	if code, _, errOut := f.replay(t, "--event", shared, "--source", "stripe_eu"); code != 2 || !strings.Contains(errOut, `from source "stripe", not --source "stripe_eu"`) {
+		t.Errorf("an event id with another --source: exit %d, %q", code, errOut)
+	}
+
+	// Text output names the event and its provider id.
+	code, out, _ = f.replay(t, "--event", "evt_only_here", "--dry-run")
+	if code != 0 || !strings.Contains(out, "would replay event "+only+" (source stripe, provider event id evt_only_here) to billing, crm: 2 deliveries") ||
+		!strings.Contains(out, "dry run: nothing was changed") {
+		t.Errorf("replay --dry-run: exit %d, %q", code, out)
+	}
+	if code, _, errOut := f.replay(t, "--event", "evt_nowhere"); code != 1 || !strings.Contains(errOut, `no event has "evt_nowhere"`) {
+		t.Errorf("unknown id: exit %d, %q; want 1", code, errOut)
+	}
+}
+
+// `anyhook replay --status` takes --since and --until, --dry-run lists
+// what it would replay without changing anything, and --json reports it.
+func TestReplayStatusDryRunUntilJSON(t *testing.T) {
+	t.Parallel()
+	f := newReplayFixture(t)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, sendTo(t, f.url, "stripe", fmt.Sprintf("evt_bulk_%d", i)))
+	}
+	for _, id := range ids {
+		f.waitDead(t, id)
+	}
+	hits := f.hits.Load()
+
+	rep := f.replayJSON(t, "--status", "dead", "--dry-run")
+	if !rep.DryRun || rep.Count != 6 || len(rep.Deliveries) != 6 {
+		t.Fatalf("dry run = %+v, want 6 (3 events × billing, crm)", rep)
+	}
+	for _, d := range rep.Deliveries {
+		if d.DeliveryID != "" || (d.Destination != "billing" && d.Destination != "crm") {
+			t.Errorf("dry-run item %+v", d)
+		}
+	}
+	if rep := f.replayJSON(t, "--status", "dead", "--dry-run", "--destination", "crm"); rep.Count != 3 {
+		t.Errorf("--destination crm: %d, want 3", rep.Count)
+	}
+	// --until before the deliveries were created selects none; a window
+	// around them selects all.
+	if rep := f.replayJSON(t, "--status", "dead", "--dry-run", "--until", "1h"); rep.Count != 0 {
+		t.Errorf("--until 1h (an hour ago): %d, want 0", rep.Count)
+	}
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if rep := f.replayJSON(t, "--status", "dead", "--dry-run", "--since", "1h", "--until", future); rep.Count != 6 {
+		t.Errorf("--since 1h --until %s: %d, want 6", future, rep.Count)
+	}
+	code, out, _ := f.replay(t, "--status", "dead", "--dry-run")
+	if code != 0 || !strings.HasPrefix(out, "would replay 6 deliveries\n  event ") || !strings.Contains(out, "dry run: nothing was changed") {
+		t.Errorf("text dry run: exit %d, %q", code, out)
+	}
+	for _, id := range ids {
+		if got := f.event(t, id); len(got.Deliveries) != 2 {
+			t.Fatalf("dry runs created deliveries for %s: %+v", id, got.Deliveries)
+		}
+	}
+	if f.hits.Load() != hits {
+		t.Fatal("a dry run sent something")
+	}
+	if code, _, errOut := f.replay(t, "--status", "dead", "--since", "1h", "--until", "2h"); code != 2 || !strings.Contains(errOut, "--since must be before --until") {
+		t.Errorf("since after until: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := f.replay(t, "--event", ids[0], "--until", "1h"); code != 2 || !strings.Contains(errOut, "go with --status") {
+		t.Errorf("--until with --event: exit %d, %q", code, errOut)
+	}
+
+	rep = f.replayJSON(t, "--status", "dead", "--destination", "billing")
+	if rep.DryRun || rep.Count != 3 {
+		t.Fatalf("replay = %+v, want 3", rep)
+	}
+	for _, id := range ids {
+		replays := 0
+		for _, d := range f.event(t, id).Deliveries {
+			if d.Replay && d.Destination == "billing" {
+				replays++
+			}
+		}
+		if replays != 1 {
+			t.Errorf("event %s has %d billing replays, want 1", id, replays)
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/anyhook/anyhook"
+)
+
+// A dead delivery's alert names what a person searches for: the source,
+// the provider's event id, and the event's page in the dashboard.
+func TestDeadAlertNamesSourceProviderIDAndLink(t *testing.T) {
+	t.Parallel()
+	alerts := newSink(t)
+	e := setup(t, newSink(t, 500), "    max_attempts: 1",
+		"dashboard_url: https://anyhook.example.com/ops/", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
+	a := e.sendStripe(t, "evt_alert_link")
+	d := e.waitStatus(t, a.ID, anyhook.StatusDead)
+	alerts.waitRequests(t, 1)
+	alerts.mu.Lock()
+	var msg map[string]any
+	err := json.Unmarshal(alerts.bodies[0], &msg)
+	alerts.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"kind": "delivery_dead", "destination": "billing", "source": "stripe", "event_id": a.ID,
+		"provider_event_id": "evt_alert_link", "delivery_id": d.ID,
+		"url": "https://anyhook.example.com/ops/events/" + a.ID,
+	}
+	for k, v := range want {
+		if msg[k] != v {
+			t.Errorf("alert %s = %v, want %v", k, msg[k], v)
+		}
+	}
+}

@@ -1,0 +1,25 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+var _ store.DeliveryReader = (*Store)(nil)
+
+// Delivery implements store.DeliveryReader.
+func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, error) {
+	d, err := scanDelivery(s.r.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
+	}
+	if err != nil {
+		return d, unavailable(err)
+	}
+	return d, nil
+}
