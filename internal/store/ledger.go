@@ -105,9 +105,12 @@ type Ledger interface {
 	Checkpoints(ctx context.Context) ([]Checkpoint, error)
 
 	// PruneBodies empties the bodies of up to limit logged events received
-	// before receivedBefore that have no delivery still to be made (pending,
-	// delivering, held or paused), marking their entries BodyPruned; events,
-	// headers, dedup keys and hashes stay. It returns how many it pruned.
+	// before receivedBefore that have no delivery still needing the body
+	// (NeedsBody: pending, delivering, paused, held, or dead and not
+	// discarded), marking their entries BodyPruned; events, headers, dedup
+	// keys and hashes stay. It is atomic with Replay, ReplayDeliveries and
+	// Resolve: an event gets a new delivery and keeps its body, or is
+	// pruned and refuses the delivery. It returns how many it pruned.
 	PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error)
 }
 

@@ -279,41 +279,46 @@ func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
 	return out, unavailable("checkpoints", err)
 }
 
-// PruneBodies implements store.Ledger.
+// PruneBodies implements store.Ledger. It locks the candidate events FOR
+// UPDATE, skipping those a replay or resend holds (see sendable), and
+// empties their bodies in a later statement that checks their deliveries
+// again: its snapshot sees every delivery that a replay holding the lock
+// before had committed.
 func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
 	var n int
 	err := s.tx(ctx, "prune bodies", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
+		n = 0
+		rows, err := tx.Query(ctx, `SELECT e.id FROM ledger_entries l JOIN events e ON e.id = l.event_id
 			WHERE NOT l.body_pruned AND e.received_at < $1
-				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND d.status IN ('pending', 'delivering', 'held', 'paused'))
+				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+store.NeedsBody+`)
 			ORDER BY l.idx LIMIT $2
-			FOR UPDATE OF l SKIP LOCKED`, receivedBefore, limit)
+			FOR UPDATE OF e SKIP LOCKED`, receivedBefore, limit)
 		if err != nil {
 			return unavailable("prune bodies", err)
 		}
-		var idx []int64
-		var ids []string
-		for rows.Next() {
-			var i int64
+		ids, err := collect(rows, func(sc scanner) (string, error) {
 			var id string
-			if err := rows.Scan(&i, &id); err != nil {
-				rows.Close()
-				return unavailable("prune bodies", err)
-			}
-			idx, ids = append(idx, i), append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return id, sc.Scan(&id)
+		})
+		if err != nil {
 			return unavailable("prune bodies", err)
 		}
 		if len(ids) == 0 {
-			n = 0
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE events SET body = ''::bytea WHERE id = ANY($1)`, ids); err != nil {
+		rows, err = tx.Query(ctx, `UPDATE events e SET body = ''::bytea
+			WHERE e.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+store.NeedsBody+`)
+			RETURNING e.id`, ids)
+		if err != nil {
 			return unavailable("prune bodies", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE ledger_entries SET body_pruned = true WHERE idx = ANY($1)`, idx); err != nil {
+		if ids, err = collect(rows, func(sc scanner) (string, error) {
+			var id string
+			return id, sc.Scan(&id)
+		}); err != nil {
+			return unavailable("prune bodies", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE ledger_entries SET body_pruned = true WHERE event_id = ANY($1)`, ids); err != nil {
 			return unavailable("prune bodies", err)
 		}
 		n = len(ids)

@@ -338,13 +338,14 @@ func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
 	return out, unavailable(rows.Err())
 }
 
-// PruneBodies implements store.Ledger.
+// PruneBodies implements store.Ledger. SQLite runs one write transaction
+// at a time, so no replay or resend interleaves with it.
 func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
 			WHERE l.body_pruned = 0 AND e.received_at < ?
-				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND d.status IN ('pending', 'delivering', 'held', 'paused'))
+				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
 			ORDER BY l.idx LIMIT ?`, micros(receivedBefore), limit)
 		if err != nil {
 			return unavailable(err)

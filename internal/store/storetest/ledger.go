@@ -32,6 +32,9 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Checkpoints", testLedgerCheckpoints},
 		{"CheckpointsInInsertionOrder", testLedgerCheckpointList},
 		{"PruneBodiesKeepsHashes", testLedgerPrune},
+		{"PruneKeepsBodiesStillNeeded", testLedgerPruneNeeded},
+		{"PrunedEventNotSentAgain", testLedgerPrunedNotSent},
+		{"ReplayRacesPrune", testLedgerReplayRacesPrune},
 		{"ConcurrentSequencers", testLedgerConcurrent},
 		{"CheckpointAndVerify", testLedgerCheckpointVerify},
 	}
@@ -430,4 +433,187 @@ func recordsAt(t *testing.T, l store.Ledger, i int64) store.LedgerRecord {
 		t.Fatalf("LedgerRecords(%d) = %v, %v", i, recs, err)
 	}
 	return recs[0]
+}
+
+// deliverAs drives the one delivery of dest due now to status: delivered,
+// dead (its attempts used up), discarded (dead, then discarded by an
+// operator), held, or delivering (claimed, in flight); pending leaves it.
+func deliverAs(t *testing.T, s store.Store, dest, status string) {
+	t.Helper()
+	if status == "pending" {
+		return
+	}
+	lease := time.Minute
+	if status == "held" {
+		lease = -time.Hour
+	}
+	cs := claim(t, s, dest, 1, lease)
+	if len(cs) != 1 {
+		t.Fatalf("%s: claimed %d, want 1", dest, len(cs))
+	}
+	o := delivered(cs[0])
+	switch status {
+	case "delivering":
+		return
+	case "held":
+		rescue(t, s, rule(anyhook.Hold, 8))
+		return
+	case "dead", "discarded":
+		o = retry(cs[0], 0)
+		o.Status = anyhook.StatusDead
+	}
+	finish(t, s, o)
+	if status == "discarded" {
+		if _, err := s.Resolve(ctx(t), cs[0].Delivery.ID, store.ActionDiscard); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testLedgerPruneNeeded: retention never empties the body of an event that
+// a delivery still needs: pending, delivering, held, or dead (a person may
+// resend or replay it), unless an operator discarded it.
+func testLedgerPruneNeeded(t *testing.T, s store.Store, l store.Ledger) {
+	statuses := []string{"pending", "delivering", "held", "dead", "discarded", "delivered"}
+	ids := map[string]string{}
+	for _, st := range statuses {
+		// Each event its own destination, with a second one delivered: one
+		// delivery that needs the body is enough to keep it.
+		ne := newEvent("stripe", "evt_"+st, "to_"+st, "done_"+st)
+		ids[st] = ingest(t, s, ne)[0].ID
+		deliverAs(t, s, "to_"+st, st)
+		deliverAs(t, s, "done_"+st, "delivered")
+	}
+	sequenceAll(t, l)
+	n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneBodies = %d, %v; want 2 (discarded and delivered)", n, err)
+	}
+	for _, st := range statuses {
+		ev := event(t, s, ids[st])
+		wantPruned := st == "discarded" || st == "delivered"
+		if ev.BodyPruned != wantPruned || (len(ev.Body) == 0) != wantPruned {
+			t.Errorf("event with a %s delivery: body %q, BodyPruned %v; want pruned %v", st, ev.Body, ev.BodyPruned, wantPruned)
+		}
+	}
+}
+
+// testLedgerPrunedNotSent: once its body is pruned, an event is never sent
+// again: replay, bulk replay and resend are refused with ErrPruned and
+// create nothing.
+func testLedgerPrunedNotSent(t *testing.T, s store.Store, l store.Ledger) {
+	gone := ingest(t, s, newEvent("stripe", "evt_gone", "billing"))[0].ID
+	deliverAs(t, s, "billing", "discarded")
+	kept := ingest(t, s, newEvent("stripe", "evt_kept", "billing"))[0].ID
+	deliverAs(t, s, "billing", "dead")
+	sequenceAll(t, l)
+	if n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100); err != nil || n != 1 {
+		t.Fatalf("PruneBodies = %d, %v; want 1", n, err)
+	}
+	before := event(t, s, gone)
+	if !before.BodyPruned || event(t, s, kept).BodyPruned {
+		t.Fatalf("BodyPruned: gone %v, kept %v", before.BodyPruned, event(t, s, kept).BodyPruned)
+	}
+	if _, err := s.Replay(ctx(t), gone, []string{"billing"}); !errors.Is(err, anyhook.ErrPruned) {
+		t.Errorf("Replay(pruned) err = %v, want ErrPruned", err)
+	}
+	if _, err := s.Resolve(ctx(t), before.Deliveries[0].ID, store.ActionResend); !errors.Is(err, anyhook.ErrPruned) {
+		t.Errorf("Resolve(resend) of a pruned event: err = %v, want ErrPruned", err)
+	}
+	if n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusDead}); !errors.Is(err, anyhook.ErrPruned) {
+		t.Errorf("ReplayDeliveries(pruned among them) = %d, %v; want ErrPruned", n, err)
+	}
+	after := event(t, s, gone)
+	if len(after.Deliveries) != 1 || after.Deliveries[0].Status != anyhook.StatusDead || after.Deliveries[0].Note != before.Deliveries[0].Note {
+		t.Errorf("deliveries of the pruned event after the refusals: %+v", after.Deliveries)
+	}
+	if ds := event(t, s, kept).Deliveries; len(ds) != 1 {
+		t.Errorf("a refused bulk replay created deliveries: %+v", ds)
+	}
+	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 0 {
+		t.Errorf("claims after the refusals: %+v", cs)
+	}
+	// A mark_delivered or discard sends nothing and stays allowed.
+	if _, err := s.Resolve(ctx(t), before.Deliveries[0].ID, store.ActionMarkDelivered); err != nil {
+		t.Errorf("Resolve(mark_delivered) of a pruned event: %v", err)
+	}
+	// The event that kept its body is replayed as usual.
+	if ds, err := s.Replay(ctx(t), kept, []string{"billing"}); err != nil || len(ds) != 1 {
+		t.Errorf("Replay(kept) = %+v, %v", ds, err)
+	}
+}
+
+// testLedgerReplayRacesPrune: replays and resends race with retention.
+// Every event ends either with its new delivery and its body, or pruned
+// with the replay refused; never a pending delivery of an empty body.
+func testLedgerReplayRacesPrune(t *testing.T, s store.Store, l store.Ledger) {
+	const n = 40
+	var ids []string
+	for i := range n {
+		ids = append(ids, ingest(t, s, newEvent("stripe", fmt.Sprint("evt_", i), "billing"))[0].ID)
+		// Discarded: prunable, and resend-able until pruned.
+		deliverAs(t, s, "billing", "discarded")
+	}
+	sequenceAll(t, l)
+	var wg sync.WaitGroup
+	refused := make([]bool, n)
+	errs := make(chan error, 2*n+1)
+	wg.Go(func() {
+		for {
+			m, err := l.PruneBodies(context.WithoutCancel(ctx(t)), received.Add(time.Second), 3)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if m == 0 {
+				return
+			}
+		}
+	})
+	for i, id := range ids {
+		wg.Go(func() {
+			var err error
+			if i%2 == 0 {
+				_, err = s.Replay(context.WithoutCancel(ctx(t)), id, []string{"billing"})
+			} else {
+				ev, e := s.Event(context.WithoutCancel(ctx(t)), id)
+				if e != nil {
+					errs <- e
+					return
+				}
+				_, err = s.Resolve(context.WithoutCancel(ctx(t)), ev.Deliveries[0].ID, store.ActionResend)
+			}
+			switch {
+			case errors.Is(err, anyhook.ErrPruned):
+				refused[i] = true
+			case err != nil:
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// What the race left is stable: another prune changes nothing.
+	if m, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100); err != nil || m != 0 {
+		t.Fatalf("PruneBodies after the race = %d, %v; want 0", m, err)
+	}
+	for i, id := range ids {
+		ev := event(t, s, id)
+		pending := 0
+		for _, d := range ev.Deliveries {
+			if d.Status == anyhook.StatusPending {
+				pending++
+			}
+		}
+		if refused[i] {
+			if !ev.BodyPruned || pending != 0 {
+				t.Errorf("event %d: refused, but BodyPruned %v and %d pending deliveries", i, ev.BodyPruned, pending)
+			}
+		} else if ev.BodyPruned || len(ev.Body) == 0 || pending != 1 {
+			t.Errorf("event %d: sent again, but BodyPruned %v, body %q, %d pending deliveries", i, ev.BodyPruned, ev.Body, pending)
+		}
+	}
 }
