@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -119,16 +120,30 @@ type Tree struct {
 	Origin string
 	Size   int64
 	Root   tlog.Hash
+	// Time is when the checkpoint was signed, to the second, as the signer
+	// states it in the signed text (the "time" extension line); zero for a
+	// checkpoint without one (those signed before AnyHook wrote it).
+	Time time.Time
 }
+
+// timeLine starts the checkpoint extension line that states the signing
+// time: "time 2026-03-01T12:00:00Z" (RFC 3339, UTC, whole seconds).
+const timeLine = "time "
 
 // CheckpointText is the C2SP checkpoint body:
-// "<origin>\n<size>\n<base64 root>\n".
+// "<origin>\n<size>\n<base64 root>\n", then, when t.Time is set, the
+// extension line "time <RFC 3339 UTC>\n".
 func CheckpointText(t Tree) string {
-	return fmt.Sprintf("%s\n%d\n%s\n", t.Origin, t.Size, base64.StdEncoding.EncodeToString(t.Root[:]))
+	s := fmt.Sprintf("%s\n%d\n%s\n", t.Origin, t.Size, base64.StdEncoding.EncodeToString(t.Root[:]))
+	if !t.Time.IsZero() {
+		s += timeLine + t.Time.UTC().Truncate(time.Second).Format(time.RFC3339) + "\n"
+	}
+	return s
 }
 
-// ParseCheckpointText parses a checkpoint body; extension lines after the
-// root are allowed and ignored.
+// ParseCheckpointText parses a checkpoint body. Extension lines after the
+// root are allowed; the "time" line is read (once, RFC 3339 UTC to the
+// second), others are ignored.
 func ParseCheckpointText(text string) (Tree, error) {
 	lines := strings.SplitAfter(text, "\n")
 	if len(lines) < 4 || !strings.HasSuffix(lines[2], "\n") {
@@ -146,6 +161,17 @@ func ParseCheckpointText(text string) (Tree, error) {
 		return Tree{}, fmt.Errorf("%w: malformed root hash", ErrBadCheckpoint)
 	}
 	copy(t.Root[:], root)
+	for _, line := range lines[3:] {
+		v, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), timeLine)
+		if !ok {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, v)
+		if err != nil || !t.Time.IsZero() || at.Format(time.RFC3339) != v || at.Location() != time.UTC {
+			return Tree{}, fmt.Errorf("%w: malformed or repeated time line %q", ErrBadCheckpoint, v)
+		}
+		t.Time = at
+	}
 	return t, nil
 }
 

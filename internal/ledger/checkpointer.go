@@ -41,7 +41,9 @@ type CheckpointerOptions struct {
 	// OnFailure is called when the self-check finds the stored log no longer
 	// matches the last checkpoint or its events: a verification failure.
 	OnFailure func(err error)
-	Now       func() time.Time
+	// Now is the clock: the signing time each checkpoint states (its
+	// "time" line), and when to prune. Default time.Now.
+	Now func() time.Time
 }
 
 // Checkpointer signs and stores checkpoints, pushes them, prunes old
@@ -149,7 +151,7 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 	if err != nil {
 		return prev, false, fmt.Errorf("ledger: tree hash: %w", err)
 	}
-	msg, err := SignCheckpoint(c.opt.Key, Tree{Origin: c.opt.Origin, Size: size, Root: root})
+	msg, err := SignCheckpoint(c.opt.Key, Tree{Origin: c.opt.Origin, Size: size, Root: root, Time: c.opt.Now()})
 	if err != nil {
 		return prev, false, fmt.Errorf("ledger: sign: %w", err)
 	}

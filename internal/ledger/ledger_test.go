@@ -391,6 +391,129 @@ func TestInsertedWhileRunning(t *testing.T) {
 	})
 }
 
+// TestLatenessFromSignedTimes: a back-dated row inserted behind the
+// gateway's back, after a checkpoint signed at a time that should have
+// held it, is reported from the signed time alone: clearing the stored
+// late flag hides nothing. Checkpoints without a time line (signed before
+// AnyHook wrote one) still verify; for entries only they judge, the flag is
+// all there is.
+func TestLatenessFromSignedTimes(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		clock := time.Now().Truncate(time.Second) // the checkpointer's and the verifier's clock
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, Now: func() time.Time { return clock }})
+		verify := func() *ledger.Report {
+			t.Helper()
+			rep, err := ledger.Verify(t.Context(), e.st, ledger.VerifyOptions{Verifier: e.key.Verifier, Origin: e.key.Name(), Now: func() time.Time { return clock }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		backdate := func(ago time.Duration) string {
+			t.Helper()
+			id := store.NewID()
+			e.exec(t, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+				SELECT ?, source, ?, `+e.earlier("received_at", ago)+`, method, path, headers, body FROM events WHERE id = ?`, id, "evt_"+id, e.ids[0])
+			e.exec(t, e.rescan)
+			return id
+		}
+
+		// An old log: its checkpoint has no time line. It verifies; a
+		// back-dated insert is reported only through the sequencer's flag.
+		e.ingest(t, 10)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		root, err := tlog.TreeHash(10, ledger.HashReader(t.Context(), e.st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, err := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 10, Root: root})
+		if err != nil || strings.Contains(string(old), "\ntime ") {
+			t.Fatalf("a checkpoint without a time: %q, %v", old, err)
+		}
+		if err := e.st.SaveCheckpoint(t.Context(), store.Checkpoint{Size: 10, Root: root, Note: old}); err != nil {
+			t.Fatal(err)
+		}
+		e.commit(t)
+		if rep := verify(); !rep.OK() || rep.Checkpoint == nil || !rep.Checkpoint.Time.IsZero() {
+			t.Fatalf("a log with an untimed checkpoint: report %+v, problems %v", rep, rep.Problems)
+		}
+		oldInsert := backdate(time.Hour)
+		e.commit(t) // signed at clock, with a time line: it holds the insert
+		rep := verify()
+		wantOnly(t, rep, ledger.KindInserted, oldInsert)
+		if !hasProblem(rep, ledger.KindInserted, "flagged by the sequencer") {
+			t.Errorf("judged by the flag: %v", rep.Problems)
+		}
+
+		// A timed log: checkpoint 3 (size 16) is signed a minute later; then
+		// a row back-dated by two hours turns up.
+		clock = clock.Add(time.Minute)
+		e.ingest(t, 5)
+		e.commit(t)
+		id := backdate(2 * time.Hour)
+		e.ingest(t, 5)
+		e.commit(t)
+		e.exec(t, `UPDATE ledger_entries SET late = ? WHERE event_id IN (?, ?)`, false, id, oldInsert)
+		rep = verify()
+		for _, p := range rep.Problems {
+			t.Log(p)
+		}
+		wantOnly(t, rep, ledger.KindInserted, id)
+		if !hasProblem(rep, ledger.KindInserted, "more than 5 minutes before checkpoint 3 was signed ("+clock.UTC().Format(time.RFC3339)+"), which did not hold it") {
+			t.Errorf("not judged by the signed time: %v", rep.Problems)
+		}
+		// The old insert, judged by the untimed checkpoint only, is no
+		// longer reported once its flag is cleared: the limit of old logs.
+		if len(named(rep, oldInsert)) != 0 {
+			t.Errorf("the old insert is named: %v", named(rep, oldInsert))
+		}
+	})
+}
+
+// TestCheckpointTimeLine: the signing time is an extension line of the
+// signed text; one that is malformed or repeated makes the checkpoint
+// unreadable, other extension lines are ignored.
+func TestCheckpointTimeLine(t *testing.T) {
+	t.Parallel()
+	key, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "k"), "test.example/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-90 * time.Minute).Round(time.Millisecond) // sub-second: dropped
+	tr := ledger.Tree{Origin: "test.example/log", Size: 7, Root: sha256.Sum256([]byte("r")), Time: at}
+	text := ledger.CheckpointText(tr)
+	want := "test.example/log\n7\n" + b64(tr.Root) + "\ntime " + at.UTC().Truncate(time.Second).Format(time.RFC3339) + "\n"
+	if text != want || !strings.HasSuffix(text, "Z\n") {
+		t.Fatalf("CheckpointText = %q, want %q", text, want)
+	}
+	msg, err := ledger.SignCheckpoint(key, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ledger.OpenCheckpoint(msg, key.Verifier)
+	if err != nil || !got.Time.Equal(at.Truncate(time.Second)) || got.Size != 7 {
+		t.Fatalf("OpenCheckpoint = %+v, %v", got, err)
+	}
+	base := "o\n7\n" + b64(tr.Root) + "\n"
+	stamp := "time " + at.UTC().Truncate(time.Second).Format(time.RFC3339) + "\n"
+	for text, ok := range map[string]bool{
+		base:                               true,
+		base + "other extension\n" + stamp: true,
+		base + stamp + stamp:               false,
+		base + "time yesterday\n":          false,
+		base + "time " + at.Format(time.RFC3339Nano) + "\n":                           false,
+		base + "time " + at.In(time.FixedZone("x", 3600)).Format(time.RFC3339) + "\n": false,
+	} {
+		if _, err := ledger.ParseCheckpointText(text); (err == nil) != ok {
+			t.Errorf("ParseCheckpointText(%q) err = %v, want ok %v", text, err, ok)
+		}
+	}
+}
+
 func TestForgedCheckpoint(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {

@@ -247,6 +247,30 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	}
 	covered = min(covered, size)
 
+	// The signed times, for lateness: an entry at index i was not in any
+	// checkpoint of size <= i; if its event was received more than the lag
+	// before such a checkpoint was signed, it reached the database later
+	// than any genuine event does (inserted behind the gateway's back and
+	// back-dated). Only signed times count: the sequencer's stored late
+	// flag can be cleared by anyone who can write the database.
+	type signedAt struct {
+		size int64
+		at   time.Time
+		what string
+	}
+	var timed []signedAt
+	for _, c := range cps {
+		if !c.Time.IsZero() {
+			timed = append(timed, signedAt{c.Size, c.Time, fmt.Sprintf("checkpoint %d", c.n)})
+		}
+	}
+	if s := rep.Since; s != nil && !s.Time.IsZero() {
+		timed = append(timed, signedAt{s.Size, s.Time, "the given checkpoint"})
+	}
+	slices.SortStableFunc(timed, func(a, b signedAt) int { return cmp.Compare(a.size, b.size) })
+	var judge signedAt // the latest signed time among checkpoints of size <= the current index
+	nextTimed := 0
+
 	// Recompute every leaf, streaming the tree's root; remember the roots
 	// at the checkpoints' sizes (one per distinct size).
 	var tree rootStack
@@ -315,9 +339,25 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 				add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindEntryChanged,
 					Detail: "the tree's leaf at this position is not this event's"})
 			}
-			if rec.Entry.Late {
+			for ; nextTimed < len(timed) && timed[nextTimed].size <= next; nextTimed++ {
+				if timed[nextTimed].at.After(judge.at) {
+					judge = timed[nextTimed]
+				}
+			}
+			switch {
+			case p != nil:
+				// Changed already; its stored receive time proves nothing.
+			case !judge.at.IsZero():
+				if got := rec.Event.ReceivedAt; got.Before(judge.at.Add(-opt.Lag)) {
+					add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
+						Detail: fmt.Sprintf("received %s, more than %s before %s was signed (%s), which did not hold it: it was put into the database later",
+							got.UTC().Format(time.RFC3339), span(opt.Lag), judge.what, judge.at.Format(time.RFC3339))})
+				}
+			case rec.Entry.Late:
+				// No signed time to judge by (checkpoints from before they
+				// carried one): the sequencer's flag is all there is.
 				add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
-					Detail: "it appeared in the database long after a checkpoint that should have held it"})
+					Detail: "it appeared in the database long after a checkpoint that should have held it (flagged by the sequencer)"})
 			}
 			if rec.Entry.BodyPruned {
 				rep.Pruned++

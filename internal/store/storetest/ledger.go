@@ -37,6 +37,7 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ReplayRacesPrune", testLedgerReplayRacesPrune},
 		{"ConcurrentSequencers", testLedgerConcurrent},
 		{"CheckpointAndVerify", testLedgerCheckpointVerify},
+		{"LatenessFromSignedTimes", testLedgerLateness},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -616,4 +617,56 @@ func testLedgerReplayRacesPrune(t *testing.T, s store.Store, l store.Ledger) {
 			t.Errorf("event %d: sent again, but BodyPruned %v, body %q, %d pending deliveries", i, ev.BodyPruned, ev.Body, pending)
 		}
 	}
+}
+
+// testLedgerLateness: lateness is judged from the time each checkpoint
+// states in its signed text, not from the stored late flag: an event that
+// enters the log after a checkpoint signed more than the lag after its
+// receive time is reported even though the sequencer did not flag it (here
+// a sequencer with a lag of days stands for a flag cleared in the
+// database). Clocks are injected: the checkpoint is signed ten minutes
+// after the suite's receive time.
+func testLedgerLateness(t *testing.T, s store.Store, l store.Ledger) {
+	key := newKey(t)
+	signedAt := received.Add(10 * time.Minute)
+	cpr := ledger.NewCheckpointer(l, ledger.CheckpointerOptions{Key: key, Now: func() time.Time { return signedAt }})
+	lenient := ledger.NewSequencer(l, ledger.SequencerOptions{Lag: 1000 * time.Hour})
+	ingest(t, s, newEvent("stripe", "evt_on_time_1"), newEvent("stripe", "evt_on_time_2"))
+	if _, err := lenient.Run(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, err := cpr.Once(ctx(t)); err != nil || cp.Size != 2 {
+		t.Fatalf("checkpoint = %+v, %v", cp, err)
+	}
+	late := ingest(t, s, newEvent("stripe", "evt_late"))[0].ID // received with the others, logged after the checkpoint
+	if _, err := lenient.Run(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cpr.Once(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := l.LedgerEntry(ctx(t), late); err != nil || e.Late {
+		t.Fatalf("entry of the late event = %+v, %v; want it unflagged", e, err)
+	}
+	rep, err := ledger.Verify(ctx(t), l, ledger.VerifyOptions{Verifier: key.Verifier, Origin: key.Name(), Now: func() time.Time { return signedAt }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 1 || rep.Problems[0].EventID != late || rep.Problems[0].Kind != ledger.KindInserted ||
+		!rep.Checkpoint.Time.Equal(signedAt.Truncate(time.Second)) {
+		t.Fatalf("Verify: checkpoint %+v, problems %v; want only %s inserted", rep.Checkpoint, rep.Problems, late)
+	}
+}
+
+func newKey(t *testing.T) *ledger.Key {
+	t.Helper()
+	skey, _, err := note.GenerateKey(rand.Reader, "storetest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ledger.ParseKey(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
