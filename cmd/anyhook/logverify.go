@@ -15,7 +15,7 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-const logUsage = "usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key VERIFIER_KEY] | anyhook log key [--config FILE]"
+const logUsage = "usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key VERIFIER_KEY] [--lag D] [--retention D] | anyhook log key [--config FILE]"
 
 // logCommand runs "anyhook log verify" and "anyhook log key".
 func logCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -60,6 +60,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cpPath := fs.String("checkpoint", "", "a signed checkpoint kept earlier (by a witness or push_url): also prove the log only grew since")
 	vkey := fs.String("key", "", "the log's public key as pinned (anyhook log key); default: derived from log.key_file")
 	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this without a log position counts as inserted")
+	retention := fs.Duration("retention", -1, "bodies of events younger than this must not be pruned (default log.retention; pass the old value for a while after lengthening it)")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -101,7 +102,15 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// Entries outside every checkpoint for longer than this are reported:
 	// an hour, or two checkpoint intervals when those are longer.
 	grace := max(ledger.DefaultCheckpointGrace, 2*cfg.Log.CheckpointInterval.D())
-	rep, err := ledger.Verify(ctx, l, ledger.VerifyOptions{Verifier: v, Origin: origin, Since: since, Lag: *lag, CheckpointGrace: grace, Now: time.Now})
+	ret := *retention
+	if ret < 0 {
+		ret = cfg.Log.Retention.D()
+	}
+	if ret == 0 { // log.retention: 0s keeps every body
+		ret = ledger.RetainForever
+	}
+	rep, err := ledger.Verify(ctx, l, ledger.VerifyOptions{Verifier: v, Origin: origin, Since: since, Lag: *lag, CheckpointGrace: grace,
+		Retention: ret, Now: time.Now})
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}

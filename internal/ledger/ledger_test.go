@@ -161,11 +161,18 @@ func setup(t *testing.T, b backend) *env {
 // ingest records n events received now, as ingest would.
 func (e *env) ingest(t *testing.T, n int) []string {
 	t.Helper()
+	return e.ingestAt(t, n, time.Now())
+}
+
+// ingestAt records n events received at, each with a delivery to each of
+// dests.
+func (e *env) ingestAt(t *testing.T, n int, at time.Time, dests ...string) []string {
+	t.Helper()
 	var evs []store.NewEvent
 	for i := range n {
 		id := store.NewID()
-		evs = append(evs, store.NewEvent{Event: anyhook.Event{
-			ID: id, Source: "stripe", DedupKey: "evt_" + id, ReceivedAt: time.Now(),
+		evs = append(evs, store.NewEvent{Destinations: dests, Event: anyhook.Event{
+			ID: id, Source: "stripe", DedupKey: "evt_" + id, ReceivedAt: at,
 			Method: "POST", Path: "/webhooks/stripe",
 			Header: http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {fmt.Sprintf("t=1,v1=%d", i)}},
 			Body:   fmt.Appendf(nil, `{"id":"evt_%s","n":%d}`, id, i),
@@ -828,6 +835,69 @@ func TestPrunedBodiesStillVerify(t *testing.T) {
 		// Headers of a pruned event are still covered.
 		e.exec(t, `UPDATE events SET headers = `+e.bytes(`replace(`+e.text(`headers`)+`, 'application/json', 'text/plain')`)+` WHERE id = ?`, e.ids[4])
 		wantOnly(t, e.verify(t, nil), ledger.KindHeadersChanged, e.ids[4])
+	})
+}
+
+// TestPrunedOutsideRetention: pruning that the retention rule did (an old
+// body, nothing left to deliver) verifies; a body emptied and marked pruned
+// by SQL while it is younger than log.retention, or while a dead delivery
+// still needs it, is reported. With log.retention 0s every pruned body is.
+func TestPrunedOutsideRetention(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		now := time.Now()
+		const retention = 30 * 24 * time.Hour
+		verify := func(ret time.Duration) *ledger.Report {
+			t.Helper()
+			rep, err := ledger.Verify(t.Context(), e.st, ledger.VerifyOptions{Verifier: e.key.Verifier, Origin: e.key.Name(),
+				Retention: ret, Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		prune := func(id string) {
+			e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte{}, id)
+			e.exec(t, `UPDATE ledger_entries SET body_pruned = ? WHERE event_id = ?`, true, id)
+		}
+		old := now.Add(-40 * 24 * time.Hour)
+		e.ingestAt(t, 20, old)
+		dead := e.ingestAt(t, 1, old, "billing")[0]
+		cs, err := e.st.Claim(t.Context(), "billing", 1, time.Minute)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("Claim = %v, %v", cs, err)
+		}
+		if _, err := e.st.Finish(t.Context(), []store.Outcome{{DeliveryID: cs[0].Delivery.ID, Attempt: 1, Status: anyhook.StatusDead,
+			Result: anyhook.Attempt{Number: 1, StartedAt: now, StatusCode: 500, Error: "HTTP 500"}}}); err != nil {
+			t.Fatal(err)
+		}
+		e.commit(t)
+		young := e.ingest(t, 5)
+		e.commit(t)
+		// Retention, as the checkpointer runs it.
+		if n, err := ledger.Prune(t.Context(), e.st, now.Add(-retention)); err != nil || n != 20 {
+			t.Fatalf("Prune = %d, %v; want the 20 old bodies without a delivery needing them", n, err)
+		}
+		if rep := verify(retention); !rep.OK() || rep.Pruned != 20 {
+			t.Fatalf("after genuine pruning: report %+v, problems %v", rep, rep.Problems)
+		}
+		// A young body pruned by hand, and the old body a dead delivery needs.
+		prune(young[2])
+		prune(dead)
+		rep := verify(retention)
+		for _, p := range rep.Problems {
+			t.Log(p)
+		}
+		wantOnly(t, rep, ledger.KindPrunedEarly, young[2], dead)
+		if !hasProblem(rep, ledger.KindPrunedEarly, "less than log.retention (30 days) ago: retention cannot have pruned it yet") ||
+			!hasProblem(rep, ledger.KindPrunedEarly, "although a delivery still needs it") || len(rep.Problems) != 2 {
+			t.Errorf("problems %v", rep.Problems)
+		}
+		// log.retention: 0s keeps every body: every pruned one is reported.
+		if rep := verify(ledger.RetainForever); len(rep.Problems) != 23 || !hasProblem(rep, ledger.KindPrunedEarly, "log.retention is 0s") {
+			t.Errorf("with retention 0s: %d problems, %v", len(rep.Problems), rep.Problems)
+		}
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -31,7 +32,15 @@ const (
 	// KindMissingCheckpoint: log entries that no stored checkpoint covers
 	// although they were sequenced long ago (VerifyOptions.CheckpointGrace).
 	KindMissingCheckpoint = "missing checkpoint"
+	// KindPrunedEarly: a body emptied and marked pruned that retention
+	// could not have pruned (VerifyOptions.Retention, or a delivery that
+	// still needs it).
+	KindPrunedEarly = "body removed"
 )
+
+// RetainForever as VerifyOptions.Retention says bodies are never pruned
+// (log.retention: 0s): every pruned body is reported.
+const RetainForever = time.Duration(math.MaxInt64)
 
 // Problem is one finding of Verify.
 type Problem struct {
@@ -77,7 +86,13 @@ type VerifyOptions struct {
 	// deleted, or no checkpointer is running); default
 	// DefaultCheckpointGrace.
 	CheckpointGrace time.Duration
-	Now             func() time.Time
+	// Retention is log.retention, the age before which retention never
+	// empties a body: a pruned body of an event received less than
+	// Retention minus Lag (for clock skew) before Now is reported.
+	// RetainForever reports every pruned body; 0 checks no ages. Pruned
+	// bodies that a delivery still needs are reported in any case.
+	Retention time.Duration
+	Now       func() time.Time
 }
 
 // DefaultCheckpointGrace is how long a log entry may stay outside every
@@ -149,6 +164,7 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	now := opt.Now()
 	rep := &Report{}
 	add := func(p Problem) { rep.Problems = append(rep.Problems, p) }
 	logProblem := func(kind, format string, args ...any) {
@@ -361,6 +377,11 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 			}
 			if rec.Entry.BodyPruned {
 				rep.Pruned++
+				if p == nil {
+					if d := prunedEarly(rec.Event.ReceivedAt, now, opt); d != "" {
+						add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindPrunedEarly, Detail: d})
+					}
+				}
 			}
 			tree.push(leaf.Hash)
 			next++
@@ -411,12 +432,22 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 		}
 	}
 
-	now := opt.Now()
 	// Entries no checkpoint holds, sequenced long ago: the checkpoints
 	// that held them were deleted (or none was ever signed).
 	if covered < size && !uncoveredSince.IsZero() && now.Sub(uncoveredSince) > opt.CheckpointGrace {
 		logProblem(KindMissingCheckpoint, "entries %d.. are in no signed checkpoint although sequenced over %s ago: checkpoints were deleted or the checkpointer is not running",
 			covered, span(opt.CheckpointGrace))
+	}
+
+	// Bodies pruned although a delivery still needs them: retention never
+	// prunes those (store.NeedsBody).
+	needed, err := st.PrunedStillNeeded(ctx, 10000)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+	}
+	for _, e := range needed {
+		add(Problem{EventID: e.EventID, Index: e.Index, Kind: KindPrunedEarly,
+			Detail: "its body was emptied although a delivery still needs it (pending, delivering, paused, held, or dead and not discarded): retention never prunes such a body"})
 	}
 
 	// Events that never made it into the log.
@@ -434,6 +465,22 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	}
 	rep.Waiting = max(0, len(all)-len(old))
 	return rep, nil
+}
+
+// prunedEarly says why retention cannot have pruned the body of an event
+// received at received, or "" when it can have.
+func prunedEarly(received, now time.Time, opt VerifyOptions) string {
+	switch {
+	case opt.Retention == RetainForever:
+		return "its body was emptied, but log.retention is 0s (bodies are kept): retention never prunes"
+	case opt.Retention <= 0:
+		return ""
+	}
+	if age := now.Sub(received); age < opt.Retention-opt.Lag {
+		return fmt.Sprintf("its body was emptied, but it was received %s (%s ago), less than log.retention (%s) ago: retention cannot have pruned it yet",
+			received.UTC().Format(time.RFC3339), age.Round(time.Second), span(opt.Retention))
+	}
+	return ""
 }
 
 // checkRecord recomputes rec's leaf from its event and compares it with
@@ -463,11 +510,16 @@ func checkRecord(rec store.LedgerRecord) (Leaf, *Problem) {
 	return leaf, p
 }
 
-// span writes d for a sentence: "an hour", "2 hours", "90 minutes", "45s".
+// span writes d for a sentence: "30 days", "an hour", "2 hours", "90
+// minutes", "45s".
 func span(d time.Duration) string {
 	switch {
 	case d == time.Hour:
 		return "an hour"
+	case d == 24*time.Hour:
+		return "a day"
+	case d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
 	case d%time.Hour == 0:
 		return fmt.Sprintf("%d hours", d/time.Hour)
 	case d%time.Minute == 0:

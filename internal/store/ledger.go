@@ -112,6 +112,11 @@ type Ledger interface {
 	// Resolve: an event gets a new delivery and keeps its body, or is
 	// pruned and refuses the delivery. It returns how many it pruned.
 	PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error)
+	// PrunedStillNeeded returns up to limit entries, in index order (Index
+	// and EventID filled), marked BodyPruned although their event has a
+	// delivery that still needs the body (NeedsBody): pruning that
+	// PruneBodies never does.
+	PrunedStillNeeded(ctx context.Context, limit int) ([]LedgerEntry, error)
 }
 
 // CheckBatch is the check both backends make before storing b: it must

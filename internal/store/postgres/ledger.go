@@ -326,3 +326,18 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 	})
 	return n, err
 }
+
+// PrunedStillNeeded implements store.Ledger.
+func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.LedgerEntry, error) {
+	rows, err := s.pool.Query(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l
+		WHERE l.body_pruned AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
+		ORDER BY l.idx LIMIT $1`, limit)
+	if err != nil {
+		return nil, unavailable("pruned still needed", err)
+	}
+	out, err := collect(rows, func(sc scanner) (store.LedgerEntry, error) {
+		var e store.LedgerEntry
+		return e, sc.Scan(&e.Index, &e.EventID)
+	})
+	return out, unavailable("pruned still needed", err)
+}

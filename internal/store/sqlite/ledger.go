@@ -380,3 +380,23 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 	})
 	return n, err
 }
+
+// PrunedStillNeeded implements store.Ledger.
+func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.LedgerEntry, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l
+		WHERE l.body_pruned = 1 AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
+		ORDER BY l.idx LIMIT ?`, limit)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []store.LedgerEntry
+	for rows.Next() {
+		var e store.LedgerEntry
+		if err := rows.Scan(&e.Index, &e.EventID); err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, e)
+	}
+	return out, unavailable(rows.Err())
+}

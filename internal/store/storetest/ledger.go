@@ -38,6 +38,7 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentSequencers", testLedgerConcurrent},
 		{"CheckpointAndVerify", testLedgerCheckpointVerify},
 		{"LatenessFromSignedTimes", testLedgerLateness},
+		{"PruningJudgedByRetention", testLedgerPruneVerify},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -669,4 +670,51 @@ func newKey(t *testing.T) *ledger.Key {
 		t.Fatal(err)
 	}
 	return key
+}
+
+// testLedgerPruneVerify: bodies pruned by the retention rule verify when
+// the verifier is given that retention; the same bodies pruned before
+// they were that old are reported. Clocks are injected (the verifier's
+// now, and the prune cutoff).
+func testLedgerPruneVerify(t *testing.T, s store.Store, l store.Ledger) {
+	key := newKey(t)
+	const retention = 24 * time.Hour
+	ingest(t, s, newEvent("stripe", "evt_1"), newEvent("stripe", "evt_2"))
+	kept := ingest(t, s, newEvent("stripe", "evt_dead", "billing"))[0].ID
+	deliverAs(t, s, "billing", "dead")
+	sequenceAll(t, l)
+	cpr := ledger.NewCheckpointer(l, ledger.CheckpointerOptions{Key: key, Now: func() time.Time { return received }})
+	if _, _, err := cpr.Once(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	verifyAt := func(now time.Time) *ledger.Report {
+		t.Helper()
+		rep, err := ledger.Verify(ctx(t), l, ledger.VerifyOptions{Verifier: key.Verifier, Origin: key.Name(), Retention: retention,
+			Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	// Retention run a day and a minute after the events arrived.
+	later := received.Add(retention + time.Minute)
+	if n, err := ledger.Prune(ctx(t), l, later.Add(-retention)); err != nil || n != 2 {
+		t.Fatalf("Prune = %d, %v; want 2 (not the one with a dead delivery)", n, err)
+	}
+	if got, err := l.PrunedStillNeeded(ctx(t), 10); err != nil || len(got) != 0 {
+		t.Fatalf("PrunedStillNeeded = %+v, %v; want none", got, err)
+	}
+	if rep := verifyAt(later); !rep.OK() || rep.Pruned != 2 {
+		t.Fatalf("verified a day later: report %+v, problems %v", rep, rep.Problems)
+	}
+	// Judged an hour after arrival, the same pruning cannot be retention's.
+	rep := verifyAt(received.Add(time.Hour))
+	if len(rep.Problems) != 2 {
+		t.Fatalf("verified an hour later: problems %v; want both pruned bodies reported", rep.Problems)
+	}
+	for _, p := range rep.Problems {
+		if p.Kind != ledger.KindPrunedEarly || p.EventID == kept {
+			t.Errorf("problem %v", p)
+		}
+	}
 }
