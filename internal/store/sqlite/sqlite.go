@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -182,15 +183,44 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	sort.Strings(names)
-	var have int
-	if err := s.w.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+	// A migration's version is the number its name starts with (0001_…),
+	// strictly increasing, gaps allowed: a database applies every one it
+	// has not applied yet, in order.
+	versions := make([]int, len(names))
+	for i, name := range names {
+		num, _, _ := strings.Cut(path.Base(name), "_")
+		v, err := strconv.Atoi(num)
+		if err != nil || len(num) != 4 || v < 1 || (i > 0 && v <= versions[i-1]) {
+			return fmt.Errorf("migration %s: want a name starting with a version of four digits, above the one before", path.Base(name))
+		}
+		versions[i] = v
+	}
+	rows, err := s.w.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
 		return unavailable(err)
 	}
-	if have > len(names) {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", have, len(names))
+	applied := map[int]bool{}
+	top := 0
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return unavailable(err)
+		}
+		applied[v], top = true, max(top, v)
 	}
-	for i, name := range names[have:] {
-		version := have + i + 1
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return unavailable(err)
+	}
+	if known := versions[len(versions)-1]; top > known {
+		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
+	}
+	for i, name := range names {
+		version := versions[i]
+		if applied[version] {
+			continue
+		}
 		ddl, err := migrations.ReadFile(name)
 		if err != nil {
 			return err
