@@ -174,10 +174,11 @@ func (s *Store) Close() error {
 	return errors.Join(append(errs, s.w.Close(), s.r.Close())...)
 }
 
+// migrate applies pending migrations in one write transaction (BEGIN
+// IMMEDIATE, and SQLite's DDL is transactional): of several processes
+// opening a new file at once, one applies them while the others wait for
+// the lock, then find nothing to do.
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-		return unavailable(err)
-	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
@@ -195,48 +196,48 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		versions[i] = v
 	}
-	rows, err := s.w.QueryContext(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
-		return unavailable(err)
-	}
-	applied := map[int]bool{}
-	top := 0
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 			return unavailable(err)
 		}
-		applied[v], top = true, max(top, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return unavailable(err)
-	}
-	if known := versions[len(versions)-1]; top > known {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
-	}
-	for i, name := range names {
-		version := versions[i]
-		if applied[version] {
-			continue
-		}
-		ddl, err := migrations.ReadFile(name)
+		rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
 		if err != nil {
-			return err
+			return unavailable(err)
 		}
-		err = s.tx(ctx, func(tx *sql.Tx) error {
+		applied := map[int]bool{}
+		top := 0
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			applied[v], top = true, max(top, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		if known := versions[len(versions)-1]; top > known {
+			return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
+		}
+		for i, name := range names {
+			if applied[versions[i]] {
+				continue
+			}
+			ddl, err := migrations.ReadFile(name)
+			if err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, string(ddl)); err != nil {
 				return fmt.Errorf("migration %s: %w", name, err)
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, micros(s.now()))
-			return err
-		})
-		if err != nil {
-			return err
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, versions[i], micros(s.now())); err != nil {
+				return unavailable(err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
