@@ -10,12 +10,13 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-const logUsage = "usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key VERIFIER_KEY] [--lag D] [--retention D] | anyhook log key [--config FILE]"
+const logUsage = "usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key VERIFIER_KEY] [--lag D] [--retention D] | anyhook log key [--config FILE] | anyhook log rotate-key [--config FILE] --new-key-file FILE"
 
 // logCommand runs "anyhook log verify" and "anyhook log key".
 func logCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -25,6 +26,8 @@ func logCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return logVerify(ctx, args[1:], stdout, stderr)
 		case "key":
 			return logKey(args[1:], stdout, stderr)
+		case "rotate-key":
+			return logRotateKey(ctx, args[1:], stdout, stderr)
 		}
 	}
 	return fail(stderr, exitUsage, errors.New(logUsage))
@@ -121,5 +124,58 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, exitFail, fmt.Errorf("log verify: %d problem(s) in a log of %d events", len(rep.Problems), rep.Entries))
 	}
 	fmt.Fprintln(stdout, rep.Summary())
+	return exitOK
+}
+
+// logRotateKey hands the log from the key in log.key_file to a new one
+// (docs/ledger.md, "The log's key"): a checkpoint of the whole log signed by
+// both keys, and the new key recorded in the database as the log's key.
+// Every gateway must be stopped first and restarted with the new key file.
+func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("log rotate-key", stderr)
+	cfgPath := fs.String("config", "", "config file (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
+	newPath := fs.String("new-key-file", "", "the new signing key; created (mode 0600, named like the current key) when missing")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *newPath == "" {
+		return fail(stderr, exitUsage, errors.New("log rotate-key: --new-key-file is required"))
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return fail(stderr, exitUsage, err)
+	}
+	old, err := ledger.LoadKey(cfg.LogKeyPath())
+	if err != nil {
+		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v", err))
+	}
+	next, err := ledger.LoadOrCreateKey(*newPath, old.Name())
+	if err != nil {
+		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: --new-key-file: %w", err))
+	}
+	if cfg.Log.Origin == "" && next.Name() != old.Name() {
+		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: --new-key-file: the key is named %q, but the log is named after the current key, %q: name the new key the same, or set log.origin", next.Name(), old.Name()))
+	}
+	st, err := gateway.Open(ctx, cfg)
+	if err != nil {
+		return fail(stderr, exitUsage, err)
+	}
+	defer st.Close()
+	l, ok := st.(store.Ledger)
+	if !ok {
+		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: database %s keeps no log", cfg.Database))
+	}
+	cp, err := ledger.Rotate(ctx, l, old, next, ledger.RotateOptions{Origin: cfg.Log.Origin})
+	var km *ledger.KeyMismatchError
+	switch {
+	case errors.As(err, &km):
+		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%s: %s", cfg.LogKeyPath(), km.Reason))
+	case errors.Is(err, anyhook.ErrInvalid):
+		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: %w", err))
+	case err != nil:
+		return fail(stderr, exitFail, fmt.Errorf("log rotate-key: %w", err))
+	}
+	fmt.Fprintf(stdout, "log key rotated at size %d: %s signed the handover with %s; the log's key is now\n%s\nPoint log.key_file at %s on every gateway before starting it, and have users and witnesses pin the new key.\n",
+		cp.Size, ledger.KeyID(old.VerifierKey), ledger.KeyID(next.VerifierKey), next.VerifierKey, *newPath)
 	return exitOK
 }

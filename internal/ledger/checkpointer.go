@@ -93,6 +93,10 @@ func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
 	return c
 }
 
+// ErrKeyRetired: the checkpointer's key is no longer the log's key in
+// force (the key was rotated while this process ran); it signs nothing.
+var ErrKeyRetired = errors.New("ledger: log key retired")
+
 // VerificationError is a finding of the self-check: the stored log does
 // not match what was signed or what is stored.
 type VerificationError struct {
@@ -146,6 +150,12 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 		}
 	} else if size == 0 {
 		return prev, false, nil
+	}
+	if keys, err := c.st.LogKeys(ctx); err != nil {
+		return prev, false, err
+	} else if n := len(keys); n > 0 && keys[n-1] != c.opt.Key.VerifierKey {
+		return prev, false, fmt.Errorf("%w: this process's log key %s is not the log's key %s (anyhook log rotate-key): it signs nothing; restart it with the log's log.key_file",
+			ErrKeyRetired, KeyID(c.opt.Key.VerifierKey), KeyID(keys[n-1]))
 	}
 	root, err := tlog.TreeHash(size, r)
 	if err != nil {

@@ -1007,6 +1007,158 @@ func TestLoopsDrainAtStop(t *testing.T) {
 	})
 }
 
+// TestKeyPinning: the first key to start on a database becomes the log's
+// key; another one is refused, also when several start at once, and also
+// on a log that has checkpoints but no recorded key yet (a database from
+// before keys were recorded): the key must verify its latest checkpoint.
+func TestKeyPinning(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		keys := make([]*ledger.Key, 6)
+		for i := range keys {
+			keys[i] = newKey(t)
+		}
+		errs := make([]error, len(keys))
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Go(func() { errs[i] = ledger.PinKey(t.Context(), e.st, keys[i]) })
+		}
+		wg.Wait()
+		var won []int
+		for i, err := range errs {
+			var km *ledger.KeyMismatchError
+			switch {
+			case err == nil:
+				won = append(won, i)
+			case !errors.As(err, &km) || !strings.Contains(err.Error(), "is not this log's key") || km.InUse == "":
+				t.Errorf("starter %d: err = %v, want a key mismatch", i, err)
+			}
+		}
+		if len(won) != 1 {
+			t.Fatalf("%d starters' keys accepted, want exactly 1: %v", len(won), errs)
+		}
+		winner := keys[won[0]]
+		if got, err := e.st.LogKeys(t.Context()); err != nil || !slices.Equal(got, []string{winner.VerifierKey}) {
+			t.Fatalf("LogKeys = %v, %v", got, err)
+		}
+		if err := ledger.PinKey(t.Context(), e.st, winner); err != nil {
+			t.Errorf("the log's own key again: %v", err)
+		}
+
+		// An older database: checkpoints, no recorded key.
+		e2 := setup(t, b)
+		e2.ingest(t, 5)
+		e2.commit(t)
+		e2.exec(t, `DELETE FROM ledger_keys`)
+		var km *ledger.KeyMismatchError
+		if err := ledger.PinKey(t.Context(), e2.st, newKey(t)); !errors.As(err, &km) || !strings.Contains(err.Error(), "not the one this log was signed with") {
+			t.Errorf("another key on a log with checkpoints: err = %v", err)
+		}
+		if err := ledger.PinKey(t.Context(), e2.st, e2.key); err != nil {
+			t.Errorf("the key of its checkpoints: %v", err)
+		}
+	})
+}
+
+// TestKeyRotation: rotate-key hands the log to a new key with a checkpoint
+// signed by both. The old key signs nothing more; the log verifies with
+// either key pinned (each learns the other from the handover), not with a
+// stranger's; the handover deleted, or a checkpoint the old key signed
+// after it, is reported.
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		if err := ledger.PinKey(t.Context(), e.st, e.key); err != nil {
+			t.Fatal(err)
+		}
+		e.ingest(t, 10)
+		e.commit(t)
+		e.ingest(t, 3) // not yet in a checkpoint: the handover covers them
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		next, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "next.key"), e.key.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ledger.Rotate(t.Context(), e.st, next, newKey(t), ledger.RotateOptions{}); err == nil {
+			t.Fatal("a rotation from a key that is not the log's went through")
+		}
+		cp, err := ledger.Rotate(t.Context(), e.st, e.key, next, ledger.RotateOptions{Origin: e.key.Name()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := ledger.OpenCheckpoint(cp.Note, next.Verifier)
+		if err != nil || tr.Size != 13 || tr.Rotation == nil || tr.Rotation.From != e.key.VerifierKey || tr.Rotation.To != next.VerifierKey {
+			t.Fatalf("handover checkpoint %+v, %v", tr, err)
+		}
+		if _, err := ledger.OpenCheckpoint(cp.Note, e.key.Verifier); err != nil {
+			t.Fatalf("the handover is not signed by the old key: %v", err)
+		}
+		if err := ledger.PinKey(t.Context(), e.st, e.key); err == nil {
+			t.Error("the old key still starts")
+		}
+		if err := ledger.PinKey(t.Context(), e.st, next); err != nil {
+			t.Errorf("the new key does not start: %v", err)
+		}
+		// A gateway left running with the old key signs nothing more.
+		e.ingest(t, 4)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, fresh, err := e.cpr.Once(t.Context()); !errors.Is(err, ledger.ErrKeyRetired) || fresh {
+			t.Fatalf("checkpoint with the retired key: new %v, err %v", fresh, err)
+		}
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: next, Origin: e.key.Name()})
+		e.commit(t)
+
+		verifyWith := func(v note.Verifier) *ledger.Report {
+			t.Helper()
+			rep, err := ledger.Verify(t.Context(), e.st, ledger.VerifyOptions{Verifier: v, Origin: e.key.Name()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		for name, v := range map[string]note.Verifier{"old": e.key.Verifier, "new": next.Verifier} {
+			if rep := verifyWith(v); !rep.OK() || rep.Checkpoint == nil || rep.Checkpoint.Size != 17 {
+				t.Errorf("verified with the %s key: report %+v, problems %v", name, rep, rep.Problems)
+			}
+		}
+		if rep := verifyWith(newKey(t).Verifier); rep.OK() {
+			t.Error("verified with a stranger's key")
+		}
+
+		// The old key (stolen, say) signs a checkpoint after the handover.
+		root, _ := tlog.TreeHash(17, ledger.HashReader(t.Context(), e.st))
+		forged, _ := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 17, Root: root, Time: time.Now()})
+		if err := e.st.SaveCheckpoint(t.Context(), store.Checkpoint{Size: 17, Root: root, Note: forged}); err != nil {
+			t.Fatal(err)
+		}
+		if rep := verifyWith(next.Verifier); !hasProblem(rep, ledger.KindCheckpoint, "the latest stored checkpoint (checkpoint 5): bad checkpoint: signature does not verify with key "+next.Name()) {
+			t.Errorf("an old-key checkpoint after the handover: problems %v", rep.Problems)
+		}
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE id = (SELECT max(id) FROM ledger_checkpoints)`)
+		// The handover deleted: the checkpoints before it no longer check
+		// with the new key.
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE size = 13`)
+		if rep := verifyWith(next.Verifier); !hasProblem(rep, ledger.KindCheckpoint, "checkpoint 1: ") {
+			t.Errorf("the handover deleted: problems %v", rep.Problems)
+		}
+	})
+}
+
+func newKey(t *testing.T) *ledger.Key {
+	t.Helper()
+	k, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "log.key"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func TestKeyFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sub", "log.key")

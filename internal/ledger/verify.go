@@ -170,8 +170,8 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	logProblem := func(kind, format string, args ...any) {
 		add(Problem{Index: -1, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
-	check := func(msg []byte) (*Tree, error) {
-		t, err := OpenCheckpoint(msg, opt.Verifier)
+	check := func(msg []byte, v note.Verifier) (*Tree, error) {
+		t, err := OpenCheckpoint(msg, v)
 		if err != nil {
 			return nil, err
 		}
@@ -202,9 +202,10 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	}
 	var cps []signed
 	bad, listed := 0, 0
+	chain := newKeyChain(saved, opt.Verifier)
 	for i, c := range saved {
 		n := i + 1
-		t, err := check(c.Note)
+		t, err := check(c.Note, chain.inForce(i))
 		if err != nil {
 			if bad++; bad <= maxListed || n == len(saved) {
 				listed++
@@ -226,7 +227,13 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 		logProblem(KindCheckpoint, "%d more stored checkpoints do not verify either", bad-listed)
 	}
 	if opt.Since != nil {
-		t, err := check(opt.Since)
+		var t *Tree
+		var err error
+		for _, v := range chain.trusted { // any key of the log's
+			if t, err = check(opt.Since, v); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			logProblem(KindCheckpoint, "the given checkpoint: %v", err)
 		}
@@ -482,6 +489,87 @@ func prunedEarly(received, now time.Time, opt VerifyOptions) string {
 	}
 	return ""
 }
+
+// keyChain is which key must have signed each stored checkpoint. Without
+// key rotations, the trusted key signs them all. A rotation checkpoint
+// (anyhook log rotate-key) signed by both the keys its "rotate" line names,
+// one of them trusted already, makes the other trusted too; checkpoints up
+// to and including it must then be signed by its old key, those after it
+// by its new one (until the next rotation). A rotation whose signatures do
+// not check is an ordinary checkpoint.
+type keyChain struct {
+	trusted []note.Verifier
+	bridges []keyBridge // accepted, in stored order
+	pinned  note.Verifier
+}
+
+type keyBridge struct {
+	pos      int // in the stored order, from 0
+	from, to note.Verifier
+}
+
+func newKeyChain(saved []store.Checkpoint, pinned note.Verifier) *keyChain {
+	c := &keyChain{trusted: []note.Verifier{pinned}, pinned: pinned}
+	if pinned == nil {
+		return c
+	}
+	trusted := map[string]bool{verifierID(pinned): true}
+	var cands []keyBridge
+	for i, cp := range saved {
+		t, err := ParseCheckpointText(noteText(cp.Note))
+		if err != nil || t.Rotation == nil {
+			continue
+		}
+		from, errFrom := note.NewVerifier(t.Rotation.From)
+		to, errTo := note.NewVerifier(t.Rotation.To)
+		if errFrom == nil && errTo == nil {
+			cands = append(cands, keyBridge{i, from, to})
+		}
+	}
+	accepted := make([]bool, len(cands))
+	for changed := true; changed; {
+		changed = false
+		for j, b := range cands {
+			if accepted[j] || !trusted[verifierID(b.from)] && !trusted[verifierID(b.to)] {
+				continue
+			}
+			if _, err := OpenCheckpoint(saved[b.pos].Note, b.from); err != nil {
+				continue
+			}
+			if _, err := OpenCheckpoint(saved[b.pos].Note, b.to); err != nil {
+				continue
+			}
+			accepted[j], changed = true, true
+			for _, v := range []note.Verifier{b.from, b.to} {
+				if !trusted[verifierID(v)] {
+					trusted[verifierID(v)] = true
+					c.trusted = append(c.trusted, v)
+				}
+			}
+		}
+	}
+	for j, b := range cands {
+		if accepted[j] {
+			c.bridges = append(c.bridges, b)
+		}
+	}
+	return c
+}
+
+// inForce is the key that must have signed stored checkpoint i (from 0).
+func (c *keyChain) inForce(i int) note.Verifier {
+	for _, b := range c.bridges {
+		if i <= b.pos {
+			return b.from
+		}
+	}
+	if n := len(c.bridges); n > 0 {
+		return c.bridges[n-1].to
+	}
+	return c.pinned
+}
+
+func verifierID(v note.Verifier) string { return fmt.Sprintf("%s+%08x", v.Name(), v.KeyHash()) }
 
 // checkRecord recomputes rec's leaf from its event and compares it with
 // the entry.

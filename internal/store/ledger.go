@@ -117,6 +117,20 @@ type Ledger interface {
 	// delivery that still needs the body (NeedsBody): pruning that
 	// PruneBodies never does.
 	PrunedStillNeeded(ctx context.Context, limit int) ([]LedgerEntry, error)
+
+	// LogKeys returns the log's public keys (note verifier keys) in the
+	// order they came into force; the last is the key in force. None
+	// before the first PinLogKey.
+	LogKeys(ctx context.Context) ([]string, error)
+	// PinLogKey records key as the log's first key unless one is recorded
+	// already, atomically (of processes starting at once, the first writer
+	// wins), and returns the key in force.
+	PinLogKey(ctx context.Context, key string) (string, error)
+	// RotateLogKey puts key to in force in place of from and saves bridge
+	// (a checkpoint signed by both), in one transaction. When from is not
+	// the key in force it changes nothing and returns an error wrapping
+	// anyhook.ErrInvalid.
+	RotateLogKey(ctx context.Context, from, to string, bridge Checkpoint) error
 }
 
 // CheckBatch is the check both backends make before storing b: it must

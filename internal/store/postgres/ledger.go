@@ -341,3 +341,53 @@ func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.Ledge
 	})
 	return out, unavailable("pruned still needed", err)
 }
+
+// LogKeys implements store.Ledger.
+func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
+	if err != nil {
+		return nil, unavailable("log keys", err)
+	}
+	out, err := collect(rows, func(sc scanner) (string, error) {
+		var k string
+		return k, sc.Scan(&k)
+	})
+	return out, unavailable("log keys", err)
+}
+
+// PinLogKey implements store.Ledger. Of processes starting at once, the
+// first INSERT wins; the others wait for its commit, insert nothing, and
+// read its key back.
+func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
+	var cur string
+	err := s.tx(ctx, "pin log key", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger_keys (seq, verifier_key) VALUES (1, $1) ON CONFLICT DO NOTHING`, key); err != nil {
+			return unavailable("pin log key", err)
+		}
+		return unavailable("pin log key", tx.QueryRow(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
+	})
+	return cur, err
+}
+
+// RotateLogKey implements store.Ledger.
+func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
+	return s.tx(ctx, "rotate log key", func(tx pgx.Tx) error {
+		var seq int64
+		var cur string
+		err := tx.QueryRow(ctx, `SELECT seq, verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1 FOR UPDATE`).Scan(&seq, &cur)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return unavailable("rotate log key", err)
+		}
+		if cur != from {
+			return fmt.Errorf("rotate log key: the key in force is %q, not %q: %w", cur, from, anyhook.ErrInvalid)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger_keys (seq, verifier_key) VALUES ($1, $2)`, seq+1, to); err != nil {
+			if itemLevel(err) {
+				return fmt.Errorf("rotate log key: %w: %w", anyhook.ErrInvalid, err)
+			}
+			return unavailable("rotate log key", err)
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO ledger_checkpoints (size, root, note) VALUES ($1, $2, $3)`, bridge.Size, bridge.Root[:], bridge.Note)
+		return unavailable("rotate log key", err)
+	})
+}

@@ -400,3 +400,60 @@ func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.Ledge
 	}
 	return out, unavailable(rows.Err())
 }
+
+// LogKeys implements store.Ledger.
+func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
+	return logKeys(ctx, s.r)
+}
+
+func logKeys(ctx context.Context, q querier) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, k)
+	}
+	return out, unavailable(rows.Err())
+}
+
+// PinLogKey implements store.Ledger.
+func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
+	var cur string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_keys (seq, verifier_key, added_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING`,
+			key, micros(s.now())); err != nil {
+			return unavailable(err)
+		}
+		return unavailable(tx.QueryRowContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
+	})
+	return cur, err
+}
+
+// RotateLogKey implements store.Ledger.
+func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var seq int64
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT seq, verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&seq, &cur)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return unavailable(err)
+		}
+		if cur != from {
+			return fmt.Errorf("rotate log key: the key in force is %q, not %q: %w", cur, from, anyhook.ErrInvalid)
+		}
+		now := micros(s.now())
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_keys (seq, verifier_key, added_at) VALUES (?, ?, ?)`, seq+1, to, now); err != nil {
+			return fmt.Errorf("rotate log key: %w: %w", anyhook.ErrInvalid, err)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO ledger_checkpoints (size, root, note, created_at) VALUES (?, ?, ?, ?)`,
+			bridge.Size, bridge.Root[:], bridge.Note, now)
+		return unavailable(err)
+	})
+}
