@@ -1141,6 +1141,21 @@ func TestKeyRotation(t *testing.T) {
 			t.Errorf("an old-key checkpoint after the handover: problems %v", rep.Problems)
 		}
 		e.exec(t, `DELETE FROM ledger_checkpoints WHERE id = (SELECT max(id) FROM ledger_checkpoints)`)
+		// A handover to a stranger's key that the log's key did not sign
+		// hands nothing over: it and what the stranger signs after it fail.
+		evil := newKey(t)
+		fake, _ := ledger.SignCheckpoint(evil, ledger.Tree{Origin: e.key.Name(), Size: 17, Root: root,
+			Rotation: &ledger.Rotation{From: next.VerifierKey, To: evil.VerifierKey}})
+		after, _ := ledger.SignCheckpoint(evil, ledger.Tree{Origin: e.key.Name(), Size: 17, Root: root})
+		for _, msg := range [][]byte{fake, after} {
+			if err := e.st.SaveCheckpoint(t.Context(), store.Checkpoint{Size: 17, Root: root, Note: msg}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rep := verifyWith(next.Verifier); !hasProblem(rep, ledger.KindCheckpoint, "checkpoint 5: ") || !hasProblem(rep, ledger.KindCheckpoint, "(checkpoint 6): ") {
+			t.Errorf("a handover the log's key did not sign: problems %v", rep.Problems)
+		}
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE id > (SELECT min(id) + 3 FROM ledger_checkpoints)`)
 		// The handover deleted: the checkpoints before it no longer check
 		// with the new key.
 		e.exec(t, `DELETE FROM ledger_checkpoints WHERE size = 13`)

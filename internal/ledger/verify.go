@@ -505,6 +505,7 @@ type keyChain struct {
 
 type keyBridge struct {
 	pos      int // in the stored order, from 0
+	rot      Rotation
 	from, to note.Verifier
 }
 
@@ -513,24 +514,27 @@ func newKeyChain(saved []store.Checkpoint, pinned note.Verifier) *keyChain {
 	if pinned == nil {
 		return c
 	}
-	trusted := map[string]bool{verifierID(pinned): true}
 	var cands []keyBridge
 	for i, cp := range saved {
-		t, err := ParseCheckpointText(noteText(cp.Note))
+		t, err := ParseCheckpointText(noteText(cp.Note)) // a candidate; its signatures are checked below
 		if err != nil || t.Rotation == nil {
 			continue
 		}
 		from, errFrom := note.NewVerifier(t.Rotation.From)
 		to, errTo := note.NewVerifier(t.Rotation.To)
 		if errFrom == nil && errTo == nil {
-			cands = append(cands, keyBridge{i, from, to})
+			cands = append(cands, keyBridge{i, *t.Rotation, from, to})
 		}
 	}
+	// A handover counts once a key already trusted (the verifier's own
+	// object, never a key merely named alike) signed a text naming both
+	// keys, and both named keys signed it too.
+	added := map[string]bool{}
 	accepted := make([]bool, len(cands))
 	for changed := true; changed; {
 		changed = false
 		for j, b := range cands {
-			if accepted[j] || !trusted[verifierID(b.from)] && !trusted[verifierID(b.to)] {
+			if accepted[j] || !c.endorsed(saved[b.pos].Note, b.rot) {
 				continue
 			}
 			if _, err := OpenCheckpoint(saved[b.pos].Note, b.from); err != nil {
@@ -540,9 +544,9 @@ func newKeyChain(saved []store.Checkpoint, pinned note.Verifier) *keyChain {
 				continue
 			}
 			accepted[j], changed = true, true
-			for _, v := range []note.Verifier{b.from, b.to} {
-				if !trusted[verifierID(v)] {
-					trusted[verifierID(v)] = true
+			for vkey, v := range map[string]note.Verifier{b.rot.From: b.from, b.rot.To: b.to} {
+				if !added[vkey] {
+					added[vkey] = true
 					c.trusted = append(c.trusted, v)
 				}
 			}
@@ -554,6 +558,16 @@ func newKeyChain(saved []store.Checkpoint, pinned note.Verifier) *keyChain {
 		}
 	}
 	return c
+}
+
+// endorsed reports whether a trusted key signed msg, a handover rot.
+func (c *keyChain) endorsed(msg []byte, rot Rotation) bool {
+	for _, v := range c.trusted {
+		if t, err := OpenCheckpoint(msg, v); err == nil && t.Rotation != nil && *t.Rotation == rot {
+			return true
+		}
+	}
+	return false
 }
 
 // inForce is the key that must have signed stored checkpoint i (from 0).
@@ -568,8 +582,6 @@ func (c *keyChain) inForce(i int) note.Verifier {
 	}
 	return c.pinned
 }
-
-func verifierID(v note.Verifier) string { return fmt.Sprintf("%s+%08x", v.Name(), v.KeyHash()) }
 
 // checkRecord recomputes rec's leaf from its event and compares it with
 // the entry.
