@@ -27,6 +27,10 @@ type Event struct {
 
 	Duplicates int64 // how many duplicates of this event were absorbed
 
+	// BodyPruned is set once retention (log.retention) emptied Body: the
+	// event can no longer be sent. Filled by Store.Event and Store.Claim.
+	BodyPruned bool
+
 	Deliveries []Delivery // filled by Store.Event, not by lists
 }
 
@@ -95,4 +99,7 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 	ErrLostClaim   = errors.New("claim lost: the delivery was rescued or finished by another worker")
 	ErrInvalid     = errors.New("invalid")
+	// ErrPruned refuses to send an event again (replay, resend) whose body
+	// retention has emptied: what would go out is no longer what arrived.
+	ErrPruned = errors.New("body pruned")
 )

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
@@ -20,28 +21,32 @@ import (
 const logUsage = `usage: anyhook log <command> [flags]
 
 commands:
-  verify   recompute the tamper-evident log (anyhook log verify --help)
-  key      print the log's public key (anyhook log key --help)`
+  verify      recompute the tamper-evident log (anyhook log verify --help)
+  key         print the log's public key (anyhook log key --help)
+  rotate-key  hand the log over to a new key (anyhook log rotate-key --help)`
 
-// logCommand runs "anyhook log verify" and "anyhook log key".
+// logCommand runs "anyhook log verify", "anyhook log key" and "anyhook log
+// rotate-key".
 func logCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		return fail(stderr, exitUsage, errors.New("log: give a command: log verify or log key (anyhook log --help)"))
+		return fail(stderr, exitUsage, errors.New("log: give a command: log verify, log key or log rotate-key (anyhook log --help)"))
 	}
 	switch args[0] {
 	case "verify":
 		return logVerify(ctx, args[1:], stdout, stderr)
 	case "key":
 		return logKey(args[1:], stdout, stderr)
+	case "rotate-key":
+		return logRotateKey(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, logUsage)
 		return exitOK
 	}
 	msg := fmt.Sprintf("log: unknown command %q", args[0])
-	if s := cli.Suggest(args[0], []string{"verify", "key"}); s != "" {
+	if s := cli.Suggest(args[0], []string{"verify", "key", "rotate-key"}); s != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", s)
 	}
-	return fail(stderr, exitUsage, errors.New(msg+"; the commands are log verify and log key"))
+	return fail(stderr, exitUsage, errors.New(msg+"; the commands are log verify, log key and log rotate-key"))
 }
 
 const logKeyUsage = `usage: anyhook log key [--config FILE]
@@ -49,12 +54,19 @@ const logKeyUsage = `usage: anyhook log key [--config FILE]
 Prints the log's public key (a note verifier key) for users and witnesses
 to pin, creating the signing key log.key_file when it does not exist yet.`
 
-const logVerifyUsage = `usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key KEY] [--json]
+const logVerifyUsage = `usage: anyhook log verify [--config FILE] [--checkpoint FILE] [--key KEY] [--lag D] [--retention D] [--json]
 
 Recomputes the tamper-evident log from the database. Exit 0 when it is
 intact; exit 1 naming each event that does not match (by AnyHook event id);
 exit 2 when it cannot run. With --checkpoint, also proves the log only grew
 since that checkpoint.`
+
+const logRotateKeyUsage = `usage: anyhook log rotate-key [--config FILE] --new-key-file FILE
+
+Hands the log over from the key in log.key_file to a new one: a checkpoint
+of the whole log signed by both keys, and the new key recorded in the
+database as the log's key. Stop every gateway first; restart them with
+log.key_file pointing at the new key (docs/ledger.md).`
 
 // logKey prints the log's public key (the note verifier key), creating the
 // signing key when it does not exist yet, so that it can be pinned before
@@ -86,6 +98,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cpPath := fs.String("checkpoint", "", "a signed checkpoint `file` kept earlier (by a witness or push_url): also prove the log only grew since")
 	vkey := fs.String("key", "", "the log's public `key` as pinned (anyhook log key); default: derived from log.key_file")
 	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this `duration` without a log position counts as inserted")
+	retention := fs.Duration("retention", -1, "bodies of events younger than this `duration` must not be pruned (default log.retention; pass the old value for a while after lengthening it)")
 	asJSON := fs.Bool("json", false, "print the report as JSON (see docs/ledger.md)")
 	if code := parse(fs, args, stdout, stderr, logVerifyUsage); code >= 0 {
 		return code
@@ -128,7 +141,15 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// Entries outside every checkpoint for longer than this are reported:
 	// an hour, or two checkpoint intervals when those are longer.
 	grace := max(ledger.DefaultCheckpointGrace, 2*cfg.Log.CheckpointInterval.D())
-	rep, err := ledger.Verify(ctx, l, ledger.VerifyOptions{Verifier: v, Origin: origin, Since: since, Lag: *lag, CheckpointGrace: grace, Now: time.Now})
+	ret := *retention
+	if ret < 0 {
+		ret = cfg.Log.Retention.D()
+	}
+	if ret == 0 { // log.retention: 0s keeps every body
+		ret = ledger.RetainForever
+	}
+	rep, err := ledger.Verify(ctx, l, ledger.VerifyOptions{Verifier: v, Origin: origin, Since: since, Lag: *lag, CheckpointGrace: grace,
+		Retention: ret, Now: time.Now})
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
@@ -146,6 +167,59 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !rep.OK() {
 		return fail(stderr, exitFail, fmt.Errorf("log verify: %d problem(s) in a log of %d events", len(rep.Problems), rep.Entries))
 	}
+	return exitOK
+}
+
+// logRotateKey hands the log from the key in log.key_file to a new one
+// (docs/ledger.md, "The log's key"): a checkpoint of the whole log signed by
+// both keys, and the new key recorded in the database as the log's key.
+// Every gateway must be stopped first and restarted with the new key file.
+func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("log rotate-key")
+	cfgPath := configFlag(fs)
+	newPath := fs.String("new-key-file", "", "the new signing key `file`; created (mode 0600, named like the current key) when missing")
+	if code := parse(fs, args, stdout, stderr, logRotateKeyUsage); code >= 0 {
+		return code
+	}
+	if *newPath == "" {
+		return fail(stderr, exitUsage, errors.New("log rotate-key: --new-key-file is required"))
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return fail(stderr, exitUsage, err)
+	}
+	old, err := ledger.LoadKey(cfg.LogKeyPath())
+	if err != nil {
+		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v", err))
+	}
+	next, err := ledger.LoadOrCreateKey(*newPath, old.Name())
+	if err != nil {
+		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: --new-key-file: %w", err))
+	}
+	if cfg.Log.Origin == "" && next.Name() != old.Name() {
+		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: --new-key-file: the key is named %q, but the log is named after the current key, %q: name the new key the same, or set log.origin", next.Name(), old.Name()))
+	}
+	st, err := openStore(ctx, cfg, "log rotate-key")
+	if err != nil {
+		return fail(stderr, exitUsage, err)
+	}
+	defer st.Close()
+	l, ok := st.(store.Ledger)
+	if !ok {
+		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: database %s keeps no log", cfg.Database))
+	}
+	cp, err := ledger.Rotate(ctx, l, old, next, ledger.RotateOptions{Origin: cfg.Log.Origin})
+	var km *ledger.KeyMismatchError
+	switch {
+	case errors.As(err, &km):
+		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%s: %s", cfg.LogKeyPath(), km.Reason))
+	case errors.Is(err, anyhook.ErrInvalid):
+		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: %w", err))
+	case err != nil:
+		return fail(stderr, exitFail, fmt.Errorf("log rotate-key: %w", err))
+	}
+	fmt.Fprintf(stdout, "log key rotated at size %d: %s signed the handover with %s; the log's key is now\n%s\nPoint log.key_file at %s on every gateway before starting it, and have users and witnesses pin the new key.\n",
+		cp.Size, ledger.KeyID(old.VerifierKey), ledger.KeyID(next.VerifierKey), next.VerifierKey, *newPath)
 	return exitOK
 }
 

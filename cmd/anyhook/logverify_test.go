@@ -159,6 +159,24 @@ func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (str
 			*r.Problems[0].Index == 4 && r.Problems[0].Kind == "body changed" && strings.HasPrefix(r.Problems[0].Text, "event "+ids[4])
 	})
 
+	// A body emptied and marked pruned although the event arrived just now:
+	// not retention's doing (log.retention, 30 days by default, is read from
+	// the config); with --retention 0s (keep bodies) it is reported too.
+	if _, err := raw.Exec(`UPDATE events SET body = $1 WHERE id = $2`, []byte{}, ids[7]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE ledger_entries SET body_pruned = $1 WHERE event_id = $2`, true, ids[7]); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = runCmd("log", "verify", "--config", cfgPath)
+	if code != 1 || !strings.Contains(stdout, "event "+ids[7]+" (log index 7): body removed: its body was emptied, but it was received") ||
+		!strings.Contains(stdout, "less than log.retention (30 days) ago") {
+		t.Fatalf("verify young pruned body: %d %q", code, stdout)
+	}
+	if code, stdout, _ = runCmd("log", "verify", "--config", cfgPath, "--retention", "0s"); code != 1 || !strings.Contains(stdout, "log.retention is 0s") {
+		t.Fatalf("verify --retention 0s: %d %q", code, stdout)
+	}
+
 	// Usage errors: exit 2, one line.
 	for _, args := range [][]string{
 		{"log"}, {"log", "frobnicate"}, {"log", "verify", "--nope"},

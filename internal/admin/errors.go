@@ -46,6 +46,7 @@ var kinds = []struct {
 }{
 	{anyhook.ErrNotFound, http.StatusNotFound, "not_found", true},
 	{anyhook.ErrInvalid, http.StatusBadRequest, "invalid", true},
+	{anyhook.ErrPruned, http.StatusConflict, "body_pruned", true},
 	{anyhook.ErrUnavailable, http.StatusServiceUnavailable, "unavailable", false},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "unavailable", false},
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -367,4 +368,64 @@ func TestBulkReplayDryRunPages(t *testing.T) {
 	if m := r.json(t); m["count"] != 520.0 {
 		t.Errorf("dry run %v", m)
 	}
+}
+
+// TestPrunedEventRefused: once retention emptied an event's body, replay,
+// bulk replay and resend answer 409 body_pruned, create nothing, and the
+// event shows body_pruned; an event that keeps its body replays as usual.
+func TestPrunedEventRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	gone := f.seed("stripe", "evt_gone", []byte(`{"id":"evt_gone"}`), 0)
+	f.finish(f.claim("billing", time.Minute), anyhook.StatusDead, 500, nil)
+	f.finish(f.claim("audit", time.Minute), anyhook.StatusDelivered, 200, nil)
+	ev, err := f.store.Event(t.Context(), gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deadID string
+	for _, d := range ev.Deliveries {
+		if d.Status == anyhook.StatusDead {
+			deadID = d.ID
+		}
+	}
+	// The dead delivery keeps the body from retention until it is discarded.
+	if _, err := ledger.NewSequencer(f.store, ledger.SequencerOptions{}).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ledger.Prune(t.Context(), f.store, clock.Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("Prune with a dead delivery = %d, %v; want 0", n, err)
+	}
+	f.mustStatus(f.do("POST", "/api/deliveries/"+deadID+"/resolve", `{"action":"discard"}`), http.StatusOK)
+	if n, err := ledger.Prune(t.Context(), f.store, clock.Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want 1", n, err)
+	}
+	kept := f.seed("stripe", "evt_kept", []byte(`{"id":"evt_kept"}`), time.Hour)
+
+	for _, tc := range []struct{ path, body string }{
+		{"/api/events/" + gone + "/replay", ``},
+		{"/api/events/" + gone + "/replay", `{"destination":"billing"}`},
+		{"/api/deliveries/" + deadID + "/resolve", `{"action":"resend"}`},
+		{"/api/replay", `{"source":"stripe"}`},
+	} {
+		r := f.do("POST", tc.path, tc.body)
+		if r.status != http.StatusConflict || r.errCode(t) != "body_pruned" {
+			t.Errorf("POST %s %s: %d %s; want 409 body_pruned", tc.path, tc.body, r.status, r.body)
+			continue
+		}
+		if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "pruned by retention (log.retention)") || !strings.Contains(msg, gone) {
+			t.Errorf("POST %s: message %q does not say why", tc.path, msg)
+		}
+	}
+	m := f.mustStatus(f.do("GET", "/api/events/"+gone, ""), http.StatusOK).json(t)
+	req := m["request"].(map[string]any)
+	if req["body_pruned"] != true || req["body"] != "" || len(m["deliveries"].([]any)) != 2 {
+		t.Errorf("pruned event: request %v, deliveries %v", req, m["deliveries"])
+	}
+	if m := f.mustStatus(f.do("GET", "/api/events/"+kept, ""), http.StatusOK).json(t); m["request"].(map[string]any)["body_pruned"] != nil {
+		t.Errorf("an event with its body shows body_pruned: %v", m["request"])
+	}
+	f.mustStatus(f.do("POST", "/api/events/"+kept+"/replay", `{"destination":"billing"}`), http.StatusAccepted)
+	// Marking delivered sends nothing: still allowed.
+	f.mustStatus(f.do("POST", "/api/deliveries/"+deadID+"/resolve", `{"action":"mark_delivered"}`), http.StatusOK)
 }

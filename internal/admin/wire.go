@@ -34,6 +34,8 @@ type requestJSON struct {
 	Body         *string `json:"body,omitzero"`
 	BodyEncoding string  `json:"body_encoding,omitzero"`
 	BodySize     int     `json:"body_size"`
+	// BodyPruned is true (on a full event) once retention emptied the body.
+	BodyPruned bool `json:"body_pruned,omitzero"`
 }
 
 type deliveryJSON struct {
@@ -97,6 +99,7 @@ func (a *API) toEvent(ev anyhook.Event, full bool) eventJSON {
 	if full {
 		body, enc := encodeBytes(ev.Body)
 		out.Request.Body, out.Request.BodyEncoding = &body, enc
+		out.Request.BodyPruned = ev.BodyPruned
 		out.Deliveries = make([]deliveryJSON, 0, len(ev.Deliveries))
 		for _, d := range ev.Deliveries {
 			out.Deliveries = append(out.Deliveries, a.toDelivery(d, true))

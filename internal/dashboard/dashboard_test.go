@@ -16,6 +16,7 @@ import (
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
@@ -484,5 +485,40 @@ func TestAuthOff(t *testing.T) {
 	d.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "Log out") {
 		t.Fatalf("GET / with authentication off: %d", rec.Code)
+	}
+}
+
+// TestPrunedEvent: the page of an event whose body retention pruned says
+// so and offers no replay or resend; a replay posted anyway is refused
+// with the API's reason in the flash.
+func TestPrunedEvent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.login()
+	ctx := context.Background()
+	id := f.seed("github", "h:1", []byte(`{"secret":"gone"}`))
+	dead := f.park("ci", anyhook.StatusDead)
+	if _, err := f.store.Resolve(ctx, dead[0], store.ActionDiscard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.NewSequencer(f.store, ledger.SequencerOptions{}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ledger.Prune(ctx, f.store, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v", n, err)
+	}
+	page := f.get("/events/" + id)
+	mustContain(t, page, `id="body-pruned"`, "pruned by retention")
+	for _, gone := range []string{`action="/events/` + id + `/replay"`, `value="resend"`} {
+		if strings.Contains(page.body, gone) {
+			t.Errorf("the page of a pruned event still offers %s", gone)
+		}
+	}
+	f.post("/events/"+id+"/replay", url.Values{"back": {"/events/" + id}})
+	mustContain(t, f.get("/events/"+id), "Replay failed: event "+id+": its body was pruned by retention")
+	f.post("/deliveries/"+dead[0]+"/resolve", url.Values{"action": {"resend"}, "back": {"/events/" + id}})
+	mustContain(t, f.get("/events/"+id), "Delivery "+dead[0]+": event "+id+": its body was pruned by retention")
+	if ev, _ := f.store.Event(ctx, id); len(ev.Deliveries) != 1 || ev.Deliveries[0].Status != anyhook.StatusDead {
+		t.Errorf("deliveries after refused actions: %+v", ev.Deliveries)
 	}
 }

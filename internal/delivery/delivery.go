@@ -411,6 +411,14 @@ const (
 func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sent func()) {
 	attempt := c.Delivery.AttemptCount
 	started := time.Now()
+	if c.Event.BodyPruned {
+		// Retention emptied the body: sending would forge an empty event
+		// under its X-AnyHook-Delivery. The store never lets a pruned event
+		// get a delivery; this is the last line, should one exist anyway.
+		sent()
+		e.refuse(ctx, d, c, started, "not sent: the event's body was pruned by retention (log.retention); nothing can be sent in its place")
+		return
+	}
 	code, body, retryAfter, err := e.send(ctx, d, c)
 	sent()
 	if err != nil && ctx.Err() != nil {
@@ -464,6 +472,23 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sen
 	default:
 		log.Info("attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn.String())
 	}
+}
+
+// refuse records a claim that must not be sent as dead, with why.
+func (e *Engine) refuse(ctx context.Context, d *Destination, c store.Claim, started time.Time, why string) {
+	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDead,
+		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: started, Error: why}}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	log := e.log.With("delivery", c.Delivery.ID, "event", c.Event.ID, "destination", d.Name)
+	if lost, err := e.fin.finish(fctx, out); err != nil || lost {
+		log.Error("recording a refused delivery failed; the lease will expire and the rescuer decides", "err", err, "lost", lost)
+		return
+	}
+	log.Error("delivery refused", "err", why) // not the destination's failure: its health is untouched
+	dd := c.Delivery
+	dd.Status = anyhook.StatusDead
+	e.notify(dd)
 }
 
 // send POSTs the event to d. It returns the status code, the first 4 KiB of

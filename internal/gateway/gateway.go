@@ -103,7 +103,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return nil, &ConfigError{err}
 	}
 	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts}
-	if err := g.newLog(st); err != nil {
+	if err := g.newLog(ctx, st); err != nil {
 		if opt.Store == nil {
 			st.Close()
 		}

@@ -27,9 +27,10 @@ type logParts struct {
 	problemAt time.Time
 }
 
-// newLog loads (or creates) the signing key and builds the sequencer and
-// checkpointer over st, when st keeps a log.
-func (g *Gateway) newLog(st store.Store) error {
+// newLog loads (or creates) the signing key, makes sure it is the log's
+// key (recorded in the database by the first process to start), and builds
+// the sequencer and checkpointer over st, when st keeps a log.
+func (g *Gateway) newLog(ctx context.Context, st store.Store) error {
 	l, ok := st.(store.Ledger)
 	if !ok {
 		return nil
@@ -37,6 +38,13 @@ func (g *Gateway) newLog(st store.Store) error {
 	key, err := ledger.LoadOrCreateKey(g.cfg.LogKeyPath(), g.cfg.Log.Origin)
 	if err != nil {
 		return &ConfigError{g.cfg.Errorf("log.key_file", "%v", err)}
+	}
+	if err := ledger.PinKey(ctx, l, key); err != nil {
+		var km *ledger.KeyMismatchError
+		if errors.As(err, &km) {
+			return &ConfigError{g.cfg.Errorf("log.key_file", "%s: %s", g.cfg.LogKeyPath(), km.Reason)}
+		}
+		return fmt.Errorf("%s: database: %w", g.cfg.Path, err)
 	}
 	g.ledger = &logParts{
 		reader: ledger.Reader{Store: l, Key: key},

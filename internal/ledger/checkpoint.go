@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -119,16 +120,45 @@ type Tree struct {
 	Origin string
 	Size   int64
 	Root   tlog.Hash
+	// Time is when the checkpoint was signed, to the second, as the signer
+	// states it in the signed text (the "time" extension line); zero for a
+	// checkpoint without one (those signed before AnyHook wrote it).
+	Time time.Time
+	// Rotation, on the checkpoint anyhook log rotate-key makes (signed by
+	// both keys), hands the log from one key to the next (the "rotate"
+	// extension line).
+	Rotation *Rotation
 }
+
+// Rotation names the key a log was signed with up to a checkpoint and the
+// key it is signed with from there on (note verifier keys).
+type Rotation struct{ From, To string }
+
+// rotateLine starts the extension line of a key rotation:
+// "rotate <old verifier key> <new verifier key>".
+const rotateLine = "rotate "
+
+// timeLine starts the checkpoint extension line that states the signing
+// time: "time 2026-03-01T12:00:00Z" (RFC 3339, UTC, whole seconds).
+const timeLine = "time "
 
 // CheckpointText is the C2SP checkpoint body:
-// "<origin>\n<size>\n<base64 root>\n".
+// "<origin>\n<size>\n<base64 root>\n", then, when t.Time is set, the
+// extension line "time <RFC 3339 UTC>\n".
 func CheckpointText(t Tree) string {
-	return fmt.Sprintf("%s\n%d\n%s\n", t.Origin, t.Size, base64.StdEncoding.EncodeToString(t.Root[:]))
+	s := fmt.Sprintf("%s\n%d\n%s\n", t.Origin, t.Size, base64.StdEncoding.EncodeToString(t.Root[:]))
+	if !t.Time.IsZero() {
+		s += timeLine + t.Time.UTC().Truncate(time.Second).Format(time.RFC3339) + "\n"
+	}
+	if r := t.Rotation; r != nil {
+		s += rotateLine + r.From + " " + r.To + "\n"
+	}
+	return s
 }
 
-// ParseCheckpointText parses a checkpoint body; extension lines after the
-// root are allowed and ignored.
+// ParseCheckpointText parses a checkpoint body. Extension lines after the
+// root are allowed; the "time" line is read (once, RFC 3339 UTC to the
+// second), others are ignored.
 func ParseCheckpointText(text string) (Tree, error) {
 	lines := strings.SplitAfter(text, "\n")
 	if len(lines) < 4 || !strings.HasSuffix(lines[2], "\n") {
@@ -146,12 +176,43 @@ func ParseCheckpointText(text string) (Tree, error) {
 		return Tree{}, fmt.Errorf("%w: malformed root hash", ErrBadCheckpoint)
 	}
 	copy(t.Root[:], root)
+	for _, line := range lines[3:] {
+		line = strings.TrimSuffix(line, "\n")
+		if v, ok := strings.CutPrefix(line, timeLine); ok {
+			at, err := time.Parse(time.RFC3339, v)
+			if err != nil || !t.Time.IsZero() || at.Format(time.RFC3339) != v || at.Location() != time.UTC {
+				return Tree{}, fmt.Errorf("%w: malformed or repeated time line %q", ErrBadCheckpoint, v)
+			}
+			t.Time = at
+		}
+		if v, ok := strings.CutPrefix(line, rotateLine); ok {
+			from, to, _ := strings.Cut(v, " ")
+			_, errFrom := note.NewVerifier(from)
+			_, errTo := note.NewVerifier(to)
+			if errFrom != nil || errTo != nil || from == to || t.Rotation != nil {
+				return Tree{}, fmt.Errorf("%w: malformed or repeated rotate line", ErrBadCheckpoint)
+			}
+			t.Rotation = &Rotation{From: from, To: to}
+		}
+	}
 	return t, nil
 }
 
 // SignCheckpoint signs t with k: a note whose text is CheckpointText(t).
-func SignCheckpoint(k *Key, t Tree) ([]byte, error) {
-	return note.Sign(&note.Note{Text: CheckpointText(t)}, k.Signer)
+// A rotation checkpoint (t.Rotation) is signed by every key given.
+func SignCheckpoint(k *Key, t Tree, more ...*Key) ([]byte, error) {
+	signers := []note.Signer{k.Signer}
+	for _, m := range more {
+		signers = append(signers, m.Signer)
+	}
+	return note.Sign(&note.Note{Text: CheckpointText(t)}, signers...)
+}
+
+// KeyID is the short form of a verifier key for messages: "<name>+<hash>".
+func KeyID(vkey string) string {
+	name, rest, _ := strings.Cut(vkey, "+")
+	hash, _, _ := strings.Cut(rest, "+")
+	return name + "+" + hash
 }
 
 // OpenCheckpoint checks the signature of a signed checkpoint with the
@@ -160,7 +221,7 @@ func SignCheckpoint(k *Key, t Tree) ([]byte, error) {
 func OpenCheckpoint(msg []byte, v note.Verifier) (Tree, error) {
 	n, err := note.Open(msg, note.VerifierList(v))
 	if err != nil {
-		return Tree{}, fmt.Errorf("%w: signature does not verify with key %s: %v", ErrBadCheckpoint, v.Name(), err)
+		return Tree{}, fmt.Errorf("%w: signature does not verify with key %s+%08x: %v", ErrBadCheckpoint, v.Name(), v.KeyHash(), err)
 	}
 	return ParseCheckpointText(n.Text)
 }

@@ -41,7 +41,9 @@ type CheckpointerOptions struct {
 	// OnFailure is called when the self-check finds the stored log no longer
 	// matches the last checkpoint or its events: a verification failure.
 	OnFailure func(err error)
-	Now       func() time.Time
+	// Now is the clock: the signing time each checkpoint states (its
+	// "time" line), and when to prune. Default time.Now.
+	Now func() time.Time
 }
 
 // Checkpointer signs and stores checkpoints, pushes them, prunes old
@@ -90,6 +92,10 @@ func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
 	}
 	return c
 }
+
+// ErrKeyRetired: the checkpointer's key is no longer the log's key in
+// force (the key was rotated while this process ran); it signs nothing.
+var ErrKeyRetired = errors.New("ledger: log key retired")
 
 // VerificationError is a finding of the self-check: the stored log does
 // not match what was signed or what is stored.
@@ -145,11 +151,17 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 	} else if size == 0 {
 		return prev, false, nil
 	}
+	if keys, err := c.st.LogKeys(ctx); err != nil {
+		return prev, false, err
+	} else if n := len(keys); n > 0 && keys[n-1] != c.opt.Key.VerifierKey {
+		return prev, false, fmt.Errorf("%w: this process's log key %s is not the log's key %s (anyhook log rotate-key): it signs nothing; restart it with the log's log.key_file",
+			ErrKeyRetired, KeyID(c.opt.Key.VerifierKey), KeyID(keys[n-1]))
+	}
 	root, err := tlog.TreeHash(size, r)
 	if err != nil {
 		return prev, false, fmt.Errorf("ledger: tree hash: %w", err)
 	}
-	msg, err := SignCheckpoint(c.opt.Key, Tree{Origin: c.opt.Origin, Size: size, Root: root})
+	msg, err := SignCheckpoint(c.opt.Key, Tree{Origin: c.opt.Origin, Size: size, Root: root, Time: c.opt.Now()})
 	if err != nil {
 		return prev, false, fmt.Errorf("ledger: sign: %w", err)
 	}

@@ -161,11 +161,18 @@ func setup(t *testing.T, b backend) *env {
 // ingest records n events received now, as ingest would.
 func (e *env) ingest(t *testing.T, n int) []string {
 	t.Helper()
+	return e.ingestAt(t, n, time.Now())
+}
+
+// ingestAt records n events received at, each with a delivery to each of
+// dests.
+func (e *env) ingestAt(t *testing.T, n int, at time.Time, dests ...string) []string {
+	t.Helper()
 	var evs []store.NewEvent
 	for i := range n {
 		id := store.NewID()
-		evs = append(evs, store.NewEvent{Event: anyhook.Event{
-			ID: id, Source: "stripe", DedupKey: "evt_" + id, ReceivedAt: time.Now(),
+		evs = append(evs, store.NewEvent{Destinations: dests, Event: anyhook.Event{
+			ID: id, Source: "stripe", DedupKey: "evt_" + id, ReceivedAt: at,
 			Method: "POST", Path: "/webhooks/stripe",
 			Header: http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {fmt.Sprintf("t=1,v1=%d", i)}},
 			Body:   fmt.Appendf(nil, `{"id":"evt_%s","n":%d}`, id, i),
@@ -389,6 +396,129 @@ func TestInsertedWhileRunning(t *testing.T) {
 		}
 		wantOnly(t, e.verify(t, nil), ledger.KindInserted, id)
 	})
+}
+
+// TestLatenessFromSignedTimes: a back-dated row inserted behind the
+// gateway's back, after a checkpoint signed at a time that should have
+// held it, is reported from the signed time alone: clearing the stored
+// late flag hides nothing. Checkpoints without a time line (signed before
+// AnyHook wrote one) still verify; for entries only they judge, the flag is
+// all there is.
+func TestLatenessFromSignedTimes(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		clock := time.Now().Truncate(time.Second) // the checkpointer's and the verifier's clock
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, Now: func() time.Time { return clock }})
+		verify := func() *ledger.Report {
+			t.Helper()
+			rep, err := ledger.Verify(t.Context(), e.st, ledger.VerifyOptions{Verifier: e.key.Verifier, Origin: e.key.Name(), Now: func() time.Time { return clock }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		backdate := func(ago time.Duration) string {
+			t.Helper()
+			id := store.NewID()
+			e.exec(t, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+				SELECT ?, source, ?, `+e.earlier("received_at", ago)+`, method, path, headers, body FROM events WHERE id = ?`, id, "evt_"+id, e.ids[0])
+			e.exec(t, e.rescan)
+			return id
+		}
+
+		// An old log: its checkpoint has no time line. It verifies; a
+		// back-dated insert is reported only through the sequencer's flag.
+		e.ingest(t, 10)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		root, err := tlog.TreeHash(10, ledger.HashReader(t.Context(), e.st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, err := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 10, Root: root})
+		if err != nil || strings.Contains(string(old), "\ntime ") {
+			t.Fatalf("a checkpoint without a time: %q, %v", old, err)
+		}
+		if err := e.st.SaveCheckpoint(t.Context(), store.Checkpoint{Size: 10, Root: root, Note: old}); err != nil {
+			t.Fatal(err)
+		}
+		e.commit(t)
+		if rep := verify(); !rep.OK() || rep.Checkpoint == nil || !rep.Checkpoint.Time.IsZero() {
+			t.Fatalf("a log with an untimed checkpoint: report %+v, problems %v", rep, rep.Problems)
+		}
+		oldInsert := backdate(time.Hour)
+		e.commit(t) // signed at clock, with a time line: it holds the insert
+		rep := verify()
+		wantOnly(t, rep, ledger.KindInserted, oldInsert)
+		if !hasProblem(rep, ledger.KindInserted, "flagged by the sequencer") {
+			t.Errorf("judged by the flag: %v", rep.Problems)
+		}
+
+		// A timed log: checkpoint 3 (size 16) is signed a minute later; then
+		// a row back-dated by two hours turns up.
+		clock = clock.Add(time.Minute)
+		e.ingest(t, 5)
+		e.commit(t)
+		id := backdate(2 * time.Hour)
+		e.ingest(t, 5)
+		e.commit(t)
+		e.exec(t, `UPDATE ledger_entries SET late = ? WHERE event_id IN (?, ?)`, false, id, oldInsert)
+		rep = verify()
+		for _, p := range rep.Problems {
+			t.Log(p)
+		}
+		wantOnly(t, rep, ledger.KindInserted, id)
+		if !hasProblem(rep, ledger.KindInserted, "more than 5 minutes before checkpoint 3 was signed ("+clock.UTC().Format(time.RFC3339)+"), which did not hold it") {
+			t.Errorf("not judged by the signed time: %v", rep.Problems)
+		}
+		// The old insert, judged by the untimed checkpoint only, is no
+		// longer reported once its flag is cleared: the limit of old logs.
+		if len(named(rep, oldInsert)) != 0 {
+			t.Errorf("the old insert is named: %v", named(rep, oldInsert))
+		}
+	})
+}
+
+// TestCheckpointTimeLine: the signing time is an extension line of the
+// signed text; one that is malformed or repeated makes the checkpoint
+// unreadable, other extension lines are ignored.
+func TestCheckpointTimeLine(t *testing.T) {
+	t.Parallel()
+	key, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "k"), "test.example/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-90 * time.Minute).Round(time.Millisecond) // sub-second: dropped
+	tr := ledger.Tree{Origin: "test.example/log", Size: 7, Root: sha256.Sum256([]byte("r")), Time: at}
+	text := ledger.CheckpointText(tr)
+	want := "test.example/log\n7\n" + b64(tr.Root) + "\ntime " + at.UTC().Truncate(time.Second).Format(time.RFC3339) + "\n"
+	if text != want || !strings.HasSuffix(text, "Z\n") {
+		t.Fatalf("CheckpointText = %q, want %q", text, want)
+	}
+	msg, err := ledger.SignCheckpoint(key, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ledger.OpenCheckpoint(msg, key.Verifier)
+	if err != nil || !got.Time.Equal(at.Truncate(time.Second)) || got.Size != 7 {
+		t.Fatalf("OpenCheckpoint = %+v, %v", got, err)
+	}
+	base := "o\n7\n" + b64(tr.Root) + "\n"
+	stamp := "time " + at.UTC().Truncate(time.Second).Format(time.RFC3339) + "\n"
+	for text, ok := range map[string]bool{
+		base:                               true,
+		base + "other extension\n" + stamp: true,
+		base + stamp + stamp:               false,
+		base + "time yesterday\n":          false,
+		base + "time " + at.Format(time.RFC3339Nano) + "\n":                           false,
+		base + "time " + at.In(time.FixedZone("x", 3600)).Format(time.RFC3339) + "\n": false,
+	} {
+		if _, err := ledger.ParseCheckpointText(text); (err == nil) != ok {
+			t.Errorf("ParseCheckpointText(%q) err = %v, want ok %v", text, err, ok)
+		}
+	}
 }
 
 func TestForgedCheckpoint(t *testing.T) {
@@ -708,6 +838,69 @@ func TestPrunedBodiesStillVerify(t *testing.T) {
 	})
 }
 
+// TestPrunedOutsideRetention: pruning that the retention rule did (an old
+// body, nothing left to deliver) verifies; a body emptied and marked pruned
+// by SQL while it is younger than log.retention, or while a dead delivery
+// still needs it, is reported. With log.retention 0s every pruned body is.
+func TestPrunedOutsideRetention(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		now := time.Now()
+		const retention = 30 * 24 * time.Hour
+		verify := func(ret time.Duration) *ledger.Report {
+			t.Helper()
+			rep, err := ledger.Verify(t.Context(), e.st, ledger.VerifyOptions{Verifier: e.key.Verifier, Origin: e.key.Name(),
+				Retention: ret, Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		prune := func(id string) {
+			e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte{}, id)
+			e.exec(t, `UPDATE ledger_entries SET body_pruned = ? WHERE event_id = ?`, true, id)
+		}
+		old := now.Add(-40 * 24 * time.Hour)
+		e.ingestAt(t, 20, old)
+		dead := e.ingestAt(t, 1, old, "billing")[0]
+		cs, err := e.st.Claim(t.Context(), "billing", 1, time.Minute)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("Claim = %v, %v", cs, err)
+		}
+		if _, err := e.st.Finish(t.Context(), []store.Outcome{{DeliveryID: cs[0].Delivery.ID, Attempt: 1, Status: anyhook.StatusDead,
+			Result: anyhook.Attempt{Number: 1, StartedAt: now, StatusCode: 500, Error: "HTTP 500"}}}); err != nil {
+			t.Fatal(err)
+		}
+		e.commit(t)
+		young := e.ingest(t, 5)
+		e.commit(t)
+		// Retention, as the checkpointer runs it.
+		if n, err := ledger.Prune(t.Context(), e.st, now.Add(-retention)); err != nil || n != 20 {
+			t.Fatalf("Prune = %d, %v; want the 20 old bodies without a delivery needing them", n, err)
+		}
+		if rep := verify(retention); !rep.OK() || rep.Pruned != 20 {
+			t.Fatalf("after genuine pruning: report %+v, problems %v", rep, rep.Problems)
+		}
+		// A young body pruned by hand, and the old body a dead delivery needs.
+		prune(young[2])
+		prune(dead)
+		rep := verify(retention)
+		for _, p := range rep.Problems {
+			t.Log(p)
+		}
+		wantOnly(t, rep, ledger.KindPrunedEarly, young[2], dead)
+		if !hasProblem(rep, ledger.KindPrunedEarly, "less than log.retention (30 days) ago: retention cannot have pruned it yet") ||
+			!hasProblem(rep, ledger.KindPrunedEarly, "although a delivery still needs it") || len(rep.Problems) != 2 {
+			t.Errorf("problems %v", rep.Problems)
+		}
+		// log.retention: 0s keeps every body: every pruned one is reported.
+		if rep := verify(ledger.RetainForever); len(rep.Problems) != 23 || !hasProblem(rep, ledger.KindPrunedEarly, "log.retention is 0s") {
+			t.Errorf("with retention 0s: %d problems, %v", len(rep.Problems), rep.Problems)
+		}
+	})
+}
+
 func TestProof(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
@@ -812,6 +1005,173 @@ func TestLoopsDrainAtStop(t *testing.T) {
 			t.Errorf("pushed checkpoint: %+v, %v", tr, err)
 		}
 	})
+}
+
+// TestKeyPinning: the first key to start on a database becomes the log's
+// key; another one is refused, also when several start at once, and also
+// on a log that has checkpoints but no recorded key yet (a database from
+// before keys were recorded): the key must verify its latest checkpoint.
+func TestKeyPinning(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		keys := make([]*ledger.Key, 6)
+		for i := range keys {
+			keys[i] = newKey(t)
+		}
+		errs := make([]error, len(keys))
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Go(func() { errs[i] = ledger.PinKey(t.Context(), e.st, keys[i]) })
+		}
+		wg.Wait()
+		var won []int
+		for i, err := range errs {
+			var km *ledger.KeyMismatchError
+			switch {
+			case err == nil:
+				won = append(won, i)
+			case !errors.As(err, &km) || !strings.Contains(err.Error(), "is not this log's key") || km.InUse == "":
+				t.Errorf("starter %d: err = %v, want a key mismatch", i, err)
+			}
+		}
+		if len(won) != 1 {
+			t.Fatalf("%d starters' keys accepted, want exactly 1: %v", len(won), errs)
+		}
+		winner := keys[won[0]]
+		if got, err := e.st.LogKeys(t.Context()); err != nil || !slices.Equal(got, []string{winner.VerifierKey}) {
+			t.Fatalf("LogKeys = %v, %v", got, err)
+		}
+		if err := ledger.PinKey(t.Context(), e.st, winner); err != nil {
+			t.Errorf("the log's own key again: %v", err)
+		}
+
+		// An older database: checkpoints, no recorded key.
+		e2 := setup(t, b)
+		e2.ingest(t, 5)
+		e2.commit(t)
+		e2.exec(t, `DELETE FROM ledger_keys`)
+		var km *ledger.KeyMismatchError
+		if err := ledger.PinKey(t.Context(), e2.st, newKey(t)); !errors.As(err, &km) || !strings.Contains(err.Error(), "not the one this log was signed with") {
+			t.Errorf("another key on a log with checkpoints: err = %v", err)
+		}
+		if err := ledger.PinKey(t.Context(), e2.st, e2.key); err != nil {
+			t.Errorf("the key of its checkpoints: %v", err)
+		}
+	})
+}
+
+// TestKeyRotation: rotate-key hands the log to a new key with a checkpoint
+// signed by both. The old key signs nothing more; the log verifies with
+// either key pinned (each learns the other from the handover), not with a
+// stranger's; the handover deleted, or a checkpoint the old key signed
+// after it, is reported.
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		if err := ledger.PinKey(t.Context(), e.st, e.key); err != nil {
+			t.Fatal(err)
+		}
+		e.ingest(t, 10)
+		e.commit(t)
+		e.ingest(t, 3) // not yet in a checkpoint: the handover covers them
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		next, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "next.key"), e.key.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ledger.Rotate(t.Context(), e.st, next, newKey(t), ledger.RotateOptions{}); err == nil {
+			t.Fatal("a rotation from a key that is not the log's went through")
+		}
+		cp, err := ledger.Rotate(t.Context(), e.st, e.key, next, ledger.RotateOptions{Origin: e.key.Name()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := ledger.OpenCheckpoint(cp.Note, next.Verifier)
+		if err != nil || tr.Size != 13 || tr.Rotation == nil || tr.Rotation.From != e.key.VerifierKey || tr.Rotation.To != next.VerifierKey {
+			t.Fatalf("handover checkpoint %+v, %v", tr, err)
+		}
+		if _, err := ledger.OpenCheckpoint(cp.Note, e.key.Verifier); err != nil {
+			t.Fatalf("the handover is not signed by the old key: %v", err)
+		}
+		if err := ledger.PinKey(t.Context(), e.st, e.key); err == nil {
+			t.Error("the old key still starts")
+		}
+		if err := ledger.PinKey(t.Context(), e.st, next); err != nil {
+			t.Errorf("the new key does not start: %v", err)
+		}
+		// A gateway left running with the old key signs nothing more.
+		e.ingest(t, 4)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, fresh, err := e.cpr.Once(t.Context()); !errors.Is(err, ledger.ErrKeyRetired) || fresh {
+			t.Fatalf("checkpoint with the retired key: new %v, err %v", fresh, err)
+		}
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: next, Origin: e.key.Name()})
+		e.commit(t)
+
+		verifyWith := func(v note.Verifier) *ledger.Report {
+			t.Helper()
+			rep, err := ledger.Verify(t.Context(), e.st, ledger.VerifyOptions{Verifier: v, Origin: e.key.Name()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		for name, v := range map[string]note.Verifier{"old": e.key.Verifier, "new": next.Verifier} {
+			if rep := verifyWith(v); !rep.OK() || rep.Checkpoint == nil || rep.Checkpoint.Size != 17 {
+				t.Errorf("verified with the %s key: report %+v, problems %v", name, rep, rep.Problems)
+			}
+		}
+		if rep := verifyWith(newKey(t).Verifier); rep.OK() {
+			t.Error("verified with a stranger's key")
+		}
+
+		// The old key (stolen, say) signs a checkpoint after the handover.
+		root, _ := tlog.TreeHash(17, ledger.HashReader(t.Context(), e.st))
+		forged, _ := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 17, Root: root, Time: time.Now()})
+		if err := e.st.SaveCheckpoint(t.Context(), store.Checkpoint{Size: 17, Root: root, Note: forged}); err != nil {
+			t.Fatal(err)
+		}
+		if rep := verifyWith(next.Verifier); !hasProblem(rep, ledger.KindCheckpoint, "the latest stored checkpoint (checkpoint 5): bad checkpoint: signature does not verify with key "+next.Name()) {
+			t.Errorf("an old-key checkpoint after the handover: problems %v", rep.Problems)
+		}
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE id = (SELECT max(id) FROM ledger_checkpoints)`)
+		// A handover to a stranger's key that the log's key did not sign
+		// hands nothing over: it and what the stranger signs after it fail.
+		evil := newKey(t)
+		fake, _ := ledger.SignCheckpoint(evil, ledger.Tree{Origin: e.key.Name(), Size: 17, Root: root,
+			Rotation: &ledger.Rotation{From: next.VerifierKey, To: evil.VerifierKey}})
+		after, _ := ledger.SignCheckpoint(evil, ledger.Tree{Origin: e.key.Name(), Size: 17, Root: root})
+		for _, msg := range [][]byte{fake, after} {
+			if err := e.st.SaveCheckpoint(t.Context(), store.Checkpoint{Size: 17, Root: root, Note: msg}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rep := verifyWith(next.Verifier); !hasProblem(rep, ledger.KindCheckpoint, "checkpoint 5: ") || !hasProblem(rep, ledger.KindCheckpoint, "(checkpoint 6): ") {
+			t.Errorf("a handover the log's key did not sign: problems %v", rep.Problems)
+		}
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE id > (SELECT min(id) + 3 FROM ledger_checkpoints)`)
+		// The handover deleted: the checkpoints before it no longer check
+		// with the new key.
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE size = 13`)
+		if rep := verifyWith(next.Verifier); !hasProblem(rep, ledger.KindCheckpoint, "checkpoint 1: ") {
+			t.Errorf("the handover deleted: problems %v", rep.Problems)
+		}
+	})
+}
+
+func newKey(t *testing.T) *ledger.Key {
+	t.Helper()
+	k, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "log.key"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func TestKeyFile(t *testing.T) {

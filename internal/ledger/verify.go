@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -31,7 +32,15 @@ const (
 	// KindMissingCheckpoint: log entries that no stored checkpoint covers
 	// although they were sequenced long ago (VerifyOptions.CheckpointGrace).
 	KindMissingCheckpoint = "missing checkpoint"
+	// KindPrunedEarly: a body emptied and marked pruned that retention
+	// could not have pruned (VerifyOptions.Retention, or a delivery that
+	// still needs it).
+	KindPrunedEarly = "body removed"
 )
+
+// RetainForever as VerifyOptions.Retention says bodies are never pruned
+// (log.retention: 0s): every pruned body is reported.
+const RetainForever = time.Duration(math.MaxInt64)
 
 // Problem is one finding of Verify.
 type Problem struct {
@@ -77,7 +86,13 @@ type VerifyOptions struct {
 	// deleted, or no checkpointer is running); default
 	// DefaultCheckpointGrace.
 	CheckpointGrace time.Duration
-	Now             func() time.Time
+	// Retention is log.retention, the age before which retention never
+	// empties a body: a pruned body of an event received less than
+	// Retention minus Lag (for clock skew) before Now is reported.
+	// RetainForever reports every pruned body; 0 checks no ages. Pruned
+	// bodies that a delivery still needs are reported in any case.
+	Retention time.Duration
+	Now       func() time.Time
 }
 
 // DefaultCheckpointGrace is how long a log entry may stay outside every
@@ -149,13 +164,14 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	now := opt.Now()
 	rep := &Report{}
 	add := func(p Problem) { rep.Problems = append(rep.Problems, p) }
 	logProblem := func(kind, format string, args ...any) {
 		add(Problem{Index: -1, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
-	check := func(msg []byte) (*Tree, error) {
-		t, err := OpenCheckpoint(msg, opt.Verifier)
+	check := func(msg []byte, v note.Verifier) (*Tree, error) {
+		t, err := OpenCheckpoint(msg, v)
 		if err != nil {
 			return nil, err
 		}
@@ -186,9 +202,10 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	}
 	var cps []signed
 	bad, listed := 0, 0
+	chain := newKeyChain(saved, opt.Verifier)
 	for i, c := range saved {
 		n := i + 1
-		t, err := check(c.Note)
+		t, err := check(c.Note, chain.inForce(i))
 		if err != nil {
 			if bad++; bad <= maxListed || n == len(saved) {
 				listed++
@@ -210,7 +227,13 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 		logProblem(KindCheckpoint, "%d more stored checkpoints do not verify either", bad-listed)
 	}
 	if opt.Since != nil {
-		t, err := check(opt.Since)
+		var t *Tree
+		var err error
+		for _, v := range chain.trusted { // any key of the log's
+			if t, err = check(opt.Since, v); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			logProblem(KindCheckpoint, "the given checkpoint: %v", err)
 		}
@@ -246,6 +269,30 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 		logProblem(KindRewritten, "the given checkpoint says %d entries, the log has %d: entries were removed", s.Size, size)
 	}
 	covered = min(covered, size)
+
+	// The signed times, for lateness: an entry at index i was not in any
+	// checkpoint of size <= i; if its event was received more than the lag
+	// before such a checkpoint was signed, it reached the database later
+	// than any genuine event does (inserted behind the gateway's back and
+	// back-dated). Only signed times count: the sequencer's stored late
+	// flag can be cleared by anyone who can write the database.
+	type signedAt struct {
+		size int64
+		at   time.Time
+		what string
+	}
+	var timed []signedAt
+	for _, c := range cps {
+		if !c.Time.IsZero() {
+			timed = append(timed, signedAt{c.Size, c.Time, fmt.Sprintf("checkpoint %d", c.n)})
+		}
+	}
+	if s := rep.Since; s != nil && !s.Time.IsZero() {
+		timed = append(timed, signedAt{s.Size, s.Time, "the given checkpoint"})
+	}
+	slices.SortStableFunc(timed, func(a, b signedAt) int { return cmp.Compare(a.size, b.size) })
+	var judge signedAt // the latest signed time among checkpoints of size <= the current index
+	nextTimed := 0
 
 	// Recompute every leaf, streaming the tree's root; remember the roots
 	// at the checkpoints' sizes (one per distinct size).
@@ -315,12 +362,33 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 				add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindEntryChanged,
 					Detail: "the tree's leaf at this position is not this event's"})
 			}
-			if rec.Entry.Late {
+			for ; nextTimed < len(timed) && timed[nextTimed].size <= next; nextTimed++ {
+				if timed[nextTimed].at.After(judge.at) {
+					judge = timed[nextTimed]
+				}
+			}
+			switch {
+			case p != nil:
+				// Changed already; its stored receive time proves nothing.
+			case !judge.at.IsZero():
+				if got := rec.Event.ReceivedAt; got.Before(judge.at.Add(-opt.Lag)) {
+					add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
+						Detail: fmt.Sprintf("received %s, more than %s before %s was signed (%s), which did not hold it: it was put into the database later",
+							got.UTC().Format(time.RFC3339), span(opt.Lag), judge.what, judge.at.Format(time.RFC3339))})
+				}
+			case rec.Entry.Late:
+				// No signed time to judge by (checkpoints from before they
+				// carried one): the sequencer's flag is all there is.
 				add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
-					Detail: "it appeared in the database long after a checkpoint that should have held it"})
+					Detail: "it appeared in the database long after a checkpoint that should have held it (flagged by the sequencer)"})
 			}
 			if rec.Entry.BodyPruned {
 				rep.Pruned++
+				if p == nil {
+					if d := prunedEarly(rec.Event.ReceivedAt, now, opt); d != "" {
+						add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindPrunedEarly, Detail: d})
+					}
+				}
 			}
 			tree.push(leaf.Hash)
 			next++
@@ -371,12 +439,22 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 		}
 	}
 
-	now := opt.Now()
 	// Entries no checkpoint holds, sequenced long ago: the checkpoints
 	// that held them were deleted (or none was ever signed).
 	if covered < size && !uncoveredSince.IsZero() && now.Sub(uncoveredSince) > opt.CheckpointGrace {
 		logProblem(KindMissingCheckpoint, "entries %d.. are in no signed checkpoint although sequenced over %s ago: checkpoints were deleted or the checkpointer is not running",
 			covered, span(opt.CheckpointGrace))
+	}
+
+	// Bodies pruned although a delivery still needs them: retention never
+	// prunes those (store.NeedsBody).
+	needed, err := st.PrunedStillNeeded(ctx, 10000)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+	}
+	for _, e := range needed {
+		add(Problem{EventID: e.EventID, Index: e.Index, Kind: KindPrunedEarly,
+			Detail: "its body was emptied although a delivery still needs it (pending, delivering, paused, held, or dead and not discarded): retention never prunes such a body"})
 	}
 
 	// Events that never made it into the log.
@@ -394,6 +472,115 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	}
 	rep.Waiting = max(0, len(all)-len(old))
 	return rep, nil
+}
+
+// prunedEarly says why retention cannot have pruned the body of an event
+// received at received, or "" when it can have.
+func prunedEarly(received, now time.Time, opt VerifyOptions) string {
+	switch {
+	case opt.Retention == RetainForever:
+		return "its body was emptied, but log.retention is 0s (bodies are kept): retention never prunes"
+	case opt.Retention <= 0:
+		return ""
+	}
+	if age := now.Sub(received); age < opt.Retention-opt.Lag {
+		return fmt.Sprintf("its body was emptied, but it was received %s (%s ago), less than log.retention (%s) ago: retention cannot have pruned it yet",
+			received.UTC().Format(time.RFC3339), age.Round(time.Second), span(opt.Retention))
+	}
+	return ""
+}
+
+// keyChain is which key must have signed each stored checkpoint. Without
+// key rotations, the trusted key signs them all. A rotation checkpoint
+// (anyhook log rotate-key) signed by both the keys its "rotate" line names,
+// one of them trusted already, makes the other trusted too; checkpoints up
+// to and including it must then be signed by its old key, those after it
+// by its new one (until the next rotation). A rotation whose signatures do
+// not check is an ordinary checkpoint.
+type keyChain struct {
+	trusted []note.Verifier
+	bridges []keyBridge // accepted, in stored order
+	pinned  note.Verifier
+}
+
+type keyBridge struct {
+	pos      int // in the stored order, from 0
+	rot      Rotation
+	from, to note.Verifier
+}
+
+func newKeyChain(saved []store.Checkpoint, pinned note.Verifier) *keyChain {
+	c := &keyChain{trusted: []note.Verifier{pinned}, pinned: pinned}
+	if pinned == nil {
+		return c
+	}
+	var cands []keyBridge
+	for i, cp := range saved {
+		t, err := ParseCheckpointText(noteText(cp.Note)) // a candidate; its signatures are checked below
+		if err != nil || t.Rotation == nil {
+			continue
+		}
+		from, errFrom := note.NewVerifier(t.Rotation.From)
+		to, errTo := note.NewVerifier(t.Rotation.To)
+		if errFrom == nil && errTo == nil {
+			cands = append(cands, keyBridge{i, *t.Rotation, from, to})
+		}
+	}
+	// A handover counts once a key already trusted (the verifier's own
+	// object, never a key merely named alike) signed a text naming both
+	// keys, and both named keys signed it too.
+	added := map[string]bool{}
+	accepted := make([]bool, len(cands))
+	for changed := true; changed; {
+		changed = false
+		for j, b := range cands {
+			if accepted[j] || !c.endorsed(saved[b.pos].Note, b.rot) {
+				continue
+			}
+			if _, err := OpenCheckpoint(saved[b.pos].Note, b.from); err != nil {
+				continue
+			}
+			if _, err := OpenCheckpoint(saved[b.pos].Note, b.to); err != nil {
+				continue
+			}
+			accepted[j], changed = true, true
+			for vkey, v := range map[string]note.Verifier{b.rot.From: b.from, b.rot.To: b.to} {
+				if !added[vkey] {
+					added[vkey] = true
+					c.trusted = append(c.trusted, v)
+				}
+			}
+		}
+	}
+	for j, b := range cands {
+		if accepted[j] {
+			c.bridges = append(c.bridges, b)
+		}
+	}
+	return c
+}
+
+// endorsed reports whether a trusted key signed msg, a handover rot.
+func (c *keyChain) endorsed(msg []byte, rot Rotation) bool {
+	for _, v := range c.trusted {
+		if t, err := OpenCheckpoint(msg, v); err == nil && t.Rotation != nil && *t.Rotation == rot {
+			return true
+		}
+	}
+	return false
+}
+
+// inForce is the key that must have signed stored checkpoint i (from 0).
+func (c *keyChain) inForce(i int) note.Verifier {
+	for _, b := range c.bridges {
+		if i <= b.pos {
+			return b.from
+		}
+	}
+	if n := len(c.bridges); n > 0 {
+		return c.bridges[n-1].to
+	}
+	return c.pinned
 }
 
 // checkRecord recomputes rec's leaf from its event and compares it with
@@ -423,11 +610,16 @@ func checkRecord(rec store.LedgerRecord) (Leaf, *Problem) {
 	return leaf, p
 }
 
-// span writes d for a sentence: "an hour", "2 hours", "90 minutes", "45s".
+// span writes d for a sentence: "30 days", "an hour", "2 hours", "90
+// minutes", "45s".
 func span(d time.Duration) string {
 	switch {
 	case d == time.Hour:
 		return "an hour"
+	case d == 24*time.Hour:
+		return "a day"
+	case d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
 	case d%time.Hour == 0:
 		return fmt.Sprintf("%d hours", d/time.Hour)
 	case d%time.Minute == 0:

@@ -95,7 +95,32 @@ func Resolution(d anyhook.Delivery, action string, now time.Time) (anyhook.Deliv
 	case ActionMarkDelivered:
 		return anyhook.StatusDelivered, "marked delivered by an operator at " + stamp, nil
 	case ActionDiscard:
-		return anyhook.StatusDead, "discarded by an operator at " + stamp, nil
+		return anyhook.StatusDead, DiscardedNote + stamp, nil
 	}
 	return "", "", fmt.Errorf("unknown action %q (want resend, mark_delivered or discard): %w", action, anyhook.ErrInvalid)
+}
+
+// DiscardedNote starts the note of a delivery an operator discarded (it
+// stays dead): unlike a delivery that died on its own, it no longer keeps
+// its event's body from retention.
+const DiscardedNote = "discarded by an operator at "
+
+// NeedsBody is the SQL condition (the same in both dialects) on a delivery
+// d that still needs its event's body: one that is unfinished (pending,
+// delivering, paused), held for a person, or dead and not discarded, so a
+// person may still resend or replay it. Retention never prunes the body of
+// an event with such a delivery (Ledger.PruneBodies), and log verification
+// reports a pruned body that one still needs.
+const NeedsBody = `(d.status IN ('pending', 'delivering', 'paused', 'held') OR (d.status = 'dead' AND d.note NOT LIKE '` + DiscardedNote + `%'))`
+
+// PrunedError is the refusal to send event id again because retention
+// emptied its body.
+func PrunedError(id string) error {
+	return fmt.Errorf("event %s: its body was pruned by retention (log.retention), so it can no longer be sent: %w", id, anyhook.ErrPruned)
+}
+
+// PrunedManyError refuses a bulk replay that selected n events whose
+// bodies were pruned (first is one of them).
+func PrunedManyError(n int, first string) error {
+	return fmt.Errorf("%d of the selected events (e.g. %s) had their bodies pruned by retention (log.retention) and can no longer be sent; narrow the filter (since): %w", n, first, anyhook.ErrPruned)
 }

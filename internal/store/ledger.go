@@ -105,10 +105,32 @@ type Ledger interface {
 	Checkpoints(ctx context.Context) ([]Checkpoint, error)
 
 	// PruneBodies empties the bodies of up to limit logged events received
-	// before receivedBefore that have no delivery still to be made (pending,
-	// delivering, held or paused), marking their entries BodyPruned; events,
-	// headers, dedup keys and hashes stay. It returns how many it pruned.
+	// before receivedBefore that have no delivery still needing the body
+	// (NeedsBody: pending, delivering, paused, held, or dead and not
+	// discarded), marking their entries BodyPruned; events, headers, dedup
+	// keys and hashes stay. It is atomic with Replay, ReplayDeliveries and
+	// Resolve: an event gets a new delivery and keeps its body, or is
+	// pruned and refuses the delivery. It returns how many it pruned.
 	PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error)
+	// PrunedStillNeeded returns up to limit entries, in index order (Index
+	// and EventID filled), marked BodyPruned although their event has a
+	// delivery that still needs the body (NeedsBody): pruning that
+	// PruneBodies never does.
+	PrunedStillNeeded(ctx context.Context, limit int) ([]LedgerEntry, error)
+
+	// LogKeys returns the log's public keys (note verifier keys) in the
+	// order they came into force; the last is the key in force. None
+	// before the first PinLogKey.
+	LogKeys(ctx context.Context) ([]string, error)
+	// PinLogKey records key as the log's first key unless one is recorded
+	// already, atomically (of processes starting at once, the first writer
+	// wins), and returns the key in force.
+	PinLogKey(ctx context.Context, key string) (string, error)
+	// RotateLogKey puts key to in force in place of from and saves bridge
+	// (a checkpoint signed by both), in one transaction. When from is not
+	// the key in force it changes nothing and returns an error wrapping
+	// anyhook.ErrInvalid.
+	RotateLogKey(ctx context.Context, from, to string, bridge Checkpoint) error
 }
 
 // CheckBatch is the check both backends make before storing b: it must

@@ -107,7 +107,10 @@ type Store interface {
 	Ingest(ctx context.Context, evs []NewEvent) ([]IngestResult, error)
 
 	// Claim leases up to limit due pending deliveries of destination for
-	// lease, marking them delivering and counting the attempt.
+	// lease, marking them delivering and counting the attempt. Each claim's
+	// Event has BodyPruned set when retention emptied its body (which the
+	// store never lets happen to an event with a pending delivery; the
+	// engine refuses to send such a claim all the same).
 	Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]Claim, error)
 
 	// Finish records outcomes. An outcome whose (delivery, attempt) no
@@ -125,13 +128,21 @@ type Store interface {
 	Rescue(ctx context.Context, rule func(destination string) (StaleRule, bool)) ([]anyhook.Delivery, error)
 
 	// Replay creates a new replay delivery of event for each destination.
+	// An event whose body retention pruned is refused with an error
+	// wrapping anyhook.ErrPruned, atomically with pruning: either the
+	// deliveries are created and the body is kept (PruneBodies skips the
+	// event), or nothing is created.
 	Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error)
 	// ReplayDeliveries creates one replay delivery for each (event,
 	// destination) among the deliveries the filter selects (Limit is
 	// ignored), however many deliveries that pair already has, and returns
-	// how many.
+	// how many. When any selected event's body was pruned it creates
+	// nothing and returns an error wrapping anyhook.ErrPruned (atomically,
+	// as Replay).
 	ReplayDeliveries(ctx context.Context, f DeliveryFilter) (int, error)
-	// Resolve acts on a held or dead delivery (Action* constants).
+	// Resolve acts on a held or dead delivery (Action* constants). A
+	// resend of an event whose body was pruned is refused with an error
+	// wrapping anyhook.ErrPruned (atomically, as Replay).
 	Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error)
 
 	// SetPaused pauses or resumes a destination: while paused, Claim

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,8 +32,8 @@ var claimDeliveries = `WITH claimed AS (
 		FOR UPDATE SKIP LOCKED)
 	RETURNING ` + deliveryCols + `
 )
-SELECT ` + deliveryColumns("c.") + `, ` + eventColumns("e.") + `
-FROM claimed c JOIN events e ON e.id = c.event_id
+SELECT ` + deliveryColumns("c.") + `, ` + eventColumns("e.") + `, coalesce(l.body_pruned, false)
+FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN ledger_entries l ON l.event_id = c.event_id
 ORDER BY c.next_attempt_at, c.id`
 
 // Claim implements store.Store.
@@ -56,7 +57,7 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		var c store.Claim
 		dd, ddone := deliveryDest(&c.Delivery)
 		ed, edone := eventDest(&c.Event)
-		if err := sc.Scan(append(dd, ed...)...); err != nil {
+		if err := sc.Scan(append(append(dd, ed...), &c.Event.BodyPruned)...); err != nil {
 			return c, err
 		}
 		ddone()
@@ -182,30 +183,78 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 	return changed, nil
 }
 
+// sendable checks in tx that the events ids exist and still have their
+// bodies, atomically with PruneBodies: it first takes a KEY SHARE lock on
+// each event row, which PruneBodies (FOR UPDATE SKIP LOCKED) skips while it
+// is held, and only then reads body_pruned, in a statement whose snapshot
+// is taken after any prune that held the row committed. The caller's new
+// deliveries, inserted while the locks are held, are seen by a later
+// PruneBodies. It returns the ids that do not exist.
+func sendable(ctx context.Context, tx pgx.Tx, ids []string) (missing []string, err error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM events WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`, ids)
+	if err != nil {
+		return nil, unavailable("lock events", err)
+	}
+	found, err := collect(rows, func(sc scanner) (string, error) {
+		var id string
+		return id, sc.Scan(&id)
+	})
+	if err != nil {
+		return nil, unavailable("lock events", err)
+	}
+	if len(found) < len(ids) {
+		have := make(map[string]bool, len(found))
+		for _, id := range found {
+			have[id] = true
+		}
+		for _, id := range ids {
+			if !have[id] {
+				missing = append(missing, id)
+			}
+		}
+	}
+	var n int
+	var first string
+	if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(min(event_id), '') FROM ledger_entries WHERE event_id = ANY($1) AND body_pruned`, ids).
+		Scan(&n, &first); err != nil {
+		return nil, unavailable("pruned", err)
+	}
+	switch {
+	case n == 1 && len(ids) == 1:
+		return missing, store.PrunedError(first)
+	case n > 0:
+		return missing, store.PrunedManyError(n, first)
+	}
+	return missing, nil
+}
+
 // Replay implements store.Store.
 func (s *Store) Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error) {
 	ids := make([]string, len(destinations))
 	for i := range ids {
 		ids[i] = s.newID()
 	}
-	var exists bool
 	var made []anyhook.Delivery
-	b := &pgx.Batch{}
-	b.Queue(`SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)`, eventID).QueryRow(func(row pgx.Row) error { return row.Scan(&exists) })
-	b.Queue(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
-		SELECT d.id, e.id, d.destination, 'pending', true, now(), now(), now()
-		FROM events e CROSS JOIN unnest($2::text[], $3::text[]) AS d (id, destination)
-		WHERE e.id = $1
-		RETURNING `+deliveryCols, eventID, ids, destinations).Query(func(rows pgx.Rows) error {
-		var err error
+	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
+		missing, err := sendable(ctx, tx, []string{eventID})
+		if err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("event %s: %w", eventID, anyhook.ErrNotFound)
+		}
+		rows, err := tx.Query(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
+			SELECT d.id, $1, d.destination, 'pending', true, now(), now(), now()
+			FROM unnest($2::text[], $3::text[]) AS d (id, destination)
+			RETURNING `+deliveryCols, eventID, ids, destinations)
+		if err != nil {
+			return unavailable("replay", err)
+		}
 		made, err = collect(rows, scanDelivery)
-		return err
+		return unavailable("replay", err)
 	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, unavailable("replay", err)
-	}
-	if !exists {
-		return nil, fmt.Errorf("event %s: %w", eventID, anyhook.ErrNotFound)
+	if err != nil {
+		return nil, err
 	}
 	// In the order of destinations.
 	byID := make(map[string]anyhook.Delivery, len(made))
@@ -244,6 +293,9 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (i
 		if n == 0 {
 			return nil
 		}
+		if _, err := sendable(ctx, tx, slices.Compact(slices.Sorted(slices.Values(events)))); err != nil {
+			return err
+		}
 		_, err = tx.Exec(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
 			SELECT d.id, d.event_id, d.destination, 'pending', true, now(), now(), now()
 			FROM unnest($1::text[], $2::text[], $3::text[]) AS d (id, event_id, destination)`, ids, events, dests)
@@ -272,6 +324,11 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook
 		status, note, err := store.Resolution(d, action, now)
 		if err != nil {
 			return err
+		}
+		if status == anyhook.StatusPending { // a resend
+			if _, err := sendable(ctx, tx, []string{d.EventID}); err != nil {
+				return err
+			}
 		}
 		d, err = scanDelivery(tx.QueryRow(ctx, `UPDATE deliveries
 			SET status = $2, note = $3, next_attempt_at = now(), lease_until = NULL, updated_at = now()

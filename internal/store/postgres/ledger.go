@@ -279,45 +279,115 @@ func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
 	return out, unavailable("checkpoints", err)
 }
 
-// PruneBodies implements store.Ledger.
+// PruneBodies implements store.Ledger. It locks the candidate events FOR
+// UPDATE, skipping those a replay or resend holds (see sendable), and
+// empties their bodies in a later statement that checks their deliveries
+// again: its snapshot sees every delivery that a replay holding the lock
+// before had committed.
 func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
 	var n int
 	err := s.tx(ctx, "prune bodies", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
+		n = 0
+		rows, err := tx.Query(ctx, `SELECT e.id FROM ledger_entries l JOIN events e ON e.id = l.event_id
 			WHERE NOT l.body_pruned AND e.received_at < $1
-				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND d.status IN ('pending', 'delivering', 'held', 'paused'))
+				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+store.NeedsBody+`)
 			ORDER BY l.idx LIMIT $2
-			FOR UPDATE OF l SKIP LOCKED`, receivedBefore, limit)
+			FOR UPDATE OF e SKIP LOCKED`, receivedBefore, limit)
 		if err != nil {
 			return unavailable("prune bodies", err)
 		}
-		var idx []int64
-		var ids []string
-		for rows.Next() {
-			var i int64
+		ids, err := collect(rows, func(sc scanner) (string, error) {
 			var id string
-			if err := rows.Scan(&i, &id); err != nil {
-				rows.Close()
-				return unavailable("prune bodies", err)
-			}
-			idx, ids = append(idx, i), append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return id, sc.Scan(&id)
+		})
+		if err != nil {
 			return unavailable("prune bodies", err)
 		}
 		if len(ids) == 0 {
-			n = 0
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE events SET body = ''::bytea WHERE id = ANY($1)`, ids); err != nil {
+		rows, err = tx.Query(ctx, `UPDATE events e SET body = ''::bytea
+			WHERE e.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+store.NeedsBody+`)
+			RETURNING e.id`, ids)
+		if err != nil {
 			return unavailable("prune bodies", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE ledger_entries SET body_pruned = true WHERE idx = ANY($1)`, idx); err != nil {
+		if ids, err = collect(rows, func(sc scanner) (string, error) {
+			var id string
+			return id, sc.Scan(&id)
+		}); err != nil {
+			return unavailable("prune bodies", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE ledger_entries SET body_pruned = true WHERE event_id = ANY($1)`, ids); err != nil {
 			return unavailable("prune bodies", err)
 		}
 		n = len(ids)
 		return nil
 	})
 	return n, err
+}
+
+// PrunedStillNeeded implements store.Ledger.
+func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.LedgerEntry, error) {
+	rows, err := s.pool.Query(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l
+		WHERE l.body_pruned AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
+		ORDER BY l.idx LIMIT $1`, limit)
+	if err != nil {
+		return nil, unavailable("pruned still needed", err)
+	}
+	out, err := collect(rows, func(sc scanner) (store.LedgerEntry, error) {
+		var e store.LedgerEntry
+		return e, sc.Scan(&e.Index, &e.EventID)
+	})
+	return out, unavailable("pruned still needed", err)
+}
+
+// LogKeys implements store.Ledger.
+func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
+	if err != nil {
+		return nil, unavailable("log keys", err)
+	}
+	out, err := collect(rows, func(sc scanner) (string, error) {
+		var k string
+		return k, sc.Scan(&k)
+	})
+	return out, unavailable("log keys", err)
+}
+
+// PinLogKey implements store.Ledger. Of processes starting at once, the
+// first INSERT wins; the others wait for its commit, insert nothing, and
+// read its key back.
+func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
+	var cur string
+	err := s.tx(ctx, "pin log key", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger_keys (seq, verifier_key) VALUES (1, $1) ON CONFLICT DO NOTHING`, key); err != nil {
+			return unavailable("pin log key", err)
+		}
+		return unavailable("pin log key", tx.QueryRow(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
+	})
+	return cur, err
+}
+
+// RotateLogKey implements store.Ledger.
+func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
+	return s.tx(ctx, "rotate log key", func(tx pgx.Tx) error {
+		var seq int64
+		var cur string
+		err := tx.QueryRow(ctx, `SELECT seq, verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1 FOR UPDATE`).Scan(&seq, &cur)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return unavailable("rotate log key", err)
+		}
+		if cur != from {
+			return fmt.Errorf("rotate log key: the key in force is %q, not %q: %w", cur, from, anyhook.ErrInvalid)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger_keys (seq, verifier_key) VALUES ($1, $2)`, seq+1, to); err != nil {
+			if itemLevel(err) {
+				return fmt.Errorf("rotate log key: %w: %w", anyhook.ErrInvalid, err)
+			}
+			return unavailable("rotate log key", err)
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO ledger_checkpoints (size, root, note) VALUES ($1, $2, $3)`, bridge.Size, bridge.Root[:], bridge.Note)
+		return unavailable("rotate log key", err)
+	})
 }

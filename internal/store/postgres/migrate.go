@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,7 +28,9 @@ type migration struct {
 }
 
 // migrations returns the embedded migrations in order. Their names start
-// with their version, 1, 2, 3 … without gaps (0001_init.sql).
+// with their version, four digits (0001_init.sql), strictly increasing.
+// Versions may have gaps: branches that each add a migration number them
+// ahead, and a database applies whichever it has not applied yet.
 func migrations() ([]migration, error) {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
@@ -35,12 +38,12 @@ func migrations() ([]migration, error) {
 	}
 	sort.Strings(names)
 	ms := make([]migration, 0, len(names))
-	for i, name := range names {
+	for _, name := range names {
 		base := path.Base(name)
 		num, _, _ := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
-		if err != nil || v != i+1 {
-			return nil, fmt.Errorf("migration %s: want a name starting with %04d_", base, i+1)
+		if err != nil || len(num) != 4 || v < 1 || (len(ms) > 0 && v <= ms[len(ms)-1].version) {
+			return nil, fmt.Errorf("migration %s: want a name starting with a version of four digits, above the one before", base)
 		}
 		b, err := migrationFS.ReadFile(name)
 		if err != nil {
@@ -70,14 +73,28 @@ func (s *Store) migrate(ctx context.Context) error {
 			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return migrationError("schema_migrations", err)
 		}
-		var have int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+		if err != nil {
 			return unavailable("migrate", err)
 		}
-		if have > len(ms) {
-			return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", have, len(ms))
+		versions, err := collect(rows, func(sc scanner) (int, error) {
+			var v int
+			return v, sc.Scan(&v)
+		})
+		if err != nil {
+			return unavailable("migrate", err)
 		}
-		for _, m := range ms[have:] {
+		applied := map[int]bool{}
+		for _, v := range versions {
+			applied[v] = true
+		}
+		if top := slices.Max(append(versions, 0)); top > ms[len(ms)-1].version {
+			return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, ms[len(ms)-1].version)
+		}
+		for _, m := range ms {
+			if applied[m.version] {
+				continue
+			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return migrationError(m.name, err)
 			}

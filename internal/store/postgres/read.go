@@ -25,8 +25,16 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 	}
 	var as []attempt
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+eventCols+` FROM events WHERE id = $1`, id).Query(func(rows pgx.Rows) error {
-		evs, err := collect(rows, scanEvent)
+	b.Queue(`SELECT `+eventCols+`, coalesce((SELECT l.body_pruned FROM ledger_entries l WHERE l.event_id = events.id), false)
+		FROM events WHERE id = $1`, id).Query(func(rows pgx.Rows) error {
+		evs, err := collect(rows, func(sc scanner) (anyhook.Event, error) {
+			var ev anyhook.Event
+			dest, done := eventDest(&ev)
+			if err := sc.Scan(append(dest, &ev.BodyPruned)...); err != nil {
+				return ev, err
+			}
+			return ev, done()
+		})
 		if len(evs) == 1 {
 			ev, found = evs[0], true
 		}

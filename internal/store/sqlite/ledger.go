@@ -338,13 +338,14 @@ func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
 	return out, unavailable(rows.Err())
 }
 
-// PruneBodies implements store.Ledger.
+// PruneBodies implements store.Ledger. SQLite runs one write transaction
+// at a time, so no replay or resend interleaves with it.
 func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
 			WHERE l.body_pruned = 0 AND e.received_at < ?
-				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND d.status IN ('pending', 'delivering', 'held', 'paused'))
+				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
 			ORDER BY l.idx LIMIT ?`, micros(receivedBefore), limit)
 		if err != nil {
 			return unavailable(err)
@@ -378,4 +379,81 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 		return nil
 	})
 	return n, err
+}
+
+// PrunedStillNeeded implements store.Ledger.
+func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.LedgerEntry, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l
+		WHERE l.body_pruned = 1 AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
+		ORDER BY l.idx LIMIT ?`, limit)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []store.LedgerEntry
+	for rows.Next() {
+		var e store.LedgerEntry
+		if err := rows.Scan(&e.Index, &e.EventID); err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, e)
+	}
+	return out, unavailable(rows.Err())
+}
+
+// LogKeys implements store.Ledger.
+func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
+	return logKeys(ctx, s.r)
+}
+
+func logKeys(ctx context.Context, q querier) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, unavailable(err)
+		}
+		out = append(out, k)
+	}
+	return out, unavailable(rows.Err())
+}
+
+// PinLogKey implements store.Ledger.
+func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
+	var cur string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_keys (seq, verifier_key, added_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING`,
+			key, micros(s.now())); err != nil {
+			return unavailable(err)
+		}
+		return unavailable(tx.QueryRowContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
+	})
+	return cur, err
+}
+
+// RotateLogKey implements store.Ledger.
+func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var seq int64
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT seq, verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&seq, &cur)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return unavailable(err)
+		}
+		if cur != from {
+			return fmt.Errorf("rotate log key: the key in force is %q, not %q: %w", cur, from, anyhook.ErrInvalid)
+		}
+		now := micros(s.now())
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_keys (seq, verifier_key, added_at) VALUES (?, ?, ?)`, seq+1, to, now); err != nil {
+			return fmt.Errorf("rotate log key: %w: %w", anyhook.ErrInvalid, err)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO ledger_checkpoints (size, root, note, created_at) VALUES (?, ?, ?, ?)`,
+			bridge.Size, bridge.Root[:], bridge.Note, now)
+		return unavailable(err)
+	})
 }

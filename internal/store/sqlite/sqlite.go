@@ -5,6 +5,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,40 +193,70 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
+// migrate applies pending migrations in one write transaction (BEGIN
+// IMMEDIATE, and SQLite's DDL is transactional): of several processes
+// opening a new file at once, one applies them while the others wait for
+// the lock, then find nothing to do.
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-		return unavailable(err)
-	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
-	var have int
-	if err := s.w.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
-		return unavailable(err)
-	}
-	if have > len(names) {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", have, len(names))
-	}
-	for i, name := range names[have:] {
-		version := have + i + 1
-		ddl, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
+	// A migration's version is the number its name starts with (0001_…),
+	// strictly increasing, gaps allowed: a database applies every one it
+	// has not applied yet, in order.
+	versions := make([]int, len(names))
+	for i, name := range names {
+		num, _, _ := strings.Cut(path.Base(name), "_")
+		v, err := strconv.Atoi(num)
+		if err != nil || len(num) != 4 || v < 1 || (i > 0 && v <= versions[i-1]) {
+			return fmt.Errorf("migration %s: want a name starting with a version of four digits, above the one before", path.Base(name))
 		}
-		err = s.tx(ctx, func(tx *sql.Tx) error {
+		versions[i] = v
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+			return unavailable(err)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+		if err != nil {
+			return unavailable(err)
+		}
+		applied := map[int]bool{}
+		top := 0
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			applied[v], top = true, max(top, v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		if known := versions[len(versions)-1]; top > known {
+			return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
+		}
+		for i, name := range names {
+			if applied[versions[i]] {
+				continue
+			}
+			ddl, err := migrations.ReadFile(name)
+			if err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, string(ddl)); err != nil {
 				return fmt.Errorf("migration %s: %w", name, err)
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, micros(s.now()))
-			return err
-		})
-		if err != nil {
-			return err
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, versions[i], micros(s.now())); err != nil {
+				return unavailable(err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
@@ -406,17 +438,19 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 	for i, c := range claims {
 		ids[i] = c.Delivery.EventID
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
+	rows, err := tx.QueryContext(ctx, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
 	if err != nil {
 		return unavailable(err)
 	}
 	defer rows.Close()
 	byID := make(map[string]anyhook.Event, len(ids))
 	for rows.Next() {
-		ev, err := scanEvent(rows)
+		var pruned bool
+		ev, err := scanEvent(alsoScan{rows, []any{&pruned}})
 		if err != nil {
 			return unavailable(err)
 		}
+		ev.BodyPruned = pruned
 		byID[ev.ID] = ev
 	}
 	if err := rows.Err(); err != nil {
@@ -514,17 +548,42 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 	return changed, err
 }
 
-// Replay implements store.Store.
+// prunedCol is whether the body of the event in the query's events row
+// was pruned by retention.
+const prunedCol = `coalesce((SELECT l.body_pruned FROM ledger_entries l WHERE l.event_id = events.id), 0)`
+
+// alsoScan scans more columns after those a scan func reads.
+type alsoScan struct {
+	sc    interface{ Scan(...any) error }
+	extra []any
+}
+
+func (a alsoScan) Scan(dest ...any) error { return a.sc.Scan(append(dest, a.extra...)...) }
+
+// sendable checks, inside a write transaction (so that no prune runs
+// meanwhile), that event id exists and still has its body.
+func sendable(ctx context.Context, tx *sql.Tx, id string) error {
+	var pruned bool
+	err := tx.QueryRowContext(ctx, `SELECT `+prunedCol+` FROM events WHERE id = ?`, id).Scan(&pruned)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
+	case err != nil:
+		return unavailable(err)
+	case pruned:
+		return store.PrunedError(id)
+	}
+	return nil
+}
+
+// Replay implements store.Store. SQLite runs one write transaction at a
+// time, so the check and the inserts are atomic with PruneBodies.
 func (s *Store) Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error) {
 	var out []anyhook.Delivery
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		var one int
-		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM events WHERE id = ?`, eventID).Scan(&one); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("event %s: %w", eventID, anyhook.ErrNotFound)
-			}
-			return unavailable(err)
+		if err := sendable(ctx, tx, eventID); err != nil {
+			return err
 		}
 		now := micros(s.now())
 		for _, dest := range destinations {
@@ -546,22 +605,34 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (i
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		where, args := deliveryWhere(f)
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
+			FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN ledger_entries l ON l.event_id = d.event_id`+where+`
+			ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return unavailable(err)
 		}
 		var pairs [][2]string
+		pruned := map[string]bool{}
+		firstPruned := ""
 		for rows.Next() {
 			var p [2]string
-			if err := rows.Scan(&p[0], &p[1]); err != nil {
+			var gone bool
+			if err := rows.Scan(&p[0], &p[1], &gone); err != nil {
 				rows.Close()
 				return unavailable(err)
+			}
+			if gone {
+				pruned[p[0]] = true
+				firstPruned = cmp.Or(firstPruned, p[0])
 			}
 			pairs = append(pairs, p)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return unavailable(err)
+		}
+		if len(pruned) > 0 {
+			return store.PrunedManyError(len(pruned), firstPruned)
 		}
 		now := micros(s.now())
 		for _, p := range pairs {
@@ -593,6 +664,11 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook
 		status, note, err := store.Resolution(d, action, now)
 		if err != nil {
 			return err
+		}
+		if status == anyhook.StatusPending { // a resend
+			if err := sendable(ctx, tx, d.EventID); err != nil {
+				return err
+			}
 		}
 		d.Status, d.Note, d.NextAttemptAt, d.UpdatedAt = status, note, now, now
 		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, note = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
@@ -651,7 +727,9 @@ func scanEvent(sc interface{ Scan(...any) error }) (anyhook.Event, error) {
 
 // Event implements store.Store.
 func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
-	ev, err := scanEvent(s.r.QueryRowContext(ctx, `SELECT `+eventCols+` FROM events WHERE id = ?`, id))
+	var pruned bool
+	ev, err := scanEvent(alsoScan{s.r.QueryRowContext(ctx, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id = ?`, id), []any{&pruned}})
+	ev.BodyPruned = pruned
 	if errors.Is(err, sql.ErrNoRows) {
 		return ev, fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
 	}

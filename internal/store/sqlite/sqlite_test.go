@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/anyhook/anyhook/internal/store"
@@ -20,3 +21,29 @@ func open(t *testing.T) store.Store {
 
 func TestConformance(t *testing.T)       { storetest.Run(t, open) }
 func TestLedgerConformance(t *testing.T) { storetest.RunLedger(t, open) }
+
+// TestMigrateConcurrently: processes opening a new file at once (gateways
+// started together) all open it; the migrations run once.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "anyhook.db")
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			// Separate handles, as separate processes have.
+			s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open %d: %v", i, err)
+		}
+	}
+}

@@ -32,8 +32,14 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Checkpoints", testLedgerCheckpoints},
 		{"CheckpointsInInsertionOrder", testLedgerCheckpointList},
 		{"PruneBodiesKeepsHashes", testLedgerPrune},
+		{"PruneKeepsBodiesStillNeeded", testLedgerPruneNeeded},
+		{"PrunedEventNotSentAgain", testLedgerPrunedNotSent},
+		{"ReplayRacesPrune", testLedgerReplayRacesPrune},
 		{"ConcurrentSequencers", testLedgerConcurrent},
 		{"CheckpointAndVerify", testLedgerCheckpointVerify},
+		{"LatenessFromSignedTimes", testLedgerLateness},
+		{"PruningJudgedByRetention", testLedgerPruneVerify},
+		{"LogKeys", testLedgerLogKeys},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -430,4 +436,334 @@ func recordsAt(t *testing.T, l store.Ledger, i int64) store.LedgerRecord {
 		t.Fatalf("LedgerRecords(%d) = %v, %v", i, recs, err)
 	}
 	return recs[0]
+}
+
+// deliverAs drives the one delivery of dest due now to status: delivered,
+// dead (its attempts used up), discarded (dead, then discarded by an
+// operator), held, or delivering (claimed, in flight); pending leaves it.
+func deliverAs(t *testing.T, s store.Store, dest, status string) {
+	t.Helper()
+	if status == "pending" {
+		return
+	}
+	lease := time.Minute
+	if status == "held" {
+		lease = -time.Hour
+	}
+	cs := claim(t, s, dest, 1, lease)
+	if len(cs) != 1 {
+		t.Fatalf("%s: claimed %d, want 1", dest, len(cs))
+	}
+	o := delivered(cs[0])
+	switch status {
+	case "delivering":
+		return
+	case "held":
+		rescue(t, s, rule(anyhook.Hold, 8))
+		return
+	case "dead", "discarded":
+		o = retry(cs[0], 0)
+		o.Status = anyhook.StatusDead
+	}
+	finish(t, s, o)
+	if status == "discarded" {
+		if _, err := s.Resolve(ctx(t), cs[0].Delivery.ID, store.ActionDiscard); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testLedgerPruneNeeded: retention never empties the body of an event that
+// a delivery still needs: pending, delivering, held, or dead (a person may
+// resend or replay it), unless an operator discarded it.
+func testLedgerPruneNeeded(t *testing.T, s store.Store, l store.Ledger) {
+	statuses := []string{"pending", "delivering", "held", "dead", "discarded", "delivered"}
+	ids := map[string]string{}
+	for _, st := range statuses {
+		// Each event its own destination, with a second one delivered: one
+		// delivery that needs the body is enough to keep it.
+		ne := newEvent("stripe", "evt_"+st, "to_"+st, "done_"+st)
+		ids[st] = ingest(t, s, ne)[0].ID
+		deliverAs(t, s, "to_"+st, st)
+		deliverAs(t, s, "done_"+st, "delivered")
+	}
+	sequenceAll(t, l)
+	n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneBodies = %d, %v; want 2 (discarded and delivered)", n, err)
+	}
+	for _, st := range statuses {
+		ev := event(t, s, ids[st])
+		wantPruned := st == "discarded" || st == "delivered"
+		if ev.BodyPruned != wantPruned || (len(ev.Body) == 0) != wantPruned {
+			t.Errorf("event with a %s delivery: body %q, BodyPruned %v; want pruned %v", st, ev.Body, ev.BodyPruned, wantPruned)
+		}
+	}
+}
+
+// testLedgerPrunedNotSent: once its body is pruned, an event is never sent
+// again: replay, bulk replay and resend are refused with ErrPruned and
+// create nothing.
+func testLedgerPrunedNotSent(t *testing.T, s store.Store, l store.Ledger) {
+	gone := ingest(t, s, newEvent("stripe", "evt_gone", "billing"))[0].ID
+	deliverAs(t, s, "billing", "discarded")
+	kept := ingest(t, s, newEvent("stripe", "evt_kept", "billing"))[0].ID
+	deliverAs(t, s, "billing", "dead")
+	sequenceAll(t, l)
+	if n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100); err != nil || n != 1 {
+		t.Fatalf("PruneBodies = %d, %v; want 1", n, err)
+	}
+	before := event(t, s, gone)
+	if !before.BodyPruned || event(t, s, kept).BodyPruned {
+		t.Fatalf("BodyPruned: gone %v, kept %v", before.BodyPruned, event(t, s, kept).BodyPruned)
+	}
+	if _, err := s.Replay(ctx(t), gone, []string{"billing"}); !errors.Is(err, anyhook.ErrPruned) {
+		t.Errorf("Replay(pruned) err = %v, want ErrPruned", err)
+	}
+	if _, err := s.Resolve(ctx(t), before.Deliveries[0].ID, store.ActionResend); !errors.Is(err, anyhook.ErrPruned) {
+		t.Errorf("Resolve(resend) of a pruned event: err = %v, want ErrPruned", err)
+	}
+	if n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusDead}); !errors.Is(err, anyhook.ErrPruned) {
+		t.Errorf("ReplayDeliveries(pruned among them) = %d, %v; want ErrPruned", n, err)
+	}
+	after := event(t, s, gone)
+	if len(after.Deliveries) != 1 || after.Deliveries[0].Status != anyhook.StatusDead || after.Deliveries[0].Note != before.Deliveries[0].Note {
+		t.Errorf("deliveries of the pruned event after the refusals: %+v", after.Deliveries)
+	}
+	if ds := event(t, s, kept).Deliveries; len(ds) != 1 {
+		t.Errorf("a refused bulk replay created deliveries: %+v", ds)
+	}
+	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 0 {
+		t.Errorf("claims after the refusals: %+v", cs)
+	}
+	// A mark_delivered or discard sends nothing and stays allowed.
+	if _, err := s.Resolve(ctx(t), before.Deliveries[0].ID, store.ActionMarkDelivered); err != nil {
+		t.Errorf("Resolve(mark_delivered) of a pruned event: %v", err)
+	}
+	// The event that kept its body is replayed as usual.
+	if ds, err := s.Replay(ctx(t), kept, []string{"billing"}); err != nil || len(ds) != 1 {
+		t.Errorf("Replay(kept) = %+v, %v", ds, err)
+	}
+}
+
+// testLedgerReplayRacesPrune: replays and resends race with retention.
+// Every event ends either with its new delivery and its body, or pruned
+// with the replay refused; never a pending delivery of an empty body.
+func testLedgerReplayRacesPrune(t *testing.T, s store.Store, l store.Ledger) {
+	const n = 40
+	var ids []string
+	for i := range n {
+		ids = append(ids, ingest(t, s, newEvent("stripe", fmt.Sprint("evt_", i), "billing"))[0].ID)
+		// Discarded: prunable, and resend-able until pruned.
+		deliverAs(t, s, "billing", "discarded")
+	}
+	sequenceAll(t, l)
+	var wg sync.WaitGroup
+	refused := make([]bool, n)
+	errs := make(chan error, 2*n+1)
+	wg.Go(func() {
+		for {
+			m, err := l.PruneBodies(context.WithoutCancel(ctx(t)), received.Add(time.Second), 3)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if m == 0 {
+				return
+			}
+		}
+	})
+	for i, id := range ids {
+		wg.Go(func() {
+			var err error
+			if i%2 == 0 {
+				_, err = s.Replay(context.WithoutCancel(ctx(t)), id, []string{"billing"})
+			} else {
+				ev, e := s.Event(context.WithoutCancel(ctx(t)), id)
+				if e != nil {
+					errs <- e
+					return
+				}
+				_, err = s.Resolve(context.WithoutCancel(ctx(t)), ev.Deliveries[0].ID, store.ActionResend)
+			}
+			switch {
+			case errors.Is(err, anyhook.ErrPruned):
+				refused[i] = true
+			case err != nil:
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// What the race left is stable: another prune changes nothing.
+	if m, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100); err != nil || m != 0 {
+		t.Fatalf("PruneBodies after the race = %d, %v; want 0", m, err)
+	}
+	for i, id := range ids {
+		ev := event(t, s, id)
+		pending := 0
+		for _, d := range ev.Deliveries {
+			if d.Status == anyhook.StatusPending {
+				pending++
+			}
+		}
+		if refused[i] {
+			if !ev.BodyPruned || pending != 0 {
+				t.Errorf("event %d: refused, but BodyPruned %v and %d pending deliveries", i, ev.BodyPruned, pending)
+			}
+		} else if ev.BodyPruned || len(ev.Body) == 0 || pending != 1 {
+			t.Errorf("event %d: sent again, but BodyPruned %v, body %q, %d pending deliveries", i, ev.BodyPruned, ev.Body, pending)
+		}
+	}
+}
+
+// testLedgerLateness: lateness is judged from the time each checkpoint
+// states in its signed text, not from the stored late flag: an event that
+// enters the log after a checkpoint signed more than the lag after its
+// receive time is reported even though the sequencer did not flag it (here
+// a sequencer with a lag of days stands for a flag cleared in the
+// database). Clocks are injected: the checkpoint is signed ten minutes
+// after the suite's receive time.
+func testLedgerLateness(t *testing.T, s store.Store, l store.Ledger) {
+	key := newKey(t)
+	signedAt := received.Add(10 * time.Minute)
+	cpr := ledger.NewCheckpointer(l, ledger.CheckpointerOptions{Key: key, Now: func() time.Time { return signedAt }})
+	lenient := ledger.NewSequencer(l, ledger.SequencerOptions{Lag: 1000 * time.Hour})
+	ingest(t, s, newEvent("stripe", "evt_on_time_1"), newEvent("stripe", "evt_on_time_2"))
+	if _, err := lenient.Run(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, err := cpr.Once(ctx(t)); err != nil || cp.Size != 2 {
+		t.Fatalf("checkpoint = %+v, %v", cp, err)
+	}
+	late := ingest(t, s, newEvent("stripe", "evt_late"))[0].ID // received with the others, logged after the checkpoint
+	if _, err := lenient.Run(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cpr.Once(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := l.LedgerEntry(ctx(t), late); err != nil || e.Late {
+		t.Fatalf("entry of the late event = %+v, %v; want it unflagged", e, err)
+	}
+	rep, err := ledger.Verify(ctx(t), l, ledger.VerifyOptions{Verifier: key.Verifier, Origin: key.Name(), Now: func() time.Time { return signedAt }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 1 || rep.Problems[0].EventID != late || rep.Problems[0].Kind != ledger.KindInserted ||
+		!rep.Checkpoint.Time.Equal(signedAt.Truncate(time.Second)) {
+		t.Fatalf("Verify: checkpoint %+v, problems %v; want only %s inserted", rep.Checkpoint, rep.Problems, late)
+	}
+}
+
+func newKey(t *testing.T) *ledger.Key {
+	t.Helper()
+	skey, _, err := note.GenerateKey(rand.Reader, "storetest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ledger.ParseKey(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// testLedgerPruneVerify: bodies pruned by the retention rule verify when
+// the verifier is given that retention; the same bodies pruned before
+// they were that old are reported. Clocks are injected (the verifier's
+// now, and the prune cutoff).
+func testLedgerPruneVerify(t *testing.T, s store.Store, l store.Ledger) {
+	key := newKey(t)
+	const retention = 24 * time.Hour
+	ingest(t, s, newEvent("stripe", "evt_1"), newEvent("stripe", "evt_2"))
+	kept := ingest(t, s, newEvent("stripe", "evt_dead", "billing"))[0].ID
+	deliverAs(t, s, "billing", "dead")
+	sequenceAll(t, l)
+	cpr := ledger.NewCheckpointer(l, ledger.CheckpointerOptions{Key: key, Now: func() time.Time { return received }})
+	if _, _, err := cpr.Once(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	verifyAt := func(now time.Time) *ledger.Report {
+		t.Helper()
+		rep, err := ledger.Verify(ctx(t), l, ledger.VerifyOptions{Verifier: key.Verifier, Origin: key.Name(), Retention: retention,
+			Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	// Retention run a day and a minute after the events arrived.
+	later := received.Add(retention + time.Minute)
+	if n, err := ledger.Prune(ctx(t), l, later.Add(-retention)); err != nil || n != 2 {
+		t.Fatalf("Prune = %d, %v; want 2 (not the one with a dead delivery)", n, err)
+	}
+	if got, err := l.PrunedStillNeeded(ctx(t), 10); err != nil || len(got) != 0 {
+		t.Fatalf("PrunedStillNeeded = %+v, %v; want none", got, err)
+	}
+	if rep := verifyAt(later); !rep.OK() || rep.Pruned != 2 {
+		t.Fatalf("verified a day later: report %+v, problems %v", rep, rep.Problems)
+	}
+	// Judged an hour after arrival, the same pruning cannot be retention's.
+	rep := verifyAt(received.Add(time.Hour))
+	if len(rep.Problems) != 2 {
+		t.Fatalf("verified an hour later: problems %v; want both pruned bodies reported", rep.Problems)
+	}
+	for _, p := range rep.Problems {
+		if p.Kind != ledger.KindPrunedEarly || p.EventID == kept {
+			t.Errorf("problem %v", p)
+		}
+	}
+}
+
+// testLedgerLogKeys: of many processes pinning their keys at once, the
+// first writer wins and every one reads its key back; a rotation takes
+// effect only from the key in force, and saves its checkpoint with it.
+func testLedgerLogKeys(t *testing.T, s store.Store, l store.Ledger) {
+	if keys, err := l.LogKeys(ctx(t)); err != nil || len(keys) != 0 {
+		t.Fatalf("LogKeys of a new log = %v, %v", keys, err)
+	}
+	const n = 8
+	got := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { got[i], errs[i] = l.PinLogKey(context.WithoutCancel(ctx(t)), fmt.Sprintf("key-%d", i)) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || got[i] != got[0] {
+			t.Fatalf("PinLogKey %d = %q, %v; want every starter to read the one winning key (%q)", i, got[i], errs[i], got[0])
+		}
+	}
+	first := got[0]
+	if keys, err := l.LogKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first}) {
+		t.Fatalf("LogKeys = %v, %v; want [%s]", keys, err, first)
+	}
+	bridge := store.Checkpoint{Size: 0, Root: store.Hash{7}, Note: []byte("handover\n\n— sigs\n")}
+	if err := l.RotateLogKey(ctx(t), "key-not-in-force", "key-next", bridge); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("RotateLogKey from a key not in force: err = %v, want ErrInvalid", err)
+	}
+	if cps, _ := l.Checkpoints(ctx(t)); len(cps) != 0 {
+		t.Fatalf("a refused rotation saved its checkpoint: %+v", cps)
+	}
+	if err := l.RotateLogKey(ctx(t), first, "key-next", bridge); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := l.LogKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first, "key-next"}) {
+		t.Fatalf("LogKeys after rotation = %v, %v", keys, err)
+	}
+	if cur, err := l.PinLogKey(ctx(t), first); err != nil || cur != "key-next" {
+		t.Fatalf("PinLogKey after rotation = %q, %v; want the new key in force", cur, err)
+	}
+	if cp, err := l.LatestCheckpoint(ctx(t)); err != nil || string(cp.Note) != string(bridge.Note) || cp.Root != bridge.Root {
+		t.Fatalf("LatestCheckpoint after rotation = %+v, %v; want the handover", cp, err)
+	}
+	if err := l.RotateLogKey(ctx(t), first, "key-third", bridge); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("RotateLogKey from the retired key: err = %v, want ErrInvalid", err)
+	}
 }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/ledger"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
+)
+
+// TestReplayPrunedEvent: anyhook replay of an event whose body retention
+// emptied is refused (exit 1) with one line saying so; nothing is queued.
+func TestReplayPrunedEvent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", "http://127.0.0.1:9/hooks", "reclaim"))
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := store.NewID()
+	received := time.Now().Add(-40 * 24 * time.Hour)
+	if _, err := st.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{
+		ID: id, Source: "stripe", DedupKey: "evt_old", ReceivedAt: received, Method: "POST", Path: "/webhooks/stripe",
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"evt_old"}`),
+	}, Destinations: []string{"billing"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Claim(t.Context(), "billing", 1, time.Minute)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("Claim = %v, %v", cs, err)
+	}
+	if _, err := st.Finish(t.Context(), []store.Outcome{{DeliveryID: cs[0].Delivery.ID, Attempt: 1, Status: anyhook.StatusDelivered,
+		Result: anyhook.Attempt{Number: 1, StartedAt: time.Now(), StatusCode: 200}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.NewSequencer(st, ledger.SequencerOptions{}).Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ledger.Prune(t.Context(), st, received.Add(time.Second)); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v", n, err)
+	}
+	st.Close()
+
+	code, stdout, stderr := runCmd("replay", "--config", cfg, "--event", id)
+	if code != exitFail || strings.Count(strings.TrimSpace(stderr), "\n") != 0 ||
+		!strings.Contains(stderr, "event "+id+": its body was pruned by retention (log.retention)") {
+		t.Fatalf("replay of a pruned event: exit %d, stdout %q, stderr %q; want 1 and one line saying why", code, stdout, stderr)
+	}
+	code, _, stderr = runCmd("replay", "--config", cfg, "--status", "delivered")
+	if code != exitFail || !strings.Contains(stderr, "1 of the selected events (e.g. "+id+") had their bodies pruned by retention") {
+		t.Fatalf("replay --status delivered: exit %d, stderr %q; want 1 saying why", code, stderr)
+	}
+}
