@@ -480,7 +480,7 @@ func (e *Engine) refuse(ctx context.Context, d *Destination, c store.Claim, star
 		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: started, Error: why}}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	log := e.log.With("delivery", c.Delivery.ID, "event", c.Event.ID, "destination", d.Name)
+	log := e.log.With("delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "destination", d.Name)
 	if lost, err := e.fin.finish(fctx, out); err != nil || lost {
 		log.Error("recording a refused delivery failed; the lease will expire and the rescuer decides", "err", err, "lost", lost)
 		return

@@ -65,7 +65,8 @@ func dashboardPage(t *testing.T, base, path string) string {
 func TestRemovedDestinationOrphansThenResumes(t *testing.T) {
 	t.Parallel()
 	billing, audit := newSink(t), newSink(t)
-	db := filepath.Join(t.TempDir(), "anyhook.db")
+	dir := t.TempDir()
+	db, key := filepath.Join(dir, "anyhook.db"), filepath.Join(dir, "anyhook-log.key")
 	config := func(withBilling bool) string {
 		dests := fmt.Sprintf(`  audit:
     url: %s/hooks
@@ -82,12 +83,13 @@ func TestRemovedDestinationOrphansThenResumes(t *testing.T) {
 		return fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:%s
+log: {key_file: %s}
 admin_token: test-token
 delivery: {poll_interval: 50ms, grace: 1s}
 sources:
   stripe: {provider: stripe, secrets: [%s]}
 destinations:
-%s`, db, stripeSecret, dests)
+%s`, db, key, stripeSecret, dests)
 	}
 	run := func(withBilling bool) (*env, func()) {
 		base, g := gatewaytest.Start(t, config(withBilling), gateway.Options{})
