@@ -132,7 +132,10 @@ type Effect[TTx any] struct {
 // Held (stale under Hold, or Reclaim out of attempts, or held before);
 // Released, Failed, Uncertain (by e.Run's error, which is returned);
 // Conflict (ErrConflict). Recording the result after the effect ran uses a
-// context that is not cancelled with ctx.
+// context that is not cancelled with ctx. A serialization failure or
+// deadlock in the finish (inbox's statement or e.Finish's) re-runs the
+// finish transaction, e.Finish included but not e.Run, up to
+// Config.Retries times, like Apply.
 func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect[TTx]) (Outcome, error) {
 	if err := validKey(handler, ev); err != nil {
 		return 0, err
@@ -177,18 +180,21 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	}
 	switch {
 	case runErr == nil:
-		out, err := ib.finish(ctx, handler, ev, c, e.Finish)
+		// A deadlock or serialization failure in the finish (inbox's
+		// statement or e.Finish's) re-runs the finish transaction, e.Finish
+		// included; the effect itself is not run again.
+		out, err := ib.retry(ctx, func() (Outcome, error) { return ib.finish(ctx, handler, ev, c, e.Finish) })
 		if err != nil {
 			return out, wrap(err)
 		}
 		return out, nil
 	case IsNotApplied(runErr):
-		if err := ib.settle(ctx, handler, ev, c, statusReleased, runErr); err != nil {
+		if err := ib.settleRetry(ctx, handler, ev, c, statusReleased, runErr); err != nil {
 			return Uncertain, wrap(errors.Join(runErr, err))
 		}
 		return Released, runErr
 	case IsPermanent(runErr):
-		if err := ib.settle(ctx, handler, ev, c, statusFailed, runErr); err != nil {
+		if err := ib.settleRetry(ctx, handler, ev, c, statusFailed, runErr); err != nil {
 			return Uncertain, wrap(errors.Join(runErr, err))
 		}
 		return Failed, runErr
@@ -335,6 +341,12 @@ func (ib *Inbox[TTx]) finish(ctx context.Context, handler string, ev Event, c Cl
 		return 0, err
 	}
 	return Processed, nil
+}
+
+// settleRetry is settle, run again on a deadlock or serialization failure.
+func (ib *Inbox[TTx]) settleRetry(ctx context.Context, handler string, ev Event, c Claim, status string, cause error) error {
+	_, err := ib.retry(ctx, func() (Outcome, error) { return 0, ib.settle(ctx, handler, ev, c, status, cause) })
+	return err
 }
 
 // settle records a released or failed effect, fenced by the claim token.
