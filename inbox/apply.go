@@ -60,8 +60,11 @@ func (ib *Inbox[TTx]) record(ctx context.Context, x inboxdriver.Executor, handle
 //   - First delivery: fn runs; Processed once committed.
 //   - Already processed: Duplicate; fn does not run.
 //   - Another transaction is processing the same event and has not finished
-//     within Config.InFlightWait: InFlight; fn does not run. (If that
-//     transaction rolls back, a later delivery processes the event.)
+//     within Config.InFlightWait (PostgreSQL), or Do holds a claim on it:
+//     InFlight; fn does not run. (If that transaction rolls back, a later
+//     delivery processes the event.) On SQLite a twin is not InFlight: the
+//     transaction waits for the database lock, as the connection's
+//     busy_timeout says, and then sees the twin's fate.
 //   - Same id, different body: Conflict with ErrConflict; fn does not run.
 //
 // If fn returns an error the transaction rolls back and the error is
@@ -106,11 +109,8 @@ func (ib *Inbox[TTx]) applyOnce(ctx context.Context, handler string, ev Event, f
 		return 0, err
 	}
 	out, err = ib.record(ctx, tx, handler, ev)
-	if out != Processed && ib.dialect == inboxdriver.SQLite {
-		restore() // before the rollback: the setting outlives the transaction
-	}
 	if err != nil {
-		if out == 0 && inboxdriver.Classify(err) == inboxdriver.Busy {
+		if out == 0 && ib.inFlight(err) {
 			return InFlight, nil
 		}
 		return out, err

@@ -224,7 +224,7 @@ func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Pol
 		isOutcome := errors.As(err, &o)
 		if err != nil && !(isOutcome && o.commit) {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
-			if !isOutcome && inboxdriver.Classify(err) == inboxdriver.Busy {
+			if !isOutcome && ib.inFlight(err) {
 				err = outcomeErr{out: InFlight}
 			}
 			return

@@ -113,8 +113,17 @@ const (
 
 // Config tunes an Inbox. The zero Config is ready to use.
 type Config struct {
-	// InFlightWait bounds how long Apply and Do wait for another transaction
-	// that holds the same event before reporting InFlight. Default 2s.
+	// InFlightWait bounds how long Apply and Do wait, on PostgreSQL, for
+	// another transaction that holds the same event before reporting
+	// InFlight. Default 2s.
+	//
+	// It does not apply to SQLite, where a writing transaction locks the
+	// whole database, so a wait cannot tell the same event from an
+	// unrelated one: there Apply and Do wait for the database as the
+	// connection's busy_timeout says (set it in the DSN, e.g.
+	// _pragma=busy_timeout(5000)); running out of it is an error (the zero
+	// Outcome, answered 503), never InFlight. On SQLite, InFlight only ever
+	// means that Do holds a claim on the same event.
 	InFlightWait time.Duration
 	// Retries is how many times a transaction that failed with a
 	// serialization failure or deadlock is run again. Default 5; negative
@@ -232,28 +241,22 @@ func (ib *Inbox[TTx]) q(query string) string {
 }
 
 // waitLimit bounds, for the rest of tx, how long a statement waits for a
-// lock held by another transaction. It must be the first statement of tx: on
-// SQLite the first write then takes the write lock under this limit. The
-// returned restore puts the previous limit back (on SQLite it is a setting
-// of the connection, which outlives tx); it is idempotent, and must run
-// before tx ends.
+// row lock held by another transaction (PostgreSQL's lock_timeout): inbox's
+// first statements lock only the event's own row, so running out of time
+// there means another transaction holds the same event (InFlight). The
+// returned restore puts the caller's lock_timeout back for the statements
+// that follow in tx; it is idempotent.
+//
+// On SQLite it does nothing: a write transaction locks the whole database,
+// so a wait there says nothing about the event. inbox's first statement in
+// every transaction is a write, which waits for the database lock as the
+// connection's busy_timeout says (the user's setting, never changed), and
+// a timeout is an error, not InFlight.
 func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (restore func(), err error) {
-	ms := max(ib.cfg.InFlightWait.Milliseconds(), 1)
 	if ib.dialect == inboxdriver.SQLite {
-		var old int64
-		if err := tx.QueryRow(ctx, `PRAGMA busy_timeout`).Scan(&old); err != nil {
-			return nil, err
-		}
-		if _, err := tx.Exec(ctx, `PRAGMA busy_timeout = `+strconv.FormatInt(ms, 10)); err != nil {
-			return nil, err
-		}
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				_, _ = tx.Exec(context.WithoutCancel(ctx), `PRAGMA busy_timeout = `+strconv.FormatInt(old, 10))
-			})
-		}, nil
+		return func() {}, nil
 	}
+	ms := max(ib.cfg.InFlightWait.Milliseconds(), 1)
 	var old, set string
 	if err := tx.QueryRow(ctx, `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, true)`,
 		strconv.FormatInt(ms, 10)+"ms").Scan(&old, &set); err != nil {
@@ -269,6 +272,13 @@ func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (r
 			_ = tx.QueryRow(ctx, `SELECT set_config('lock_timeout', $1, true)`, old).Scan(&s)
 		})
 	}, nil
+}
+
+// inFlight reports whether err, from one of inbox's own statements on the
+// event's row, means another transaction holds that event. Only
+// PostgreSQL's locks are per row; on SQLite a busy database is just busy.
+func (ib *Inbox[TTx]) inFlight(err error) bool {
+	return ib.dialect == inboxdriver.Postgres && inboxdriver.Classify(err) == inboxdriver.Busy
 }
 
 // retry runs once until it returns an error the driver classifies other than
