@@ -204,7 +204,7 @@ func ExampleNewHandler() {
 	deliver(sig)
 	deliver(sig)
 	// Output:
-	// 400 invalid signature
+	// 400 invalid signature: signature mismatch (no matching v1 signature)
 	// 200 processed
 	// 200 duplicate
 }
