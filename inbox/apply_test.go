@@ -13,6 +13,7 @@ import (
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
+	"github.com/anyhook/anyhook/inbox/inboxsql"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -557,5 +558,36 @@ func TestSQLiteBusyTimeoutIsAnError(t *testing.T) {
 	}
 	if out, err := ib.Apply(ctx, "h", inbox.Event{ID: "evt_other"}, func(context.Context, *sql.Tx) error { return nil }); out != inbox.Processed || err != nil {
 		t.Fatalf("Apply once the database is free = %v, %v; want processed", out, err)
+	}
+}
+
+// A PostgreSQL handle given the SQLite dialect, or the reverse, is refused
+// by Migrate with a message naming the right dialect, before anything is
+// created.
+func TestMigrateDetectsWrongDialect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := openSQL(t, "pgx", pgDSN(t))
+	lite := openSQL(t, "sqlite", sqliteBackend.newDSN(t))
+	for _, c := range []struct {
+		db      *sql.DB
+		dialect inboxdriver.Dialect
+		want    string
+	}{
+		{pg, inboxsql.SQLite, "inboxsql.Postgres"},
+		{lite, inboxsql.Postgres, "inboxsql.SQLite"},
+	} {
+		ib, err := inbox.New(inboxsql.New(c.db, c.dialect), inbox.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ib.Migrate(ctx)
+		if !errors.Is(err, inbox.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Migrate with dialect %v on the other database: %v; want ErrInvalid naming %s", c.dialect, err, c.want)
+		}
+		var n int
+		if err := c.db.QueryRow(`SELECT count(*) FROM information_schema.tables WHERE table_name = 'inbox_events'`).Scan(&n); err == nil && n != 0 {
+			t.Errorf("dialect %v: Migrate created inbox_events on the wrong database", c.dialect)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -134,6 +135,9 @@ type Config struct {
 	// open transaction rolls back), and is returned. For tests; see
 	// package inboxtest.
 	Hook func(ctx context.Context, p Point) error
+	// Logger receives inbox's warnings: stale claims found (see Sweep),
+	// a SQLite connection without busy_timeout. Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Inbox records processed events, claims, and object versions in one
@@ -143,6 +147,7 @@ type Inbox[TTx any] struct {
 	drv     inboxdriver.Driver[TTx]
 	dialect inboxdriver.Dialect
 	cfg     Config
+	log     *slog.Logger
 }
 
 // New returns an Inbox over drv.
@@ -163,7 +168,10 @@ func New[TTx any](drv inboxdriver.Driver[TTx], cfg Config) (*Inbox[TTx], error) 
 	if cfg.Retries == 0 {
 		cfg.Retries = 5
 	}
-	return &Inbox[TTx]{drv: drv, dialect: d, cfg: cfg}, nil
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Inbox[TTx]{drv: drv, dialect: d, cfg: cfg, log: cfg.Logger}, nil
 }
 
 // Driver returns the driver the Inbox was built with.
@@ -195,7 +203,16 @@ var schema = []string{
 
 // Migrate creates inbox's tables if they do not exist. It is idempotent and
 // safe to run from several processes at once.
+//
+// It first checks that the database speaks the driver's dialect: a
+// PostgreSQL handle given inboxsql.SQLite, or the reverse, is ErrInvalid
+// here rather than a confusing failure on the first event. On SQLite it
+// warns (Config.Logger) when the connection has no busy_timeout: writers
+// would then fail at once instead of queueing.
 func (ib *Inbox[TTx]) Migrate(ctx context.Context) error {
+	if err := ib.checkDialect(ctx); err != nil {
+		return fmt.Errorf("inbox: migrate: %w", err)
+	}
 	err := ib.inTx(ctx, func(tx inboxdriver.Tx[TTx]) error {
 		if ib.dialect == inboxdriver.Postgres {
 			// Concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog.
@@ -212,6 +229,35 @@ func (ib *Inbox[TTx]) Migrate(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("inbox: migrate: %w", err)
+	}
+	return nil
+}
+
+// dialectProbes are queries that succeed only on their dialect.
+var dialectProbes = map[inboxdriver.Dialect]string{
+	inboxdriver.SQLite:   `SELECT sqlite_version()`,
+	inboxdriver.Postgres: `SELECT current_setting('server_version')`,
+}
+
+// checkDialect fails with ErrInvalid when the database answers as the other
+// dialect than the driver's.
+func (ib *Inbox[TTx]) checkDialect(ctx context.Context) error {
+	var version string
+	err := ib.drv.QueryRow(ctx, dialectProbes[ib.dialect]).Scan(&version)
+	if err != nil {
+		for d, probe := range dialectProbes {
+			if d != ib.dialect && ib.drv.QueryRow(ctx, probe).Scan(&version) == nil {
+				return fmt.Errorf("%w: the driver says %v but the database is %v (version %s): give the adapter the right dialect (inboxsql.New(db, inboxsql.%s))",
+					ErrInvalid, ib.dialect, d, version, map[inboxdriver.Dialect]string{inboxdriver.SQLite: "SQLite", inboxdriver.Postgres: "Postgres"}[d])
+			}
+		}
+		return fmt.Errorf("check %v dialect: %w", ib.dialect, err)
+	}
+	if ib.dialect == inboxdriver.SQLite {
+		var ms int64
+		if err := ib.drv.QueryRow(ctx, `PRAGMA busy_timeout`).Scan(&ms); err == nil && ms == 0 {
+			ib.log.WarnContext(ctx, "inbox: SQLite connection has no busy_timeout: concurrent writers fail with SQLITE_BUSY instead of waiting; add _pragma=busy_timeout(5000) to the DSN")
+		}
 	}
 	return nil
 }
