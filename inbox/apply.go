@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
 )
@@ -40,8 +41,10 @@ func (ib *Inbox[TTx]) record(ctx context.Context, x inboxdriver.Executor, handle
 		return Processed, nil
 	}
 	var status, stored string
-	if err := x.QueryRow(ctx, ib.q(`SELECT status, body_hash FROM inbox_events
-		WHERE source = $1 AND handler = $2 AND event_id = $3`), ev.Source, handler, ev.ID).Scan(&status, &stored); err != nil {
+	var untilStale int64
+	if err := x.QueryRow(ctx, ib.q(`SELECT status, body_hash,
+			CASE WHEN status = 'claimed' AND stale_after > 0 THEN claimed_at + stale_after - {now} ELSE 0 END
+		FROM inbox_events WHERE source = $1 AND handler = $2 AND event_id = $3`), ev.Source, handler, ev.ID).Scan(&status, &stored, &untilStale); err != nil {
 		return 0, err
 	}
 	if hash != "" && stored != "" && hash != stored {
@@ -51,6 +54,9 @@ func (ib *Inbox[TTx]) record(ctx context.Context, x inboxdriver.Executor, handle
 	case statusDone, statusFailed:
 		return Duplicate, nil
 	}
+	// Do holds a claim on the event (or parked it): nothing changes before
+	// that claim goes stale.
+	hintRetry(ctx, time.Duration(untilStale)*time.Microsecond)
 	return InFlight, nil
 }
 

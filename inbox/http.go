@@ -14,12 +14,13 @@ import (
 // HTTPStatus is the status code a webhook endpoint should answer with for o:
 //
 //	Processed, Duplicate, Failed            200  (durable; stop retrying)
-//	InFlight, Held, Released, Uncertain     503 + Retry-After (try again)
+//	InFlight, Held, Released, Uncertain     503  (try again)
 //	Conflict                                422
-//	zero Outcome (an error)                 503 + Retry-After
+//	zero Outcome (an error)                 503
 //
 // Never a 2xx before the work is durable, and never a 4xx for something a
-// retry can fix: many senders do not retry 4xx.
+// retry can fix: many senders do not retry 4xx. See NewHandler for the
+// Retry-After sent with each 503.
 func (o Outcome) HTTPStatus() int {
 	switch o {
 	case Processed, Duplicate, Failed:
@@ -67,7 +68,8 @@ type HandlerConfig struct {
 	// MaxBody is the largest body accepted, in bytes; larger → 413.
 	// Default 1 MiB.
 	MaxBody int64
-	// RetryAfter is the Retry-After sent with 503. Default 5s.
+	// RetryAfter is the shortest Retry-After sent with a 503 (see
+	// NewHandler). Default 5s.
 	RetryAfter time.Duration
 	// Logger receives one record per request that did not end in 200:
 	// rejected requests (400, 413) at warn with the reason, handler and
@@ -90,6 +92,22 @@ type Handler struct {
 //     request (400 if it fails), and the source from HandlerConfig.Source,
 //     never from a header;
 //  4. calls Handle and answers with Outcome.HTTPStatus.
+//
+// A 503 carries a Retry-After that says when a retry can find something
+// changed. A sender that honours it (AnyHook does, up to its backoff.max)
+// then spends its limited attempts where they can help, instead of giving
+// up while a claim is still waiting for its stale policy:
+//
+//	InFlight (a twin transaction), Released,   RetryAfter: a retry soon succeeds
+//	  zero Outcome (store error)
+//	InFlight (Do holds a claim)                until the claim goes stale (at least RetryAfter)
+//	Uncertain                                  the policy's stale duration (at least RetryAfter)
+//	Held                                       none: the sender's own backoff; a person must Resolve
+//
+// While a claim is held, the sender keeps retrying until it gives up
+// (AnyHook: max_attempts, then the delivery is dead, shown and alerted);
+// after Resolve, the next retry or a replay gets the answer. Run a Sweeper
+// so that a stale claim surfaces even when no retry comes.
 //
 // It returns ErrInvalid without a Verifier or Handle, and with a Verifier
 // other than *StandardWebhooks but no EventID.
@@ -154,7 +172,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	src := h.cfg.Source
 	ev := Event{Source: src, ID: id, Body: body}
-	out, err := h.cfg.Handle(r.Context(), Delivery{Event: ev, Header: r.Header})
+	ctx, hint := withRetryHint(r.Context())
+	out, err := h.cfg.Handle(ctx, Delivery{Event: ev, Header: r.Header})
 	code := out.HTTPStatus()
 	log := h.cfg.Logger.With("source", src, "event_id", id, "outcome", out.String())
 	switch {
@@ -167,8 +186,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case code != http.StatusOK:
 		log.InfoContext(r.Context(), "inbox: retry later")
 	}
-	if code == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(int(max(h.cfg.RetryAfter.Round(time.Second), time.Second)/time.Second)))
+	if code == http.StatusServiceUnavailable && out != Held {
+		after := max(h.cfg.RetryAfter, hint.get())
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(max((after+time.Second-1)/time.Second, 1)), 10))
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)

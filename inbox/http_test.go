@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -312,5 +313,57 @@ func TestHandlerRejectionReasons(t *testing.T) {
 		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), c.want) {
 			t.Errorf("%s: default log %q; want a warning with the reason", c.name, logs.String())
 		}
+	}
+}
+
+// The Retry-After of a 503 says when a retry can find something changed:
+// after an uncertain effect, the policy's stale duration; while the claim
+// is live, the time left until it goes stale; for a held claim, nothing
+// (the sender's own backoff spreads its remaining attempts).
+func TestHandlerRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := setup(t, sqliteBackend)
+	const stale = 10 * time.Minute
+	runs := 0
+	h, err := inbox.NewHandler(inbox.HandlerConfig{
+		Verifier: inbox.VerifierFunc(func([]byte, http.Header) error { return nil }),
+		EventID:  inbox.WebhookID,
+		Logger:   testLogger(t),
+		Handle: func(ctx context.Context, d inbox.Delivery) (inbox.Outcome, error) {
+			return e.ib.Do(ctx, "capture", d.Event, inbox.Effect[*sql.Tx]{
+				Policy: inbox.Hold(stale),
+				Run: func(context.Context, inbox.Claim) error {
+					runs++
+					return errors.New("payments API: timeout") // uncertain
+				},
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func() (int, string, string) {
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+		req.Header.Set("webhook-id", "evt_1")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, strings.TrimSpace(rec.Body.String()), rec.Header().Get("Retry-After")
+	}
+	if code, body, ra := post(); code != 503 || body != "uncertain" || ra != "600" {
+		t.Fatalf("uncertain: %d %q Retry-After %q; want 503 uncertain 600", code, body, ra)
+	}
+	code, body, ra := post()
+	secs, _ := strconv.Atoi(ra)
+	if code != 503 || body != "in-flight" || secs <= 5 || secs > 600 {
+		t.Fatalf("claim live: %d %q Retry-After %q; want 503 in-flight, the time left until stale (5 < s <= 600)", code, body, ra)
+	}
+	if err := inboxtest.AgeClaim(context.Background(), e.drv, inbox.DefaultSource, "capture", "evt_1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if code, body, ra := post(); code != 503 || body != "held" || ra != "" {
+		t.Fatalf("held: %d %q Retry-After %q; want 503 held without Retry-After", code, body, ra)
+	}
+	if runs != 1 {
+		t.Fatalf("effect ran %d times; want 1", runs)
 	}
 }

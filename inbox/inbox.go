@@ -135,8 +135,15 @@ type Config struct {
 	// open transaction rolls back), and is returned. For tests; see
 	// package inboxtest.
 	Hook func(ctx context.Context, p Point) error
-	// Logger receives inbox's warnings: stale claims found (see Sweep),
-	// a SQLite connection without busy_timeout. Default slog.Default().
+	// OnStale, when set, is called once for each stale claim the policy
+	// was applied to, by Sweep or by a Do that met it, after the change
+	// committed: count them, alert a person for StaleHeld, send a
+	// redelivery for StaleReleased. It runs in the sweeping or delivering
+	// goroutine; keep it short.
+	OnStale func(ctx context.Context, c StaleClaim)
+	// Logger receives inbox's warnings: each stale claim (see Sweep), a
+	// failed sweep, a SQLite connection without busy_timeout. Default
+	// slog.Default().
 	Logger *slog.Logger
 }
 
@@ -177,21 +184,36 @@ func New[TTx any](drv inboxdriver.Driver[TTx], cfg Config) (*Inbox[TTx], error) 
 // Driver returns the driver the Inbox was built with.
 func (ib *Inbox[TTx]) Driver() inboxdriver.Driver[TTx] { return ib.drv }
 
+// addedColumns are the inbox_events columns added after its first version,
+// added by Migrate to tables created before: the stale policy a claim was
+// taken under ('hold' or 'reclaim'; ” for Apply's rows and older claims),
+// its duration in microseconds, and Reclaim's bound on claims.
+var addedColumns = []struct{ name, def string }{
+	{"policy", `TEXT NOT NULL DEFAULT ''`},
+	{"stale_after", `BIGINT NOT NULL DEFAULT 0`},
+	{"max_claims", `INTEGER NOT NULL DEFAULT 0`},
+}
+
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS inbox_events (
-	source     TEXT    NOT NULL,
-	handler    TEXT    NOT NULL,
-	event_id   TEXT    NOT NULL,
-	body_hash  TEXT    NOT NULL DEFAULT '',
-	status     TEXT    NOT NULL,
-	token      TEXT    NOT NULL DEFAULT '',
-	attempts   INTEGER NOT NULL DEFAULT 0,
-	claimed_at BIGINT  NOT NULL DEFAULT 0,
-	updated_at BIGINT  NOT NULL,
-	error      TEXT    NOT NULL DEFAULT '',
+	source      TEXT    NOT NULL,
+	handler     TEXT    NOT NULL,
+	event_id    TEXT    NOT NULL,
+	body_hash   TEXT    NOT NULL DEFAULT '',
+	status      TEXT    NOT NULL,
+	token       TEXT    NOT NULL DEFAULT '',
+	attempts    INTEGER NOT NULL DEFAULT 0,
+	claimed_at  BIGINT  NOT NULL DEFAULT 0,
+	updated_at  BIGINT  NOT NULL,
+	error       TEXT    NOT NULL DEFAULT '',
+	policy      TEXT    NOT NULL DEFAULT '',
+	stale_after BIGINT  NOT NULL DEFAULT 0,
+	max_claims  INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (source, handler, event_id)
 )`,
 	`CREATE INDEX IF NOT EXISTS inbox_events_held ON inbox_events (updated_at) WHERE status = 'held'`,
+	`CREATE INDEX IF NOT EXISTS inbox_events_released ON inbox_events (updated_at) WHERE status = 'released'`,
+	`CREATE INDEX IF NOT EXISTS inbox_events_claimed ON inbox_events (claimed_at) WHERE status = 'claimed'`,
 	`CREATE TABLE IF NOT EXISTS inbox_versions (
 	entity     TEXT   NOT NULL,
 	id         TEXT   NOT NULL,
@@ -213,24 +235,50 @@ func (ib *Inbox[TTx]) Migrate(ctx context.Context) error {
 	if err := ib.checkDialect(ctx); err != nil {
 		return fmt.Errorf("inbox: migrate: %w", err)
 	}
-	err := ib.inTx(ctx, func(tx inboxdriver.Tx[TTx]) error {
+	_, err := ib.retry(ctx, func() (Outcome, error) { return 0, ib.migrate(ctx) })
+	if err != nil {
+		return fmt.Errorf("inbox: migrate: %w", err)
+	}
+	return nil
+}
+
+func (ib *Inbox[TTx]) migrate(ctx context.Context) error {
+	return ib.inTx(ctx, func(tx inboxdriver.Tx[TTx]) error {
 		if ib.dialect == inboxdriver.Postgres {
 			// Concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog.
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7370207461)`); err != nil {
 				return err
 			}
 		}
-		for _, stmt := range schema {
+		// The table first, then the columns later versions added, then the
+		// indexes, which may use them.
+		if _, err := tx.Exec(ctx, schema[0]); err != nil {
+			return err
+		}
+		for _, c := range addedColumns {
+			if ib.dialect == inboxdriver.Postgres {
+				if _, err := tx.Exec(ctx, `ALTER TABLE inbox_events ADD COLUMN IF NOT EXISTS `+c.name+` `+c.def); err != nil {
+					return err
+				}
+				continue
+			}
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM pragma_table_info('inbox_events') WHERE name = ?`, c.name).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				if _, err := tx.Exec(ctx, `ALTER TABLE inbox_events ADD COLUMN `+c.name+` `+c.def); err != nil {
+					return err
+				}
+			}
+		}
+		for _, stmt := range schema[1:] {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("inbox: migrate: %w", err)
-	}
-	return nil
 }
 
 // dialectProbes are queries that succeed only on their dialect.
