@@ -114,6 +114,10 @@ func (m *Main) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One writer at a time: more connections would only wait inside
+	// SQLite's busy handler (docs/inbox.md, "Pool sizing").
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
 	r, err := NewReceiver(ctx, db, m.Config.PaymentsURL, m.Config.EmailURL, inbox.Config{
 		Logger: m.Logger,
 		OnStale: func(ctx context.Context, c inbox.StaleClaim) {
