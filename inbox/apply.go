@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
 )
@@ -40,8 +41,10 @@ func (ib *Inbox[TTx]) record(ctx context.Context, x inboxdriver.Executor, handle
 		return Processed, nil
 	}
 	var status, stored string
-	if err := x.QueryRow(ctx, ib.q(`SELECT status, body_hash FROM inbox_events
-		WHERE source = $1 AND handler = $2 AND event_id = $3`), ev.Source, handler, ev.ID).Scan(&status, &stored); err != nil {
+	var untilStale int64
+	if err := x.QueryRow(ctx, ib.q(`SELECT status, body_hash,
+			CASE WHEN status = 'claimed' AND stale_after > 0 THEN claimed_at + stale_after - {now} ELSE 0 END
+		FROM inbox_events WHERE source = $1 AND handler = $2 AND event_id = $3`), ev.Source, handler, ev.ID).Scan(&status, &stored, &untilStale); err != nil {
 		return 0, err
 	}
 	if hash != "" && stored != "" && hash != stored {
@@ -51,6 +54,9 @@ func (ib *Inbox[TTx]) record(ctx context.Context, x inboxdriver.Executor, handle
 	case statusDone, statusFailed:
 		return Duplicate, nil
 	}
+	// Do holds a claim on the event (or parked it): nothing changes before
+	// that claim goes stale.
+	hintRetry(ctx, time.Duration(untilStale)*time.Microsecond)
 	return InFlight, nil
 }
 
@@ -60,8 +66,11 @@ func (ib *Inbox[TTx]) record(ctx context.Context, x inboxdriver.Executor, handle
 //   - First delivery: fn runs; Processed once committed.
 //   - Already processed: Duplicate; fn does not run.
 //   - Another transaction is processing the same event and has not finished
-//     within Config.InFlightWait: InFlight; fn does not run. (If that
-//     transaction rolls back, a later delivery processes the event.)
+//     within Config.InFlightWait (PostgreSQL), or Do holds a claim on it:
+//     InFlight; fn does not run. (If that transaction rolls back, a later
+//     delivery processes the event.) On SQLite a twin is not InFlight: the
+//     transaction waits for the database lock, as the connection's
+//     busy_timeout says, and then sees the twin's fate.
 //   - Same id, different body: Conflict with ErrConflict; fn does not run.
 //
 // If fn returns an error the transaction rolls back and the error is
@@ -106,11 +115,8 @@ func (ib *Inbox[TTx]) applyOnce(ctx context.Context, handler string, ev Event, f
 		return 0, err
 	}
 	out, err = ib.record(ctx, tx, handler, ev)
-	if out != Processed && ib.dialect == inboxdriver.SQLite {
-		restore() // before the rollback: the setting outlives the transaction
-	}
 	if err != nil {
-		if out == 0 && inboxdriver.Classify(err) == inboxdriver.Busy {
+		if out == 0 && ib.inFlight(err) {
 			return InFlight, nil
 		}
 		return out, err

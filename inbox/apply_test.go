@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
+	"github.com/anyhook/anyhook/inbox/inboxsql"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -86,6 +88,9 @@ func TestApplyInFlightThenCommit(t *testing.T) {
 // second is a duplicate.
 func testApplyInFlightThenCommit[TTx any](t *testing.T, b backend[TTx]) {
 	e := setup(t, b)
+	if e.drv.Dialect() == inboxdriver.SQLite {
+		t.Skip("SQLite locks the whole database: a twin waits for the lock, as busy_timeout says (TestApplyWaitsForInFlight, TestBusyDatabaseIsNotInFlight)")
+	}
 	ctx := context.Background()
 	var faults inboxtest.Faults
 	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
@@ -133,6 +138,9 @@ func TestApplyInFlightThenRollback(t *testing.T) {
 // then processed once by the next delivery.
 func testApplyInFlightThenRollback[TTx any](t *testing.T, b backend[TTx]) {
 	e := setup(t, b)
+	if e.drv.Dialect() == inboxdriver.SQLite {
+		t.Skip("SQLite locks the whole database: a twin waits for the lock, as busy_timeout says (TestApplyWaitsForInFlight, TestBusyDatabaseIsNotInFlight)")
+	}
 	ctx := context.Background()
 	var faults inboxtest.Faults
 	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
@@ -428,5 +436,158 @@ func testMigrateIdempotent[TTx any](t *testing.T, b backend[TTx]) {
 	wg.Wait()
 	if n := e.countRows("inbox_events") + e.countRows("inbox_versions"); n != 0 {
 		t.Fatalf("%d rows after migrations; want 0", n)
+	}
+}
+
+func TestBusyDatabaseIsNotInFlight(t *testing.T) {
+	run(t, testBusyDatabaseIsNotInFlight[*sql.Tx], testBusyDatabaseIsNotInFlight[pgx.Tx])
+}
+
+// One event's Apply holds its transaction open for a while; unrelated
+// events sent meanwhile from many goroutines, through Apply and Do, are all
+// processed: on SQLite they wait for the database lock as the DSN's
+// busy_timeout says (20 s here), whatever InFlightWait (1 ms here), and are
+// never reported InFlight; on PostgreSQL they do not wait at all.
+func testBusyDatabaseIsNotInFlight[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	ctx := context.Background()
+	var faults inboxtest.Faults
+	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
+	holder := e.inbox(inbox.Config{Hook: faults.Hook})
+	held := make(chan inbox.Outcome, 1)
+	go func() {
+		out, err := holder.Apply(ctx, "h", inbox.Event{ID: "evt_slow"}, func(ctx context.Context, tx TTx) error {
+			return e.write(ctx, tx, "evt_slow", "")
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		held <- out
+	}()
+	<-pause.Reached()
+
+	ib := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
+	const goroutines = 32
+	var started, wg sync.WaitGroup
+	outs := make([]inbox.Outcome, goroutines)
+	errs := make([]error, goroutines)
+	for i := range goroutines {
+		started.Add(1)
+		wg.Go(func() {
+			id := fmt.Sprintf("evt_%d", i)
+			started.Done()
+			if i%2 == 0 {
+				outs[i], errs[i] = ib.Apply(ctx, "h", inbox.Event{ID: id}, func(ctx context.Context, tx TTx) error {
+					return e.write(ctx, tx, id, "")
+				})
+				return
+			}
+			outs[i], errs[i] = ib.Do(ctx, "h", inbox.Event{ID: id}, inbox.Effect[TTx]{
+				Policy: inbox.Hold(time.Hour),
+				Run:    func(context.Context, inbox.Claim) error { return nil },
+				Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, id, "") },
+			})
+		})
+	}
+	started.Wait()
+	// Hold the slow event's transaction a while (far beyond InFlightWait)
+	// while the others queue behind it. Nothing is asserted about time.
+	time.Sleep(300 * time.Millisecond)
+	pause.Release()
+	wg.Wait()
+	if out := <-held; out != inbox.Processed {
+		t.Fatalf("slow event = %v; want processed", out)
+	}
+	for i := range goroutines {
+		if outs[i] != inbox.Processed || errs[i] != nil {
+			t.Errorf("unrelated event %d = %v, %v; want processed", i, outs[i], errs[i])
+		}
+	}
+	if n := e.countRows("effects"); n != goroutines+1 {
+		t.Fatalf("%d effects; want %d", n, goroutines+1)
+	}
+}
+
+// On SQLite a busy_timeout that runs out while another event holds the
+// database is a store error (the zero Outcome, so the handler answers 503),
+// not InFlight: the caller must not be told the same event is in flight.
+// InFlight stays for the same event, claimed by Do.
+func TestSQLiteBusyTimeoutIsAnError(t *testing.T) {
+	t.Parallel()
+	e := setup(t, sqliteBackend)
+	ctx := context.Background()
+	var crash inboxtest.Faults
+	crash.FailAt(inbox.AfterClaim, nil)
+	eff := inbox.Effect[*sql.Tx]{Policy: inbox.Hold(time.Hour), Run: func(context.Context, inbox.Claim) error { return nil }}
+	if _, err := e.inbox(inbox.Config{Hook: crash.Hook}).Do(ctx, "h", inbox.Event{ID: "evt_claimed"}, eff); !errors.Is(err, inboxtest.ErrInjected) {
+		t.Fatal(err)
+	}
+	var faults inboxtest.Faults
+	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
+	holder := e.inbox(inbox.Config{Hook: faults.Hook})
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.Apply(ctx, "h", inbox.Event{ID: "evt_slow"}, func(context.Context, *sql.Tx) error { return nil })
+		held <- err
+	}()
+	<-pause.Reached()
+
+	impatient := strings.Replace(e.dsn, "busy_timeout(20000)", "busy_timeout(1)", 1)
+	if impatient == e.dsn {
+		t.Fatal("test DSN has no busy_timeout(20000)")
+	}
+	ib, err := inbox.New(sqliteBackend.open(t, impatient), inbox.Config{InFlightWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ib.Apply(ctx, "h", inbox.Event{ID: "evt_other"}, func(context.Context, *sql.Tx) error { return nil })
+	if out != 0 || inboxdriver.Classify(err) != inboxdriver.Busy {
+		t.Fatalf("Apply while the database is locked = %v, %v; want the zero outcome and SQLITE_BUSY", out, err)
+	}
+	out, err = ib.Do(ctx, "h", inbox.Event{ID: "evt_other2"}, eff)
+	if out != 0 || inboxdriver.Classify(err) != inboxdriver.Busy {
+		t.Fatalf("Do while the database is locked = %v, %v; want the zero outcome and SQLITE_BUSY", out, err)
+	}
+	pause.Release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	// The same event, claimed: InFlight, at once.
+	if out, err := ib.Apply(ctx, "h", inbox.Event{ID: "evt_claimed"}, func(context.Context, *sql.Tx) error { return nil }); out != inbox.InFlight || err != nil {
+		t.Fatalf("Apply of a claimed event = %v, %v; want in-flight", out, err)
+	}
+	if out, err := ib.Apply(ctx, "h", inbox.Event{ID: "evt_other"}, func(context.Context, *sql.Tx) error { return nil }); out != inbox.Processed || err != nil {
+		t.Fatalf("Apply once the database is free = %v, %v; want processed", out, err)
+	}
+}
+
+// A PostgreSQL handle given the SQLite dialect, or the reverse, is refused
+// by Migrate with a message naming the right dialect, before anything is
+// created.
+func TestMigrateDetectsWrongDialect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := openSQL(t, "pgx", pgDSN(t))
+	lite := openSQL(t, "sqlite", sqliteBackend.newDSN(t))
+	for _, c := range []struct {
+		db      *sql.DB
+		dialect inboxdriver.Dialect
+		want    string
+	}{
+		{pg, inboxsql.SQLite, "inboxsql.Postgres"},
+		{lite, inboxsql.Postgres, "inboxsql.SQLite"},
+	} {
+		ib, err := inbox.New(inboxsql.New(c.db, c.dialect), inbox.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ib.Migrate(ctx)
+		if !errors.Is(err, inbox.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Migrate with dialect %v on the other database: %v; want ErrInvalid naming %s", c.dialect, err, c.want)
+		}
+		var n int
+		if err := c.db.QueryRow(`SELECT count(*) FROM information_schema.tables WHERE table_name = 'inbox_events'`).Scan(&n); err == nil && n != 0 {
+			t.Errorf("dialect %v: Migrate created inbox_events on the wrong database", c.dialect)
+		}
 	}
 }

@@ -129,6 +129,9 @@ func setup[TTx any](t *testing.T, b backend[TTx]) *env[TTx] {
 // inbox returns another Inbox over the same database.
 func (e *env[TTx]) inbox(cfg inbox.Config) *inbox.Inbox[TTx] {
 	e.t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(e.t)
+	}
 	ib, err := inbox.New(e.drv, cfg)
 	if err != nil {
 		e.t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/anyhook/anyhook/inbox/inboxdriver"
 )
 
 // Statuses of a row in inbox_events.
@@ -17,7 +15,7 @@ const (
 	statusFailed   = "failed"   // permanent failure recorded; acknowledged
 	statusClaimed  = "claimed"  // an owner (token) is running the effect
 	statusHeld     = "held"     // parked for a person
-	statusReleased = "released" // provably not applied; the next delivery runs it
+	statusReleased = "released" // the next delivery runs it (NotApplied, Rerun, or swept under Reclaim)
 )
 
 type policyKind int
@@ -27,21 +25,33 @@ const (
 	policyHold
 )
 
-// Policy says what Do does with a claim that has been claimed for longer than
+// Policy says what happens to a claim that has been claimed for longer than
 // a duration, judged by the database clock: its owner crashed, hung, or
 // failed uncertainly. There is no default; the zero Policy is rejected with
 // ErrNoPolicy, because only the handler's author knows whether running the
 // effect twice is worse than not running it.
+//
+// The policy is applied by whichever comes first: a later delivery of the
+// event (Do, with the policy of that call), or Inbox.Sweep (with the policy
+// stored with the claim when it was taken). Run Sweep on a timer (Sweeper):
+// a sender that has given up never delivers the event again.
 type Policy struct {
 	kind  policyKind
 	after time.Duration
 	max   int
 }
 
-// Reclaim returns a policy that takes over a claim older than after, with a
-// new token, and runs the effect again: for effects the downstream dedupes by
-// Claim.Key (an email provider's idempotency key). The effect runs at most
-// maxAttempts times in all; a stale claim after that is held.
+// Reclaim returns a policy that lets the effect run again once its claim is
+// older than after: for effects the downstream dedupes by Claim.Key (an
+// email provider's idempotency key). A delivery that meets the stale claim
+// takes it over with a new token and runs the effect at once; Sweep
+// releases it (status released, listed by Inbox.Released) so that the next
+// delivery of the event runs it. Sweep cannot run the effect itself: only
+// Do has the code.
+//
+// maxAttempts bounds the claims of the event in all, so the effect runs
+// at most maxAttempts times; a stale claim after that is held. Every claim
+// counts, including one whose owner died before starting the effect.
 func Reclaim(after time.Duration, maxAttempts int) Policy {
 	return Policy{kind: policyReclaim, after: after, max: maxAttempts}
 }
@@ -62,6 +72,29 @@ func (p Policy) String() string {
 		return fmt.Sprintf("hold after %v", p.after)
 	}
 	return "no policy"
+}
+
+// column is the policy's name as stored in inbox_events.policy.
+func (p Policy) column() string {
+	switch p.kind {
+	case policyReclaim:
+		return "reclaim"
+	case policyHold:
+		return "hold"
+	}
+	return ""
+}
+
+// storedPolicy rebuilds a Policy from its inbox_events columns.
+func storedPolicy(name string, afterMicros int64, max int) Policy {
+	p := Policy{after: time.Duration(afterMicros) * time.Microsecond, max: max}
+	switch name {
+	case "reclaim":
+		p.kind = policyReclaim
+	case "hold":
+		p.kind = policyHold
+	}
+	return p
 }
 
 func (p Policy) validate() error {
@@ -88,7 +121,13 @@ type Claim struct {
 	// Token fences this owner: a finish with a token that is no longer
 	// current fails with ErrLostClaim.
 	Token string
-	// Attempt is 1 for the first run of the effect, 2 for the next, ….
+	// Attempt numbers the claims of (source, handler, event id): 1 for the
+	// first claim, and one more for each later claim — a reclaim of a stale
+	// claim, a claim after NotApplied released the event, or after a person
+	// chose Rerun. It counts claims, not runs of the effect: a claim whose
+	// owner died before starting the effect counts too, so the first real
+	// run may have Attempt 2. Attempt > 1 means an earlier claim may have
+	// run the effect.
 	Attempt int
 }
 
@@ -113,7 +152,9 @@ type Effect[TTx any] struct {
 	Run func(ctx context.Context, c Claim) error
 	// Finish, if set, writes the local consequences of the effect (the
 	// charge id, "receipt sent") in the transaction that marks the claim
-	// done. If the claim was lost meanwhile, these writes roll back.
+	// done. If the claim was lost meanwhile, these writes roll back. It
+	// runs only after Run succeeded in this Do call: never for a claim a
+	// person settles with Resolve(MarkDone).
 	Finish func(ctx context.Context, tx TTx, c Claim) error
 }
 
@@ -127,12 +168,16 @@ type Effect[TTx any] struct {
 //     by the token, so a worker that lost its claim cannot overwrite the
 //     new owner (ErrLostClaim, its Finish writes roll back).
 //
-// Outcomes: Processed; Duplicate (done before, or failed permanently); InFlight
-// (claimed by another owner, not yet stale, or another reclaimer won);
-// Held (stale under Hold, or Reclaim out of attempts, or held before);
-// Released, Failed, Uncertain (by e.Run's error, which is returned);
-// Conflict (ErrConflict). Recording the result after the effect ran uses a
-// context that is not cancelled with ctx.
+// Outcomes: Processed; Duplicate (done before, or failed permanently, or
+// marked done by a person); InFlight (claimed by another owner, not yet
+// stale, or another reclaimer won); Held (stale under Hold, or Reclaim out
+// of attempts, or held before); Released, Failed, Uncertain (by e.Run's
+// error, which is returned); Conflict (ErrConflict). A stale claim this call
+// holds or takes over is reported to Config.OnStale. Recording the result after the effect ran uses a
+// context that is not cancelled with ctx. A serialization failure or
+// deadlock in the finish (inbox's statement or e.Finish's) re-runs the
+// finish transaction, e.Finish included but not e.Run, up to
+// Config.Retries times, like Apply.
 func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect[TTx]) (Outcome, error) {
 	if err := validKey(handler, ev); err != nil {
 		return 0, err
@@ -146,10 +191,13 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	wrap := func(err error) error {
 		return fmt.Errorf("inbox: do %s/%s/%s: %w", ev.Source, handler, ev.ID, err)
 	}
-	var c Claim
+	var (
+		c     Claim
+		stale *StaleClaim
+	)
 	out, err := ib.retry(ctx, func() (Outcome, error) {
 		var err error
-		c, err = ib.claim(ctx, handler, ev, e.Policy)
+		c, stale, err = ib.claim(ctx, handler, ev, e.Policy)
 		if err != nil {
 			return 0, err
 		}
@@ -158,12 +206,21 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	if err != nil {
 		var o outcomeErr
 		if errors.As(err, &o) {
+			if o.stale != nil {
+				ib.reportStale(ctx, *o.stale)
+			}
+			if o.wait > 0 {
+				hintRetry(ctx, o.wait)
+			}
 			if o.out == Conflict {
 				return Conflict, wrap(o.err)
 			}
 			return o.out, nil
 		}
 		return out, wrap(err)
+	}
+	if stale != nil {
+		ib.reportStale(ctx, *stale)
 	}
 	if err := ib.hook(ctx, AfterClaim); err != nil {
 		return 0, wrap(err)
@@ -177,39 +234,48 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	}
 	switch {
 	case runErr == nil:
-		out, err := ib.finish(ctx, handler, ev, c, e.Finish)
+		// A deadlock or serialization failure in the finish (inbox's
+		// statement or e.Finish's) re-runs the finish transaction, e.Finish
+		// included; the effect itself is not run again.
+		out, err := ib.retry(ctx, func() (Outcome, error) { return ib.finish(ctx, handler, ev, c, e.Finish) })
 		if err != nil {
 			return out, wrap(err)
 		}
 		return out, nil
 	case IsNotApplied(runErr):
-		if err := ib.settle(ctx, handler, ev, c, statusReleased, runErr); err != nil {
+		if err := ib.settleRetry(ctx, handler, ev, c, statusReleased, runErr); err != nil {
 			return Uncertain, wrap(errors.Join(runErr, err))
 		}
 		return Released, runErr
 	case IsPermanent(runErr):
-		if err := ib.settle(ctx, handler, ev, c, statusFailed, runErr); err != nil {
+		if err := ib.settleRetry(ctx, handler, ev, c, statusFailed, runErr); err != nil {
 			return Uncertain, wrap(errors.Join(runErr, err))
 		}
 		return Failed, runErr
 	}
+	// The claim stays until it is stale: nothing changes before then.
+	hintRetry(ctx, e.Policy.after)
 	return Uncertain, runErr
 }
 
 // outcomeErr carries a final outcome of the claim step through retry;
-// commit says whether the claim transaction's writes must be kept.
+// commit says whether the claim transaction's writes must be kept, stale
+// what a committed stale claim became, wait how long until a live claim of
+// another owner goes stale.
 type outcomeErr struct {
 	out    Outcome
 	err    error
 	commit bool
+	stale  *StaleClaim
+	wait   time.Duration
 }
 
 func (o outcomeErr) Error() string { return o.out.String() }
 
-func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Policy) (c Claim, err error) {
+func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Policy) (c Claim, stale *StaleClaim, err error) {
 	tx, err := ib.drv.Begin(ctx)
 	if err != nil {
-		return c, err
+		return c, nil, err
 	}
 	restore := func() {}
 	defer func() {
@@ -218,7 +284,7 @@ func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Pol
 		isOutcome := errors.As(err, &o)
 		if err != nil && !(isOutcome && o.commit) {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
-			if !isOutcome && inboxdriver.Classify(err) == inboxdriver.Busy {
+			if !isOutcome && ib.inFlight(err) {
 				err = outcomeErr{out: InFlight}
 			}
 			return
@@ -229,38 +295,39 @@ func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Pol
 	}()
 	if restore, err = ib.waitLimit(ctx, tx); err != nil {
 		restore = func() {}
-		return c, err
+		return c, nil, err
 	}
 	c = Claim{Key: ClaimKey(ev.Source, handler, ev.ID), Token: newToken(), Attempt: 1}
 	hash := ev.hash()
-	n, err := tx.Exec(ctx, ib.q(`INSERT INTO inbox_events (source, handler, event_id, body_hash, status, token, attempts, claimed_at, updated_at)
-		VALUES ($1, $2, $3, $4, 'claimed', $5, 1, {now}, {now}) ON CONFLICT DO NOTHING`),
-		ev.Source, handler, ev.ID, hash, c.Token)
+	n, err := tx.Exec(ctx, ib.q(`INSERT INTO inbox_events (source, handler, event_id, body_hash, status, token, attempts,
+			claimed_at, updated_at, policy, stale_after, max_claims)
+		VALUES ($1, $2, $3, $4, 'claimed', $5, 1, {now}, {now}, $6, $7, $8) ON CONFLICT DO NOTHING`),
+		ev.Source, handler, ev.ID, hash, c.Token, p.column(), p.after.Microseconds(), p.max)
 	if err != nil {
-		return c, err
+		return c, nil, err
 	}
 	if n == 1 {
-		return c, nil
+		return c, nil, nil
 	}
 	var (
 		status, stored, oldToken string
-		attempts, stale          int
+		attempts                 int
+		claimedAt, untilStale    int64
 	)
-	err = tx.QueryRow(ctx, ib.q(`SELECT status, body_hash, token, attempts,
-		CASE WHEN claimed_at <= {now} - $4 THEN 1 ELSE 0 END
+	err = tx.QueryRow(ctx, ib.q(`SELECT status, body_hash, token, attempts, claimed_at, claimed_at + $4 - {now}
 		FROM inbox_events WHERE source = $1 AND handler = $2 AND event_id = $3 FOR UPDATE`),
-		ev.Source, handler, ev.ID, p.after.Microseconds()).Scan(&status, &stored, &oldToken, &attempts, &stale)
+		ev.Source, handler, ev.ID, p.after.Microseconds()).Scan(&status, &stored, &oldToken, &attempts, &claimedAt, &untilStale)
 	if err != nil {
-		return c, err
+		return c, nil, err
 	}
 	if hash != "" && stored != "" && hash != stored {
-		return c, outcomeErr{out: Conflict, err: fmt.Errorf("%w: %s/%s/%s", ErrConflict, ev.Source, handler, ev.ID)}
+		return c, nil, outcomeErr{out: Conflict, err: fmt.Errorf("%w: %s/%s/%s", ErrConflict, ev.Source, handler, ev.ID)}
 	}
 	c.Attempt = attempts + 1
 	take := func(where string, args ...any) error {
-		args = append([]any{ev.Source, handler, ev.ID, c.Token}, args...)
+		args = append([]any{ev.Source, handler, ev.ID, c.Token, p.column(), p.after.Microseconds(), p.max}, args...)
 		n, err := tx.Exec(ctx, ib.q(`UPDATE inbox_events SET status = 'claimed', token = $4, attempts = attempts + 1,
-			claimed_at = {now}, updated_at = {now}, error = ''
+			claimed_at = {now}, updated_at = {now}, error = '', policy = $5, stale_after = $6, max_claims = $7
 			WHERE source = $1 AND handler = $2 AND event_id = $3 AND `+where), args...)
 		if err != nil {
 			return err
@@ -270,33 +337,39 @@ func (ib *Inbox[TTx]) claim(ctx context.Context, handler string, ev Event, p Pol
 		}
 		return nil
 	}
+	found := &StaleClaim{Source: ev.Source, Handler: handler, EventID: ev.ID, Key: c.Key, Claims: attempts,
+		Policy: p, ClaimedAt: time.UnixMicro(claimedAt)}
 	switch status {
 	case statusDone, statusFailed:
-		return c, outcomeErr{out: Duplicate}
+		return c, nil, outcomeErr{out: Duplicate}
 	case statusHeld:
-		return c, outcomeErr{out: Held}
+		return c, nil, outcomeErr{out: Held}
 	case statusReleased:
-		return c, take(`status = 'released'`)
+		return c, nil, take(`status = 'released'`)
 	case statusClaimed:
-		if stale == 0 {
-			return c, outcomeErr{out: InFlight}
+		if untilStale > 0 {
+			return c, nil, outcomeErr{out: InFlight, wait: time.Duration(untilStale) * time.Microsecond}
 		}
 		if p.kind == policyReclaim && attempts < p.max {
-			return c, take(`status = 'claimed' AND token = $5`, oldToken)
+			if err := take(`status = 'claimed' AND token = $8`, oldToken); err != nil {
+				return c, nil, err
+			}
+			found.Action = StaleReclaimed
+			return c, found, nil
 		}
-		reason := fmt.Sprintf("claim stale after %d attempt(s); policy %v", attempts, p)
+		found.Action = StaleHeld
 		n, err := tx.Exec(ctx, ib.q(`UPDATE inbox_events SET status = 'held', token = '', updated_at = {now}, error = $5
 			WHERE source = $1 AND handler = $2 AND event_id = $3 AND status = 'claimed' AND token = $4`),
-			ev.Source, handler, ev.ID, oldToken, reason)
+			ev.Source, handler, ev.ID, oldToken, found.reason("a redelivery"))
 		if err != nil {
-			return c, err
+			return c, nil, err
 		}
 		if n != 1 {
-			return c, outcomeErr{out: InFlight}
+			return c, nil, outcomeErr{out: InFlight}
 		}
-		return c, outcomeErr{out: Held, commit: true}
+		return c, nil, outcomeErr{out: Held, commit: true, stale: found}
 	}
-	return c, fmt.Errorf("unknown status %q in inbox_events", status)
+	return c, nil, fmt.Errorf("unknown status %q in inbox_events", status)
 }
 
 func (ib *Inbox[TTx]) finish(ctx context.Context, handler string, ev Event, c Claim, fn func(context.Context, TTx, Claim) error) (Outcome, error) {
@@ -337,6 +410,12 @@ func (ib *Inbox[TTx]) finish(ctx context.Context, handler string, ev Event, c Cl
 	return Processed, nil
 }
 
+// settleRetry is settle, run again on a deadlock or serialization failure.
+func (ib *Inbox[TTx]) settleRetry(ctx context.Context, handler string, ev Event, c Claim, status string, cause error) error {
+	_, err := ib.retry(ctx, func() (Outcome, error) { return 0, ib.settle(ctx, handler, ev, c, status, cause) })
+	return err
+}
+
 // settle records a released or failed effect, fenced by the claim token.
 func (ib *Inbox[TTx]) settle(ctx context.Context, handler string, ev Event, c Claim, status string, cause error) error {
 	n, err := ib.drv.Exec(ctx, ib.q(`UPDATE inbox_events SET status = $5, token = '', updated_at = {now}, error = $6
@@ -347,84 +426,6 @@ func (ib *Inbox[TTx]) settle(ctx context.Context, handler string, ev Event, c Cl
 	}
 	if n != 1 {
 		return ErrLostClaim
-	}
-	return nil
-}
-
-// HeldClaim is a claim parked for a person.
-type HeldClaim struct {
-	Source, Handler, EventID string
-	// Key is the Claim.Key the effect was given.
-	Key string
-	// Attempts is how many times the effect was started.
-	Attempts int
-	// Reason says why the claim was held.
-	Reason string
-	// Since is when it was held, by the database clock.
-	Since time.Time
-}
-
-// Held lists held claims, oldest first.
-func (ib *Inbox[TTx]) Held(ctx context.Context) ([]HeldClaim, error) {
-	var out []HeldClaim
-	// Executor has no multi-row query; page through by key instead.
-	var after struct {
-		at                  int64
-		source, handler, id string
-	}
-	after.at = -1
-	for {
-		var h HeldClaim
-		var at int64
-		err := ib.drv.QueryRow(ctx, ib.q(`SELECT source, handler, event_id, attempts, error, updated_at FROM inbox_events
-			WHERE status = 'held' AND (updated_at, source, handler, event_id) > ($1, $2, $3, $4)
-			ORDER BY updated_at, source, handler, event_id LIMIT 1`),
-			after.at, after.source, after.handler, after.id).Scan(&h.Source, &h.Handler, &h.EventID, &h.Attempts, &h.Reason, &at)
-		if errors.Is(err, inboxdriver.ErrNoRows) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("inbox: list held claims: %w", err)
-		}
-		h.Key = ClaimKey(h.Source, h.Handler, h.EventID)
-		h.Since = time.UnixMicro(at)
-		out = append(out, h)
-		after.at, after.source, after.handler, after.id = at, h.Source, h.Handler, h.EventID
-	}
-}
-
-// Resolution is a person's decision about a held claim.
-type Resolution int
-
-// Resolutions.
-const (
-	// Rerun releases the claim: the next delivery of the event (a sender
-	// retry, an AnyHook replay) runs the effect again with the same Key.
-	Rerun Resolution = iota + 1
-	// MarkDone records the effect as done (the person checked it happened);
-	// later deliveries are Duplicate.
-	MarkDone
-)
-
-// Resolve settles a held claim. It returns ErrNotHeld if (source, handler,
-// eventID) is not held.
-func (ib *Inbox[TTx]) Resolve(ctx context.Context, source, handler, eventID string, r Resolution) error {
-	var status string
-	switch r {
-	case Rerun:
-		status = statusReleased
-	case MarkDone:
-		status = statusDone
-	default:
-		return fmt.Errorf("%w: resolution %d", ErrInvalid, r)
-	}
-	n, err := ib.drv.Exec(ctx, ib.q(`UPDATE inbox_events SET status = $4, updated_at = {now}, error = ''
-		WHERE source = $1 AND handler = $2 AND event_id = $3 AND status = 'held'`), source, handler, eventID, status)
-	if err != nil {
-		return fmt.Errorf("inbox: resolve %s/%s/%s: %w", source, handler, eventID, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("inbox: resolve %s/%s/%s: %w", source, handler, eventID, ErrNotHeld)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/inbox"
+	"github.com/anyhook/anyhook/inbox/inboxdriver"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
 	"github.com/jackc/pgx/v5"
 )
@@ -567,5 +568,104 @@ func testDoConflict[TTx any](t *testing.T, b backend[TTx]) {
 	out, err := e.ib.Do(context.Background(), "h", inbox.Event{ID: "evt_1", Body: []byte("b")}, eff)
 	if out != inbox.Conflict || !errors.Is(err, inbox.ErrConflict) || ran != 1 {
 		t.Fatalf("Do = %v, %v, ran %d; want conflict, ErrConflict, 1", out, err, ran)
+	}
+}
+
+func TestFinishRetriesDeadlock(t *testing.T) {
+	run(t, testFinishRetriesDeadlock[*sql.Tx], testFinishRetriesDeadlock[pgx.Tx])
+}
+
+// The effect succeeded, and the finish transaction is then chosen as the
+// victim of a real deadlock with another transaction: the finish (with
+// Effect.Finish) runs again and commits, the effect does not run again, and
+// the outcome is Processed, not Uncertain.
+func testFinishRetriesDeadlock[TTx any](t *testing.T, b backend[TTx]) {
+	e := setup(t, b)
+	if e.drv.Dialect() != inboxdriver.Postgres {
+		t.Skip("SQLite has one writer at a time: no deadlock between two transactions")
+	}
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE accounts (id TEXT PRIMARY KEY, n INT NOT NULL)`,
+		`INSERT INTO accounts VALUES ('a', 0), ('b', 0)`,
+	} {
+		if _, err := e.drv.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other transaction locks b first. Its deadlock_timeout is long, so
+	// PostgreSQL's deadlock check runs in the finish's session, which it
+	// then aborts with 40P01.
+	other, err := e.drv.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	for _, q := range []string{`SET LOCAL deadlock_timeout = '1h'`, `UPDATE accounts SET n = n + 1 WHERE id = 'b'`} {
+		if _, err := other.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockedA, proceed := make(chan struct{}), make(chan struct{})
+	var ran, finishes atomic.Int32
+	eff := inbox.Effect[TTx]{
+		Policy: inbox.Reclaim(time.Hour, 3),
+		Run:    func(context.Context, inbox.Claim) error { ran.Add(1); return nil },
+		Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error {
+			x := e.drv.WrapTx(tx)
+			if _, err := x.Exec(ctx, `UPDATE accounts SET n = n + 1 WHERE id = 'a'`); err != nil {
+				return err
+			}
+			if finishes.Add(1) == 1 {
+				close(lockedA)
+				<-proceed
+				if _, err := x.Exec(ctx, `SET LOCAL deadlock_timeout = '10ms'`); err != nil {
+					return err
+				}
+			}
+			_, err := x.Exec(ctx, `UPDATE accounts SET n = n + 1 WHERE id = 'b'`)
+			return err
+		},
+	}
+	type result struct {
+		out inbox.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := e.ib.Do(ctx, "h", inbox.Event{ID: "evt_1"}, eff)
+		done <- result{out, err}
+	}()
+	<-lockedA
+	otherDone := make(chan error, 1)
+	go func() {
+		// Waits for the finish's lock on a: the finish then waits for b.
+		if _, err := other.Exec(ctx, `UPDATE accounts SET n = n + 1 WHERE id = 'a'`); err != nil {
+			otherDone <- err
+			return
+		}
+		otherDone <- other.Commit(ctx)
+	}()
+	waitForLockWaiter(t, e)
+	close(proceed)
+	r := <-done
+	if err := <-otherDone; err != nil {
+		t.Fatalf("other transaction: %v", err)
+	}
+	if r.out != inbox.Processed || r.err != nil {
+		t.Fatalf("Do = %v, %v; want processed after the deadlock", r.out, r.err)
+	}
+	if ran.Load() != 1 || finishes.Load() != 2 {
+		t.Fatalf("effect ran %d times, finish %d times; want 1, 2", ran.Load(), finishes.Load())
+	}
+	if status, _, _ := e.row("", "h", "evt_1"); status != "done" {
+		t.Fatalf("status %q; want done", status)
+	}
+	var a, bb int
+	if err := e.drv.QueryRow(ctx, `SELECT (SELECT n FROM accounts WHERE id = 'a'), (SELECT n FROM accounts WHERE id = 'b')`).Scan(&a, &bb); err != nil {
+		t.Fatal(err)
+	}
+	if a != 2 || bb != 2 {
+		t.Fatalf("accounts a=%d b=%d; want 2, 2 (the other transaction's and one committed finish)", a, bb)
 	}
 }

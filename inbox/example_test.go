@@ -3,9 +3,11 @@ package inbox_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -204,7 +206,95 @@ func ExampleNewHandler() {
 	deliver(sig)
 	deliver(sig)
 	// Output:
-	// 400 invalid signature
+	// 400 invalid signature: signature mismatch (no matching v1 signature)
 	// 200 processed
 	// 200 duplicate
+}
+
+// One delivery, two steps: the order is marked paid (Apply, rolls back
+// with the transaction), then the receipt is sent (Do, cannot roll back).
+// Each step has its own handler name, so each is deduplicated on its own: a
+// retry skips what is done (Duplicate) and resumes at the first step that
+// is not. Answer the first outcome that is not Processed or Duplicate — it
+// says why the delivery is not finished (or, for Failed or Conflict, why it
+// never will be) — and otherwise the last step's.
+func ExampleInbox_Do_afterApply() {
+	ib, _, done := exampleInbox()
+	defer done()
+	ctx := context.Background()
+
+	handle := func(ctx context.Context, d inbox.Delivery) (inbox.Outcome, error) {
+		out, err := ib.Apply(ctx, "mark-paid", d.Event, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO orders (id, status) VALUES ('o_5', 'paid')`)
+			return err
+		})
+		if out != inbox.Processed && out != inbox.Duplicate {
+			return out, err // not done, or failed for good: no receipt
+		}
+		return ib.Do(ctx, "receipt", d.Event, inbox.Effect[*sql.Tx]{
+			Policy: inbox.Reclaim(10*time.Minute, 3),
+			Run: func(ctx context.Context, c inbox.Claim) error {
+				fmt.Println("sending receipt")
+				return nil
+			},
+		})
+	}
+	d := inbox.Delivery{Event: inbox.Event{Source: inbox.DefaultSource, ID: "evt_5"}}
+	for range 2 {
+		out, err := handle(ctx, d)
+		fmt.Println(out, err, out.HTTPStatus())
+	}
+	// Output:
+	// sending receipt
+	// processed <nil> 200
+	// duplicate <nil> 200
+}
+
+// The receiver the README shows, compiled (not run: it listens on :8080).
+// TestReadmeExample keeps the README's copy equal to the code between the
+// README markers.
+func Example() {
+	ctx := context.Background()
+	// README:begin
+	db, err := sql.Open("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db.SetMaxOpenConns(8) // see "Pool sizing" in docs/inbox.md
+	ib, err := inbox.New(inboxsql.New(db, inboxsql.SQLite), inbox.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := ib.Migrate(ctx); err != nil { // creates inbox's tables; checks the dialect
+		log.Fatal(err)
+	}
+	verifier, err := inbox.NewStandardWebhooks(os.Getenv("SIGNING_SECRET")) // the destination's signing_secret
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := inbox.NewHandler(inbox.HandlerConfig{
+		Verifier: verifier,
+		Handle: func(ctx context.Context, d inbox.Delivery) (inbox.Outcome, error) {
+			// The dedup row and your writes commit together, or not at all.
+			return ib.Apply(ctx, "orders", d.Event, func(ctx context.Context, tx *sql.Tx) error {
+				var order struct {
+					ID string `json:"order_id"`
+				}
+				if err := json.Unmarshal(d.Event.Body, &order); err != nil {
+					return inbox.Permanent(err) // never gets better: recorded, acknowledged
+				}
+				_, err := tx.ExecContext(ctx, `UPDATE orders SET status = 'paid' WHERE id = ?`, order.ID)
+				return err
+			})
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sweeper := ib.NewSweeper(time.Minute) // surfaces stale claims of ib.Do even if no retry comes
+	sweeper.Start(ctx)
+	defer sweeper.Stop()
+	http.Handle("POST /webhooks", h)
+	log.Fatal(http.ListenAndServe(":8080", nil))
+	// README:end
 }

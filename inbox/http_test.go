@@ -3,11 +3,18 @@ package inbox_test
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,8 +57,7 @@ func TestHandler(t *testing.T) {
 
 func testHandler[TTx any](t *testing.T, b backend[TTx]) {
 	e := setup(t, b)
-	var faults inboxtest.Faults
-	ib := e.inbox(inbox.Config{Hook: faults.Hook, InFlightWait: time.Millisecond})
+	ib := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
 	v, err := inbox.NewStandardWebhooks(testSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -133,19 +139,19 @@ func testHandler[TTx any](t *testing.T, b backend[TTx]) {
 	if resp := post(other, signed(t, testSecret, "evt_1", now, []byte(other))); resp.StatusCode != 422 {
 		t.Fatalf("conflict: %d; want 422", resp.StatusCode)
 	}
-	// In flight: 503 with Retry-After.
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	firstDone := make(chan int)
+	// In flight: Do holds a claim on evt_2 (its owner died after claiming);
+	// a delivery of evt_2 meanwhile is answered 503 with Retry-After.
+	var crash inboxtest.Faults
+	crash.FailAt(inbox.AfterClaim, nil)
+	_, err = e.inbox(inbox.Config{Hook: crash.Hook}).Do(context.Background(), "orders", inbox.Event{Source: "anyhook", ID: "evt_2"},
+		inbox.Effect[TTx]{Policy: inbox.Hold(time.Hour), Run: func(context.Context, inbox.Claim) error { return nil }})
+	if !errors.Is(err, inboxtest.ErrInjected) {
+		t.Fatal(err)
+	}
 	body2 := `{"id":"evt_2"}`
-	go func() { firstDone <- post(body2, signed(t, testSecret, "evt_2", now, []byte(body2))).StatusCode }()
-	<-pause.Reached()
 	resp := post(body2, signed(t, testSecret, "evt_2", now, []byte(body2)))
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("in flight: %d Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
-	pause.Release()
-	if code := <-firstDone; code != 200 {
-		t.Fatalf("first of evt_2: %d", code)
 	}
 	// Too large: 413, nothing written.
 	big := strings.Repeat("x", 2048)
@@ -164,6 +170,7 @@ func TestHandlerStoreErrorIs503(t *testing.T) {
 	t.Parallel()
 	h, err := inbox.NewHandler(inbox.HandlerConfig{
 		Verifier: inbox.VerifierFunc(func([]byte, http.Header) error { return nil }),
+		EventID:  inbox.WebhookID,
 		Handle: func(context.Context, inbox.Delivery) (inbox.Outcome, error) {
 			return 0, io.ErrUnexpectedEOF
 		},
@@ -176,10 +183,187 @@ func TestHandlerStoreErrorIs503(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader([]byte("{}")))
 	req.Header.Set("webhook-id", "msg_1")
 	h.ServeHTTP(rec, req)
-	if rec.Code != 503 || rec.Header().Get("Retry-After") != "30" {
-		t.Fatalf("store error: %d Retry-After %q; want 503, 30", rec.Code, rec.Header().Get("Retry-After"))
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "30" || rec.Body.String() != "unavailable\n" {
+		t.Fatalf("store error: %d Retry-After %q body %q; want 503, 30, unavailable", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
 	if _, err := inbox.NewHandler(inbox.HandlerConfig{}); err == nil {
 		t.Fatal("NewHandler without Verifier and Handle: no error")
+	}
+}
+
+// A provider's own signature scheme (here an HMAC of the body in
+// X-Provider-Signature) covers the body but not X-AnyHook-Delivery. One
+// signed request replayed with three different X-AnyHook-Delivery values is
+// one event: the handler takes the id from the verified body. A custom
+// Verifier without an EventID is refused at NewHandler.
+func TestHandlerCustomVerifierDedupsOnVerifiedID(t *testing.T) {
+	t.Parallel()
+	e := setup(t, sqliteBackend)
+	key := []byte("provider secret")
+	sign := func(body []byte) string {
+		m := hmac.New(sha256.New, key)
+		m.Write(body)
+		return hex.EncodeToString(m.Sum(nil))
+	}
+	verify := inbox.VerifierFunc(func(body []byte, h http.Header) error {
+		got, err := hex.DecodeString(h.Get("X-Provider-Signature"))
+		if err != nil || !hmac.Equal(got, must(hex.DecodeString(sign(body)))) {
+			return &inbox.SignatureError{Reason: "signature mismatch"}
+		}
+		return nil
+	})
+	handle := func(ctx context.Context, d inbox.Delivery) (inbox.Outcome, error) {
+		return e.ib.Apply(ctx, "orders", d.Event, func(ctx context.Context, tx *sql.Tx) error {
+			return e.write(ctx, tx, d.Event.ID, "")
+		})
+	}
+	if _, err := inbox.NewHandler(inbox.HandlerConfig{Verifier: verify, Handle: handle}); !errors.Is(err, inbox.ErrInvalid) {
+		t.Fatalf("custom Verifier without EventID: %v; want ErrInvalid", err)
+	}
+	h, err := inbox.NewHandler(inbox.HandlerConfig{
+		Verifier: verify,
+		EventID: func(body []byte, _ http.Header) (string, error) {
+			var ev struct{ ID string }
+			if err := json.Unmarshal(body, &ev); err != nil {
+				return "", err
+			}
+			return ev.ID, nil
+		},
+		Handle: handle,
+		Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"id":"evt_provider_1","type":"order.paid"}`)
+	for _, delivery := range []string{"dlv_1", "dlv_2", "dlv_3"} {
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		req.Header.Set("X-Provider-Signature", sign(body))
+		req.Header.Set("X-AnyHook-Delivery", delivery)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("delivery %s: %d %s; want 200", delivery, rec.Code, rec.Body)
+		}
+	}
+	if n, m := e.countRows("effects"), e.countRows("inbox_events"); n != 1 || m != 1 {
+		t.Fatalf("%d business rows, %d inbox rows; want 1, 1", n, m)
+	}
+	if n := e.effects("evt_provider_1"); n != 1 {
+		t.Fatalf("%d effects under the provider's id; want 1", n)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// The 400 answer names the safe reason of a rejection, and the default
+// logger (slog.Default) gets it at warn with the cause.
+func TestHandlerRejectionReasons(t *testing.T) {
+	// Not parallel: it replaces slog's default logger.
+	var logs bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(old)
+
+	now := time.Unix(1_750_000_000, 0)
+	v, err := inbox.NewStandardWebhooks(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Now = func() time.Time { return now }
+	h, err := inbox.NewHandler(inbox.HandlerConfig{
+		Verifier: v,
+		Handle: func(context.Context, inbox.Delivery) (inbox.Outcome, error) {
+			t.Error("Handle called for a rejected request")
+			return 0, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{}`)
+	for _, c := range []struct {
+		name   string
+		header http.Header
+		want   string
+	}{
+		{"old timestamp", signed(t, testSecret, "evt_1", now.Add(-time.Hour), body), "invalid signature: timestamp outside tolerance (5m0s)"},
+		{"wrong secret", signed(t, "whsec_"+base64.StdEncoding.EncodeToString([]byte("another secret, 32 bytes long!!!")), "evt_1", now, body),
+			"invalid signature: signature mismatch (no matching v1 signature)"},
+		{"no signature", http.Header{"X-Anyhook-Delivery": {"evt_1"}}, "invalid signature: missing webhook-id, webhook-timestamp or webhook-signature"},
+		{"delivery header differs from the signed id", func() http.Header {
+			h := signed(t, testSecret, "evt_1", now, body)
+			h.Set("X-AnyHook-Delivery", "evt_2")
+			return h
+		}(), "invalid event id: X-AnyHook-Delivery does not match the signed webhook-id"},
+	} {
+		logs.Reset()
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		req.Header = c.header
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := strings.TrimSpace(rec.Body.String()); rec.Code != 400 || got != c.want {
+			t.Errorf("%s: %d %q; want 400 %q", c.name, rec.Code, got, c.want)
+		}
+		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), c.want) {
+			t.Errorf("%s: default log %q; want a warning with the reason", c.name, logs.String())
+		}
+	}
+}
+
+// The Retry-After of a 503 says when a retry can find something changed:
+// after an uncertain effect, the policy's stale duration; while the claim
+// is live, the time left until it goes stale; for a held claim, nothing
+// (the sender's own backoff spreads its remaining attempts).
+func TestHandlerRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := setup(t, sqliteBackend)
+	const stale = 10 * time.Minute
+	runs := 0
+	h, err := inbox.NewHandler(inbox.HandlerConfig{
+		Verifier: inbox.VerifierFunc(func([]byte, http.Header) error { return nil }),
+		EventID:  inbox.WebhookID,
+		Logger:   testLogger(t),
+		Handle: func(ctx context.Context, d inbox.Delivery) (inbox.Outcome, error) {
+			return e.ib.Do(ctx, "capture", d.Event, inbox.Effect[*sql.Tx]{
+				Policy: inbox.Hold(stale),
+				Run: func(context.Context, inbox.Claim) error {
+					runs++
+					return errors.New("payments API: timeout") // uncertain
+				},
+			})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func() (int, string, string) {
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+		req.Header.Set("webhook-id", "evt_1")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, strings.TrimSpace(rec.Body.String()), rec.Header().Get("Retry-After")
+	}
+	if code, body, ra := post(); code != 503 || body != "uncertain" || ra != "600" {
+		t.Fatalf("uncertain: %d %q Retry-After %q; want 503 uncertain 600", code, body, ra)
+	}
+	code, body, ra := post()
+	secs, _ := strconv.Atoi(ra)
+	if code != 503 || body != "in-flight" || secs <= 5 || secs > 600 {
+		t.Fatalf("claim live: %d %q Retry-After %q; want 503 in-flight, the time left until stale (5 < s <= 600)", code, body, ra)
+	}
+	if err := inboxtest.AgeClaim(context.Background(), e.drv, inbox.DefaultSource, "capture", "evt_1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if code, body, ra := post(); code != 503 || body != "held" || ra != "" {
+		t.Fatalf("held: %d %q Retry-After %q; want 503 held without Retry-After", code, body, ra)
+	}
+	if runs != 1 {
+		t.Fatalf("effect ran %d times; want 1", runs)
 	}
 }

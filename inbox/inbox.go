@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -113,8 +114,17 @@ const (
 
 // Config tunes an Inbox. The zero Config is ready to use.
 type Config struct {
-	// InFlightWait bounds how long Apply and Do wait for another transaction
-	// that holds the same event before reporting InFlight. Default 2s.
+	// InFlightWait bounds how long Apply and Do wait, on PostgreSQL, for
+	// another transaction that holds the same event before reporting
+	// InFlight. Default 2s.
+	//
+	// It does not apply to SQLite, where a writing transaction locks the
+	// whole database, so a wait cannot tell the same event from an
+	// unrelated one: there Apply and Do wait for the database as the
+	// connection's busy_timeout says (set it in the DSN, e.g.
+	// _pragma=busy_timeout(5000)); running out of it is an error (the zero
+	// Outcome, answered 503), never InFlight. On SQLite, InFlight only ever
+	// means that Do holds a claim on the same event.
 	InFlightWait time.Duration
 	// Retries is how many times a transaction that failed with a
 	// serialization failure or deadlock is run again. Default 5; negative
@@ -125,6 +135,16 @@ type Config struct {
 	// open transaction rolls back), and is returned. For tests; see
 	// package inboxtest.
 	Hook func(ctx context.Context, p Point) error
+	// OnStale, when set, is called once for each stale claim the policy
+	// was applied to, by Sweep or by a Do that met it, after the change
+	// committed: count them, alert a person for StaleHeld, send a
+	// redelivery for StaleReleased. It runs in the sweeping or delivering
+	// goroutine; keep it short.
+	OnStale func(ctx context.Context, c StaleClaim)
+	// Logger receives inbox's warnings: each stale claim (see Sweep), a
+	// failed sweep, a SQLite connection without busy_timeout. Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Inbox records processed events, claims, and object versions in one
@@ -134,6 +154,7 @@ type Inbox[TTx any] struct {
 	drv     inboxdriver.Driver[TTx]
 	dialect inboxdriver.Dialect
 	cfg     Config
+	log     *slog.Logger
 }
 
 // New returns an Inbox over drv.
@@ -154,27 +175,45 @@ func New[TTx any](drv inboxdriver.Driver[TTx], cfg Config) (*Inbox[TTx], error) 
 	if cfg.Retries == 0 {
 		cfg.Retries = 5
 	}
-	return &Inbox[TTx]{drv: drv, dialect: d, cfg: cfg}, nil
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Inbox[TTx]{drv: drv, dialect: d, cfg: cfg, log: cfg.Logger}, nil
 }
 
 // Driver returns the driver the Inbox was built with.
 func (ib *Inbox[TTx]) Driver() inboxdriver.Driver[TTx] { return ib.drv }
 
+// addedColumns are the inbox_events columns added after its first version,
+// added by Migrate to tables created before: the stale policy a claim was
+// taken under ('hold' or 'reclaim'; ” for Apply's rows and older claims),
+// its duration in microseconds, and Reclaim's bound on claims.
+var addedColumns = []struct{ name, def string }{
+	{"policy", `TEXT NOT NULL DEFAULT ''`},
+	{"stale_after", `BIGINT NOT NULL DEFAULT 0`},
+	{"max_claims", `INTEGER NOT NULL DEFAULT 0`},
+}
+
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS inbox_events (
-	source     TEXT    NOT NULL,
-	handler    TEXT    NOT NULL,
-	event_id   TEXT    NOT NULL,
-	body_hash  TEXT    NOT NULL DEFAULT '',
-	status     TEXT    NOT NULL,
-	token      TEXT    NOT NULL DEFAULT '',
-	attempts   INTEGER NOT NULL DEFAULT 0,
-	claimed_at BIGINT  NOT NULL DEFAULT 0,
-	updated_at BIGINT  NOT NULL,
-	error      TEXT    NOT NULL DEFAULT '',
+	source      TEXT    NOT NULL,
+	handler     TEXT    NOT NULL,
+	event_id    TEXT    NOT NULL,
+	body_hash   TEXT    NOT NULL DEFAULT '',
+	status      TEXT    NOT NULL,
+	token       TEXT    NOT NULL DEFAULT '',
+	attempts    INTEGER NOT NULL DEFAULT 0,
+	claimed_at  BIGINT  NOT NULL DEFAULT 0,
+	updated_at  BIGINT  NOT NULL,
+	error       TEXT    NOT NULL DEFAULT '',
+	policy      TEXT    NOT NULL DEFAULT '',
+	stale_after BIGINT  NOT NULL DEFAULT 0,
+	max_claims  INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (source, handler, event_id)
 )`,
 	`CREATE INDEX IF NOT EXISTS inbox_events_held ON inbox_events (updated_at) WHERE status = 'held'`,
+	`CREATE INDEX IF NOT EXISTS inbox_events_released ON inbox_events (updated_at) WHERE status = 'released'`,
+	`CREATE INDEX IF NOT EXISTS inbox_events_claimed ON inbox_events (claimed_at) WHERE status = 'claimed'`,
 	`CREATE TABLE IF NOT EXISTS inbox_versions (
 	entity     TEXT   NOT NULL,
 	id         TEXT   NOT NULL,
@@ -186,23 +225,87 @@ var schema = []string{
 
 // Migrate creates inbox's tables if they do not exist. It is idempotent and
 // safe to run from several processes at once.
+//
+// It first checks that the database speaks the driver's dialect: a
+// PostgreSQL handle given inboxsql.SQLite, or the reverse, is ErrInvalid
+// here rather than a confusing failure on the first event. On SQLite it
+// warns (Config.Logger) when the connection has no busy_timeout: writers
+// would then fail at once instead of queueing.
 func (ib *Inbox[TTx]) Migrate(ctx context.Context) error {
-	err := ib.inTx(ctx, func(tx inboxdriver.Tx[TTx]) error {
+	if err := ib.checkDialect(ctx); err != nil {
+		return fmt.Errorf("inbox: migrate: %w", err)
+	}
+	_, err := ib.retry(ctx, func() (Outcome, error) { return 0, ib.migrate(ctx) })
+	if err != nil {
+		return fmt.Errorf("inbox: migrate: %w", err)
+	}
+	return nil
+}
+
+func (ib *Inbox[TTx]) migrate(ctx context.Context) error {
+	return ib.inTx(ctx, func(tx inboxdriver.Tx[TTx]) error {
 		if ib.dialect == inboxdriver.Postgres {
 			// Concurrent CREATE TABLE IF NOT EXISTS can collide in the catalog.
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7370207461)`); err != nil {
 				return err
 			}
 		}
-		for _, stmt := range schema {
+		// The table first, then the columns later versions added, then the
+		// indexes, which may use them.
+		if _, err := tx.Exec(ctx, schema[0]); err != nil {
+			return err
+		}
+		for _, c := range addedColumns {
+			if ib.dialect == inboxdriver.Postgres {
+				if _, err := tx.Exec(ctx, `ALTER TABLE inbox_events ADD COLUMN IF NOT EXISTS `+c.name+` `+c.def); err != nil {
+					return err
+				}
+				continue
+			}
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM pragma_table_info('inbox_events') WHERE name = ?`, c.name).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				if _, err := tx.Exec(ctx, `ALTER TABLE inbox_events ADD COLUMN `+c.name+` `+c.def); err != nil {
+					return err
+				}
+			}
+		}
+		for _, stmt := range schema[1:] {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// dialectProbes are queries that succeed only on their dialect.
+var dialectProbes = map[inboxdriver.Dialect]string{
+	inboxdriver.SQLite:   `SELECT sqlite_version()`,
+	inboxdriver.Postgres: `SELECT current_setting('server_version')`,
+}
+
+// checkDialect fails with ErrInvalid when the database answers as the other
+// dialect than the driver's.
+func (ib *Inbox[TTx]) checkDialect(ctx context.Context) error {
+	var version string
+	err := ib.drv.QueryRow(ctx, dialectProbes[ib.dialect]).Scan(&version)
 	if err != nil {
-		return fmt.Errorf("inbox: migrate: %w", err)
+		for d, probe := range dialectProbes {
+			if d != ib.dialect && ib.drv.QueryRow(ctx, probe).Scan(&version) == nil {
+				return fmt.Errorf("%w: the driver says %v but the database is %v (version %s): give the adapter the right dialect (inboxsql.New(db, inboxsql.%s))",
+					ErrInvalid, ib.dialect, d, version, map[inboxdriver.Dialect]string{inboxdriver.SQLite: "SQLite", inboxdriver.Postgres: "Postgres"}[d])
+			}
+		}
+		return fmt.Errorf("check %v dialect: %w", ib.dialect, err)
+	}
+	if ib.dialect == inboxdriver.SQLite {
+		var ms int64
+		if err := ib.drv.QueryRow(ctx, `PRAGMA busy_timeout`).Scan(&ms); err == nil && ms == 0 {
+			ib.log.WarnContext(ctx, "inbox: SQLite connection has no busy_timeout: concurrent writers fail with SQLITE_BUSY instead of waiting; add _pragma=busy_timeout(5000) to the DSN")
+		}
 	}
 	return nil
 }
@@ -232,28 +335,22 @@ func (ib *Inbox[TTx]) q(query string) string {
 }
 
 // waitLimit bounds, for the rest of tx, how long a statement waits for a
-// lock held by another transaction. It must be the first statement of tx: on
-// SQLite the first write then takes the write lock under this limit. The
-// returned restore puts the previous limit back (on SQLite it is a setting
-// of the connection, which outlives tx); it is idempotent, and must run
-// before tx ends.
+// row lock held by another transaction (PostgreSQL's lock_timeout): inbox's
+// first statements lock only the event's own row, so running out of time
+// there means another transaction holds the same event (InFlight). The
+// returned restore puts the caller's lock_timeout back for the statements
+// that follow in tx; it is idempotent.
+//
+// On SQLite it does nothing: a write transaction locks the whole database,
+// so a wait there says nothing about the event. inbox's first statement in
+// every transaction is a write, which waits for the database lock as the
+// connection's busy_timeout says (the user's setting, never changed), and
+// a timeout is an error, not InFlight.
 func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (restore func(), err error) {
-	ms := max(ib.cfg.InFlightWait.Milliseconds(), 1)
 	if ib.dialect == inboxdriver.SQLite {
-		var old int64
-		if err := tx.QueryRow(ctx, `PRAGMA busy_timeout`).Scan(&old); err != nil {
-			return nil, err
-		}
-		if _, err := tx.Exec(ctx, `PRAGMA busy_timeout = `+strconv.FormatInt(ms, 10)); err != nil {
-			return nil, err
-		}
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				_, _ = tx.Exec(context.WithoutCancel(ctx), `PRAGMA busy_timeout = `+strconv.FormatInt(old, 10))
-			})
-		}, nil
+		return func() {}, nil
 	}
+	ms := max(ib.cfg.InFlightWait.Milliseconds(), 1)
 	var old, set string
 	if err := tx.QueryRow(ctx, `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, true)`,
 		strconv.FormatInt(ms, 10)+"ms").Scan(&old, &set); err != nil {
@@ -269,6 +366,13 @@ func (ib *Inbox[TTx]) waitLimit(ctx context.Context, tx inboxdriver.Executor) (r
 			_ = tx.QueryRow(ctx, `SELECT set_config('lock_timeout', $1, true)`, old).Scan(&s)
 		})
 	}, nil
+}
+
+// inFlight reports whether err, from one of inbox's own statements on the
+// event's row, means another transaction holds that event. Only
+// PostgreSQL's locks are per row; on SQLite a busy database is just busy.
+func (ib *Inbox[TTx]) inFlight(err error) bool {
+	return ib.dialect == inboxdriver.Postgres && inboxdriver.Classify(err) == inboxdriver.Busy
 }
 
 // retry runs once until it returns an error the driver classifies other than

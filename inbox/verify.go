@@ -12,12 +12,32 @@ import (
 	"time"
 )
 
-// ErrBadSignature is wrapped by every verification failure. The wrapped
-// message says what was wrong (missing header, stale timestamp, no matching
-// signature) and never contains the expected signature.
+// ErrBadSignature matches every verification failure of StandardWebhooks
+// (errors.Is), and any *SignatureError.
 var ErrBadSignature = errors.New("inbox: bad signature")
 
+// SignatureError is a verification failure whose Reason is safe to send
+// back to the sender: it never contains a secret or an expected signature.
+// StandardWebhooks returns one; a custom Verifier may too. NewHandler
+// answers 400 "invalid signature: " + Reason for it, and plain "invalid
+// signature" for any other error.
+type SignatureError struct {
+	// Reason says what was wrong: "timestamp outside tolerance",
+	// "signature mismatch", a missing header.
+	Reason string
+}
+
+func (e *SignatureError) Error() string { return "inbox: bad signature: " + e.Reason }
+
+// Is makes errors.Is(err, ErrBadSignature) true.
+func (e *SignatureError) Is(target error) bool { return target == ErrBadSignature }
+
+func badSignature(format string, args ...any) error {
+	return &SignatureError{Reason: fmt.Sprintf(format, args...)}
+}
+
 // Verifier authenticates a request from its exact body bytes and headers.
+// Return a *SignatureError to give the sender a safe reason.
 type Verifier interface {
 	Verify(body []byte, header http.Header) error
 }
@@ -56,11 +76,11 @@ func NewStandardWebhooks(secret string) (*StandardWebhooks, error) {
 func (s *StandardWebhooks) Verify(body []byte, h http.Header) error {
 	id, ts, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
 	if id == "" || ts == "" || sigs == "" {
-		return fmt.Errorf("%w: missing webhook-id, webhook-timestamp or webhook-signature", ErrBadSignature)
+		return badSignature("missing webhook-id, webhook-timestamp or webhook-signature")
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: malformed webhook-timestamp", ErrBadSignature)
+		return badSignature("malformed webhook-timestamp")
 	}
 	now, tol := time.Now, s.Tolerance
 	if s.Now != nil {
@@ -70,7 +90,7 @@ func (s *StandardWebhooks) Verify(body []byte, h http.Header) error {
 		tol = 5 * time.Minute
 	}
 	if d := now().Sub(time.Unix(sec, 0)); d > tol || d < -tol {
-		return fmt.Errorf("%w: webhook-timestamp outside tolerance", ErrBadSignature)
+		return badSignature("timestamp outside tolerance (%v)", tol)
 	}
 	mac := hmac.New(sha256.New, s.key)
 	mac.Write([]byte(id))
@@ -89,5 +109,28 @@ func (s *StandardWebhooks) Verify(body []byte, h http.Header) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: no matching v1 signature", ErrBadSignature)
+	return badSignature("signature mismatch (no matching v1 signature)")
+}
+
+// EventIDFunc returns the event id (the dedup key) of a request that its
+// Verifier has accepted. Take it from material the verifier authenticated
+// (a signed header, the provider's event id in a signed body), never from
+// an unsigned header: a captured request resent with another value there
+// would escape deduplication and run again. Return a *SignatureError to
+// give the sender a safe reason.
+type EventIDFunc func(body []byte, header http.Header) (string, error)
+
+// WebhookID is the EventIDFunc for StandardWebhooks, and NewHandler's
+// default with it: the webhook-id header, which the signature covers.
+// AnyHook sets it to the X-AnyHook-Delivery value (the AnyHook event id); a
+// request where the two differ is refused.
+func WebhookID(_ []byte, header http.Header) (string, error) {
+	id, delivery := header.Get("webhook-id"), header.Get("X-AnyHook-Delivery")
+	switch {
+	case id == "":
+		return "", badSignature("missing webhook-id")
+	case delivery != "" && delivery != id:
+		return "", badSignature("X-AnyHook-Delivery does not match the signed webhook-id")
+	}
+	return id, nil
 }

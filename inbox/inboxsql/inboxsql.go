@@ -4,11 +4,19 @@
 // one you use with a blank import in your main package.
 //
 //	db, _ := sql.Open("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+//	db.SetMaxOpenConns(8)
+//	db.SetMaxIdleConns(8)
 //	ib, _ := inbox.New(inboxsql.New(db, inboxsql.SQLite), inbox.Config{})
 //
+// The dialect must match the database; inbox.Inbox.Migrate checks it.
+//
 // For SQLite use WAL mode and a busy timeout; inbox takes the write lock with
-// its first statement in every transaction, so writers queue instead of
-// failing.
+// its first statement in every transaction, so writers queue for as long as
+// busy_timeout says instead of failing. inbox never changes busy_timeout.
+//
+// Bound the pool: database/sql's default opens one connection per
+// concurrent request and keeps only 2 idle. docs/inbox.md ("Pool sizing")
+// has measurements.
 package inboxsql
 
 import (

@@ -18,9 +18,33 @@
 //		inboxtest.Crash(t, inbox.AfterClaim, "DSN="+dsn)
 //		// inspect the database the child left behind
 //	}
+//
+// # The sender gave up
+//
+// Behind a gateway that stops retrying (AnyHook marks a delivery dead after
+// max_attempts), a claim whose owner died is never met by a redelivery:
+// only Inbox.Sweep applies its policy. The scenario, with a real kill -9 in
+// the middle of the effect:
+//
+//	func TestCaptureGaveUp(t *testing.T) {
+//		if _, ok := inboxtest.CrashPoint(); ok { // child: block inside the effect
+//			ib := open(t, os.Getenv("DSN"), inbox.Config{})
+//			ib.Do(ctx, "capture", ev, inbox.Effect[*sql.Tx]{Policy: inbox.Hold(5 * time.Minute),
+//				Run: func(ctx context.Context, c inbox.Claim) error {
+//					callProvider(ctx, os.Getenv("PROVIDER"), c.Key) // the parent kills us once it arrives
+//					select {}
+//				}})
+//		}
+//		dsn, provider := newDatabase(t), newFakeProvider(t) // provider.called closes on the first call
+//		inboxtest.Kill(t, provider.called, "DSN="+dsn, "PROVIDER="+provider.URL)
+//		// No redelivery ever comes. Time passes; the sweep runs:
+//		inboxtest.AgeClaims(ctx, ib.Driver(), 10*time.Minute)
+//		stale, _ := ib.Sweep(ctx) // one StaleClaim, Action StaleHeld; ib.Held lists it
+//	}
 package inboxtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -139,14 +163,34 @@ func AgeClaim[TTx any](ctx context.Context, drv inboxdriver.Driver[TTx], source,
 	return nil
 }
 
+// AgeClaims moves every live claim back in time by d, as if d had passed
+// by the database clock, so that the next Inbox.Sweep (or Do) judges each
+// one by its policy. It returns how many claims it aged.
+func AgeClaims[TTx any](ctx context.Context, drv inboxdriver.Driver[TTx], d time.Duration) (int64, error) {
+	q := `UPDATE inbox_events SET claimed_at = claimed_at - $1 WHERE status = 'claimed'`
+	if drv.Dialect() == inboxdriver.SQLite {
+		q = strings.ReplaceAll(q, "$", "?")
+	}
+	n, err := drv.Exec(ctx, q, d.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("inboxtest: age claims: %w", err)
+	}
+	return n, nil
+}
+
 // CrashExitCode is the exit status of a child process that crashed at its
 // point.
 const CrashExitCode = 86
 
 const envCrashAt = "INBOXTEST_CRASH_AT"
 
-// CrashPoint reports whether this process is a child started by Crash, and
-// the point at which it must crash.
+// Killed is the point CrashPoint reports in a child started by Kill: the
+// child does not end by itself; it blocks where the test wants it to die,
+// and the parent kills it there.
+const Killed inbox.Point = "inboxtest-killed"
+
+// CrashPoint reports whether this process is a child started by Crash or
+// Kill, and the point at which it must crash (Killed for Kill).
 func CrashPoint() (inbox.Point, bool) {
 	p := os.Getenv(envCrashAt)
 	return inbox.Point(p), p != ""
@@ -173,16 +217,59 @@ func Crash(t testing.TB, p inbox.Point, env ...string) {
 	if _, ok := CrashPoint(); ok {
 		t.Fatal("inboxtest: Crash called in a crash child; check CrashPoint first")
 	}
+	out, err := child(t, p, env).CombinedOutput()
+	t.Logf("crash child at %s:\n%s", p, out)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != CrashExitCode {
+		t.Fatalf("inboxtest: child did not crash at %s (want exit status %d): %v", p, CrashExitCode, err)
+	}
+}
+
+// Kill re-runs the current test in a child process, as Crash does, with
+// CrashPoint reporting Killed, and kills it with SIGKILL (kill -9: no
+// deferred function, no connection closed, no transaction rolled back by
+// the client) as soon as ready is closed — for example when a fake provider
+// has received the child's request, so that the process dies in the middle
+// of its effect. It fails t if the child ends before ready is closed, and
+// returns once the child is gone. The child's output is logged.
+func Kill(t testing.TB, ready <-chan struct{}, env ...string) {
+	t.Helper()
+	if _, ok := CrashPoint(); ok {
+		t.Fatal("inboxtest: Kill called in a crash child; check CrashPoint first")
+	}
+	cmd := child(t, Killed, env)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("inboxtest: start child: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-ready:
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatalf("inboxtest: kill child: %v", err)
+		}
+		err := <-exited
+		t.Logf("child killed:\n%s", out.Bytes())
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != -1 {
+			t.Fatalf("inboxtest: child was not killed by the signal: %v", err)
+		}
+	case err := <-exited:
+		t.Logf("child output:\n%s", out.Bytes())
+		t.Fatalf("inboxtest: child ended by itself before it could be killed: %v", err)
+	}
+}
+
+// child is the command that re-runs the current test with CrashPoint
+// reporting p.
+func child(t testing.TB, p inbox.Point, env []string) *exec.Cmd {
 	parts := strings.Split(t.Name(), "/")
 	for i, s := range parts {
 		parts[i] = "^" + regexp.QuoteMeta(s) + "$"
 	}
 	cmd := exec.Command(os.Args[0], "-test.run="+strings.Join(parts, "/"), "-test.count=1", "-test.v")
 	cmd.Env = append(append(os.Environ(), envCrashAt+"="+string(p)), env...)
-	out, err := cmd.CombinedOutput()
-	t.Logf("crash child at %s:\n%s", p, out)
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != CrashExitCode {
-		t.Fatalf("inboxtest: child did not crash at %s (want exit status %d): %v", p, CrashExitCode, err)
-	}
+	return cmd
 }

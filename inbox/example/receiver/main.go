@@ -10,6 +10,11 @@
 //   - customer.subscription.updated: store the subscription status, guarded
 //     by the event's version (Stripe's "created") and a state machine.
 //
+// A Sweeper applies the stale policies every -sweep-interval, so a claim
+// whose owner crashed surfaces even when AnyHook has stopped retrying: a
+// held capture is logged for a person (resolve it with inbox.Resolve), a
+// released receipt waits for `anyhook replay --event <id>`.
+//
 // Usage:
 //
 //	receiver -addr :8081 -db receiver.db -payments-url http://payments -email-url http://email
@@ -57,6 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&cfg.DB, "db", "receiver.db", "SQLite database file")
 	fs.StringVar(&cfg.PaymentsURL, "payments-url", "", "payments API base URL (required)")
 	fs.StringVar(&cfg.EmailURL, "email-url", "", "email API base URL (required)")
+	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Minute, "how often stale claims are swept")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,16 +83,22 @@ type Config struct {
 	Secret      string // the AnyHook destination's signing_secret (whsec_…)
 	PaymentsURL string // payments API: POST {url}/captures/{payment_intent}
 	EmailURL    string // email API: POST {url}/emails
+	// SweepInterval is how often stale claims are swept; default 1m.
+	SweepInterval time.Duration
 }
 
 // Main is the running program.
 type Main struct {
 	Config Config
 	Logger *slog.Logger
+	// OnStale, if set, is called for each stale claim the sweeper (or a
+	// delivery) applied its policy to, after the receiver has logged it.
+	OnStale func(inbox.StaleClaim)
 
-	db  *sql.DB
-	ln  net.Listener
-	srv *http.Server
+	db      *sql.DB
+	ln      net.Listener
+	srv     *http.Server
+	sweeper *inbox.Sweeper
 }
 
 // Start opens the database, migrates it and starts serving.
@@ -102,7 +114,18 @@ func (m *Main) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := NewReceiver(ctx, db, m.Config.PaymentsURL, m.Config.EmailURL)
+	// One writer at a time: more connections would only wait inside
+	// SQLite's busy handler (docs/inbox.md, "Pool sizing").
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
+	r, err := NewReceiver(ctx, db, m.Config.PaymentsURL, m.Config.EmailURL, inbox.Config{
+		Logger: m.Logger,
+		OnStale: func(ctx context.Context, c inbox.StaleClaim) {
+			if m.OnStale != nil {
+				m.OnStale(c)
+			}
+		},
+	})
 	if err != nil {
 		db.Close()
 		return err
@@ -122,6 +145,8 @@ func (m *Main) Start(ctx context.Context) error {
 	m.db, m.ln = db, ln
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go m.srv.Serve(ln)
+	m.sweeper = r.ib.NewSweeper(m.Config.SweepInterval)
+	m.sweeper.Start(context.WithoutCancel(ctx))
 	return nil
 }
 
@@ -136,6 +161,7 @@ func (m *Main) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := m.srv.Shutdown(ctx)
+	m.sweeper.Stop()
 	m.srv = nil
 	return errors.Join(err, m.db.Close())
 }
@@ -158,8 +184,8 @@ var subscriptionStates = inbox.NewMachine("subscription", map[string][]string{
 })
 
 // NewReceiver migrates db and returns the receiver.
-func NewReceiver(ctx context.Context, db *sql.DB, paymentsURL, emailURL string) (*Receiver, error) {
-	ib, err := inbox.New(inboxsql.New(db, inboxsql.SQLite), inbox.Config{})
+func NewReceiver(ctx context.Context, db *sql.DB, paymentsURL, emailURL string, cfg inbox.Config) (*Receiver, error) {
+	ib, err := inbox.New(inboxsql.New(db, inboxsql.SQLite), cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,11 @@ type harness struct {
 	attempts map[string]int
 }
 
-func start(t *testing.T) *harness {
+func start(t *testing.T) *harness { return startWith(t, nil) }
+
+// startWith starts a receiver; configure, if not nil, can change its Main
+// before it starts.
+func startWith(t *testing.T, configure func(*Main)) *harness {
 	t.Helper()
 	payments, paymentsURL := newAPI(t)
 	email, emailURL := newAPI(t)
@@ -77,6 +81,9 @@ func start(t *testing.T) *harness {
 	m := &Main{
 		Config: Config{Addr: "127.0.0.1:0", DB: dbPath, Secret: secret, PaymentsURL: paymentsURL, EmailURL: emailURL},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if configure != nil {
+		configure(m)
 	}
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
