@@ -65,6 +65,10 @@ func Run(t *testing.T, open Open) {
 			tt.fn(t, open(t))
 		})
 	}
+	t.Run("Model", func(t *testing.T) {
+		t.Parallel()
+		testModel(t, open)
+	})
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
