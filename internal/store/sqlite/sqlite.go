@@ -334,6 +334,9 @@ func scanDelivery(sc interface{ Scan(...any) error }) (anyhook.Delivery, error) 
 
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	if limit <= 0 {
+		return nil, nil // SQLite reads LIMIT -1 as no limit at all
+	}
 	var claims []store.Claim
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		st := s.stmts(ctx, tx)

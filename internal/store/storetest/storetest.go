@@ -39,6 +39,7 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentIdenticalIngest", testConcurrentIdenticalIngest},
 		{"BatchItemFailureIsolated", testBatchItemFailureIsolated},
 		{"ClaimAndFinish", testClaimAndFinish},
+		{"ClaimLimitNotPositive", testClaimLimitNotPositive},
 		{"RetryIsNotDueEarly", testRetryIsNotDueEarly},
 		{"FinishFencedByAttempt", testFinishFencedByAttempt},
 		{"ConcurrentClaimsAreExclusive", testConcurrentClaimsAreExclusive},
@@ -328,6 +329,21 @@ func testClaimAndFinish(t *testing.T, s store.Store) {
 	}
 	if audit := claim(t, s, "audit", 10, time.Minute); len(audit) != 1 {
 		t.Fatalf("audit claims = %d, want 1", len(audit))
+	}
+}
+
+// testClaimLimitNotPositive: a claim of at most 0 (or -1) deliveries
+// leases none (SQLite read LIMIT -1 as "no limit" and leased every due
+// delivery of the destination).
+func testClaimLimitNotPositive(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"), newEvent("stripe", "evt_2", "billing"), newEvent("stripe", "evt_3", "billing"))
+	for _, limit := range []int{0, -1} {
+		if cs := claim(t, s, "billing", limit, time.Minute); len(cs) != 0 {
+			t.Fatalf("Claim(limit %d) leased %d deliveries, want none", limit, len(cs))
+		}
+	}
+	if cs := claim(t, s, "billing", 2, time.Minute); len(cs) != 2 {
+		t.Fatalf("Claim(limit 2) after them = %d, want 2: nothing was left leased", len(cs))
 	}
 }
 
