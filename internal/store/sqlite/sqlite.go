@@ -405,6 +405,13 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
+	for _, o := range outs {
+		switch o.Status {
+		case anyhook.StatusDelivered, anyhook.StatusPending, anyhook.StatusDead:
+		default:
+			return nil, fmt.Errorf("finish delivery %s: status %q is not delivered, pending or dead: %w", o.DeliveryID, o.Status, anyhook.ErrInvalid)
+		}
+	}
 	var lost []string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		lost = lost[:0]

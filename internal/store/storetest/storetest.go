@@ -42,6 +42,7 @@ func Run(t *testing.T, open Open) {
 		{"ClaimLimitNotPositive", testClaimLimitNotPositive},
 		{"RetryIsNotDueEarly", testRetryIsNotDueEarly},
 		{"FinishFencedByAttempt", testFinishFencedByAttempt},
+		{"FinishRefusesOtherStatuses", testFinishRefusesOtherStatuses},
 		{"ConcurrentClaimsAreExclusive", testConcurrentClaimsAreExclusive},
 		{"RescueReclaim", testRescueReclaim},
 		{"RescueHold", testRescueHold},
@@ -376,6 +377,33 @@ func testFinishFencedByAttempt(t *testing.T, s store.Store) {
 	}
 	if lost := finish(t, s, delivered(c)); len(lost) != 1 {
 		t.Fatalf("finishing twice: lost = %v, want the second refused", lost)
+	}
+}
+
+// testFinishRefusesOtherStatuses: an outcome is delivered, pending or dead;
+// a call with any other status is refused whole with ErrInvalid and
+// records nothing (SQLite wrote the status as given: "" left the delivery
+// in no state at all, never claimed, rescued or resolvable again).
+func testFinishRefusesOtherStatuses(t *testing.T, s store.Store) {
+	res := ingest(t, s, newEvent("stripe", "evt_1", "billing"), newEvent("stripe", "evt_2", "billing"))
+	cs := claim(t, s, "billing", 2, time.Minute)
+	if len(cs) != 2 {
+		t.Fatalf("claimed %d, want 2", len(cs))
+	}
+	for _, st := range []anyhook.DeliveryStatus{"", anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusDelivering, "sent"} {
+		bad := delivered(cs[1])
+		bad.Status = st
+		if lost, err := s.Finish(ctx(t), []store.Outcome{delivered(cs[0]), bad}); !errors.Is(err, anyhook.ErrInvalid) {
+			t.Fatalf("Finish with status %q = %v, %v; want ErrInvalid", st, lost, err)
+		}
+	}
+	for _, r := range res {
+		if d := event(t, s, r.ID).Deliveries[0]; d.Status != anyhook.StatusDelivering || len(d.Attempts) != 0 {
+			t.Fatalf("after refused outcomes: %s with %d attempts, want delivering with none", d.Status, len(d.Attempts))
+		}
+	}
+	if lost := finish(t, s, delivered(cs[0]), delivered(cs[1])); len(lost) != 0 {
+		t.Fatalf("lost = %v", lost)
 	}
 }
 
