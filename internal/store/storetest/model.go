@@ -536,7 +536,7 @@ func (m *model) due(dest string) []*mDelivery {
 
 func (r *run) opClaim() {
 	dest := pick(r.rng, modelDests)
-	limit := pick(r.rng, []int{0, 1, 1, 2, 2, 3, 5})
+	limit := pick(r.rng, []int{-1, 0, 1, 1, 2, 2, 3, 5})
 	lease := time.Hour
 	if r.rng.IntN(3) == 0 {
 		lease = -time.Hour // a worker that crashed: the lease ran out
@@ -547,7 +547,7 @@ func (r *run) opClaim() {
 func (r *run) claim(dest string, limit int, lease time.Duration) []*mClaim {
 	r.logf("claim %s limit %d lease %v", dest, limit, lease)
 	due := r.m.due(dest)
-	want := min(limit, len(due))
+	want := max(0, min(limit, len(due)))
 	if r.m.paused[dest] {
 		want = 0
 		if len(due) > 0 && limit > 0 {
@@ -648,6 +648,20 @@ func (r *run) opFinish() {
 	outs := make([]store.Outcome, len(hs))
 	for i, h := range hs {
 		outs[i] = r.outcome(h)
+	}
+	if r.rng.IntN(25) == 0 {
+		// A status an outcome cannot have: the call is refused whole.
+		i := r.rng.IntN(len(outs))
+		outs[i].Status = pick(r.rng, []anyhook.DeliveryStatus{"", anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusDelivering, "sent"})
+		r.logf("finish with %s %q: refused", hs[i].d.name, outs[i].Status)
+		if lost, err := r.s.Finish(ctx(r.t), outs); !errors.Is(err, anyhook.ErrInvalid) {
+			r.fatalf("Finish with an outcome of status %q = %v, %v; want ErrInvalid and nothing recorded", outs[i].Status, lost, err)
+		}
+		r.tally["finish refused"]++
+		for _, h := range hs {
+			r.touched[h.d.ev] = true
+		}
+		return
 	}
 	r.finish(hs, outs)
 	// Forget the oldest finished claims; keep a few for late outcomes.
