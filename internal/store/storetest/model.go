@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,6 +223,8 @@ func runModel(t *testing.T, s store.Store, seed uint64, steps int) {
 		{22, r.opClaim},
 		{20, r.opFinish},
 		{8, r.opRescue},
+		{4, r.opRaceLateOutcome},
+		{3, r.opRaceRescuers},
 		{5, r.opReplay},
 		{3, r.opReplayDeliveries},
 		{12, r.opResolve},
@@ -693,6 +696,12 @@ func (r *run) outcome(h *mClaim) store.Outcome {
 }
 
 func (r *run) finish(hs []*mClaim, outs []store.Outcome) {
+	lost, err := r.s.Finish(ctx(r.t), outs)
+	r.finishCheck(hs, outs, lost, err)
+}
+
+// finishCheck checks Finish's answer against the model and applies it.
+func (r *run) finishCheck(hs []*mClaim, outs []store.Outcome, lost []string, err error) {
 	var desc, wantLost []string
 	for i, h := range hs {
 		d := h.d
@@ -719,7 +728,6 @@ func (r *run) finish(hs []*mClaim, outs []store.Outcome) {
 		desc = append(desc, s)
 	}
 	r.logf("finish [%s]", strings.Join(desc, ", "))
-	lost, err := r.s.Finish(ctx(r.t), outs)
 	if err != nil {
 		r.fatalf("Finish: %v", err)
 	}
@@ -754,21 +762,24 @@ func (r *run) opRescue() {
 }
 
 func (r *run) rescue(rules map[string]store.StaleRule) {
-	var known []string
-	for _, dest := range modelDests {
-		if x, ok := rules[dest]; ok {
-			known = append(known, fmt.Sprintf("%s:%s/%d", dest, x.Policy, x.MaxAttempts))
-		}
+	ds, err := r.s.Rescue(ctx(r.t), ruleOf(rules))
+	r.rescueCheck(rules, ds, err, false)
+}
+
+func ruleOf(rules map[string]store.StaleRule) func(string) (store.StaleRule, bool) {
+	return func(dest string) (store.StaleRule, bool) {
+		x, ok := rules[dest]
+		return x, ok
 	}
-	r.logf("rescue knowing [%s]", strings.Join(known, " "))
+}
+
+// rescueWant is what a rescuer with rules does to the model's expired
+// claims.
+func (r *run) rescueWant(rules map[string]store.StaleRule) map[*mDelivery]anyhook.DeliveryStatus {
 	want := map[*mDelivery]anyhook.DeliveryStatus{}
 	for _, d := range r.m.deliveries {
 		x, ok := rules[d.dest]
-		if d.status != anyhook.StatusDelivering || !d.expired {
-			continue
-		}
-		if !ok {
-			r.tally["rescue leaves an unknown destination"]++
+		if d.status != anyhook.StatusDelivering || !d.expired || !ok {
 			continue
 		}
 		switch {
@@ -780,13 +791,29 @@ func (r *run) rescue(rules map[string]store.StaleRule) {
 			want[d] = anyhook.StatusPending
 		}
 	}
-	ds, err := r.s.Rescue(ctx(r.t), func(dest string) (store.StaleRule, bool) {
-		x, ok := rules[dest]
-		return x, ok
-	})
+	return want
+}
+
+// rescueCheck checks Rescue's answer against the model and applies it.
+// When partial, the rescue may have left expired claims it knows (a
+// concurrent rescuer held them).
+func (r *run) rescueCheck(rules map[string]store.StaleRule, ds []anyhook.Delivery, err error, partial bool) {
+	var known []string
+	for _, dest := range modelDests {
+		if x, ok := rules[dest]; ok {
+			known = append(known, fmt.Sprintf("%s:%s/%d", dest, x.Policy, x.MaxAttempts))
+		}
+	}
+	r.logf("rescue knowing [%s]", strings.Join(known, " "))
 	if err != nil {
 		r.fatalf("Rescue: %v", err)
 	}
+	for _, d := range r.m.deliveries {
+		if _, ok := rules[d.dest]; !ok && d.status == anyhook.StatusDelivering && d.expired {
+			r.tally["rescue leaves an unknown destination"]++
+		}
+	}
+	want := r.rescueWant(rules)
 	got := map[*mDelivery]bool{}
 	var names []string
 	for _, x := range ds {
@@ -808,11 +835,12 @@ func (r *run) rescue(rules map[string]store.StaleRule) {
 		names = append(names, fmt.Sprintf("%s→%s", d.name, x.Status))
 	}
 	for d := range want {
-		if !got[d] {
+		if !got[d] && !partial {
 			r.fatalf("rescue left %s, an expired claim of a destination it knows", d)
 		}
 	}
-	for d, st := range want {
+	for d := range got {
+		st := want[d]
 		r.tally["rescue to "+string(st)]++
 		d.status, d.expired, d.due = st, false, st == anyhook.StatusPending
 		d.rows[d.attempts] = mAttempt{unknown: true}
@@ -820,6 +848,115 @@ func (r *run) rescue(rules map[string]store.StaleRule) {
 	}
 	slices.Sort(names)
 	r.logf("rescued [%s]", strings.Join(names, " "))
+}
+
+// ---- Races ----
+
+// concurrently runs a and b at once.
+func concurrently(a, b func()) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	wg.Go(func() { <-start; a() })
+	wg.Go(func() { <-start; b() })
+	close(start)
+	wg.Wait()
+}
+
+// opRaceLateOutcome races the outcome of an expired claim with a rescuer:
+// the worker was slow, not dead. Either the outcome is recorded and the
+// rescuer leaves the delivery, or the rescuer takes it and the outcome is
+// reported lost; never both, never neither.
+func (r *run) opRaceLateOutcome() {
+	var live []*mClaim
+	for _, h := range r.m.claims {
+		if d := h.d; !h.done && d.status == anyhook.StatusDelivering && d.attempts == h.attempt && d.expired {
+			live = append(live, h)
+		}
+	}
+	if len(live) == 0 {
+		r.opRescue()
+		return
+	}
+	h := pick(r.rng, live)
+	out := r.outcome(h)
+	rules := maps.Clone(r.m.rules)
+	r.logf("race: outcome of %s@%d with a rescuer", h.d.name, h.attempt)
+	var lost []string
+	var ds []anyhook.Delivery
+	var ferr, rerr error
+	concurrently(
+		func() { lost, ferr = r.s.Finish(ctx(r.t), []store.Outcome{out}) },
+		func() { ds, rerr = r.s.Rescue(ctx(r.t), ruleOf(rules)) },
+	)
+	if ferr == nil && slices.Contains(lost, h.d.id) {
+		r.tally["race won by the rescuer"]++
+		r.rescueCheck(rules, ds, rerr, false)
+		r.finishCheck([]*mClaim{h}, []store.Outcome{out}, lost, ferr)
+		return
+	}
+	r.tally["race won by the outcome"]++
+	r.finishCheck([]*mClaim{h}, []store.Outcome{out}, lost, ferr)
+	r.rescueCheck(rules, ds, rerr, false)
+}
+
+// opRaceRescuers runs two rescuers at once, as two processes do, the
+// second possibly on the other side of a config change (a destination it
+// does not know, or another policy). They split the expired claims:
+// none is handled twice, and each is handled by one that knows it.
+func (r *run) opRaceRescuers() {
+	a := maps.Clone(r.m.rules)
+	b := maps.Clone(r.m.rules)
+	dest := pick(r.rng, modelDests)
+	switch x, ok := b[dest]; {
+	case !ok:
+		b[dest] = store.StaleRule{Policy: anyhook.Hold}
+	case r.rng.IntN(2) == 0:
+		delete(b, dest)
+	case x.Policy == anyhook.Hold:
+		x.Policy = anyhook.Reclaim
+		b[dest] = x
+	default:
+		x.Policy = anyhook.Hold
+		b[dest] = x
+	}
+	r.logf("race: two rescuers")
+	var da, db []anyhook.Delivery
+	var ea, eb error
+	concurrently(
+		func() { da, ea = r.s.Rescue(ctx(r.t), ruleOf(a)) },
+		func() { db, eb = r.s.Rescue(ctx(r.t), ruleOf(b)) },
+	)
+	either := map[*mDelivery]bool{}
+	for d := range r.rescueWant(a) {
+		either[d] = true
+	}
+	for d := range r.rescueWant(b) {
+		either[d] = true
+	}
+	// Check each answer as if it came first, then the other; a delivery
+	// both took fails the second check.
+	first := func(ds []anyhook.Delivery, rules map[string]store.StaleRule) bool {
+		want := r.rescueWant(rules)
+		for _, x := range ds {
+			if _, ok := want[r.m.byID[x.ID]]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	if first(da, a) {
+		r.rescueCheck(a, da, ea, true)
+		r.rescueCheck(b, db, eb, true)
+	} else {
+		r.rescueCheck(b, db, eb, true)
+		r.rescueCheck(a, da, ea, true)
+	}
+	for d := range either {
+		if d.status == anyhook.StatusDelivering {
+			r.tally["race: a rescuer skipped a claim the other held"]++
+			r.fatalf("two rescuers left %s, an expired claim one of them knows", d)
+		}
+	}
 }
 
 // ---- Replay ----
