@@ -140,14 +140,40 @@ SELECT ` + deliveryCols + ` FROM u`
 // Rescue implements store.Store. The expired claims are locked with SKIP
 // LOCKED, so rescuers of several processes split them instead of handling
 // one twice, and a Finish racing with the rescue waits for it and then
-// finds its claim lost.
+// finds its claim lost. Only the claims of destinations rule knows are
+// locked: a claim this rescuer leaves alone, locked all the same, would be
+// skipped by a rescuer that knows its destination (a rolling config
+// change), and nobody would rescue it that round.
 func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	var changed []anyhook.Delivery
 	err := s.tx(ctx, "rescue", func(tx pgx.Tx) error {
 		changed = nil
-		rows, err := tx.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries
-			WHERE status = 'delivering' AND lease_until < now()
-			ORDER BY lease_until FOR UPDATE SKIP LOCKED`)
+		rows, err := tx.Query(ctx, `SELECT DISTINCT destination FROM deliveries WHERE status = 'delivering' AND lease_until < now()`)
+		if err != nil {
+			return unavailable("rescue", err)
+		}
+		dests, err := collect(rows, func(sc scanner) (string, error) {
+			var dest string
+			return dest, sc.Scan(&dest)
+		})
+		if err != nil {
+			return unavailable("rescue", err)
+		}
+		rules := make(map[string]store.StaleRule, len(dests))
+		known := make([]string, 0, len(dests))
+		for _, dest := range dests {
+			if r, ok := rule(dest); ok {
+				rules[dest] = r
+				known = append(known, dest)
+			} // else not ours to decide
+		}
+		if len(known) == 0 {
+			return nil
+		}
+		// now() is the transaction's: the same instant as above.
+		rows, err = tx.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries
+			WHERE status = 'delivering' AND lease_until < now() AND destination = ANY($1)
+			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, known)
 		if err != nil {
 			return unavailable("rescue", err)
 		}
@@ -160,12 +186,8 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 		}
 		b := &pgx.Batch{}
 		for _, d := range expired {
-			r, ok := rule(d.Destination)
-			if !ok {
-				continue // not ours to decide
-			}
 			a := store.LostAttempt(d)
-			b.Queue(rescueDelivery, d.ID, string(store.RescueStatus(d, r)), a.Number, a.StartedAt, a.Error).
+			b.Queue(rescueDelivery, d.ID, string(store.RescueStatus(d, rules[d.Destination])), a.Number, a.StartedAt, a.Error).
 				QueryRow(func(row pgx.Row) error {
 					nd, err := scanDelivery(row)
 					if err != nil {

@@ -248,6 +248,61 @@ func TestTwoProcesses(t *testing.T) {
 	storetest.ClaimEachOnce(t, procs, "billing", 6, 5, 51)
 }
 
+// TestRescuersDuringConfigChange: two processes rescue at once during a
+// rolling config change; b (the old config) does not know charges, a (the
+// new one) holds its claims. While b's rescue is in progress, holding the
+// claims it handles, a must still rescue charges: b leaves charges' claims
+// alone and must not lock them either. (It locked every expired claim, so
+// a's FOR UPDATE SKIP LOCKED skipped charges' and nobody rescued it that
+// round; found by the model test's two racing rescuers.)
+func TestRescuersDuringConfigChange(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	a := openDSN(t, dsn)
+	inside, release := make(chan struct{}), make(chan struct{})
+	hook := &onCommit{fn: func() { close(inside); <-release }}
+	b, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: testConns, Tracer: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+
+	if _, err := a.Ingest(t.Context(), []store.NewEvent{newEvent("stripe", "evt_1", "charges"), newEvent("stripe", "evt_2", "billing")}); err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]string{}
+	for _, dest := range []string{"charges", "billing"} {
+		cs, err := a.Claim(t.Context(), dest, 1, -time.Hour) // expired at once
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("Claim(%s) = %d, %v", dest, len(cs), err)
+		}
+		claims[dest] = cs[0].Delivery.ID
+	}
+
+	var bds []anyhook.Delivery
+	var berr error
+	done := make(chan struct{})
+	hook.armed.Store(true)
+	go func() {
+		defer close(done)
+		bds, berr = b.Rescue(context.Background(), func(dest string) (store.StaleRule, bool) {
+			return store.StaleRule{Policy: anyhook.Reclaim}, dest == "billing"
+		})
+	}()
+	<-inside // b has done its rescue and is about to commit
+	ads, aerr := a.Rescue(t.Context(), func(dest string) (store.StaleRule, bool) {
+		return store.StaleRule{Policy: anyhook.Hold}, dest == "charges"
+	})
+	close(release)
+	<-done
+	if berr != nil || len(bds) != 1 || bds[0].ID != claims["billing"] || bds[0].Status != anyhook.StatusPending {
+		t.Fatalf("b rescued %+v, %v; want billing's claim reclaimed", bds, berr)
+	}
+	if aerr != nil || len(ads) != 1 || ads[0].ID != claims["charges"] || ads[0].Status != anyhook.StatusHeld {
+		t.Fatalf("a rescued %+v, %v while b was rescuing; want charges' claim held", ads, aerr)
+	}
+}
+
 // A value PostgreSQL's text type refuses fails its own item only, as
 // invalid, not the batch and not as unavailability.
 func TestUnstorableItemIsolated(t *testing.T) {

@@ -394,6 +394,9 @@ func scanDelivery(sc interface{ Scan(...any) error }) (anyhook.Delivery, error) 
 
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	if limit <= 0 {
+		return nil, nil // SQLite reads LIMIT -1 as no limit at all
+	}
 	var claims []store.Claim
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		st := s.stmts(ctx, tx)
@@ -464,6 +467,13 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
+	for _, o := range outs {
+		switch o.Status {
+		case anyhook.StatusDelivered, anyhook.StatusPending, anyhook.StatusDead:
+		default:
+			return nil, fmt.Errorf("finish delivery %s: status %q is not delivered, pending or dead: %w", o.DeliveryID, o.Status, anyhook.ErrInvalid)
+		}
+	}
 	var lost []string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		lost = lost[:0]

@@ -43,8 +43,10 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentIdenticalIngest", testConcurrentIdenticalIngest},
 		{"BatchItemFailureIsolated", testBatchItemFailureIsolated},
 		{"ClaimAndFinish", testClaimAndFinish},
+		{"ClaimLimitNotPositive", testClaimLimitNotPositive},
 		{"RetryIsNotDueEarly", testRetryIsNotDueEarly},
 		{"FinishFencedByAttempt", testFinishFencedByAttempt},
+		{"FinishRefusesOtherStatuses", testFinishRefusesOtherStatuses},
 		{"ConcurrentClaimsAreExclusive", testConcurrentClaimsAreExclusive},
 		{"RescueReclaim", testRescueReclaim},
 		{"RescueHold", testRescueHold},
@@ -69,6 +71,10 @@ func Run(t *testing.T, open Open) {
 			tt.fn(t, open(t))
 		})
 	}
+	t.Run("Model", func(t *testing.T) {
+		t.Parallel()
+		testModel(t, open)
+	})
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
@@ -471,6 +477,21 @@ func testClaimAndFinish(t *testing.T, s store.Store) {
 	}
 }
 
+// testClaimLimitNotPositive: a claim of at most 0 (or -1) deliveries
+// leases none (SQLite read LIMIT -1 as "no limit" and leased every due
+// delivery of the destination).
+func testClaimLimitNotPositive(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"), newEvent("stripe", "evt_2", "billing"), newEvent("stripe", "evt_3", "billing"))
+	for _, limit := range []int{0, -1} {
+		if cs := claim(t, s, "billing", limit, time.Minute); len(cs) != 0 {
+			t.Fatalf("Claim(limit %d) leased %d deliveries, want none", limit, len(cs))
+		}
+	}
+	if cs := claim(t, s, "billing", 2, time.Minute); len(cs) != 2 {
+		t.Fatalf("Claim(limit 2) after them = %d, want 2: nothing was left leased", len(cs))
+	}
+}
+
 func testRetryIsNotDueEarly(t *testing.T, s store.Store) {
 	ingest(t, s, newEvent("stripe", "evt_1", "billing"))
 	c := claim(t, s, "billing", 1, time.Minute)[0]
@@ -500,6 +521,33 @@ func testFinishFencedByAttempt(t *testing.T, s store.Store) {
 	}
 	if lost := finish(t, s, delivered(c)); len(lost) != 1 {
 		t.Fatalf("finishing twice: lost = %v, want the second refused", lost)
+	}
+}
+
+// testFinishRefusesOtherStatuses: an outcome is delivered, pending or dead;
+// a call with any other status is refused whole with ErrInvalid and
+// records nothing (SQLite wrote the status as given: "" left the delivery
+// in no state at all, never claimed, rescued or resolvable again).
+func testFinishRefusesOtherStatuses(t *testing.T, s store.Store) {
+	res := ingest(t, s, newEvent("stripe", "evt_1", "billing"), newEvent("stripe", "evt_2", "billing"))
+	cs := claim(t, s, "billing", 2, time.Minute)
+	if len(cs) != 2 {
+		t.Fatalf("claimed %d, want 2", len(cs))
+	}
+	for _, st := range []anyhook.DeliveryStatus{"", anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusDelivering, "sent"} {
+		bad := delivered(cs[1])
+		bad.Status = st
+		if lost, err := s.Finish(ctx(t), []store.Outcome{delivered(cs[0]), bad}); !errors.Is(err, anyhook.ErrInvalid) {
+			t.Fatalf("Finish with status %q = %v, %v; want ErrInvalid", st, lost, err)
+		}
+	}
+	for _, r := range res {
+		if d := event(t, s, r.ID).Deliveries[0]; d.Status != anyhook.StatusDelivering || len(d.Attempts) != 0 {
+			t.Fatalf("after refused outcomes: %s with %d attempts, want delivering with none", d.Status, len(d.Attempts))
+		}
+	}
+	if lost := finish(t, s, delivered(cs[0]), delivered(cs[1])); len(lost) != 0 {
+		t.Fatalf("lost = %v", lost)
 	}
 }
 
