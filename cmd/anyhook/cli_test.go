@@ -26,7 +26,7 @@ func exe(t *testing.T, args ...string) (int, string, string) {
 
 // every command, as typed after "anyhook"
 var allCommands = [][]string{
-	{"serve"}, {"send"}, {"replay"}, {"sink"}, {"log"}, {"log", "verify"}, {"log", "key"},
+	{"serve"}, {"send"}, {"replay"}, {"sink"}, {"log"}, {"log", "verify"}, {"log", "key"}, {"log", "rotate-key"},
 	{"bench"}, {"soak"}, {"backup"}, {"version"},
 }
 
@@ -61,6 +61,13 @@ func TestHelpForEveryCommand(t *testing.T) {
 	}
 	if _, serveHelp, _ := exe(t, "help", "serve"); serveHelp == out {
 		t.Error("anyhook help serve prints the general help")
+	}
+	// Help about help is this help, however it is asked for (it used to
+	// recurse until the stack overflowed).
+	for _, args := range [][]string{{"help", "help"}, {"help", "--help"}, {"help", "-h"}, {"--help", "--help"}, {"-h", "help"}, {"help", "help", "serve"}} {
+		if code, got, errOut := exe(t, args...); code != 0 || got != out || errOut != "" {
+			t.Errorf("anyhook %s: exit %d, stdout %q, stderr %.200q; want exit 0 and the general help", strings.Join(args, " "), code, got, errOut)
+		}
 	}
 }
 
