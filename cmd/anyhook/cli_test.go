@@ -113,6 +113,29 @@ func TestMistypedFlagsAndCommands(t *testing.T) {
 	}
 }
 
+// A mistake in the config is reported as such even when the listen
+// address is in use too (it used to say only "address already in use" for
+// a generic source without a signature or a malformed Stripe secret).
+func TestServeConfigErrorBeforeAddressInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tt := range []struct{ config, want string }{
+		{"sources:\n  orders:\n    provider: generic\n", "sources.orders.signature"},
+		{"sources:\n  stripe: {provider: stripe, secrets: [sk_live_abc]}\n", "not a Stripe signing secret"},
+		{"sources:\n  stripe: {provider: stripe, secrets: [" + secret + "]}\ndestinations:\n  d: {url: http://127.0.0.1:9/, sources: [stripe], signing_secret: whsec_!!}\n", "destinations.d.signing_secret"},
+	} {
+		cfg := writeConfig(t, t.TempDir(), "listen: "+ln.Addr().String()+"\ndatabase: sqlite:anyhook.db\n"+tt.config)
+		code, _, errOut := exe(t, "serve", "--config", cfg)
+		if code != 2 || !strings.Contains(errOut, tt.want) || strings.Contains(errOut, "address already in use") {
+			t.Errorf("serve with %q on a busy address: exit %d, stderr %q; want 2 naming %s", tt.config, code, errOut, tt.want)
+		}
+	}
+}
+
 // A listen address in use fails before the database is opened: nothing is
 // created or migrated, and the one-line error names listen.
 func TestServeAddressInUseTouchesNoDatabase(t *testing.T) {

@@ -206,6 +206,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
+	// The whole config first: a mistake in it is reported as such, even
+	// when the address is in use too.
+	if err := gateway.CheckConfig(cfg); err != nil {
+		return fail(stderr, exitUsage, err)
+	}
 	// Listen before the store is opened: an address in use must fail
 	// before anything touches (creates, migrates) the database.
 	ln, err := net.Listen("tcp", cfg.Listen)
