@@ -26,7 +26,7 @@ func exe(t *testing.T, args ...string) (int, string, string) {
 
 // every command, as typed after "anyhook"
 var allCommands = [][]string{
-	{"serve"}, {"send"}, {"replay"}, {"sink"}, {"log"}, {"log", "verify"}, {"log", "key"},
+	{"serve"}, {"send"}, {"replay"}, {"sink"}, {"log"}, {"log", "verify"}, {"log", "key"}, {"log", "rotate-key"},
 	{"bench"}, {"soak"}, {"backup"}, {"version"},
 }
 
@@ -61,6 +61,13 @@ func TestHelpForEveryCommand(t *testing.T) {
 	}
 	if _, serveHelp, _ := exe(t, "help", "serve"); serveHelp == out {
 		t.Error("anyhook help serve prints the general help")
+	}
+	// Help about help is this help, however it is asked for (it used to
+	// recurse until the stack overflowed).
+	for _, args := range [][]string{{"help", "help"}, {"help", "--help"}, {"help", "-h"}, {"--help", "--help"}, {"-h", "help"}, {"help", "help", "serve"}} {
+		if code, got, errOut := exe(t, args...); code != 0 || got != out || errOut != "" {
+			t.Errorf("anyhook %s: exit %d, stdout %q, stderr %.200q; want exit 0 and the general help", strings.Join(args, " "), code, got, errOut)
+		}
 	}
 }
 
@@ -102,6 +109,29 @@ func TestMistypedFlagsAndCommands(t *testing.T) {
 		code, out, errOut := exe(t, tt.args...)
 		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, tt.want) {
 			t.Errorf("anyhook %s: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", strings.Join(tt.args, " "), code, out, errOut, tt.want)
+		}
+	}
+}
+
+// A mistake in the config is reported as such even when the listen
+// address is in use too (it used to say only "address already in use" for
+// a generic source without a signature or a malformed Stripe secret).
+func TestServeConfigErrorBeforeAddressInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tt := range []struct{ config, want string }{
+		{"sources:\n  orders:\n    provider: generic\n", "sources.orders.signature"},
+		{"sources:\n  stripe: {provider: stripe, secrets: [sk_live_abc]}\n", "not a Stripe signing secret"},
+		{"sources:\n  stripe: {provider: stripe, secrets: [" + secret + "]}\ndestinations:\n  d: {url: http://127.0.0.1:9/, sources: [stripe], signing_secret: whsec_!!}\n", "destinations.d.signing_secret"},
+	} {
+		cfg := writeConfig(t, t.TempDir(), "listen: "+ln.Addr().String()+"\ndatabase: sqlite:anyhook.db\n"+tt.config)
+		code, _, errOut := exe(t, "serve", "--config", cfg)
+		if code != 2 || !strings.Contains(errOut, tt.want) || strings.Contains(errOut, "address already in use") {
+			t.Errorf("serve with %q on a busy address: exit %d, stderr %q; want 2 naming %s", tt.config, code, errOut, tt.want)
 		}
 	}
 }

@@ -56,4 +56,14 @@ func TestReplayPrunedEvent(t *testing.T) {
 	if code != exitFail || !strings.Contains(stderr, "1 of the selected events (e.g. "+id+") had their bodies pruned by retention") {
 		t.Fatalf("replay --status delivered: exit %d, stderr %q; want 1 saying why", code, stderr)
 	}
+	// A dry run answers what the real run would: it used to promise "would
+	// replay 1 delivery".
+	code, stdout, stderr = runCmd("replay", "--config", cfg, "--event", id, "--dry-run")
+	if code != exitFail || !strings.Contains(stderr, "event "+id+": its body was pruned by retention") {
+		t.Errorf("replay --event --dry-run of a pruned event: exit %d, stdout %q, stderr %q; want 1 saying why", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCmd("replay", "--config", cfg, "--status", "delivered", "--dry-run")
+	if code != exitFail || !strings.Contains(stderr, "1 of the selected events (e.g. "+id+") had their bodies pruned by retention") {
+		t.Errorf("replay --status delivered --dry-run: exit %d, stdout %q, stderr %q; want 1 saying why", code, stdout, stderr)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -169,6 +170,9 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 			rep.Deliveries = append(rep.Deliveries, replayItem{EventID: d.EventID, Destination: d.Destination, DeliveryID: d.ID})
 		}
 	} else {
+		if ev.BodyPruned { // what the real run would answer
+			return rep, exitFail, fmt.Errorf("replay: %w", store.PrunedError(ev.ID))
+		}
 		for _, d := range dests {
 			rep.Deliveries = append(rep.Deliveries, replayItem{EventID: ev.ID, Destination: d})
 		}
@@ -212,6 +216,25 @@ func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, d
 	slices.SortFunc(rep.Deliveries, func(a, b replayItem) int {
 		return strings.Compare(a.EventID+"\x00"+a.Destination, b.EventID+"\x00"+b.Destination)
 	})
+	// The real run refuses the whole batch when an event's body was
+	// pruned; so does the dry run.
+	pruned, first := 0, ""
+	for i, it := range rep.Deliveries {
+		if i > 0 && rep.Deliveries[i-1].EventID == it.EventID {
+			continue
+		}
+		ev, err := st.Event(ctx, it.EventID)
+		if err != nil {
+			return rep, exitFail, fmt.Errorf("replay: %w", err)
+		}
+		if ev.BodyPruned {
+			pruned++
+			first = cmp.Or(first, ev.ID)
+		}
+	}
+	if pruned > 0 {
+		return rep, exitFail, fmt.Errorf("replay: %w", store.PrunedManyError(pruned, first))
+	}
 	rep.Count = len(rep.Deliveries)
 	return rep, exitOK, nil
 }

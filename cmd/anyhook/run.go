@@ -35,7 +35,7 @@ var commands = []struct{ name, does string }{
 	{"send", "sign and send an event as a provider would"},
 	{"replay", "mark events for redelivery"},
 	{"sink", "a destination to try it with: prints each delivery it receives"},
-	{"log", "verify the tamper-evident log (log verify), print its public key (log key)"},
+	{"log", "verify the tamper-evident log (log verify), print its public key (log key), change it (log rotate-key)"},
 	{"bench", "measure ingest and delivery on this machine"},
 	{"soak", "run gateways under load with injected faults and reconcile"},
 	{"backup", "copy a live SQLite store consistently (VACUUM INTO)"},
@@ -92,8 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		// anyhook help serve = anyhook serve --help; help log verify too.
-		if rest[0] == "help" {
-			return run(ctx, []string{"help"}, stdout, stderr)
+		// help help, help --help, --help -h …: this help (never a loop).
+		if slices.Contains([]string{"help", "-h", "-help", "--help"}, rest[0]) {
+			fmt.Fprint(stdout, usage())
+			return exitOK
 		}
 		return run(ctx, append(slices.Clip(rest), "--help"), stdout, stderr)
 	default:
@@ -202,6 +204,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
+		return fail(stderr, exitUsage, err)
+	}
+	// The whole config first: a mistake in it is reported as such, even
+	// when the address is in use too.
+	if err := gateway.CheckConfig(cfg); err != nil {
 		return fail(stderr, exitUsage, err)
 	}
 	// Listen before the store is opened: an address in use must fail

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -93,11 +94,12 @@ func suspectLine(text string) (int, string) {
 		case indent > top:
 			levels = append(levels, indent)
 		case indent < top:
+			above := slices.Clone(levels) // the keys it could have meant: the innermost (a sibling) too
 			for len(levels) > 1 && levels[len(levels)-1] > indent {
 				levels = levels[:len(levels)-1]
 			}
 			if levels[len(levels)-1] != indent {
-				return n, fmt.Sprintf("this line is indented %d spaces, which lines up with no enclosing key (%s)", indent, spaces(levels))
+				return n, fmt.Sprintf("this line is indented %d spaces, which lines up with no key above it (those are at %s)", indent, spaces(above))
 			}
 		}
 		item := 0 // "- " list items: their keys line up after the dash

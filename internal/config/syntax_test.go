@@ -17,7 +17,7 @@ func TestSyntaxErrorHints(t *testing.T) {
 		want       string
 	}{
 		{"indented deeper", "sources:\n  stripe:\n    provider: stripe\n     secrets: [x]\n", 4, "indented deeper than line 3"},
-		{"indented to no key", "sources:\n  stripe:\n    provider: stripe\n   secrets: [x]\n", 4, "indented 3 spaces, which lines up with no enclosing key (0 or 2)"},
+		{"indented to no key", "sources:\n  stripe:\n    provider: stripe\n   secrets: [x]\n", 4, "indented 3 spaces, which lines up with no key above it (those are at 0, 2 or 4)"},
 		{"tab", "sources:\n  stripe:\n\tprovider: stripe\n", 3, "indented with a tab: YAML indents with spaces only"},
 		{"tab after spaces", "sources:\n  stripe:\n  \t provider: stripe\n", 3, "tab"},
 		{"no space after colon", "sources:\n  stripe:\n    provider:stripe\n    secrets: [x]\n", 3, `a key needs a space after its colon ("provider: …", not "provider:…")`},

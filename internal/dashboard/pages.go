@@ -498,16 +498,15 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 		Rows: ds, Back: r.URL.RequestURI(),
 		Resolvable: f.Status == anyhook.StatusHeld || f.Status == anyhook.StatusDead}
 	if d.stats != nil && slices.Contains(store.UnfinishedStatuses, f.Status) {
-		dests := d.dests
-		if f.Destination != "" {
-			dests = []string{f.Destination}
-		}
-		qs, err := d.stats.QueueStats(r.Context(), dests)
+		// Every destination's, as the list below: also those the config
+		// no longer names (orphaned).
+		qs, err := d.stats.QueueStats(r.Context(), nil)
 		if err != nil {
 			return err
 		}
-		for _, name := range dests {
-			data.Total += qs.Depth[name][f.Status]
+		data.Total = qs.Total(f.Status)
+		if f.Destination != "" {
+			data.Total = qs.Depth[f.Destination][f.Status]
 		}
 		data.HaveTotal = true
 	}

@@ -69,6 +69,23 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// CheckConfig reports what New would find wrong in cfg's sources,
+// destinations and alerts (a *ConfigError naming the key) without opening
+// anything: serve checks it before it listens, so that a mistake in the
+// config is reported as such even when the address is in use.
+func CheckConfig(cfg *config.Config) error {
+	if _, err := buildSources(cfg); err != nil {
+		return &ConfigError{err}
+	}
+	if _, err := buildDestinations(cfg); err != nil {
+		return &ConfigError{err}
+	}
+	if _, err := alert.New(cfg.Alerts, alert.Options{}); err != nil {
+		return &ConfigError{err}
+	}
+	return nil
+}
+
 // New builds a gateway: it opens the store (applying migrations) and
 // checks every source's provider settings. It does not listen yet.
 func New(ctx context.Context, opt Options) (*Gateway, error) {

@@ -158,6 +158,23 @@ destinations:
 	if page := dashboardPage(t, e.url, "/destinations"); !strings.Contains(page, "not in config") {
 		t.Errorf("the destinations page does not list billing as not in the config")
 	}
+	// The queue page counts what it lists: the orphaned delivery too.
+	if page := dashboardPage(t, e.url, "/deliveries?status=pending"); !strings.Contains(page, `pending deliveries <span class="muted">(1)</span>`) {
+		t.Errorf("the pending deliveries page does not count the orphaned delivery it lists:\n%s", page)
+	}
+	// And the metrics see it: due, and no process picks it up.
+	req, _ := http.NewRequest("GET", e.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m := string(mb); !strings.Contains(m, `anyhook_oldest_due_age_seconds{destination="billing"}`) ||
+		!strings.Contains(m, `anyhook_queue_depth{destination="billing",status="pending"} 1`) {
+		t.Errorf("/metrics lacks the orphaned destination billing:\n%s", m)
+	}
 	stop()
 
 	// billing is back in the config: resuming it delivers the event.

@@ -246,10 +246,34 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(qs.Depth[d][st]), d, string(st))
 		}
 	}
+	// Destinations the config does not name that still have deliveries
+	// (orphaned: removed from the config) are exactly what "due, and
+	// nobody picks it up" is about: their due time is looked up too.
+	var orphans []string
+	for d, m := range qs.Depth {
+		if !seen[d] && m[anyhook.StatusPending] > 0 {
+			orphans = append(orphans, d)
+		}
+	}
+	if len(orphans) > 0 {
+		if o, err := c.stats.QueueStats(ctx, orphans); err != nil {
+			c.log.Warn("metrics: reading queue stats", "err", err)
+		} else {
+			if qs.DueSince == nil {
+				qs.DueSince = map[string]time.Time{}
+			}
+			for _, d := range orphans {
+				if t, ok := o.DueSince[d]; ok {
+					qs.DueSince[d] = t
+				}
+			}
+		}
+	}
 	for d, m := range qs.Depth {
 		if seen[d] {
 			continue
 		}
+		ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, qs.OverdueFor(d).Seconds(), d)
 		for st, n := range m {
 			ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(n), d, string(st))
 		}

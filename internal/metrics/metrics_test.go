@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +23,17 @@ type fakeStats struct {
 	err error
 }
 
-func (f *fakeStats) QueueStats(context.Context, []string) (store.QueueStats, error) {
-	return f.qs, f.err
+// QueueStats answers DueSince, as the stores do, only for the
+// destinations asked about.
+func (f *fakeStats) QueueStats(_ context.Context, dests []string) (store.QueueStats, error) {
+	qs := f.qs
+	qs.DueSince = map[string]time.Time{}
+	for d, t := range f.qs.DueSince {
+		if slices.Contains(dests, d) {
+			qs.DueSince[d] = t
+		}
+	}
+	return qs, f.err
 }
 func (f *fakeStats) Activity(context.Context, store.ActivityQuery) (store.Activity, error) {
 	return store.Activity{}, nil
@@ -47,8 +57,10 @@ func TestExposition(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	fs := &fakeStats{qs: store.QueueStats{Now: now, OldestPending: now.Add(-90 * time.Second),
-		Depth:         map[string]map[anyhook.DeliveryStatus]int{"billing": {anyhook.StatusPending: 3, anyhook.StatusDead: 2}, "gone": {anyhook.StatusHeld: 1}},
-		LastDelivered: map[string]time.Time{"billing": now}}}
+		Depth: map[string]map[anyhook.DeliveryStatus]int{"billing": {anyhook.StatusPending: 3, anyhook.StatusDead: 2},
+			"gone": {anyhook.StatusHeld: 1}, "removed": {anyhook.StatusPending: 1}},
+		LastDelivered: map[string]time.Time{"billing": now},
+		DueSince:      map[string]time.Time{"billing": now.Add(-time.Second), "removed": now.Add(-2 * time.Minute)}}}
 	m := metrics.New(metrics.Options{Stats: fs, Destinations: []string{"billing"}})
 	m.Ingested("stripe", "accepted", 3*time.Millisecond)
 	m.Attempted("billing", anyhook.StatusPending, 20*time.Millisecond)
@@ -80,6 +92,12 @@ func TestExposition(t *testing.T) {
 		`anyhook_queue_depth{destination="billing",status="pending"} 3`,
 		`anyhook_queue_depth{destination="billing",status="held"} 0`,
 		`anyhook_queue_depth{destination="gone",status="held"} 1`,
+		`anyhook_oldest_due_age_seconds{destination="billing"} 1`,
+		// A destination no longer in the config whose delivery is due:
+		// nobody will pick it up, and the overdue alert must see it.
+		`anyhook_queue_depth{destination="removed",status="pending"} 1`,
+		`anyhook_oldest_due_age_seconds{destination="removed"} 120`,
+		`anyhook_oldest_due_age_seconds{destination="gone"} 0`,
 		`anyhook_oldest_pending_age_seconds 90`,
 		`anyhook_last_delivered_timestamp_seconds{destination="billing"} 1.7e+09`,
 		`anyhook_store_scrape_error 0`,

@@ -15,7 +15,9 @@ import (
 // assertion and do without charts when a backend lacks it.
 type StatsReader interface {
 	// QueueStats counts the unfinished deliveries (pending, delivering,
-	// held, dead, paused) of each destination by status, and finds the
+	// held, dead, paused) of every destination by status (listed in
+	// destinations or not: a destination removed from the config keeps its
+	// deliveries, and they count), and finds the
 	// oldest pending delivery, and for each of the given destinations its
 	// last successful delivery and, unless it is paused, since when its
 	// most overdue pending delivery has been due.

@@ -23,23 +23,18 @@ func placeholders(n int) string {
 }
 
 // QueueStats implements store.StatsReader. Every query is an index range
-// scan: depth through deliveries_due (destination, status, …) restricted to
-// the unfinished statuses, the oldest pending delivery through
+// scan: depth through deliveries_status (status, id) restricted to the
+// unfinished statuses, the oldest pending delivery through
 // deliveries_status (status, id) — ids are UUIDv7, so the smallest is the
 // oldest — and the last success per destination as a max over
 // deliveries_due (a finished delivery's next_attempt_at is when it
 // finished).
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
 	qs := store.QueueStats{Now: s.now().UTC(), Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
+	// Depth covers every destination, also those destinations does not
+	// list (orphaned: no longer in the config), as on PostgreSQL.
 	var args []any
-	q := `SELECT destination, status, count(*) FROM deliveries WHERE `
-	if len(destinations) > 0 {
-		q += `destination IN (` + placeholders(len(destinations)) + `) AND `
-		for _, d := range destinations {
-			args = append(args, d)
-		}
-	}
-	q += `status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY destination, status`
+	q := `SELECT destination, status, count(*) FROM deliveries WHERE status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY destination, status`
 	for _, st := range store.UnfinishedStatuses {
 		args = append(args, string(st))
 	}

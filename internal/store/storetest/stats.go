@@ -71,6 +71,14 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	if got := qs.Depth["ci"][anyhook.StatusDead]; got != 1 {
 		t.Errorf("ci dead = %d, want 1", got)
 	}
+	// A destination not asked about (removed from the config: its
+	// deliveries are orphaned) is counted all the same; only its last
+	// delivery and due time are not looked up.
+	if billingOnly, err := sr.QueueStats(ctx, []string{"billing"}); err != nil {
+		t.Fatal(err)
+	} else if got := billingOnly.Depth["ci"][anyhook.StatusDead]; got != 1 || billingOnly.Total(anyhook.StatusDead) != 1 {
+		t.Errorf("asked about billing only: ci dead = %d (depth %v), want 1: every destination's deliveries count", got, billingOnly.Depth)
+	}
 	if qs.Total(anyhook.StatusPending) != 1 || qs.Total(anyhook.StatusDelivered) != 0 {
 		t.Errorf("totals: %+v (delivered deliveries are not counted)", qs.Depth)
 	}
