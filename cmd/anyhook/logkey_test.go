@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,7 +134,11 @@ func TestLogKeyPinned(t *testing.T) {
 			}
 			for i, o := range outs {
 				if i != running {
-					wantKeyRefusal(t, o, cfgs[i], "anyhook log rotate-key")
+					wantKeyRefusal(t, o, cfgs[i], "copy it from a host that runs", "anyhook log rotate-key")
+					// The key it made for itself is not left behind.
+					if _, err := os.Stat(filepath.Join(filepath.Dir(cfgs[i]), "anyhook-log.key")); !errors.Is(err, fs.ErrNotExist) {
+						t.Errorf("process %d left its own key file behind (%v)", i, err)
+					}
 				}
 			}
 			if code, _, err := sendEvent(outs[running].p.url, "evt_pinned"); err != nil || code != 200 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sync"
 	"time"
 
@@ -35,6 +37,8 @@ func (g *Gateway) newLog(ctx context.Context, st store.Store) error {
 	if !ok {
 		return nil
 	}
+	_, statErr := os.Stat(g.cfg.LogKeyPath())
+	created := errors.Is(statErr, fs.ErrNotExist)
 	key, err := ledger.LoadOrCreateKey(g.cfg.LogKeyPath(), g.cfg.Log.Origin)
 	if err != nil {
 		return &ConfigError{g.cfg.Errorf("log.key_file", "%v", err)}
@@ -42,6 +46,11 @@ func (g *Gateway) newLog(ctx context.Context, st store.Store) error {
 	if err := ledger.PinKey(ctx, l, key); err != nil {
 		var km *ledger.KeyMismatchError
 		if errors.As(err, &km) {
+			if created {
+				// A key made just now for a log that has one already
+				// would only be a stray file next to the config.
+				os.Remove(g.cfg.LogKeyPath())
+			}
 			return &ConfigError{g.cfg.Errorf("log.key_file", "%s: %s", g.cfg.LogKeyPath(), km.Reason)}
 		}
 		return fmt.Errorf("%s: database: %w", g.cfg.Path, err)

@@ -55,7 +55,7 @@ func PinKey(ctx context.Context, st store.Ledger, key *Key) error {
 	}
 	if inUse != key.VerifierKey {
 		return &KeyMismatchError{Key: key.VerifierKey, InUse: inUse, Reason: fmt.Sprintf(
-			"the key %s is not this log's key %s (recorded in the database): every process on the database must use the same key file; to change the key, run anyhook log rotate-key",
+			"the key %s is not this log's key %s (recorded in the database): every process on the database must use the same key file — copy it from a host that runs (anyhook log key prints the key a config uses); to change the log's key on purpose, run anyhook log rotate-key",
 			KeyID(key.VerifierKey), KeyID(inUse))}
 	}
 	return nil
