@@ -1165,6 +1165,60 @@ func TestKeyRotation(t *testing.T) {
 	})
 }
 
+// TestRetiredKeyHandsNothingOver: whoever stole the retired key (and can
+// write the database) signs a "handover" from it to a key of their own,
+// after the real one. It hands nothing over — the chain of handovers runs
+// from the key each one handed to — so what the retired key or the thief's
+// key signs after the real handover is reported, whichever key the
+// verifier pinned. Before the fix any handover a trusted key signed
+// counted, the retired key included, and the log verified.
+func TestRetiredKeyHandsNothingOver(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		if err := ledger.PinKey(t.Context(), e.st, e.key); err != nil {
+			t.Fatal(err)
+		}
+		e.ingest(t, 5)
+		e.commit(t)
+		next := newKey(t)
+		if _, err := ledger.Rotate(t.Context(), e.st, e.key, next, ledger.RotateOptions{Origin: e.key.Name()}); err != nil {
+			t.Fatal(err)
+		}
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: next, Origin: e.key.Name()})
+		e.ingest(t, 3)
+		e.commit(t) // checkpoint 3, signed by the new key
+
+		// The thief: a checkpoint of the old key after the handover, then
+		// a handover from the old key to their own, signed by both.
+		root, _ := tlog.TreeHash(8, ledger.HashReader(t.Context(), e.st))
+		thief := newKey(t)
+		late, _ := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 8, Root: root, Time: time.Now()})
+		rogue, _ := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 8, Root: root, Time: time.Now(),
+			Rotation: &ledger.Rotation{From: e.key.VerifierKey, To: thief.VerifierKey}}, thief)
+		after, _ := ledger.SignCheckpoint(thief, ledger.Tree{Origin: e.key.Name(), Size: 8, Root: root, Time: time.Now()})
+		for _, msg := range [][]byte{late, rogue, after} {
+			if err := e.st.SaveCheckpoint(t.Context(), store.Checkpoint{Size: 8, Root: root, Note: msg}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, v := range map[string]note.Verifier{"old": e.key.Verifier, "new": next.Verifier} {
+			rep, err := ledger.Verify(t.Context(), e.st, ledger.VerifyOptions{Verifier: v, Origin: e.key.Name()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []string{"checkpoint 4: ", "checkpoint 5: ", "(checkpoint 6): "} {
+				if !hasProblem(rep, ledger.KindCheckpoint, n) {
+					t.Errorf("pinned the %s key: %s not reported; problems %v", name, strings.TrimSuffix(n, ": "), rep.Problems)
+				}
+			}
+			if hasProblem(rep, ledger.KindCheckpoint, "checkpoint 3: ") || hasProblem(rep, ledger.KindCheckpoint, "checkpoint 2: ") {
+				t.Errorf("pinned the %s key: the genuine checkpoints are reported: %v", name, rep.Problems)
+			}
+		}
+	})
+}
+
 func newKey(t *testing.T) *ledger.Key {
 	t.Helper()
 	k, err := ledger.LoadOrCreateKey(filepath.Join(t.TempDir(), "log.key"), "")
