@@ -610,6 +610,9 @@ func TestConsistency(t *testing.T) {
 		e.exec(t, `DELETE FROM ledger_checkpoints`)
 		e.exec(t, e.rescan)
 		e.ids = nil
+		// (with a process of their own: the running checkpointer remembers
+		// what it signed and signs no rewrite, TestCheckpointerSignsNoFork)
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key})
 		e.commit(t)
 		if rep := e.verify(t, nil); !rep.OK() {
 			t.Fatalf("rebuilt log: %v", rep.Problems)
@@ -704,6 +707,50 @@ func TestRollback(t *testing.T) {
 			if !hasProblem(rep, ledger.KindRewritten, "checkpoint 2 says 40 entries, the log has 20: entries were removed") {
 				t.Errorf("the removed entries are not reported: %v", rep.Problems)
 			}
+		}
+	})
+}
+
+// TestCheckpointerSignsNoFork: whoever can write the database, without
+// the key, deletes the checkpoints after an older one, edits an event after
+// it and rebuilds the log entries and stored hashes from there (a log
+// consistent with the older checkpoint), and waits for the running
+// checkpointer to sign it. Before, it did — a second, different checkpoint
+// of size 10 from the same process — and log verify, without a witness's
+// copy of the first, found the log intact. The checkpointer remembers what
+// it signed, outside the database: it signs nothing and reports a
+// verification failure. (A restarted process has forgotten; only a
+// witness catches the rewrite then: docs/ledger.md, threat model.)
+func TestCheckpointerSignsNoFork(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		e.ingest(t, 5)
+		e.commit(t)
+		e.ingest(t, 5)
+		first := e.commit(t) // size 10
+		if first.Size != 10 {
+			t.Fatalf("checkpoint size %d", first.Size)
+		}
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE size > 5`)
+		e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte(`{"id":"forged"}`), e.ids[7])
+		e.exec(t, `DELETE FROM ledger_entries WHERE idx >= 5`)
+		e.exec(t, `DELETE FROM ledger_hashes WHERE idx >= ?`, tlog.StoredHashCount(5))
+		e.exec(t, e.rescan)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := e.st.LedgerSize(t.Context()); err != nil || n != 10 {
+			t.Fatalf("re-sequenced log: size %d, %v", n, err)
+		}
+		cp, fresh, err := e.cpr.Once(t.Context())
+		var vf *ledger.VerificationError
+		if fresh || !errors.As(err, &vf) {
+			t.Fatalf("the checkpointer signed the rewritten log: checkpoint of size %d (new: %v), err %v", cp.Size, fresh, err)
+		}
+		t.Log(err)
+		if rep := e.verify(t, first.Note); rep.OK() {
+			t.Error("the rewrite verifies against the first checkpoint")
 		}
 	})
 }
