@@ -173,8 +173,10 @@ type Effect[TTx any] struct {
 // stale, or another reclaimer won); Held (stale under Hold, or Reclaim out
 // of attempts, or held before); Released, Failed, Uncertain (by e.Run's
 // error, which is returned); Conflict (ErrConflict). A stale claim this call
-// holds or takes over is reported to Config.OnStale. Recording the result after the effect ran uses a
-// context that is not cancelled with ctx. A serialization failure or
+// holds or takes over is reported to Config.OnStale. Taking the claim, and
+// recording the result after the effect ran, use a context that is not
+// cancelled with ctx; if ctx ends while the claim is taken, the claim is
+// released unrun and Do returns Released with ctx's error. A serialization failure or
 // deadlock in the finish (inbox's statement or e.Finish's) re-runs the
 // finish transaction, e.Finish included but not e.Run, up to
 // Config.Retries times, like Apply.
@@ -195,14 +197,22 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 		c     Claim
 		stale *StaleClaim
 	)
-	out, err := ib.retry(ctx, func() (Outcome, error) {
+	// The claim is taken under a context the caller cannot cancel (bounded
+	// by claimTimeout): a caller that gives up while the claim's COMMIT is
+	// in flight would otherwise be told it failed although the database
+	// carried it out, leaving a claim nobody works on, to be held when
+	// stale although the effect never ran. If the caller has gone once the
+	// claim stands, the claim is released below, unrun.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	out, err := ib.retry(cctx, func() (Outcome, error) {
 		var err error
-		c, stale, err = ib.claim(ctx, handler, ev, e.Policy)
+		c, stale, err = ib.claim(cctx, handler, ev, e.Policy)
 		if err != nil {
 			return 0, err
 		}
 		return 0, nil
 	})
+	cancel()
 	if err != nil {
 		var o outcomeErr
 		if errors.As(err, &o) {
@@ -221,6 +231,15 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	}
 	if stale != nil {
 		ib.reportStale(ctx, *stale)
+	}
+	if ctx.Err() != nil {
+		// The caller gave up while the claim was taken: nothing ran, so
+		// the next delivery may run it at once.
+		cause := context.Cause(ctx)
+		if err := ib.settleRetry(context.WithoutCancel(ctx), handler, ev, c, statusReleased, cause); err != nil {
+			return Uncertain, wrap(errors.Join(cause, err))
+		}
+		return Released, wrap(cause)
 	}
 	if err := ib.hook(ctx, AfterClaim); err != nil {
 		return 0, wrap(err)
@@ -257,6 +276,11 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	hintRetry(ctx, e.Policy.after)
 	return Uncertain, runErr
 }
+
+// claimTimeout bounds taking a claim, which the caller cannot cancel (Do):
+// its waits for a lock are bounded anyway (Config.InFlightWait on
+// PostgreSQL, the connection's busy_timeout on SQLite).
+const claimTimeout = 30 * time.Second
 
 // outcomeErr carries a final outcome of the claim step through retry;
 // commit says whether the claim transaction's writes must be kept, stale

@@ -55,6 +55,11 @@ type Checkpointer struct {
 
 	mu        sync.Mutex
 	lastPrune time.Time
+	// seen is the largest checkpoint this checkpointer signed or checked,
+	// kept outside the database: a log that no longer extends it was
+	// rewritten behind the process's back (checkpoints deleted, entries
+	// rebuilt), and it signs nothing over it.
+	seen *Tree
 }
 
 // NewCheckpointer returns a checkpointer over st; Start runs it.
@@ -141,10 +146,15 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 	if err != nil && !errors.Is(err, anyhook.ErrNotFound) {
 		return prev, false, err
 	}
+	if err := c.checkSeen(ctx, prev, havePrev, size, r); err != nil {
+		return prev, false, err
+	}
 	if havePrev {
-		if err := c.selfCheck(ctx, prev, size, r); err != nil {
+		t, err := c.selfCheck(ctx, prev, size, r)
+		if err != nil {
 			return prev, false, err
 		}
+		c.see(t)
 		if size == prev.Size {
 			return prev, false, nil
 		}
@@ -161,13 +171,15 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 	if err != nil {
 		return prev, false, fmt.Errorf("ledger: tree hash: %w", err)
 	}
-	msg, err := SignCheckpoint(c.opt.Key, Tree{Origin: c.opt.Origin, Size: size, Root: root, Time: c.opt.Now()})
+	signed := Tree{Origin: c.opt.Origin, Size: size, Root: root, Time: c.opt.Now()}
+	msg, err := SignCheckpoint(c.opt.Key, signed)
 	if err != nil {
 		return prev, false, fmt.Errorf("ledger: sign: %w", err)
 	}
 	if err := c.st.SaveCheckpoint(ctx, store.Checkpoint{Size: size, Root: root, Note: msg}); err != nil {
 		return prev, false, err
 	}
+	c.see(signed)
 	c.opt.Logger.Debug("ledger: checkpoint", "size", size)
 	if c.opt.PushURL != "" {
 		if err := c.push(ctx, msg); err != nil {
@@ -178,44 +190,89 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 	return cp, true, err
 }
 
-// selfCheck checks the stored log against the previous checkpoint prev:
-// its signature, that the tree of size entries extends it, and that the
-// entries added since are the leaves of their events.
-func (c *Checkpointer) selfCheck(ctx context.Context, prev store.Checkpoint, size int64, r tlog.HashReader) error {
-	t, err := OpenCheckpoint(prev.Note, c.opt.Key.Verifier)
-	if err != nil {
-		return &VerificationError{Msg: "the latest stored checkpoint does not verify: " + err.Error()}
+// see remembers t when it is larger than the largest checkpoint seen.
+func (c *Checkpointer) see(t Tree) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil || t.Size > c.seen.Size {
+		c.seen = &t
 	}
-	if size < t.Size {
-		return &VerificationError{Msg: fmt.Sprintf("the log has %d entries, fewer than the %d of its latest checkpoint", size, t.Size)}
+}
+
+// checkSeen checks the stored log against the largest checkpoint this
+// checkpointer signed or checked (kept in memory, out of the database's
+// reach): the latest stored checkpoint is not older than it, and the
+// stored tree extends it. Without this, whoever can write the database
+// (no key needed) could delete the checkpoints after an older one, rebuild
+// the log entries after it over edited events, and have this very process
+// sign the rewritten log (a fork of what it signed before), which log
+// verify then finds intact without a witness's checkpoint.
+func (c *Checkpointer) checkSeen(ctx context.Context, prev store.Checkpoint, havePrev bool, size int64, r tlog.HashReader) error {
+	c.mu.Lock()
+	seen := c.seen
+	c.mu.Unlock()
+	if seen == nil {
+		return nil
+	}
+	if !havePrev || prev.Size < seen.Size {
+		return &VerificationError{Msg: fmt.Sprintf("the latest stored checkpoint is older than the one of size %d this process signed or checked: checkpoints were deleted", seen.Size)}
+	}
+	if size < seen.Size {
+		return &VerificationError{Msg: fmt.Sprintf("the log has %d entries, fewer than the %d of a checkpoint this process signed or checked", size, seen.Size)}
 	}
 	root, err := tlog.TreeHash(size, r)
 	if err != nil {
 		return fmt.Errorf("ledger: tree hash: %w", err)
+	}
+	proof, err := tlog.ProveTree(size, seen.Size, r)
+	if err == nil {
+		err = tlog.CheckTree(proof, size, root, seen.Size, seen.Root)
+	}
+	if err != nil {
+		return &VerificationError{Msg: fmt.Sprintf("the stored tree no longer extends the checkpoint of size %d this process signed or checked: the log was rewritten: %v", seen.Size, err)}
+	}
+	return nil
+}
+
+// selfCheck checks the stored log against the previous checkpoint prev:
+// its signature, that the tree of size entries extends it, and that the
+// entries added since are the leaves of their events. It returns prev's
+// tree.
+func (c *Checkpointer) selfCheck(ctx context.Context, prev store.Checkpoint, size int64, r tlog.HashReader) (Tree, error) {
+	t, err := OpenCheckpoint(prev.Note, c.opt.Key.Verifier)
+	if err != nil {
+		return t, &VerificationError{Msg: "the latest stored checkpoint does not verify: " + err.Error()}
+	}
+	if size < t.Size {
+		return t, &VerificationError{Msg: fmt.Sprintf("the log has %d entries, fewer than the %d of its latest checkpoint", size, t.Size)}
+	}
+	root, err := tlog.TreeHash(size, r)
+	if err != nil {
+		return t, fmt.Errorf("ledger: tree hash: %w", err)
 	}
 	proof, err := tlog.ProveTree(size, t.Size, r)
 	if err == nil {
 		err = tlog.CheckTree(proof, size, root, t.Size, t.Root)
 	}
 	if err != nil {
-		return &VerificationError{Msg: fmt.Sprintf("the stored tree no longer extends the checkpoint of size %d: %v", t.Size, err)}
+		return t, &VerificationError{Msg: fmt.Sprintf("the stored tree no longer extends the checkpoint of size %d: %v", t.Size, err)}
 	}
 	for from := t.Size; from < size; {
 		recs, err := c.st.LedgerRecords(ctx, from, 500)
 		if err != nil {
-			return err
+			return t, err
 		}
 		if len(recs) == 0 {
 			break
 		}
 		for _, rec := range recs {
 			if _, p := checkRecord(rec); p != nil {
-				return &VerificationError{EventID: p.EventID, Msg: p.Kind + ": " + p.Detail}
+				return t, &VerificationError{EventID: p.EventID, Msg: p.Kind + ": " + p.Detail}
 			}
 		}
 		from = recs[len(recs)-1].Entry.Index + 1
 	}
-	return nil
+	return t, nil
 }
 
 func (c *Checkpointer) push(ctx context.Context, msg []byte) error {

@@ -610,6 +610,9 @@ func TestConsistency(t *testing.T) {
 		e.exec(t, `DELETE FROM ledger_checkpoints`)
 		e.exec(t, e.rescan)
 		e.ids = nil
+		// (with a process of their own: the running checkpointer remembers
+		// what it signed and signs no rewrite, TestCheckpointerSignsNoFork)
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key})
 		e.commit(t)
 		if rep := e.verify(t, nil); !rep.OK() {
 			t.Fatalf("rebuilt log: %v", rep.Problems)
@@ -704,6 +707,50 @@ func TestRollback(t *testing.T) {
 			if !hasProblem(rep, ledger.KindRewritten, "checkpoint 2 says 40 entries, the log has 20: entries were removed") {
 				t.Errorf("the removed entries are not reported: %v", rep.Problems)
 			}
+		}
+	})
+}
+
+// TestCheckpointerSignsNoFork: whoever can write the database, without
+// the key, deletes the checkpoints after an older one, edits an event after
+// it and rebuilds the log entries and stored hashes from there (a log
+// consistent with the older checkpoint), and waits for the running
+// checkpointer to sign it. Before, it did — a second, different checkpoint
+// of size 10 from the same process — and log verify, without a witness's
+// copy of the first, found the log intact. The checkpointer remembers what
+// it signed, outside the database: it signs nothing and reports a
+// verification failure. (A restarted process has forgotten; only a
+// witness catches the rewrite then: docs/ledger.md, threat model.)
+func TestCheckpointerSignsNoFork(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		e.ingest(t, 5)
+		e.commit(t)
+		e.ingest(t, 5)
+		first := e.commit(t) // size 10
+		if first.Size != 10 {
+			t.Fatalf("checkpoint size %d", first.Size)
+		}
+		e.exec(t, `DELETE FROM ledger_checkpoints WHERE size > 5`)
+		e.exec(t, `UPDATE events SET body = ? WHERE id = ?`, []byte(`{"id":"forged"}`), e.ids[7])
+		e.exec(t, `DELETE FROM ledger_entries WHERE idx >= 5`)
+		e.exec(t, `DELETE FROM ledger_hashes WHERE idx >= ?`, tlog.StoredHashCount(5))
+		e.exec(t, e.rescan)
+		if _, err := e.seq.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := e.st.LedgerSize(t.Context()); err != nil || n != 10 {
+			t.Fatalf("re-sequenced log: size %d, %v", n, err)
+		}
+		cp, fresh, err := e.cpr.Once(t.Context())
+		var vf *ledger.VerificationError
+		if fresh || !errors.As(err, &vf) {
+			t.Fatalf("the checkpointer signed the rewritten log: checkpoint of size %d (new: %v), err %v", cp.Size, fresh, err)
+		}
+		t.Log(err)
+		if rep := e.verify(t, first.Note); rep.OK() {
+			t.Error("the rewrite verifies against the first checkpoint")
 		}
 	})
 }
@@ -1161,6 +1208,60 @@ func TestKeyRotation(t *testing.T) {
 		e.exec(t, `DELETE FROM ledger_checkpoints WHERE size = 13`)
 		if rep := verifyWith(next.Verifier); !hasProblem(rep, ledger.KindCheckpoint, "checkpoint 1: ") {
 			t.Errorf("the handover deleted: problems %v", rep.Problems)
+		}
+	})
+}
+
+// TestRetiredKeyHandsNothingOver: whoever stole the retired key (and can
+// write the database) signs a "handover" from it to a key of their own,
+// after the real one. It hands nothing over — the chain of handovers runs
+// from the key each one handed to — so what the retired key or the thief's
+// key signs after the real handover is reported, whichever key the
+// verifier pinned. Before the fix any handover a trusted key signed
+// counted, the retired key included, and the log verified.
+func TestRetiredKeyHandsNothingOver(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		if err := ledger.PinKey(t.Context(), e.st, e.key); err != nil {
+			t.Fatal(err)
+		}
+		e.ingest(t, 5)
+		e.commit(t)
+		next := newKey(t)
+		if _, err := ledger.Rotate(t.Context(), e.st, e.key, next, ledger.RotateOptions{Origin: e.key.Name()}); err != nil {
+			t.Fatal(err)
+		}
+		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: next, Origin: e.key.Name()})
+		e.ingest(t, 3)
+		e.commit(t) // checkpoint 3, signed by the new key
+
+		// The thief: a checkpoint of the old key after the handover, then
+		// a handover from the old key to their own, signed by both.
+		root, _ := tlog.TreeHash(8, ledger.HashReader(t.Context(), e.st))
+		thief := newKey(t)
+		late, _ := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 8, Root: root, Time: time.Now()})
+		rogue, _ := ledger.SignCheckpoint(e.key, ledger.Tree{Origin: e.key.Name(), Size: 8, Root: root, Time: time.Now(),
+			Rotation: &ledger.Rotation{From: e.key.VerifierKey, To: thief.VerifierKey}}, thief)
+		after, _ := ledger.SignCheckpoint(thief, ledger.Tree{Origin: e.key.Name(), Size: 8, Root: root, Time: time.Now()})
+		for _, msg := range [][]byte{late, rogue, after} {
+			if err := e.st.SaveCheckpoint(t.Context(), store.Checkpoint{Size: 8, Root: root, Note: msg}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, v := range map[string]note.Verifier{"old": e.key.Verifier, "new": next.Verifier} {
+			rep, err := ledger.Verify(t.Context(), e.st, ledger.VerifyOptions{Verifier: v, Origin: e.key.Name()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []string{"checkpoint 4: ", "checkpoint 5: ", "(checkpoint 6): "} {
+				if !hasProblem(rep, ledger.KindCheckpoint, n) {
+					t.Errorf("pinned the %s key: %s not reported; problems %v", name, strings.TrimSuffix(n, ": "), rep.Problems)
+				}
+			}
+			if hasProblem(rep, ledger.KindCheckpoint, "checkpoint 3: ") || hasProblem(rep, ledger.KindCheckpoint, "checkpoint 2: ") {
+				t.Errorf("pinned the %s key: the genuine checkpoints are reported: %v", name, rep.Problems)
+			}
 		}
 	})
 }

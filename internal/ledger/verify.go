@@ -491,15 +491,20 @@ func prunedEarly(received, now time.Time, opt VerifyOptions) string {
 }
 
 // keyChain is which key must have signed each stored checkpoint. Without
-// key rotations, the trusted key signs them all. A rotation checkpoint
-// (anyhook log rotate-key) signed by both the keys its "rotate" line names,
-// one of them trusted already, makes the other trusted too; checkpoints up
-// to and including it must then be signed by its old key, those after it
-// by its new one (until the next rotation). A rotation whose signatures do
-// not check is an ordinary checkpoint.
+// key rotations, the trusted key signs them all. Rotation checkpoints
+// (anyhook log rotate-key), each signed by both the keys its "rotate" line
+// names, form one chain in stored order, every handover starting from the
+// key the previous one handed to; the chain must hold a handover the
+// trusted key itself signed (the verifier's own object, never a key merely
+// named alike), and only that chain counts: checkpoints up to and
+// including a handover must be signed by its old key, those after it by
+// its new one (until the next). A handover off the chain — say one from a
+// retired key, whose thief signs it with a key of their own — hands
+// nothing over: it is an ordinary checkpoint, checked against the key in
+// force at its position.
 type keyChain struct {
 	trusted []note.Verifier
-	bridges []keyBridge // accepted, in stored order
+	bridges []keyBridge // the chain, in stored order
 	pinned  note.Verifier
 }
 
@@ -514,60 +519,59 @@ func newKeyChain(saved []store.Checkpoint, pinned note.Verifier) *keyChain {
 	if pinned == nil {
 		return c
 	}
+	// The candidates: rotation checkpoints signed by both keys they name.
 	var cands []keyBridge
+	anchor := -1 // the first candidate the trusted key signed
 	for i, cp := range saved {
-		t, err := ParseCheckpointText(noteText(cp.Note)) // a candidate; its signatures are checked below
+		t, err := ParseCheckpointText(noteText(cp.Note)) // its signatures are checked below
 		if err != nil || t.Rotation == nil {
 			continue
 		}
 		from, errFrom := note.NewVerifier(t.Rotation.From)
 		to, errTo := note.NewVerifier(t.Rotation.To)
-		if errFrom == nil && errTo == nil {
-			cands = append(cands, keyBridge{i, *t.Rotation, from, to})
+		if errFrom != nil || errTo != nil || !signedRotation(cp.Note, from, *t.Rotation) || !signedRotation(cp.Note, to, *t.Rotation) {
+			continue
+		}
+		if anchor < 0 && signedRotation(cp.Note, pinned, *t.Rotation) {
+			anchor = len(cands)
+		}
+		cands = append(cands, keyBridge{i, *t.Rotation, from, to})
+	}
+	if anchor < 0 {
+		return c
+	}
+	// From the anchor, back to the first key and on to the last: each
+	// link hands over from the key the previous one handed to.
+	chain := []keyBridge{cands[anchor]}
+	for j, cur := anchor-1, cands[anchor].rot.From; j >= 0; j-- {
+		if cands[j].rot.To == cur {
+			chain = append([]keyBridge{cands[j]}, chain...)
+			cur = cands[j].rot.From
 		}
 	}
-	// A handover counts once a key already trusted (the verifier's own
-	// object, never a key merely named alike) signed a text naming both
-	// keys, and both named keys signed it too.
+	for j, cur := anchor+1, cands[anchor].rot.To; j < len(cands); j++ {
+		if cands[j].rot.From == cur {
+			chain = append(chain, cands[j])
+			cur = cands[j].rot.To
+		}
+	}
+	c.bridges = chain
 	added := map[string]bool{}
-	accepted := make([]bool, len(cands))
-	for changed := true; changed; {
-		changed = false
-		for j, b := range cands {
-			if accepted[j] || !c.endorsed(saved[b.pos].Note, b.rot) {
-				continue
+	for _, b := range chain {
+		for vkey, v := range map[string]note.Verifier{b.rot.From: b.from, b.rot.To: b.to} {
+			if !added[vkey] {
+				added[vkey] = true
+				c.trusted = append(c.trusted, v)
 			}
-			if _, err := OpenCheckpoint(saved[b.pos].Note, b.from); err != nil {
-				continue
-			}
-			if _, err := OpenCheckpoint(saved[b.pos].Note, b.to); err != nil {
-				continue
-			}
-			accepted[j], changed = true, true
-			for vkey, v := range map[string]note.Verifier{b.rot.From: b.from, b.rot.To: b.to} {
-				if !added[vkey] {
-					added[vkey] = true
-					c.trusted = append(c.trusted, v)
-				}
-			}
-		}
-	}
-	for j, b := range cands {
-		if accepted[j] {
-			c.bridges = append(c.bridges, b)
 		}
 	}
 	return c
 }
 
-// endorsed reports whether a trusted key signed msg, a handover rot.
-func (c *keyChain) endorsed(msg []byte, rot Rotation) bool {
-	for _, v := range c.trusted {
-		if t, err := OpenCheckpoint(msg, v); err == nil && t.Rotation != nil && *t.Rotation == rot {
-			return true
-		}
-	}
-	return false
+// signedRotation reports whether v signed msg, a handover rot.
+func signedRotation(msg []byte, v note.Verifier, rot Rotation) bool {
+	t, err := OpenCheckpoint(msg, v)
+	return err == nil && t.Rotation != nil && *t.Rotation == rot
 }
 
 // inForce is the key that must have signed stored checkpoint i (from 0).

@@ -94,7 +94,9 @@ type Ledger interface {
 	Unsequenced(ctx context.Context, receivedBefore time.Time, limit int) ([]anyhook.Event, error)
 
 	// SaveCheckpoint records a checkpoint; CreatedAt is set by the store's
-	// clock.
+	// clock. One smaller than the latest stored checkpoint (another
+	// process's checkpointer got ahead) is not stored, so that the stored
+	// sizes never shrink.
 	SaveCheckpoint(ctx context.Context, c Checkpoint) error
 	// LatestCheckpoint returns the newest checkpoint (anyhook.ErrNotFound
 	// when there is none).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -36,17 +37,22 @@ const insertEvent = `WITH ev AS (
 )
 SELECT id FROM ev`
 
-// countDuplicate counts a duplicate on the event that holds its dedup key
-// or, failing that, its content key (either may be NULL). No row means the
-// insert conflicted on neither (the event id itself): an error of the item.
-const countDuplicate = `UPDATE events SET duplicates = duplicates + 1
-WHERE id = (
-	SELECT id FROM (
-		SELECT id, 0 AS rank FROM events WHERE source = $1 AND dedup_key = $2
-		UNION ALL
-		SELECT id, 1 FROM events WHERE source = $1 AND content_key = $3
-	) AS k ORDER BY rank LIMIT 1)
-RETURNING id`
+// findOriginal is the event that holds a duplicate's dedup key or, failing
+// that, its content key (either may be NULL). No row means the insert
+// conflicted on neither (the event id itself): an error of the item. It
+// takes no lock: the ingest transaction locks no event row, so that it
+// cannot wait for another ingest transaction while holding one (below).
+const findOriginal = `SELECT id FROM (
+	SELECT id, 0 AS rank FROM events WHERE source = $1 AND dedup_key = $2
+	UNION ALL
+	SELECT id, 1 FROM events WHERE source = $1 AND content_key = $3
+) AS k ORDER BY rank LIMIT 1`
+
+// countDuplicates raises the duplicate counter of one event. It runs
+// after the ingest transaction committed, one event at a time in id
+// order, so that counters never hold one row while waiting for another
+// held by someone waiting for them.
+const countDuplicates = `UPDATE events SET duplicates = duplicates + $2 WHERE id = $1`
 
 // ingestTx is one Ingest transaction on one connection. Statements that need
 // no answer of their own (BEGIN, releasing the previous item's savepoint)
@@ -54,15 +60,21 @@ RETURNING id`
 // rules costs two round trips: [BEGIN, SAVEPOINT, insert] and [COMMIT].
 type ingestTx struct {
 	conn    *pgxpool.Conn
-	pending []string // statements to send ahead of the next batch
-	begun   bool     // BEGIN was sent
-	done    bool     // committed or rolled back
+	pending []stmt // statements to send ahead of the next batch
+	begun   bool   // BEGIN was sent
+	done    bool   // committed or rolled back
+}
+
+// stmt is a statement that needs no answer of its own.
+type stmt struct {
+	sql  string
+	args []any
 }
 
 func (t *ingestTx) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	for _, q := range t.pending {
-		b.Queue(q)
+		b.Queue(q.sql, q.args...)
 	}
 	t.pending = t.pending[:0]
 	return b
@@ -83,7 +95,7 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 	if err != nil {
 		return nil, unavailable("ingest", err)
 	}
-	t := &ingestTx{conn: conn, pending: append([]string{"BEGIN"}, markLocks(evs)...)}
+	t := &ingestTx{conn: conn, pending: append([]stmt{{sql: "BEGIN"}}, ingestLocks(evs)...)}
 	defer func() {
 		if t.begun && !t.done {
 			// If this fails the connection is left in a transaction and
@@ -111,48 +123,96 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 		return nil, unavailable("ingest: commit", err)
 	}
 	t.done = true
+	countDups(ctx, conn, res)
 	return res, nil
 }
 
-// markLockClass is the first key of the advisory locks that stand for
-// version marks (the two-key form keeps them apart from the one-key locks
-// of migrations and the log).
-const markLockClass = 0x61687672 // "ahvr"
-
-// markLocks are the statements that lock the version marks of evs, one
-// transaction-level advisory lock per (source, object), in one order (by
-// lock key) and before any dedup key. Every ingest transaction takes its
-// marks first and keeps them until it ends (a savepoint's rollback does
-// not release them), so no transaction can hold a dedup key (or an event
-// row whose duplicate count it raised) while it waits for a mark: the
-// cycle "mark, then key" against "key, then mark" that deadlocked
-// identical requests on several processes (issue 12) cannot form. Two
-// objects whose keys collide only share a lock.
-func markLocks(evs []store.NewEvent) []string {
-	var keys []int32
-	for i := range evs {
-		if ev := &evs[i].Event; ev.Object != "" {
-			h := fnv.New32a()
-			h.Write([]byte(ev.Source))
-			h.Write([]byte{0})
-			h.Write([]byte(ev.Object))
-			keys = append(keys, int32(h.Sum32()))
+// countDups raises the duplicate counters of the events res found
+// duplicated, after the ingest committed: one statement per event, in id
+// order, each its own transaction. A counter is a statistic: when this
+// fails the ingest stands and the count stays short.
+func countDups(ctx context.Context, conn *pgxpool.Conn, res []store.IngestResult) {
+	n := map[string]int{}
+	for _, r := range res {
+		if r.Duplicate && r.Err == nil {
+			n[r.ID]++
 		}
 	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	stmts := make([]string, len(keys))
-	for i, k := range keys {
-		stmts[i] = fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, %d)", markLockClass, k)
+	if len(n) == 0 {
+		return
+	}
+	for _, id := range slices.Sorted(maps.Keys(n)) {
+		if _, err := conn.Exec(ctx, countDuplicates, id, n[id]); err != nil {
+			return
+		}
+	}
+}
+
+// markLockClass and keyLockClass are the first keys of the advisory locks
+// that stand for version marks and for dedup and content keys (the
+// two-key form keeps them apart from the one-key locks of migrations and
+// the log).
+const (
+	markLockClass = 0x61687672 // "ahvr"
+	keyLockClass  = 0x61686b79 // "ahky"
+)
+
+// lockStmt takes one transaction-level advisory lock.
+const lockStmt = `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`
+
+// ingestLocks are the statements that lock, before anything else, every
+// version mark (source, object), dedup key and content key of evs: one
+// transaction-level advisory lock each, all in one order (by class, then
+// key), kept until the transaction ends (a savepoint's rollback does not
+// release them). So no ingest transaction waits for another while holding
+// anything the other waits for: an insert only waits on a unique index
+// entry of a transaction that shares its key, and that one took the key's
+// lock first, as it took every mark. Without them, identical requests on
+// several processes deadlocked on "mark, then key" against "key, then mark"
+// (issue 12), and one event reaching a source under two dedup keys with
+// one content key (a GitHub repository and organization hook) deadlocked
+// on the two keys taken crosswise. Two keys whose hashes collide only share
+// a lock.
+func ingestLocks(evs []store.NewEvent) []stmt {
+	type lock struct{ class, key int32 }
+	// hash joins parts with NUL bytes (a mark's key is the one earlier
+	// versions took, so that processes of both agree during an upgrade).
+	hash := func(parts ...string) int32 {
+		h := fnv.New32a()
+		for i, p := range parts {
+			if i > 0 {
+				h.Write([]byte{0})
+			}
+			h.Write([]byte(p))
+		}
+		return int32(h.Sum32())
+	}
+	var locks []lock
+	for i := range evs {
+		ev := &evs[i].Event
+		if ev.Object != "" {
+			locks = append(locks, lock{markLockClass, hash(ev.Source, ev.Object)})
+		}
+		if ev.DedupKey != "" {
+			locks = append(locks, lock{keyLockClass, hash(ev.Source, "d", ev.DedupKey)})
+		}
+		if c := evs[i].ContentKey; c != "" {
+			locks = append(locks, lock{keyLockClass, hash(ev.Source, "c", c)})
+		}
+	}
+	slices.SortFunc(locks, func(a, b lock) int { return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.key, b.key)) })
+	locks = slices.Compact(locks)
+	stmts := make([]stmt, len(locks))
+	for i, l := range locks {
+		stmts[i] = stmt{lockStmt, []any{l.class, l.key}}
 	}
 	return stmts
 }
 
 // lockOrder is the order in which Ingest records evs: by (source, dedup
-// key), so that concurrent transactions (several ingest writers, several
-// processes) take the dedup index's locks in one order and cannot deadlock
-// on each other's keys. Equal keys keep their order: the first is the
-// event, the others its duplicates.
+// key). The advisory locks of ingestLocks already order concurrent
+// transactions; this keeps the index entries' order stable too. Equal keys
+// keep their order: the first is the event, the others its duplicates.
 func lockOrder(evs []store.NewEvent) []int {
 	order := make([]int, len(evs))
 	for i := range order {
@@ -213,7 +273,7 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	if ev.Object != "" {
 		// The high-water mark of (source, object): make sure its row
 		// exists, then read it. The mark's advisory lock, taken at the
-		// start of the transaction (markLocks), makes concurrent events
+		// start of the transaction (ingestLocks), makes concurrent events
 		// of one object take turns, so the mark only grows.
 		var inserted bool
 		var mark string
@@ -268,11 +328,11 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	}
 
 	// A duplicate: undo the version mark this item may have moved, and
-	// count it on the original.
+	// find the original (Ingest counts it there after the commit).
 	var id string
 	b = &pgx.Batch{}
 	b.Queue("ROLLBACK TO SAVEPOINT item")
-	b.Queue(countDuplicate, ev.Source, nullable(ev.DedupKey), nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
+	b.Queue(findOriginal, ev.Source, nullable(ev.DedupKey), nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("it clashes with a stored event on neither dedup key: %w", err)

@@ -238,11 +238,27 @@ func (s *Store) Unsequenced(ctx context.Context, receivedBefore time.Time, limit
 	return out, unavailable("unsequenced", err)
 }
 
-// SaveCheckpoint implements store.Ledger.
+// SaveCheckpoint implements store.Ledger. The checkpointers of several
+// processes sign unsynchronized: one may sign size 9, another size 10 and
+// store it first. Stored after it, the 9 would make the stored sizes
+// shrink, which log verify reports as a rollback. So saves take turns
+// (checkpointLock) and one smaller than the latest stored is dropped: a
+// larger one, signed by the same key, covers it.
 func (s *Store) SaveCheckpoint(ctx context.Context, c store.Checkpoint) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO ledger_checkpoints (size, root, note) VALUES ($1, $2, $3)`, c.Size, c.Root[:], c.Note)
-	return unavailable("save checkpoint", err)
+	return s.tx(ctx, "save checkpoint", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, checkpointLock); err != nil {
+			return unavailable("save checkpoint", err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO ledger_checkpoints (size, root, note)
+			SELECT $1, $2, $3 WHERE coalesce((SELECT size FROM ledger_checkpoints ORDER BY id DESC LIMIT 1), 0) <= $1`,
+			c.Size, c.Root[:], c.Note)
+		return unavailable("save checkpoint", err)
+	})
 }
+
+// checkpointLock is the key of the transaction-level advisory lock that
+// serializes saving checkpoints.
+const checkpointLock int64 = 0x61686370 // "ahcp"
 
 // LatestCheckpoint implements store.Ledger.
 func (s *Store) LatestCheckpoint(ctx context.Context) (store.Checkpoint, error) {

@@ -303,8 +303,11 @@ func (s *Store) Unsequenced(ctx context.Context, receivedBefore time.Time, limit
 // SaveCheckpoint implements store.Ledger.
 func (s *Store) SaveCheckpoint(ctx context.Context, c store.Checkpoint) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO ledger_checkpoints (size, root, note, created_at) VALUES (?, ?, ?, ?)`,
-			c.Size, c.Root[:], c.Note, micros(s.now()))
+		// Never smaller than the latest stored checkpoint (the store's
+		// contract; on PostgreSQL several processes' checkpointers race).
+		_, err := tx.ExecContext(ctx, `INSERT INTO ledger_checkpoints (size, root, note, created_at)
+			SELECT ?, ?, ?, ? WHERE coalesce((SELECT size FROM ledger_checkpoints ORDER BY id DESC LIMIT 1), 0) <= ?`,
+			c.Size, c.Root[:], c.Note, micros(s.now()), c.Size)
 		return unavailable(err)
 	})
 }

@@ -255,8 +255,12 @@ func testLedgerCheckpoints(t *testing.T, s store.Store, l store.Ledger) {
 }
 
 // testLedgerCheckpointList: Checkpoints returns every checkpoint in the
-// order saved, not sorted by size (a smaller one saved last is a rollback
-// that Verify must see as such).
+// order saved, not sorted by size or root (two of one size keep their
+// order). A checkpoint smaller than the latest stored one is not stored:
+// on PostgreSQL the checkpointers of several processes race (one signs 9,
+// another stores 10 first), and a 9 stored after the 10 made log verify
+// report a rollback that never happened. (A rollback written behind the
+// store's back, which Verify must see, is the ledger tests' business.)
 func testLedgerCheckpointList(t *testing.T, s store.Store, l store.Ledger) {
 	if cps, err := l.Checkpoints(ctx(t)); err != nil || len(cps) != 0 {
 		t.Fatalf("Checkpoints on an empty log = %+v, %v; want none", cps, err)
@@ -268,9 +272,10 @@ func testLedgerCheckpointList(t *testing.T, s store.Store, l store.Ledger) {
 			t.Fatal(err)
 		}
 	}
+	sizes = sizes[:4] // the 5 came after the 12
 	cps, err := l.Checkpoints(ctx(t))
 	if err != nil || len(cps) != len(sizes) {
-		t.Fatalf("Checkpoints = %+v, %v; want %d", cps, err, len(sizes))
+		t.Fatalf("Checkpoints = %+v, %v; want %d (a smaller checkpoint after a larger one is not stored)", cps, err, len(sizes))
 	}
 	for i, c := range cps {
 		if c.Size != sizes[i] || c.Root != (store.Hash{byte(i + 1), 0xee, 31: byte(i)}) ||
@@ -281,7 +286,7 @@ func testLedgerCheckpointList(t *testing.T, s store.Store, l store.Ledger) {
 			t.Errorf("checkpoint %d created at %v, before checkpoint %d (%v)", i, c.CreatedAt, i-1, cps[i-1].CreatedAt)
 		}
 	}
-	if c, err := l.LatestCheckpoint(ctx(t)); err != nil || c.Size != 5 || string(c.Note) != string(cps[len(cps)-1].Note) {
+	if c, err := l.LatestCheckpoint(ctx(t)); err != nil || c.Size != 12 || string(c.Note) != string(cps[len(cps)-1].Note) {
 		t.Errorf("LatestCheckpoint = %+v, %v; want the last of Checkpoints", c, err)
 	}
 }

@@ -7,6 +7,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,7 @@ func Run(t *testing.T, open Open) {
 		{"StaleDeliver", testStaleDeliver},
 		{"ConcurrentVersionsKeepMax", testConcurrentVersionsKeepMax},
 		{"ConcurrentOneObjectNoDeadlock", testConcurrentOneObjectNoDeadlock},
+		{"ConcurrentContentKeysNoDeadlock", testConcurrentContentKeysNoDeadlock},
 		{"Replay", testReplay},
 		{"ReplayDeliveries", testReplayDeliveries},
 		{"Resolve", testResolve},
@@ -811,6 +813,75 @@ func testConcurrentOneObjectNoDeadlock(t *testing.T, s store.Store) {
 	evs, _, err := s.ListEvents(ctx(t), store.EventFilter{Source: "shop", Limit: 500})
 	if err != nil || len(evs) != len(ids) {
 		t.Fatalf("ListEvents = %d events, %v; want %d", len(evs), err, len(ids))
+	}
+}
+
+// testConcurrentContentKeysNoDeadlock: events that reach a source under
+// two dedup keys with one content key (one GitHub event through a
+// repository hook and an organization hook, a GitLab project and group
+// hook), in concurrent batches that pair them crosswise — one batch holds
+// hook a's copy of event i and hook b's of event j, another hook a's of j
+// and hook b's of i — as several processes receive them; every third round
+// the events also carry ordering marks. Every item succeeds (on PostgreSQL
+// the crosswise keys deadlocked, failing one with ErrUnavailable after the
+// deadlock detector's wait) and each key makes one event.
+func testConcurrentContentKeysNoDeadlock(t *testing.T, s store.Store) {
+	const pairs, rounds = 2, 30
+	var mu sync.Mutex
+	ids := map[string]string{} // key (content key, else dedup key) → event id
+	for r := range rounds {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for p := range pairs {
+			for _, x := range [2][2]int{{0, 1}, {1, 0}} {
+				i, j := 2*p+x[0], 2*p+x[1]
+				item := func(hook string, n int) store.NewEvent {
+					ne := withContent(newEvent("github", fmt.Sprintf("%s:r%d-e%d", hook, r, n), "ci"), fmt.Sprintf("c-r%d-e%d", r, n))
+					if r%3 == 0 {
+						ne.Event.Object, ne.Event.Version = fmt.Sprintf("obj-%d", n), strconv.Itoa(r)
+					}
+					return ne
+				}
+				// Unrelated events in between (their keys sort between
+				// the hooks'), so that each transaction holds its first
+				// content key a few round trips before it asks for the
+				// second.
+				batch := []store.NewEvent{item("a", i), item("b", j)}
+				for f := range 3 {
+					batch = append(batch, newEvent("github", fmt.Sprintf("ab:r%d-e%d-e%d-%d", r, i, j, f), "ci"))
+				}
+				wg.Go(func() {
+					<-start
+					res, err := s.Ingest(context.WithoutCancel(ctx(t)), batch)
+					if err != nil {
+						t.Errorf("round %d: Ingest: %v", r, err)
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					for k, x := range res {
+						key := cmp.Or(batch[k].ContentKey, batch[k].Event.DedupKey)
+						if x.Err != nil {
+							t.Errorf("round %d: %s: %v", r, batch[k].Event.DedupKey, x.Err)
+							continue
+						}
+						if prev, ok := ids[key]; ok && prev != x.ID {
+							t.Errorf("%s recorded twice: %s and %s", key, prev, x.ID)
+						}
+						ids[key] = x.ID
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+	}
+	distinct := map[string]bool{}
+	for _, id := range ids {
+		distinct[id] = true
+	}
+	if want := rounds * pairs * 2 * 4; len(distinct) != want || len(ids) != want {
+		t.Errorf("%d events for %d keys; want %d", len(distinct), len(ids), want)
 	}
 }
 

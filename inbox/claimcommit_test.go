@@ -1,0 +1,119 @@
+package inbox_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/anyhook/anyhook/inbox"
+	"github.com/anyhook/anyhook/inbox/inboxpgx"
+	"github.com/anyhook/anyhook/internal/faultnet"
+	"github.com/anyhook/anyhook/internal/pgtest"
+)
+
+// onCommit calls fn when a COMMIT is about to be sent, once it is armed.
+type onCommit struct {
+	armed atomic.Bool
+	fn    func()
+}
+
+func (o *onCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") && o.armed.CompareAndSwap(true, false) {
+		o.fn()
+	}
+	return ctx
+}
+
+func (o *onCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The sender gives up (its request's context ends) while the claim's
+// COMMIT is in flight and the database has already carried it out. Do must
+// not walk away from a claim that stands without running the effect: the
+// claim stayed claimed with nobody working on it, and under Hold it was
+// held once stale, although the effect never ran. Now the commit is seen
+// through and the claim released unrun (the next delivery runs it).
+func TestClaimCommitOutlivesCancel(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := faultnet.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	u.Host = p.Addr()
+	committing := make(chan struct{})
+	tr := &onCommit{fn: func() {
+		p.HoldReplies() // the COMMIT reaches the server; its answer waits
+		close(committing)
+	}}
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tr
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	direct, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+
+	ib, err := inbox.New(inboxpgx.New(pool), inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ib.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var ran atomic.Bool
+	type result struct {
+		out inbox.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	tr.armed.Store(true)
+	go func() {
+		out, err := ib.Do(ctx, "capture", inbox.Event{Source: "s", ID: "evt_1", Body: []byte("{}")}, inbox.Effect[pgx.Tx]{
+			Policy: inbox.Hold(time.Minute),
+			Run:    func(context.Context, inbox.Claim) error { ran.Store(true); return nil },
+		})
+		done <- result{out, err}
+	}()
+	<-committing
+	status := func() string {
+		var s string
+		if err := direct.QueryRow(t.Context(), `SELECT status FROM inbox_events`).Scan(&s); err != nil {
+			return err.Error()
+		}
+		return s
+	}
+	for status() != "claimed" { // committed, its answer held by the proxy
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	time.Sleep(300 * time.Millisecond)
+	p.ReleaseReplies()
+	r := <-done
+	if st := status(); !ran.Load() && st != "released" {
+		t.Fatalf("Do = %v, %v without running the effect, and left the committed claim behind (status %s): it will be held when stale although nothing ran", r.out, r.err, st)
+	}
+	if !ran.Load() && r.out != inbox.Released {
+		t.Fatalf("Do = %v, %v; want Released: the claim was released unrun", r.out, r.err)
+	}
+}
