@@ -32,14 +32,18 @@ func placeholders(n int) string {
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
 	qs := store.QueueStats{Now: s.now().UTC(), Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
 	var args []any
-	q := `SELECT destination, status, count(*) FROM deliveries WHERE `
+	// Grouped through the index first; then the pending of a paused
+	// destination are shown paused, per group rather than per row.
+	q := `SELECT g.destination, CASE WHEN g.status = 'pending' AND coalesce(p.paused, 0) THEN 'paused' ELSE g.status END, g.n
+		FROM (SELECT destination, status, count(*) AS n FROM deliveries WHERE `
 	if len(destinations) > 0 {
 		q += `destination IN (` + placeholders(len(destinations)) + `) AND `
 		for _, d := range destinations {
 			args = append(args, d)
 		}
 	}
-	q += `status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY destination, status`
+	q += `status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY destination, status) g
+		LEFT JOIN destinations p ON p.name = g.destination`
 	for _, st := range store.UnfinishedStatuses {
 		args = append(args, string(st))
 	}
@@ -58,14 +62,15 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		if qs.Depth[dest] == nil {
 			qs.Depth[dest] = map[anyhook.DeliveryStatus]int{}
 		}
-		qs.Depth[dest][st] = n
+		qs.Depth[dest][st] += n
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return qs, unavailable(err)
 	}
 	var created int64
-	err = s.r.QueryRowContext(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`).Scan(&created)
+	err = s.r.QueryRowContext(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' AND NOT `+
+		`EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&created)
 	switch {
 	case err == nil:
 		qs.OldestPending = fromMicros(created)
@@ -174,7 +179,7 @@ func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[stri
 	for i, id := range eventIDs {
 		args[i] = id
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT event_id, id, destination, status, replay FROM deliveries
+	rows, err := s.r.QueryContext(ctx, `SELECT event_id, id, destination, `+store.StatusExpr("deliveries.")+`, replay FROM deliveries
 		WHERE event_id IN (`+placeholders(len(args))+`) ORDER BY id`, args...)
 	if err != nil {
 		return nil, unavailable(err)

@@ -102,6 +102,18 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	if _, ok := paused.DueSince["billing"]; ok {
 		t.Errorf("paused billing is reported overdue since %v", paused.DueSince["billing"])
 	}
+	// Its waiting delivery is shown paused, not pending, and is not the
+	// oldest pending one: a deliberate pause fires no oldest-pending alert.
+	if d := paused.Depth["billing"]; d[anyhook.StatusPaused] != 1 || d[anyhook.StatusPending] != 0 {
+		t.Errorf("paused billing depth = %v, want 1 paused, 0 pending", d)
+	}
+	if !paused.OldestPending.IsZero() || paused.OldestPendingAge() != 0 {
+		t.Errorf("oldest pending while the only pending delivery's destination is paused: %v", paused.OldestPending)
+	}
+	states, err := sr.DeliveryStates(ctx, []string{evs[1].Event.ID})
+	if err != nil || len(states[evs[1].Event.ID]) != 1 || states[evs[1].Event.ID][0].Status != anyhook.StatusPaused {
+		t.Errorf("delivery states of paused billing's event = %+v, %v; want paused", states, err)
+	}
 	if err := s.SetPaused(ctx, "billing", false); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +153,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	}
 
 	ids := []string{evs[0].Event.ID, evs[2].Event.ID, "no-such-event"}
-	states, err := sr.DeliveryStates(ctx, ids)
+	states, err = sr.DeliveryStates(ctx, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
