@@ -113,6 +113,8 @@ type overviewData struct {
 	SuccessRatio  string
 	Queue         []statusCount
 	OldestPending string
+	Stale         int // stale events received in the window
+	Skipped       int // of them, skipped (stale: skip)
 	IngestChart   chart
 	DeliveryChart chart
 	Destinations  []destRow
@@ -157,6 +159,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	n := len(act.Received)
 	delivered, dead := store.Merge(act.Delivered, n), store.Merge(act.Dead, n)
 	data.Received, data.Delivered, data.Dead = store.Sum(act.Received), store.Sum(delivered), store.Sum(dead)
+	data.Stale, data.Skipped = act.Stale, act.Skipped
 	minutes := float64(n) * act.Bucket.Minutes()
 	data.IngestRate = fmt.Sprintf("%.1f", float64(data.Received)/minutes)
 	data.DeliveryRate = fmt.Sprintf("%.1f", float64(data.Delivered+data.Dead)/minutes)

@@ -87,3 +87,27 @@ func setupSharing(t *testing.T, f *fixture) *fixture {
 	c.Jar = jar
 	return &fixture{t: t, store: f.store, srv: f.srv, client: &c}
 }
+
+// TestOverviewCountsStale: the overview counts the stale events of the
+// last hour and how many were skipped, so a skip is never silent.
+func TestOverviewCountsStale(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.login()
+	for _, e := range []struct {
+		key, version string
+		skip         bool
+	}{{"v2", "2", false}, {"v1", "1", true}, {"v1b", "1", false}} {
+		ne := store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "stripe", DedupKey: e.key, ReceivedAt: time.Now(), Method: "POST",
+			Path: "/webhooks/stripe", Header: map[string][]string{}, Body: []byte(`{}`), Object: "pi_1", Version: e.version},
+			Destinations: []string{"billing"}, StaleSkip: e.skip}
+		if _, err := f.store.Ingest(context.Background(), []store.NewEvent{ne}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := f.get("/")
+	card := regexp.MustCompile(`(?s)<div class="card" id="stale"><div class="num[^"]*">(\d+)</div><div class="lbl">([^<]*)`).FindStringSubmatch(page.body)
+	if card == nil || card[1] != "1" || !strings.Contains(card[2], "of 2 stale") {
+		t.Fatalf("stale card %q", card)
+	}
+}

@@ -138,6 +138,11 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	for _, c := range rs {
 		act.Received[bucket(c.b)] += c.n
 	}
+	// Stale events through events_received too: few rows per window.
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped'))
+		FROM events WHERE received_at >= $1 AND stale`, start).Scan(&act.Stale, &act.Skipped); err != nil {
+		return act, unavailable("activity", err)
+	}
 	if len(aq.Destinations) == 0 {
 		return act, nil
 	}

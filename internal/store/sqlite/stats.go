@@ -131,6 +131,11 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	if err := rows.Err(); err != nil {
 		return act, unavailable(err)
 	}
+	// Stale events through events_received too: few rows per window.
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped')), 0)
+		FROM events WHERE received_at >= ? AND stale`, from).Scan(&act.Stale, &act.Skipped); err != nil {
+		return act, unavailable(err)
+	}
 	if len(aq.Destinations) == 0 {
 		return act, nil
 	}

@@ -166,4 +166,26 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	if len(states["no-such-event"]) != 0 {
 		t.Error("states of an unknown event")
 	}
+
+	// Stale events over the window: one skipped, one delivered flagged.
+	if act.Stale != 0 || act.Skipped != 0 {
+		t.Errorf("stale %d, skipped %d before any stale event", act.Stale, act.Skipped)
+	}
+	versioned := func(key, version string, skip bool) store.NewEvent {
+		ne := ev("shop", key, "billing")
+		ne.Event.Object, ne.Event.Version, ne.StaleSkip = "order-1", version, skip
+		return ne
+	}
+	for _, ne := range []store.NewEvent{versioned("v2", "2", true), versioned("v1-skip", "1", true), versioned("v1-flag", "1", false)} {
+		if _, err := s.Ingest(ctx, []store.NewEvent{ne}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	act, err = sr.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if act.Stale != 2 || act.Skipped != 1 {
+		t.Errorf("stale %d, skipped %d; want 2 stale events, 1 of them skipped", act.Stale, act.Skipped)
+	}
 }
