@@ -32,6 +32,9 @@ type Event struct {
 	BodyPruned bool
 
 	Deliveries []Delivery // filled by Store.Event, not by lists
+	// Actions are what people did to the event's deliveries (replays,
+	// resends, discards, marks), oldest first; filled by Store.Event.
+	Actions []Action
 }
 
 // DeliveryStatus is the state of one delivery; see docs/design.md for the
@@ -45,14 +48,18 @@ const (
 	StatusDead       DeliveryStatus = "dead"    // max_attempts reached
 	StatusHeld       DeliveryStatus = "held"    // stale claim under on_stale_claim: hold
 	StatusSkipped    DeliveryStatus = "skipped" // stale event, stale: skip
-	StatusPaused     DeliveryStatus = "paused"  // destination paused
+	StatusPaused     DeliveryStatus = "paused"  // pending, and its destination is paused (derived when read)
+	// StatusResolved is a held or dead delivery a person dealt with
+	// without sending it again as itself: replayed (a replay delivery took
+	// over) or discarded. Final; see Delivery.Resolution.
+	StatusResolved DeliveryStatus = "resolved"
 )
 
 // Valid reports whether s is one of the statuses above.
 func (s DeliveryStatus) Valid() bool {
 	switch s {
 	case StatusPending, StatusDelivering, StatusDelivered, StatusDead,
-		StatusHeld, StatusSkipped, StatusPaused:
+		StatusHeld, StatusSkipped, StatusPaused, StatusResolved:
 		return true
 	}
 	return false
@@ -69,10 +76,44 @@ type Delivery struct {
 	AttemptCount  int  // attempts started so far
 	NextAttemptAt time.Time
 	LeaseUntil    time.Time // while StatusDelivering
+	ClaimedAt     time.Time // when the latest claim (attempt) started; zero before the first
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
-	Note          string    // why a person resolved it, if one did
-	Attempts      []Attempt // filled by Store.Event, not by lists
+	Note          string // what a person did to it, in words, if one did
+	// Resolution is how a person took it out of the held or dead queue
+	// for good; zero while nobody has.
+	Resolution Resolution
+	Attempts   []Attempt // filled by Store.Event, not by lists
+}
+
+// How a person resolved a held or dead delivery (Resolution.Kind).
+const (
+	ResolvedReplayed        = "replayed"         // status resolved; ReplayedBy carries the work
+	ResolvedDiscarded       = "discarded"        // status resolved
+	ResolvedMarkedDelivered = "marked_delivered" // status delivered, though the gateway saw no 2xx
+)
+
+// Resolution records who took a delivery out of the held or dead queue,
+// when, why and how.
+type Resolution struct {
+	Kind       string // Resolved*; "" when not resolved
+	At         time.Time
+	By         string // the actor, e.g. "api", "dashboard session 3f9a0c1e", "cli"
+	Reason     string
+	ReplayedBy string // with ResolvedReplayed: the replay delivery's id
+}
+
+// Action is one thing a person did to an event's deliveries: the audit
+// trail of replays, resends, discards and marks.
+type Action struct {
+	ID          string
+	EventID     string
+	Kind        string // replay, resend, mark_delivered, discard
+	DeliveryID  string // the delivery acted on; for a replay, the replay delivery it created
+	Destination string
+	Actor       string
+	Reason      string
+	At          time.Time
 }
 
 // Attempt is one try of a delivery.

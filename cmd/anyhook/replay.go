@@ -16,9 +16,9 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-const replayUsage = `usage: anyhook replay [--config FILE] --event ID [--source S] [--destination D] [--dry-run] [--json]
+const replayUsage = `usage: anyhook replay [--config FILE] --event ID [--source S] [--destination D] [--reason TEXT] [--dry-run] [--json]
        anyhook replay [--config FILE] --status STATUS [--source S] [--destination D]
-                      [--since T] [--until T] [--dry-run] [--json]
+                      [--since T] [--until T] [--reason TEXT] [--dry-run] [--json]
 
 Marks events for redelivery: each replay is a new delivery carrying the
 same X-AnyHook-Delivery and X-AnyHook-Replay: true.
@@ -33,6 +33,11 @@ It replays to every destination of the event's source, or --destination.
 deliveries in that status (e.g. dead), filtered by --source,
 --destination and creation time (--since, --until: an RFC 3339 time or a
 duration ago such as 24h).
+
+Each replay takes the held and dead deliveries of its event and
+destination out of their queues (status resolved: the replay carries the
+work), so --status dead run twice replays nothing the second time. The
+event's actions record it, by "cli", with --reason.
 
 --dry-run prints what would be replayed and changes nothing. Exit 1: no
 such event; exit 2: bad flags or config, an ambiguous provider event id,
@@ -63,8 +68,8 @@ type replayReport struct {
 }
 
 type replayOptions struct {
-	cfgPath, event, status, source, dest, since, until string
-	dryRun, json                                       bool
+	cfgPath, event, status, source, dest, since, until, reason string
+	dryRun, json                                               bool
 }
 
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -77,6 +82,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.dest, "destination", "", "only this `destination`")
 	fs.StringVar(&o.since, "since", "", "with --status: deliveries created at or after `T`, an RFC 3339 time or a duration ago (e.g. 24h)")
 	fs.StringVar(&o.until, "until", "", "with --status: deliveries created before `T`, an RFC 3339 time or a duration ago")
+	fs.StringVar(&o.reason, "reason", "", "why, recorded with the replay in the event's actions (one line)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be replayed; change nothing")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	if code := parse(fs, args, stdout, stderr, replayUsage); code >= 0 {
@@ -85,6 +91,11 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if (o.event == "") == (o.status == "") {
 		return fail(stderr, exitUsage, errors.New("replay: give either --event ID or --status STATUS (anyhook replay --help)"))
 	}
+	reason, err := store.CheckReason(o.reason)
+	if err != nil {
+		return fail(stderr, exitUsage, fmt.Errorf("replay: --reason: %w", err))
+	}
+	o.reason = reason
 	var f store.DeliveryFilter
 	if o.status != "" {
 		f = store.DeliveryFilter{Status: anyhook.DeliveryStatus(o.status), Source: o.source, Destination: o.dest}
@@ -129,7 +140,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.event != "" {
 		rep, code, err = replayEvent(ctx, st, cfg, o)
 	} else {
-		rep, code, err = replayStatus(ctx, st, f, o.dryRun)
+		rep, code, err = replayStatus(ctx, st, f, o)
 	}
 	if err != nil {
 		return fail(stderr, code, err)
@@ -162,7 +173,7 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 		dests = cfg.Sources[ev.Source].Destinations
 	}
 	if !o.dryRun {
-		ds, err := st.Replay(ctx, ev.ID, dests)
+		ds, err := st.Replay(ctx, ev.ID, dests, cliActor(o))
 		if err != nil {
 			return rep, exitFail, fmt.Errorf("replay: %w", err)
 		}
@@ -184,10 +195,10 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 // replayStatus replays (or, in a dry run, lists) one delivery per
 // (event, destination) among the deliveries f selects, as
 // store.ReplayDeliveries does.
-func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, dryRun bool) (replayReport, int, error) {
-	rep := replayReport{DryRun: dryRun}
-	if !dryRun {
-		n, err := st.ReplayDeliveries(ctx, f)
+func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, o replayOptions) (replayReport, int, error) {
+	rep := replayReport{DryRun: o.dryRun}
+	if !o.dryRun {
+		n, err := st.ReplayDeliveries(ctx, f, cliActor(o))
 		if err != nil {
 			return rep, exitFail, fmt.Errorf("replay: %w", err)
 		}
@@ -238,6 +249,9 @@ func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, d
 	rep.Count = len(rep.Deliveries)
 	return rep, exitOK, nil
 }
+
+// cliActor is who a replay from the command line is recorded as.
+func cliActor(o replayOptions) store.Actor { return store.Actor{Name: "cli", Reason: o.reason} }
 
 // resolveEvent finds the event id names: an AnyHook event id, a delivery
 // id (whose delivery it also returns) or a provider event id, in that

@@ -53,9 +53,9 @@ type Store interface {
 	Event(ctx context.Context, id string) (anyhook.Event, error)
 	ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error)
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
-	Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error)
-	ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (int, error)
-	Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error)
+	Replay(ctx context.Context, eventID string, destinations []string, by store.Actor) ([]anyhook.Delivery, error)
+	ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error)
+	Resolve(ctx context.Context, deliveryID, action string, by store.Actor) (anyhook.Delivery, error)
 	SetPaused(ctx context.Context, destination string, paused bool) error
 	Paused(ctx context.Context) (map[string]bool, error)
 	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)

@@ -42,9 +42,10 @@ func (a *API) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 
 type resolveRequest struct {
 	Action string `json:"action"`
+	Reason string `json:"reason"`
 }
 
-// POST /api/deliveries/{id}/resolve {"action": "resend"|"mark_delivered"|"discard"}
+// POST /api/deliveries/{id}/resolve {"action": "resend"|"mark_delivered"|"discard", "reason": "…"}
 func (a *API) resolve(w http.ResponseWriter, r *http.Request) error {
 	var req resolveRequest
 	if err := decodeBody(w, r, &req); err != nil {
@@ -57,14 +58,19 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badParam("action", "unknown action %q (want resend, mark_delivered or discard)", req.Action)
 	}
-	d, err := a.store.Resolve(r.Context(), r.PathValue("id"), req.Action)
+	reason, err := checkReason(req.Reason)
+	if err != nil {
+		return err
+	}
+	by := actor(r, reason)
+	d, err := a.store.Resolve(r.Context(), r.PathValue("id"), req.Action, by)
 	if err != nil {
 		return err
 	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: delivery resolved",
 		slog.String("delivery_id", d.ID), slog.String("event_id", d.EventID),
 		slog.String("destination", d.Destination), slog.String("action", req.Action),
-		slog.String("status", string(d.Status)))
+		slog.String("status", string(d.Status)), slog.String("actor", by.Name), slog.String("reason", by.Reason))
 	return writeJSON(w, http.StatusOK, a.toDelivery(d, false))
 }
 

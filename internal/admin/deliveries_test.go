@@ -114,7 +114,7 @@ func TestResolveHeld(t *testing.T) {
 	if d := resolve(held[1].ID, "mark_delivered"); d["status"] != "delivered" || d["next_attempt_at"] != nil {
 		t.Errorf("mark_delivered %v", d)
 	}
-	if d := resolve(held[2].ID, "discard"); d["status"] != "dead" {
+	if d := resolve(held[2].ID, "discard"); d["status"] != "resolved" {
 		t.Errorf("discard %v", d)
 	}
 	// The resent delivery is due again, at its next attempt number.
@@ -135,8 +135,12 @@ func TestResolveHeld(t *testing.T) {
 		}
 	}
 
-	// A dead delivery can be resent too; a delivering or delivered one cannot.
-	if d := resolve(held[2].ID, "resend"); d["status"] != "pending" {
+	// A dead delivery can be resent too; a delivering, delivered or
+	// resolved one cannot.
+	f.seed("stripe", "evt_4", []byte(`{}`), 0)
+	dead := f.claim("billing", time.Minute)
+	f.finish(dead, anyhook.StatusDead, 500, nil)
+	if d := resolve(dead[0].Delivery.ID, "resend"); d["status"] != "pending" {
 		t.Errorf("resend dead %v", d)
 	}
 	for _, tc := range []struct {
@@ -146,6 +150,7 @@ func TestResolveHeld(t *testing.T) {
 	}{
 		{cs[0].Delivery.ID, `{"action":"resend"}`, 400, "invalid"}, // delivering
 		{held[1].ID, `{"action":"discard"}`, 400, "invalid"},       // delivered
+		{held[2].ID, `{"action":"resend"}`, 400, "invalid"},        // resolved (discarded)
 		{held[1].ID, `{"action":"retry"}`, 400, "invalid_parameter"},
 		{held[1].ID, `{}`, 400, "invalid_parameter"},
 		{held[1].ID, ``, 400, "invalid_parameter"},

@@ -49,6 +49,7 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) error {
 
 type replayEventRequest struct {
 	Destination string `json:"destination"`
+	Reason      string `json:"reason"`
 }
 
 type replayEventResponse struct {
@@ -66,6 +67,11 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	if req.Destination != "" && !a.known[req.Destination] {
 		return badParam("destination", "unknown destination %q (configured: %s)", req.Destination, strings.Join(a.dests, ", "))
 	}
+	reason, err := checkReason(req.Reason)
+	if err != nil {
+		return err
+	}
+	by := actor(r, reason)
 	ev, err := a.store.Event(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -74,12 +80,13 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ds, err := a.store.Replay(r.Context(), ev.ID, dests)
+	ds, err := a.store.Replay(r.Context(), ev.ID, dests, by)
 	if err != nil {
 		return err
 	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: event replayed",
-		slog.String("event_id", ev.ID), slog.String("source", ev.Source), slog.Any("destinations", dests))
+		slog.String("event_id", ev.ID), slog.String("source", ev.Source), slog.Any("destinations", dests),
+		slog.String("actor", by.Name), slog.String("reason", by.Reason))
 	out := replayEventResponse{EventID: ev.ID, Deliveries: make([]deliveryJSON, 0, len(ds))}
 	for _, d := range ds {
 		out.Deliveries = append(out.Deliveries, a.toDelivery(d, false))
@@ -127,6 +134,7 @@ type bulkReplayRequest struct {
 	Since       string `json:"since"`
 	Until       string `json:"until"`
 	DryRun      bool   `json:"dry_run"`
+	Reason      string `json:"reason"`
 }
 
 type bulkReplayResponse struct {
@@ -153,7 +161,11 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		Until:       parseTime(q, "until", strings.TrimSpace(req.Until)),
 	}
 	if f.Status != "" && !f.Status.Valid() {
-		q.fail(badParam("status", "unknown status %q (want pending, delivering, delivered, dead, held, skipped or paused)", f.Status))
+		q.fail(badParam("status", "unknown status %q (want pending, delivering, delivered, dead, held, skipped, paused or resolved)", f.Status))
+	}
+	reason, err := checkReason(req.Reason)
+	if err != nil {
+		q.fail(err.(*Error))
 	}
 	if f.Destination != "" && !a.known[f.Destination] {
 		q.fail(badParam("destination", "unknown destination %q (configured: %s)", f.Destination, strings.Join(a.dests, ", ")))
@@ -173,14 +185,15 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: n, DryRun: true})
 	}
-	n, err := a.store.ReplayDeliveries(r.Context(), f)
+	by := actor(r, reason)
+	n, err := a.store.ReplayDeliveries(r.Context(), f, by)
 	if err != nil {
 		return err
 	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: bulk replay",
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
-		slog.Int("count", n))
+		slog.Int("count", n), slog.String("actor", by.Name), slog.String("reason", by.Reason))
 	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: n})
 }
 

@@ -370,9 +370,11 @@ func TestBulkReplayDryRunPages(t *testing.T) {
 	}
 }
 
-// TestPrunedEventRefused: once retention emptied an event's body, replay,
-// bulk replay and resend answer 409 body_pruned, create nothing, and the
-// event shows body_pruned; an event that keeps its body replays as usual.
+// TestPrunedEventRefused: once retention emptied an event's body, replay
+// and bulk replay answer 409 body_pruned, create nothing, and the event
+// shows body_pruned; an event that keeps its body replays as usual. (Only
+// a discarded delivery lets its body go, and a discarded one is resolved:
+// nothing to resend.)
 func TestPrunedEventRefused(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -405,7 +407,6 @@ func TestPrunedEventRefused(t *testing.T) {
 	for _, tc := range []struct{ path, body string }{
 		{"/api/events/" + gone + "/replay", ``},
 		{"/api/events/" + gone + "/replay", `{"destination":"billing"}`},
-		{"/api/deliveries/" + deadID + "/resolve", `{"action":"resend"}`},
 		{"/api/replay", `{"source":"stripe"}`},
 	} {
 		r := f.do("POST", tc.path, tc.body)
@@ -426,6 +427,10 @@ func TestPrunedEventRefused(t *testing.T) {
 		t.Errorf("an event with its body shows body_pruned: %v", m["request"])
 	}
 	f.mustStatus(f.do("POST", "/api/events/"+kept+"/replay", `{"destination":"billing"}`), http.StatusAccepted)
-	// Marking delivered sends nothing: still allowed.
-	f.mustStatus(f.do("POST", "/api/deliveries/"+deadID+"/resolve", `{"action":"mark_delivered"}`), http.StatusOK)
+	// The discarded delivery is resolved for good.
+	for _, action := range []string{"resend", "mark_delivered", "discard"} {
+		if r := f.do("POST", "/api/deliveries/"+deadID+"/resolve", `{"action":"`+action+`"}`); r.status != http.StatusBadRequest || r.errCode(t) != "invalid" {
+			t.Errorf("%s of a discarded delivery: %d %s; want 400 invalid", action, r.status, r.body)
+		}
+	}
 }

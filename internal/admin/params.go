@@ -32,7 +32,7 @@ func (q *query) str(name string) string { return strings.TrimSpace(q.v.Get(name)
 func (q *query) status(name string) anyhook.DeliveryStatus {
 	s := anyhook.DeliveryStatus(q.str(name))
 	if s != "" && !s.Valid() {
-		q.fail(badParam(name, "unknown status %q (want pending, delivering, delivered, dead, held, skipped or paused)", s))
+		q.fail(badParam(name, "unknown status %q (want pending, delivering, delivered, dead, held, skipped, paused or resolved)", s))
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 // The JSON shapes of SPEC §9. Field names are part of the contract.
@@ -23,6 +24,32 @@ type eventJSON struct {
 	Request    requestJSON `json:"request"`
 	// Deliveries is present on GET /api/events/{id}, absent from lists.
 	Deliveries []deliveryJSON `json:"deliveries,omitzero"`
+	// Actions (GET /api/events/{id}) are what people did to the
+	// deliveries, oldest first: the audit trail.
+	Actions []actionJSON `json:"actions,omitzero"`
+}
+
+// actionJSON is one entry of an event's audit trail.
+type actionJSON struct {
+	ID          string    `json:"id"`
+	Action      string    `json:"action"` // replay, resend, mark_delivered, discard
+	DeliveryID  string    `json:"delivery_id"`
+	Destination string    `json:"destination"`
+	Actor       string    `json:"actor"`
+	Reason      string    `json:"reason"`
+	At          time.Time `json:"at"`
+	// Resolved lists the held or dead deliveries the action took out of
+	// their queue: for a replay, those its delivery took over.
+	Resolved []string `json:"resolved"`
+}
+
+// resolutionJSON is how a person resolved a delivery.
+type resolutionJSON struct {
+	Kind             string    `json:"kind"` // replayed, discarded, marked_delivered
+	At               time.Time `json:"at"`
+	By               string    `json:"by"`
+	Reason           string    `json:"reason"`
+	ReplayDeliveryID string    `json:"replay_delivery_id,omitzero"`
 }
 
 type requestJSON struct {
@@ -46,11 +73,15 @@ type deliveryJSON struct {
 	Replay        bool       `json:"replay"`
 	Stale         bool       `json:"stale"`
 	AttemptCount  int        `json:"attempt_count"`
-	NextAttemptAt *time.Time `json:"next_attempt_at"` // null unless pending
+	NextAttemptAt *time.Time `json:"next_attempt_at"` // null unless pending or paused
 	LeaseUntil    *time.Time `json:"lease_until,omitzero"`
+	ClaimedAt     *time.Time `json:"claimed_at,omitzero"` // when the latest attempt started
 	CreatedAt     time.Time  `json:"created_at"`
 	UpdatedAt     time.Time  `json:"updated_at"`
 	Note          string     `json:"note"`
+	// Resolution is how a person took it out of the held or dead queue;
+	// null while nobody has.
+	Resolution *resolutionJSON `json:"resolution"`
 	// Orphaned: the destination is not in this gateway's config (removed,
 	// or not yet added during a rolling change). Its deliveries wait,
 	// untouched, until a config names it again.
@@ -67,6 +98,10 @@ type attemptJSON struct {
 	Error                string    `json:"error"`
 	ResponseBody         string    `json:"response_body"`
 	ResponseBodyEncoding string    `json:"response_body_encoding"`
+	// OutcomeUnknown: the claim expired before a result was recorded (the
+	// worker crashed or stalled). started_at is when it was sent; its
+	// duration is unknown (0).
+	OutcomeUnknown bool `json:"outcome_unknown,omitzero"`
 }
 
 type listJSON[T any] struct {
@@ -104,6 +139,19 @@ func (a *API) toEvent(ev anyhook.Event, full bool) eventJSON {
 		for _, d := range ev.Deliveries {
 			out.Deliveries = append(out.Deliveries, a.toDelivery(d, true))
 		}
+		out.Actions = make([]actionJSON, 0, len(ev.Actions))
+		for _, x := range ev.Actions {
+			aj := actionJSON{ID: x.ID, Action: x.Kind, DeliveryID: x.DeliveryID, Destination: x.Destination,
+				Actor: x.Actor, Reason: x.Reason, At: utc(x.At), Resolved: []string{}}
+			for _, d := range ev.Deliveries {
+				switch {
+				case x.Kind == store.ActionReplay && d.Resolution.ReplayedBy == x.DeliveryID,
+					(x.Kind == store.ActionDiscard || x.Kind == store.ActionMarkDelivered) && d.ID == x.DeliveryID:
+					aj.Resolved = append(aj.Resolved, d.ID)
+				}
+			}
+			out.Actions = append(out.Actions, aj)
+		}
 	}
 	return out
 }
@@ -116,13 +164,20 @@ func (a *API) toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
 		CreatedAt: utc(d.CreatedAt), UpdatedAt: utc(d.UpdatedAt), Note: d.Note,
 		Orphaned: !a.known[d.Destination],
 	}
-	if d.Status == anyhook.StatusPending && !d.NextAttemptAt.IsZero() {
+	if (d.Status == anyhook.StatusPending || d.Status == anyhook.StatusPaused) && !d.NextAttemptAt.IsZero() {
 		t := utc(d.NextAttemptAt)
 		out.NextAttemptAt = &t
 	}
 	if d.Status == anyhook.StatusDelivering && !d.LeaseUntil.IsZero() {
 		t := utc(d.LeaseUntil)
 		out.LeaseUntil = &t
+	}
+	if !d.ClaimedAt.IsZero() {
+		t := utc(d.ClaimedAt)
+		out.ClaimedAt = &t
+	}
+	if r := d.Resolution; r.Kind != "" {
+		out.Resolution = &resolutionJSON{Kind: r.Kind, At: utc(r.At), By: r.By, Reason: r.Reason, ReplayDeliveryID: r.ReplayedBy}
 	}
 	if full {
 		out.Attempts = make([]attemptJSON, 0, len(d.Attempts))
@@ -133,6 +188,7 @@ func (a *API) toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
 				DurationMS: float64(at.Duration.Microseconds()) / 1000,
 				StatusCode: at.StatusCode, Error: at.Error,
 				ResponseBody: body, ResponseBodyEncoding: enc,
+				OutcomeUnknown: store.Lost(at),
 			})
 		}
 	}

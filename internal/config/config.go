@@ -71,7 +71,10 @@ type Signature struct {
 type Ordering struct {
 	Object  string `yaml:"object"`  // header:NAME or json:PATH
 	Version string `yaml:"version"` // header:NAME or json:PATH
-	Stale   string `yaml:"stale"`   // skip | deliver; default skip
+	// Stale says what happens to an event older than the newest seen for
+	// its object: deliver (the default, for every provider) sends it with
+	// X-AnyHook-Stale: true; skip records it and skips its deliveries.
+	Stale string `yaml:"stale"`
 }
 
 // RateLimit caps the requests a source accepts (a token bucket per source

@@ -65,8 +65,8 @@ alerts:
 	if o.Signature.Algorithm != "sha256" || o.Signature.Encoding != "hex" || o.Signature.None {
 		t.Errorf("signature defaults: %+v", o.Signature)
 	}
-	if o.Ordering.Stale != "skip" {
-		t.Errorf("ordering.stale = %q", o.Ordering.Stale)
+	if o.Ordering.Stale != "deliver" {
+		t.Errorf("ordering.stale = %q, want deliver (the default)", o.Ordering.Stale)
 	}
 	d := c.Destinations["billing"]
 	want := Destination{
@@ -557,6 +557,9 @@ func TestExample(t *testing.T) {
 	if c.Sources["stripe"] == nil || c.Sources["demo"] == nil || !c.Sources["demo"].Signature.None ||
 		c.Sources["demo"].ID != "header:X-Request-Id" {
 		t.Errorf("example sources: %v", c.SourceOrder)
+	}
+	if o := c.Sources["stripe"].Ordering; o == nil || o.Stale != "deliver" {
+		t.Errorf("example stripe ordering: %+v, want stale: deliver spelled out", o)
 	}
 	if d := c.Destinations["echo"]; d == nil || d.URL != "http://127.0.0.1:9000/hooks" || d.Backoff.Initial.D() != time.Second {
 		t.Errorf("example destination: %+v", d)

@@ -75,7 +75,7 @@ func (c *Config) setDefaults() {
 			str(&sig.Encoding, "hex")
 		}
 		if s.Ordering != nil {
-			str(&s.Ordering.Stale, "skip")
+			str(&s.Ordering.Stale, "deliver")
 		}
 		if rl := s.RateLimit; rl != nil && rl.Burst == 0 && !c.has(k+"rate_limit.burst") {
 			rl.Burst = rl.RPS

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/anyhook/anyhook/internal/admin"
 )
 
 // apiResult is the answer of an in-process admin API call.
@@ -46,7 +48,8 @@ func (a *apiResult) message() string {
 }
 
 // callAPI sends one request to the admin API in-process, as the admin
-// token's holder, on behalf of the person whose session r carries.
+// token's holder, on behalf of the person whose session r carries: the API
+// records that session as the actor of what it does (admin.WithActor).
 func (d *Dashboard) callAPI(r *http.Request, method, path string, body any, out any) (*apiResult, error) {
 	var rd bytes.Buffer
 	if body != nil {
@@ -54,7 +57,7 @@ func (d *Dashboard) callAPI(r *http.Request, method, path string, body any, out 
 			return nil, err
 		}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), method, path, &rd)
+	req, err := http.NewRequestWithContext(admin.WithActor(r.Context(), d.sessions.actor(r)), method, path, &rd)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +110,8 @@ func (d *Dashboard) replayEvent(w http.ResponseWriter, r *http.Request) error {
 			Destination string `json:"destination"`
 		} `json:"deliveries"`
 	}
-	res, err := d.callAPI(r, "POST", "/api/events/"+url.PathEscape(id)+"/replay", map[string]string{"destination": dest}, &out)
+	res, err := d.callAPI(r, "POST", "/api/events/"+url.PathEscape(id)+"/replay",
+		map[string]string{"destination": dest, "reason": r.PostForm.Get("reason")}, &out)
 	if err != nil {
 		return err
 	}
@@ -137,7 +141,8 @@ func (d *Dashboard) resolve(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	action := r.PostForm.Get("action")
-	res, err := d.callAPI(r, "POST", "/api/deliveries/"+url.PathEscape(id)+"/resolve", map[string]string{"action": action}, nil)
+	res, err := d.callAPI(r, "POST", "/api/deliveries/"+url.PathEscape(id)+"/resolve",
+		map[string]string{"action": action, "reason": r.PostForm.Get("reason")}, nil)
 	if err != nil {
 		return err
 	}
@@ -167,7 +172,8 @@ func (d *Dashboard) resolveMany(w http.ResponseWriter, r *http.Request) error {
 	}
 	done, failed := 0, []string{}
 	for _, id := range ids {
-		res, err := d.callAPI(r, "POST", "/api/deliveries/"+url.PathEscape(id)+"/resolve", map[string]string{"action": action}, nil)
+		res, err := d.callAPI(r, "POST", "/api/deliveries/"+url.PathEscape(id)+"/resolve",
+			map[string]string{"action": action, "reason": r.PostForm.Get("reason")}, nil)
 		if err != nil {
 			return err
 		}
@@ -198,6 +204,7 @@ func (d *Dashboard) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		"status":      r.PostForm.Get("status"),
 		"destination": r.PostForm.Get("destination"),
 		"source":      r.PostForm.Get("source"),
+		"reason":      r.PostForm.Get("reason"),
 	}
 	var out struct {
 		Count int `json:"count"`

@@ -439,14 +439,16 @@ func TestActions(t *testing.T) {
 	f.post("/events/"+id+"/replay", url.Values{"destination": {"ci"}})
 	mustContain(t, f.get("/events/"+id), "Replay failed", "does not receive source")
 
-	// Resolve one held delivery.
-	f.post("/deliveries/"+held[0]+"/resolve", url.Values{"action": {"mark_delivered"}})
+	// The replay to billing took the held billing delivery out of the
+	// held queue: it is resolved, and cannot be resolved again.
 	ev, _ = f.store.Event(ctx, id)
 	for _, d := range ev.Deliveries {
-		if d.ID == held[0] && d.Status != anyhook.StatusDelivered {
-			t.Fatalf("held delivery is %s after mark_delivered", d.Status)
+		if d.ID == held[0] && (d.Status != anyhook.StatusResolved || d.Resolution.Kind != anyhook.ResolvedReplayed) {
+			t.Fatalf("held delivery is %s %+v after a replay to its destination", d.Status, d.Resolution)
 		}
 	}
+	f.post("/deliveries/"+held[0]+"/resolve", url.Values{"action": {"mark_delivered"}})
+	mustContain(t, f.get("/events/"+id), "is resolved; only held or dead deliveries can be resolved")
 
 	// Bulk: resend the dead one, and a delivery that is not resolvable.
 	r = f.post("/deliveries/resolve", url.Values{"action": {"resend"}, "id": {dead[0], held[0]}, "back": {"/deliveries?status=dead"}})
@@ -498,7 +500,7 @@ func TestPrunedEvent(t *testing.T) {
 	ctx := context.Background()
 	id := f.seed("github", "h:1", []byte(`{"secret":"gone"}`))
 	dead := f.park("ci", anyhook.StatusDead)
-	if _, err := f.store.Resolve(ctx, dead[0], store.ActionDiscard); err != nil {
+	if _, err := f.store.Resolve(ctx, dead[0], store.ActionDiscard, store.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ledger.NewSequencer(f.store, ledger.SequencerOptions{}).Run(ctx); err != nil {
@@ -517,8 +519,8 @@ func TestPrunedEvent(t *testing.T) {
 	f.post("/events/"+id+"/replay", url.Values{"back": {"/events/" + id}})
 	mustContain(t, f.get("/events/"+id), "Replay failed: event "+id+": its body was pruned by retention")
 	f.post("/deliveries/"+dead[0]+"/resolve", url.Values{"action": {"resend"}, "back": {"/events/" + id}})
-	mustContain(t, f.get("/events/"+id), "Delivery "+dead[0]+": event "+id+": its body was pruned by retention")
-	if ev, _ := f.store.Event(ctx, id); len(ev.Deliveries) != 1 || ev.Deliveries[0].Status != anyhook.StatusDead {
+	mustContain(t, f.get("/events/"+id), "Delivery "+dead[0]+": delivery "+dead[0]+" is resolved; only held or dead deliveries can be resolved")
+	if ev, _ := f.store.Event(ctx, id); len(ev.Deliveries) != 1 || ev.Deliveries[0].Status != anyhook.StatusResolved {
 		t.Errorf("deliveries after refused actions: %+v", ev.Deliveries)
 	}
 }

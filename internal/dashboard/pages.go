@@ -48,6 +48,15 @@ var funcs = template.FuncMap{
 	"resolvable": func(s anyhook.DeliveryStatus) bool {
 		return s == anyhook.StatusHeld || s == anyhook.StatusDead
 	},
+	// lost: the attempt's claim expired before its outcome was recorded.
+	"lost": store.Lost,
+	// times writes n with the singular or plural noun: "1 time", "3 times".
+	"times": func(n int, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	},
 }
 
 // human writes a duration the way a person reads it: 3s, 4m, 2h 5m, 3d.
@@ -68,7 +77,7 @@ func human(d time.Duration) string {
 // statusOrder is how statuses are listed.
 var statusOrder = []anyhook.DeliveryStatus{
 	anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusDelivered, anyhook.StatusDead,
-	anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusPaused,
+	anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusPaused, anyhook.StatusResolved,
 }
 
 type statusCount struct {
@@ -104,6 +113,8 @@ type overviewData struct {
 	SuccessRatio  string
 	Queue         []statusCount
 	OldestPending string
+	Stale         int // stale events received in the window
+	Skipped       int // of them, skipped (stale: skip)
 	IngestChart   chart
 	DeliveryChart chart
 	Destinations  []destRow
@@ -148,6 +159,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	n := len(act.Received)
 	delivered, dead := store.Merge(act.Delivered, n), store.Merge(act.Dead, n)
 	data.Received, data.Delivered, data.Dead = store.Sum(act.Received), store.Sum(delivered), store.Sum(dead)
+	data.Stale, data.Skipped = act.Stale, act.Skipped
 	minutes := float64(n) * act.Bucket.Minutes()
 	data.IngestRate = fmt.Sprintf("%.1f", float64(data.Received)/minutes)
 	data.DeliveryRate = fmt.Sprintf("%.1f", float64(data.Delivered+data.Dead)/minutes)
@@ -394,6 +406,64 @@ type deliveryView struct {
 	Attempts []attemptView
 }
 
+// destSummary is what happened to an event at one destination, counted
+// from its deliveries and their attempts: how often it was sent, how, and
+// how often the destination answered 2xx.
+type destSummary struct {
+	Destination string
+	Sent        int // attempts started, over the delivery and its replays
+	Original    int // attempts of the delivery made at ingest
+	Replays     int // replay deliveries
+	Replayed    int // attempts of the replay deliveries
+	Lost        int // attempts whose outcome is unknown (a crash or a stall)
+	OK          int // attempts answered 2xx
+	Marked      int // deliveries a person marked delivered
+	Skipped     bool
+}
+
+func summarize(ds []anyhook.Delivery) []destSummary {
+	var out []destSummary
+	at := map[string]int{}
+	for _, d := range ds {
+		i, ok := at[d.Destination]
+		if !ok {
+			i = len(out)
+			at[d.Destination] = i
+			out = append(out, destSummary{Destination: d.Destination})
+		}
+		s := &out[i]
+		s.Sent += d.AttemptCount
+		if d.Replay {
+			s.Replays++
+			s.Replayed += d.AttemptCount
+		} else {
+			s.Original += d.AttemptCount
+		}
+		if d.Status == anyhook.StatusSkipped {
+			s.Skipped = true
+		}
+		if d.Resolution.Kind == anyhook.ResolvedMarkedDelivered {
+			s.Marked++
+		}
+		for _, a := range d.Attempts {
+			switch {
+			case store.Lost(a):
+				s.Lost++
+			case a.StatusCode >= 200 && a.StatusCode < 300:
+				s.OK++
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b destSummary) int { return cmp.Compare(a.Destination, b.Destination) })
+	return out
+}
+
+// actionView is one entry of the event's audit trail.
+type actionView struct {
+	anyhook.Action
+	What string
+}
+
 type eventData struct {
 	Event        anyhook.Event
 	Headers      []headerLine
@@ -402,6 +472,8 @@ type eventData struct {
 	Pretty       string // the body as indented JSON, when it is JSON
 	ReplayTo     []string
 	Deliveries   []deliveryView
+	Summaries    []destSummary
+	Actions      []actionView
 	Back         string
 }
 
@@ -454,6 +526,12 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request) error {
 			v.Attempts = append(v.Attempts, attemptView{Attempt: a, Response: body, ResponseEncoding: enc})
 		}
 		data.Deliveries = append(data.Deliveries, v)
+	}
+	data.Summaries = summarize(ev.Deliveries)
+	for _, a := range ev.Actions {
+		what := map[string]string{store.ActionReplay: "replayed to " + a.Destination, store.ActionResend: "resent",
+			store.ActionMarkDelivered: "marked delivered", store.ActionDiscard: "discarded"}[a.Kind]
+		data.Actions = append(data.Actions, actionView{Action: a, What: cmp.Or(what, a.Kind)})
 	}
 	d.render(w, r, http.StatusOK, "event", "Event "+ev.ID, data)
 	return nil

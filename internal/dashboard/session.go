@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -106,6 +107,27 @@ func (s *sessions) valid(r *http.Request) bool {
 	}
 	_, _, ok := s.parse(c.Value)
 	return ok
+}
+
+// actor names the person behind r in the audit trail of replays and
+// resolves: their session, by the first 8 hex digits of the SHA-256 of its
+// nonce. That tells sessions apart and reveals nothing of the cookie,
+// which is the nonce and its MAC. Without a login (no admin token) it is
+// "dashboard".
+func (s *sessions) actor(r *http.Request) string {
+	if s.off() {
+		return "dashboard"
+	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "dashboard"
+	}
+	nonce, _, ok := s.parse(c.Value)
+	if !ok {
+		return "dashboard"
+	}
+	sum := sha256.Sum256([]byte(nonce))
+	return "dashboard session " + hex.EncodeToString(sum[:4])
 }
 
 // revoke ends the session of cookie value v in this process.

@@ -228,12 +228,15 @@ func buildSources(cfg *config.Config) ([]ingest.Source, error) {
 			return nil, cfg.Errorf("sources."+name+"."+key, "%s", msg)
 		}
 		out = append(out, ingest.Source{
-			Name:          name,
-			Provider:      p,
-			MaxBody:       src.MaxBody.Bytes(),
-			PublicURL:     src.PublicURL,
-			Destinations:  src.Destinations,
-			StaleSkip:     src.Ordering == nil || src.Ordering.Stale != "deliver",
+			Name:         name,
+			Provider:     p,
+			MaxBody:      src.MaxBody.Bytes(),
+			PublicURL:    src.PublicURL,
+			Destinations: src.Destinations,
+			// Stale events are delivered, flagged, unless the source
+			// says stale: skip (issue 13: skipping by default silently
+			// dropped late payment events that share an object).
+			StaleSkip:     src.Ordering != nil && src.Ordering.Stale == "skip",
 			SecretHeaders: provider.CredentialHeaders(src.Provider),
 		})
 	}

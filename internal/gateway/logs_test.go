@@ -199,7 +199,7 @@ destinations:
 	// Then a success, through a resend.
 	failing.Store(false)
 	ds, _, _ := g.Store().ListDeliveries(t.Context(), store.DeliveryFilter{Status: anyhook.StatusDead})
-	if _, err := g.Store().Resolve(t.Context(), ds[0].ID, "resend"); err != nil {
+	if _, err := g.Store().Resolve(t.Context(), ds[0].ID, "resend", store.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the resent delivery delivered", func() bool {

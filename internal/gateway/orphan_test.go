@@ -123,8 +123,9 @@ destinations:
 		switch d.Destination {
 		case "billing":
 			found = true
-			if d.Status != string(anyhook.StatusPending) || !d.Orphaned {
-				t.Errorf("billing delivery = %+v, want pending and orphaned", d)
+			// Still paused (the pause outlives the config), and orphaned.
+			if d.Status != string(anyhook.StatusPaused) || !d.Orphaned {
+				t.Errorf("billing delivery = %+v, want paused and orphaned", d)
 			}
 		case "audit":
 			if d.Orphaned {
@@ -146,11 +147,11 @@ destinations:
 	orphan := false
 	for _, d := range dests.Items {
 		if d.Name == "billing" {
-			orphan = !d.Configured && d.Unfinished["pending"] == 1
+			orphan = !d.Configured && d.Unfinished["paused"] == 1
 		}
 	}
 	if !orphan {
-		t.Errorf("destinations = %+v, want billing listed as not configured with 1 pending", dests.Items)
+		t.Errorf("destinations = %+v, want billing listed as not configured with 1 paused", dests.Items)
 	}
 	if page := dashboardPage(t, e.url, "/events/"+a.ID); !strings.Contains(page, "orphaned: destination not in config") {
 		t.Errorf("the event page does not show the billing delivery as orphaned")

@@ -202,12 +202,13 @@ func TestHubSpotBatches(t *testing.T) {
 }
 
 // Staleness through the gateway: an older version of an object is
-// recorded but skipped; an equal version is delivered; with stale:
-// deliver it is sent with X-AnyHook-Stale.
+// recorded and, by default (every provider), delivered with
+// X-AnyHook-Stale: true; an equal version is delivered as usual; a source
+// that says stale: skip skips it.
 func TestStaleEvents(t *testing.T) {
 	t.Parallel()
 	sk := newSink(t)
-	e := multiSetup(t, sk, "  orders:\n    provider: generic\n    signature: none\n    id: header:X-Request-Id\n    ordering: {object: json:order.id, version: json:order.updated_at, stale: deliver}\n")
+	e := multiSetup(t, sk, "  orders:\n    provider: generic\n    signature: none\n    id: header:X-Request-Id\n    ordering: {object: json:order.id, version: json:order.updated_at, stale: skip}\n")
 	shop := []string{"--provider", "shopify", "--secret", "shpss_secret", "--url", e.url + "/webhooks/shopify", "--object", "42"}
 	for _, v := range []string{"2026-11-30T10:00:00Z", "2026-11-30T09:00:00Z", "2026-11-30T10:00:00Z"} {
 		if code, out := runSend(t, append(shop, "--version", v)...); code != 0 {
@@ -218,9 +219,11 @@ func TestStaleEvents(t *testing.T) {
 	if len(evs) != 3 {
 		t.Fatalf("%d shopify events, want 3 (stale ones are recorded too)", len(evs))
 	}
-	want := map[string]anyhook.DeliveryStatus{"2026-11-30T09:00:00Z": anyhook.StatusSkipped, "2026-11-30T10:00:00Z": anyhook.StatusDelivered}
 	for _, ev := range evs {
-		e.waitStatus(t, ev.ID, want[ev.Version])
+		e.waitStatus(t, ev.ID, anyhook.StatusDelivered)
+		if ev.Stale != (ev.Version == "2026-11-30T09:00:00Z") {
+			t.Errorf("shopify event at %s: stale %v", ev.Version, ev.Stale)
+		}
 	}
 	gen := []string{"--provider", "generic", "--url", e.url + "/webhooks/orders", "--object", "o-1"}
 	for _, v := range []string{"5", "4"} {
@@ -228,29 +231,60 @@ func TestStaleEvents(t *testing.T) {
 			t.Fatalf("send: %d %s", code, out)
 		}
 	}
-	var staleHeaders, objects int
+	orders, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{Source: "orders"})
+	want := map[string]anyhook.DeliveryStatus{"5": anyhook.StatusDelivered, "4": anyhook.StatusSkipped}
+	for _, ev := range orders {
+		e.waitStatus(t, ev.ID, want[ev.Version])
+	}
+	var stale []http.Header
 	deadline := time.Now().Add(20 * time.Second)
-	for (staleHeaders == 0 || objects < 2) && time.Now().Before(deadline) {
-		staleHeaders, objects = 0, 0
+	for len(stale) == 0 && time.Now().Before(deadline) {
+		stale = nil
 		for _, r := range sk.requests() {
-			if r.Header.Get("X-AnyHook-Source") != "orders" {
-				continue
-			}
-			objects++
-			if r.Header.Get("X-AnyHook-Object") != "o-1" {
-				t.Fatalf("X-AnyHook-Object = %q", r.Header.Get("X-AnyHook-Object"))
-			}
 			if r.Header.Get("X-AnyHook-Stale") == "true" {
-				staleHeaders++
-				if r.Header.Get("X-AnyHook-Version") != "4" {
-					t.Fatalf("the stale delivery is version %q, want 4", r.Header.Get("X-AnyHook-Version"))
-				}
+				stale = append(stale, r.Header)
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if staleHeaders != 1 || objects != 2 {
-		t.Fatalf("orders: %d deliveries, %d flagged stale; want 2 and 1", objects, staleHeaders)
+	if len(stale) != 1 || stale[0].Get("X-AnyHook-Source") != "shopify" || stale[0].Get("X-AnyHook-Version") != "2026-11-30T09:00:00Z" ||
+		stale[0].Get("X-AnyHook-Object") == "" {
+		t.Fatalf("deliveries flagged stale: %v, want the shopify one of 09:00 (orders skips its stale one)", stale)
+	}
+}
+
+// TestStripeLateEventDeliveredByDefault (issue 13 item 7): Stripe event
+// types share an object, so a late payment_intent.succeeded can be older
+// than the payment_intent.updated already seen. By default it is delivered,
+// flagged X-AnyHook-Stale: true, never silently skipped.
+func TestStripeLateEventDeliveredByDefault(t *testing.T) {
+	t.Parallel()
+	sk := newSink(t)
+	e := multiSetup(t, sk, "")
+	stripe := []string{"--provider", "stripe", "--secret", "whsec_stripe", "--url", e.url + "/webhooks/stripe", "--object", "pi_1"}
+	for i, created := range []string{"1700000200", "1700000100"} { // the updated, then the late succeeded
+		if code, out := runSend(t, append(stripe, "--version", created, "--event-id", fmt.Sprintf("evt_late_%d", i))...); code != 0 {
+			t.Fatalf("send: %d %s", code, out)
+		}
+	}
+	evs, _, _ := e.store.ListEvents(t.Context(), store.EventFilter{Source: "stripe"})
+	if len(evs) != 2 {
+		t.Fatalf("%d stripe events, want 2", len(evs))
+	}
+	for _, ev := range evs {
+		e.waitStatus(t, ev.ID, anyhook.StatusDelivered)
+	}
+	late := 0
+	for _, r := range sk.requests() {
+		if r.Header.Get("X-AnyHook-Source") == "stripe" && r.Header.Get("X-AnyHook-Stale") == "true" {
+			late++
+			if r.Header.Get("X-AnyHook-Event-Id") != "evt_late_1" {
+				t.Errorf("flagged stale: %s, want evt_late_1", r.Header.Get("X-AnyHook-Event-Id"))
+			}
+		}
+	}
+	if late != 1 {
+		t.Fatalf("%d stripe deliveries flagged stale, want 1", late)
 	}
 }
 

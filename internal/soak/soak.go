@@ -273,7 +273,7 @@ log: {checkpoint_interval: 1s}
 sources:
   stripe: {provider: stripe, secrets: [%s]}
   github: {provider: github, secrets: [%s]}
-  shopify: {provider: shopify, secrets: [%s]}
+  shopify: {provider: shopify, secrets: [%s], ordering: {stale: skip}} # stripe delivers its stale events (the default); shopify skips them
   standard: {provider: standard, secrets: [%s]}
 destinations:
   receipts:

@@ -72,46 +72,125 @@ func RescueStatus(d anyhook.Delivery, rule StaleRule) anyhook.DeliveryStatus {
 	return anyhook.StatusPending
 }
 
+// LostError is the error of an attempt whose claim expired before its
+// outcome was recorded.
+const LostError = "outcome unknown: the claim expired before a result was recorded (worker crashed or stalled)"
+
+// Lost reports whether a is the record of an attempt whose claim expired
+// before its outcome was recorded (LostAttempt).
+func Lost(a anyhook.Attempt) bool { return a.Error == LostError }
+
 // LostAttempt is the attempt record left for a claim that expired: it was
-// started, but nobody knows whether the destination got it.
+// started when it was claimed, but nobody knows whether the destination
+// got it, or how long it took. d is the delivery as its claim left it.
 func LostAttempt(d anyhook.Delivery) anyhook.Attempt {
-	started := d.UpdatedAt
-	return anyhook.Attempt{
-		Number:    d.AttemptCount,
-		StartedAt: started,
-		Error:     "outcome unknown: the claim expired before a result was recorded (worker crashed or stalled)",
+	started := d.ClaimedAt
+	if started.IsZero() {
+		started = d.UpdatedAt // claimed before claimed_at was recorded (migration 6): the claim's own write
 	}
+	return anyhook.Attempt{Number: d.AttemptCount, StartedAt: started, Error: LostError}
 }
 
-// Resolution is the status and note of d after a person's action.
-func Resolution(d anyhook.Delivery, action string, now time.Time) (anyhook.DeliveryStatus, string, error) {
-	if d.Status != anyhook.StatusHeld && d.Status != anyhook.StatusDead {
-		return "", "", fmt.Errorf("delivery %s is %s; only held or dead deliveries can be resolved: %w", d.ID, d.Status, anyhook.ErrInvalid)
+// CheckReason validates the optional reason of a replay or resolve: one
+// line of at most MaxReason bytes, without control characters. It returns
+// it trimmed; the error says what is wrong, for the caller to prefix with
+// where the reason came from.
+func CheckReason(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if len(s) > MaxReason {
+		return "", fmt.Errorf("%d bytes; at most %d: %w", len(s), MaxReason, anyhook.ErrInvalid)
 	}
-	stamp := now.UTC().Format(time.RFC3339)
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "", fmt.Errorf("must be one line of text, without control characters: %w", anyhook.ErrInvalid)
+	}
+	return s, nil
+}
+
+// ActorName is the actor recorded for by.
+func ActorName(by Actor) string {
+	if by.Name == "" {
+		return "unknown"
+	}
+	return by.Name
+}
+
+// Resolved returns d after a person's action (Action* but replay) at now:
+// its new status, note and resolution, due now. Only a held or dead
+// delivery can be resolved, with a known action (else ErrInvalid).
+func Resolved(d anyhook.Delivery, action string, by Actor, now time.Time) (anyhook.Delivery, error) {
+	if d.Status != anyhook.StatusHeld && d.Status != anyhook.StatusDead {
+		return d, fmt.Errorf("delivery %s is %s; only held or dead deliveries can be resolved: %w", d.ID, d.Status, anyhook.ErrInvalid)
+	}
+	var verb string
 	switch action {
 	case ActionResend:
-		return anyhook.StatusPending, "resent by an operator at " + stamp, nil
+		d.Status, verb = anyhook.StatusPending, "resent"
 	case ActionMarkDelivered:
-		return anyhook.StatusDelivered, "marked delivered by an operator at " + stamp, nil
+		d.Status, verb = anyhook.StatusDelivered, "marked delivered"
+		d.Resolution = anyhook.Resolution{Kind: anyhook.ResolvedMarkedDelivered}
 	case ActionDiscard:
-		return anyhook.StatusDead, DiscardedNote + stamp, nil
+		d.Status, verb = anyhook.StatusResolved, "discarded"
+		d.Resolution = anyhook.Resolution{Kind: anyhook.ResolvedDiscarded}
+	default:
+		return d, fmt.Errorf("unknown action %q (want resend, mark_delivered or discard): %w", action, anyhook.ErrInvalid)
 	}
-	return "", "", fmt.Errorf("unknown action %q (want resend, mark_delivered or discard): %w", action, anyhook.ErrInvalid)
+	if d.Resolution.Kind != "" {
+		d.Resolution.At, d.Resolution.By, d.Resolution.Reason = now, ActorName(by), by.Reason
+	}
+	d.Note = Note(verb, by, now)
+	d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt = now, time.Time{}, now
+	return d, nil
 }
 
-// DiscardedNote starts the note of a delivery an operator discarded (it
-// stays dead): unlike a delivery that died on its own, it no longer keeps
-// its event's body from retention.
-const DiscardedNote = "discarded by an operator at "
+// Note is the line a delivery's note gets for a person's action: what,
+// by whom, when, and why when a reason was given.
+func Note(verb string, by Actor, now time.Time) string {
+	n := verb + " by " + ActorName(by) + " at " + now.UTC().Format(time.RFC3339)
+	if by.Reason != "" {
+		n += ": " + by.Reason
+	}
+	return n
+}
+
+// Resolvable is the SQL condition (both dialects) on a delivery d that a
+// replay of its event to its destination resolves.
+const Resolvable = `d.status IN ('held', 'dead')`
 
 // NeedsBody is the SQL condition (the same in both dialects) on a delivery
 // d that still needs its event's body: one that is unfinished (pending,
-// delivering, paused), held for a person, or dead and not discarded, so a
-// person may still resend or replay it. Retention never prunes the body of
-// an event with such a delivery (Ledger.PruneBodies), and log verification
-// reports a pruned body that one still needs.
-const NeedsBody = `(d.status IN ('pending', 'delivering', 'paused', 'held') OR (d.status = 'dead' AND d.note NOT LIKE '` + DiscardedNote + `%'))`
+// delivering; paused is stored pending), held for a person, or dead, so a
+// person may still resend or replay it. A resolved delivery (replayed,
+// discarded) does not. Retention never prunes the body of an event with
+// such a delivery (Ledger.PruneBodies), and log verification reports a
+// pruned body that one still needs.
+const NeedsBody = `d.status IN ('pending', 'delivering', 'paused', 'held', 'dead')`
+
+// pausedCond is the SQL condition that the destination of the delivery
+// whose columns are prefixed by p is paused.
+func pausedCond(p string) string {
+	return `EXISTS (SELECT 1 FROM destinations ps WHERE ps.name = ` + p + `destination AND ps.paused)`
+}
+
+// StatusExpr is the SQL expression (both dialects) of the status of the
+// delivery whose columns are prefixed by p, as it is shown: a stored
+// pending delivery of a paused destination is paused (docs/design.md,
+// "Pause: a status derived at read time").
+func StatusExpr(p string) string {
+	return `CASE WHEN ` + p + `status = 'pending' AND ` + pausedCond(p) + ` THEN 'paused' ELSE ` + p + `status END`
+}
+
+// StatusCond translates a filter on the shown status st into the stored
+// status to compare the column with and an extra condition ("" for none)
+// on the delivery whose columns are prefixed by p.
+func StatusCond(p string, st anyhook.DeliveryStatus) (stored anyhook.DeliveryStatus, extra string) {
+	switch st {
+	case anyhook.StatusPending:
+		return anyhook.StatusPending, `NOT ` + pausedCond(p)
+	case anyhook.StatusPaused:
+		return anyhook.StatusPending, pausedCond(p)
+	}
+	return st, ""
+}
 
 // PrunedError is the refusal to send event id again because retention
 // emptied its body.

@@ -24,7 +24,8 @@ type StatsReader interface {
 	QueueStats(ctx context.Context, destinations []string) (QueueStats, error)
 	// Activity counts, per bucket over the last q.Window (by the store's
 	// clock), the events received and the deliveries that finished
-	// (delivered or dead) per destination.
+	// (delivered or dead) per destination; and over the window the stale
+	// events received, and how many of them were skipped.
 	Activity(ctx context.Context, q ActivityQuery) (Activity, error)
 	// DeliveryStates returns the deliveries of each of the given events
 	// (at most 500) without their attempts, oldest first: what an event
@@ -132,6 +133,10 @@ type Activity struct {
 	// bucket.
 	Delivered map[string][]int
 	Dead      map[string][]int
+	// Stale counts the events received in the window that were older than
+	// their object's newest version; Skipped, those of them whose
+	// deliveries were skipped (stale: skip) rather than sent flagged.
+	Stale, Skipped int
 }
 
 // Sum adds up a series.

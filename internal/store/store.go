@@ -78,7 +78,7 @@ type EventFilter struct {
 
 // DeliveryFilter selects deliveries, newest first.
 type DeliveryFilter struct {
-	Status      anyhook.DeliveryStatus
+	Status      anyhook.DeliveryStatus // as shown: paused selects the pending deliveries of paused destinations
 	Destination string
 	Source      string
 	Since       time.Time // delivery created at or after
@@ -87,12 +87,25 @@ type DeliveryFilter struct {
 	Cursor      string
 }
 
-// Resolve actions for held and dead deliveries.
+// Resolve actions for held and dead deliveries, and ActionReplay, the
+// kind of the action a replay records.
 const (
 	ActionResend        = "resend"
 	ActionMarkDelivered = "mark_delivered"
 	ActionDiscard       = "discard"
+	ActionReplay        = "replay"
 )
+
+// Actor is who asked for a replay or a resolve, and why. The store
+// records it in the event's actions and on each delivery it resolves.
+type Actor struct {
+	Name   string // "api", "dashboard session 3f9a0c1e", "cli"; "" is recorded as "unknown"
+	Reason string // optional, free text
+}
+
+// MaxReason bounds an actor's reason, in bytes; callers refuse longer
+// ones.
+const MaxReason = 1000
 
 // Store is the contract both backends implement.
 type Store interface {
@@ -127,33 +140,41 @@ type Store interface {
 	// returns the deliveries it changed, in their new state.
 	Rescue(ctx context.Context, rule func(destination string) (StaleRule, bool)) ([]anyhook.Delivery, error)
 
-	// Replay creates a new replay delivery of event for each destination.
-	// An event whose body retention pruned is refused with an error
-	// wrapping anyhook.ErrPruned, atomically with pruning: either the
-	// deliveries are created and the body is kept (PruneBodies skips the
-	// event), or nothing is created.
-	Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error)
-	// ReplayDeliveries creates one replay delivery for each (event,
-	// destination) among the deliveries the filter selects (Limit is
-	// ignored), however many deliveries that pair already has, and returns
-	// how many. When any selected event's body was pruned it creates
-	// nothing and returns an error wrapping anyhook.ErrPruned (atomically,
-	// as Replay).
-	ReplayDeliveries(ctx context.Context, f DeliveryFilter) (int, error)
-	// Resolve acts on a held or dead delivery (Action* constants). A
-	// resend of an event whose body was pruned is refused with an error
-	// wrapping anyhook.ErrPruned (atomically, as Replay).
-	Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error)
+	// Replay creates a new replay delivery of event for each destination
+	// and, in the same transaction, resolves every held or dead delivery
+	// of the event to that destination (StatusResolved, resolution
+	// replayed, ReplayedBy the new delivery) and records one ActionReplay
+	// per new delivery, by the actor. An event whose body retention
+	// pruned is refused with an error wrapping anyhook.ErrPruned,
+	// atomically with pruning: either the deliveries are created and the
+	// body is kept (PruneBodies skips the event), or nothing is created.
+	Replay(ctx context.Context, eventID string, destinations []string, by Actor) ([]anyhook.Delivery, error)
+	// ReplayDeliveries replays, as Replay does, each (event, destination)
+	// among the deliveries the filter selects (Limit is ignored) once,
+	// however many deliveries that pair already has, in (event id,
+	// destination) order, and returns how many.
+	// When any selected event's body was pruned it creates nothing and
+	// returns an error wrapping anyhook.ErrPruned (atomically, as Replay).
+	ReplayDeliveries(ctx context.Context, f DeliveryFilter, by Actor) (int, error)
+	// Resolve acts on a held or dead delivery (Action* constants) and
+	// records the action: resend makes it pending, due now; discard
+	// resolves it (StatusResolved); mark_delivered makes it delivered with
+	// resolution marked_delivered. Any other status is refused with
+	// ErrInvalid. A resend of an event whose body was pruned is refused
+	// with an error wrapping anyhook.ErrPruned (atomically, as Replay).
+	Resolve(ctx context.Context, deliveryID, action string, by Actor) (anyhook.Delivery, error)
 
 	// SetPaused pauses or resumes a destination: while paused, Claim
-	// returns nothing for it.
+	// returns nothing for it, and its pending deliveries are shown (by
+	// every read, and selected by filters) as StatusPaused.
 	SetPaused(ctx context.Context, destination string, paused bool) error
 	Paused(ctx context.Context) (map[string]bool, error)
 
 	Event(ctx context.Context, id string) (anyhook.Event, error)
 	ListEvents(ctx context.Context, f EventFilter) (evs []anyhook.Event, next string, err error)
 	ListDeliveries(ctx context.Context, f DeliveryFilter) (ds []anyhook.Delivery, next string, err error)
-	// Counts returns the number of deliveries per status.
+	// Counts returns the number of deliveries per status (as shown:
+	// paused for the pending deliveries of a paused destination).
 	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
 
 	Ping(ctx context.Context) error

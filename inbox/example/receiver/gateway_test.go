@@ -90,7 +90,7 @@ destinations:
 		t.Fatalf("events = %d, %v; want 2", len(evs), err)
 	}
 	for _, ev := range evs {
-		if _, err := st.Replay(t.Context(), ev.ID, []string{"receiver"}); err != nil {
+		if _, err := st.Replay(t.Context(), ev.ID, []string{"receiver"}, store.Actor{Name: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -233,7 +233,7 @@ func TestReceiverGatewayGaveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []inbox.HeldClaim{held[0], released[0]} { // anyhook replay --event <id>
-		if _, err := st.Replay(t.Context(), c.EventID, []string{"receiver"}); err != nil {
+		if _, err := st.Replay(t.Context(), c.EventID, []string{"receiver"}, store.Actor{Name: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 var claimDeliveries = `WITH claimed AS (
 	UPDATE deliveries
 	SET status = 'delivering', attempt_count = attempt_count + 1,
-		lease_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
+		lease_until = now() + $3::bigint * interval '1 microsecond', updated_at = now(), claimed_at = now()
 	WHERE id IN (
 		SELECT id FROM deliveries
 		WHERE destination = $1 AND status = 'pending' AND next_attempt_at <= now()
@@ -30,7 +30,7 @@ var claimDeliveries = `WITH claimed AS (
 		ORDER BY next_attempt_at
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED)
-	RETURNING ` + deliveryCols + `
+	RETURNING *
 )
 SELECT ` + deliveryColumns("c.") + `, ` + eventColumns("e.") + `, coalesce(l.body_pruned, false)
 FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN ledger_entries l ON l.event_id = c.event_id
@@ -129,13 +129,13 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 var rescueDelivery = `WITH u AS (
 	UPDATE deliveries SET status = $2, next_attempt_at = now(), lease_until = NULL, updated_at = now()
 	WHERE id = $1 AND status = 'delivering'
-	RETURNING ` + deliveryCols + `
+	RETURNING *
 ), a AS (
 	INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error)
 	SELECT id, $3, $4, 0, 0, $5 FROM u
 	ON CONFLICT (delivery_id, number) DO NOTHING
 )
-SELECT ` + deliveryCols + ` FROM u`
+SELECT ` + storedDeliveryColumns("u.") + ` FROM u`
 
 // Rescue implements store.Store. The expired claims are locked with SKIP
 // LOCKED, so rescuers of several processes split them instead of handling
@@ -171,7 +171,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			return nil
 		}
 		// now() is the transaction's: the same instant as above.
-		rows, err = tx.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries
+		rows, err = tx.Query(ctx, `SELECT `+storedDeliveryColumns("deliveries.")+` FROM deliveries
 			WHERE status = 'delivering' AND lease_until < now() AND destination = ANY($1)
 			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, known)
 		if err != nil {
@@ -250,11 +250,41 @@ func sendable(ctx context.Context, tx pgx.Tx, ids []string) (missing []string, e
 	return missing, nil
 }
 
+// replayPairs creates, in tx, the replay delivery ids[i] of events[i] to
+// dests[i] for each i, resolves the held and dead deliveries of each pair
+// (the replay takes over their work), and records the actions.
+func replayPairs(ctx context.Context, tx pgx.Tx, ids, events, dests []string, by store.Actor) error {
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return unavailable("replay", err)
+	}
+	actions := make([]string, len(ids))
+	for i := range actions {
+		actions[i] = store.NewID()
+	}
+	actor, reason := text(store.ActorName(by)), text(by.Reason)
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
+		SELECT r.id, r.event_id, r.destination, 'pending', true, now(), now(), now()
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS r (id, event_id, destination)`, ids, events, dests)
+	b.Queue(`UPDATE deliveries d SET status = 'resolved', resolution = $4, resolved_at = now(), resolved_by = $5,
+			resolution_reason = $6, replayed_by = r.id, note = $7 || ' (replay delivery ' || r.id || ')', lease_until = NULL, updated_at = now()
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS r (id, event_id, destination)
+		WHERE d.event_id = r.event_id AND d.destination = r.destination AND `+store.Resolvable,
+		ids, events, dests, anyhook.ResolvedReplayed, actor, reason, text(store.Note("replayed", by, now)))
+	b.Queue(`INSERT INTO actions (id, event_id, delivery_id, destination, action, actor, reason, at)
+		SELECT r.action, r.event_id, r.id, r.destination, $5, $6, $7, now()
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS r (action, id, event_id, destination)`,
+		actions, ids, events, dests, store.ActionReplay, actor, reason)
+	return unavailable("replay", tx.SendBatch(ctx, b).Close())
+}
+
 // Replay implements store.Store.
-func (s *Store) Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error) {
+func (s *Store) Replay(ctx context.Context, eventID string, destinations []string, by store.Actor) ([]anyhook.Delivery, error) {
 	ids := make([]string, len(destinations))
+	events := make([]string, len(destinations))
 	for i := range ids {
-		ids[i] = s.newID()
+		ids[i], events[i] = s.newID(), eventID
 	}
 	var made []anyhook.Delivery
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
@@ -265,10 +295,10 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 		if len(missing) > 0 {
 			return fmt.Errorf("event %s: %w", eventID, anyhook.ErrNotFound)
 		}
-		rows, err := tx.Query(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
-			SELECT d.id, $1, d.destination, 'pending', true, now(), now(), now()
-			FROM unnest($2::text[], $3::text[]) AS d (id, destination)
-			RETURNING `+deliveryCols, eventID, ids, destinations)
+		if err := replayPairs(ctx, tx, ids, events, destinations, by); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ANY($1)`, ids)
 		if err != nil {
 			return unavailable("replay", err)
 		}
@@ -291,7 +321,7 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 }
 
 // ReplayDeliveries implements store.Store.
-func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (int, error) {
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
 	var n int
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
 		where, args := deliveryWhere(f)
@@ -318,10 +348,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (i
 		if _, err := sendable(ctx, tx, slices.Compact(slices.Sorted(slices.Values(events)))); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
-			SELECT d.id, d.event_id, d.destination, 'pending', true, now(), now(), now()
-			FROM unnest($1::text[], $2::text[], $3::text[]) AS d (id, event_id, destination)`, ids, events, dests)
-		return unavailable("replay", err)
+		return replayPairs(ctx, tx, ids, events, dests, by)
 	})
 	if err != nil {
 		return 0, err
@@ -330,12 +357,13 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (i
 }
 
 // Resolve implements store.Store.
-func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error) {
+func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store.Actor) (anyhook.Delivery, error) {
 	var d anyhook.Delivery
+	by = store.Actor{Name: text(store.ActorName(by)), Reason: text(by.Reason)}
 	err := s.tx(ctx, "resolve", func(tx pgx.Tx) error {
 		var now time.Time
 		dest, done := deliveryDest(&d)
-		err := tx.QueryRow(ctx, `SELECT `+deliveryCols+`, now() FROM deliveries WHERE id = $1 FOR UPDATE`, deliveryID).Scan(append(dest, &now)...)
+		err := tx.QueryRow(ctx, `SELECT `+storedDeliveryColumns("deliveries.")+`, now() FROM deliveries WHERE id = $1 FOR UPDATE`, deliveryID).Scan(append(dest, &now)...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
 		}
@@ -343,19 +371,33 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook
 			return unavailable("resolve", err)
 		}
 		done()
-		status, note, err := store.Resolution(d, action, now)
-		if err != nil {
+		if d, err = store.Resolved(d, action, by, now); err != nil {
 			return err
 		}
-		if status == anyhook.StatusPending { // a resend
+		if d.Status == anyhook.StatusPending { // a resend
 			if _, err := sendable(ctx, tx, []string{d.EventID}); err != nil {
 				return err
 			}
 		}
-		d, err = scanDelivery(tx.QueryRow(ctx, `UPDATE deliveries
-			SET status = $2, note = $3, next_attempt_at = now(), lease_until = NULL, updated_at = now()
-			WHERE id = $1 RETURNING `+deliveryCols, deliveryID, string(status), note))
-		return unavailable("resolve", err)
+		r := d.Resolution
+		var resolvedAt *time.Time
+		if !r.At.IsZero() {
+			resolvedAt = &r.At
+		}
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE deliveries
+			SET status = $2, note = $3, next_attempt_at = now(), lease_until = NULL, updated_at = now(),
+				resolution = $4, resolved_at = $5, resolved_by = $6, resolution_reason = $7
+			WHERE id = $1`, deliveryID, string(d.Status), d.Note, r.Kind, resolvedAt, r.By, r.Reason)
+		b.Queue(`INSERT INTO actions (id, event_id, delivery_id, destination, action, actor, reason, at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, now())`, store.NewID(), d.EventID, d.ID, d.Destination, action, by.Name, by.Reason)
+		// As every read shows it: a resend to a paused destination waits.
+		b.Queue(`SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, deliveryID).QueryRow(func(row pgx.Row) error {
+			var err error
+			d, err = scanDelivery(row)
+			return err
+		})
+		return unavailable("resolve", tx.SendBatch(ctx, b).Close())
 	})
 	return d, err
 }

@@ -180,10 +180,21 @@ func sqlState(err error) string {
 	return ""
 }
 
-// Column lists, each name prefixed by p, in the order scanDelivery and
-// scanEvent read them.
-func deliveryColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`$id, $event_id, $destination, $status, $replay, $stale, $attempt_count, $next_attempt_at, $lease_until, $created_at, $updated_at, $note`)
+// Column lists, each name prefixed by p ("deliveries." for the table
+// itself), in the order scanDelivery and scanEvent read them. A delivery's
+// status is the shown one (store.StatusExpr): paused for a pending
+// delivery of a paused destination.
+func deliveryColumns(p string) string { return deliveryColumnsWith(p, store.StatusExpr(p)) }
+
+// storedDeliveryColumns is deliveryColumns with the status as stored: what
+// the rescuer reports (pending = reclaimed, whether paused or not).
+func storedDeliveryColumns(p string) string { return deliveryColumnsWith(p, p+"status") }
+
+func deliveryColumnsWith(p, status string) string {
+	r := strings.NewReplacer("$", p)
+	return r.Replace(`$id, $event_id, $destination, `) + status +
+		r.Replace(`, $replay, $stale, $attempt_count, $next_attempt_at, $lease_until, $claimed_at, $created_at, $updated_at, $note,
+		$resolution, $resolved_at, $resolved_by, $resolution_reason, coalesce($replayed_by, '')`)
 }
 
 func eventColumns(p string) string {
@@ -191,7 +202,7 @@ func eventColumns(p string) string {
 }
 
 var (
-	deliveryCols = deliveryColumns("")
+	deliveryCols = deliveryColumns("deliveries.")
 	eventCols    = eventColumns("")
 )
 
@@ -201,15 +212,24 @@ type scanner interface{ Scan(...any) error }
 // call after the scan to finish the conversion.
 func deliveryDest(d *anyhook.Delivery) ([]any, func()) {
 	var status string
-	var lease pgtype.Timestamptz
-	dest := []any{&d.ID, &d.EventID, &d.Destination, &status, &d.Replay, &d.Stale, &d.AttemptCount, &d.NextAttemptAt, &lease, &d.CreatedAt, &d.UpdatedAt, &d.Note}
+	var lease, claimed, resolved pgtype.Timestamptz
+	r := &d.Resolution
+	dest := []any{&d.ID, &d.EventID, &d.Destination, &status, &d.Replay, &d.Stale, &d.AttemptCount, &d.NextAttemptAt, &lease,
+		&claimed, &d.CreatedAt, &d.UpdatedAt, &d.Note, &r.Kind, &resolved, &r.By, &r.Reason, &r.ReplayedBy}
 	return dest, func() {
 		d.Status = anyhook.DeliveryStatus(status)
-		d.LeaseUntil = time.Time{}
+		d.LeaseUntil, d.ClaimedAt, r.At = time.Time{}, time.Time{}, time.Time{}
 		if lease.Valid {
 			d.LeaseUntil = lease.Time
 		}
+		if claimed.Valid {
+			d.ClaimedAt = claimed.Time
+		}
+		if resolved.Valid {
+			r.At = resolved.Time
+		}
 		d.NextAttemptAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = utc(d.NextAttemptAt), utc(d.LeaseUntil), utc(d.CreatedAt), utc(d.UpdatedAt)
+		d.ClaimedAt, r.At = utc(d.ClaimedAt), utc(r.At)
 	}
 }
 

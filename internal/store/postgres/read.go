@@ -58,6 +58,18 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 		})
 		return err
 	})
+	var actions []anyhook.Action
+	b.Queue(`SELECT id, event_id, action, delivery_id, destination, actor, reason, at FROM actions WHERE event_id = $1 ORDER BY id`, id).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			actions, err = collect(rows, func(sc scanner) (anyhook.Action, error) {
+				var a anyhook.Action
+				err := sc.Scan(&a.ID, &a.EventID, &a.Kind, &a.DeliveryID, &a.Destination, &a.Actor, &a.Reason, &a.At)
+				a.At = utc(a.At)
+				return a, err
+			})
+			return err
+		})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return ev, unavailable("event", err)
 	}
@@ -73,7 +85,7 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 			ds[i].Attempts = append(ds[i].Attempts, a.Attempt)
 		}
 	}
-	ev.Deliveries = ds
+	ev.Deliveries, ev.Actions = ds, actions
 	return ev, nil
 }
 
@@ -87,6 +99,13 @@ type conds struct {
 func (c *conds) add(cond string, arg any) {
 	c.args = append(c.args, arg)
 	c.where = append(c.where, strings.Replace(cond, "?", "$"+strconv.Itoa(len(c.args)), 1))
+}
+
+// raw appends a condition without a parameter.
+func (c *conds) raw(cond string) {
+	if cond != "" {
+		c.where = append(c.where, cond)
+	}
 }
 
 func (c *conds) String() string {
@@ -106,7 +125,11 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		c.add("dedup_key = ?", f.Q)
 	}
 	if f.Status != "" {
-		c.add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = ?)", string(f.Status))
+		stored, extra := store.StatusCond("d.", f.Status)
+		if extra != "" {
+			extra = " AND " + extra
+		}
+		c.add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = ?"+extra+")", string(stored))
 	}
 	if !f.Since.IsZero() {
 		c.add("received_at >= ?", f.Since)
@@ -134,7 +157,9 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 func deliveryWhere(f store.DeliveryFilter) (string, []any) {
 	var c conds
 	if f.Status != "" {
-		c.add("d.status = ?", string(f.Status))
+		stored, extra := store.StatusCond("d.", f.Status)
+		c.add("d.status = ?", string(stored))
+		c.raw(extra)
 	}
 	if f.Destination != "" {
 		c.add("d.destination = ?", f.Destination)
@@ -173,7 +198,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM deliveries GROUP BY status`)
+	rows, err := s.pool.Query(ctx, `SELECT `+store.StatusExpr("deliveries.")+`, count(*) FROM deliveries GROUP BY 1`)
 	if err != nil {
 		return nil, unavailable("counts", err)
 	}

@@ -34,7 +34,11 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		return qs, unavailable("queue stats", err)
 	}
 	qs.Now = qs.Now.UTC()
-	rows, err := s.pool.Query(ctx, `SELECT destination, status, count(*) FROM deliveries WHERE status = ANY($1) GROUP BY 1, 2`,
+	// Grouped through the index first; then the pending of a paused
+	// destination are shown paused, per group rather than per row.
+	rows, err := s.pool.Query(ctx, `SELECT g.destination, CASE WHEN g.status = 'pending' AND coalesce(p.paused, false) THEN 'paused' ELSE g.status END, g.n
+		FROM (SELECT destination, status, count(*) AS n FROM deliveries WHERE status = ANY($1) GROUP BY 1, 2) g
+		LEFT JOIN destinations p ON p.name = g.destination`,
 		statusStrings(store.UnfinishedStatuses))
 	if err != nil {
 		return qs, unavailable("queue stats", err)
@@ -54,10 +58,11 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		if qs.Depth[d.dest] == nil {
 			qs.Depth[d.dest] = map[anyhook.DeliveryStatus]int{}
 		}
-		qs.Depth[d.dest][anyhook.DeliveryStatus(d.status)] = d.n
+		qs.Depth[d.dest][anyhook.DeliveryStatus(d.status)] += d.n
 	}
 	var oldest time.Time
-	err = s.pool.QueryRow(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`).Scan(&oldest)
+	err = s.pool.QueryRow(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&oldest)
 	switch {
 	case err == nil:
 		qs.OldestPending = oldest.UTC()
@@ -133,6 +138,11 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	for _, c := range rs {
 		act.Received[bucket(c.b)] += c.n
 	}
+	// Stale events through events_received too: few rows per window.
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped'))
+		FROM events WHERE received_at >= $1 AND stale`, start).Scan(&act.Stale, &act.Skipped); err != nil {
+		return act, unavailable("activity", err)
+	}
 	if len(aq.Destinations) == 0 {
 		return act, nil
 	}
@@ -172,7 +182,7 @@ func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[stri
 	if len(eventIDs) > 500 {
 		return nil, fmt.Errorf("delivery states of %d events: at most 500: %w", len(eventIDs), anyhook.ErrInvalid)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT event_id, id, destination, status, replay FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
+	rows, err := s.pool.Query(ctx, `SELECT event_id, id, destination, `+store.StatusExpr("deliveries.")+`, replay FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
 	if err != nil {
 		return nil, unavailable("delivery states", err)
 	}

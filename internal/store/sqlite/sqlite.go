@@ -129,7 +129,7 @@ const (
 )
 
 var claimQuery = `UPDATE deliveries
-			SET status = 'delivering', attempt_count = attempt_count + 1, lease_until = ?, updated_at = ?
+			SET status = 'delivering', attempt_count = attempt_count + 1, lease_until = ?, updated_at = ?, claimed_at = ?
 			WHERE id IN (SELECT id FROM deliveries WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
 				ORDER BY next_attempt_at LIMIT ?)
 			RETURNING ` + deliveryCols
@@ -377,18 +377,27 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
 }
 
-// deliveryColumns lists what scanDelivery reads, each name prefixed by p.
+// deliveryColumns lists what scanDelivery reads, each name prefixed by p
+// ("deliveries." for the table itself). The status is the shown one
+// (store.StatusExpr): paused for a pending delivery of a paused
+// destination.
 func deliveryColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`$id, $event_id, $destination, $status, $replay, $stale, $attempt_count, $next_attempt_at, coalesce($lease_until, 0), $created_at, $updated_at, $note`)
+	return strings.NewReplacer("$", p).Replace(`$id, $event_id, $destination, `) + store.StatusExpr(p) +
+		strings.NewReplacer("$", p).Replace(`, $replay, $stale, $attempt_count, $next_attempt_at, coalesce($lease_until, 0),
+		coalesce($claimed_at, 0), $created_at, $updated_at, $note,
+		$resolution, coalesce($resolved_at, 0), $resolved_by, $resolution_reason, coalesce($replayed_by, '')`)
 }
 
-var deliveryCols = deliveryColumns("")
+var deliveryCols = deliveryColumns("deliveries.")
 
 func scanDelivery(sc interface{ Scan(...any) error }) (anyhook.Delivery, error) {
 	var d anyhook.Delivery
-	var next, lease, created, updated int64
-	err := sc.Scan(&d.ID, &d.EventID, &d.Destination, &d.Status, &d.Replay, &d.Stale, &d.AttemptCount, &next, &lease, &created, &updated, &d.Note)
+	var next, lease, claimed, created, updated, resolved int64
+	r := &d.Resolution
+	err := sc.Scan(&d.ID, &d.EventID, &d.Destination, &d.Status, &d.Replay, &d.Stale, &d.AttemptCount, &next, &lease,
+		&claimed, &created, &updated, &d.Note, &r.Kind, &resolved, &r.By, &r.Reason, &r.ReplayedBy)
 	d.NextAttemptAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(lease), fromMicros(created), fromMicros(updated)
+	d.ClaimedAt, r.At = fromMicros(claimed), fromMicros(resolved)
 	return d, err
 }
 
@@ -409,7 +418,7 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 			return nil
 		}
 		now := s.now()
-		rows, err := st.get(claimQuery).QueryContext(ctx, micros(now.Add(lease)), micros(now), destination, micros(now), limit)
+		rows, err := st.get(claimQuery).QueryContext(ctx, micros(now.Add(lease)), micros(now), micros(now), destination, micros(now), limit)
 		if err != nil {
 			return unavailable(err)
 		}
@@ -541,6 +550,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			if !ok {
 				continue // not ours to decide
 			}
+			lost := store.LostAttempt(d) // as the claim left it: started when claimed
 			d.Status = store.RescueStatus(d, r)
 			d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt = now, time.Time{}, now
 			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
@@ -548,7 +558,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			if err != nil {
 				return unavailable(err)
 			}
-			if err := insertAttempt(ctx, tx, d.ID, d.AttemptCount, store.LostAttempt(d)); err != nil {
+			if err := insertAttempt(ctx, tx, d.ID, d.AttemptCount, lost); err != nil {
 				return err
 			}
 			changed = append(changed, d)
@@ -586,20 +596,48 @@ func sendable(ctx context.Context, tx *sql.Tx, id string) error {
 	return nil
 }
 
+// replayPair creates the replay delivery of event to dest, resolves the
+// held and dead deliveries of that pair (the replay takes over their work)
+// and records the action, in tx; it returns the new delivery's id.
+func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string, by store.Actor, now time.Time) (string, error) {
+	id, at := s.newID(), micros(now)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, 'pending', 1, ?, ?, ?)`, id, eventID, dest, at, at, at); err != nil {
+		return "", unavailable(err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries AS d SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,
+			resolution_reason = ?, replayed_by = ?, note = ?, lease_until = NULL, updated_at = ?
+		WHERE d.event_id = ? AND d.destination = ? AND `+store.Resolvable,
+		anyhook.ResolvedReplayed, at, store.ActorName(by), by.Reason, id, store.Note("replayed", by, now)+" (replay delivery "+id+")", at,
+		eventID, dest); err != nil {
+		return "", unavailable(err)
+	}
+	return id, s.recordAction(ctx, tx, eventID, id, dest, store.ActionReplay, by, now)
+}
+
+// recordAction adds one row to the audit trail.
+func (s *Store) recordAction(ctx context.Context, tx *sql.Tx, eventID, deliveryID, dest, action string, by store.Actor, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO actions (id, event_id, delivery_id, destination, action, actor, reason, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.newID(), eventID, deliveryID, dest, action, store.ActorName(by), by.Reason, micros(now))
+	return unavailable(err)
+}
+
 // Replay implements store.Store. SQLite runs one write transaction at a
 // time, so the check and the inserts are atomic with PruneBodies.
-func (s *Store) Replay(ctx context.Context, eventID string, destinations []string) ([]anyhook.Delivery, error) {
+func (s *Store) Replay(ctx context.Context, eventID string, destinations []string, by store.Actor) ([]anyhook.Delivery, error) {
 	var out []anyhook.Delivery
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
 		if err := sendable(ctx, tx, eventID); err != nil {
 			return err
 		}
-		now := micros(s.now())
+		now := s.now()
 		for _, dest := range destinations {
-			row := tx.QueryRowContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
-				VALUES (?, ?, ?, 'pending', 1, ?, ?, ?) RETURNING `+deliveryCols, s.newID(), eventID, dest, now, now, now)
-			d, err := scanDelivery(row)
+			id, err := s.replayPair(ctx, tx, eventID, dest, by, now)
+			if err != nil {
+				return err
+			}
+			d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
 			if err != nil {
 				return unavailable(err)
 			}
@@ -611,7 +649,7 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 }
 
 // ReplayDeliveries implements store.Store.
-func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (int, error) {
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		where, args := deliveryWhere(f)
@@ -644,12 +682,10 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (i
 		if len(pruned) > 0 {
 			return store.PrunedManyError(len(pruned), firstPruned)
 		}
-		now := micros(s.now())
+		now := s.now()
 		for _, p := range pairs {
-			_, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
-				VALUES (?, ?, ?, 'pending', 1, ?, ?, ?)`, s.newID(), p[0], p[1], now, now, now)
-			if err != nil {
-				return unavailable(err)
+			if _, err := s.replayPair(ctx, tx, p[0], p[1], by, now); err != nil {
+				return err
 			}
 		}
 		n = len(pairs)
@@ -659,7 +695,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter) (i
 }
 
 // Resolve implements store.Store.
-func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook.Delivery, error) {
+func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store.Actor) (anyhook.Delivery, error) {
 	var d anyhook.Delivery
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -671,18 +707,27 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string) (anyhook
 			return unavailable(err)
 		}
 		now := s.now()
-		status, note, err := store.Resolution(d, action, now)
-		if err != nil {
+		if d, err = store.Resolved(d, action, by, now); err != nil {
 			return err
 		}
-		if status == anyhook.StatusPending { // a resend
+		if d.Status == anyhook.StatusPending { // a resend
 			if err := sendable(ctx, tx, d.EventID); err != nil {
 				return err
 			}
 		}
-		d.Status, d.Note, d.NextAttemptAt, d.UpdatedAt = status, note, now, now
-		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, note = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
-			status, note, micros(now), micros(now), deliveryID)
+		r := d.Resolution
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, note = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ?,
+				resolution = ?, resolved_at = ?, resolved_by = ?, resolution_reason = ?
+			WHERE id = ?`,
+			d.Status, d.Note, micros(now), micros(now), r.Kind, nullMicros(r.At), r.By, r.Reason, deliveryID)
+		if err != nil {
+			return unavailable(err)
+		}
+		if err := s.recordAction(ctx, tx, d.EventID, d.ID, d.Destination, action, by, now); err != nil {
+			return err
+		}
+		// As every read shows it: a resend to a paused destination waits.
+		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
 		return unavailable(err)
 	})
 	return d, err
@@ -761,6 +806,9 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 	if err := rows.Err(); err != nil {
 		return ev, unavailable(err)
 	}
+	if ev.Actions, err = s.actions(ctx, id); err != nil {
+		return ev, err
+	}
 	for i := range ev.Deliveries {
 		d := &ev.Deliveries[i]
 		rows, err := s.r.QueryContext(ctx, `SELECT number, started_at, duration_us, status_code, error, coalesce(response_body, x'')
@@ -786,6 +834,27 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 	return ev, nil
 }
 
+// actions reads the audit trail of event id, oldest first.
+func (s *Store) actions(ctx context.Context, id string) ([]anyhook.Action, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, event_id, action, delivery_id, destination, actor, reason, at
+		FROM actions WHERE event_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []anyhook.Action
+	for rows.Next() {
+		var a anyhook.Action
+		var at int64
+		if err := rows.Scan(&a.ID, &a.EventID, &a.Kind, &a.DeliveryID, &a.Destination, &a.Actor, &a.Reason, &at); err != nil {
+			return nil, unavailable(err)
+		}
+		a.At = fromMicros(at)
+		out = append(out, a)
+	}
+	return out, unavailable(rows.Err())
+}
+
 // ListEvents implements store.Store.
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error) {
 	var conds []string
@@ -798,7 +867,11 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		// make the query read every event to find none.
 		from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
 		order = ` GROUP BY d.event_id ORDER BY d.event_id DESC`
-		add("d.status = ?", f.Status)
+		stored, extra := store.StatusCond("d.", f.Status)
+		add("d.status = ?", stored)
+		if extra != "" {
+			conds = append(conds, extra)
+		}
 		if f.Cursor != "" {
 			add("d.event_id < ?", f.Cursor)
 		}
@@ -844,7 +917,11 @@ func deliveryWhere(f store.DeliveryFilter) (string, []any) {
 	var args []any
 	add := func(cond string, arg any) { conds = append(conds, cond); args = append(args, arg) }
 	if f.Status != "" {
-		add("d.status = ?", f.Status)
+		stored, extra := store.StatusCond("d.", f.Status)
+		add("d.status = ?", stored)
+		if extra != "" {
+			conds = append(conds, extra)
+		}
 	}
 	if f.Destination != "" {
 		add("d.destination = ?", f.Destination)
@@ -891,7 +968,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM deliveries GROUP BY status`)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+store.StatusExpr("deliveries.")+`, count(*) FROM deliveries GROUP BY 1`)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -927,6 +1004,14 @@ func unavailable(err error) error {
 func micros(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
+	}
+	return t.UnixMicro()
+}
+
+// nullMicros is t for a nullable time column: NULL when zero.
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
 	}
 	return t.UnixMicro()
 }

@@ -34,7 +34,13 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	// Depth covers every destination, also those destinations does not
 	// list (orphaned: no longer in the config), as on PostgreSQL.
 	var args []any
-	q := `SELECT destination, status, count(*) FROM deliveries WHERE status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY destination, status`
+	// Grouped through the index first (every destination, so that the
+	// deliveries of one no config names are counted too); then the
+	// pending of a paused destination are shown paused, per group rather
+	// than per row.
+	q := `SELECT g.destination, CASE WHEN g.status = 'pending' AND coalesce(p.paused, 0) THEN 'paused' ELSE g.status END, g.n
+		FROM (SELECT destination, status, count(*) AS n FROM deliveries WHERE status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY destination, status) g
+		LEFT JOIN destinations p ON p.name = g.destination`
 	for _, st := range store.UnfinishedStatuses {
 		args = append(args, string(st))
 	}
@@ -53,14 +59,15 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		if qs.Depth[dest] == nil {
 			qs.Depth[dest] = map[anyhook.DeliveryStatus]int{}
 		}
-		qs.Depth[dest][st] = n
+		qs.Depth[dest][st] += n
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return qs, unavailable(err)
 	}
 	var created int64
-	err = s.r.QueryRowContext(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' ORDER BY id LIMIT 1`).Scan(&created)
+	err = s.r.QueryRowContext(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' AND NOT `+
+		`EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&created)
 	switch {
 	case err == nil:
 		qs.OldestPending = fromMicros(created)
@@ -121,6 +128,11 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	if err := rows.Err(); err != nil {
 		return act, unavailable(err)
 	}
+	// Stale events through events_received too: few rows per window.
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped')), 0)
+		FROM events WHERE received_at >= ? AND stale`, from).Scan(&act.Stale, &act.Skipped); err != nil {
+		return act, unavailable(err)
+	}
 	if len(aq.Destinations) == 0 {
 		return act, nil
 	}
@@ -169,7 +181,7 @@ func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[stri
 	for i, id := range eventIDs {
 		args[i] = id
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT event_id, id, destination, status, replay FROM deliveries
+	rows, err := s.r.QueryContext(ctx, `SELECT event_id, id, destination, `+store.StatusExpr("deliveries.")+`, replay FROM deliveries
 		WHERE event_id IN (`+placeholders(len(args))+`) ORDER BY id`, args...)
 	if err != nil {
 		return nil, unavailable(err)

@@ -472,7 +472,7 @@ func deliverAs(t *testing.T, s store.Store, dest, status string) {
 	}
 	finish(t, s, o)
 	if status == "discarded" {
-		if _, err := s.Resolve(ctx(t), cs[0].Delivery.ID, store.ActionDiscard); err != nil {
+		if _, err := s.Resolve(ctx(t), cs[0].Delivery.ID, store.ActionDiscard, tester); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -507,8 +507,9 @@ func testLedgerPruneNeeded(t *testing.T, s store.Store, l store.Ledger) {
 }
 
 // testLedgerPrunedNotSent: once its body is pruned, an event is never sent
-// again: replay, bulk replay and resend are refused with ErrPruned and
-// create nothing.
+// again: replay and bulk replay are refused with ErrPruned and create
+// nothing. (A resend cannot meet a pruned body: only a held or dead
+// delivery can be resent, and one keeps its event's body.)
 func testLedgerPrunedNotSent(t *testing.T, s store.Store, l store.Ledger) {
 	gone := ingest(t, s, newEvent("stripe", "evt_gone", "billing"))[0].ID
 	deliverAs(t, s, "billing", "discarded")
@@ -522,17 +523,18 @@ func testLedgerPrunedNotSent(t *testing.T, s store.Store, l store.Ledger) {
 	if !before.BodyPruned || event(t, s, kept).BodyPruned {
 		t.Fatalf("BodyPruned: gone %v, kept %v", before.BodyPruned, event(t, s, kept).BodyPruned)
 	}
-	if _, err := s.Replay(ctx(t), gone, []string{"billing"}); !errors.Is(err, anyhook.ErrPruned) {
+	if _, err := s.Replay(ctx(t), gone, []string{"billing"}, tester); !errors.Is(err, anyhook.ErrPruned) {
 		t.Errorf("Replay(pruned) err = %v, want ErrPruned", err)
 	}
-	if _, err := s.Resolve(ctx(t), before.Deliveries[0].ID, store.ActionResend); !errors.Is(err, anyhook.ErrPruned) {
-		t.Errorf("Resolve(resend) of a pruned event: err = %v, want ErrPruned", err)
+	if _, err := s.Resolve(ctx(t), before.Deliveries[0].ID, store.ActionResend, tester); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Errorf("Resolve(resend) of a discarded (resolved) delivery: err = %v, want ErrInvalid", err)
 	}
-	if n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusDead}); !errors.Is(err, anyhook.ErrPruned) {
+	if n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Source: "stripe"}, tester); !errors.Is(err, anyhook.ErrPruned) {
 		t.Errorf("ReplayDeliveries(pruned among them) = %d, %v; want ErrPruned", n, err)
 	}
 	after := event(t, s, gone)
-	if len(after.Deliveries) != 1 || after.Deliveries[0].Status != anyhook.StatusDead || after.Deliveries[0].Note != before.Deliveries[0].Note {
+	if len(after.Deliveries) != 1 || after.Deliveries[0].Status != anyhook.StatusResolved || after.Deliveries[0].Note != before.Deliveries[0].Note ||
+		len(after.Actions) != len(before.Actions) {
 		t.Errorf("deliveries of the pruned event after the refusals: %+v", after.Deliveries)
 	}
 	if ds := event(t, s, kept).Deliveries; len(ds) != 1 {
@@ -541,17 +543,14 @@ func testLedgerPrunedNotSent(t *testing.T, s store.Store, l store.Ledger) {
 	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 0 {
 		t.Errorf("claims after the refusals: %+v", cs)
 	}
-	// A mark_delivered or discard sends nothing and stays allowed.
-	if _, err := s.Resolve(ctx(t), before.Deliveries[0].ID, store.ActionMarkDelivered); err != nil {
-		t.Errorf("Resolve(mark_delivered) of a pruned event: %v", err)
-	}
-	// The event that kept its body is replayed as usual.
-	if ds, err := s.Replay(ctx(t), kept, []string{"billing"}); err != nil || len(ds) != 1 {
+	// The event that kept its body (its delivery is dead) is replayed as
+	// usual.
+	if ds, err := s.Replay(ctx(t), kept, []string{"billing"}, tester); err != nil || len(ds) != 1 {
 		t.Errorf("Replay(kept) = %+v, %v", ds, err)
 	}
 }
 
-// testLedgerReplayRacesPrune: replays and resends race with retention.
+// testLedgerReplayRacesPrune: replays race with retention.
 // Every event ends either with its new delivery and its body, or pruned
 // with the replay refused; never a pending delivery of an empty body.
 func testLedgerReplayRacesPrune(t *testing.T, s store.Store, l store.Ledger) {
@@ -559,7 +558,7 @@ func testLedgerReplayRacesPrune(t *testing.T, s store.Store, l store.Ledger) {
 	var ids []string
 	for i := range n {
 		ids = append(ids, ingest(t, s, newEvent("stripe", fmt.Sprint("evt_", i), "billing"))[0].ID)
-		// Discarded: prunable, and resend-able until pruned.
+		// Discarded: prunable, and replayable until pruned.
 		deliverAs(t, s, "billing", "discarded")
 	}
 	sequenceAll(t, l)
@@ -580,17 +579,13 @@ func testLedgerReplayRacesPrune(t *testing.T, s store.Store, l store.Ledger) {
 	})
 	for i, id := range ids {
 		wg.Go(func() {
-			var err error
-			if i%2 == 0 {
-				_, err = s.Replay(context.WithoutCancel(ctx(t)), id, []string{"billing"})
-			} else {
-				ev, e := s.Event(context.WithoutCancel(ctx(t)), id)
-				if e != nil {
-					errs <- e
-					return
-				}
-				_, err = s.Resolve(context.WithoutCancel(ctx(t)), ev.Deliveries[0].ID, store.ActionResend)
+			// To its own destination (and resolving nothing: the
+			// discarded delivery is resolved already) or to another.
+			dest := "billing"
+			if i%2 == 1 {
+				dest = "audit"
 			}
+			_, err := s.Replay(context.WithoutCancel(ctx(t)), id, []string{dest}, tester)
 			switch {
 			case errors.Is(err, anyhook.ErrPruned):
 				refused[i] = true

@@ -107,6 +107,14 @@ type mEvent struct {
 	stale                            bool
 	duplicates                       int64
 	deliveries                       []*mDelivery
+	actions                          []mAction // the audit trail, oldest first
+}
+
+// mAction is an action the model expects in an event's audit trail.
+type mAction struct {
+	kind string
+	d    *mDelivery // acted on; for a replay, the one it created
+	by   store.Actor
 }
 
 // mDelivery is the model of one delivery.
@@ -121,6 +129,11 @@ type mDelivery struct {
 	due           bool // pending and its next attempt has come
 	expired       bool // delivering and its lease has run out
 	rows          map[int]mAttempt
+	claimedAt     time.Time // as the latest claim returned it
+	// How a person took it out of the held or dead queue, if one did.
+	res        string // anyhook.Resolved*
+	resBy      store.Actor
+	replayedBy *mDelivery
 	// Since the store last showed it: claims and operator actions.
 	claims, resolves int
 }
@@ -131,7 +144,8 @@ func (d *mDelivery) String() string {
 
 // mAttempt is the attempt row the model expects.
 type mAttempt struct {
-	unknown bool // recorded by a rescue: outcome unknown
+	unknown bool      // recorded by a rescue: outcome unknown
+	started time.Time // of an unknown one: when it was claimed
 	code    int
 	err     string
 }
@@ -165,13 +179,42 @@ func (m *model) newDelivery(ev *mEvent, dest string, status anyhook.DeliveryStat
 	return d
 }
 
+// shown is d's status as the store shows it: a pending delivery of a
+// paused destination is paused (the model, like the store, keeps it
+// pending: docs/design.md, "Pause").
+func (m *model) shown(d *mDelivery) anyhook.DeliveryStatus {
+	if d.status == anyhook.StatusPending && m.paused[d.dest] {
+		return anyhook.StatusPaused
+	}
+	return d.status
+}
+
 func (m *model) counts() map[anyhook.DeliveryStatus]int {
 	c := map[anyhook.DeliveryStatus]int{}
 	for _, d := range m.deliveries {
-		c[d.status]++
+		c[m.shown(d)]++
 	}
 	return c
 }
+
+// resolveReplayed applies a replay of ev to dest by the new delivery nd:
+// every held or dead delivery of the pair is resolved.
+func (m *model) resolveReplayed(ev *mEvent, dest string, nd *mDelivery, by store.Actor) int {
+	n := 0
+	for _, d := range ev.deliveries {
+		if d.dest == dest && d != nd && (d.status == anyhook.StatusHeld || d.status == anyhook.StatusDead) {
+			d.status, d.due, d.res, d.resBy, d.replayedBy = anyhook.StatusResolved, false, anyhook.ResolvedReplayed, by, nd
+			d.resolves++
+			n++
+		}
+	}
+	ev.actions = append(ev.actions, mAction{kind: store.ActionReplay, d: nd, by: by})
+	return n
+}
+
+// modelActors are who the model's replays and resolves are by.
+var modelActors = []store.Actor{{Name: "api"}, {Name: "cli", Reason: "after the outage"},
+	{Name: "dashboard session 0a1b2c3d", Reason: "INC-42: the charge went through"}, {}}
 
 // modelCompare orders two versions: the model's versions are small
 // integers.
@@ -593,9 +636,10 @@ func (r *run) claim(dest string, limit int, lease time.Duration) []*mClaim {
 		if c.Delivery.Status != anyhook.StatusDelivering || c.Delivery.AttemptCount != d.attempts+1 {
 			r.fatalf("claim of %s = %s at attempt %d, want delivering at attempt %d", d, c.Delivery.Status, c.Delivery.AttemptCount, d.attempts+1)
 		}
-		if c.Delivery.EventID != d.ev.id || c.Delivery.Destination != dest || c.Delivery.LeaseUntil.IsZero() {
+		if c.Delivery.EventID != d.ev.id || c.Delivery.Destination != dest || c.Delivery.LeaseUntil.IsZero() || c.Delivery.ClaimedAt.IsZero() {
 			r.fatalf("claim of %s = %+v", d, c.Delivery)
 		}
+		d.claimedAt = c.Delivery.ClaimedAt
 		if e := c.Event; e.ID != d.ev.id || e.Source != d.ev.source || e.DedupKey != d.ev.key || !bytes.Equal(e.Body, d.ev.body) {
 			r.fatalf("claim of %s carries event %s %s/%s %q, want %s", d, e.ID, e.Source, e.DedupKey, e.Body, d.ev.id)
 		}
@@ -855,7 +899,7 @@ func (r *run) rescueCheck(rules map[string]store.StaleRule, ds []anyhook.Deliver
 		st := want[d]
 		r.tally["rescue to "+string(st)]++
 		d.status, d.expired, d.due = st, false, st == anyhook.StatusPending
-		d.rows[d.attempts] = mAttempt{unknown: true}
+		d.rows[d.attempts] = mAttempt{unknown: true, started: d.claimedAt}
 		r.touched[d.ev] = true
 	}
 	slices.Sort(names)
@@ -979,14 +1023,15 @@ func (r *run) opReplay() {
 	if len(r.m.events) == 0 || r.rng.IntN(20) == 0 {
 		id := store.NewID()
 		r.logf("replay unknown event %s to %v", id, dests)
-		if _, err := r.s.Replay(ctx(r.t), id, dests); !errors.Is(err, anyhook.ErrNotFound) {
+		if _, err := r.s.Replay(ctx(r.t), id, dests, store.Actor{}); !errors.Is(err, anyhook.ErrNotFound) {
 			r.fatalf("Replay(unknown event) err = %v, want ErrNotFound", err)
 		}
 		return
 	}
 	ev := pick(r.rng, r.m.events)
-	r.logf("replay %s to %v", ev.name, dests)
-	ds, err := r.s.Replay(ctx(r.t), ev.id, dests)
+	by := pick(r.rng, modelActors)
+	r.logf("replay %s to %v by %q", ev.name, dests, by.Name)
+	ds, err := r.s.Replay(ctx(r.t), ev.id, dests, by)
 	if err != nil {
 		r.fatalf("Replay: %v", err)
 	}
@@ -994,24 +1039,33 @@ func (r *run) opReplay() {
 		r.fatalf("Replay made %d deliveries, want %d", len(ds), len(dests))
 	}
 	for i, x := range ds {
+		want := anyhook.StatusPending
+		if r.m.paused[dests[i]] {
+			want = anyhook.StatusPaused
+		}
 		if x.ID == "" || r.m.byID[x.ID] != nil || x.EventID != ev.id || x.Destination != dests[i] || !x.Replay ||
-			x.Status != anyhook.StatusPending || x.AttemptCount != 0 || x.Stale {
-			r.fatalf("replay delivery %d = %+v, want a new pending replay of %s to %s", i, x, ev.id, dests[i])
+			x.Status != want || x.AttemptCount != 0 || x.Stale {
+			r.fatalf("replay delivery %d = %+v, want a new %s replay of %s to %s", i, x, want, ev.id, dests[i])
 		}
 		d := r.m.newDelivery(ev, dests[i], anyhook.StatusPending, true, false)
 		d.id = x.ID
 		r.m.byID[x.ID] = d
+		if n := r.m.resolveReplayed(ev, dests[i], d, by); n > 0 {
+			r.tally["replay resolves"]++
+		}
 	}
+	r.touched[ev] = true
 }
 
-// matches is DeliveryFilter's selection in the model (no times, no cursor).
-func (d *mDelivery) matches(f store.DeliveryFilter) bool {
-	return (f.Status == "" || d.status == f.Status) && (f.Destination == "" || d.dest == f.Destination) && (f.Source == "" || d.ev.source == f.Source)
+// matches is DeliveryFilter's selection in the model (no times, no
+// cursor), on the shown status.
+func (m *model) matches(d *mDelivery, f store.DeliveryFilter) bool {
+	return (f.Status == "" || m.shown(d) == f.Status) && (f.Destination == "" || d.dest == f.Destination) && (f.Source == "" || d.ev.source == f.Source)
 }
 
 func (r *run) opReplayDeliveries() {
-	statuses := []anyhook.DeliveryStatus{anyhook.StatusDead, anyhook.StatusHeld, anyhook.StatusDelivered, anyhook.StatusSkipped,
-		anyhook.StatusPending, anyhook.StatusDelivering}
+	statuses := []anyhook.DeliveryStatus{anyhook.StatusDead, anyhook.StatusDead, anyhook.StatusHeld, anyhook.StatusDelivered, anyhook.StatusSkipped,
+		anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusPaused, anyhook.StatusResolved}
 	var f store.DeliveryFilter
 	switch r.rng.IntN(4) {
 	case 0:
@@ -1032,12 +1086,15 @@ func (r *run) opReplayDeliveries() {
 	}
 	var pairs []pair
 	for _, d := range r.m.deliveries {
-		if p := (pair{d.ev, d.dest}); d.matches(f) && !slices.Contains(pairs, p) {
+		if p := (pair{d.ev, d.dest}); r.m.matches(d, f) && !slices.Contains(pairs, p) {
 			pairs = append(pairs, p)
 		}
 	}
-	r.logf("replay deliveries %+v: want %d", f, len(pairs))
-	n, err := r.s.ReplayDeliveries(ctx(r.t), f)
+	// Replayed in (event, destination) order, as the contract says.
+	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Or(cmp.Compare(a.ev.id, b.ev.id), cmp.Compare(a.dest, b.dest)) })
+	by := pick(r.rng, modelActors)
+	r.logf("replay deliveries %+v by %q: want %d", f, by.Name, len(pairs))
+	n, err := r.s.ReplayDeliveries(ctx(r.t), f, by)
 	if err != nil {
 		r.fatalf("ReplayDeliveries: %v", err)
 	}
@@ -1045,7 +1102,18 @@ func (r *run) opReplayDeliveries() {
 		r.fatalf("ReplayDeliveries = %d, want %d (one per event and destination selected)", n, len(pairs))
 	}
 	for _, p := range pairs {
-		r.m.newDelivery(p.ev, p.dest, anyhook.StatusPending, true, false) // its id is learned at the check
+		d := r.m.newDelivery(p.ev, p.dest, anyhook.StatusPending, true, false) // its id is learned at the check
+		if n := r.m.resolveReplayed(p.ev, p.dest, d, by); n > 0 {
+			r.tally["bulk replay resolves"]++
+		}
+		r.touched[p.ev] = true
+	}
+	if f.Status == anyhook.StatusDead || f.Status == anyhook.StatusHeld {
+		// The same bulk replay again finds nothing: the first one
+		// resolved every delivery it selected.
+		if n, err := r.s.ReplayDeliveries(ctx(r.t), f, by); err != nil || n != 0 {
+			r.fatalf("ReplayDeliveries(%+v) again = %d, %v; want 0", f, n, err)
+		}
 	}
 }
 
@@ -1068,7 +1136,7 @@ func (r *run) opResolve() {
 	case len(m.deliveries) == 0 || r.rng.IntN(25) == 0:
 		id := store.NewID()
 		r.logf("resolve unknown delivery %s %s", id, action)
-		if _, err := r.s.Resolve(ctx(r.t), id, action); !errors.Is(err, anyhook.ErrNotFound) {
+		if _, err := r.s.Resolve(ctx(r.t), id, action, store.Actor{}); !errors.Is(err, anyhook.ErrNotFound) {
 			r.fatalf("Resolve(unknown delivery) err = %v, want ErrNotFound", err)
 		}
 		return
@@ -1077,13 +1145,14 @@ func (r *run) opResolve() {
 	default:
 		d = pick(r.rng, m.deliveries) // mostly one that must be refused
 	}
-	r.logf("resolve %s %s", d, action)
+	by := pick(r.rng, modelActors)
+	r.logf("resolve %s %s by %q", d, action, by.Name)
 	var want anyhook.DeliveryStatus
 	if d.status == anyhook.StatusHeld || d.status == anyhook.StatusDead {
 		want = map[string]anyhook.DeliveryStatus{store.ActionResend: anyhook.StatusPending,
-			store.ActionMarkDelivered: anyhook.StatusDelivered, store.ActionDiscard: anyhook.StatusDead}[action]
+			store.ActionMarkDelivered: anyhook.StatusDelivered, store.ActionDiscard: anyhook.StatusResolved}[action]
 	}
-	x, err := r.s.Resolve(ctx(r.t), d.id, action)
+	x, err := r.s.Resolve(ctx(r.t), d.id, action, by)
 	if want == "" {
 		if !errors.Is(err, anyhook.ErrInvalid) {
 			r.fatalf("Resolve(%s, %s) = %+v, %v; want ErrInvalid: only held or dead deliveries, with a known action", d, action, x, err)
@@ -1094,12 +1163,20 @@ func (r *run) opResolve() {
 	if err != nil {
 		r.fatalf("Resolve(%s, %s): %v", d, action, err)
 	}
-	if x.ID != d.id || x.Status != want || x.Note == "" || x.AttemptCount != d.attempts || !x.LeaseUntil.IsZero() {
-		r.fatalf("Resolve(%s, %s) = %+v, want %s with a note", d, action, x, want)
+	shown := want
+	if want == anyhook.StatusPending && r.m.paused[d.dest] {
+		shown = anyhook.StatusPaused // a resend to a paused destination waits
+	}
+	if x.ID != d.id || x.Status != shown || x.Note == "" || x.AttemptCount != d.attempts || !x.LeaseUntil.IsZero() {
+		r.fatalf("Resolve(%s, %s) = %+v, want %s with a note", d, action, x, shown)
 	}
 	r.tally["resolve "+string(d.status)+" "+action]++
 	d.status, d.due = want, want == anyhook.StatusPending
+	d.res = map[string]string{store.ActionMarkDelivered: anyhook.ResolvedMarkedDelivered, store.ActionDiscard: anyhook.ResolvedDiscarded}[action]
+	d.resBy = by
 	d.resolves++
+	d.ev.actions = append(d.ev.actions, mAction{kind: action, d: d, by: by})
+	r.touched[d.ev] = true
 }
 
 // ---- Pause and config ----
@@ -1314,10 +1391,26 @@ func (r *run) learn(x anyhook.Delivery) *mDelivery {
 // observe compares a delivery as the store shows it with the model and
 // with its previous observation, and remembers it.
 func (r *run) observe(d *mDelivery, x anyhook.Delivery) {
-	if x.EventID != d.ev.id || x.Destination != d.dest || x.Status != d.status || x.Replay != d.replay ||
+	if x.EventID != d.ev.id || x.Destination != d.dest || x.Status != r.m.shown(d) || x.Replay != d.replay ||
 		x.Stale != d.stale || x.AttemptCount != d.attempts {
-		r.fatalf("delivery %s in the store: %s, attempt %d, replay %v, stale %v; want replay %v, stale %v",
-			d, x.Status, x.AttemptCount, x.Replay, x.Stale, d.replay, d.stale)
+		r.fatalf("delivery %s (shown %s) in the store: %s, attempt %d, replay %v, stale %v; want replay %v, stale %v",
+			d, r.m.shown(d), x.Status, x.AttemptCount, x.Replay, x.Stale, d.replay, d.stale)
+	}
+	if !x.ClaimedAt.Equal(d.claimedAt) {
+		r.fatalf("%s claimed at %v, want %v (its latest claim)", d, x.ClaimedAt, d.claimedAt)
+	}
+	res := x.Resolution
+	switch {
+	case res.Kind != d.res:
+		r.fatalf("%s has resolution %+v, want %q", d, res, d.res)
+	case d.res == "" && res != (anyhook.Resolution{}):
+		r.fatalf("%s has resolution %+v, want none", d, res)
+	case d.res != "" && (res.By != store.ActorName(d.resBy) || res.Reason != d.resBy.Reason || res.At.IsZero()):
+		r.fatalf("%s has resolution %+v, want by %q for %q", d, res, store.ActorName(d.resBy), d.resBy.Reason)
+	case d.replayedBy != nil && (d.replayedBy.id == "" || res.ReplayedBy != d.replayedBy.id):
+		r.fatalf("%s was replayed by %s (%s), the store says %q", d, d.replayedBy.name, d.replayedBy.id, res.ReplayedBy)
+	case d.replayedBy == nil && res.ReplayedBy != "":
+		r.fatalf("%s says it was replayed by %s", d, res.ReplayedBy)
 	}
 	if x.LeaseUntil.IsZero() != (x.Status != anyhook.StatusDelivering) {
 		r.fatalf("%s has lease_until %v: a lease exactly while delivering", d, x.LeaseUntil)
@@ -1339,8 +1432,9 @@ func (r *run) invariants(d *mDelivery, prev, cur anyhook.Delivery) {
 		r.fatalf("attempts went backwards: %s from %d to %d", d, prev.AttemptCount, cur.AttemptCount)
 	case cur.AttemptCount != prev.AttemptCount+d.claims:
 		r.fatalf("attempts of %s went from %d to %d with %d claims in between", d, prev.AttemptCount, cur.AttemptCount, d.claims)
-	case (prev.Status == anyhook.StatusDelivered || prev.Status == anyhook.StatusSkipped) && cur.Status != prev.Status:
-		r.fatalf("%s was %s and is now %s: a delivered or skipped delivery never changes", d, prev.Status, cur.Status)
+	case (prev.Status == anyhook.StatusDelivered || prev.Status == anyhook.StatusSkipped || prev.Status == anyhook.StatusResolved) &&
+		(cur.Status != prev.Status || cur.Resolution != prev.Resolution):
+		r.fatalf("%s was %s and is now %s: a delivered, skipped or resolved delivery never changes", d, prev.Status, cur.Status)
 	case prev.Status == anyhook.StatusHeld && cur.Status != anyhook.StatusHeld && d.resolves == 0:
 		r.fatalf("%s was held and is now %s without an operator", d, cur.Status)
 	case prev.Status == anyhook.StatusDead && cur.Status != anyhook.StatusDead && d.resolves == 0:
@@ -1380,8 +1474,9 @@ func (r *run) checkEvent(ev *mEvent, listed *anyhook.Event) {
 			switch {
 			case !ok:
 				r.fatalf("%s has attempt row %d, which the model does not expect (rows %+v)", d, a.Number, x.Attempts)
-			case w.unknown && (a.StatusCode != 0 || a.Error == ""):
-				r.fatalf("%s attempt %d = %+v, want outcome unknown (no status code, an error)", d, a.Number, a)
+			case w.unknown && (a.StatusCode != 0 || a.Error == "" || !a.StartedAt.Equal(w.started) || a.Duration != 0):
+				r.fatalf("%s attempt %d = %+v, want outcome unknown (no status code, an error, no duration), started when claimed at %v",
+					d, a.Number, a, w.started)
 			case !w.unknown && (a.StatusCode != w.code || a.Error != w.err):
 				r.fatalf("%s attempt %d = %d %q, want the finished outcome %d %q", d, a.Number, a.StatusCode, a.Error, w.code, w.err)
 			}
@@ -1389,6 +1484,16 @@ func (r *run) checkEvent(ev *mEvent, listed *anyhook.Event) {
 	}
 	if len(got.Deliveries) != len(ev.deliveries) {
 		r.fatalf("event %s has %d deliveries, want %d (one per destination it was ingested for, plus replays)", ev.name, len(got.Deliveries), len(ev.deliveries))
+	}
+	if len(got.Actions) != len(ev.actions) {
+		r.fatalf("event %s has %d actions, want %d: %+v", ev.name, len(got.Actions), len(ev.actions), got.Actions)
+	}
+	for i, a := range got.Actions {
+		w := ev.actions[i]
+		if a.Kind != w.kind || a.DeliveryID != w.d.id || a.Destination != w.d.dest || a.EventID != ev.id ||
+			a.Actor != store.ActorName(w.by) || a.Reason != w.by.Reason || a.At.IsZero() || (i > 0 && a.ID <= got.Actions[i-1].ID) {
+			r.fatalf("event %s action %d = %+v, want %s of %s by %q", ev.name, i, a, w.kind, w.d, store.ActorName(w.by))
+		}
 	}
 }
 
@@ -1460,7 +1565,7 @@ func (r *run) checkAll() {
 	wantIDs := func(f store.DeliveryFilter) []string {
 		var s []string
 		for _, d := range m.deliveries {
-			if d.matches(f) {
+			if m.matches(d, f) {
 				s = append(s, d.id)
 			}
 		}
@@ -1469,11 +1574,11 @@ func (r *run) checkAll() {
 	}
 	var filters []store.DeliveryFilter
 	for _, st := range []anyhook.DeliveryStatus{anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusDelivered,
-		anyhook.StatusDead, anyhook.StatusHeld, anyhook.StatusSkipped} {
+		anyhook.StatusDead, anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusPaused, anyhook.StatusResolved} {
 		filters = append(filters, store.DeliveryFilter{Status: st})
 		var want []string
 		for _, ev := range m.events {
-			if slices.ContainsFunc(ev.deliveries, func(d *mDelivery) bool { return d.status == st }) {
+			if slices.ContainsFunc(ev.deliveries, func(d *mDelivery) bool { return m.shown(d) == st }) {
 				want = append(want, ev.id)
 			}
 		}
@@ -1491,7 +1596,8 @@ func (r *run) checkAll() {
 		filters = append(filters, store.DeliveryFilter{Destination: dest, Limit: page})
 	}
 	for _, src := range modelSources {
-		filters = append(filters, store.DeliveryFilter{Source: src, Status: anyhook.StatusPending})
+		filters = append(filters, store.DeliveryFilter{Source: src, Status: anyhook.StatusPending},
+			store.DeliveryFilter{Source: src, Status: anyhook.StatusPaused})
 	}
 	for _, f := range filters {
 		if got, want := ids(r.listDeliveries(f)), wantIDs(f); !slices.Equal(got, want) {

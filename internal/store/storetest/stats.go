@@ -110,6 +110,18 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	if _, ok := paused.DueSince["billing"]; ok {
 		t.Errorf("paused billing is reported overdue since %v", paused.DueSince["billing"])
 	}
+	// Its waiting delivery is shown paused, not pending, and is not the
+	// oldest pending one: a deliberate pause fires no oldest-pending alert.
+	if d := paused.Depth["billing"]; d[anyhook.StatusPaused] != 1 || d[anyhook.StatusPending] != 0 {
+		t.Errorf("paused billing depth = %v, want 1 paused, 0 pending", d)
+	}
+	if !paused.OldestPending.IsZero() || paused.OldestPendingAge() != 0 {
+		t.Errorf("oldest pending while the only pending delivery's destination is paused: %v", paused.OldestPending)
+	}
+	states, err := sr.DeliveryStates(ctx, []string{evs[1].Event.ID})
+	if err != nil || len(states[evs[1].Event.ID]) != 1 || states[evs[1].Event.ID][0].Status != anyhook.StatusPaused {
+		t.Errorf("delivery states of paused billing's event = %+v, %v; want paused", states, err)
+	}
 	if err := s.SetPaused(ctx, "billing", false); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +161,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	}
 
 	ids := []string{evs[0].Event.ID, evs[2].Event.ID, "no-such-event"}
-	states, err := sr.DeliveryStates(ctx, ids)
+	states, err = sr.DeliveryStates(ctx, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,5 +173,27 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	}
 	if len(states["no-such-event"]) != 0 {
 		t.Error("states of an unknown event")
+	}
+
+	// Stale events over the window: one skipped, one delivered flagged.
+	if act.Stale != 0 || act.Skipped != 0 {
+		t.Errorf("stale %d, skipped %d before any stale event", act.Stale, act.Skipped)
+	}
+	versioned := func(key, version string, skip bool) store.NewEvent {
+		ne := ev("shop", key, "billing")
+		ne.Event.Object, ne.Event.Version, ne.StaleSkip = "order-1", version, skip
+		return ne
+	}
+	for _, ne := range []store.NewEvent{versioned("v2", "2", true), versioned("v1-skip", "1", true), versioned("v1-flag", "1", false)} {
+		if _, err := s.Ingest(ctx, []store.NewEvent{ne}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	act, err = sr.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if act.Stale != 2 || act.Skipped != 1 {
+		t.Errorf("stale %d, skipped %d; want 2 stale events, 1 of them skipped", act.Stale, act.Skipped)
 	}
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// `anyhook replay --status dead` run twice sends each dead event once: the
+// first run takes the dead deliveries out of the dead queue (resolved,
+// replayed by the new delivery), so the second finds none. The event's
+// actions say the CLI did it, when, and --reason.
+func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
+	t.Parallel()
+	f := newReplayFixture(t)
+	var ids []string
+	for i := range 2 {
+		ids = append(ids, sendTo(t, f.url, "stripe", fmt.Sprintf("evt_twice_%d", i)))
+	}
+	for _, id := range ids {
+		f.waitDead(t, id)
+	}
+	// billing (which still answers 500) is paused, so that its replays
+	// wait instead of going dead in their turn before the second run.
+	f.post(t, "/api/destinations/billing/pause")
+	if rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--reason", "billing was down (INC-9)"); rep.Count != 2 {
+		t.Fatalf("first replay = %+v, want 2", rep)
+	}
+	if rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--reason", "again"); rep.Count != 0 {
+		t.Fatalf("second replay = %+v, want 0: the first took them out of the dead queue", rep)
+	}
+	for _, id := range ids {
+		var ev struct {
+			Deliveries []struct {
+				ID, Destination, Status string
+				Replay                  bool
+				Resolution              *struct {
+					Kind, By, Reason string
+					ReplayDeliveryID string `json:"replay_delivery_id"`
+				} `json:"resolution"`
+			}
+			Actions []struct {
+				Action, Actor, Reason, Destination string
+				DeliveryID                         string `json:"delivery_id"`
+			}
+		}
+		getJSON(t, f.url+"/api/events/"+id, &ev)
+		replays := 0
+		var replayID string
+		for _, d := range ev.Deliveries {
+			if d.Replay && d.Destination == "billing" {
+				replays++
+				replayID = d.ID
+			}
+		}
+		if replays != 1 {
+			t.Errorf("event %s has %d billing replays, want 1", id, replays)
+		}
+		for _, d := range ev.Deliveries {
+			if !d.Replay && d.Destination == "billing" && (d.Status != "resolved" || d.Resolution == nil || d.Resolution.Kind != "replayed" ||
+				d.Resolution.By != "cli" || d.Resolution.Reason != "billing was down (INC-9)" || d.Resolution.ReplayDeliveryID != replayID) {
+				t.Errorf("event %s: the dead billing delivery after the replay: %+v %+v", id, d, d.Resolution)
+			}
+			if !d.Replay && d.Destination == "crm" && d.Status != "dead" {
+				t.Errorf("event %s: crm (not replayed) is %s, want dead", id, d.Status)
+			}
+		}
+		if len(ev.Actions) != 1 || ev.Actions[0].Action != "replay" || ev.Actions[0].Actor != "cli" ||
+			ev.Actions[0].Reason != "billing was down (INC-9)" || ev.Actions[0].DeliveryID != replayID {
+			t.Errorf("event %s actions %+v", id, ev.Actions)
+		}
+	}
+	// A reason that is not one line is refused before anything happens.
+	if code, _, errOut := f.replay(t, "--status", "dead", "--reason", "two\nlines"); code != 2 || !strings.Contains(errOut, "--reason") {
+		t.Errorf("--reason with a newline: exit %d, %q", code, errOut)
+	}
+	// Resumed, the replays fail (billing still answers 500) and go dead
+	// in their turn: new dead deliveries, which a replay would send.
+	f.post(t, "/api/destinations/billing/resume")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--dry-run"); rep.Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replay deliveries never went dead")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// post POSTs to the gateway's admin API and wants 200.
+func (f *replayFixture) post(t *testing.T, path string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", f.url+path, nil)
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST %s: %d", path, resp.StatusCode)
+	}
+}

@@ -1,0 +1,44 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// ActorAPI is the actor of a request that came with the admin token:
+// there is one token, so the API cannot tell its holders apart.
+const ActorAPI = "api"
+
+type actorKey struct{}
+
+// WithActor returns ctx carrying the actor in whose name the API records
+// a replay or a resolve made with it, instead of ActorAPI. The dashboard
+// calls the API in-process, as the admin token's holder, on behalf of one
+// of its sessions, and says which; a request from the network cannot set
+// it.
+func WithActor(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, actorKey{}, name)
+}
+
+// actor is who r acts for, with reason.
+func actor(r *http.Request, reason string) store.Actor {
+	name, _ := r.Context().Value(actorKey{}).(string)
+	if name == "" {
+		name = ActorAPI
+	}
+	return store.Actor{Name: name, Reason: reason}
+}
+
+// checkReason validates the optional reason of a replay or resolve
+// (store.CheckReason) and returns it trimmed.
+func checkReason(s string) (string, error) {
+	s, err := store.CheckReason(s)
+	if err != nil {
+		return "", badParam("reason", "%s", strings.TrimSuffix(err.Error(), ": "+anyhook.ErrInvalid.Error()))
+	}
+	return s, nil
+}

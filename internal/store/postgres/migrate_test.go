@@ -1,0 +1,106 @@
+package postgres_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// TestMigrate6EmptiesTheQueues is the SQLite test of the same name: an
+// upgrade takes out of the dead and held queues what a person had dealt
+// with (replayed later, discarded), and gives a marked delivery its
+// resolution.
+func TestMigrate6EmptiesTheQueues(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := c.Exec(t.Context(), q, args...); err != nil {
+			t.Fatalf("%.80s: %v", q, err)
+		}
+	}
+	// The schema of version 5, as that binary left it.
+	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+	for v, name := range []string{"0001_init", "0002_ledger", "0003_deliveries_status_event", "0004_content_key", "0005_ledger_keys"} {
+		ddl, err := os.ReadFile("migrations/" + name + ".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(string(ddl))
+		exec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, v+1, name)
+	}
+	t0 := time.Now().Add(-time.Hour)
+	at := func(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
+	exec(`INSERT INTO events (id, source, received_at, method, path, headers, body) VALUES ('e1', 'stripe', $1, 'POST', '/webhooks/stripe', '', '{}')`, t0)
+	for _, d := range []struct {
+		id, dest, status, note string
+		replay                 bool
+		created, updated       time.Time
+	}{
+		{"d1", "billing", "dead", "discarded by an operator at 2026-01-01T00:00:00Z", false, t0, at(10)},
+		{"d2", "crm", "dead", "", false, t0, at(10)},
+		{"d3", "crm", "delivered", "", true, at(20), at(30)}, // replayed d2 after it died
+		{"d4", "vault", "delivered", "marked delivered by an operator at 2026-01-01T00:00:00Z", false, t0, at(10)},
+		{"d5", "audit", "dead", "", false, t0, at(10)},
+		{"d6", "charges", "held", "", false, t0, at(50)},
+		{"d7", "charges", "delivered", "", true, at(20), at(30)}, // replayed before d6 was held
+	} {
+		exec(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at, note)
+			VALUES ($1, 'e1', $2, $3, $4, $5, $6, $5, $7)`, d.id, d.dest, d.status, d.replay, d.updated, d.created, d.note)
+	}
+	c.Close(t.Context())
+
+	s := openDSN(t, dsn)
+	ev, err := s.Event(t.Context(), "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		status anyhook.DeliveryStatus
+		kind   string
+	}{
+		"d1": {anyhook.StatusResolved, anyhook.ResolvedDiscarded},
+		"d2": {anyhook.StatusResolved, anyhook.ResolvedReplayed}, // by d3
+		"d3": {anyhook.StatusDelivered, ""},
+		"d4": {anyhook.StatusDelivered, anyhook.ResolvedMarkedDelivered},
+		"d5": {anyhook.StatusDead, ""},
+		"d6": {anyhook.StatusHeld, ""},
+		"d7": {anyhook.StatusDelivered, ""},
+	}
+	for _, d := range ev.Deliveries {
+		w := want[d.ID]
+		r := d.Resolution
+		if d.Status != w.status || r.Kind != w.kind || (w.kind != "" && (r.By != "before 0006" || r.At.IsZero())) ||
+			(w.kind == anyhook.ResolvedReplayed) != (r.ReplayedBy != "") || (w.kind == anyhook.ResolvedReplayed && r.ReplayedBy != "d3") {
+			t.Errorf("%s after the upgrade: %s %+v; want %s %s", d.ID, d.Status, r, w.status, w.kind)
+		}
+	}
+	if len(ev.Deliveries) != len(want) {
+		t.Fatalf("deliveries: %+v", ev.Deliveries)
+	}
+	// The new status passes the CHECK; a made-up one does not.
+	if _, err := s.Resolve(t.Context(), "d5", "discard", store.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if !query[bool](t, dsn, `SELECT status = 'resolved' FROM deliveries WHERE id = 'd5'`) {
+		t.Fatal("d5 not resolved")
+	}
+	c, err = pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	if _, err := c.Exec(t.Context(), `UPDATE deliveries SET status = 'gone' WHERE id = 'd5'`); err == nil {
+		t.Fatal("the status CHECK let 'gone' through")
+	}
+}

@@ -1,0 +1,94 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
+)
+
+// TestMigrate6EmptiesTheQueues: an upgrade takes out of the dead and held
+// queues what earlier versions left there although a person had dealt
+// with it: a delivery a later replay of its event and destination took
+// over, and a discarded one (found by its note); a marked delivery gets
+// its resolution. Anything else stays.
+func TestMigrate6EmptiesTheQueues(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "anyhook.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%.80s: %v", q, err)
+		}
+	}
+	// The schema of version 5, as that binary left it.
+	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`)
+	for v, name := range []string{"0001_init", "0002_ledger", "0003_deliveries_status_event", "0004_content_key", "0005_ledger_keys"} {
+		ddl, err := os.ReadFile("migrations/" + name + ".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(string(ddl))
+		exec(`INSERT INTO schema_migrations VALUES (?, 1)`, v+1)
+	}
+	t0 := time.Now().Add(-time.Hour).UnixMicro()
+	exec(`INSERT INTO events (id, source, received_at, method, path, headers, body) VALUES ('e1', 'stripe', ?, 'POST', '/webhooks/stripe', x'', x'7b7d')`, t0)
+	for _, d := range []struct {
+		id, dest, status, note string
+		replay                 bool
+		created, updated       int64
+	}{
+		{"d1", "billing", "dead", "discarded by an operator at 2026-01-01T00:00:00Z", false, t0, t0 + 10},
+		{"d2", "crm", "dead", "", false, t0, t0 + 10},
+		{"d3", "crm", "delivered", "", true, t0 + 20, t0 + 30}, // replayed d2 after it died
+		{"d4", "vault", "delivered", "marked delivered by an operator at 2026-01-01T00:00:00Z", false, t0, t0 + 10},
+		{"d5", "audit", "dead", "", false, t0, t0 + 10},
+		{"d6", "charges", "held", "", false, t0, t0 + 50},
+		{"d7", "charges", "delivered", "", true, t0 + 20, t0 + 30}, // replayed before d6 was held
+	} {
+		exec(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at, note)
+			VALUES (?, 'e1', ?, ?, ?, ?, ?, ?, ?)`, d.id, d.dest, d.status, d.replay, d.updated, d.created, d.updated, d.note)
+	}
+	db.Close()
+
+	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ev, err := s.Event(t.Context(), "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		status anyhook.DeliveryStatus
+		kind   string
+	}{
+		"d1": {anyhook.StatusResolved, anyhook.ResolvedDiscarded},
+		"d2": {anyhook.StatusResolved, anyhook.ResolvedReplayed}, // by d3
+		"d3": {anyhook.StatusDelivered, ""},
+		"d4": {anyhook.StatusDelivered, anyhook.ResolvedMarkedDelivered},
+		"d5": {anyhook.StatusDead, ""},
+		"d6": {anyhook.StatusHeld, ""},
+		"d7": {anyhook.StatusDelivered, ""},
+	}
+	for _, d := range ev.Deliveries {
+		w := want[d.ID]
+		r := d.Resolution
+		if d.Status != w.status || r.Kind != w.kind || (w.kind != "" && (r.By != "before 0006" || r.At.IsZero())) ||
+			(w.kind == anyhook.ResolvedReplayed) != (r.ReplayedBy != "") || (w.kind == anyhook.ResolvedReplayed && r.ReplayedBy != "d3") {
+			t.Errorf("%s after the upgrade: %s %+v; want %s %s", d.ID, d.Status, r, w.status, w.kind)
+		}
+	}
+	if len(ev.Deliveries) != len(want) {
+		t.Fatalf("deliveries: %+v", ev.Deliveries)
+	}
+}
