@@ -159,6 +159,10 @@ destinations:
 	if page := dashboardPage(t, e.url, "/destinations"); !strings.Contains(page, "not in config") {
 		t.Errorf("the destinations page does not list billing as not in the config")
 	}
+	// Resumed while no config names it: due, and nobody picks it up.
+	if err := e.store.SetPaused(t.Context(), "billing", false); err != nil {
+		t.Fatal(err)
+	}
 	// The queue page counts what it lists: the orphaned delivery too.
 	if page := dashboardPage(t, e.url, "/deliveries?status=pending"); !strings.Contains(page, `pending deliveries <span class="muted">(1)</span>`) {
 		t.Errorf("the pending deliveries page does not count the orphaned delivery it lists:\n%s", page)
@@ -178,12 +182,9 @@ destinations:
 	}
 	stop()
 
-	// billing is back in the config: resuming it delivers the event.
+	// billing is back in the config: its waiting delivery goes out.
 	e, stop = run(true)
 	defer stop()
-	if err := e.store.SetPaused(t.Context(), "billing", false); err != nil {
-		t.Fatal(err)
-	}
 	got := billing.waitRequests(t, 1)
 	if id := got[0].Header.Get("X-AnyHook-Delivery"); id != a.ID {
 		t.Fatalf("billing got %s, want %s", id, a.ID)
