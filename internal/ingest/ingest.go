@@ -206,7 +206,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusBadRequest, msg: "could not read the request body", err: err}
 	}
 	preq := &provider.Request{Method: r.Method, URL: publicURL(src, r), Header: r.Header, Body: body}
-	if err := src.Provider.Verify(preq, received); err != nil {
+	verified, err := src.Provider.Verify(preq, received)
+	if err != nil {
 		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err, outcome: OutcomeRejectedSignature}
 	}
 	ext, err := src.Provider.Extract(preq)
@@ -234,6 +235,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 				ID: h.newID(), Source: src.Name, DedupKey: pe.DedupKey, ReceivedAt: received,
 				Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: b,
 				Object: pe.Object, Version: pe.Version,
+				RemoteAddr: r.RemoteAddr, Verification: verified,
 			},
 			ContentKey:   pe.ContentKey,
 			Destinations: src.Destinations,
