@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,8 +26,9 @@ import (
 // target covers both), so it returns no row and the caller counts a
 // duplicate.
 const insertEvent = `WITH ev AS (
-	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16)
+	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
+		remote_addr, verify_method, verify_scheme, verify_secret)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18, $19, $20)
 	ON CONFLICT DO NOTHING
 	RETURNING id
 ), dl AS (
@@ -37,16 +39,28 @@ const insertEvent = `WITH ev AS (
 SELECT id FROM ev`
 
 // countDuplicate counts a duplicate on the event that holds its dedup key
-// or, failing that, its content key (either may be NULL). No row means the
+// or, failing that, its content key (either may be NULL), and records its
+// arrival while the counter is at most store.MaxArrivals. No row means the
 // insert conflicted on neither (the event id itself): an error of the item.
-const countDuplicate = `UPDATE events SET duplicates = duplicates + 1
-WHERE id = (
-	SELECT id FROM (
-		SELECT id, 0 AS rank FROM events WHERE source = $1 AND dedup_key = $2
-		UNION ALL
-		SELECT id, 1 FROM events WHERE source = $1 AND content_key = $3
-	) AS k ORDER BY rank LIMIT 1)
-RETURNING id`
+//
+// The arrival takes no lock of its own that another transaction could
+// hold: its key (event_id, seq) is the counter's new value, read under the
+// row lock the update takes (the only lock the duplicate path took before),
+// and its foreign key's KEY SHARE lock is on that same row.
+var countDuplicate = `WITH d AS (
+	UPDATE events SET duplicates = duplicates + 1
+	WHERE id = (
+		SELECT id FROM (
+			SELECT id, 0 AS rank FROM events WHERE source = $1 AND dedup_key = $2
+			UNION ALL
+			SELECT id, 1 FROM events WHERE source = $1 AND content_key = $3
+		) AS k ORDER BY rank LIMIT 1)
+	RETURNING id, duplicates
+), a AS (
+	INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut)
+	SELECT id, duplicates, $4::timestamptz, $5::text, $6::bytea, $7::boolean FROM d WHERE duplicates <= ` + strconv.Itoa(store.MaxArrivals) + `
+)
+SELECT id FROM d`
 
 // ingestTx is one Ingest transaction on one connection. Statements that need
 // no answer of their own (BEGIN, releasing the previous item's savepoint)
@@ -247,10 +261,12 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 		ids[i] = s.newID()
 	}
 	isNew := false
+	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	b.Queue(insertEvent,
 		ev.ID, ev.Source, nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, nonNil(ev.Body),
 		nullable(ev.Object), nullable(ev.Version), stale,
 		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, nullable(ne.ContentKey),
+		nullable(ev.RemoteAddr), vm, vs, vk,
 	).QueryRow(func(row pgx.Row) error {
 		var id string
 		err := row.Scan(&id)
@@ -268,11 +284,17 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	}
 
 	// A duplicate: undo the version mark this item may have moved, and
-	// count it on the original.
+	// count it (and its arrival) on the original. The headers are those
+	// already encoded for the insert, unless they must be cut.
 	var id string
+	arrival, cut := headers, false
+	if len(arrival) > store.MaxArrivalHeader {
+		arrival, cut = store.ArrivalHeader(ev.Header)
+	}
 	b = &pgx.Batch{}
 	b.Queue("ROLLBACK TO SAVEPOINT item")
-	b.Queue(countDuplicate, ev.Source, nullable(ev.DedupKey), nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
+	b.Queue(countDuplicate, ev.Source, nullable(ev.DedupKey), nullable(ne.ContentKey),
+		ev.ReceivedAt, ev.RemoteAddr, arrival, cut).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("it clashes with a stored event on neither dedup key: %w", err)
