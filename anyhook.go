@@ -80,6 +80,24 @@ type Arrival struct {
 	HeaderCut bool
 }
 
+// Reasons of a Rejection: the ingest outcome of the refused request.
+const (
+	RejectUnknownSource = "unknown_source"     // 404: no such source
+	RejectSignature     = "rejected_signature" // 400: missing or invalid signature, timestamp outside tolerance
+	RejectInvalid       = "invalid"            // 400: verified, but no event could be read from it
+	RejectTooLarge      = "too_large"          // 413: body over max_body
+	RejectRateLimited   = "rate_limited"       // 429: over the source's rate_limit
+)
+
+// ValidRejectReason reports whether s is one of the Reject* reasons.
+func ValidRejectReason(s string) bool {
+	switch s {
+	case RejectUnknownSource, RejectSignature, RejectInvalid, RejectTooLarge, RejectRateLimited:
+		return true
+	}
+	return false
+}
+
 // Rejection is one webhook request the gateway refused with a 4xx, as the
 // rejection log keeps it: sizes, a hash and the answer, never a body, a
 // secret or a header value other than User-Agent.
@@ -88,7 +106,7 @@ type Rejection struct {
 	At          time.Time
 	Source      string // the source name as requested (cut and cleaned)
 	KnownSource bool   // the name is a configured source
-	Reason      string // the ingest outcome: unknown_source, rejected_signature, invalid, too_large, rate_limited
+	Reason      string // one of the Reject* reasons
 	Status      int    // the HTTP status answered
 	Message     string // the message answered, safe to show
 	RemoteAddr  string
