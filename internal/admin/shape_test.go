@@ -92,3 +92,13 @@ func TestOpenAPIEventShape(t *testing.T) {
 		t.Errorf("unrecorded verification = %v", v)
 	}
 }
+
+// TestOpenAPIRejectionShape: a rejection is what the Rejection schema
+// documents.
+func TestOpenAPIRejectionShape(t *testing.T) {
+	t.Parallel()
+	doc := openapiMap(t)
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	checkShape(t, doc, schemas["RejectionList"].(map[string]any),
+		shapeOf(t, listJSON[rejectionJSON]{Items: []rejectionJSON{{ID: 1, Reason: anyhook.RejectSignature}}}), "rejections")
+}

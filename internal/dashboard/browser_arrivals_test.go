@@ -82,7 +82,8 @@ func sendStripeWith(t *testing.T, base string, body []byte, extra http.Header) s
 // three times: the page says how it was verified (the second secret, by
 // index), where it came from, and lists each arrival with the headers
 // that differed. An unsigned source's event says it is unsigned instead of
-// "verified".
+// "verified". Refused requests are on their own page, reached from the
+// navigation and from a source on the overview.
 func TestBrowserArrivals(t *testing.T) {
 	needChromium(t)
 	base := arrivalsGateway(t)
@@ -137,6 +138,60 @@ func TestBrowserArrivals(t *testing.T) {
 	}
 	if s := text("#arrivals-summary"); !strings.Contains(s, "arrived once") {
 		t.Errorf("unsigned arrivals summary: %q", s)
+	}
+
+	// Refused requests: a forged Stripe request and a typo in the URL.
+	forged, _ := http.NewRequest("POST", base+"/webhooks/stripe", strings.NewReader(`{"id":"evt_forged"}`))
+	forged.Header.Set("Stripe-Signature", "t=1,v1=00")
+	answerID(t, forged, http.StatusBadRequest)
+	typo, _ := http.NewRequest("POST", base+"/webhooks/strpe", strings.NewReader(`{}`))
+	answerID(t, typo, http.StatusNotFound)
+	waitRejections(t, base, 2)
+
+	// From the overview, the source leads to its refused requests.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("table#destinations")),
+		chromedp.Click(chromedp.CSS(`table#destinations a[href="/rejections?source=stripe"]`)),
+		chromedp.WaitVisible(chromedp.CSS("table#rejections"))); err != nil {
+		t.Fatal(err)
+	}
+	shot(t, bctx, "rejections-stripe")
+	rows, err = chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#rejections tbody tr")].map(r => r.innerText)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || !strings.Contains(rows[0], "rejected_signature") || !strings.Contains(rows[0], "400 no signature matched") ||
+		!strings.Contains(rows[0], "sha256 ") {
+		t.Errorf("stripe's refused requests: %q", rows)
+	}
+	// The navigation lists them all.
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`nav a[href="/rejections"]`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-reason="unknown_source"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if row := text(`tr[data-reason="unknown_source"]`); !strings.Contains(row, "strpe") || !strings.Contains(row, "unknown") || !strings.Contains(row, "not read") {
+		t.Errorf("unknown source row: %q", row)
+	}
+}
+
+// waitRejections polls the admin API until it lists n refused requests
+// (the rejection log is written behind ingest's back).
+func waitRejections(t *testing.T, base string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", base+"/api/rejections", nil)
+		req.Header.Set("Authorization", "Bearer "+browserToken)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct{ Items []any }
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if len(list.Items) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API lists %d refused requests, want %d", len(list.Items), n)
+		}
 	}
 }
 
