@@ -27,6 +27,16 @@ type Event struct {
 
 	Duplicates int64 // how many duplicates of this event were absorbed
 
+	// RemoteAddr is the address of the connection the event arrived on
+	// ("" for events recorded before the store kept it).
+	RemoteAddr string
+	// Verification is how the request was authenticated.
+	Verification Verification
+	// Arrivals are the first duplicates' arrivals (at most
+	// store.MaxArrivals, oldest first); Duplicates counts them all.
+	// Filled by Store.Event, not by lists.
+	Arrivals []Arrival
+
 	// BodyPruned is set once retention (log.retention) emptied Body: the
 	// event can no longer be sent. Filled by Store.Event and Store.Claim.
 	BodyPruned bool
@@ -35,6 +45,84 @@ type Event struct {
 	// Actions are what people did to the event's deliveries (replays,
 	// resends, discards, marks), oldest first; filled by Store.Event.
 	Actions []Action
+}
+
+// Verification methods: how an event was authenticated.
+const (
+	VerifySignature = "signature" // a signature over the request, with one of the source's secrets
+	VerifyToken     = "token"     // a shared token sent as is (GitLab's X-Gitlab-Token)
+	VerifyNone      = "none"      // nothing: the source says signature: none
+	VerifyFetched   = "fetched"   // read from the provider's API, not received
+)
+
+// Verification is what was checked before an event was recorded. It names
+// the secret that matched by its index in the source's secrets list, never
+// the secret itself.
+type Verification struct {
+	// Method is one of the Verify* values; "" when it was not recorded
+	// (events recorded before the store kept it).
+	Method string
+	// Scheme names what was checked: "stripe v1", "github sha256",
+	// "gitlab token", "unsigned (signature: none)", …
+	Scheme string
+	// Secret is the index in the source's secrets of the one that
+	// matched; -1 when no secret was involved.
+	Secret int
+}
+
+// Arrival is one duplicate request of an event: the provider (or anyone
+// holding a signed copy) sent it again.
+type Arrival struct {
+	Seq        int // 1 for the first duplicate, 2 for the second, …
+	ReceivedAt time.Time
+	RemoteAddr string
+	// Header is the duplicate's headers as received (credential headers
+	// removed, as for the event); HeaderCut says they were cut to fit the
+	// stored bound (long values shortened, trailing headers dropped).
+	Header    http.Header
+	HeaderCut bool
+}
+
+// Reasons of a Rejection: the ingest outcome of the refused request.
+const (
+	RejectUnknownSource = "unknown_source"     // 404: no such source
+	RejectSignature     = "rejected_signature" // 400: missing or invalid signature, timestamp outside tolerance
+	RejectInvalid       = "invalid"            // 400: verified, but no event could be read from it
+	RejectTooLarge      = "too_large"          // 413: body over max_body
+	RejectRateLimited   = "rate_limited"       // 429: over the source's rate_limit
+)
+
+// ValidRejectReason reports whether s is one of the Reject* reasons.
+func ValidRejectReason(s string) bool {
+	switch s {
+	case RejectUnknownSource, RejectSignature, RejectInvalid, RejectTooLarge, RejectRateLimited:
+		return true
+	}
+	return false
+}
+
+// Rejection is one webhook request the gateway refused with a 4xx, as the
+// rejection log keeps it: sizes, a hash and the answer, never a body, a
+// secret or a header value other than User-Agent.
+type Rejection struct {
+	ID          int64 // assigned by the store, increasing
+	At          time.Time
+	Source      string // the source name as requested (cut and cleaned)
+	KnownSource bool   // the name is a configured source
+	Reason      string // one of the Reject* reasons
+	Status      int    // the HTTP status answered
+	Message     string // the message answered, safe to show
+	RemoteAddr  string
+	UserAgent   string // cut
+	// BodySize is the number of body bytes read; for a body that was not
+	// read (unknown source, too large, rate limited) the announced
+	// Content-Length, -1 when none was announced.
+	BodySize int64
+	// BodySHA256 is the hex SHA-256 of the body when it was read in full;
+	// "" otherwise.
+	BodySHA256  string
+	HeaderCount int // header values
+	HeaderBytes int // total size of header names and values
 }
 
 // DeliveryStatus is the state of one delivery; see docs/design.md for the

@@ -56,7 +56,7 @@ func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		code, note := *status, ""
 		if verifier != nil {
-			if err := verifier.Verify(&provider.Request{Method: r.Method, Header: r.Header, Body: body}, time.Now()); err != nil {
+			if _, err := verifier.Verify(&provider.Request{Method: r.Method, Header: r.Header, Body: body}, time.Now()); err != nil {
 				code, note = http.StatusBadRequest, " signature: "+err.Error()
 			} else {
 				note = " signature: ok"

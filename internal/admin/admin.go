@@ -160,6 +160,7 @@ func New(opt Options) *API {
 		{"POST", "/api/destinations/{name}/resume", false, a.resume},
 		{"GET", "/api/log/checkpoint", false, a.logCheckpoint},
 		{"GET", "/api/events/{id}/proof", false, a.eventProof},
+		{"GET", "/api/rejections", false, a.listRejections},
 	}
 	// A browser page on another site must not drive the API, even where
 	// no token is required (a loopback listener) or the browser holds one:

@@ -22,7 +22,13 @@ type eventJSON struct {
 	Object     string      `json:"object"`
 	Version    string      `json:"version"`
 	Request    requestJSON `json:"request"`
-	// Deliveries is present on GET /api/events/{id}, absent from lists.
+	// RemoteAddr is the address the request came from ("" when not
+	// recorded); Verification is what was checked before recording it.
+	RemoteAddr   string           `json:"remote_addr"`
+	Verification verificationJSON `json:"verification"`
+	// Arrivals and Deliveries are present on GET /api/events/{id}, absent
+	// from lists.
+	Arrivals   *arrivalsJSON  `json:"arrivals,omitzero"`
 	Deliveries []deliveryJSON `json:"deliveries,omitzero"`
 	// Actions (GET /api/events/{id}) are what people did to the
 	// deliveries, oldest first: the audit trail.
@@ -129,9 +135,11 @@ func (a *API) toEvent(ev anyhook.Event, full bool) eventJSON {
 	out := eventJSON{
 		ID: ev.ID, Source: ev.Source, DedupKey: ev.DedupKey, ReceivedAt: utc(ev.ReceivedAt),
 		Duplicates: ev.Duplicates, Stale: ev.Stale, Object: ev.Object, Version: ev.Version,
-		Request: requestJSON{Method: ev.Method, Path: ev.Path, Headers: h, BodySize: len(ev.Body)},
+		Request:    requestJSON{Method: ev.Method, Path: ev.Path, Headers: h, BodySize: len(ev.Body)},
+		RemoteAddr: ev.RemoteAddr, Verification: toVerification(ev.Verification),
 	}
 	if full {
+		out.Arrivals = toArrivals(ev)
 		body, enc := encodeBytes(ev.Body)
 		out.Request.Body, out.Request.BodyEncoding = &body, enc
 		out.Request.BodyPruned = ev.BodyPruned

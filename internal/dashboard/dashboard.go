@@ -214,6 +214,7 @@ func (d *Dashboard) routes() http.Handler {
 	page("POST /replay", d.bulkReplay)
 	page("GET /destinations", d.destinations)
 	page("POST /destinations/{name}/{action}", d.setPaused)
+	page("GET /rejections", d.rejections)
 	page("/", d.notFound)
 
 	cop := http.NewCrossOriginProtection()

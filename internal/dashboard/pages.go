@@ -475,6 +475,7 @@ type eventData struct {
 	Summaries    []destSummary
 	Actions      []actionView
 	Back         string
+	Arrived      arrivedView
 }
 
 // encodeBytes is b as text: itself when valid UTF-8, else base64, as the
@@ -492,7 +493,7 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	data := eventData{Event: ev, Back: r.URL.RequestURI()}
+	data := eventData{Event: ev, Back: r.URL.RequestURI(), Arrived: arrivedOf(ev)}
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range ev.Header {
 			if !yield(k) {

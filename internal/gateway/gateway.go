@@ -25,6 +25,7 @@ import (
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/rejectlog"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
@@ -54,7 +55,8 @@ type Gateway struct {
 	batcher *ingest.Batcher
 	engine  *delivery.Engine
 	alerts  *alert.Notifier
-	ledger  *logParts // the tamper-evident log; nil when the store keeps none
+	rejects *rejectlog.Log // the log of refused requests; nil when the store keeps none
+	ledger  *logParts      // the tamper-evident log; nil when the store keeps none
 	srv     *http.Server
 	handler http.Handler
 
@@ -144,12 +146,18 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		OnRecovered:  func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) },
 		Observer:     mx,
 	})
+	var rejected ingest.RejectionLog
+	if rl, ok := st.(store.RejectionLog); ok {
+		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx})
+		rejected = g.rejects
+	}
 	ih := ingest.New(ingest.Options{
-		Sources:  sources,
-		Recorder: g.batcher,
-		Logger:   log,
-		Recorded: g.engine.Wake,
-		Observer: mx,
+		Sources:    sources,
+		Recorder:   g.batcher,
+		Logger:     log,
+		Recorded:   g.engine.Wake,
+		Observer:   mx,
+		Rejections: rejected,
 	})
 	bySource := map[string][]string{}
 	for _, name := range cfg.SourceOrder {
@@ -189,7 +197,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return loopbackHostsOnly(h, log)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, time.Now))
+	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, time.Now, rejected))
 	mux.Handle("/api/", guarded(api.Handler()))
 	mux.Handle("/healthz", api.Handler())
 	mux.Handle("/readyz", api.Handler())
@@ -319,6 +327,9 @@ func (g *Gateway) Store() store.Store { return g.store }
 func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 	g.alerts.Start(context.WithoutCancel(ctx)) // Stop flushes; a signal must not drop alerts
 	g.batcher.Start(ctx)
+	if g.rejects != nil {
+		g.rejects.Start(ctx)
+	}
 	g.engine.Start(ctx)
 	g.startLog(ctx)
 	g.srv = &http.Server{
@@ -355,6 +366,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 		}
 	}
 	g.batcher.Stop()
+	if g.rejects != nil {
+		g.rejects.Stop() // writes what is queued
+	}
 	g.stopLog()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
 	g.alerts.Stop()

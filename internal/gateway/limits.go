@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/throttle"
 )
 
@@ -25,8 +27,9 @@ const (
 )
 
 // limitSources puts each source's rate_limit in front of ingest: over it,
-// 429 with Retry-After, before the body is read.
-func limitSources(next http.Handler, cfg *config.Config, now func() time.Time) http.Handler {
+// 429 with Retry-After, before the body is read, and a record in rejected
+// (when not nil).
+func limitSources(next http.Handler, cfg *config.Config, now func() time.Time, rejected ingest.RejectionLog) http.Handler {
 	buckets := map[string]*throttle.Bucket{}
 	for name, s := range cfg.Sources {
 		if s != nil && s.RateLimit != nil {
@@ -39,10 +42,16 @@ func limitSources(next http.Handler, cfg *config.Config, now func() time.Time) h
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if b := buckets[r.PathValue("source")]; b != nil {
 			if ok, wait := b.Allow(now()); !ok {
+				const msg = "rate limit of this source exceeded; retry later"
 				w.Header().Set("Retry-After", retryAfter(wait))
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusTooManyRequests)
-				json.NewEncoder(w).Encode(map[string]string{"error": "rate limit of this source exceeded; retry later"})
+				json.NewEncoder(w).Encode(map[string]string{"error": msg})
+				if rejected != nil {
+					rejected.Record(anyhook.Rejection{Source: r.PathValue("source"), KnownSource: true,
+						Reason: anyhook.RejectRateLimited, Status: http.StatusTooManyRequests, Message: msg,
+						RemoteAddr: r.RemoteAddr, BodySize: r.ContentLength}, r.Header, nil)
+				}
 				return
 			}
 		}

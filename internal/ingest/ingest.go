@@ -54,6 +54,19 @@ type Options struct {
 	// Observer is told the outcome of every request (metrics); nil:
 	// nobody.
 	Observer Observer
+	// Rejections is told of every request answered with a 4xx (the
+	// rejection log); nil: nobody.
+	Rejections RejectionLog
+}
+
+// RejectionLog keeps a record of refused requests (internal/rejectlog).
+// Record is called on the request's goroutine and must not block. rej
+// carries the source name as requested, whether it is configured, the
+// reason, the answer, the remote address and the announced Content-Length
+// (BodySize); header is the request's; body is what was read of the body
+// (nil when it was not read), not to be kept after the call.
+type RejectionLog interface {
+	Record(rej anyhook.Rejection, header http.Header, body []byte)
 }
 
 // Observer is told the outcome of each ingest request. Its method is
@@ -69,10 +82,10 @@ type Observer interface {
 const (
 	OutcomeAccepted          = "accepted"
 	OutcomeDuplicate         = "duplicate"
-	OutcomeRejectedSignature = "rejected_signature" // missing or invalid signature, stale timestamp
-	OutcomeInvalid           = "invalid"            // verified, but no event could be read from it
-	OutcomeTooLarge          = "too_large"
-	OutcomeUnknownSource     = "unknown_source"
+	OutcomeRejectedSignature = anyhook.RejectSignature // missing or invalid signature, stale timestamp
+	OutcomeInvalid           = anyhook.RejectInvalid   // verified, but no event could be read from it
+	OutcomeTooLarge          = anyhook.RejectTooLarge
+	OutcomeUnknownSource     = anyhook.RejectUnknownSource
 	OutcomeUnavailable       = "unavailable" // the store could not record it
 	OutcomeChallenge         = "challenge"   // a provider's URL verification, answered
 )
@@ -86,12 +99,13 @@ type Handler struct {
 	newID    func() string
 	recorded func()
 	observer Observer
+	rejected RejectionLog
 }
 
 // New returns a Handler for the given sources.
 func New(opt Options) *Handler {
 	h := &Handler{sources: map[string]*Source{}, rec: opt.Recorder, log: opt.Logger,
-		now: opt.Now, newID: opt.NewID, recorded: opt.Recorded, observer: opt.Observer}
+		now: opt.Now, newID: opt.NewID, recorded: opt.Recorded, observer: opt.Observer, rejected: opt.Rejections}
 	for i := range opt.Sources {
 		h.sources[opt.Sources[i].Name] = &opt.Sources[i]
 	}
@@ -127,6 +141,7 @@ type rejection struct {
 	msg     string
 	err     error  // for the log only
 	outcome string // for the Observer; "" is OutcomeInvalid
+	body    []byte // what was read of the body, for the rejection log; nil when not read
 }
 
 func (r *rejection) Error() string { return r.msg }
@@ -148,6 +163,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "5")
 		}
 		h.log.Log(r.Context(), level, "ingest rejected", "source", name, "status", rej.code, "reason", rej.msg, "err", rej.err)
+		if rej.code < 500 && h.rejected != nil {
+			outcome := rej.outcomeName()
+			h.rejected.Record(anyhook.Rejection{Source: name, KnownSource: outcome != OutcomeUnknownSource,
+				Reason: outcome, Status: rej.code, Message: rej.msg, RemoteAddr: r.RemoteAddr, BodySize: r.ContentLength},
+				r.Header, rej.body)
+		}
 		writeJSON(w, rej.code, map[string]string{"error": rej.msg})
 		return
 	}
@@ -206,18 +227,19 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusBadRequest, msg: "could not read the request body", err: err}
 	}
 	preq := &provider.Request{Method: r.Method, URL: publicURL(src, r), Header: r.Header, Body: body}
-	if err := src.Provider.Verify(preq, received); err != nil {
-		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err, outcome: OutcomeRejectedSignature}
+	verified, err := src.Provider.Verify(preq, received)
+	if err != nil {
+		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err, outcome: OutcomeRejectedSignature, body: body}
 	}
 	ext, err := src.Provider.Extract(preq)
 	if err != nil {
-		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err}
+		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err, body: body}
 	}
 	if ext.Challenge != nil {
 		return served{challenge: ext.Challenge}, nil
 	}
 	if len(ext.Events) == 0 {
-		return served{}, &rejection{code: http.StatusBadRequest, msg: "the request carries no event"}
+		return served{}, &rejection{code: http.StatusBadRequest, msg: "the request carries no event", body: body}
 	}
 	header := r.Header.Clone()
 	for _, k := range src.SecretHeaders {
@@ -234,6 +256,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 				ID: h.newID(), Source: src.Name, DedupKey: pe.DedupKey, ReceivedAt: received,
 				Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: b,
 				Object: pe.Object, Version: pe.Version,
+				RemoteAddr: r.RemoteAddr, Verification: verified,
 			},
 			ContentKey:   pe.ContentKey,
 			Destinations: src.Destinations,

@@ -57,6 +57,7 @@ type Metrics struct {
 	attemptLatency *prometheus.HistogramVec
 	rescues        *prometheus.CounterVec
 	alerts         *prometheus.CounterVec
+	rejDropped     *prometheus.CounterVec // rejections.go
 }
 
 // New registers the gateway's metrics on a new registry.
@@ -108,6 +109,7 @@ func New(opt Options) *Metrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	m.zero(opt.Sources, opt.Destinations)
+	m.registerRejections()
 	return m
 }
 

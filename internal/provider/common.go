@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/anyhook/anyhook"
 )
 
 // DefaultTolerance bounds the clock skew, past and future, of timestamped
@@ -64,18 +66,47 @@ func mac(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
 	return m.Sum(nil)
 }
 
-// matchAny reports whether any key's HMAC of parts equals any candidate
-// signature, comparing in constant time.
-func matchAny(h func() hash.Hash, keys [][]byte, sigs [][]byte, parts ...[]byte) bool {
-	for _, key := range keys {
+// matchAny returns the index of the first key whose HMAC of parts equals
+// any candidate signature, comparing in constant time; -1 when none does.
+// A nil key (a secret the scheme could not decode) never matches, so the
+// index is always the secret's own index in the source's secrets.
+func matchAny(h func() hash.Hash, keys [][]byte, sigs [][]byte, parts ...[]byte) int {
+	for i, key := range keys {
+		if key == nil {
+			continue
+		}
 		sum := mac(h, key, parts...)
 		for _, s := range sigs {
 			if hmac.Equal(sum, s) {
-				return true
+				return i
 			}
 		}
 	}
-	return false
+	return -1
+}
+
+// signedBy is the verification of a request whose signature matched
+// secrets[key] under scheme; a key of -1 (none matched) is the rejection
+// "no signature matched".
+func signedBy(scheme string, key int) (anyhook.Verification, error) {
+	if key < 0 {
+		return anyhook.Verification{}, noMatch()
+	}
+	return anyhook.Verification{Method: anyhook.VerifySignature, Scheme: scheme, Secret: key}, nil
+}
+
+// unsigned is the verification of a request of a signature: none source.
+var unsigned = anyhook.Verification{Method: anyhook.VerifyNone, Scheme: "unsigned (signature: none)", Secret: -1}
+
+// timely returns v, unless t is more than tol away from now.
+func timely(v anyhook.Verification, err error, t, now time.Time, tol time.Duration) (anyhook.Verification, error) {
+	if err != nil {
+		return anyhook.Verification{}, err
+	}
+	if err := checkTime(t, now, tol); err != nil {
+		return anyhook.Verification{}, err
+	}
+	return v, nil
 }
 
 // equalSecret compares a presented token with a secret in constant time,

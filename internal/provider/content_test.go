@@ -48,7 +48,7 @@ func resend(r *Request, body []byte, kv ...string) *Request {
 // and returns its one event.
 func keys(t *testing.T, prov Provider, r *Request) Event {
 	t.Helper()
-	if err := prov.Verify(r, time.Now()); err != nil {
+	if _, err := prov.Verify(r, time.Now()); err != nil {
 		t.Fatalf("the resend does not verify: %v", err)
 	}
 	x, err := prov.Extract(r)

@@ -55,7 +55,7 @@ func FuzzVerify(f *testing.F) {
 		h.Set("Content-Type", "application/x-www-form-urlencoded")
 		r := &Request{Method: "POST", URL: url, Header: h, Body: []byte(body)}
 		now, _ := parseUnix(ts, false)
-		if err := prov.Verify(r, now); err != nil {
+		if _, err := prov.Verify(r, now); err != nil {
 			if _, ok := err.(*Error); !ok {
 				t.Fatalf("error %T, want *Error", err)
 			}
@@ -152,7 +152,7 @@ func FuzzSignVerify(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := prov.Verify(r, now); err != nil {
+		if _, err := prov.Verify(r, now); err != nil {
 			t.Fatalf("Verify(Sign(%s, %q, %q)) = %v", p, body, url, err)
 		}
 	})

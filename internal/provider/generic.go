@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -61,17 +62,17 @@ func genericScheme(sig config.Signature) (func() hash.Hash, error) {
 	return nil, fmt.Errorf("algorithm: want sha1, sha256 or sha512, got %q", sig.Algorithm)
 }
 
-func (p *generic) Verify(r *Request, _ time.Time) error {
+func (p *generic) Verify(r *Request, _ time.Time) (anyhook.Verification, error) {
 	if p.sig.None {
-		return nil
+		return unsigned, nil
 	}
 	h := r.Header.Get(p.sig.Header)
 	if h == "" {
-		return missing(p.sig.Header)
+		return anyhook.Verification{}, missing(p.sig.Header)
 	}
 	v, ok := strings.CutPrefix(h, p.sig.Prefix)
 	if !ok {
-		return fail("malformed %s header: want prefix %q", p.sig.Header, p.sig.Prefix)
+		return anyhook.Verification{}, fail("malformed %s header: want prefix %q", p.sig.Header, p.sig.Prefix)
 	}
 	var sig []byte
 	var err error
@@ -81,12 +82,16 @@ func (p *generic) Verify(r *Request, _ time.Time) error {
 		sig, err = hex.DecodeString(v)
 	}
 	if err != nil {
-		return fail("malformed %s header: want %s", p.sig.Header, encodingName(p.sig.Encoding))
+		return anyhook.Verification{}, fail("malformed %s header: want %s", p.sig.Header, encodingName(p.sig.Encoding))
 	}
-	if !matchAny(p.hash, p.keys, [][]byte{sig}, r.Body) {
-		return noMatch()
+	return signedBy("generic hmac-"+algorithmName(p.sig.Algorithm), matchAny(p.hash, p.keys, [][]byte{sig}, r.Body))
+}
+
+func algorithmName(a string) string {
+	if a == "" {
+		return "sha256"
 	}
-	return nil
+	return a
 }
 
 func encodingName(e string) string {

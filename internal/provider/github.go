@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -18,20 +19,17 @@ func buildGitHub(_ *config.Source, keys [][]byte, _ time.Duration) (Provider, er
 	return &github{keys}, nil
 }
 
-func (p *github) Verify(r *Request, _ time.Time) error {
+func (p *github) Verify(r *Request, _ time.Time) (anyhook.Verification, error) {
 	h := r.Header.Get("X-Hub-Signature-256")
 	if h == "" {
-		return missing("X-Hub-Signature-256")
+		return anyhook.Verification{}, missing("X-Hub-Signature-256")
 	}
 	hx, ok := strings.CutPrefix(h, "sha256=")
 	sig, err := hex.DecodeString(hx)
 	if !ok || err != nil {
-		return fail("malformed X-Hub-Signature-256 header: want sha256=<hex>")
+		return anyhook.Verification{}, fail("malformed X-Hub-Signature-256 header: want sha256=<hex>")
 	}
-	if !matchAny(sha256.New, p.keys, [][]byte{sig}, r.Body) {
-		return noMatch()
-	}
-	return nil
+	return signedBy("github sha256", matchAny(sha256.New, p.keys, [][]byte{sig}, r.Body))
 }
 
 // Extract: the dedup key is X-GitHub-Hook-ID:X-GitHub-Delivery, stable

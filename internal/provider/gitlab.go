@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -13,7 +14,7 @@ import (
 // secret in the same secrets list).
 type gitlab struct {
 	tokens  []string
-	signing [][]byte // secrets that decode as Standard Webhooks keys
+	signing [][]byte // per secret, its Standard Webhooks key; nil for one that does not decode
 	tol     time.Duration
 }
 
@@ -22,22 +23,26 @@ func buildGitLab(src *config.Source, _ [][]byte, tol time.Duration) (Provider, e
 	return &gitlab{src.Secrets, signing, tol}, nil
 }
 
-func (p *gitlab) Verify(r *Request, now time.Time) error {
+func (p *gitlab) Verify(r *Request, now time.Time) (anyhook.Verification, error) {
 	if _, _, _, sig := standardHeaders(r.Header); sig != "" {
-		return verifyStandard(p.signing, r.Header, r.Body, now, p.tol)
+		return verifyStandard("gitlab standard webhooks v1", p.signing, r.Header, r.Body, now, p.tol)
 	}
 	tok := r.Header.Get("X-Gitlab-Token")
 	if tok == "" {
-		return missing("X-Gitlab-Token")
+		return anyhook.Verification{}, missing("X-Gitlab-Token")
 	}
-	ok := false
-	for _, s := range p.tokens {
-		ok = equalSecret(tok, s) || ok // no early exit: same work for every secret
+	key := -1
+	for i, s := range p.tokens {
+		// No early exit: the same work for every secret. Which one
+		// matched is kept (the first), never the token.
+		if equalSecret(tok, s) && key < 0 {
+			key = i
+		}
 	}
-	if !ok {
-		return fail("no token matched")
+	if key < 0 {
+		return anyhook.Verification{}, fail("no token matched")
 	}
-	return nil
+	return anyhook.Verification{Method: anyhook.VerifyToken, Scheme: "gitlab token", Secret: key}, nil
 }
 
 // Extract: a request signed with a signing token is keyed on its signed

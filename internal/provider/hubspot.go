@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -32,33 +33,31 @@ var hubspotURI = strings.NewReplacer(
 	"%3a", ":", "%2f", "/", "%3f", "?", "%2a", "*", "%2c", ",", "%3b", ";",
 )
 
-func (p *hubspot) Verify(r *Request, now time.Time) error {
+func (p *hubspot) Verify(r *Request, now time.Time) (anyhook.Verification, error) {
 	h := r.Header.Get("X-HubSpot-Signature-v3")
 	if h == "" {
 		if r.Header.Get("X-HubSpot-Signature") != "" {
-			return fail("missing X-HubSpot-Signature-v3 header (v1 and v2 signatures are not accepted)")
+			return anyhook.Verification{}, fail("missing X-HubSpot-Signature-v3 header (v1 and v2 signatures are not accepted)")
 		}
-		return missing("X-HubSpot-Signature-v3")
+		return anyhook.Verification{}, missing("X-HubSpot-Signature-v3")
 	}
 	ts := r.Header.Get("X-HubSpot-Request-Timestamp")
 	if ts == "" {
-		return missing("X-HubSpot-Request-Timestamp")
+		return anyhook.Verification{}, missing("X-HubSpot-Request-Timestamp")
 	}
 	t, ok := parseUnix(ts, true)
 	if !ok {
-		return fail("malformed X-HubSpot-Request-Timestamp header")
+		return anyhook.Verification{}, fail("malformed X-HubSpot-Request-Timestamp header")
 	}
 	sig, err := base64.StdEncoding.DecodeString(h)
 	if err != nil {
-		return fail("malformed X-HubSpot-Signature-v3 header: want base64")
+		return anyhook.Verification{}, fail("malformed X-HubSpot-Signature-v3 header: want base64")
 	}
 	if r.URL == "" {
-		return fail("cannot verify a HubSpot signature without the public URL; set public_url")
+		return anyhook.Verification{}, fail("cannot verify a HubSpot signature without the public URL; set public_url")
 	}
-	if !matchAny(sha256.New, p.keys, [][]byte{sig}, []byte(hubspotMethod(r)), []byte(hubspotURI.Replace(r.URL)), r.Body, []byte(ts)) {
-		return noMatch()
-	}
-	return checkTime(t, now, p.tol)
+	v, err := signedBy("hubspot v3", matchAny(sha256.New, p.keys, [][]byte{sig}, []byte(hubspotMethod(r)), []byte(hubspotURI.Replace(r.URL)), r.Body, []byte(ts)))
+	return timely(v, err, t, now, p.tol)
 }
 
 func hubspotMethod(r *Request) string {

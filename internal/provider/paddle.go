@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -21,10 +22,10 @@ func buildPaddle(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, 
 	return &paddle{keys, tol}, nil
 }
 
-func (p *paddle) Verify(r *Request, now time.Time) error {
+func (p *paddle) Verify(r *Request, now time.Time) (anyhook.Verification, error) {
 	h := r.Header.Get("Paddle-Signature")
 	if h == "" {
-		return missing("Paddle-Signature")
+		return anyhook.Verification{}, missing("Paddle-Signature")
 	}
 	var ts string
 	var sigs [][]byte
@@ -41,15 +42,13 @@ func (p *paddle) Verify(r *Request, now time.Time) error {
 	}
 	t, ok := parseUnix(ts, false)
 	if !ok {
-		return fail("malformed Paddle-Signature header: no valid ts= timestamp")
+		return anyhook.Verification{}, fail("malformed Paddle-Signature header: no valid ts= timestamp")
 	}
 	if len(sigs) == 0 {
-		return fail("malformed Paddle-Signature header: no h1 signature")
+		return anyhook.Verification{}, fail("malformed Paddle-Signature header: no h1 signature")
 	}
-	if !matchAny(sha256.New, p.keys, sigs, []byte(ts), []byte(":"), r.Body) {
-		return noMatch()
-	}
-	return checkTime(t, now, p.tol)
+	v, err := signedBy("paddle h1", matchAny(sha256.New, p.keys, sigs, []byte(ts), []byte(":"), r.Body))
+	return timely(v, err, t, now, p.tol)
 }
 
 // Extract: dedup on event_id (notification_id differs per destination);

@@ -7,6 +7,8 @@ package provider
 import (
 	"net/http"
 	"time"
+
+	"github.com/anyhook/anyhook"
 )
 
 // Request is an inbound request as a verifier sees it.
@@ -55,8 +57,10 @@ type Challenge struct {
 // Provider verifies and reads the requests of one configured source.
 type Provider interface {
 	// Verify checks the signature (and timestamp, where the scheme has
-	// one) over r's exact bytes. Its error is an *Error, safe to show.
-	Verify(r *Request, now time.Time) error
+	// one) over r's exact bytes and says what it checked: the scheme and
+	// the index of the secret that matched. Its error is an *Error, safe
+	// to show.
+	Verify(r *Request, now time.Time) (anyhook.Verification, error)
 	// Extract derives the events of a verified request.
 	Extract(r *Request) (Extracted, error)
 }

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -100,8 +103,20 @@ func TestRoundTrip(t *testing.T) {
 				r := signed(t, p, secretFor(p), body, now)
 				r.Header.Set("X-GitHub-Delivery", "d-1") // the id headers a real delivery carries
 				r.Header.Set("X-Shopify-Webhook-Id", "w-1")
-				if err := prov.Verify(r, now); err != nil {
+				v, err := prov.Verify(r, now)
+				if err != nil {
 					t.Fatalf("body %q: Verify(Sign()) = %v (headers %v)", body, err, r.Header)
+				}
+				// Signed with the second secret: a rotation in progress.
+				want := anyhook.Verification{Method: anyhook.VerifySignature, Scheme: schemes[p], Secret: 1}
+				if p == "gitlab" {
+					want.Method = anyhook.VerifyToken
+				}
+				if p == "twilio" && r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+					want.Scheme += " with bodySHA256"
+				}
+				if v != want {
+					t.Errorf("body %q: Verify = %+v, want %+v", body, v, want)
 				}
 				if _, err := prov.Extract(r); err != nil && p != "hubspot" {
 					t.Fatalf("Extract: %v", err)
@@ -113,11 +128,58 @@ func TestRoundTrip(t *testing.T) {
 				if r.Header.Get("webhook-signature") == "" || r.Header.Get("X-Gitlab-Token") != "" {
 					t.Fatalf("gitlab whsec_ signing set %v", r.Header)
 				}
-				if err := prov.Verify(r, now); err != nil {
-					t.Fatalf("gitlab signing token: %v", err)
+				// secrets[0] is no Standard Webhooks key: the match is
+				// still named by its index in secrets.
+				v, err := prov.Verify(r, now)
+				if want := (anyhook.Verification{Method: anyhook.VerifySignature, Scheme: "gitlab standard webhooks v1", Secret: 1}); err != nil || v != want {
+					t.Fatalf("gitlab signing token: %+v, %v; want %+v", v, err, want)
 				}
 			}
 		})
+	}
+}
+
+// schemes names what each provider's Verify reports having checked.
+var schemes = map[string]string{
+	"github": "github sha256", "gitlab": "gitlab token", "hubspot": "hubspot v3", "paddle": "paddle h1",
+	"shopify": "shopify hmac-sha256", "slack": "slack v0", "square": "square hmac-sha256",
+	"standard": "standard webhooks v1", "stripe": "stripe v1", "twilio": "twilio hmac-sha1",
+}
+
+// TestVerificationNamesTheSecret: of several secrets, the one that matched
+// is named by its index, whichever it is; the reported verification never
+// holds the secret.
+func TestVerificationNamesTheSecret(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_750_000_000, 0)
+	for _, p := range Names() {
+		if p == "generic" {
+			continue
+		}
+		secrets := []string{secretFor(p) + "a", secretFor(p) + "b", secretFor(p) + "c"}
+		if p == "standard" {
+			secrets = []string{"whsec_YWFhYWFhYWFhYWFhYWFhYQ==", "whsec_YmJiYmJiYmJiYmJiYmJiYg==", "whsec_Y2NjY2NjY2NjY2NjY2NjYw=="}
+		}
+		prov := mustNew(t, config.Source{Provider: p, Secrets: secrets})
+		for i, secret := range secrets {
+			r := signed(t, p, secret, `{"id":"x"}`, now)
+			r.Header.Set("X-GitHub-Delivery", "d-1")
+			v, err := prov.Verify(r, now)
+			if err != nil || v.Secret != i || v.Scheme == "" {
+				t.Errorf("%s signed with secrets[%d]: %+v, %v", p, i, v, err)
+			}
+			if strings.Contains(fmt.Sprintf("%+v", v), secret) {
+				t.Errorf("%s: %+v holds the secret", p, v)
+			}
+		}
+		other := secretFor(p) + "z"
+		if p == "standard" {
+			other = "whsec_enp6enp6enp6enp6enp6eg=="
+		}
+		r := signed(t, p, other, `{"id":"x"}`, now)
+		if v, err := prov.Verify(r, now); err == nil || v != (anyhook.Verification{}) {
+			t.Errorf("%s signed with another secret: %+v, %v", p, v, err)
+		}
 	}
 }
 
@@ -155,7 +217,7 @@ func TestTolerance(t *testing.T) {
 				{time.Hour, -59 * time.Minute, true},
 			} {
 				prov := mustNew(t, config.Source{Provider: p, Secrets: []string{secretFor(p)}, Tolerance: config.Duration(tc.tol)})
-				err := prov.Verify(r, signedAt.Add(tc.off))
+				_, err := prov.Verify(r, signedAt.Add(tc.off))
 				if (err == nil) != tc.ok {
 					t.Errorf("tolerance %v, now = signed %+v: err = %v, want ok=%v", tc.tol, tc.off, err, tc.ok)
 				}
@@ -217,7 +279,7 @@ func TestMissingAndMalformed(t *testing.T) {
 		{"square", hdr("X-Square-Hmacsha256-Signature", squareSig), "", "cannot verify a Square signature without the notification URL; set public_url"},
 	} {
 		prov := mustNew(t, config.Source{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
-		err := prov.Verify(&Request{Method: "POST", URL: tc.url, Header: tc.h, Body: []byte("{}")}, now)
+		_, err := prov.Verify(&Request{Method: "POST", URL: tc.url, Header: tc.h, Body: []byte("{}")}, now)
 		var pe *Error
 		if !errors.As(err, &pe) || pe.Msg != tc.want {
 			t.Errorf("%s %v: err = %v, want %q", tc.p, tc.h, err, tc.want)
@@ -239,10 +301,10 @@ func TestErrorsAreSafe(t *testing.T) {
 		bad := *good
 		bad.Body = []byte(`{"id":"2"}`)
 		prov := mustNew(t, config.Source{Provider: p, Secrets: []string{secret}})
-		err := prov.Verify(&bad, now)
+		_, err := prov.Verify(&bad, now)
 		if p == "gitlab" {
 			bad.Header = hdr("X-Gitlab-Token", "nope")
-			err = prov.Verify(&bad, now)
+			_, err = prov.Verify(&bad, now)
 		}
 		if err == nil {
 			t.Fatalf("%s: tampered request verified", p)
@@ -275,8 +337,9 @@ func TestGeneric(t *testing.T) {
 		if err := SignGeneric(sig, "new", r); err != nil {
 			t.Fatal(err)
 		}
-		if err := prov.Verify(r, time.Now()); err != nil {
-			t.Errorf("%+v: %v", sig, err)
+		alg := cmp.Or(sig.Algorithm, "sha256")
+		if v, err := prov.Verify(r, time.Now()); err != nil || v != (anyhook.Verification{Method: anyhook.VerifySignature, Scheme: "generic hmac-" + alg, Secret: 1}) {
+			t.Errorf("%+v: %+v, %v", sig, v, err)
 		}
 		x, err := prov.Extract(r)
 		// The id header is not signed: the signed body is the content key.
@@ -286,15 +349,15 @@ func TestGeneric(t *testing.T) {
 		}
 		r.Body = append([]byte(nil), body...)
 		r.Body[3] = 'X'
-		if err := prov.Verify(r, time.Now()); err == nil || err.Error() != "no signature matched" {
+		if _, err := prov.Verify(r, time.Now()); err == nil || err.Error() != "no signature matched" {
 			t.Errorf("%+v tampered: %v", sig, err)
 		}
 		r.Header.Set(sig.Header, "junk")
-		if err := prov.Verify(r, time.Now()); err == nil {
+		if _, err := prov.Verify(r, time.Now()); err == nil {
 			t.Errorf("%+v junk header verified", sig)
 		}
 		r.Header.Del(sig.Header)
-		if err := prov.Verify(r, time.Now()); err == nil || err.Error() != "missing "+sig.Header+" header" {
+		if _, err := prov.Verify(r, time.Now()); err == nil || err.Error() != "missing "+sig.Header+" header" {
 			t.Errorf("%+v no header: %v", sig, err)
 		}
 	}
@@ -303,8 +366,8 @@ func TestGeneric(t *testing.T) {
 	none := &config.Signature{None: true}
 	prov := mustNew(t, config.Source{Provider: "generic", Signature: none})
 	r := &Request{Header: hdr(), Body: body}
-	if err := prov.Verify(r, time.Now()); err != nil {
-		t.Fatal(err)
+	if v, err := prov.Verify(r, time.Now()); err != nil || v != (anyhook.Verification{Method: anyhook.VerifyNone, Scheme: "unsigned (signature: none)", Secret: -1}) {
+		t.Fatalf("unsigned: %+v, %v", v, err)
 	}
 	if x, _ := prov.Extract(r); len(x.Events) != 1 || !reflect.DeepEqual(x.Events[0], Event{}) {
 		t.Errorf("no id rule: %+v", x)
@@ -332,12 +395,12 @@ func TestTwilioUnsignedBodyRefused(t *testing.T) {
 	if err := Sign("twilio", secretFor("twilio"), r, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := prov.Verify(r, now); err != nil {
+	if _, err := prov.Verify(r, now); err != nil {
 		t.Fatalf("empty body: %v", err)
 	}
 	r.Header.Set("Content-Type", "application/json")
 	r.Body = []byte(`{"MessageSid":"SMforged"}`)
-	if err := prov.Verify(r, now); err == nil {
+	if _, err := prov.Verify(r, now); err == nil {
 		t.Fatal("a body outside the signature was accepted")
 	}
 }

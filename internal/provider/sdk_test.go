@@ -22,10 +22,10 @@ func TestStripeGo(t *testing.T) {
 	for _, secret := range secrets {
 		sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: now})
 		r := &Request{Header: hdr("Stripe-Signature", sp.Header), Body: body}
-		if err := prov.Verify(r, now.Add(time.Minute)); err != nil {
+		if _, err := prov.Verify(r, now.Add(time.Minute)); err != nil {
 			t.Errorf("stripe-go signed with %s: %v", secret, err)
 		}
-		if err := prov.Verify(r, now.Add(DefaultTolerance+time.Second)); err == nil {
+		if _, err := prov.Verify(r, now.Add(DefaultTolerance+time.Second)); err == nil {
 			t.Error("stale stripe-go signature verified")
 		}
 		// And the other way round: stripe-go accepts what Sign produces.
@@ -42,11 +42,11 @@ func TestStripeGo(t *testing.T) {
 	rolled := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: "whsec_other", Timestamp: now})
 	old := webhook.ComputeSignature(now, body, "whsec_old")
 	header := rolled.Header + ",v1=" + string(hexString(old))
-	if err := prov.Verify(&Request{Header: hdr("Stripe-Signature", header), Body: body}, now); err != nil {
+	if _, err := prov.Verify(&Request{Header: hdr("Stripe-Signature", header), Body: body}, now); err != nil {
 		t.Errorf("rolled header: %v", err)
 	}
 	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: "whsec_other", Timestamp: now})
-	if err := prov.Verify(&Request{Header: hdr("Stripe-Signature", sp.Header), Body: body}, now); err == nil {
+	if _, err := prov.Verify(&Request{Header: hdr("Stripe-Signature", sp.Header), Body: body}, now); err == nil {
 		t.Error("a foreign secret verified")
 	}
 }
@@ -81,7 +81,7 @@ func TestStandardWebhooksLib(t *testing.T) {
 	// Library signs, we verify.
 	sig, _ = wh.Sign("msg_lib", now, body)
 	r := &Request{Header: hdr("webhook-id", "msg_lib", "webhook-timestamp", unixString(now), "webhook-signature", sig), Body: body}
-	if err := prov.Verify(r, now); err != nil {
+	if _, err := prov.Verify(r, now); err != nil {
 		t.Errorf("library-signed: %v", err)
 	}
 
@@ -102,7 +102,7 @@ func TestStandardWebhooksLib(t *testing.T) {
 		t.Errorf("library rejects Sign with a fresh id: %v", err)
 	}
 	// Both reject a changed body.
-	if wh.Verify([]byte(`{}`), mine.Header) == nil || prov.Verify(&Request{Header: mine.Header, Body: []byte(`{}`)}, now) == nil {
+	if _, err := prov.Verify(&Request{Header: mine.Header, Body: []byte(`{}`)}, now); wh.Verify([]byte(`{}`), mine.Header) == nil || err == nil {
 		t.Error("a changed body verified")
 	}
 }

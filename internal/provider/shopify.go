@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -26,19 +27,16 @@ func firstHeader(r *Request, names ...string) string {
 	return ""
 }
 
-func (p *shopify) Verify(r *Request, _ time.Time) error {
+func (p *shopify) Verify(r *Request, _ time.Time) (anyhook.Verification, error) {
 	h := firstHeader(r, "X-Shopify-Hmac-Sha256", "Shopify-Hmac-Sha256")
 	if h == "" {
-		return missing("X-Shopify-Hmac-Sha256")
+		return anyhook.Verification{}, missing("X-Shopify-Hmac-Sha256")
 	}
 	sig, err := decodeBase64(h)
 	if err != nil {
-		return fail("malformed X-Shopify-Hmac-Sha256 header: want base64")
+		return anyhook.Verification{}, fail("malformed X-Shopify-Hmac-Sha256 header: want base64")
 	}
-	if !matchAny(sha256.New, p.keys, [][]byte{sig}, r.Body) {
-		return noMatch()
-	}
-	return nil
+	return signedBy("shopify hmac-sha256", matchAny(sha256.New, p.keys, [][]byte{sig}, r.Body))
 }
 
 // Extract: dedup on the event id (the same change fanned out to several

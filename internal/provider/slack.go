@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -22,28 +23,26 @@ func buildSlack(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, e
 	return &slack{keys, tol}, nil
 }
 
-func (p *slack) Verify(r *Request, now time.Time) error {
+func (p *slack) Verify(r *Request, now time.Time) (anyhook.Verification, error) {
 	h := r.Header.Get("X-Slack-Signature")
 	if h == "" {
-		return missing("X-Slack-Signature")
+		return anyhook.Verification{}, missing("X-Slack-Signature")
 	}
 	ts := r.Header.Get("X-Slack-Request-Timestamp")
 	if ts == "" {
-		return missing("X-Slack-Request-Timestamp")
+		return anyhook.Verification{}, missing("X-Slack-Request-Timestamp")
 	}
 	t, ok := parseUnix(ts, false)
 	if !ok {
-		return fail("malformed X-Slack-Request-Timestamp header")
+		return anyhook.Verification{}, fail("malformed X-Slack-Request-Timestamp header")
 	}
 	hx, ok := strings.CutPrefix(h, "v0=")
 	sig, err := hex.DecodeString(hx)
 	if !ok || err != nil {
-		return fail("malformed X-Slack-Signature header: want v0=<hex>")
+		return anyhook.Verification{}, fail("malformed X-Slack-Signature header: want v0=<hex>")
 	}
-	if !matchAny(sha256.New, p.keys, [][]byte{sig}, []byte("v0:"), []byte(ts), []byte(":"), r.Body) {
-		return noMatch()
-	}
-	return checkTime(t, now, p.tol)
+	v, err := signedBy("slack v0", matchAny(sha256.New, p.keys, [][]byte{sig}, []byte("v0:"), []byte(ts), []byte(":"), r.Body))
+	return timely(v, err, t, now, p.tol)
 }
 
 // Extract: Events API envelopes dedup on event_id (retries, including the

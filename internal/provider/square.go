@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -18,22 +19,19 @@ func buildSquare(_ *config.Source, keys [][]byte, _ time.Duration) (Provider, er
 
 const squareHeader = "X-Square-Hmacsha256-Signature"
 
-func (p *square) Verify(r *Request, _ time.Time) error {
+func (p *square) Verify(r *Request, _ time.Time) (anyhook.Verification, error) {
 	h := r.Header.Get(squareHeader)
 	if h == "" {
-		return missing("x-square-hmacsha256-signature")
+		return anyhook.Verification{}, missing("x-square-hmacsha256-signature")
 	}
 	sig, err := decodeBase64(h)
 	if err != nil {
-		return fail("malformed x-square-hmacsha256-signature header: want base64")
+		return anyhook.Verification{}, fail("malformed x-square-hmacsha256-signature header: want base64")
 	}
 	if r.URL == "" {
-		return fail("cannot verify a Square signature without the notification URL; set public_url")
+		return anyhook.Verification{}, fail("cannot verify a Square signature without the notification URL; set public_url")
 	}
-	if !matchAny(sha256.New, p.keys, [][]byte{sig}, []byte(r.URL), r.Body) {
-		return noMatch()
-	}
-	return nil
+	return signedBy("square hmac-sha256", matchAny(sha256.New, p.keys, [][]byte{sig}, []byte(r.URL), r.Body))
 }
 
 // Extract: dedup on event_id. Objects that carry a version (payments,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -29,10 +30,11 @@ func buildStandard(src *config.Source, _ [][]byte, tol time.Duration) (Provider,
 	return &standard{keys, tol}, nil
 }
 
-// standardKeys decodes whsec_ (or bare base64) secrets. With strict unset,
-// secrets that do not decode are skipped instead of rejected.
+// standardKeys decodes whsec_ (or bare base64) secrets, one key per
+// secret in order. With strict unset, a secret that does not decode is a
+// nil key (which never matches) instead of an error.
 func standardKeys(secrets []string, strict bool) ([][]byte, error) {
-	var keys [][]byte
+	keys := make([][]byte, len(secrets))
 	for i, s := range secrets {
 		k, err := standardKey(s)
 		if err != nil {
@@ -41,7 +43,7 @@ func standardKeys(secrets []string, strict bool) ([][]byte, error) {
 			}
 			continue
 		}
-		keys = append(keys, k)
+		keys[i] = k
 	}
 	return keys, nil
 }
@@ -54,8 +56,8 @@ func standardKey(secret string) ([]byte, error) {
 	return k, err
 }
 
-func (p *standard) Verify(r *Request, now time.Time) error {
-	return verifyStandard(p.keys, r.Header, r.Body, now, p.tol)
+func (p *standard) Verify(r *Request, now time.Time) (anyhook.Verification, error) {
+	return verifyStandard("standard webhooks v1", p.keys, r.Header, r.Body, now, p.tol)
 }
 
 // standardHeaders returns id, timestamp and signature, from webhook-* or,
@@ -68,19 +70,21 @@ func standardHeaders(h http.Header) (prefix, id, ts, sig string) {
 	return prefix, h.Get(prefix + "id"), h.Get(prefix + "timestamp"), h.Get(prefix + "signature")
 }
 
-func verifyStandard(keys [][]byte, h http.Header, body []byte, now time.Time, tol time.Duration) error {
+// verifyStandard checks a Standard Webhooks signature; scheme names it
+// (svix-* headers add " (svix headers)").
+func verifyStandard(scheme string, keys [][]byte, h http.Header, body []byte, now time.Time, tol time.Duration) (anyhook.Verification, error) {
 	prefix, id, ts, sig := standardHeaders(h)
 	switch {
 	case sig == "":
-		return missing(prefix + "signature")
+		return anyhook.Verification{}, missing(prefix + "signature")
 	case id == "":
-		return missing(prefix + "id")
+		return anyhook.Verification{}, missing(prefix + "id")
 	case ts == "":
-		return missing(prefix + "timestamp")
+		return anyhook.Verification{}, missing(prefix + "timestamp")
 	}
 	t, ok := parseUnix(ts, false)
 	if !ok {
-		return fail("malformed %stimestamp header", prefix)
+		return anyhook.Verification{}, fail("malformed %stimestamp header", prefix)
 	}
 	var sigs [][]byte
 	for _, s := range strings.Fields(sig) {
@@ -91,12 +95,13 @@ func verifyStandard(keys [][]byte, h http.Header, body []byte, now time.Time, to
 		}
 	}
 	if len(sigs) == 0 {
-		return fail("no v1 signature in %ssignature header", prefix)
+		return anyhook.Verification{}, fail("no v1 signature in %ssignature header", prefix)
 	}
-	if !matchAny(sha256.New, keys, sigs, []byte(id), []byte("."), []byte(ts), []byte("."), body) {
-		return noMatch()
+	if prefix == "svix-" {
+		scheme += " (svix headers)"
 	}
-	return checkTime(t, now, tol)
+	v, err := signedBy(scheme, matchAny(sha256.New, keys, sigs, []byte(id), []byte("."), []byte(ts), []byte("."), body))
+	return timely(v, err, t, now, tol)
 }
 
 // standardContent is the content key of a Standard Webhooks request: its

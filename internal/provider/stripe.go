@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -30,10 +31,10 @@ func buildStripe(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, 
 	return &stripe{keys, tol}, nil
 }
 
-func (p *stripe) Verify(r *Request, now time.Time) error {
+func (p *stripe) Verify(r *Request, now time.Time) (anyhook.Verification, error) {
 	h := r.Header.Get("Stripe-Signature")
 	if h == "" {
-		return missing("Stripe-Signature")
+		return anyhook.Verification{}, missing("Stripe-Signature")
 	}
 	var ts string
 	var sigs [][]byte
@@ -50,15 +51,13 @@ func (p *stripe) Verify(r *Request, now time.Time) error {
 	}
 	t, ok := parseUnix(ts, false)
 	if !ok {
-		return fail("malformed Stripe-Signature header: no valid t= timestamp")
+		return anyhook.Verification{}, fail("malformed Stripe-Signature header: no valid t= timestamp")
 	}
 	if len(sigs) == 0 {
-		return fail("malformed Stripe-Signature header: no v1 signature")
+		return anyhook.Verification{}, fail("malformed Stripe-Signature header: no v1 signature")
 	}
-	if !matchAny(sha256.New, p.keys, sigs, []byte(ts), []byte("."), r.Body) {
-		return noMatch()
-	}
-	return checkTime(t, now, p.tol)
+	v, err := signedBy("stripe v1", matchAny(sha256.New, p.keys, sigs, []byte(ts), []byte("."), r.Body))
+	return timely(v, err, t, now, p.tol)
 }
 
 // Extract: dedup on the event id; order by data.object.id at created.

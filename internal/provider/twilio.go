@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 )
 
@@ -26,44 +27,49 @@ func buildTwilio(_ *config.Source, keys [][]byte, _ time.Duration) (Provider, er
 	return &twilio{keys}, nil
 }
 
-func (p *twilio) Verify(r *Request, _ time.Time) error {
+func (p *twilio) Verify(r *Request, _ time.Time) (anyhook.Verification, error) {
 	h := r.Header.Get("X-Twilio-Signature")
 	if h == "" {
-		return missing("X-Twilio-Signature")
+		return anyhook.Verification{}, missing("X-Twilio-Signature")
 	}
 	sig, err := base64.StdEncoding.DecodeString(h)
 	if err != nil {
-		return fail("malformed X-Twilio-Signature header: want base64")
+		return anyhook.Verification{}, fail("malformed X-Twilio-Signature header: want base64")
 	}
 	if r.URL == "" {
-		return fail("cannot verify a Twilio signature without the public URL; set public_url")
+		return anyhook.Verification{}, fail("cannot verify a Twilio signature without the public URL; set public_url")
 	}
 	bodyHash := queryParam(r.URL, "bodySHA256")
 	if bodyHash == "" && !isForm(r.Header) && len(r.Body) > 0 {
 		// Only the URL would be signed: the body would be unauthenticated.
-		return fail("a Twilio request with a body must be a form or carry bodySHA256 in its URL")
+		return anyhook.Verification{}, fail("a Twilio request with a body must be a form or carry bodySHA256 in its URL")
 	}
 	params, err := twilioSigned(r, bodyHash)
 	if err != nil {
-		return fail("malformed form body")
+		return anyhook.Verification{}, fail("malformed form body")
 	}
-	ok := false
+	key := -1
 	for _, cand := range urlVariants(r.URL) {
-		if ok = matchAny(sha1.New, p.keys, [][]byte{sig}, []byte(cand), params); ok {
+		if key = matchAny(sha1.New, p.keys, [][]byte{sig}, []byte(cand), params); key >= 0 {
 			break
 		}
 	}
-	if !ok {
-		return noMatch()
+	scheme := "twilio hmac-sha1"
+	if bodyHash != "" {
+		scheme += " with bodySHA256"
+	}
+	v, err := signedBy(scheme, key)
+	if err != nil {
+		return v, err
 	}
 	if bodyHash != "" {
 		sum := sha256.Sum256(r.Body)
 		got, err := hex.DecodeString(bodyHash)
 		if err != nil || !hmac.Equal(got, sum[:]) {
-			return fail("body does not match bodySHA256")
+			return anyhook.Verification{}, fail("body does not match bodySHA256")
 		}
 	}
-	return nil
+	return v, nil
 }
 
 // twilioSigned returns what Twilio signs after the URL: a form's sorted

@@ -124,17 +124,17 @@ func TestVectors(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			p := mustNew(t, config.Source{Provider: v.provider, Secrets: []string{v.secret}})
-			if err := p.Verify(&v.req, v.now); err != nil {
+			if _, err := p.Verify(&v.req, v.now); err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
 			// Rotation: the right secret anywhere in the list is accepted.
 			p = mustNew(t, config.Source{Provider: v.provider, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", v.secret}})
-			if err := p.Verify(&v.req, v.now); err != nil {
+			if _, err := p.Verify(&v.req, v.now); err != nil {
 				t.Fatalf("Verify with rotation: %v", err)
 			}
 			// A wrong secret alone fails.
 			p = mustNew(t, config.Source{Provider: v.provider, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0"}})
-			if err := p.Verify(&v.req, v.now); err == nil {
+			if _, err := p.Verify(&v.req, v.now); err == nil {
 				t.Fatal("Verify with a wrong secret passed")
 			}
 		})
@@ -151,7 +151,7 @@ func TestTamper(t *testing.T) {
 			p := mustNew(t, config.Source{Provider: v.provider, Secrets: []string{v.secret}})
 			check := func(what string, r Request) {
 				t.Helper()
-				if err := p.Verify(&r, v.now); err == nil {
+				if _, err := p.Verify(&r, v.now); err == nil {
 					t.Errorf("%s changed, Verify passed", what)
 				} else if _, ok := err.(*Error); !ok {
 					t.Errorf("%s changed: error %T, want *Error", what, err)

@@ -50,7 +50,7 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	req := &provider.Request{Method: r.Method, URL: "http://" + r.Host + r.URL.RequestURI(), Header: r.Header, Body: body}
 	w.Header().Set("Content-Type", "application/json")
-	if err := rc.prov.Verify(req, time.Now()); err != nil {
+	if _, err := rc.prov.Verify(req, time.Now()); err != nil {
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 		return

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,8 +27,9 @@ import (
 // target covers both), so it returns no row and the caller counts a
 // duplicate.
 const insertEvent = `WITH ev AS (
-	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16)
+	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
+		remote_addr, verify_method, verify_scheme, verify_secret)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18, $19, $20)
 	ON CONFLICT DO NOTHING
 	RETURNING id
 ), dl AS (
@@ -48,11 +50,22 @@ const findOriginal = `SELECT id FROM (
 	SELECT id, 1 FROM events WHERE source = $1 AND content_key = $3
 ) AS k ORDER BY rank LIMIT 1`
 
-// countDuplicates raises the duplicate counter of one event. It runs
-// after the ingest transaction committed, one event at a time in id
-// order, so that counters never hold one row while waiting for another
-// held by someone waiting for them.
-const countDuplicates = `UPDATE events SET duplicates = duplicates + $2 WHERE id = $1`
+// countDuplicates raises the duplicate counter of one event by the number
+// of its duplicates an ingest found, and records their arrivals (time,
+// address, headers) numbered after the counter's old value, as long as the
+// number is at most store.MaxArrivals. It runs after the ingest
+// transaction committed, one event at a time in id order, so that counters
+// never hold one row while waiting for another held by someone waiting for
+// them; the arrival's key (event_id, seq) comes from the counter read
+// under that row's lock.
+var countDuplicates = `WITH d AS (
+	UPDATE events SET duplicates = duplicates + cardinality($2::timestamptz[]) WHERE id = $1
+	RETURNING id, duplicates - cardinality($2::timestamptz[]) AS before
+)
+INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut)
+SELECT d.id, d.before + a.n, a.received_at, a.remote_addr, a.headers, a.cut
+FROM d, unnest($2::timestamptz[], $3::text[], $4::bytea[], $5::boolean[]) WITH ORDINALITY AS a (received_at, remote_addr, headers, cut, n)
+WHERE d.before + a.n <= ` + strconv.Itoa(store.MaxArrivals)
 
 // ingestTx is one Ingest transaction on one connection. Statements that need
 // no answer of their own (BEGIN, releasing the previous item's savepoint)
@@ -63,6 +76,17 @@ type ingestTx struct {
 	pending []stmt // statements to send ahead of the next batch
 	begun   bool   // BEGIN was sent
 	done    bool   // committed or rolled back
+	dups    []dupArrival
+}
+
+// dupArrival is a duplicate's arrival, counted on its original after the
+// commit.
+type dupArrival struct {
+	eventID string
+	at      time.Time
+	remote  string
+	headers []byte
+	cut     bool
 }
 
 // stmt is a statement that needs no answer of its own.
@@ -123,26 +147,27 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 		return nil, unavailable("ingest: commit", err)
 	}
 	t.done = true
-	countDups(ctx, conn, res)
+	countDups(ctx, conn, t.dups)
 	return res, nil
 }
 
-// countDups raises the duplicate counters of the events res found
-// duplicated, after the ingest committed: one statement per event, in id
-// order, each its own transaction. A counter is a statistic: when this
-// fails the ingest stands and the count stays short.
-func countDups(ctx context.Context, conn *pgxpool.Conn, res []store.IngestResult) {
-	n := map[string]int{}
-	for _, r := range res {
-		if r.Duplicate && r.Err == nil {
-			n[r.ID]++
+// countDups raises the duplicate counters of the events the ingest found
+// duplicated, and records the duplicates' arrivals, after the ingest
+// committed: one statement per event, in id order, each its own
+// transaction. Counters and arrivals are a record of what came, not the
+// event: when this fails the ingest stands and the record stays short.
+func countDups(ctx context.Context, conn *pgxpool.Conn, dups []dupArrival) {
+	byEvent := map[string][]dupArrival{}
+	for _, d := range dups {
+		byEvent[d.eventID] = append(byEvent[d.eventID], d)
+	}
+	for _, id := range slices.Sorted(maps.Keys(byEvent)) {
+		ds := byEvent[id]
+		at, remote, headers, cut := make([]time.Time, len(ds)), make([]string, len(ds)), make([][]byte, len(ds)), make([]bool, len(ds))
+		for i, d := range ds {
+			at[i], remote[i], headers[i], cut[i] = d.at, d.remote, d.headers, d.cut
 		}
-	}
-	if len(n) == 0 {
-		return
-	}
-	for _, id := range slices.Sorted(maps.Keys(n)) {
-		if _, err := conn.Exec(ctx, countDuplicates, id, n[id]); err != nil {
+		if _, err := conn.Exec(ctx, countDuplicates, id, at, remote, headers, cut); err != nil {
 			return
 		}
 	}
@@ -307,10 +332,12 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 		ids[i] = s.newID()
 	}
 	isNew := false
+	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	b.Queue(insertEvent,
 		ev.ID, ev.Source, nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, nonNil(ev.Body),
 		nullable(ev.Object), nullable(ev.Version), stale,
 		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, nullable(ne.ContentKey),
+		nullable(ev.RemoteAddr), vm, vs, vk,
 	).QueryRow(func(row pgx.Row) error {
 		var id string
 		err := row.Scan(&id)
@@ -328,8 +355,14 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	}
 
 	// A duplicate: undo the version mark this item may have moved, and
-	// find the original (Ingest counts it there after the commit).
+	// find the original (Ingest counts it, and records its arrival, there
+	// after the commit). The headers are those already encoded for the
+	// insert, unless they must be cut.
 	var id string
+	arrival, cut := headers, false
+	if len(arrival) > store.MaxArrivalHeader {
+		arrival, cut = store.ArrivalHeader(ev.Header)
+	}
 	b = &pgx.Batch{}
 	b.Queue("ROLLBACK TO SAVEPOINT item")
 	b.Queue(findOriginal, ev.Source, nullable(ev.DedupKey), nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
@@ -342,5 +375,6 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	if err := t.send(ctx, b); err != nil {
 		return store.IngestResult{}, err
 	}
+	t.dups = append(t.dups, dupArrival{eventID: id, at: ev.ReceivedAt, remote: ev.RemoteAddr, headers: arrival, cut: cut})
 	return store.IngestResult{ID: id, Duplicate: true}, nil
 }

@@ -25,12 +25,12 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 	}
 	var as []attempt
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+eventCols+`, coalesce((SELECT l.body_pruned FROM ledger_entries l WHERE l.event_id = events.id), false)
+	b.Queue(`SELECT `+eventCols+`, coalesce((SELECT l.body_pruned FROM ledger_entries l WHERE l.event_id = events.id), false), `+store.InfoColumns("")+`
 		FROM events WHERE id = $1`, id).Query(func(rows pgx.Rows) error {
 		evs, err := collect(rows, func(sc scanner) (anyhook.Event, error) {
 			var ev anyhook.Event
 			dest, done := eventDest(&ev)
-			if err := sc.Scan(append(dest, &ev.BodyPruned)...); err != nil {
+			if err := sc.Scan(append(append(dest, &ev.BodyPruned), store.InfoDest(&ev)...)...); err != nil {
 				return ev, err
 			}
 			return ev, done()
@@ -70,6 +70,12 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 			})
 			return err
 		})
+	var arrivals []anyhook.Arrival
+	b.Queue(`SELECT seq, received_at, remote_addr, headers, headers_cut FROM arrivals WHERE event_id = $1 ORDER BY seq`, id).Query(func(rows pgx.Rows) error {
+		var err error
+		arrivals, err = collect(rows, scanArrival)
+		return err
+	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return ev, unavailable("event", err)
 	}
@@ -85,8 +91,20 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 			ds[i].Attempts = append(ds[i].Attempts, a.Attempt)
 		}
 	}
-	ev.Deliveries, ev.Actions = ds, actions
+	ev.Deliveries, ev.Actions, ev.Arrivals = ds, actions, arrivals
 	return ev, nil
+}
+
+func scanArrival(sc scanner) (anyhook.Arrival, error) {
+	var a anyhook.Arrival
+	var h []byte
+	if err := sc.Scan(&a.Seq, &a.ReceivedAt, &a.RemoteAddr, &h, &a.HeaderCut); err != nil {
+		return a, err
+	}
+	a.ReceivedAt = utc(a.ReceivedAt)
+	var err error
+	a.Header, err = store.DecodeHeader(h)
+	return a, err
 }
 
 // conds builds a WHERE clause with numbered parameters.
@@ -141,11 +159,18 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		c.add("id < ?", f.Cursor)
 	}
 	limit := store.PageLimit(f.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events`+c.String()+` ORDER BY id DESC LIMIT `+strconv.Itoa(limit+1), c.args...)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+`, `+store.InfoColumns("")+` FROM events`+c.String()+` ORDER BY id DESC LIMIT `+strconv.Itoa(limit+1), c.args...)
 	if err != nil {
 		return nil, "", unavailable("list events", err)
 	}
-	evs, err := collect(rows, scanEvent)
+	evs, err := collect(rows, func(sc scanner) (anyhook.Event, error) {
+		var ev anyhook.Event
+		dest, done := eventDest(&ev)
+		if err := sc.Scan(append(dest, store.InfoDest(&ev)...)...); err != nil {
+			return ev, err
+		}
+		return ev, done()
+	})
 	if err != nil {
 		return nil, "", unavailable("list events", err)
 	}

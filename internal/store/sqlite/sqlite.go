@@ -112,13 +112,14 @@ const (
 	qSavepoint     = `SAVEPOINT item`
 	qRollbackTo    = `ROLLBACK TO item`
 	qRelease       = `RELEASE item`
-	qCountDup      = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND dedup_key = ? RETURNING id`
-	qCountContent  = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND content_key = ? RETURNING id`
+	qCountDup      = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND dedup_key = ? RETURNING id, duplicates`
+	qCountContent  = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND content_key = ? RETURNING id, duplicates`
 	qVersion       = `SELECT version FROM versions WHERE source = ? AND object = ?`
 	qInsertVersion = `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`
 	qRaiseVersion  = `UPDATE versions SET version = ? WHERE source = ? AND object = ?`
-	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
+		remote_addr, verify_method, verify_scheme, verify_secret)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qPaused = `SELECT paused FROM destinations WHERE name = ?`
@@ -137,7 +138,7 @@ var claimQuery = `UPDATE deliveries
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
 	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
-		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery} {
+		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return unavailable(fmt.Errorf("prepare %q: %w", q, err))
@@ -327,9 +328,10 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 			continue
 		}
 		var id string
-		err := st.queryRow(k.q, ev.Source, k.key).Scan(&id)
+		var n int64
+		err := st.queryRow(k.q, ev.Source, k.key).Scan(&id, &n)
 		if err == nil {
-			return store.IngestResult{ID: id, Duplicate: true}, nil
+			return store.IngestResult{ID: id, Duplicate: true}, arrive(st, id, n, ev)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return store.IngestResult{}, err
@@ -358,9 +360,11 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 	if err != nil {
 		return store.IngestResult{}, err
 	}
+	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	_, err = st.exec(qInsertEvent,
 		ev.ID, ev.Source, nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, nonNil(ev.Body),
-		nullable(ev.Object), nullable(ev.Version), stale, nullable(ne.ContentKey))
+		nullable(ev.Object), nullable(ev.Version), stale, nullable(ne.ContentKey),
+		nullable(ev.RemoteAddr), vm, vs, vk)
 	if err != nil {
 		return store.IngestResult{}, err
 	}
@@ -783,8 +787,11 @@ func scanEvent(sc interface{ Scan(...any) error }) (anyhook.Event, error) {
 // Event implements store.Store.
 func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 	var pruned bool
-	ev, err := scanEvent(alsoScan{s.r.QueryRowContext(ctx, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id = ?`, id), []any{&pruned}})
+	var info anyhook.Event
+	ev, err := scanEvent(alsoScan{s.r.QueryRowContext(ctx, `SELECT `+eventCols+`, `+prunedCol+`, `+store.InfoColumns("")+` FROM events WHERE id = ?`, id),
+		append([]any{&pruned}, store.InfoDest(&info)...)})
 	ev.BodyPruned = pruned
+	setInfo(&ev, &info)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ev, fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
 	}
@@ -807,6 +814,9 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 		return ev, unavailable(err)
 	}
 	if ev.Actions, err = s.actions(ctx, id); err != nil {
+		return ev, err
+	}
+	if ev.Arrivals, err = s.arrivals(ctx, id); err != nil {
 		return ev, err
 	}
 	for i := range ev.Deliveries {
@@ -891,7 +901,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		add("events.received_at < ?", micros(f.Until))
 	}
 	limit := store.PageLimit(f.Limit)
-	q := `SELECT ` + eventColumns("events.") + from + where(conds) + order + ` LIMIT ` + strconv.Itoa(limit+1)
+	q := `SELECT ` + eventColumns("events.") + `, ` + store.InfoColumns("events.") + from + where(conds) + order + ` LIMIT ` + strconv.Itoa(limit+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", unavailable(err)
@@ -899,10 +909,12 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	defer rows.Close()
 	var evs []anyhook.Event
 	for rows.Next() {
-		ev, err := scanEvent(rows)
+		var info anyhook.Event
+		ev, err := scanEvent(alsoScan{rows, store.InfoDest(&info)})
 		if err != nil {
 			return nil, "", unavailable(err)
 		}
+		setInfo(&ev, &info)
 		evs = append(evs, ev)
 	}
 	if err := rows.Err(); err != nil {

@@ -1,0 +1,127 @@
+package gateway_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+)
+
+type apiRejection struct {
+	Source      string
+	KnownSource bool `json:"known_source"`
+	Reason      string
+	Status      int
+	Message     string
+	RemoteAddr  string `json:"remote_addr"`
+	UserAgent   string `json:"user_agent"`
+	BodySize    int64  `json:"body_size"`
+	BodySHA256  string `json:"body_sha256"`
+	HeaderCount int    `json:"header_count"`
+}
+
+// TestRejectionsThroughAPI: each way ingest refuses a request — a forged
+// signature, a made-up source, a body over max_body, a source's rate
+// limit — leaves a record that GET /api/rejections lists, filtered, with
+// the answer the sender got and no body; the drop counter is exposed from
+// the start.
+func TestRejectionsThroughAPI(t *testing.T) {
+	t.Parallel()
+	sk := newSink(t)
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+sources:
+  stripe:
+    provider: stripe
+    secrets: [%s]
+    max_body: 1KiB
+  limited:
+    provider: generic
+    signature: none
+    rate_limit: {rps: 1, burst: 1}
+destinations:
+  billing:
+    url: %s/hooks
+    sources: [stripe, limited]
+`, stripeSecret, sk.URL), gateway.Options{})
+
+	forged := []byte(`{"id":"evt_forged","object":"event"}`)
+	if a := do(t, stripeRequest(t, base+"/webhooks/stripe", "whsec_wrong", forged, time.Now())); a.Code != 400 {
+		t.Fatalf("forged: %+v", a)
+	}
+	req, _ := http.NewRequest("POST", base+"/webhooks/strpe", strings.NewReader("typo"))
+	if a := do(t, req); a.Code != 404 {
+		t.Fatalf("unknown: %+v", a)
+	}
+	if a := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, bytes.Repeat([]byte("x"), 2048), time.Now())); a.Code != 413 {
+		t.Fatalf("too large: %+v", a)
+	}
+	for i, want := range []int{200, 429} { // a burst of one, then the limit
+		req, _ := http.NewRequest("POST", base+"/webhooks/limited", strings.NewReader(fmt.Sprintf(`{"n":%d}`, i)))
+		if a := do(t, req); a.Code != want {
+			t.Fatalf("limited request %d: %+v, want %d", i, a, want)
+		}
+	}
+
+	// The log is written behind ingest's back: wait for it.
+	var list struct{ Items []apiRejection }
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		apiGet(t, base, "/api/rejections", &list)
+		if len(list.Items) == 4 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(list.Items) != 4 {
+		t.Fatalf("rejections = %+v, want 4", list.Items)
+	}
+	by := map[string]apiRejection{}
+	for _, r := range list.Items {
+		by[r.Reason] = r
+		if !strings.HasPrefix(r.RemoteAddr, "127.0.0.1:") || r.UserAgent != "Go-http-client/1.1" || r.HeaderCount == 0 {
+			t.Errorf("record %+v", r)
+		}
+	}
+	sum := sha256.Sum256(forged)
+	if r := by["rejected_signature"]; r.Source != "stripe" || !r.KnownSource || r.Status != 400 || r.Message != "no signature matched" ||
+		r.BodySize != int64(len(forged)) || r.BodySHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("forged: %+v", r)
+	}
+	if r := by["unknown_source"]; r.Source != "strpe" || r.KnownSource || r.Status != 404 || r.Message != `unknown source "strpe"` ||
+		r.BodySize != 4 || r.BodySHA256 != "" {
+		t.Errorf("unknown source: %+v", r)
+	}
+	if r := by["too_large"]; r.Source != "stripe" || r.Status != 413 || r.BodySize != 2048 || r.BodySHA256 != "" {
+		t.Errorf("too large: %+v", r)
+	}
+	if r := by["rate_limited"]; r.Source != "limited" || !r.KnownSource || r.Status != 429 || r.BodySHA256 != "" {
+		t.Errorf("rate limited: %+v", r)
+	}
+	apiGet(t, base, "/api/rejections?source=stripe&reason=too_large", &list)
+	if len(list.Items) != 1 || list.Items[0].Reason != "too_large" {
+		t.Errorf("filtered: %+v", list.Items)
+	}
+
+	req, _ = http.NewRequest("GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	metrics, _ := io.ReadAll(resp.Body)
+	for _, reason := range []string{"rate", "queue", "error"} {
+		if line := `anyhook_rejections_dropped_total{reason="` + reason + `"} 0`; !strings.Contains(string(metrics), line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/anyhook/anyhook"
+)
+
+// MaxArrivals is how many duplicate arrivals of one event a store
+// itemises: the first ones. Later duplicates only raise the event's
+// duplicate counter.
+const MaxArrivals = 20
+
+// MaxArrivalHeader bounds the stored headers of one arrival (wire form,
+// EncodeHeader); longer ones are cut (see ArrivalHeader).
+const MaxArrivalHeader = 16 << 10
+
+// cutValue is the length header values are cut to when an arrival's
+// headers are over MaxArrivalHeader.
+const cutValue = 256
+
+// ArrivalHeader encodes a duplicate's headers for the arrivals table:
+// EncodeHeader's bytes when they fit in MaxArrivalHeader; else, with every
+// value cut to 256 bytes and, if still too long, the headers that do not
+// fit left out, with cut set. Headers EncodeHeader refuses (a name with a
+// colon, a value with a line break: net/http never passes them) are left
+// out too.
+func ArrivalHeader(h http.Header) (b []byte, cut bool) {
+	if b, err := EncodeHeader(h); err == nil && len(b) <= MaxArrivalHeader {
+		return b, false
+	}
+	b = []byte{}
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[k] {
+			if len(v) > cutValue {
+				v = v[:cutValue]
+			}
+			line, err := EncodeHeader(http.Header{k: {v}})
+			if err != nil || len(b)+len(line) > MaxArrivalHeader {
+				continue
+			}
+			b = append(b, line...)
+		}
+	}
+	return b, true
+}
+
+// HeaderChange is a header whose values in a duplicate arrival differ from
+// the original request's.
+type HeaderChange struct {
+	Name     string
+	Original []string // nil: the original did not have it
+	Arrival  []string // nil: the duplicate did not have it
+}
+
+// HeaderDiff lists, by name, the headers of a duplicate arrival that
+// differ from the original's. When the arrival's headers were cut
+// (Arrival.HeaderCut), a header missing from it or a value that is the
+// cut prefix of the original's is not a difference: it may have been
+// cut.
+func HeaderDiff(original, arrival http.Header, cut bool) []HeaderChange {
+	var out []HeaderChange
+	names := slices.Sorted(maps.Keys(original))
+	for k := range arrival {
+		if _, ok := original[k]; !ok {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		o, a := original[k], arrival[k]
+		if a == nil && cut {
+			continue
+		}
+		if slices.EqualFunc(o, a, func(o, a string) bool {
+			return o == a || cut && len(a) == cutValue && strings.HasPrefix(o, a)
+		}) {
+			continue
+		}
+		out = append(out, HeaderChange{Name: k, Original: o, Arrival: a})
+	}
+	return out
+}
+
+// VerificationArgs are the values of the columns verify_method,
+// verify_scheme and verify_secret for v: nil (NULL) for what is not
+// recorded.
+func VerificationArgs(v anyhook.Verification) (method, scheme, secret any) {
+	if v.Method == "" {
+		return nil, nil, nil
+	}
+	method, scheme = v.Method, v.Scheme
+	if v.Secret >= 0 {
+		secret = v.Secret
+	}
+	return method, scheme, secret
+}
+
+// InfoColumns lists, each name prefixed by p, the event columns that
+// EventInfo scans: the remote address and the verification, NULL read as
+// not recorded. They are read for event pages and lists, not for claims.
+func InfoColumns(p string) string {
+	return strings.NewReplacer("$", p).Replace(`coalesce($remote_addr, ''), coalesce($verify_method, ''), coalesce($verify_scheme, ''), coalesce($verify_secret, -1)`)
+}
+
+// InfoDest returns the scan destinations of InfoColumns for ev.
+func InfoDest(ev *anyhook.Event) []any {
+	return []any{&ev.RemoteAddr, &ev.Verification.Method, &ev.Verification.Scheme, &ev.Verification.Secret}
+}
