@@ -209,6 +209,13 @@ func TestCompletion(t *testing.T) {
 		if out, err := exec.Command(shell, "-n", path).CombinedOutput(); err != nil {
 			t.Errorf("%s -n: %v\n%s", shell, err, out)
 		}
+		if shell == "zsh" {
+			// Sourced after compinit, it registers itself for anyhook.
+			prog := fmt.Sprintf(`autoload -U compinit && compinit -u -d %q && source %q && [[ ${_comps[anyhook]} == _anyhook ]]`, filepath.Join(t.TempDir(), "zcompdump"), path)
+			if out, err := exec.Command("zsh", "-f", "-c", prog).CombinedOutput(); err != nil {
+				t.Errorf("zsh: sourcing the completion after compinit: %v\n%s", err, out)
+			}
+		}
 	}
 	// Each flag the scripts offer is one of its command's, and takes a
 	// value exactly when the scripts say so: without its value it is
