@@ -132,17 +132,14 @@ func walkSchema(v any, f func(map[string]any)) {
 func TestVendoredSchemas(t *testing.T) {
 	files := vendoredSchemas(t)
 	if *update {
-		os.RemoveAll(schemaDir)
-		if err := os.MkdirAll(schemaDir, 0o755); err != nil {
-			t.Fatal(err)
+		old, _ := filepath.Glob(filepath.Join(schemaDir, "*.json"))
+		for _, f := range old {
+			os.Remove(f)
 		}
 		for name, b := range files {
 			if err := os.WriteFile(filepath.Join(schemaDir, name), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}
-		if err := os.WriteFile(filepath.Join(schemaDir, "README.md"), read(t, "testdata/kubernetes-json-schema.md"), 0o644); err != nil {
-			t.Fatal(err)
 		}
 	}
 	entries, err := os.ReadDir(schemaDir)
