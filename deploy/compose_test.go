@@ -57,6 +57,14 @@ func TestCompose(t *testing.T) {
 		}
 	}
 
+	// docs/deploy.md tells a newcomer to export exactly these.
+	doc := string(read(t, filepath.Join(root, "docs", "deploy.md")))
+	for name := range composeEnv {
+		if !strings.Contains(doc, "export "+name+"=") {
+			t.Errorf("docs/deploy.md does not export %s before docker compose up", name)
+		}
+	}
+
 	pg, ok := p.Services["postgres"]
 	if !ok || pg.HealthCheck == nil || len(pg.HealthCheck.Test) == 0 {
 		t.Fatalf("no postgres service with a healthcheck: %+v", pg.HealthCheck)

@@ -368,12 +368,25 @@ func TestKubernetesManifests(t *testing.T) {
 			!slices.Equal(c.Args, []string{"serve", "--config", "/etc/anyhook/anyhook.yaml"}) {
 			t.Errorf("%s: the container does not serve the ConfigMap's anyhook.yaml (args %q)", flavor, c.Args)
 		}
+		// Every Secret the pod reads is one docs/deploy.md creates, with
+		// the keys it reads.
+		doc := string(read(t, filepath.Join(root, "docs", "deploy.md")))
 		env := map[string]string{}
 		for _, e := range c.Env {
 			if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
 				t.Errorf("%s: $%s is not from a Secret", flavor, e.Name)
+				continue
+			}
+			ref := e.ValueFrom.SecretKeyRef
+			if !strings.Contains(doc, "kubectl create secret generic "+ref.Name+" ") || !strings.Contains(doc, "--from-literal="+ref.Key+"=") {
+				t.Errorf("%s: docs/deploy.md does not create the Secret %s with the key %s", flavor, ref.Name, ref.Key)
 			}
 			env[e.Name] = "whsec_value-of-" + e.Name
+		}
+		for _, v := range pod.Volumes {
+			if v.Secret != nil && !strings.Contains(doc, "kubectl create secret generic "+v.Secret.SecretName+" --from-file=") {
+				t.Errorf("%s: docs/deploy.md does not create the Secret %s", flavor, v.Secret.SecretName)
+			}
 		}
 		env["ANYHOOK_DATABASE_URL"] = "postgres://anyhook:secret@postgres.example:5432/anyhook"
 		cfg := cm.Data["anyhook.yaml"]

@@ -281,3 +281,26 @@ func quoteAll(words []string) []string {
 	}
 	return q
 }
+
+// README's commands table has every command.
+func TestReadmeCommands(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range commands {
+		words := [][]string{{c.name}}
+		if c.name == "config" || c.name == "log" {
+			words = nil
+			for _, s := range subcommands[c.name] {
+				words = append(words, []string{c.name, s})
+			}
+		}
+		for _, w := range words {
+			if !regexp.MustCompile("(?m)^\\| .*`anyhook " + strings.Join(w, " ") + "[ `]").Match(readme) {
+				t.Errorf("README's commands table lacks anyhook %s", strings.Join(w, " "))
+			}
+		}
+	}
+}
