@@ -89,6 +89,10 @@ func TestCompose(t *testing.T) {
 		}
 		if len(s.Command) == 0 || s.Command[0] != "sink" {
 			gateways = append(gateways, s)
+		} else if s.HealthCheck == nil || !s.HealthCheck.Disable {
+			// The image's HEALTHCHECK runs anyhook healthcheck, which
+			// reads a gateway's config: the sink has none.
+			t.Errorf("%s: the image's gateway health check is not disabled", name)
 		}
 	}
 	if len(gateways) != 2 {
