@@ -1,30 +1,47 @@
 #!/usr/bin/env bash
 # The whole test suite: what the README's test command and CI run.
-# It makes sure PostgreSQL is up (scripts/postgres.sh) and Chromium is
-# installed for the dashboard's browser test (scripts/chromium.sh), then
-# checks formatting, vets, runs every test with the race detector, and gives
-# each fuzz target a short run.
+# It makes sure PostgreSQL is up (scripts/postgres.sh), Chromium is
+# installed for the dashboard's browser test (scripts/chromium.sh) and the
+# tools that check the shipping files are there (scripts/tools.sh: zsh,
+# systemd-analyze, shellcheck, deploy/'s Go modules), then checks
+# formatting, lints the scripts, vets, runs every test with the race
+# detector, checks the shipping files (deploy/: Dockerfile, compose, the
+# systemd unit, the Kubernetes manifests, the release archives and the
+# licence files), and gives each fuzz target a short run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CI="${CI:-}"
 ./scripts/postgres.sh
 ./scripts/chromium.sh
+./scripts/tools.sh
 
 echo "== gofmt"
+# shellcheck disable=SC2046 # one argument per file
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+echo "== shellcheck"
+shellcheck -S warning scripts/*.sh .ci/run
+
 echo "== go mod tidy"
 go mod tidy -diff
+(cd deploy && go mod tidy -diff)
 
 echo "== go vet"
 go vet ./...
+(cd deploy && go vet ./...)
 
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
+
+# deploy/ is a module of its own (BuildKit, compose-go and kubeconform stay
+# out of the gateway's dependencies); its tests run tools and build the
+# release archives, with no concurrency of their own to race.
+echo "== deploy (Dockerfile, docker-compose.yml, systemd unit, Kubernetes manifests, release archives, licences)"
+(cd deploy && go test -count=1 -timeout 15m ./...)
 
 echo "== fuzz (short)"
 fuzztime="${ANYHOOK_FUZZTIME:-5s}"

@@ -28,6 +28,7 @@ func exe(t *testing.T, args ...string) (int, string, string) {
 var allCommands = [][]string{
 	{"serve"}, {"send"}, {"replay"}, {"sink"}, {"log"}, {"log", "verify"}, {"log", "key"}, {"log", "rotate-key"},
 	{"bench"}, {"soak"}, {"backup"}, {"version"},
+	{"config", "check"}, {"config", "example"}, {"healthcheck"}, {"completion"},
 }
 
 // singleDash finds a flag written -name in a help text (a negative

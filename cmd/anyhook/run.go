@@ -8,12 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/bench"
+	"github.com/anyhook/anyhook/internal/buildinfo"
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
@@ -39,7 +39,10 @@ var commands = []struct{ name, does string }{
 	{"bench", "measure ingest and delivery on this machine"},
 	{"soak", "run gateways under load with injected faults and reconcile"},
 	{"backup", "copy a live SQLite store consistently (VACUUM INTO)"},
-	{"version", "print version and build info"},
+	{"config", "validate a config and print it with defaults (config check); a provider's source block (config example)"},
+	{"healthcheck", "ask a running gateway's /healthz (for container health checks)"},
+	{"completion", "print a bash or zsh completion script"},
+	{"version", "print version, commit, date and Go version"},
 	{"help", "print this help, or a command's (anyhook help serve)"},
 }
 
@@ -47,7 +50,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: anyhook <command> [flags]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.does)
+		fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.does)
 	}
 	b.WriteString("\nRun 'anyhook help <command>' or 'anyhook <command> --help' for a command's flags.\n")
 	return b.String()
@@ -84,6 +87,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return backup(ctx, rest, stdout, stderr)
 	case "log":
 		return logCommand(ctx, rest, stdout, stderr)
+	case "config":
+		return configCommand(rest, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(ctx, rest, stdout, stderr)
+	case "completion":
+		return completion(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		return version(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -107,29 +116,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return fail(stderr, exitUsage, fmt.Errorf("%s; run 'anyhook help' for the commands", msg))
 	}
-}
-
-func version(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("version")
-	if code := parse(fs, args, stdout, stderr, "usage: anyhook version\n\nPrints the version and build info (Go version, VCS revision)."); code >= 0 {
-		return code
-	}
-	fmt.Fprintln(stdout, versionString())
-	return exitOK
-}
-
-func versionString() string {
-	s := "anyhook " + gateway.Version
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		s += " (" + bi.GoVersion
-		for _, kv := range bi.Settings {
-			if kv.Key == "vcs.revision" {
-				s += ", " + kv.Value
-			}
-		}
-		s += ")"
-	}
-	return s
 }
 
 // fail prints a one-line error and returns the exit status for it.
@@ -223,7 +209,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, exitUsage, err)
 	}
 	g.Start(ctx, ln)
-	fmt.Fprintf(stdout, "anyhook %s listening on http://%s\n", gateway.Version, ln.Addr())
+	fmt.Fprintf(stdout, "anyhook %s listening on http://%s\n", buildinfo.Version(), ln.Addr())
 	code := exitOK // SIGINT/SIGTERM: a graceful stop exits 0 (SPEC §2)
 	select {
 	case <-ctx.Done():

@@ -19,6 +19,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/buildinfo"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/delivery"
@@ -36,8 +37,8 @@ import (
 // PostgreSQL (SQLite has one writer).
 const postgresWriters = 4
 
-// Version is the gateway's version, set by cmd/anyhook.
-var Version = "dev"
+// Version is the gateway's version, from the build (internal/buildinfo).
+var Version = buildinfo.Version()
 
 // Options configure a Gateway.
 type Options struct {

@@ -1,0 +1,294 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Redacted is what Effective prints in place of a secret.
+const Redacted = "<redacted>"
+
+// How a string value is printed by Effective.
+type printAs int
+
+const (
+	shownPlain      printAs = iota + 1
+	shownSecret             // replaced by Redacted
+	shownURL                // the password and secret-looking query values redacted
+	shownCapability         // a URL that is itself the credential: only scheme and host kept
+)
+
+// valueKinds classifies every string value of the file by its key path,
+// with "*" for a source or destination name and "[]" for a list index. A
+// string key missing here is printed as a secret (TestEffectiveClassifiesEveryKey
+// fails until it is added).
+var valueKinds = map[string]printAs{
+	"listen":        shownPlain,
+	"database":      shownURL, // postgres://user:PASSWORD@…; sqlite:PATH has no password
+	"admin_token":   shownSecret,
+	"dashboard_url": shownURL,
+
+	"sources.*.provider":            shownPlain,
+	"sources.*.secrets[]":           shownSecret,
+	"sources.*.public_url":          shownURL,
+	"sources.*.signature.header":    shownPlain,
+	"sources.*.signature.algorithm": shownPlain,
+	"sources.*.signature.encoding":  shownPlain,
+	"sources.*.signature.prefix":    shownPlain,
+	"sources.*.id":                  shownPlain,
+	"sources.*.ordering.object":     shownPlain,
+	"sources.*.ordering.version":    shownPlain,
+	"sources.*.ordering.stale":      shownPlain,
+
+	"destinations.*.url":            shownURL,
+	"destinations.*.sources[]":      shownPlain,
+	"destinations.*.signing_secret": shownSecret,
+	"destinations.*.on_stale_claim": shownPlain,
+	"destinations.*.drop_headers[]": shownPlain,
+
+	"alerts[].webhook":               shownCapability,
+	"alerts[].slack":                 shownCapability,
+	"alerts[].pagerduty.routing_key": shownSecret,
+	"alerts[].pagerduty.url":         shownURL,
+
+	"log.key_file": shownPlain,
+	"log.push_url": shownURL,
+	"log.origin":   shownPlain,
+}
+
+// Effective returns the configuration as anyhook runs it, as YAML: every
+// key with its value after ${VAR} and ${file:PATH} expansion and with the
+// defaults filled in, sources and destinations in the file's order. Secrets
+// (admin_token, secrets, signing_secret, PagerDuty routing keys) are
+// replaced by "<redacted>", URLs lose their password and secret-looking
+// query values, and alert webhook and Slack URLs (which are credentials
+// themselves) keep only their scheme and host. The SQLite file and the log
+// key file carry a comment with the path they resolve to.
+func (c *Config) Effective() []byte { return c.effective(true) }
+
+// effective is Effective; without redaction the output parses back into
+// the same configuration (TestEffectiveRoundTrip).
+func (c *Config) effective(redact bool) []byte {
+	p := printer{c: c, redact: redact}
+	root := p.node(reflect.ValueOf(c).Elem(), "")
+	doc := &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		// Only scalars, sequences and mappings built here: cannot fail.
+		panic(fmt.Sprintf("config: encoding the effective configuration: %v", err))
+	}
+	enc.Close()
+	return b.Bytes()
+}
+
+type printer struct {
+	c      *Config
+	redact bool
+}
+
+var (
+	durationType  = reflect.TypeFor[Duration]()
+	sizeType      = reflect.TypeFor[Size]()
+	rateType      = reflect.TypeFor[Rate]()
+	pathIndexRe   = regexp.MustCompile(`\[\d+\]`)
+	secretQueryRe = regexp.MustCompile(`(?i)pass|secret|token|key|sig|auth|cred`)
+)
+
+// pattern turns a key path ("sources.stripe.secrets[1]") into its
+// valueKinds pattern ("sources.*.secrets[]").
+func pattern(path string) string {
+	path = pathIndexRe.ReplaceAllString(path, "[]")
+	parts := strings.Split(path, ".")
+	if len(parts) > 1 && (parts[0] == "sources" || parts[0] == "destinations") {
+		parts[1] = "*"
+	}
+	return strings.Join(parts, ".")
+}
+
+func scalar(tag, value string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value}
+}
+
+// node returns v as a YAML node, or nil to leave the key out (an unset
+// optional value).
+func (p *printer) node(v reflect.Value, path string) *yaml.Node {
+	switch v.Type() {
+	case durationType:
+		return scalar("!!str", v.Interface().(Duration).String())
+	case sizeType:
+		return scalar("!!str", v.Interface().(Size).String())
+	case rateType:
+		if v.Float() == 0 {
+			return nil // no cap
+		}
+		return scalar("!!str", v.Interface().(Rate).String())
+	case signatureType:
+		if v.Interface().(Signature).None {
+			return scalar("!!str", "none")
+		}
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		return p.node(v.Elem(), path)
+	case reflect.String:
+		if v.String() == "" {
+			return nil
+		}
+		return scalar("!!str", p.str(v.String(), path))
+	case reflect.Int, reflect.Int64:
+		return scalar("!!int", strconv.FormatInt(v.Int(), 10))
+	case reflect.Bool:
+		return scalar("!!bool", strconv.FormatBool(v.Bool()))
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return nil
+		}
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		if v.Type().Elem().Kind() == reflect.String {
+			n.Style = yaml.FlowStyle
+		}
+		for i := range v.Len() {
+			item := p.node(v.Index(i), path+"["+strconv.Itoa(i)+"]")
+			if item == nil {
+				item = &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+			}
+			n.Content = append(n.Content, item)
+		}
+		return n
+	case reflect.Map:
+		if v.Len() == 0 {
+			return nil
+		}
+		names := p.order(path)
+		if len(names) != v.Len() {
+			names = nil
+			for _, k := range v.MapKeys() {
+				names = append(names, k.String())
+			}
+			slices.Sort(names)
+		}
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		for _, name := range names {
+			val := p.node(v.MapIndex(reflect.ValueOf(name)), join(path, name))
+			if val == nil {
+				val = &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+			}
+			n.Content = append(n.Content, scalar("!!str", name), val)
+		}
+		return n
+	case reflect.Struct:
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" || name == "" {
+				continue
+			}
+			key := join(path, name)
+			val := p.node(v.Field(i), key)
+			if val == nil {
+				continue
+			}
+			val.LineComment = p.comment(key)
+			n.Content = append(n.Content, scalar("!!str", name), val)
+		}
+		return n
+	}
+	panic(fmt.Sprintf("config: cannot print %s (%s)", path, v.Type()))
+}
+
+// order is the file's order of the sources or destinations.
+func (p *printer) order(path string) []string {
+	switch path {
+	case "sources":
+		return p.c.SourceOrder
+	case "destinations":
+		return p.c.DestinationOrder
+	}
+	return nil
+}
+
+// comment says where a relative path points.
+func (p *printer) comment(key string) string {
+	switch key {
+	case "database":
+		if path, ok := p.c.SQLitePath(); ok && path != ":memory:" {
+			return path
+		}
+	case "log.key_file":
+		path := p.c.LogKeyPath()
+		if _, err := os.Stat(path); err != nil {
+			return path + " (created at the first start)"
+		}
+		return path
+	}
+	return ""
+}
+
+// str prints a string value: redacted per valueKinds, and with "${"
+// written "$${" so that the output reads back as the same value.
+func (p *printer) str(s, path string) string {
+	if p.redact {
+		kind, ok := valueKinds[pattern(path)]
+		if !ok {
+			kind = shownSecret
+		}
+		switch kind {
+		case shownSecret:
+			return Redacted
+		case shownURL:
+			s = redactURL(s, false)
+		case shownCapability:
+			s = redactURL(s, true)
+		}
+	}
+	return strings.ReplaceAll(s, "${", "$${")
+}
+
+// redactURL removes the password and the values of secret-looking query
+// parameters from a URL; with capability, everything after the host. A
+// value that is not a URL with a host (sqlite:PATH) is returned as is.
+func redactURL(s string, capability bool) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		if capability {
+			return Redacted
+		}
+		return s
+	}
+	if capability {
+		if u.Path == "" && u.RawQuery == "" && u.User == nil {
+			return s
+		}
+		return u.Scheme + "://" + u.Host + "/" + Redacted
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), Redacted)
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			if secretQueryRe.MatchString(k) {
+				q[k] = []string{Redacted}
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	// url.URL.String escapes < and >; keep the marker readable.
+	return strings.NewReplacer("%3Credacted%3E", Redacted, "%3credacted%3e", Redacted).Replace(u.String())
+}
