@@ -174,7 +174,7 @@ func (c *Committer[I, R]) Submit(ctx context.Context, item I) (R, error) {
 // returned. If ctx ends while the item is still queued, the item is
 // withdrawn (it will not be committed) and Wait returns ctx's error; once
 // a writer has taken it, Wait waits for the commit whatever ctx says,
-// since the commit may already be durable.
+// since the commit may already be durable. Call it once.
 func (p *Pending[I, R]) Wait(ctx context.Context) (R, error) {
 	select {
 	case <-p.done:

@@ -50,7 +50,7 @@ func (r *Runner) Start(ctx context.Context, run func(ctx context.Context)) bool 
 
 // Stop ends the context of run and waits until run has returned. It is
 // idempotent: every call returns only after run has returned (at once
-// when run was never started).
+// when run was never started). run itself must not call it.
 func (r *Runner) Stop() {
 	r.mu.Lock()
 	r.stopped = true
