@@ -24,7 +24,7 @@ import (
 // CommitFunc writes items in one durable transaction and returns one
 // result per item, in order. It is all or nothing: an error means that
 // nothing of the batch was written, so that each item can be committed
-// again on its own.
+// again on its own. It must not keep items after it returns.
 type CommitFunc[I, R any] func(ctx context.Context, items []I) ([]R, error)
 
 // Options shape the batches. The zero value is one writer and batches of
@@ -200,11 +200,13 @@ func (p *Pending[I, R]) Wait(ctx context.Context) (R, error) {
 func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
 	cctx := context.WithoutCancel(ctx)
 	var batch []*Pending[I, R]
+	var items []I // the batch's items, reused: a commit does not keep them
 	keys := map[string]bool{}
 	for {
 		batch = c.take(l, batch[:0], keys)
 		if len(batch) > 0 {
-			c.commitBatch(cctx, batch)
+			items = c.commitBatch(cctx, batch, items)
+			clear(batch)
 			continue
 		}
 		select {
@@ -212,7 +214,7 @@ func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
 		case <-ctx.Done():
 			l.close()
 			for batch = c.take(l, batch[:0], keys); len(batch) > 0; batch = c.take(l, batch[:0], keys) {
-				c.commitBatch(cctx, batch)
+				items = c.commitBatch(cctx, batch, items)
 			}
 			return
 		}
@@ -260,18 +262,20 @@ func (c *Committer[I, R]) take(l *lane[I, R], batch []*Pending[I, R], keys map[s
 }
 
 // commitBatch commits batch and answers its items; a failed batch is
-// committed again item by item.
-func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R]) {
-	items := make([]I, len(batch))
-	for i, p := range batch {
-		items[i] = p.item
+// committed again item by item. It returns buf, the buffer it built the
+// items in, for the next batch.
+func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R], buf []I) []I {
+	items := buf[:0]
+	for _, p := range batch {
+		items = append(items, p.item)
 	}
 	res, err := c.commit(ctx, items)
+	clear(items)
 	if err != nil && len(batch) > 1 {
-		for _, p := range batch {
-			c.commitBatch(ctx, []*Pending[I, R]{p})
+		for i := range batch {
+			items = c.commitBatch(ctx, batch[i:i+1], items)
 		}
-		return
+		return items
 	}
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("%w (%d for %d)", ErrShortResult, len(res), len(batch))
@@ -284,4 +288,5 @@ func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R
 		}
 		close(p.done)
 	}
+	return items
 }
