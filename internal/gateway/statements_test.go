@@ -30,21 +30,23 @@ import (
 // run. Under load the group committer, the claims and the sequencer share
 // their statements among many events (BENCHMARKS.md).
 //
-// Measured at issue 15 (the test logs each statement's count per event):
-// 11.6–11.9 statements of ingest and delivery (the claim that finds the
-// event and the one after it that finds nothing, each with its paused
-// check, vary with the workers' wake-ups), 4.3–4.5 of the log (its rounds
-// run each second and share their reads among the events of the round),
-// 4.4–4.6 transactions, 8.1 rows written (deliveries 3: insert, claim,
-// outcome; ledger_hashes 2; events, attempts, ledger_entries 1). Each
-// budget sits under the measured figure + 1, so that one more statement,
-// transaction or row per event fails.
+// Measured at issue 15 under heavy load, with and without -race (the
+// test logs each statement's count per event): 11.7–12.9 statements of
+// ingest and delivery (the claim that finds the event and the one after it
+// that finds nothing, each with its paused check, vary with the workers'
+// wake-ups: 1.8–2.5 claims per event), 3.3–3.8 of the log (its rounds run
+// each second and share their reads among the events of the round),
+// 3.8–4.6 transactions, 8.07–8.22 rows written (deliveries 3: insert,
+// claim, outcome; ledger_hashes 2; events, attempts, ledger_entries 1).
+// Each budget sits about half a unit above the highest figure measured:
+// one more row or transaction per event fails; one more statement fails
+// in most runs, two in every run.
 //
 // Lower a budget when a change lowers the count; raise one only with a
 // measured reason.
 const (
-	budgetStatements    = 12.5 // Exec and Query calls, direct or prepared, but the log's
-	budgetLogStatements = 5    // the log's (ledger_* tables)
+	budgetStatements    = 13.5 // Exec and Query calls, direct or prepared, but the log's
+	budgetLogStatements = 4.5  // the log's (ledger_* tables)
 	budgetTransactions  = 5    // BEGIN … COMMIT
 	budgetRows          = 8.5  // rows inserted, updated or deleted
 )
@@ -177,16 +179,35 @@ func (s countSnapshot) minus(o countSnapshot) countSnapshot {
 }
 
 // statements counts the statements run, those of the tamper-evident log
-// (the tables ledger_*) apart.
+// apart: a statement whose own tables (outside its subqueries) are
+// ledger_* ones. (The delivery's read of the event looks into
+// ledger_entries in a subquery: it is not the log's.)
 func (s countSnapshot) statements() (event, log int64) {
 	for q, v := range s.queries {
-		if strings.Contains(q, "ledger_") {
+		if strings.Contains(outermost(q), "ledger_") {
 			log += v
 		} else {
 			event += v
 		}
 	}
 	return event, log
+}
+
+// outermost is q without its parenthesised parts.
+func outermost(q string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range q {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func (s countSnapshot) rowTotal() int64 {
