@@ -19,8 +19,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // Alert kinds.
@@ -125,7 +123,7 @@ type message struct {
 
 // New returns a Notifier for the sinks of a validated configuration. With
 // no sinks, Notify does nothing.
-func New(sinks []config.Alert, opts Options) (*Notifier, error) {
+func New(sinks []Sink, opts Options) (*Notifier, error) {
 	n := &Notifier{
 		client: opts.Client,
 		log:    opts.Logger,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/alert"
 )
 
 // Config is the whole file. Field comments give the defaults.
@@ -129,7 +130,7 @@ type PagerDuty struct {
 }
 
 // PagerDutyURL is the default Events v2 endpoint.
-const PagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
+const PagerDutyURL = alert.PagerDutyURL
 
 // DeliverySettings tune the workers; rarely changed.
 type DeliverySettings struct {

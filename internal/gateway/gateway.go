@@ -25,11 +25,8 @@ import (
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/metrics"
-	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/rejectlog"
 	"github.com/anyhook/anyhook/internal/store"
-	"github.com/anyhook/anyhook/internal/store/postgres"
-	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/throttle"
 )
 
@@ -72,23 +69,6 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// CheckConfig reports what New would find wrong in cfg's sources,
-// destinations and alerts (a *ConfigError naming the key) without opening
-// anything: serve checks it before it listens, so that a mistake in the
-// config is reported as such even when the address is in use.
-func CheckConfig(cfg *config.Config) error {
-	if _, err := buildSources(cfg); err != nil {
-		return &ConfigError{err}
-	}
-	if _, err := buildDestinations(cfg); err != nil {
-		return &ConfigError{err}
-	}
-	if _, err := alert.New(cfg.Alerts, alert.Options{}); err != nil {
-		return &ConfigError{err}
-	}
-	return nil
-}
-
 // New builds a gateway: it opens the store (applying migrations) and
 // checks every source's provider settings. It does not listen yet.
 func New(ctx context.Context, opt Options) (*Gateway, error) {
@@ -97,11 +77,11 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sources, err := buildSources(cfg)
+	sources, err := ingestSources(cfg)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	dests, err := buildDestinations(cfg)
+	dests, err := deliveryDestinations(cfg)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
@@ -115,7 +95,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	stats, _ := st.(store.StatsReader)
 	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: mx.AlertTransport(http.DefaultTransport.(*http.Transport).Clone())}
-	alerts, err := alert.New(cfg.Alerts, alert.Options{Logger: log, UserAgent: "AnyHook/" + Version, Client: alertClient})
+	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient})
 	if err != nil {
 		if opt.Store == nil {
 			st.Close()
@@ -135,18 +115,14 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		// one batch's round trips with the next (measured: BENCHMARKS.md).
 		g.batcher.SetWriters(postgresWriters)
 	}
-	g.engine = delivery.New(st, delivery.Options{
-		Destinations: dests,
-		Logger:       log,
-		PollInterval: cfg.Delivery.PollInterval.D(),
-		Grace:        cfg.Delivery.Grace.D(),
-		UserAgent:    "AnyHook/" + Version,
-		OnDead:       func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) },
-		OnHeld:       func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) },
-		OnFailing:    func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) },
-		OnRecovered:  func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) },
-		Observer:     mx,
-	})
+	do := deliveryOptions(cfg, dests)
+	do.Logger = log
+	do.OnDead = func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) }
+	do.OnHeld = func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) }
+	do.OnFailing = func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) }
+	do.OnRecovered = func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) }
+	do.Observer = mx
+	g.engine = delivery.New(st, do)
 	var rejected ingest.RejectionLog
 	if rl, ok := st.(store.RejectionLog); ok {
 		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx})
@@ -206,78 +182,6 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	mux.Handle("/", guarded(dash.Handler())) // the dashboard: every other path
 	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), time.Now, log)
 	return g, nil
-}
-
-// Open opens the store that cfg.Database names.
-func Open(ctx context.Context, cfg *config.Config) (store.Store, error) {
-	if path, ok := cfg.SQLitePath(); ok {
-		st, err := sqlite.Open(ctx, path, sqlite.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
-		}
-		return st, nil
-	}
-	if dsn, ok := cfg.PostgresURL(); ok {
-		st, err := postgres.Open(ctx, dsn, postgres.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
-		}
-		return st, nil
-	}
-	return nil, cfg.Errorf("database", "%q is neither sqlite:PATH nor postgres://…", cfg.Database)
-}
-
-func buildSources(cfg *config.Config) ([]ingest.Source, error) {
-	var out []ingest.Source
-	for _, name := range cfg.SourceOrder {
-		src := cfg.Sources[name]
-		p, err := provider.New(src)
-		if err != nil {
-			key, msg, _ := strings.Cut(err.Error(), ": ")
-			return nil, cfg.Errorf("sources."+name+"."+key, "%s", msg)
-		}
-		out = append(out, ingest.Source{
-			Name:         name,
-			Provider:     p,
-			MaxBody:      src.MaxBody.Bytes(),
-			PublicURL:    src.PublicURL,
-			Destinations: src.Destinations,
-			// Stale events are delivered, flagged, unless the source
-			// says stale: skip (issue 13: skipping by default silently
-			// dropped late payment events that share an object).
-			StaleSkip:     src.Ordering != nil && src.Ordering.Stale == "skip",
-			SecretHeaders: provider.CredentialHeaders(src.Provider),
-		})
-	}
-	return out, nil
-}
-
-func buildDestinations(cfg *config.Config) ([]delivery.Destination, error) {
-	var out []delivery.Destination
-	for _, name := range cfg.DestinationOrder {
-		d := cfg.Destinations[name]
-		if d.SigningSecret != "" {
-			if err := provider.Sign("standard", d.SigningSecret, &provider.Request{}, time.Now()); err != nil {
-				return nil, cfg.Errorf("destinations."+name+".signing_secret", "%v", err)
-			}
-		}
-		out = append(out, delivery.Destination{
-			Name:          name,
-			URL:           d.URL,
-			SigningSecret: d.SigningSecret,
-			Timeout:       d.Timeout.D(),
-			MaxAttempts:   d.MaxAttempts,
-			Initial:       d.Backoff.Initial.D(),
-			Max:           d.Backoff.Max.D(),
-			StalePolicy:   d.StalePolicy,
-			DropHeaders:   d.DropHeaders,
-			MaxInFlight:   d.MaxInFlight,
-
-			InsecureSkipVerify: d.TLSInsecureSkipVerify,
-			Rate:               d.Rate.PerSecond(),
-		})
-	}
-	return out, nil
 }
 
 func (g *Gateway) alert(kind string, d anyhook.Delivery) {
