@@ -34,9 +34,6 @@ import (
 // PostgreSQL (SQLite has one writer).
 const postgresWriters = 4
 
-// Version is the gateway's version, from the build (internal/buildinfo).
-var Version = buildinfo.Version()
-
 // Options configure a Gateway.
 type Options struct {
 	Config *config.Config
@@ -156,7 +153,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Destinations: cfg.DestinationOrder,
 		Health:       g.engine.Health,
 		Logger:       log,
-		Version:      Version,
+		Version:      buildinfo.Version(),
 		Log:          g.logStatus,
 	})
 	if err != nil {
@@ -248,7 +245,7 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 	}
 	g.serveErr = make(chan error, 1)
 	go func() { g.serveErr <- g.srv.Serve(ln) }()
-	g.log.Info("serving", "addr", ln.Addr().String(), "version", Version)
+	g.log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version())
 }
 
 // Err reports a failure of the HTTP server after Start.

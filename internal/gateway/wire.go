@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/buildinfo"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
@@ -139,5 +140,6 @@ func Check(cfg *config.Config) error {
 	return nil
 }
 
-// userAgent is what the gateway's outbound requests say they are.
-func userAgent() string { return "AnyHook/" + Version }
+// userAgent is what the gateway's outbound requests (deliveries, alerts)
+// say they are: AnyHook and the build's version (internal/buildinfo).
+func userAgent() string { return "AnyHook/" + buildinfo.Version() }
