@@ -23,11 +23,11 @@ import (
 
 // Alert kinds.
 const (
-	DeliveryDead          = "delivery_dead"           // max_attempts reached
-	DeliveryHeld          = "delivery_held"           // stale claim under on_stale_claim: hold
-	DestinationFailing    = "destination_failing"     // a destination keeps failing
-	DestinationRecovered  = "destination_recovered"   // ... and answers again
-	LogVerificationFailed = "log_verification_failed" // the tamper-evident log does not verify
+	DeliveryDead             = "delivery_dead"           // max_attempts reached
+	DeliveryHeld             = "delivery_held"           // stale claim under on_stale_claim: hold
+	DestinationFailing       = "destination_failing"     // a destination keeps failing
+	DestinationRecovered     = "destination_recovered"   // ... and answers again
+	LedgerVerificationFailed = "log_verification_failed" // the tamper-evident ledger does not verify
 )
 
 // Alert is one thing a person should know about.
@@ -424,7 +424,7 @@ func title(kind string) string {
 		return "destination failing"
 	case DestinationRecovered:
 		return "destination recovered"
-	case LogVerificationFailed:
+	case LedgerVerificationFailed:
 		return "log verification failed"
 	}
 	return strings.ReplaceAll(kind, "_", " ")

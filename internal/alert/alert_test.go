@@ -437,7 +437,7 @@ func TestText(t *testing.T) {
 		m    message
 		want string
 	}{
-		{message{Alert: Alert{Kind: LogVerificationFailed, Message: "event ev_9 does not match"}},
+		{message{Alert: Alert{Kind: LedgerVerificationFailed, Message: "event ev_9 does not match"}},
 			"AnyHook: log verification failed: event ev_9 does not match"},
 		{message{Alert: dead("billing", 7), More: 41},
 			"AnyHook: delivery dead: destination billing (source stripe, event ev_7, delivery dl_7): 8 attempts; last: 503 — and 41 more"},

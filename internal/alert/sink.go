@@ -178,7 +178,7 @@ func (s pagerDutySink) body(m message) ([]byte, error) {
 	switch m.Kind {
 	case DeliveryHeld:
 		severity = "warning"
-	case LogVerificationFailed:
+	case LedgerVerificationFailed:
 		severity = "critical"
 	}
 	details := map[string]any{"kind": m.Kind}

@@ -18,7 +18,7 @@ import (
 var consumedInConfig = map[string]string{
 	"Destination.Sources":      "Source.Destinations",
 	"Destination.OnStaleClaim": "Destination.StalePolicy",
-	"LogSettings.KeyFile":      "Config.LogKeyPath",
+	"LedgerSettings.KeyFile":   "Config.LedgerKeyPath",
 	// A source's provider settings reach the provider package through
 	// Source.ProviderSettings (TestProviderSettings checks each one).
 	"Source.Secrets":      "Source.ProviderSettings",
@@ -71,7 +71,7 @@ func TestEverySettingIsApplied(t *testing.T) {
 		}
 	}
 	for _, typ := range []any{config.Config{}, config.Source{}, config.Signature{}, config.Ordering{}, config.RateLimit{},
-		config.Destination{}, config.Backoff{}, config.Alert{}, config.PagerDuty{}, config.DeliverySettings{}, config.LogSettings{}} {
+		config.Destination{}, config.Backoff{}, config.Alert{}, config.PagerDuty{}, config.DeliverySettings{}, config.LedgerSettings{}} {
 		rt := reflect.TypeOf(typ)
 		for f := range rt.Fields() {
 			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]

@@ -28,7 +28,7 @@ type Config struct {
 	Alerts       []Alert                 `yaml:"alerts"`
 
 	Delivery DeliverySettings `yaml:"delivery"`
-	Log      LogSettings      `yaml:"log"` // the tamper-evident log; see log.go
+	Ledger   LedgerSettings   `yaml:"log"` // the tamper-evident ledger; see ledger.go
 
 	SourceOrder      []string `yaml:"-"`
 	DestinationOrder []string `yaml:"-"`

@@ -112,7 +112,7 @@ func (c *Config) setDefaults() {
 	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
-	c.setLogDefaults()
+	c.setLedgerDefaults()
 }
 
 // order returns the names of m in file order, falling back to sorted
@@ -163,7 +163,7 @@ func (c *Config) Validate() error {
 	if err := c.validateDelivery(); err != nil {
 		return err
 	}
-	return c.validateLog()
+	return c.validateLedger()
 }
 
 func (c *Config) validateServer() error {

@@ -51,7 +51,7 @@ type Gateway struct {
 	engine  *delivery.Engine
 	alerts  *alert.Notifier
 	rejects *rejectlog.Log // the log of refused requests; nil when the store keeps none
-	ledger  *logParts      // the tamper-evident log; nil when the store keeps none
+	ledger  *ledgerParts   // the tamper-evident log; nil when the store keeps none
 	srv     *http.Server
 	handler http.Handler
 
@@ -100,7 +100,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return nil, &ConfigError{err}
 	}
 	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts}
-	if err := g.newLog(ctx, st); err != nil {
+	if err := g.newLedger(ctx, st); err != nil {
 		if opt.Store == nil {
 			st.Close()
 		}
@@ -143,7 +143,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Sources:      bySource,
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
-		Log:          g.logAPI(),
+		Ledger:       g.ledgerAPI(),
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -154,7 +154,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Health:       g.engine.Health,
 		Logger:       log,
 		Version:      buildinfo.Version(),
-		Log:          g.logStatus,
+		Ledger:       g.ledgerStatus,
 	})
 	if err != nil {
 		if opt.Store == nil {
@@ -233,7 +233,7 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 		g.rejects.Start(ctx)
 	}
 	g.engine.Start(ctx)
-	g.startLog(ctx)
+	g.startLedger(ctx)
 	g.srv = &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -271,7 +271,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	if g.rejects != nil {
 		g.rejects.Stop() // writes what is queued
 	}
-	g.stopLog()
+	g.stopLedger()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
 	g.alerts.Stop()
 	errs = append(errs, g.store.Close())

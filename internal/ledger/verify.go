@@ -29,7 +29,7 @@ const (
 	KindEntryChanged   = "log entry changed"
 	KindCheckpoint     = "bad checkpoint"
 	KindRewritten      = "log rewritten"
-	// KindMissingCheckpoint: log entries that no stored checkpoint covers
+	// KindMissingCheckpoint: ledger entries that no stored checkpoint covers
 	// although they were sequenced long ago (VerifyOptions.CheckpointGrace).
 	KindMissingCheckpoint = "missing checkpoint"
 	// KindPrunedEarly: a body emptied and marked pruned that retention
@@ -45,7 +45,7 @@ const RetainForever = time.Duration(math.MaxInt64)
 // Problem is one finding of Verify.
 type Problem struct {
 	EventID string // the AnyHook event id; "" when it concerns the whole log
-	Index   int64  // log position; -1 when the event has none
+	Index   int64  // ledger position; -1 when the event has none
 	Kind    string
 	Detail  string
 }
@@ -71,17 +71,17 @@ func (p Problem) String() string {
 
 // VerifyOptions configure Verify.
 type VerifyOptions struct {
-	// Verifier checks checkpoint signatures (the log's public key).
+	// Verifier checks checkpoint signatures (the ledger's public key).
 	Verifier note.Verifier
 	// Origin is the expected checkpoint origin; "" accepts any.
 	Origin string
 	// Since is an older signed checkpoint (a file a witness or a user
-	// kept): Verify then also proves the log only grew since.
+	// kept): Verify then also proves the ledger only grew since.
 	Since []byte
-	// Lag: an event without a log position received longer ago than this
+	// Lag: an event without a ledger position received longer ago than this
 	// is reported as inserted; default DefaultLag.
 	Lag time.Duration
-	// CheckpointGrace: log entries that no stored checkpoint covers,
+	// CheckpointGrace: ledger entries that no stored checkpoint covers,
 	// sequenced longer ago than this, are reported (checkpoints were
 	// deleted, or no checkpointer is running); default
 	// DefaultCheckpointGrace.
@@ -95,7 +95,7 @@ type VerifyOptions struct {
 	Now       func() time.Time
 }
 
-// DefaultCheckpointGrace is how long a log entry may stay outside every
+// DefaultCheckpointGrace is how long a ledger entry may stay outside every
 // signed checkpoint before Verify reports it. A running checkpointer signs
 // within log.checkpoint_interval (10 s by default) and a clean stop signs
 // what is left, so an hour is only exceeded when checkpoints were deleted or
@@ -113,14 +113,14 @@ type Report struct {
 	Checkpoint *Tree // the latest stored checkpoint, when it verified
 	Since      *Tree // Options.Since, when it verified
 	Pruned     int64 // entries whose body was pruned
-	Waiting    int   // events not yet in the log, younger than Lag
+	Waiting    int   // events not yet in the ledger, younger than Lag
 	Problems   []Problem
 }
 
-// OK reports whether the log verified.
+// OK reports whether the ledger verified.
 func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
-// Summary is a one-line account of a log that verified.
+// Summary is a one-line account of a ledger that verified.
 func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "log intact: %d events", r.Entries)
@@ -141,18 +141,18 @@ func (r *Report) Summary() string {
 	return b.String()
 }
 
-// ErrVerify is returned by Verify when the log could not be read at all
-// (as opposed to a log that was read and found wrong, which is a Report
+// ErrVerify is returned by Verify when the ledger could not be read at all
+// (as opposed to a ledger that was read and found wrong, which is a Report
 // with Problems).
 var ErrVerify = errors.New("log verify")
 
 const verifyPage = 500
 
-// Verify recomputes the log from the stored events: every leaf from its
+// Verify recomputes the ledger from the stored events: every leaf from its
 // event, the tree from the leaves, and against it every stored checkpoint
 // (signature, origin, root at its size; sizes never shrinking from one
 // checkpoint to the next); entries left out of every checkpoint for longer
-// than Options.CheckpointGrace; and, with Options.Since, that the log only
+// than Options.CheckpointGrace; and, with Options.Since, that the ledger only
 // grew since that checkpoint. It names each event that does not match.
 func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, error) {
 	if opt.Lag <= 0 {
@@ -183,7 +183,7 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 
 	// The checkpoints before the size: a checkpoint only ever covers
 	// entries already there, so a gateway appending meanwhile cannot make
-	// one look larger than the log.
+	// one look larger than the ledger.
 	saved, err := st.Checkpoints(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
@@ -229,7 +229,7 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	if opt.Since != nil {
 		var t *Tree
 		var err error
-		for _, v := range chain.trusted { // any key of the log's
+		for _, v := range chain.trusted { // any key of the ledger's
 			if t, err = check(opt.Since, v); err == nil {
 				break
 			}
@@ -241,7 +241,7 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	}
 
 	// In the order they were stored, checkpoints never shrink: a smaller
-	// one after a larger one is an old checkpoint put back over a log cut
+	// one after a larger one is an old checkpoint put back over a ledger cut
 	// short.
 	covered := int64(0) // entries [0, covered) are in some signed checkpoint
 	for i, c := range cps {
@@ -345,7 +345,7 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 			return level0[i-start], true
 		}
 		for _, rec := range recs {
-			for ; next < rec.Entry.Index; next++ { // a deleted log entry
+			for ; next < rec.Entry.Index; next++ { // a deleted ledger entry
 				add(Problem{Index: next, Kind: KindEntryChanged, Detail: "the log entry at this position is gone"})
 				h, _ := stored(next)
 				tree.push(h)
@@ -457,7 +457,7 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 			Detail: "its body was emptied although a delivery still needs it (pending, delivering, paused, held, or dead and not discarded): retention never prunes such a body"})
 	}
 
-	// Events that never made it into the log.
+	// Events that never made it into the ledger.
 	old, err := st.Unsequenced(ctx, now.Add(-opt.Lag), 10000)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
