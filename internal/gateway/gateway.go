@@ -40,12 +40,17 @@ type Options struct {
 	Logger *slog.Logger
 	// Store, when set, is used instead of opening Config.Database.
 	Store store.Store
+	// Now is the gateway's one clock, handed to ingest, delivery, the
+	// ledger's checkpointer, alerts, the admin API, the dashboard and the
+	// limits; default time.Now.
+	Now func() time.Time
 }
 
 // Gateway is one running AnyHook process.
 type Gateway struct {
 	cfg     *config.Config
 	log     *slog.Logger
+	now     func() time.Time
 	store   store.Store
 	batcher *ingest.Batcher
 	engine  *delivery.Engine
@@ -74,6 +79,10 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
 	sources, err := ingestSources(cfg)
 	if err != nil {
 		return nil, &ConfigError{err}
@@ -92,14 +101,14 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	stats, _ := st.(store.StatsReader)
 	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: mx.AlertTransport(http.DefaultTransport.(*http.Transport).Clone())}
-	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient})
+	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Now: now})
 	if err != nil {
 		if opt.Store == nil {
 			st.Close()
 		}
 		return nil, &ConfigError{err}
 	}
-	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts}
+	g := &Gateway{cfg: cfg, log: log, now: now, store: st, alerts: alerts}
 	if err := g.newLedger(ctx, st); err != nil {
 		if opt.Store == nil {
 			st.Close()
@@ -113,7 +122,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		g.batcher.SetWriters(postgresWriters)
 	}
 	do := deliveryOptions(cfg, dests)
-	do.Logger = log
+	do.Logger, do.Now = log, now
 	do.OnDead = func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) }
 	do.OnHeld = func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) }
 	do.OnFailing = func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) }
@@ -122,7 +131,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	g.engine = delivery.New(st, do)
 	var rejected ingest.RejectionLog
 	if rl, ok := st.(store.RejectionLog); ok {
-		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx})
+		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx, Now: now})
 		rejected = g.rejects
 	}
 	ih := ingest.New(ingest.Options{
@@ -132,6 +141,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Recorded:   g.engine.Wake,
 		Observer:   mx,
 		Rejections: rejected,
+		Now:        now,
 	})
 	bySource := map[string][]string{}
 	for _, name := range cfg.SourceOrder {
@@ -144,6 +154,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
 		Ledger:       g.ledgerAPI(),
+		Now:          now,
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -155,6 +166,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Logger:       log,
 		Version:      buildinfo.Version(),
 		Ledger:       g.ledgerStatus,
+		Now:          now,
 	})
 	if err != nil {
 		if opt.Store == nil {
@@ -171,13 +183,13 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return loopbackHostsOnly(h, log)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, time.Now, rejected))
+	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, now, rejected))
 	mux.Handle("/api/", guarded(api.Handler()))
 	mux.Handle("/healthz", api.Handler())
 	mux.Handle("/readyz", api.Handler())
 	mux.Handle("GET /metrics", guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler())))
 	mux.Handle("/", guarded(dash.Handler())) // the dashboard: every other path
-	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), time.Now, log)
+	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), now, log)
 	return g, nil
 }
 
@@ -186,7 +198,7 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	if kind == alert.DeliveryHeld {
 		msg = fmt.Sprintf("delivery %s of event %s to %s is held: its worker stopped mid-attempt (attempt %d) and the destination says hold; resolve it in the dashboard or API", d.ID, d.EventID, d.Destination, d.AttemptCount)
 	}
-	a := alert.Alert{Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: time.Now(),
+	a := alert.Alert{Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: g.now(),
 		URL: g.eventURL(d.EventID)}
 	// The source and the provider's event id are what a person searches
 	// for at 2 a.m.; an alert goes out without them if the store cannot
@@ -214,7 +226,7 @@ func (g *Gateway) healthAlert(kind string, h delivery.Health) {
 	if kind == alert.DestinationRecovered {
 		msg = fmt.Sprintf("delivering again after %d consecutive failed attempts since %s", h.Streak, h.Since.UTC().Format(time.RFC3339))
 	}
-	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: time.Now()})
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: g.now()})
 }
 
 // Handler is the gateway's HTTP handler (ingest, admin API, health,

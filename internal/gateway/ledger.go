@@ -71,6 +71,7 @@ func (g *Gateway) newLedger(ctx context.Context, st store.Store) error {
 			PushURL:   g.cfg.Ledger.PushURL,
 			Retention: g.cfg.Ledger.Retention.D(),
 			Logger:    g.log,
+			Now:       g.now,
 			OnFailure: func(err error) {
 				g.ledgerAlert("", "the tamper-evident log failed its self-check: "+err.Error()+". Run anyhook log verify.")
 			},
@@ -102,10 +103,10 @@ func (g *Gateway) ledgerStatus(ctx context.Context) (dashboard.LedgerStatus, err
 func (g *Gateway) ledgerAlert(eventID, msg string) {
 	if g.ledger != nil {
 		g.ledger.mu.Lock()
-		g.ledger.problem, g.ledger.problemAt = msg, time.Now()
+		g.ledger.problem, g.ledger.problemAt = msg, g.now()
 		g.ledger.mu.Unlock()
 	}
-	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LedgerVerificationFailed, EventID: eventID, Message: msg, Time: time.Now(), URL: g.eventURL(eventID)})
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LedgerVerificationFailed, EventID: eventID, Message: msg, Time: g.now(), URL: g.eventURL(eventID)})
 }
 
 // ledgerAPI is what the admin API serves the ledger from; nil without a ledger.
