@@ -161,7 +161,7 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 	} else if size == 0 {
 		return prev, false, nil
 	}
-	if keys, err := c.st.LogKeys(ctx); err != nil {
+	if keys, err := c.st.LedgerKeys(ctx); err != nil {
 		return prev, false, err
 	} else if n := len(keys); n > 0 && keys[n-1] != c.opt.Key.VerifierKey {
 		return prev, false, fmt.Errorf("%w: this process's log key %s is not the log's key %s (anyhook log rotate-key): it signs nothing; restart it with the log's log.key_file",

@@ -13,7 +13,7 @@ import (
 )
 
 // KeyMismatchError refuses a signing key that is not the ledger's: the
-// database records the key in force (store.Ledger.LogKeys), and a process
+// database records the key in force (store.Ledger.LedgerKeys), and a process
 // with another key would sign checkpoints the others cannot verify.
 type KeyMismatchError struct {
 	Key    string // this process's verifier key
@@ -32,7 +32,7 @@ func (e *KeyMismatchError) Error() string {
 // its latest checkpoint. Any other key is refused with a
 // *KeyMismatchError; the way to change keys is Rotate.
 func PinKey(ctx context.Context, st store.Ledger, key *Key) error {
-	keys, err := st.LogKeys(ctx)
+	keys, err := st.LedgerKeys(ctx)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func PinKey(ctx context.Context, st store.Ledger, key *Key) error {
 			return err
 		}
 	}
-	inUse, err := st.PinLogKey(ctx, key.VerifierKey)
+	inUse, err := st.PinLedgerKey(ctx, key.VerifierKey)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func Rotate(ctx context.Context, st store.Ledger, old, next *Key, opt RotateOpti
 		return store.Checkpoint{}, fmt.Errorf("rotate: sign: %w", err)
 	}
 	cp := store.Checkpoint{Size: size, Root: root, Note: msg}
-	if err := st.RotateLogKey(ctx, old.VerifierKey, next.VerifierKey, cp); err != nil {
+	if err := st.RotateLedgerKey(ctx, old.VerifierKey, next.VerifierKey, cp); err != nil {
 		return store.Checkpoint{}, err
 	}
 	return cp, nil
