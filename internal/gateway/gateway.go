@@ -143,10 +143,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Rejections: rejected,
 		Now:        now,
 	})
-	bySource := map[string][]string{}
-	for _, name := range cfg.SourceOrder {
-		bySource[name] = cfg.Sources[name].Destinations
-	}
+	bySource := sourceDestinations(cfg)
 	api := admin.New(admin.Options{
 		Store:        st,
 		Token:        cfg.AdminToken,
@@ -183,7 +180,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return loopbackHostsOnly(h, log)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, now, rejected))
+	mux.Handle("POST /webhooks/{source}", limitSources(ih, sourceBuckets(cfg), now, rejected))
 	mux.Handle("/api/", guarded(api.Handler()))
 	mux.Handle("/healthz", api.Handler())
 	mux.Handle("/readyz", api.Handler())

@@ -55,6 +55,11 @@ func (g *Gateway) newLedger(ctx context.Context, st store.Store) error {
 		}
 		return fmt.Errorf("%s: database: %w", g.cfg.Path, err)
 	}
+	cpo := checkpointerOptions(g.cfg, key)
+	cpo.Logger, cpo.Now = g.log, g.now
+	cpo.OnFailure = func(err error) {
+		g.ledgerAlert("", "the tamper-evident log failed its self-check: "+err.Error()+". Run anyhook log verify.")
+	}
 	g.ledger = &ledgerParts{
 		reader: ledger.Reader{Store: l, Key: key},
 		seq: ledger.NewSequencer(l, ledger.SequencerOptions{
@@ -64,18 +69,7 @@ func (g *Gateway) newLedger(ctx context.Context, st store.Store) error {
 					ev.ID, ev.Source, ev.ReceivedAt.Format(time.RFC3339)))
 			},
 		}),
-		cpr: ledger.NewCheckpointer(l, ledger.CheckpointerOptions{
-			Key:       key,
-			Origin:    g.cfg.Ledger.Origin,
-			Interval:  g.cfg.Ledger.CheckpointInterval.D(),
-			PushURL:   g.cfg.Ledger.PushURL,
-			Retention: g.cfg.Ledger.Retention.D(),
-			Logger:    g.log,
-			Now:       g.now,
-			OnFailure: func(err error) {
-				g.ledgerAlert("", "the tamper-evident log failed its self-check: "+err.Error()+". Run anyhook log verify.")
-			},
-		}),
+		cpr: ledger.NewCheckpointer(l, cpo),
 	}
 	return nil
 }

@@ -10,10 +10,12 @@ import (
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
+	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/throttle"
 )
 
 // This file is where the configuration meets the components: each
@@ -117,6 +119,40 @@ func deliveryOptions(cfg *config.Config, dests []delivery.Destination) delivery.
 		PollInterval: cfg.Delivery.PollInterval.D(),
 		Grace:        cfg.Delivery.Grace.D(),
 		UserAgent:    userAgent(),
+	}
+}
+
+// sourceBuckets gives the token bucket of each source with a rate_limit.
+func sourceBuckets(cfg *config.Config) map[string]*throttle.Bucket {
+	buckets := map[string]*throttle.Bucket{}
+	for name, s := range cfg.Sources {
+		if s != nil && s.RateLimit != nil {
+			buckets[name] = throttle.NewBucket(s.RateLimit.RPS, s.RateLimit.Burst)
+		}
+	}
+	return buckets
+}
+
+// sourceDestinations gives each source's destinations, for the admin API
+// and the dashboard.
+func sourceDestinations(cfg *config.Config) map[string][]string {
+	out := map[string][]string{}
+	for _, name := range cfg.SourceOrder {
+		out[name] = cfg.Sources[name].Destinations
+	}
+	return out
+}
+
+// checkpointerOptions gives the ledger's checkpointer settings (the log:
+// section) for key (its logger, clock and failure callback are the
+// gateway's to add).
+func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.CheckpointerOptions {
+	return ledger.CheckpointerOptions{
+		Key:       key,
+		Origin:    cfg.Ledger.Origin,
+		Interval:  cfg.Ledger.CheckpointInterval.D(),
+		PushURL:   cfg.Ledger.PushURL,
+		Retention: cfg.Ledger.Retention.D(),
 	}
 }
 
