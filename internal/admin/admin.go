@@ -84,9 +84,9 @@ type Options struct {
 	// Now is the clock that times failed requests for the log; default
 	// time.Now.
 	Now func() time.Time
-	// Log serves /api/log/checkpoint and /api/events/{id}/proof; nil
+	// Ledger serves /api/log/checkpoint and /api/events/{id}/proof; nil
 	// answers them 404.
-	Log Log
+	Ledger Ledger
 }
 
 // API is the admin API. Create it with New.
@@ -101,7 +101,7 @@ type API struct {
 	now     func() time.Time
 	routes  []route
 	mux     *http.ServeMux
-	ledger  Log
+	ledger  Ledger
 }
 
 // route is one endpoint; the route table builds the mux and is what the
@@ -121,7 +121,7 @@ func New(opt Options) *API {
 		log:     opt.Logger,
 		ready:   opt.Ready,
 		now:     opt.Now,
-		ledger:  opt.Log,
+		ledger:  opt.Ledger,
 	}
 	if opt.Token != "" {
 		sum := sha256.Sum256([]byte(opt.Token))

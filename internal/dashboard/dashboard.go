@@ -91,13 +91,13 @@ type Options struct {
 	Now func() time.Time
 	// Version is shown in the footer.
 	Version string
-	// Log reports the tamper-evident log's state for the overview; nil:
+	// Ledger reports the tamper-evident ledger's state for the overview; nil:
 	// not shown.
-	Log func(ctx context.Context) (LogStatus, error)
+	Ledger func(ctx context.Context) (LedgerStatus, error)
 }
 
-// LogStatus is what the overview says of the tamper-evident log.
-type LogStatus struct {
+// LedgerStatus is what the overview says of the tamper-evident log.
+type LedgerStatus struct {
 	Size         int64     // entries in the latest checkpoint
 	CheckpointAt time.Time // zero: none yet
 	Problem      string    // the last failed self-check or late event; "" if none

@@ -118,7 +118,7 @@ type overviewData struct {
 	IngestChart   chart
 	DeliveryChart chart
 	Destinations  []destRow
-	Log           *LogStatus
+	Ledger        *LedgerStatus
 }
 
 // GET /
@@ -128,12 +128,12 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if d.opt.Log != nil {
-		ls, err := d.opt.Log(r.Context())
+	if d.opt.Ledger != nil {
+		ls, err := d.opt.Ledger(r.Context())
 		if err != nil {
 			return err
 		}
-		data.Log = &ls
+		data.Ledger = &ls
 	}
 	if d.stats == nil {
 		counts, err := d.opt.Store.Counts(r.Context())

@@ -39,7 +39,7 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CheckpointAndVerify", testLedgerCheckpointVerify},
 		{"LatenessFromSignedTimes", testLedgerLateness},
 		{"PruningJudgedByRetention", testLedgerPruneVerify},
-		{"LogKeys", testLedgerLogKeys},
+		{"LedgerKeys", testLedgerLogKeys},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -724,46 +724,46 @@ func testLedgerPruneVerify(t *testing.T, s store.Store, l store.Ledger) {
 // first writer wins and every one reads its key back; a rotation takes
 // effect only from the key in force, and saves its checkpoint with it.
 func testLedgerLogKeys(t *testing.T, s store.Store, l store.Ledger) {
-	if keys, err := l.LogKeys(ctx(t)); err != nil || len(keys) != 0 {
-		t.Fatalf("LogKeys of a new log = %v, %v", keys, err)
+	if keys, err := l.LedgerKeys(ctx(t)); err != nil || len(keys) != 0 {
+		t.Fatalf("LedgerKeys of a new log = %v, %v", keys, err)
 	}
 	const n = 8
 	got := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { got[i], errs[i] = l.PinLogKey(context.WithoutCancel(ctx(t)), fmt.Sprintf("key-%d", i)) })
+		wg.Go(func() { got[i], errs[i] = l.PinLedgerKey(context.WithoutCancel(ctx(t)), fmt.Sprintf("key-%d", i)) })
 	}
 	wg.Wait()
 	for i := range n {
 		if errs[i] != nil || got[i] != got[0] {
-			t.Fatalf("PinLogKey %d = %q, %v; want every starter to read the one winning key (%q)", i, got[i], errs[i], got[0])
+			t.Fatalf("PinLedgerKey %d = %q, %v; want every starter to read the one winning key (%q)", i, got[i], errs[i], got[0])
 		}
 	}
 	first := got[0]
-	if keys, err := l.LogKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first}) {
-		t.Fatalf("LogKeys = %v, %v; want [%s]", keys, err, first)
+	if keys, err := l.LedgerKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first}) {
+		t.Fatalf("LedgerKeys = %v, %v; want [%s]", keys, err, first)
 	}
 	bridge := store.Checkpoint{Size: 0, Root: store.Hash{7}, Note: []byte("handover\n\n— sigs\n")}
-	if err := l.RotateLogKey(ctx(t), "key-not-in-force", "key-next", bridge); !errors.Is(err, anyhook.ErrInvalid) {
-		t.Fatalf("RotateLogKey from a key not in force: err = %v, want ErrInvalid", err)
+	if err := l.RotateLedgerKey(ctx(t), "key-not-in-force", "key-next", bridge); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("RotateLedgerKey from a key not in force: err = %v, want ErrInvalid", err)
 	}
 	if cps, _ := l.Checkpoints(ctx(t)); len(cps) != 0 {
 		t.Fatalf("a refused rotation saved its checkpoint: %+v", cps)
 	}
-	if err := l.RotateLogKey(ctx(t), first, "key-next", bridge); err != nil {
+	if err := l.RotateLedgerKey(ctx(t), first, "key-next", bridge); err != nil {
 		t.Fatal(err)
 	}
-	if keys, err := l.LogKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first, "key-next"}) {
-		t.Fatalf("LogKeys after rotation = %v, %v", keys, err)
+	if keys, err := l.LedgerKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first, "key-next"}) {
+		t.Fatalf("LedgerKeys after rotation = %v, %v", keys, err)
 	}
-	if cur, err := l.PinLogKey(ctx(t), first); err != nil || cur != "key-next" {
-		t.Fatalf("PinLogKey after rotation = %q, %v; want the new key in force", cur, err)
+	if cur, err := l.PinLedgerKey(ctx(t), first); err != nil || cur != "key-next" {
+		t.Fatalf("PinLedgerKey after rotation = %q, %v; want the new key in force", cur, err)
 	}
 	if cp, err := l.LatestCheckpoint(ctx(t)); err != nil || string(cp.Note) != string(bridge.Note) || cp.Root != bridge.Root {
 		t.Fatalf("LatestCheckpoint after rotation = %+v, %v; want the handover", cp, err)
 	}
-	if err := l.RotateLogKey(ctx(t), first, "key-third", bridge); !errors.Is(err, anyhook.ErrInvalid) {
-		t.Fatalf("RotateLogKey from the retired key: err = %v, want ErrInvalid", err)
+	if err := l.RotateLedgerKey(ctx(t), first, "key-third", bridge); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("RotateLedgerKey from the retired key: err = %v, want ErrInvalid", err)
 	}
 }
