@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -407,7 +408,6 @@ func TestPrunedEventRefused(t *testing.T) {
 	for _, tc := range []struct{ path, body string }{
 		{"/api/events/" + gone + "/replay", ``},
 		{"/api/events/" + gone + "/replay", `{"destination":"billing"}`},
-		{"/api/replay", `{"source":"stripe"}`},
 	} {
 		r := f.do("POST", tc.path, tc.body)
 		if r.status != http.StatusConflict || r.errCode(t) != "body_pruned" {
@@ -417,6 +417,26 @@ func TestPrunedEventRefused(t *testing.T) {
 		if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "pruned by retention (log.retention)") || !strings.Contains(msg, gone) {
 			t.Errorf("POST %s: message %q does not say why", tc.path, msg)
 		}
+	}
+	// A bulk replay skips the pruned event and says so (its discarded
+	// delivery is not even selected: resolved), and replays the rest;
+	// its dry run says the same.
+	for _, body := range []string{`{"source":"stripe","dry_run":true}`, `{"source":"stripe"}`} {
+		r := f.do("POST", "/api/replay", body)
+		var out struct {
+			Count   int
+			Skipped []struct {
+				EventID string `json:"event_id"`
+				Reason  string
+			}
+		}
+		if err := json.Unmarshal(r.body, &out); err != nil || (r.status != http.StatusAccepted && r.status != http.StatusOK) ||
+			out.Count != 2 || len(out.Skipped) != 1 || out.Skipped[0].EventID != gone || out.Skipped[0].Reason != "pruned" {
+			t.Errorf("POST /api/replay %s: %d %s; want 2 replayed (evt_kept to billing and audit), %s skipped as pruned", body, r.status, r.body, gone)
+		}
+	}
+	if r := f.do("POST", "/api/replay", `{"status":"resolved"}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "never selects resolved") {
+		t.Errorf("bulk replay of resolved deliveries: %d %s; want 400 saying why", r.status, r.body)
 	}
 	m := f.mustStatus(f.do("GET", "/api/events/"+gone, ""), http.StatusOK).json(t)
 	req := m["request"].(map[string]any)

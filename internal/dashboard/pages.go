@@ -51,12 +51,15 @@ var funcs = template.FuncMap{
 	// lost: the attempt's claim expired before its outcome was recorded.
 	"lost": store.Lost,
 	// times writes n with the singular or plural noun: "1 time", "3 times".
-	"times": func(n int, one, many string) string {
-		if n == 1 {
-			return "1 " + one
-		}
-		return fmt.Sprintf("%d %s", n, many)
-	},
+	"times": count,
+}
+
+// count writes n with the singular or plural noun: "1 event", "2 events".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // human writes a duration the way a person reads it: 3s, 4m, 2h 5m, 3d.
