@@ -27,8 +27,17 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if q.err != nil {
 		return q.err
 	}
-	evs, next, err := a.store.ListEvents(r.Context(), f)
+	// q is whichever id a person has: the event's own, a delivery's, or
+	// the provider's.
+	var evs []anyhook.Event
+	var next string
+	ev, found, err := store.SearchByID(r.Context(), a.store, f)
 	if err != nil {
+		return err
+	}
+	if found {
+		evs = []anyhook.Event{ev}
+	} else if evs, next, err = a.store.ListEvents(r.Context(), f); err != nil {
 		return err
 	}
 	out := listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs)), NextCursor: next}

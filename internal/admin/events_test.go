@@ -454,3 +454,51 @@ func TestPrunedEventRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsSearchAnyID: GET /api/events?q= finds an event by whichever
+// id a person pastes: the event id (X-AnyHook-Delivery), a delivery id, or
+// the provider's event id; the other filters still apply, and an id that
+// is none of them finds nothing.
+func TestEventsSearchAnyID(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	want := f.seed("stripe", "evt_paste", []byte(`{}`), 0)
+	other := f.seed("stripe", "evt_other", []byte(`{}`), time.Minute)
+	f.seed("github", "1:guid", []byte(`{}`), 2*time.Minute)
+	ev, err := f.store.Event(t.Context(), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(path string) []string {
+		t.Helper()
+		var out struct{ Items []struct{ ID string } }
+		if err := json.Unmarshal(f.mustStatus(f.do("GET", path, ""), http.StatusOK).body, &out); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, it := range out.Items {
+			got = append(got, it.ID)
+		}
+		return got
+	}
+	for _, q := range []string{want, ev.Deliveries[0].ID, ev.Deliveries[1].ID, "evt_paste"} {
+		if got := ids("/api/events?q=" + url.QueryEscape(q)); len(got) != 1 || got[0] != want {
+			t.Errorf("q=%s: %v; want [%s]", q, got, want)
+		}
+		if got := ids("/api/events?source=stripe&q=" + url.QueryEscape(q)); len(got) != 1 || got[0] != want {
+			t.Errorf("source=stripe&q=%s: %v; want [%s]", q, got, want)
+		}
+		if got := ids("/api/events?source=github&q=" + url.QueryEscape(q)); len(got) != 0 {
+			t.Errorf("source=github&q=%s: %v; want none (the event is stripe's)", q, got)
+		}
+		if got := ids("/api/events?status=dead&q=" + url.QueryEscape(q)); len(got) != 0 {
+			t.Errorf("status=dead&q=%s: %v; want none (its deliveries are pending)", q, got)
+		}
+	}
+	if got := ids("/api/events?q=" + other[:len(other)-1]); len(got) != 0 {
+		t.Errorf("q=a prefix of an event id: %v; want none (exact ids only)", got)
+	}
+	if got := ids("/api/events?q=evt_nowhere"); len(got) != 0 {
+		t.Errorf("q=evt_nowhere: %v", got)
+	}
+}

@@ -303,9 +303,24 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	evs, next, err := d.listEvents(r, f)
+	partial := r.Header.Get("X-AnyHook-Partial") != ""
+	// The search box takes whichever id a person has: the event id (what
+	// a handler logs as X-AnyHook-Delivery), a delivery id, or the
+	// provider's event id. One match opens the event.
+	var evs []anyhook.Event
+	var next string
+	ev, found, err := store.SearchByID(r.Context(), d.opt.Store, f)
 	if err != nil {
 		return err
+	}
+	if found {
+		evs = []anyhook.Event{ev}
+	} else if evs, next, err = d.listEvents(r, f); err != nil {
+		return err
+	}
+	if f.Q != "" && f.Cursor == "" && !partial && len(evs) == 1 && next == "" {
+		http.Redirect(w, r, "/events/"+url.PathEscape(evs[0].ID), http.StatusSeeOther)
+		return nil
 	}
 	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Sources: d.sources,
 		Statuses: statusOrder, Paged: f.Cursor != ""}
@@ -339,7 +354,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		q.Set("cursor", next)
 		data.NextURL = "/events?" + q.Encode()
 	}
-	if r.Header.Get("X-AnyHook-Partial") != "" {
+	if partial {
 		return d.renderPartial(w, "events", "rows", data)
 	}
 	d.render(w, r, http.StatusOK, "events", "Events", data)
