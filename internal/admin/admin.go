@@ -158,6 +158,7 @@ func New(opt Options) *API {
 		{"GET", "/api/destinations", false, a.listDestinations},
 		{"POST", "/api/destinations/{name}/pause", false, a.pause},
 		{"POST", "/api/destinations/{name}/resume", false, a.resume},
+		{"POST", "/api/destinations/{name}/discard", false, a.discardDestination},
 		{"GET", "/api/log/checkpoint", false, a.logCheckpoint},
 		{"GET", "/api/events/{id}/proof", false, a.eventProof},
 		{"GET", "/api/rejections", false, a.listRejections},
