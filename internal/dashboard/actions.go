@@ -244,6 +244,9 @@ func (d *Dashboard) setPaused(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name, action := r.PathValue("name"), r.PathValue("action")
+	if action == "discard" {
+		return d.discardDestination(w, r, name)
+	}
 	if action != "pause" && action != "resume" {
 		return &pageError{http.StatusNotFound, "no such action: " + action}
 	}
@@ -255,6 +258,26 @@ func (d *Dashboard) setPaused(w http.ResponseWriter, r *http.Request) error {
 		setFlash(w, r, true, "Destination "+name+": "+res.message())
 	} else {
 		setFlash(w, r, false, "Destination "+name+" "+map[string]string{"pause": "paused", "resume": "resumed"}[action]+".")
+	}
+	back(w, r, "/destinations")
+	return nil
+}
+
+// POST /destinations/{name}/discard reason=…: an orphaned destination's
+// waiting deliveries, through POST /api/destinations/{name}/discard.
+func (d *Dashboard) discardDestination(w http.ResponseWriter, r *http.Request, name string) error {
+	var out struct {
+		Count int `json:"count"`
+	}
+	res, err := d.callAPI(r, "POST", "/api/destinations/"+url.PathEscape(name)+"/discard",
+		map[string]string{"reason": r.PostForm.Get("reason")}, &out)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Destination "+name+": "+res.message())
+	} else {
+		setFlash(w, r, false, fmt.Sprintf("Destination %s: discarded %s.", name, count(out.Count, "delivery", "deliveries")))
 	}
 	back(w, r, "/destinations")
 	return nil

@@ -475,7 +475,7 @@ func TestActions(t *testing.T) {
 	// Bulk replay of the dead queue.
 	f.park("ci", anyhook.StatusDead)
 	f.post("/replay", url.Values{"status": {"dead"}, "destination": {"ci"}})
-	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 deliveries.")
+	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 delivery.")
 	ev, _ = f.store.Event(ctx, other)
 	if len(ev.Deliveries) != 2 || !ev.Deliveries[1].Replay {
 		t.Fatalf("bulk replay: deliveries %+v", ev.Deliveries)
