@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,5 +89,23 @@ admin:
 	if _, err := parseIn(dir, "listen: 0.0.0.0:443\ntls: {cert_file: s.crt, key_file: s.key}\n"+listenSources); err == nil ||
 		!strings.Contains(err.Error(), "admin_token is required when listen") {
 		t.Errorf("public listen without admin.listen nor token: %v", err)
+	}
+}
+
+// TestDeployRecipe: the public deployment recipe of docs/deploy.md is a
+// valid config with the admin side on a listener of its own.
+func TestDeployRecipe(t *testing.T) {
+	t.Parallel()
+	doc := string(mustRead(t, "../../docs/deploy.md"))
+	m := regexp.MustCompile("(?s)## Facing the internet[^\n]*\n.*?```yaml\n(.*?)```").FindStringSubmatch(doc)
+	if m == nil {
+		t.Fatal("no recipe in docs/deploy.md")
+	}
+	c, err := Parse("deploy.md", []byte(m[1]), env("ANYHOOK_ADMIN_TOKEN", "t", "ANYHOOK_STRIPE_SECRET", "whsec_x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.AdminSeparate() || c.TLS == nil || c.TLS.ACME == nil || c.Listen != ":443" {
+		t.Errorf("the recipe: listen %q, tls %+v, admin %+v; want ACME on :443 and admin.listen", c.Listen, c.TLS, c.Admin)
 	}
 }
