@@ -166,3 +166,23 @@ func TestHealthcheckOverTLS(t *testing.T) {
 		t.Fatalf("healthcheck: exit %d, %q %q", code, out, stderr)
 	}
 }
+
+// TestServeAdminAddressInUse: an admin.listen address in use exits 2
+// naming the key, before the database is created.
+func TestServeAdminAddressInUse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\nadmin:\n  listen: %s\ndatabase: sqlite:anyhook.db\nsources: {s: {provider: stripe, secrets: [whsec_x]}}\n", busy.Addr()))
+	code, _, stderr := runCmd("serve", "--config", cfg)
+	if code != 2 || !strings.Contains(stderr, "anyhook.yaml:3: admin.listen: ") || !strings.Contains(stderr, "address already in use") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming admin.listen", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "anyhook.db")); err == nil {
+		t.Error("the database was created although admin.listen was in use")
+	}
+}
