@@ -368,6 +368,11 @@ func (g *Gateway) buildTLS() error {
 	if g.ingestTLS, err = build(g.cfg.TLS, "tls"); err != nil {
 		return err
 	}
+	if _, pg := g.cfg.PostgresURL(); pg && g.cfg.TLS != nil && g.cfg.TLS.ACME != nil {
+		// The ACME storage is a directory and autocert does not lock
+		// across processes (docs/deploy.md).
+		g.log.Warn("tls.acme on PostgreSQL: one process owns ACME; give tls.acme to this process only, the others TLS from files or a load balancer", "storage", g.cfg.ACMEStoragePath())
+	}
 	if g.cfg.AdminSeparate() {
 		if g.adminTLS, err = build(g.cfg.Admin.TLS, "admin.tls"); err != nil {
 			return err
