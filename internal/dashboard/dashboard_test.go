@@ -262,10 +262,24 @@ func TestSecureCookieOverTLS(t *testing.T) {
 	t.Parallel()
 	f := setupTLS(t, true)
 	r := f.post("/login", url.Values{"token": {token}})
+	found := false
 	for _, c := range (&http.Response{Header: r.header}).Cookies() {
-		if c.Name == "anyhook_session" && !c.Secure {
-			t.Errorf("session cookie over TLS is not Secure: %+v", c)
+		switch c.Name {
+		case "__Host-anyhook_session":
+			found = true
+			if !c.Secure || c.Path != "/" || c.Domain != "" {
+				t.Errorf("session cookie over TLS: %+v; want Secure, Path=/ and no Domain", c)
+			}
+		case "anyhook_session":
+			t.Errorf("session cookie over TLS without the __Host- prefix: %+v", c)
 		}
+	}
+	if !found {
+		t.Fatalf("no __Host-anyhook_session cookie over TLS: %d %s", r.code, r.body)
+	}
+	// The prefixed cookie is the session: pages open with it.
+	if r := f.get("/"); r.code != http.StatusOK {
+		t.Errorf("GET / with the __Host- session: %d, want 200", r.code)
 	}
 }
 
@@ -275,7 +289,7 @@ func TestSecureCookieBehindTLSProxy(t *testing.T) {
 	r := f.postWith("/login", url.Values{"token": {token}}, http.Header{"X-Forwarded-Proto": {"https"}})
 	found := false
 	for _, c := range (&http.Response{Header: r.header}).Cookies() {
-		if c.Name == "anyhook_session" {
+		if c.Name == "__Host-anyhook_session" {
 			found = true
 			if !c.Secure {
 				t.Errorf("session cookie behind a TLS proxy is not Secure: %+v", c)
