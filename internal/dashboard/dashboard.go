@@ -162,7 +162,7 @@ func (d *Dashboard) parseTemplates() error {
 	}
 	fm := maps.Clone(funcs)
 	fm["orphaned"] = func(destination string) bool { return !slices.Contains(d.dests, destination) }
-	fm["ago"] = func(t time.Time) string {
+	agoText := func(t time.Time) string {
 		if t.IsZero() {
 			return "never"
 		}
@@ -171,6 +171,16 @@ func (d *Dashboard) parseTemplates() error {
 		} else {
 			return "in " + human(-dt)
 		}
+	}
+	fm["agoText"] = agoText
+	// ago is a relative time with the absolute one (RFC 3339, UTC) on
+	// hover and for machines.
+	fm["ago"] = func(t time.Time) template.HTML {
+		if t.IsZero() {
+			return "never"
+		}
+		abs := t.UTC().Format(time.RFC3339)
+		return template.HTML(`<time datetime="` + abs + `" title="` + abs + `">` + template.HTMLEscapeString(agoText(t)) + `</time>`)
 	}
 	base, err := template.New("layout").Funcs(fm).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
