@@ -264,7 +264,7 @@ func (p *printer) comment(key string) string {
 			return p.c.FilePath(name)
 		}
 	case "log.key_file":
-		path := p.c.LogKeyPath()
+		path := p.c.LedgerKeyPath()
 		if _, err := os.Stat(path); err != nil {
 			return path + " (created at the first start)"
 		}
