@@ -46,12 +46,12 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 	// expire (and, under hold, be held although nothing was sent).
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, unavailable("claim", err)
+		return nil, store.Unavailable("claim", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	rows, err := tx.Query(ctx, claimDeliveries, destination, limit, micros(lease))
 	if err != nil {
-		return nil, unavailable("claim", err)
+		return nil, store.Unavailable("claim", err)
 	}
 	claims, err := collect(rows, func(sc scanner) (store.Claim, error) {
 		var c store.Claim
@@ -64,10 +64,10 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		return c, edone()
 	})
 	if err != nil {
-		return nil, unavailable("claim", err)
+		return nil, store.Unavailable("claim", err)
 	}
 	if err := commit(ctx, tx); err != nil {
-		return nil, unavailable("claim", err)
+		return nil, store.Unavailable("claim", err)
 	}
 	return claims, nil
 }
@@ -92,14 +92,12 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 	if len(outs) == 0 {
 		return nil, nil
 	}
+	if err := store.CheckOutcomes(outs); err != nil {
+		return nil, err
+	}
 	var lost []string
 	b := &pgx.Batch{}
 	for _, o := range outs {
-		switch o.Status {
-		case anyhook.StatusDelivered, anyhook.StatusPending, anyhook.StatusDead:
-		default:
-			return nil, fmt.Errorf("finish delivery %s: status %q is not delivered, pending or dead: %w", o.DeliveryID, o.Status, anyhook.ErrInvalid)
-		}
 		var retryIn time.Duration
 		if o.Status == anyhook.StatusPending {
 			retryIn = o.RetryIn
@@ -119,7 +117,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		})
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, unavailable("finish", err)
+		return nil, store.Unavailable("finish", err)
 	}
 	return lost, nil
 }
@@ -150,14 +148,14 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 		changed = nil
 		rows, err := tx.Query(ctx, `SELECT DISTINCT destination FROM deliveries WHERE status = 'delivering' AND lease_until < now()`)
 		if err != nil {
-			return unavailable("rescue", err)
+			return store.Unavailable("rescue", err)
 		}
 		dests, err := collect(rows, func(sc scanner) (string, error) {
 			var dest string
 			return dest, sc.Scan(&dest)
 		})
 		if err != nil {
-			return unavailable("rescue", err)
+			return store.Unavailable("rescue", err)
 		}
 		rules := make(map[string]store.StaleRule, len(dests))
 		known := make([]string, 0, len(dests))
@@ -175,11 +173,11 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			WHERE status = 'delivering' AND lease_until < now() AND destination = ANY($1)
 			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, known)
 		if err != nil {
-			return unavailable("rescue", err)
+			return store.Unavailable("rescue", err)
 		}
 		expired, err := collect(rows, scanDelivery)
 		if err != nil {
-			return unavailable("rescue", err)
+			return store.Unavailable("rescue", err)
 		}
 		if len(expired) == 0 {
 			return nil
@@ -197,7 +195,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 					return nil
 				})
 		}
-		return unavailable("rescue", tx.SendBatch(ctx, b).Close())
+		return store.Unavailable("rescue", tx.SendBatch(ctx, b).Close())
 	})
 	if err != nil {
 		return nil, err
@@ -215,14 +213,14 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 func sendable(ctx context.Context, tx pgx.Tx, ids []string) (missing []string, err error) {
 	rows, err := tx.Query(ctx, `SELECT id FROM events WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`, ids)
 	if err != nil {
-		return nil, unavailable("lock events", err)
+		return nil, store.Unavailable("lock events", err)
 	}
 	found, err := collect(rows, func(sc scanner) (string, error) {
 		var id string
 		return id, sc.Scan(&id)
 	})
 	if err != nil {
-		return nil, unavailable("lock events", err)
+		return nil, store.Unavailable("lock events", err)
 	}
 	if len(found) < len(ids) {
 		have := make(map[string]bool, len(found))
@@ -239,7 +237,7 @@ func sendable(ctx context.Context, tx pgx.Tx, ids []string) (missing []string, e
 	var first string
 	if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(min(event_id), '') FROM ledger_entries WHERE event_id = ANY($1) AND body_pruned`, ids).
 		Scan(&n, &first); err != nil {
-		return nil, unavailable("pruned", err)
+		return nil, store.Unavailable("pruned", err)
 	}
 	switch {
 	case n == 1 && len(ids) == 1:
@@ -256,7 +254,7 @@ func sendable(ctx context.Context, tx pgx.Tx, ids []string) (missing []string, e
 func replayPairs(ctx context.Context, tx pgx.Tx, ids, events, dests []string, by store.Actor) error {
 	var now time.Time
 	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return unavailable("replay", err)
+		return store.Unavailable("replay", err)
 	}
 	actions := make([]string, len(ids))
 	for i := range actions {
@@ -276,7 +274,7 @@ func replayPairs(ctx context.Context, tx pgx.Tx, ids, events, dests []string, by
 		SELECT r.action, r.event_id, r.id, r.destination, $5, $6, $7, now()
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS r (action, id, event_id, destination)`,
 		actions, ids, events, dests, store.ActionReplay, actor, reason)
-	return unavailable("replay", tx.SendBatch(ctx, b).Close())
+	return store.Unavailable("replay", tx.SendBatch(ctx, b).Close())
 }
 
 // Replay implements store.Store.
@@ -300,10 +298,10 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 		}
 		rows, err := tx.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ANY($1)`, ids)
 		if err != nil {
-			return unavailable("replay", err)
+			return store.Unavailable("replay", err)
 		}
 		made, err = collect(rows, scanDelivery)
-		return unavailable("replay", err)
+		return store.Unavailable("replay", err)
 	})
 	if err != nil {
 		return nil, err
@@ -327,19 +325,19 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 		where, args := deliveryWhere(f)
 		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
-			return unavailable("replay", err)
+			return store.Unavailable("replay", err)
 		}
 		var ids, events, dests []string
 		for rows.Next() {
 			var ev, dest string
 			if err := rows.Scan(&ev, &dest); err != nil {
 				rows.Close()
-				return unavailable("replay", err)
+				return store.Unavailable("replay", err)
 			}
 			ids, events, dests = append(ids, s.newID()), append(events, ev), append(dests, dest)
 		}
 		if err := rows.Err(); err != nil {
-			return unavailable("replay", err)
+			return store.Unavailable("replay", err)
 		}
 		n = len(ids)
 		if n == 0 {
@@ -368,7 +366,7 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
 		}
 		if err != nil {
-			return unavailable("resolve", err)
+			return store.Unavailable("resolve", err)
 		}
 		done()
 		if d, err = store.Resolved(d, action, by, now); err != nil {
@@ -397,7 +395,7 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 			d, err = scanDelivery(row)
 			return err
 		})
-		return unavailable("resolve", tx.SendBatch(ctx, b).Close())
+		return store.Unavailable("resolve", tx.SendBatch(ctx, b).Close())
 	})
 	return d, err
 }
@@ -406,21 +404,21 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO destinations (name, paused) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, destination, paused)
-	return unavailable("pause", err)
+	return store.Unavailable("pause", err)
 }
 
 // Paused implements store.Store.
 func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name FROM destinations WHERE paused`)
 	if err != nil {
-		return nil, unavailable("paused", err)
+		return nil, store.Unavailable("paused", err)
 	}
 	names, err := collect(rows, func(sc scanner) (string, error) {
 		var name string
 		return name, sc.Scan(&name)
 	})
 	if err != nil {
-		return nil, unavailable("paused", err)
+		return nil, store.Unavailable("paused", err)
 	}
 	m := make(map[string]bool, len(names))
 	for _, n := range names {

@@ -117,7 +117,7 @@ const rollbackTimeout = 5 * time.Second
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, unavailable("ingest", err)
+		return nil, store.Unavailable("ingest", err)
 	}
 	t := &ingestTx{conn: conn, pending: append([]stmt{{sql: "BEGIN"}}, ingestLocks(evs)...)}
 	defer func() {
@@ -144,7 +144,7 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 	}
 	b.Queue("COMMIT")
 	if err := t.send(ctx, b); err != nil {
-		return nil, unavailable("ingest: commit", err)
+		return nil, store.Unavailable("ingest: commit", err)
 	}
 	t.done = true
 	countDups(ctx, conn, t.dups)
@@ -263,10 +263,10 @@ func (s *Store) ingestItem(ctx context.Context, t *ingestTx, ne *store.NewEvent)
 		return r, nil
 	}
 	if !itemLevel(err) {
-		return store.IngestResult{}, unavailable("ingest", err)
+		return store.IngestResult{}, store.Unavailable("ingest", err)
 	}
 	if _, rerr := t.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT item"); rerr != nil {
-		return store.IngestResult{}, unavailable("ingest", errors.Join(err, rerr))
+		return store.IngestResult{}, store.Unavailable("ingest", errors.Join(err, rerr))
 	}
 	return store.IngestResult{Err: itemError(ne.Event.ID, err)}, nil
 }

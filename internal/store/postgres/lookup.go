@@ -20,7 +20,7 @@ func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, erro
 		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
 	}
 	if err != nil {
-		return d, unavailable("delivery", err)
+		return d, store.Unavailable("delivery", err)
 	}
 	return d, nil
 }

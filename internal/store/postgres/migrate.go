@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/anyhook/anyhook/internal/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -65,7 +66,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	return s.tx(ctx, "migrate", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
-			return unavailable("migrate: lock", err)
+			return store.Unavailable("migrate: lock", err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    integer PRIMARY KEY,
@@ -75,14 +76,14 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
 		if err != nil {
-			return unavailable("migrate", err)
+			return store.Unavailable("migrate", err)
 		}
 		versions, err := collect(rows, func(sc scanner) (int, error) {
 			var v int
 			return v, sc.Scan(&v)
 		})
 		if err != nil {
-			return unavailable("migrate", err)
+			return store.Unavailable("migrate", err)
 		}
 		applied := map[int]bool{}
 		for _, v := range versions {
@@ -110,7 +111,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // connection rather than of the migration is unavailability.
 func migrationError(name string, err error) error {
 	if !itemLevel(err) {
-		return unavailable("migration "+name, err)
+		return store.Unavailable("migration "+name, err)
 	}
 	return fmt.Errorf("migration %s: %w", name, err)
 }

@@ -79,7 +79,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("%s: %w", where, unavailable("connect", err))
+		return nil, fmt.Errorf("%s: %w", where, store.Unavailable("connect", err))
 	}
 	s := &Store{pool: pool, newID: opt.NewID}
 	if s.newID == nil {
@@ -104,10 +104,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	// its tables (or is not this store's) answers SELECT 1 too.
 	var version int
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
-		return unavailable("ping", err)
+		return store.Unavailable("ping", err)
 	}
 	if version == 0 {
-		return unavailable("ping", errors.New("the database has no schema"))
+		return store.Unavailable("ping", errors.New("the database has no schema"))
 	}
 	return nil
 }
@@ -117,13 +117,13 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) tx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return unavailable(op, err)
+		return store.Unavailable(op, err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback(ctx) // a failed rollback closes the connection, which rolls back too
 		return err
 	}
-	return unavailable(op, commit(ctx, tx))
+	return store.Unavailable(op, commit(ctx, tx))
 }
 
 // commitTimeout bounds a COMMIT that its caller can no longer cancel.
@@ -138,15 +138,6 @@ func commit(ctx context.Context, tx pgx.Tx) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	return tx.Commit(ctx)
-}
-
-// unavailable marks an error of the database itself (not of one item) so
-// ingest answers 503 and workers back off. nil stays nil.
-func unavailable(op string, err error) error {
-	if err == nil || errors.Is(err, anyhook.ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%s: %w: %w", op, anyhook.ErrUnavailable, err)
 }
 
 // itemLevel reports whether err is the server refusing one statement (a

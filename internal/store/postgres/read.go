@@ -77,7 +77,7 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 		return err
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return ev, unavailable("event", err)
+		return ev, store.Unavailable("event", err)
 	}
 	if !found {
 		return ev, fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
@@ -161,7 +161,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	limit := store.PageLimit(f.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+`, `+store.InfoColumns("")+` FROM events`+c.String()+` ORDER BY id DESC LIMIT `+strconv.Itoa(limit+1), c.args...)
 	if err != nil {
-		return nil, "", unavailable("list events", err)
+		return nil, "", store.Unavailable("list events", err)
 	}
 	evs, err := collect(rows, func(sc scanner) (anyhook.Event, error) {
 		var ev anyhook.Event
@@ -172,7 +172,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		return ev, done()
 	})
 	if err != nil {
-		return nil, "", unavailable("list events", err)
+		return nil, "", store.Unavailable("list events", err)
 	}
 	evs, next := store.Page(evs, limit, func(ev anyhook.Event) string { return ev.ID })
 	return evs, next, nil
@@ -211,11 +211,11 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns("d.")+` FROM deliveries d JOIN events e ON e.id = d.event_id`+where+
 		` ORDER BY d.id DESC LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
-		return nil, "", unavailable("list deliveries", err)
+		return nil, "", store.Unavailable("list deliveries", err)
 	}
 	ds, err := collect(rows, scanDelivery)
 	if err != nil {
-		return nil, "", unavailable("list deliveries", err)
+		return nil, "", store.Unavailable("list deliveries", err)
 	}
 	ds, next := store.Page(ds, limit, func(d anyhook.Delivery) string { return d.ID })
 	return ds, next, nil
@@ -225,7 +225,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+store.StatusExpr("deliveries.")+`, count(*) FROM deliveries GROUP BY 1`)
 	if err != nil {
-		return nil, unavailable("counts", err)
+		return nil, store.Unavailable("counts", err)
 	}
 	m := map[anyhook.DeliveryStatus]int{}
 	type count struct {
@@ -237,7 +237,7 @@ func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, err
 		return c, sc.Scan(&c.status, &c.n)
 	})
 	if err != nil {
-		return nil, unavailable("counts", err)
+		return nil, store.Unavailable("counts", err)
 	}
 	for _, c := range cs {
 		m[anyhook.DeliveryStatus(c.status)] = c.n

@@ -28,7 +28,7 @@ func (s *Store) RecordRejections(ctx context.Context, rs []anyhook.Rejection) er
 			r.BodySize, nullable(r.BodySHA256), r.HeaderCount, r.HeaderBytes)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return unavailable("record rejections", err)
+		return store.Unavailable("record rejections", err)
 	}
 	return nil
 }
@@ -49,7 +49,7 @@ func (s *Store) PruneRejections(ctx context.Context, keepKnown, keepUnknown int)
 		b.Queue(placeholders(store.PruneRejectionsSQL), k.known, k.known, k.keep-1).Exec(count)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, unavailable("prune rejections", err)
+		return 0, store.Unavailable("prune rejections", err)
 	}
 	return n, nil
 }
@@ -96,7 +96,7 @@ func (s *Store) ListRejections(ctx context.Context, f store.RejectionFilter) ([]
 		body_size, coalesce(body_sha256, ''), header_count, header_bytes FROM rejections`+c.String()+
 		` ORDER BY id DESC LIMIT `+strconv.Itoa(limit+1), c.args...)
 	if err != nil {
-		return nil, "", unavailable("list rejections", err)
+		return nil, "", store.Unavailable("list rejections", err)
 	}
 	out, err := collect(rows, func(sc scanner) (anyhook.Rejection, error) {
 		var r anyhook.Rejection
@@ -106,7 +106,7 @@ func (s *Store) ListRejections(ctx context.Context, f store.RejectionFilter) ([]
 		return r, err
 	})
 	if err != nil {
-		return nil, "", unavailable("list rejections", err)
+		return nil, "", store.Unavailable("list rejections", err)
 	}
 	out, next := store.Page(out, limit, func(r anyhook.Rejection) string { return strconv.FormatInt(r.ID, 10) })
 	return out, next, nil

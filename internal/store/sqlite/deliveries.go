@@ -19,12 +19,12 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		return nil, nil // SQLite reads LIMIT -1 as no limit at all
 	}
 	var claims []store.Claim
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "claim", func(tx *sql.Tx) error {
 		st := s.stmts(ctx, tx)
 		var paused bool
 		err := st.queryRow(qPaused, destination).Scan(&paused)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return unavailable(err)
+			return store.Unavailable("claim", err)
 		}
 		if paused {
 			return nil
@@ -32,18 +32,18 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		now := s.now()
 		rows, err := st.get(claimQuery).QueryContext(ctx, micros(now.Add(lease)), micros(now), micros(now), destination, micros(now), limit)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("claim", err)
 		}
 		defer rows.Close()
 		for rows.Next() {
 			d, err := scanDelivery(rows)
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("claim", err)
 			}
 			claims = append(claims, store.Claim{Delivery: d})
 		}
 		if err := rows.Err(); err != nil {
-			return unavailable(err)
+			return store.Unavailable("claim", err)
 		}
 		rows.Close()
 		return s.attachEvents(ctx, tx, claims)
@@ -64,7 +64,7 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
 	if err != nil {
-		return unavailable(err)
+		return store.Unavailable("claim", err)
 	}
 	defer rows.Close()
 	byID := make(map[string]anyhook.Event, len(ids))
@@ -72,13 +72,13 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 		var pruned bool
 		ev, err := scanEvent(alsoScan{rows, []any{&pruned}})
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("claim", err)
 		}
 		ev.BodyPruned = pruned
 		byID[ev.ID] = ev
 	}
 	if err := rows.Err(); err != nil {
-		return unavailable(err)
+		return store.Unavailable("claim", err)
 	}
 	for i := range claims {
 		claims[i].Event = byID[claims[i].Delivery.EventID]
@@ -88,15 +88,11 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
-	for _, o := range outs {
-		switch o.Status {
-		case anyhook.StatusDelivered, anyhook.StatusPending, anyhook.StatusDead:
-		default:
-			return nil, fmt.Errorf("finish delivery %s: status %q is not delivered, pending or dead: %w", o.DeliveryID, o.Status, anyhook.ErrInvalid)
-		}
+	if err := store.CheckOutcomes(outs); err != nil {
+		return nil, err
 	}
 	var lost []string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "finish", func(tx *sql.Tx) error {
 		lost = lost[:0]
 		now := s.now()
 		st := s.stmts(ctx, tx)
@@ -108,7 +104,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 			res, err := st.exec(qFinish,
 				o.Status, micros(next), micros(now), o.DeliveryID, o.Attempt)
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("finish", err)
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
 				lost = append(lost, o.DeliveryID)
@@ -116,7 +112,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 			}
 			if _, err := st.exec(qInsertAttempt, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
 				o.Result.StatusCode, o.Result.Error, o.Result.ResponseBody); err != nil {
-				return unavailable(err)
+				return store.Unavailable("finish", err)
 			}
 		}
 		return nil
@@ -129,7 +125,7 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number in
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`,
 		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ResponseBody)
 	if err != nil {
-		return unavailable(err)
+		return store.Unavailable("rescue", err)
 	}
 	return nil
 }
@@ -137,25 +133,25 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number in
 // Rescue implements store.Store.
 func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	var changed []anyhook.Delivery
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "rescue", func(tx *sql.Tx) error {
 		changed = changed[:0]
 		now := s.now()
 		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("rescue", err)
 		}
 		var expired []anyhook.Delivery
 		for rows.Next() {
 			d, err := scanDelivery(rows)
 			if err != nil {
 				rows.Close()
-				return unavailable(err)
+				return store.Unavailable("rescue", err)
 			}
 			expired = append(expired, d)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return unavailable(err)
+			return store.Unavailable("rescue", err)
 		}
 		for _, d := range expired {
 			r, ok := rule(d.Destination)
@@ -168,7 +164,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
 				d.Status, micros(now), micros(now), d.ID)
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("rescue", err)
 			}
 			if err := insertAttempt(ctx, tx, d.ID, d.AttemptCount, lost); err != nil {
 				return err
@@ -189,7 +185,7 @@ func sendable(ctx context.Context, tx *sql.Tx, id string) error {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
 	case err != nil:
-		return unavailable(err)
+		return store.Unavailable("read body state", err)
 	case pruned:
 		return store.PrunedError(id)
 	}
@@ -203,14 +199,14 @@ func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string
 	id, at := s.newID(), micros(now)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
 		VALUES (?, ?, ?, 'pending', 1, ?, ?, ?)`, id, eventID, dest, at, at, at); err != nil {
-		return "", unavailable(err)
+		return "", store.Unavailable("replay", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries AS d SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,
 			resolution_reason = ?, replayed_by = ?, note = ?, lease_until = NULL, updated_at = ?
 		WHERE d.event_id = ? AND d.destination = ? AND `+store.Resolvable,
 		anyhook.ResolvedReplayed, at, store.ActorName(by), by.Reason, id, store.Note("replayed", by, now)+" (replay delivery "+id+")", at,
 		eventID, dest); err != nil {
-		return "", unavailable(err)
+		return "", store.Unavailable("replay", err)
 	}
 	return id, s.recordAction(ctx, tx, eventID, id, dest, store.ActionReplay, by, now)
 }
@@ -219,14 +215,14 @@ func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string
 func (s *Store) recordAction(ctx context.Context, tx *sql.Tx, eventID, deliveryID, dest, action string, by store.Actor, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO actions (id, event_id, delivery_id, destination, action, actor, reason, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.newID(), eventID, deliveryID, dest, action, store.ActorName(by), by.Reason, micros(now))
-	return unavailable(err)
+	return store.Unavailable("record action", err)
 }
 
 // Replay implements store.Store. SQLite runs one write transaction at a
 // time, so the check and the inserts are atomic with PruneBodies.
 func (s *Store) Replay(ctx context.Context, eventID string, destinations []string, by store.Actor) ([]anyhook.Delivery, error) {
 	var out []anyhook.Delivery
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "replay", func(tx *sql.Tx) error {
 		out = out[:0]
 		if err := sendable(ctx, tx, eventID); err != nil {
 			return err
@@ -239,7 +235,7 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 			}
 			d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("replay", err)
 			}
 			out = append(out, d)
 		}
@@ -251,13 +247,13 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 // ReplayDeliveries implements store.Store.
 func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
 	var n int
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "replay deliveries", func(tx *sql.Tx) error {
 		where, args := deliveryWhere(f)
 		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
 			FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN ledger_entries l ON l.event_id = d.event_id`+where+`
 			ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("replay deliveries", err)
 		}
 		var pairs [][2]string
 		pruned := map[string]bool{}
@@ -267,7 +263,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 			var gone bool
 			if err := rows.Scan(&p[0], &p[1], &gone); err != nil {
 				rows.Close()
-				return unavailable(err)
+				return store.Unavailable("replay deliveries", err)
 			}
 			if gone {
 				pruned[p[0]] = true
@@ -277,7 +273,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return unavailable(err)
+			return store.Unavailable("replay deliveries", err)
 		}
 		if len(pruned) > 0 {
 			return store.PrunedManyError(len(pruned), firstPruned)
@@ -297,14 +293,14 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 // Resolve implements store.Store.
 func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store.Actor) (anyhook.Delivery, error) {
 	var d anyhook.Delivery
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "resolve", func(tx *sql.Tx) error {
 		var err error
 		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
 		}
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("resolve", err)
 		}
 		now := s.now()
 		if d, err = store.Resolved(d, action, by, now); err != nil {
@@ -321,24 +317,24 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 			WHERE id = ?`,
 			d.Status, d.Note, micros(now), micros(now), r.Kind, nullMicros(r.At), r.By, r.Reason, deliveryID)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("resolve", err)
 		}
 		if err := s.recordAction(ctx, tx, d.EventID, d.ID, d.Destination, action, by, now); err != nil {
 			return err
 		}
 		// As every read shows it: a resend to a paused destination waits.
 		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
-		return unavailable(err)
+		return store.Unavailable("resolve", err)
 	})
 	return d, err
 }
 
 // SetPaused implements store.Store.
 func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, "set paused", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO destinations (name, paused) VALUES (?, ?)
 			ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, destination, paused)
-		return unavailable(err)
+		return store.Unavailable("set paused", err)
 	})
 }
 
@@ -346,16 +342,16 @@ func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) 
 func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT name FROM destinations WHERE paused`)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("paused", err)
 	}
 	defer rows.Close()
 	m := map[string]bool{}
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("paused", err)
 		}
 		m[name] = true
 	}
-	return m, unavailable(rows.Err())
+	return m, store.Unavailable("paused", rows.Err())
 }

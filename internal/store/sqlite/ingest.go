@@ -12,22 +12,22 @@ import (
 // Ingest implements store.Store.
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	res := make([]store.IngestResult, len(evs))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "ingest", func(tx *sql.Tx) error {
 		now := micros(s.now())
 		st := s.stmts(ctx, tx)
 		for i := range evs {
 			if _, err := st.exec(qSavepoint); err != nil {
-				return unavailable(err)
+				return store.Unavailable("ingest", err)
 			}
 			r, err := s.ingestOne(st, &evs[i], now)
 			if err != nil {
 				if _, rerr := st.exec(qRollbackTo); rerr != nil {
-					return unavailable(rerr)
+					return store.Unavailable("ingest", rerr)
 				}
 				r = store.IngestResult{Err: err}
 			}
 			if _, err := st.exec(qRelease); err != nil {
-				return unavailable(err)
+				return store.Unavailable("ingest", err)
 			}
 			res[i] = r
 		}

@@ -31,7 +31,7 @@ type querier interface {
 func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) (int, error) {
 	rtx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return 0, unavailable(err)
+		return 0, store.Unavailable("sequence", err)
 	}
 	defer rtx.Rollback()
 	seen, err := readLogState(ctx, rtx)
@@ -42,7 +42,7 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		WHERE rowid > ? AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = events.id)
 		ORDER BY rowid LIMIT ?`, seen.mark, limit)
 	if err != nil {
-		return 0, unavailable(err)
+		return 0, store.Unavailable("sequence", err)
 	}
 	mark := seen.mark
 	var evs []anyhook.Event
@@ -55,14 +55,14 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		}
 		if err != nil {
 			rows.Close()
-			return 0, unavailable(err)
+			return 0, store.Unavailable("sequence", err)
 		}
 		mark = max(mark, rowid)
 		evs = append(evs, ev)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, unavailable(err)
+		return 0, store.Unavailable("sequence", err)
 	}
 	if len(evs) == 0 {
 		return 0, nil
@@ -78,7 +78,7 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 	rtx.Rollback()
 
 	var n int
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, "sequence", func(tx *sql.Tx) error {
 		now, err := readLogState(ctx, tx)
 		if err != nil {
 			return err
@@ -91,16 +91,16 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 			_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late)
 				VALUES (?, ?, ?, ?, ?, ?, ?)`, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], at, e.Late)
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("sequence", err)
 			}
 		}
 		for i, h := range b.Hashes {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_hashes (idx, hash) VALUES (?, ?)`, b.HashIndex+int64(i), h[:]); err != nil {
-				return unavailable(err)
+				return store.Unavailable("sequence", err)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE ledger_state SET seq_rowid = ? WHERE id = 1`, mark); err != nil {
-			return unavailable(err)
+			return store.Unavailable("sequence", err)
 		}
 		n = len(b.Entries)
 		return nil
@@ -118,7 +118,7 @@ func readLogState(ctx context.Context, tx *sql.Tx) (logState, error) {
 		(SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries),
 		(SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes)
 		FROM ledger_state WHERE id = 1`).Scan(&st.mark, &st.size, &st.nhashes)
-	return st, unavailable(err)
+	return st, store.Unavailable("log state", err)
 }
 
 // eventDest and finishEvent split scanEvent so that more columns can be
@@ -184,14 +184,14 @@ func readHashes(ctx context.Context, q querier, idx []int64) ([]store.Hash, erro
 		}
 		rows, err := q.QueryContext(ctx, `SELECT idx, hash FROM ledger_hashes WHERE idx IN (?`+strings.Repeat(",?", len(chunk)-1)+`)`, args...)
 		if err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("read hashes", err)
 		}
 		for rows.Next() {
 			var x int64
 			var h []byte
 			if err := rows.Scan(&x, &h); err != nil {
 				rows.Close()
-				return nil, unavailable(err)
+				return nil, store.Unavailable("read hashes", err)
 			}
 			for _, i := range pos[x] {
 				copy(out[i][:], h)
@@ -200,7 +200,7 @@ func readHashes(ctx context.Context, q querier, idx []int64) ([]store.Hash, erro
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("read hashes", err)
 		}
 	}
 	for x := range pos {
@@ -213,7 +213,7 @@ func readHashes(ctx context.Context, q querier, idx []int64) ([]store.Hash, erro
 func (s *Store) LedgerSize(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&n)
-	return n, unavailable(err)
+	return n, store.Unavailable("ledger size", err)
 }
 
 // ReadHashes implements store.Ledger.
@@ -249,7 +249,7 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 		FROM ledger_entries l LEFT JOIN events e ON e.id = l.event_id
 		WHERE l.idx >= ? ORDER BY l.idx LIMIT ?`, from, limit)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("ledger records", err)
 	}
 	defer rows.Close()
 	var out []store.LedgerRecord
@@ -259,7 +259,7 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 		ev := new(anyhook.Event)
 		dest := append(entryDest(&r.Entry), &found)
 		if err := rows.Scan(append(dest, eventDest(ev)...)...); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("ledger records", err)
 		}
 		if found {
 			finishEvent(ev)
@@ -267,7 +267,7 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 		}
 		out = append(out, r)
 	}
-	return out, unavailable(rows.Err())
+	return out, store.Unavailable("ledger records", rows.Err())
 }
 
 // LedgerEntry implements store.Ledger.
@@ -277,7 +277,7 @@ func (s *Store) LedgerEntry(ctx context.Context, eventID string) (store.LedgerEn
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("event %s has no log entry: %w", eventID, anyhook.ErrNotFound)
 	}
-	return e, unavailable(err)
+	return e, store.Unavailable("ledger entry", err)
 }
 
 // Unsequenced implements store.Ledger.
@@ -286,29 +286,29 @@ func (s *Store) Unsequenced(ctx context.Context, receivedBefore time.Time, limit
 		WHERE received_at < ? AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
 		ORDER BY id LIMIT ?`, micros(receivedBefore), limit)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("unsequenced", err)
 	}
 	defer rows.Close()
 	var out []anyhook.Event
 	for rows.Next() {
 		var ev anyhook.Event
 		if err := rows.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &scanMicros{&ev.ReceivedAt}); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("unsequenced", err)
 		}
 		out = append(out, ev)
 	}
-	return out, unavailable(rows.Err())
+	return out, store.Unavailable("unsequenced", rows.Err())
 }
 
 // SaveCheckpoint implements store.Ledger.
 func (s *Store) SaveCheckpoint(ctx context.Context, c store.Checkpoint) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, "save checkpoint", func(tx *sql.Tx) error {
 		// Never smaller than the latest stored checkpoint (the store's
 		// contract; on PostgreSQL several processes' checkpointers race).
 		_, err := tx.ExecContext(ctx, `INSERT INTO ledger_checkpoints (size, root, note, created_at)
 			SELECT ?, ?, ?, ? WHERE coalesce((SELECT size FROM ledger_checkpoints ORDER BY id DESC LIMIT 1), 0) <= ?`,
 			c.Size, c.Root[:], c.Note, micros(s.now()), c.Size)
-		return unavailable(err)
+		return store.Unavailable("save checkpoint", err)
 	})
 }
 
@@ -320,38 +320,38 @@ func (s *Store) LatestCheckpoint(ctx context.Context) (store.Checkpoint, error) 
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, fmt.Errorf("checkpoint: %w", anyhook.ErrNotFound)
 	}
-	return c, unavailable(err)
+	return c, store.Unavailable("latest checkpoint", err)
 }
 
 // Checkpoints implements store.Ledger.
 func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id`)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("checkpoints", err)
 	}
 	defer rows.Close()
 	var out []store.Checkpoint
 	for rows.Next() {
 		var c store.Checkpoint
 		if err := rows.Scan(&c.Size, (*hashScan)(&c.Root), &c.Note, &scanMicros{&c.CreatedAt}); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("checkpoints", err)
 		}
 		out = append(out, c)
 	}
-	return out, unavailable(rows.Err())
+	return out, store.Unavailable("checkpoints", rows.Err())
 }
 
 // PruneBodies implements store.Ledger. SQLite runs one write transaction
 // at a time, so no replay or resend interleaves with it.
 func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
 	var n int
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "prune bodies", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
 			WHERE l.body_pruned = 0 AND e.received_at < ?
 				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
 			ORDER BY l.idx LIMIT ?`, micros(receivedBefore), limit)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("prune bodies", err)
 		}
 		type item struct {
 			idx int64
@@ -362,20 +362,20 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 			var it item
 			if err := rows.Scan(&it.idx, &it.id); err != nil {
 				rows.Close()
-				return unavailable(err)
+				return store.Unavailable("prune bodies", err)
 			}
 			items = append(items, it)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return unavailable(err)
+			return store.Unavailable("prune bodies", err)
 		}
 		for _, it := range items {
 			if _, err := tx.ExecContext(ctx, `UPDATE events SET body = x'' WHERE id = ?`, it.id); err != nil {
-				return unavailable(err)
+				return store.Unavailable("prune bodies", err)
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE ledger_entries SET body_pruned = 1 WHERE idx = ?`, it.idx); err != nil {
-				return unavailable(err)
+				return store.Unavailable("prune bodies", err)
 			}
 		}
 		n = len(items)
@@ -390,18 +390,18 @@ func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.Ledge
 		WHERE l.body_pruned = 1 AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
 		ORDER BY l.idx LIMIT ?`, limit)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("pruned still needed", err)
 	}
 	defer rows.Close()
 	var out []store.LedgerEntry
 	for rows.Next() {
 		var e store.LedgerEntry
 		if err := rows.Scan(&e.Index, &e.EventID); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("pruned still needed", err)
 		}
 		out = append(out, e)
 	}
-	return out, unavailable(rows.Err())
+	return out, store.Unavailable("pruned still needed", rows.Err())
 }
 
 // LogKeys implements store.Ledger.
@@ -412,41 +412,41 @@ func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
 func logKeys(ctx context.Context, q querier) ([]string, error) {
 	rows, err := q.QueryContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("log keys", err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("log keys", err)
 		}
 		out = append(out, k)
 	}
-	return out, unavailable(rows.Err())
+	return out, store.Unavailable("log keys", rows.Err())
 }
 
 // PinLogKey implements store.Ledger.
 func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
 	var cur string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "pin log key", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_keys (seq, verifier_key, added_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING`,
 			key, micros(s.now())); err != nil {
-			return unavailable(err)
+			return store.Unavailable("pin log key", err)
 		}
-		return unavailable(tx.QueryRowContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
+		return store.Unavailable("pin log key", tx.QueryRowContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
 	})
 	return cur, err
 }
 
 // RotateLogKey implements store.Ledger.
 func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, "rotate log key", func(tx *sql.Tx) error {
 		var seq int64
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT seq, verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&seq, &cur)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return unavailable(err)
+			return store.Unavailable("rotate log key", err)
 		}
 		if cur != from {
 			return fmt.Errorf("rotate log key: the key in force is %q, not %q: %w", cur, from, anyhook.ErrInvalid)
@@ -457,6 +457,6 @@ func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO ledger_checkpoints (size, root, note, created_at) VALUES (?, ?, ?, ?)`,
 			bridge.Size, bridge.Root[:], bridge.Note, now)
-		return unavailable(err)
+		return store.Unavailable("rotate log key", err)
 	})
 }

@@ -19,7 +19,7 @@ func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, erro
 		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
 	}
 	if err != nil {
-		return d, unavailable(err)
+		return d, store.Unavailable("delivery", err)
 	}
 	return d, nil
 }

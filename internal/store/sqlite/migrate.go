@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 //go:embed migrations/*.sql
@@ -37,13 +39,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		versions[i] = v
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, "migrate", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-			return unavailable(err)
+			return store.Unavailable("migrate", err)
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("migrate", err)
 		}
 		applied := map[int]bool{}
 		top := 0
@@ -51,13 +53,13 @@ func (s *Store) migrate(ctx context.Context) error {
 			var v int
 			if err := rows.Scan(&v); err != nil {
 				rows.Close()
-				return unavailable(err)
+				return store.Unavailable("migrate", err)
 			}
 			applied[v], top = true, max(top, v)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return unavailable(err)
+			return store.Unavailable("migrate", err)
 		}
 		if known := versions[len(versions)-1]; top > known {
 			return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
@@ -74,7 +76,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				return fmt.Errorf("migration %s: %w", name, err)
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, versions[i], micros(s.now())); err != nil {
-				return unavailable(err)
+				return store.Unavailable("migrate", err)
 			}
 		}
 		return nil

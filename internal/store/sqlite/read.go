@@ -25,22 +25,22 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 		return ev, fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
 	}
 	if err != nil {
-		return ev, unavailable(err)
+		return ev, store.Unavailable("event", err)
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE event_id = ? ORDER BY id`, id)
 	if err != nil {
-		return ev, unavailable(err)
+		return ev, store.Unavailable("event", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		d, err := scanDelivery(rows)
 		if err != nil {
-			return ev, unavailable(err)
+			return ev, store.Unavailable("event", err)
 		}
 		ev.Deliveries = append(ev.Deliveries, d)
 	}
 	if err := rows.Err(); err != nil {
-		return ev, unavailable(err)
+		return ev, store.Unavailable("event", err)
 	}
 	if ev.Actions, err = s.actions(ctx, id); err != nil {
 		return ev, err
@@ -53,21 +53,21 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 		rows, err := s.r.QueryContext(ctx, `SELECT number, started_at, duration_us, status_code, error, coalesce(response_body, x'')
 			FROM attempts WHERE delivery_id = ? ORDER BY number`, d.ID)
 		if err != nil {
-			return ev, unavailable(err)
+			return ev, store.Unavailable("event", err)
 		}
 		for rows.Next() {
 			var a anyhook.Attempt
 			var started, dur int64
 			if err := rows.Scan(&a.Number, &started, &dur, &a.StatusCode, &a.Error, &a.ResponseBody); err != nil {
 				rows.Close()
-				return ev, unavailable(err)
+				return ev, store.Unavailable("event", err)
 			}
 			a.StartedAt, a.Duration = fromMicros(started), time.Duration(dur)*time.Microsecond
 			d.Attempts = append(d.Attempts, a)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return ev, unavailable(err)
+			return ev, store.Unavailable("event", err)
 		}
 	}
 	return ev, nil
@@ -78,7 +78,7 @@ func (s *Store) actions(ctx context.Context, id string) ([]anyhook.Action, error
 	rows, err := s.r.QueryContext(ctx, `SELECT id, event_id, action, delivery_id, destination, actor, reason, at
 		FROM actions WHERE event_id = ? ORDER BY id`, id)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("event", err)
 	}
 	defer rows.Close()
 	var out []anyhook.Action
@@ -86,12 +86,12 @@ func (s *Store) actions(ctx context.Context, id string) ([]anyhook.Action, error
 		var a anyhook.Action
 		var at int64
 		if err := rows.Scan(&a.ID, &a.EventID, &a.Kind, &a.DeliveryID, &a.Destination, &a.Actor, &a.Reason, &at); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("event", err)
 		}
 		a.At = fromMicros(at)
 		out = append(out, a)
 	}
-	return out, unavailable(rows.Err())
+	return out, store.Unavailable("event", rows.Err())
 }
 
 // ListEvents implements store.Store.
@@ -133,7 +133,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	q := `SELECT ` + eventColumns("events.") + `, ` + store.InfoColumns("events.") + from + where(conds) + order + ` LIMIT ` + strconv.Itoa(limit+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", store.Unavailable("list events", err)
 	}
 	defer rows.Close()
 	var evs []anyhook.Event
@@ -141,13 +141,13 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		var info anyhook.Event
 		ev, err := scanEvent(alsoScan{rows, store.InfoDest(&info)})
 		if err != nil {
-			return nil, "", unavailable(err)
+			return nil, "", store.Unavailable("list events", err)
 		}
 		setInfo(&ev, &info)
 		evs = append(evs, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", store.Unavailable("list events", err)
 	}
 	evs, next := store.Page(evs, limit, func(ev anyhook.Event) string { return ev.ID })
 	return evs, next, nil
@@ -189,19 +189,19 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	q := `SELECT ` + deliveryColumns("d.") + ` FROM deliveries d JOIN events e ON e.id = d.event_id` + w + ` ORDER BY d.id DESC LIMIT ` + strconv.Itoa(limit+1)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", store.Unavailable("list deliveries", err)
 	}
 	defer rows.Close()
 	var ds []anyhook.Delivery
 	for rows.Next() {
 		d, err := scanDelivery(rows)
 		if err != nil {
-			return nil, "", unavailable(err)
+			return nil, "", store.Unavailable("list deliveries", err)
 		}
 		ds = append(ds, d)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", store.Unavailable("list deliveries", err)
 	}
 	ds, next := store.Page(ds, limit, func(d anyhook.Delivery) string { return d.ID })
 	return ds, next, nil
@@ -211,7 +211,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+store.StatusExpr("deliveries.")+`, count(*) FROM deliveries GROUP BY 1`)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("counts", err)
 	}
 	defer rows.Close()
 	m := map[anyhook.DeliveryStatus]int{}
@@ -219,11 +219,11 @@ func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, err
 		var st anyhook.DeliveryStatus
 		var n int
 		if err := rows.Scan(&st, &n); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("counts", err)
 		}
 		m[st] = n
 	}
-	return m, unavailable(rows.Err())
+	return m, store.Unavailable("counts", rows.Err())
 }
 
 func where(conds []string) string {
@@ -237,7 +237,7 @@ func where(conds []string) string {
 func (s *Store) arrivals(ctx context.Context, id string) ([]anyhook.Arrival, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT seq, received_at, remote_addr, headers, headers_cut FROM arrivals WHERE event_id = ? ORDER BY seq`, id)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("event", err)
 	}
 	defer rows.Close()
 	var out []anyhook.Arrival
@@ -246,7 +246,7 @@ func (s *Store) arrivals(ctx context.Context, id string) ([]anyhook.Arrival, err
 		var at int64
 		var h []byte
 		if err := rows.Scan(&a.Seq, &at, &a.RemoteAddr, &h, &a.HeaderCut); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("event", err)
 		}
 		a.ReceivedAt = fromMicros(at)
 		if a.Header, err = store.DecodeHeader(h); err != nil {
@@ -254,7 +254,7 @@ func (s *Store) arrivals(ctx context.Context, id string) ([]anyhook.Arrival, err
 		}
 		out = append(out, a)
 	}
-	return out, unavailable(rows.Err())
+	return out, store.Unavailable("event", rows.Err())
 }
 
 // setInfo copies the columns of store.InfoColumns, scanned into info, to

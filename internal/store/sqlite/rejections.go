@@ -16,17 +16,17 @@ func (s *Store) RecordRejections(ctx context.Context, rs []anyhook.Rejection) er
 	if len(rs) == 0 {
 		return nil
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, "record rejections", func(tx *sql.Tx) error {
 		st, err := tx.PrepareContext(ctx, `INSERT INTO rejections (at, source, known, reason, status, message, remote_addr, user_agent,
 			body_size, body_sha256, header_count, header_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("record rejections", err)
 		}
 		defer st.Close()
 		for _, r := range rs {
 			if _, err := st.ExecContext(ctx, micros(r.At), r.Source, r.KnownSource, r.Reason, r.Status, r.Message, r.RemoteAddr, r.UserAgent,
 				r.BodySize, nullable(r.BodySHA256), r.HeaderCount, r.HeaderBytes); err != nil {
-				return unavailable(err)
+				return store.Unavailable("record rejections", err)
 			}
 		}
 		return nil
@@ -36,7 +36,7 @@ func (s *Store) RecordRejections(ctx context.Context, rs []anyhook.Rejection) er
 // PruneRejections implements store.RejectionLog.
 func (s *Store) PruneRejections(ctx context.Context, keepKnown, keepUnknown int) (int64, error) {
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "prune rejections", func(tx *sql.Tx) error {
 		for _, k := range []struct {
 			known bool
 			keep  int
@@ -47,7 +47,7 @@ func (s *Store) PruneRejections(ctx context.Context, keepKnown, keepUnknown int)
 			}
 			res, err := tx.ExecContext(ctx, q, args...)
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("prune rejections", err)
 			}
 			d, _ := res.RowsAffected()
 			n += d
@@ -86,7 +86,7 @@ func (s *Store) ListRejections(ctx context.Context, f store.RejectionFilter) ([]
 		body_size, coalesce(body_sha256, ''), header_count, header_bytes FROM rejections`+where(conds)+
 		` ORDER BY id DESC LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", store.Unavailable("list rejections", err)
 	}
 	defer rows.Close()
 	var out []anyhook.Rejection
@@ -95,13 +95,13 @@ func (s *Store) ListRejections(ctx context.Context, f store.RejectionFilter) ([]
 		var at int64
 		if err := rows.Scan(&r.ID, &at, &r.Source, &r.KnownSource, &r.Reason, &r.Status, &r.Message, &r.RemoteAddr, &r.UserAgent,
 			&r.BodySize, &r.BodySHA256, &r.HeaderCount, &r.HeaderBytes); err != nil {
-			return nil, "", unavailable(err)
+			return nil, "", store.Unavailable("list rejections", err)
 		}
 		r.At = fromMicros(at)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", store.Unavailable("list rejections", err)
 	}
 	out, next := store.Page(out, limit, func(r anyhook.Rejection) string { return strconv.FormatInt(r.ID, 10) })
 	return out, next, nil

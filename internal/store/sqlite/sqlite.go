@@ -132,7 +132,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
-			return unavailable(fmt.Errorf("prepare %q: %w", q, err))
+			return store.Unavailable("prepare", fmt.Errorf("prepare %q: %w", q, err))
 		}
 		s.prepared[q] = st
 	}
@@ -186,17 +186,19 @@ func (s *Store) Close() error {
 }
 
 // tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
-func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+// Errors of fn are returned as they are; failing to begin or commit is
+// unavailability.
+func (s *Store) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return unavailable(err)
+		return store.Unavailable(op, err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return unavailable(err)
+		return store.Unavailable(op, err)
 	}
 	return nil
 }
@@ -207,10 +209,10 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 func (s *Store) Ping(ctx context.Context) error {
 	var version int
 	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
-		return unavailable(err)
+		return store.Unavailable("ping", err)
 	}
 	if version == 0 {
-		return unavailable(errors.New("the database has no schema"))
+		return store.Unavailable("ping", errors.New("the database has no schema"))
 	}
 	return nil
 }
@@ -269,15 +271,6 @@ func scanEvent(sc interface{ Scan(...any) error }) (anyhook.Event, error) {
 	ev.ReceivedAt = fromMicros(received)
 	ev.Header, err = store.DecodeHeader(headers)
 	return ev, err
-}
-
-// unavailable marks an error of the database itself (not of one item) so
-// ingest answers 503. nil stays nil.
-func unavailable(err error) error {
-	if err == nil || errors.Is(err, anyhook.ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", anyhook.ErrUnavailable, err)
 }
 
 func micros(t time.Time) int64 {

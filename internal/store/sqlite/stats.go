@@ -46,7 +46,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return qs, unavailable(err)
+		return qs, store.Unavailable("queue stats", err)
 	}
 	for rows.Next() {
 		var dest string
@@ -54,7 +54,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		var n int
 		if err := rows.Scan(&dest, &st, &n); err != nil {
 			rows.Close()
-			return qs, unavailable(err)
+			return qs, store.Unavailable("queue stats", err)
 		}
 		if qs.Depth[dest] == nil {
 			qs.Depth[dest] = map[anyhook.DeliveryStatus]int{}
@@ -63,7 +63,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return qs, unavailable(err)
+		return qs, store.Unavailable("queue stats", err)
 	}
 	var created int64
 	err = s.r.QueryRowContext(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' AND NOT `+
@@ -72,13 +72,13 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	case err == nil:
 		qs.OldestPending = fromMicros(created)
 	case !errors.Is(err, sql.ErrNoRows):
-		return qs, unavailable(err)
+		return qs, store.Unavailable("queue stats", err)
 	}
 	for _, d := range destinations {
 		var last sql.NullInt64
 		err := s.r.QueryRowContext(ctx, `SELECT max(next_attempt_at) FROM deliveries WHERE destination = ? AND status = 'delivered'`, d).Scan(&last)
 		if err != nil {
-			return qs, unavailable(err)
+			return qs, store.Unavailable("queue stats", err)
 		}
 		if last.Valid && last.Int64 > 0 {
 			qs.LastDelivered[d] = fromMicros(last.Int64)
@@ -88,7 +88,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 			WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
 				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = ? AND paused)`, d, micros(qs.Now), d).Scan(&due)
 		if err != nil {
-			return qs, unavailable(err)
+			return qs, store.Unavailable("queue stats", err)
 		}
 		if due.Valid {
 			qs.DueSince[d] = fromMicros(due.Int64)
@@ -113,25 +113,25 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT (received_at - ?) / ?, count(*) FROM events WHERE received_at >= ? GROUP BY 1`, from, width, from)
 	if err != nil {
-		return act, unavailable(err)
+		return act, store.Unavailable("activity", err)
 	}
 	for rows.Next() {
 		var b int64
 		var c int
 		if err := rows.Scan(&b, &c); err != nil {
 			rows.Close()
-			return act, unavailable(err)
+			return act, store.Unavailable("activity", err)
 		}
 		act.Received[bucket(b)] += c
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return act, unavailable(err)
+		return act, store.Unavailable("activity", err)
 	}
 	// Stale events through events_received too: few rows per window.
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped')), 0)
 		FROM events WHERE received_at >= ? AND stale`, from).Scan(&act.Stale, &act.Skipped); err != nil {
-		return act, unavailable(err)
+		return act, store.Unavailable("activity", err)
 	}
 	if len(aq.Destinations) == 0 {
 		return act, nil
@@ -145,7 +145,7 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 		WHERE destination IN (`+placeholders(len(aq.Destinations))+`) AND status IN ('delivered', 'dead') AND next_attempt_at >= ?
 		GROUP BY 1, 2, 3`, args...)
 	if err != nil {
-		return act, unavailable(err)
+		return act, store.Unavailable("activity", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -154,7 +154,7 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 		var b int64
 		var c int
 		if err := rows.Scan(&dest, &st, &b, &c); err != nil {
-			return act, unavailable(err)
+			return act, store.Unavailable("activity", err)
 		}
 		m := act.Delivered
 		if st == anyhook.StatusDead {
@@ -165,7 +165,7 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 		}
 		m[dest][bucket(b)] += c
 	}
-	return act, unavailable(rows.Err())
+	return act, store.Unavailable("activity", rows.Err())
 }
 
 // DeliveryStates implements store.StatsReader through deliveries_event.
@@ -184,16 +184,16 @@ func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[stri
 	rows, err := s.r.QueryContext(ctx, `SELECT event_id, id, destination, `+store.StatusExpr("deliveries.")+`, replay FROM deliveries
 		WHERE event_id IN (`+placeholders(len(args))+`) ORDER BY id`, args...)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("delivery states", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var ev string
 		var d store.DeliveryState
 		if err := rows.Scan(&ev, &d.ID, &d.Destination, &d.Status, &d.Replay); err != nil {
-			return nil, unavailable(err)
+			return nil, store.Unavailable("delivery states", err)
 		}
 		out[ev] = append(out[ev], d)
 	}
-	return out, unavailable(rows.Err())
+	return out, store.Unavailable("delivery states", rows.Err())
 }
