@@ -12,6 +12,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // claimDeliveries leases due pending deliveries of one destination and
@@ -32,7 +33,7 @@ var claimDeliveries = `WITH claimed AS (
 		FOR UPDATE SKIP LOCKED)
 	RETURNING *
 )
-SELECT ` + deliveryColumns("c.") + `, ` + eventColumns("e.") + `, coalesce(l.body_pruned, false)
+SELECT ` + sqlstore.DeliveryColumns("c.") + `, ` + sqlstore.EventColumns("e.") + `, coalesce(l.body_pruned, false)
 FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN ledger_entries l ON l.event_id = c.event_id
 ORDER BY c.next_attempt_at, c.id`
 
@@ -55,8 +56,8 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 	}
 	claims, err := collect(rows, func(sc scanner) (store.Claim, error) {
 		var c store.Claim
-		dd, ddone := deliveryDest(&c.Delivery)
-		ed, edone := eventDest(&c.Event)
+		dd, ddone := sqlstore.DeliveryDest(&c.Delivery)
+		ed, edone := sqlstore.EventDest(&c.Event)
 		if err := sc.Scan(append(append(dd, ed...), &c.Event.BodyPruned)...); err != nil {
 			return c, err
 		}
@@ -133,7 +134,7 @@ var rescueDelivery = `WITH u AS (
 	SELECT id, $3, $4, 0, 0, $5 FROM u
 	ON CONFLICT (delivery_id, number) DO NOTHING
 )
-SELECT ` + storedDeliveryColumns("u.") + ` FROM u`
+SELECT ` + sqlstore.StoredDeliveryColumns("u.") + ` FROM u`
 
 // Rescue implements store.Store. The expired claims are locked with SKIP
 // LOCKED, so rescuers of several processes split them instead of handling
@@ -169,13 +170,13 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			return nil
 		}
 		// now() is the transaction's: the same instant as above.
-		rows, err = tx.Query(ctx, `SELECT `+storedDeliveryColumns("deliveries.")+` FROM deliveries
+		rows, err = tx.Query(ctx, `SELECT `+sqlstore.StoredDeliveryColumns("deliveries.")+` FROM deliveries
 			WHERE status = 'delivering' AND lease_until < now() AND destination = ANY($1)
 			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, known)
 		if err != nil {
 			return store.Unavailable("rescue", err)
 		}
-		expired, err := collect(rows, scanDelivery)
+		expired, err := collect(rows, sqlstore.ScanDelivery)
 		if err != nil {
 			return store.Unavailable("rescue", err)
 		}
@@ -187,7 +188,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			a := store.LostAttempt(d)
 			b.Queue(rescueDelivery, d.ID, string(store.RescueStatus(d, rules[d.Destination])), a.Number, a.StartedAt, a.Error).
 				QueryRow(func(row pgx.Row) error {
-					nd, err := scanDelivery(row)
+					nd, err := sqlstore.ScanDelivery(row)
 					if err != nil {
 						return err
 					}
@@ -300,7 +301,7 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 		if err != nil {
 			return store.Unavailable("replay", err)
 		}
-		made, err = collect(rows, scanDelivery)
+		made, err = collect(rows, sqlstore.ScanDelivery)
 		return store.Unavailable("replay", err)
 	})
 	if err != nil {
@@ -322,22 +323,21 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
 	var n int
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
-		where, args := deliveryWhere(f)
+		where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
 		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return store.Unavailable("replay", err)
 		}
-		var ids, events, dests []string
-		for rows.Next() {
-			var ev, dest string
-			if err := rows.Scan(&ev, &dest); err != nil {
-				rows.Close()
-				return store.Unavailable("replay", err)
-			}
-			ids, events, dests = append(ids, s.newID()), append(events, ev), append(dests, dest)
-		}
-		if err := rows.Err(); err != nil {
+		pairs, err := collect(rows, func(sc scanner) ([2]string, error) {
+			var p [2]string
+			return p, sc.Scan(&p[0], &p[1])
+		})
+		if err != nil {
 			return store.Unavailable("replay", err)
+		}
+		var ids, events, dests []string
+		for _, p := range pairs {
+			ids, events, dests = append(ids, s.newID()), append(events, p[0]), append(dests, p[1])
 		}
 		n = len(ids)
 		if n == 0 {
@@ -360,8 +360,8 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 	by = store.Actor{Name: text(store.ActorName(by)), Reason: text(by.Reason)}
 	err := s.tx(ctx, "resolve", func(tx pgx.Tx) error {
 		var now time.Time
-		dest, done := deliveryDest(&d)
-		err := tx.QueryRow(ctx, `SELECT `+storedDeliveryColumns("deliveries.")+`, now() FROM deliveries WHERE id = $1 FOR UPDATE`, deliveryID).Scan(append(dest, &now)...)
+		dest, done := sqlstore.DeliveryDest(&d)
+		err := tx.QueryRow(ctx, `SELECT `+sqlstore.StoredDeliveryColumns("deliveries.")+`, now() FROM deliveries WHERE id = $1 FOR UPDATE`, deliveryID).Scan(append(dest, &now)...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
 		}
@@ -392,7 +392,7 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 		// As every read shows it: a resend to a paused destination waits.
 		b.Queue(`SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, deliveryID).QueryRow(func(row pgx.Row) error {
 			var err error
-			d, err = scanDelivery(row)
+			d, err = sqlstore.ScanDelivery(row)
 			return err
 		})
 		return store.Unavailable("resolve", tx.SendBatch(ctx, b).Close())

@@ -18,6 +18,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // insertEvent inserts an event and, only if it was new, its deliveries: one
@@ -334,10 +335,10 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	isNew := false
 	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	b.Queue(insertEvent,
-		ev.ID, ev.Source, nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, nonNil(ev.Body),
-		nullable(ev.Object), nullable(ev.Version), stale,
-		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, nullable(ne.ContentKey),
-		nullable(ev.RemoteAddr), vm, vs, vk,
+		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
+		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale,
+		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, sqlstore.Nullable(ne.ContentKey),
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk,
 	).QueryRow(func(row pgx.Row) error {
 		var id string
 		err := row.Scan(&id)
@@ -365,7 +366,7 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	}
 	b = &pgx.Batch{}
 	b.Queue("ROLLBACK TO SAVEPOINT item")
-	b.Queue(findOriginal, ev.Source, nullable(ev.DedupKey), nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
+	b.Queue(findOriginal, ev.Source, sqlstore.Nullable(ev.DedupKey), sqlstore.Nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("it clashes with a stored event on neither dedup key: %w", err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // The tamper-evident log's storage (store.Ledger). Tables:
@@ -43,14 +43,14 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 			sweepEvery.Microseconds()).Scan(&sweep); err != nil {
 			return store.Unavailable("sequence", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT `+eventColumns("e.")+` FROM events e
+		rows, err := tx.Query(ctx, `SELECT `+sqlstore.EventColumns("e.")+` FROM events e
 			WHERE ($1 OR e.received_at > now() - $2 * interval '1 microsecond')
 				AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
 			ORDER BY e.id LIMIT $3`, sweep, sequenceWindow.Microseconds(), limit)
 		if err != nil {
 			return store.Unavailable("sequence", err)
 		}
-		evs, err := collect(rows, scanLedgerEvent)
+		evs, err := collect(rows, sqlstore.ScanLedgerEvent)
 		if err != nil {
 			return store.Unavailable("sequence", err)
 		}
@@ -93,25 +93,6 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 	return n, err
 }
 
-// scanLedgerEvent is scanEvent that keeps undecodable headers as they are,
-// so that the leaf recomputed from them differs and names the event.
-func scanLedgerEvent(sc scanner) (anyhook.Event, error) {
-	var ev anyhook.Event
-	var headers []byte
-	dest, done := eventDest(&ev)
-	dest[6] = &headers
-	if err := sc.Scan(dest...); err != nil {
-		return ev, err
-	}
-	done() // headers are decoded below
-	h, err := store.DecodeHeader(headers)
-	if err != nil {
-		h = http.Header{"\x00undecodable": {string(headers)}}
-	}
-	ev.Header = h
-	return ev, nil
-}
-
 type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
@@ -125,28 +106,11 @@ func readHashes(ctx context.Context, q queryer, idx []int64) ([]store.Hash, erro
 	if err != nil {
 		return nil, store.Unavailable("read hashes", err)
 	}
-	got := map[int64][]byte{}
-	for rows.Next() {
-		var x int64
-		var h []byte
-		if err := rows.Scan(&x, &h); err != nil {
-			rows.Close()
-			return nil, store.Unavailable("read hashes", err)
-		}
-		got[x] = h
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	got, err := collect(rows, sqlstore.ScanHashRow)
+	if err != nil {
 		return nil, store.Unavailable("read hashes", err)
 	}
-	for i, x := range idx {
-		h, ok := got[x]
-		if !ok {
-			return nil, fmt.Errorf("stored hash %d: %w", x, anyhook.ErrNotFound)
-		}
-		copy(out[i][:], h)
-	}
-	return out, nil
+	return sqlstore.PlaceHashes(idx, got)
 }
 
 // LedgerSize implements store.Ledger.
@@ -161,23 +125,7 @@ func (s *Store) ReadHashes(ctx context.Context, indexes []int64) ([]store.Hash, 
 	return readHashes(ctx, s.pool, indexes)
 }
 
-const entryCols = `idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late, body_pruned`
-
-func scanEntry(sc scanner) (store.LedgerEntry, error) {
-	var e store.LedgerEntry
-	var hh, bh, lh []byte
-	err := sc.Scan(&e.Index, &e.EventID, &hh, &bh, &lh, &e.SequencedAt, &e.Late, &e.BodyPruned)
-	for _, c := range []struct {
-		dst *store.Hash
-		src []byte
-	}{{&e.HeaderHash, hh}, {&e.BodyHash, bh}, {&e.LeafHash, lh}} {
-		if len(c.src) == len(c.dst) { // another length stays zero: a mismatch
-			copy(c.dst[:], c.src)
-		}
-	}
-	e.SequencedAt = utc(e.SequencedAt)
-	return e, err
-}
+var entryCols = sqlstore.EntryColumns("")
 
 // LedgerRecords implements store.Ledger.
 func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]store.LedgerRecord, error) {
@@ -185,7 +133,7 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 	if err != nil {
 		return nil, store.Unavailable("ledger records", err)
 	}
-	entries, err := collect(rows, scanEntry)
+	entries, err := collect(rows, sqlstore.ScanEntry)
 	if err != nil {
 		return nil, store.Unavailable("ledger records", err)
 	}
@@ -197,7 +145,7 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 	if err != nil {
 		return nil, store.Unavailable("ledger records", err)
 	}
-	evs, err := collect(rows, scanLedgerEvent)
+	evs, err := collect(rows, sqlstore.ScanLedgerEvent)
 	if err != nil {
 		return nil, store.Unavailable("ledger records", err)
 	}
@@ -214,7 +162,7 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 
 // LedgerEntry implements store.Ledger.
 func (s *Store) LedgerEntry(ctx context.Context, eventID string) (store.LedgerEntry, error) {
-	e, err := scanEntry(s.pool.QueryRow(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE event_id = $1`, eventID))
+	e, err := sqlstore.ScanEntry(s.pool.QueryRow(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE event_id = $1`, eventID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("event %s has no log entry: %w", eventID, anyhook.ErrNotFound)
 	}
@@ -223,18 +171,13 @@ func (s *Store) LedgerEntry(ctx context.Context, eventID string) (store.LedgerEn
 
 // Unsequenced implements store.Ledger.
 func (s *Store) Unsequenced(ctx context.Context, receivedBefore time.Time, limit int) ([]anyhook.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, source, coalesce(dedup_key, ''), received_at FROM events e
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.EventHeadColumns+` FROM events e
 		WHERE received_at < $1 AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
 		ORDER BY id LIMIT $2`, receivedBefore, limit)
 	if err != nil {
 		return nil, store.Unavailable("unsequenced", err)
 	}
-	out, err := collect(rows, func(sc scanner) (anyhook.Event, error) {
-		var ev anyhook.Event
-		err := sc.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &ev.ReceivedAt)
-		ev.ReceivedAt = utc(ev.ReceivedAt)
-		return ev, err
-	})
+	out, err := collect(rows, sqlstore.ScanEventHead)
 	return out, store.Unavailable("unsequenced", err)
 }
 
@@ -262,36 +205,20 @@ const checkpointLock int64 = 0x61686370 // "ahcp"
 
 // LatestCheckpoint implements store.Ledger.
 func (s *Store) LatestCheckpoint(ctx context.Context) (store.Checkpoint, error) {
-	var c store.Checkpoint
-	var root []byte
-	err := s.pool.QueryRow(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id DESC LIMIT 1`).
-		Scan(&c.Size, &root, &c.Note, &c.CreatedAt)
+	c, err := sqlstore.ScanCheckpoint(s.pool.QueryRow(ctx, `SELECT `+sqlstore.CheckpointColumns+` FROM ledger_checkpoints ORDER BY id DESC LIMIT 1`))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, fmt.Errorf("checkpoint: %w", anyhook.ErrNotFound)
 	}
-	if len(root) == len(c.Root) {
-		copy(c.Root[:], root)
-	}
-	c.CreatedAt = utc(c.CreatedAt)
 	return c, store.Unavailable("latest checkpoint", err)
 }
 
 // Checkpoints implements store.Ledger.
 func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
-	rows, err := s.pool.Query(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.CheckpointColumns+` FROM ledger_checkpoints ORDER BY id`)
 	if err != nil {
 		return nil, store.Unavailable("checkpoints", err)
 	}
-	out, err := collect(rows, func(sc scanner) (store.Checkpoint, error) {
-		var c store.Checkpoint
-		var root []byte
-		err := sc.Scan(&c.Size, &root, &c.Note, &c.CreatedAt)
-		if len(root) == len(c.Root) {
-			copy(c.Root[:], root)
-		}
-		c.CreatedAt = utc(c.CreatedAt)
-		return c, err
-	})
+	out, err := collect(rows, sqlstore.ScanCheckpoint)
 	return out, store.Unavailable("checkpoints", err)
 }
 
@@ -312,10 +239,7 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 		if err != nil {
 			return store.Unavailable("prune bodies", err)
 		}
-		ids, err := collect(rows, func(sc scanner) (string, error) {
-			var id string
-			return id, sc.Scan(&id)
-		})
+		ids, err := collect(rows, sqlstore.ScanString)
 		if err != nil {
 			return store.Unavailable("prune bodies", err)
 		}
@@ -328,10 +252,7 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 		if err != nil {
 			return store.Unavailable("prune bodies", err)
 		}
-		if ids, err = collect(rows, func(sc scanner) (string, error) {
-			var id string
-			return id, sc.Scan(&id)
-		}); err != nil {
+		if ids, err = collect(rows, sqlstore.ScanString); err != nil {
 			return store.Unavailable("prune bodies", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE ledger_entries SET body_pruned = true WHERE event_id = ANY($1)`, ids); err != nil {
@@ -351,10 +272,7 @@ func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.Ledge
 	if err != nil {
 		return nil, store.Unavailable("pruned still needed", err)
 	}
-	out, err := collect(rows, func(sc scanner) (store.LedgerEntry, error) {
-		var e store.LedgerEntry
-		return e, sc.Scan(&e.Index, &e.EventID)
-	})
+	out, err := collect(rows, sqlstore.ScanEntryID)
 	return out, store.Unavailable("pruned still needed", err)
 }
 
@@ -364,10 +282,7 @@ func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, store.Unavailable("log keys", err)
 	}
-	out, err := collect(rows, func(sc scanner) (string, error) {
-		var k string
-		return k, sc.Scan(&k)
-	})
+	out, err := collect(rows, sqlstore.ScanString)
 	return out, store.Unavailable("log keys", err)
 }
 

@@ -9,13 +9,14 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 var _ store.DeliveryReader = (*Store)(nil)
 
 // Delivery implements store.DeliveryReader.
 func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, error) {
-	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, id))
+	d, err := sqlstore.ScanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 var _ store.StatsReader = (*Store)(nil)
@@ -43,23 +44,11 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	if err != nil {
 		return qs, store.Unavailable("queue stats", err)
 	}
-	type depth struct {
-		dest, status string
-		n            int
-	}
-	ds, err := collect(rows, func(sc scanner) (depth, error) {
-		var d depth
-		return d, sc.Scan(&d.dest, &d.status, &d.n)
-	})
+	ds, err := collect(rows, sqlstore.ScanDepth)
 	if err != nil {
 		return qs, store.Unavailable("queue stats", err)
 	}
-	for _, d := range ds {
-		if qs.Depth[d.dest] == nil {
-			qs.Depth[d.dest] = map[anyhook.DeliveryStatus]int{}
-		}
-		qs.Depth[d.dest][anyhook.DeliveryStatus(d.status)] += d.n
-	}
+	sqlstore.AddDepth(&qs, ds)
 	var oldest time.Time
 	err = s.pool.QueryRow(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&oldest)
@@ -123,20 +112,12 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	if err != nil {
 		return act, store.Unavailable("activity", err)
 	}
-	type count struct {
-		dest, status string
-		b            int64
-		n            int
-	}
-	rs, err := collect(rows, func(sc scanner) (count, error) {
-		var c count
-		return c, sc.Scan(&c.b, &c.n)
-	})
+	rs, err := collect(rows, sqlstore.ScanBucket)
 	if err != nil {
 		return act, store.Unavailable("activity", err)
 	}
 	for _, c := range rs {
-		act.Received[bucket(c.b)] += c.n
+		act.Received[bucket(c.Bucket)] += c.N
 	}
 	// Stale events through events_received too: few rows per window.
 	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped'))
@@ -153,55 +134,26 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	if err != nil {
 		return act, store.Unavailable("activity", err)
 	}
-	fs, err := collect(rows, func(sc scanner) (count, error) {
-		var c count
-		return c, sc.Scan(&c.dest, &c.status, &c.b, &c.n)
-	})
+	fs, err := collect(rows, sqlstore.ScanDestBucket)
 	if err != nil {
 		return act, store.Unavailable("activity", err)
 	}
-	for _, c := range fs {
-		m := act.Delivered
-		if c.status == string(anyhook.StatusDead) {
-			m = act.Dead
-		}
-		if m[c.dest] == nil {
-			m[c.dest] = make([]int, n)
-		}
-		m[c.dest][bucket(c.b)] += c.n
-	}
+	sqlstore.AddFinished(&act, fs, n, bucket)
 	return act, nil
 }
 
 // DeliveryStates implements store.StatsReader through deliveries_event.
 func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]store.DeliveryState, error) {
-	out := map[string][]store.DeliveryState{}
-	if len(eventIDs) == 0 {
-		return out, nil
+	if ask, err := sqlstore.StateEvents(eventIDs); !ask {
+		return map[string][]store.DeliveryState{}, err
 	}
-	if len(eventIDs) > 500 {
-		return nil, fmt.Errorf("delivery states of %d events: at most 500: %w", len(eventIDs), anyhook.ErrInvalid)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT event_id, id, destination, `+store.StatusExpr("deliveries.")+`, replay FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.StatesColumns+` FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
 	if err != nil {
 		return nil, store.Unavailable("delivery states", err)
 	}
-	type row struct {
-		ev string
-		d  store.DeliveryState
-	}
-	rs, err := collect(rows, func(sc scanner) (row, error) {
-		var r row
-		var st string
-		err := sc.Scan(&r.ev, &r.d.ID, &r.d.Destination, &st, &r.d.Replay)
-		r.d.Status = anyhook.DeliveryStatus(st)
-		return r, err
-	})
+	rs, err := collect(rows, sqlstore.ScanState)
 	if err != nil {
 		return nil, store.Unavailable("delivery states", err)
 	}
-	for _, r := range rs {
-		out[r.ev] = append(out[r.ev], r.d)
-	}
-	return out, nil
+	return sqlstore.StatesByEvent(rs), nil
 }

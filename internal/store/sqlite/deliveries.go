@@ -11,6 +11,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // Claim implements store.Store.
@@ -34,18 +35,14 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		if err != nil {
 			return store.Unavailable("claim", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDelivery(rows)
-			if err != nil {
-				return store.Unavailable("claim", err)
-			}
-			claims = append(claims, store.Claim{Delivery: d})
-		}
-		if err := rows.Err(); err != nil {
+		ds, err := sqlstore.Collect(rows, sqlstore.ScanDelivery)
+		rows.Close()
+		if err != nil {
 			return store.Unavailable("claim", err)
 		}
-		rows.Close()
+		for _, d := range ds {
+			claims = append(claims, store.Claim{Delivery: d})
+		}
 		return s.attachEvents(ctx, tx, claims)
 	})
 	if err != nil {
@@ -62,23 +59,13 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 	for i, c := range claims {
 		ids[i] = c.Delivery.EventID
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
+	evs, err := query(ctx, tx, scanPrunedEvent, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
 	if err != nil {
 		return store.Unavailable("claim", err)
 	}
-	defer rows.Close()
-	byID := make(map[string]anyhook.Event, len(ids))
-	for rows.Next() {
-		var pruned bool
-		ev, err := scanEvent(alsoScan{rows, []any{&pruned}})
-		if err != nil {
-			return store.Unavailable("claim", err)
-		}
-		ev.BodyPruned = pruned
+	byID := make(map[string]anyhook.Event, len(evs))
+	for _, ev := range evs {
 		byID[ev.ID] = ev
-	}
-	if err := rows.Err(); err != nil {
-		return store.Unavailable("claim", err)
 	}
 	for i := range claims {
 		claims[i].Event = byID[claims[i].Delivery.EventID]
@@ -136,21 +123,8 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 	err := s.tx(ctx, "rescue", func(tx *sql.Tx) error {
 		changed = changed[:0]
 		now := s.now()
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
+		expired, err := query(ctx, tx, sqlstore.ScanDelivery, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
 		if err != nil {
-			return store.Unavailable("rescue", err)
-		}
-		var expired []anyhook.Delivery
-		for rows.Next() {
-			d, err := scanDelivery(rows)
-			if err != nil {
-				rows.Close()
-				return store.Unavailable("rescue", err)
-			}
-			expired = append(expired, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return store.Unavailable("rescue", err)
 		}
 		for _, d := range expired {
@@ -233,7 +207,7 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 			if err != nil {
 				return err
 			}
-			d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
+			d, err := sqlstore.ScanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
 			if err != nil {
 				return store.Unavailable("replay", err)
 			}
@@ -248,39 +222,34 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
 	var n int
 	err := s.tx(ctx, "replay deliveries", func(tx *sql.Tx) error {
-		where, args := deliveryWhere(f)
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
+		where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
+		type pair struct {
+			event, dest string
+			pruned      bool
+		}
+		pairs, err := query(ctx, tx, func(sc scanner) (pair, error) {
+			var p pair
+			return p, sc.Scan(&p.event, &p.dest, &p.pruned)
+		}, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
 			FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN ledger_entries l ON l.event_id = d.event_id`+where+`
 			ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return store.Unavailable("replay deliveries", err)
 		}
-		var pairs [][2]string
 		pruned := map[string]bool{}
 		firstPruned := ""
-		for rows.Next() {
-			var p [2]string
-			var gone bool
-			if err := rows.Scan(&p[0], &p[1], &gone); err != nil {
-				rows.Close()
-				return store.Unavailable("replay deliveries", err)
+		for _, p := range pairs {
+			if p.pruned {
+				pruned[p.event] = true
+				firstPruned = cmp.Or(firstPruned, p.event)
 			}
-			if gone {
-				pruned[p[0]] = true
-				firstPruned = cmp.Or(firstPruned, p[0])
-			}
-			pairs = append(pairs, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return store.Unavailable("replay deliveries", err)
 		}
 		if len(pruned) > 0 {
 			return store.PrunedManyError(len(pruned), firstPruned)
 		}
 		now := s.now()
 		for _, p := range pairs {
-			if _, err := s.replayPair(ctx, tx, p[0], p[1], by, now); err != nil {
+			if _, err := s.replayPair(ctx, tx, p.event, p.dest, by, now); err != nil {
 				return err
 			}
 		}
@@ -295,7 +264,7 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 	var d anyhook.Delivery
 	err := s.tx(ctx, "resolve", func(tx *sql.Tx) error {
 		var err error
-		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
+		d, err = sqlstore.ScanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
 		}
@@ -323,7 +292,7 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 			return err
 		}
 		// As every read shows it: a resend to a paused destination waits.
-		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
+		d, err = sqlstore.ScanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
 		return store.Unavailable("resolve", err)
 	})
 	return d, err
@@ -331,27 +300,22 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 
 // SetPaused implements store.Store.
 func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) error {
-	return s.tx(ctx, "set paused", func(tx *sql.Tx) error {
+	return s.tx(ctx, "pause", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO destinations (name, paused) VALUES (?, ?)
 			ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, destination, paused)
-		return store.Unavailable("set paused", err)
+		return store.Unavailable("pause", err)
 	})
 }
 
 // Paused implements store.Store.
 func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT name FROM destinations WHERE paused`)
+	names, err := query(ctx, s.r, sqlstore.ScanString, `SELECT name FROM destinations WHERE paused`)
 	if err != nil {
 		return nil, store.Unavailable("paused", err)
 	}
-	defer rows.Close()
-	m := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, store.Unavailable("paused", err)
-		}
+	m := make(map[string]bool, len(names))
+	for _, name := range names {
 		m[name] = true
 	}
-	return m, store.Unavailable("paused", rows.Err())
+	return m, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // Ingest implements store.Store.
@@ -81,9 +82,9 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 	}
 	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	_, err = st.exec(qInsertEvent,
-		ev.ID, ev.Source, nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, nonNil(ev.Body),
-		nullable(ev.Object), nullable(ev.Version), stale, nullable(ne.ContentKey),
-		nullable(ev.RemoteAddr), vm, vs, vk)
+		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
+		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale, sqlstore.Nullable(ne.ContentKey),
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk)
 	if err != nil {
 		return store.IngestResult{}, err
 	}

@@ -1,0 +1,81 @@
+package sqlstore
+
+import (
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// ActionColumns lists what ScanAction reads.
+const ActionColumns = `id, event_id, action, delivery_id, destination, actor, reason, at`
+
+// ScanAction scans one row of ActionColumns.
+func ScanAction(sc Scanner) (anyhook.Action, error) {
+	var a anyhook.Action
+	err := sc.Scan(&a.ID, &a.EventID, &a.Kind, &a.DeliveryID, &a.Destination, &a.Actor, &a.Reason, Time(&a.At))
+	return a, err
+}
+
+// ArrivalColumns lists what ScanArrival reads.
+const ArrivalColumns = `seq, received_at, remote_addr, headers, headers_cut`
+
+// ScanArrival scans one row of ArrivalColumns.
+func ScanArrival(sc Scanner) (anyhook.Arrival, error) {
+	var a anyhook.Arrival
+	var h []byte
+	if err := sc.Scan(&a.Seq, Time(&a.ReceivedAt), &a.RemoteAddr, &h, &a.HeaderCut); err != nil {
+		return a, err
+	}
+	var err error
+	a.Header, err = store.DecodeHeader(h)
+	return a, err
+}
+
+// AttemptDest returns the scan destinations of an attempt's number,
+// started_at, duration_us, status_code, error and response body (the
+// last coalesced to empty in each dialect's own way), and a func to call
+// after the scan.
+func AttemptDest(a *anyhook.Attempt) ([]any, func()) {
+	var us int64
+	return []any{&a.Number, Time(&a.StartedAt), &us, &a.StatusCode, &a.Error, &a.ResponseBody},
+		func() { a.Duration = time.Duration(us) * time.Microsecond }
+}
+
+// ScanEventInfo scans one row of EventColumns followed by
+// store.InfoColumns (the lists of events).
+func ScanEventInfo(sc Scanner) (anyhook.Event, error) {
+	var ev anyhook.Event
+	dest, done := EventDest(&ev)
+	if err := sc.Scan(append(dest, store.InfoDest(&ev)...)...); err != nil {
+		return ev, err
+	}
+	return ev, done()
+}
+
+// CountsQuery counts the deliveries by shown status (Store.Counts).
+var CountsQuery = `SELECT ` + store.StatusExpr("deliveries.") + `, count(*) FROM deliveries GROUP BY 1`
+
+// StatusCount is one row of CountsQuery.
+type StatusCount struct {
+	Status anyhook.DeliveryStatus
+	N      int
+}
+
+// ScanStatusCount scans one row of CountsQuery.
+func ScanStatusCount(sc Scanner) (StatusCount, error) {
+	var c StatusCount
+	var st string
+	err := sc.Scan(&st, &c.N)
+	c.Status = anyhook.DeliveryStatus(st)
+	return c, err
+}
+
+// CountMap is the counts of CountsQuery by status.
+func CountMap(cs []StatusCount) map[anyhook.DeliveryStatus]int {
+	m := make(map[anyhook.DeliveryStatus]int, len(cs))
+	for _, c := range cs {
+		m[c.Status] = c.N
+	}
+	return m
+}
