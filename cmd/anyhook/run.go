@@ -194,7 +194,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The whole config first: a mistake in it is reported as such, even
 	// when the address is in use too.
-	if err := gateway.CheckConfig(cfg); err != nil {
+	if err := gateway.Check(cfg); err != nil {
 		return fail(stderr, exitUsage, err)
 	}
 	// Listen before the store is opened: an address in use must fail

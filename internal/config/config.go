@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/alert"
 )
 
 // Config is the whole file. Field comments give the defaults.
@@ -27,7 +28,7 @@ type Config struct {
 	Alerts       []Alert                 `yaml:"alerts"`
 
 	Delivery DeliverySettings `yaml:"delivery"`
-	Log      LogSettings      `yaml:"log"` // the tamper-evident log; see log.go
+	Ledger   LedgerSettings   `yaml:"log"` // the tamper-evident ledger; see ledger.go
 
 	SourceOrder      []string `yaml:"-"`
 	DestinationOrder []string `yaml:"-"`
@@ -129,7 +130,7 @@ type PagerDuty struct {
 }
 
 // PagerDutyURL is the default Events v2 endpoint.
-const PagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
+const PagerDutyURL = alert.PagerDutyURL
 
 // DeliverySettings tune the workers; rarely changed.
 type DeliverySettings struct {

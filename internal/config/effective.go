@@ -231,7 +231,7 @@ func (p *printer) comment(key string) string {
 			return path
 		}
 	case "log.key_file":
-		path := p.c.LogKeyPath()
+		path := p.c.LedgerKeyPath()
 		if _, err := os.Stat(path); err != nil {
 			return path + " (created at the first start)"
 		}

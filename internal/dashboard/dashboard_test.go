@@ -375,9 +375,20 @@ func TestPages(t *testing.T) {
 		t.Error("status filter")
 	}
 	r = f.get("/events?q=evt_json") // no source: every source is asked
-	if !strings.Contains(r.body, jsonID) || strings.Contains(r.body, binID) {
-		t.Error("provider event id search")
+	if r.code != http.StatusSeeOther || r.header.Get("Location") != "/events/"+jsonID {
+		t.Errorf("provider event id search: %d to %q; want 303 to the one event", r.code, r.header.Get("Location"))
 	}
+	// The event id (X-AnyHook-Delivery) and a delivery id open it too.
+	jsonEv, err := f.store.Event(t.Context(), jsonID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{jsonID, jsonEv.Deliveries[0].ID} {
+		if r := f.get("/events?q=" + q); r.code != http.StatusSeeOther || r.header.Get("Location") != "/events/"+jsonID {
+			t.Errorf("search for %s: %d to %q; want 303 to /events/%s", q, r.code, r.header.Get("Location"), jsonID)
+		}
+	}
+	mustContain(t, f.get("/events?q=evt_nowhere"), "No events match.")
 	req, _ := http.NewRequest("GET", f.srv.URL+"/events?source=stripe", nil)
 	req.Header.Set("X-AnyHook-Partial", "1")
 	r = f.do(req)
@@ -464,7 +475,7 @@ func TestActions(t *testing.T) {
 	// Bulk replay of the dead queue.
 	f.park("ci", anyhook.StatusDead)
 	f.post("/replay", url.Values{"status": {"dead"}, "destination": {"ci"}})
-	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 deliveries.")
+	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 delivery.")
 	ev, _ = f.store.Event(ctx, other)
 	if len(ev.Deliveries) != 2 || !ev.Deliveries[1].Replay {
 		t.Fatalf("bulk replay: deliveries %+v", ev.Deliveries)

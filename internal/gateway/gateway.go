@@ -25,11 +25,8 @@ import (
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/metrics"
-	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/rejectlog"
 	"github.com/anyhook/anyhook/internal/store"
-	"github.com/anyhook/anyhook/internal/store/postgres"
-	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/throttle"
 )
 
@@ -37,29 +34,36 @@ import (
 // PostgreSQL (SQLite has one writer).
 const postgresWriters = 4
 
-// Version is the gateway's version, from the build (internal/buildinfo).
-var Version = buildinfo.Version()
-
 // Options configure a Gateway.
 type Options struct {
 	Config *config.Config
 	Logger *slog.Logger
 	// Store, when set, is used instead of opening Config.Database.
 	Store store.Store
+	// SequenceInterval, when set, replaces the tamper-evident log's
+	// sequencing interval (1s): a test that counts the log's statements
+	// sets it long, so that the log is sequenced once, at Stop.
+	SequenceInterval time.Duration
+	// Now is the gateway's one clock, handed to ingest, delivery, the
+	// ledger's checkpointer, alerts, the admin API, the dashboard and the
+	// limits; default time.Now.
+	Now func() time.Time
 }
 
 // Gateway is one running AnyHook process.
 type Gateway struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	store   store.Store
-	batcher *ingest.Batcher
-	engine  *delivery.Engine
-	alerts  *alert.Notifier
-	rejects *rejectlog.Log // the log of refused requests; nil when the store keeps none
-	ledger  *logParts      // the tamper-evident log; nil when the store keeps none
-	srv     *http.Server
-	handler http.Handler
+	cfg         *config.Config
+	log         *slog.Logger
+	now         func() time.Time
+	store       store.Store
+	batcher     *ingest.Batcher
+	engine      *delivery.Engine
+	alerts      *alert.Notifier
+	rejects     *rejectlog.Log // the log of refused requests; nil when the store keeps none
+	ledger      *ledgerParts   // the tamper-evident log; nil when the store keeps none
+	seqInterval time.Duration
+	srv         *http.Server
+	handler     http.Handler
 
 	mu       sync.Mutex
 	serveErr chan error
@@ -72,23 +76,6 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// CheckConfig reports what New would find wrong in cfg's sources,
-// destinations and alerts (a *ConfigError naming the key) without opening
-// anything: serve checks it before it listens, so that a mistake in the
-// config is reported as such even when the address is in use.
-func CheckConfig(cfg *config.Config) error {
-	if _, err := buildSources(cfg); err != nil {
-		return &ConfigError{err}
-	}
-	if _, err := buildDestinations(cfg); err != nil {
-		return &ConfigError{err}
-	}
-	if _, err := alert.New(cfg.Alerts, alert.Options{}); err != nil {
-		return &ConfigError{err}
-	}
-	return nil
-}
-
 // New builds a gateway: it opens the store (applying migrations) and
 // checks every source's provider settings. It does not listen yet.
 func New(ctx context.Context, opt Options) (*Gateway, error) {
@@ -97,11 +84,15 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sources, err := buildSources(cfg)
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	sources, err := ingestSources(cfg)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	dests, err := buildDestinations(cfg)
+	dests, err := deliveryDestinations(cfg)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
@@ -115,15 +106,15 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	stats, _ := st.(store.StatsReader)
 	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: mx.AlertTransport(http.DefaultTransport.(*http.Transport).Clone())}
-	alerts, err := alert.New(cfg.Alerts, alert.Options{Logger: log, UserAgent: "AnyHook/" + Version, Client: alertClient})
+	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Now: now})
 	if err != nil {
 		if opt.Store == nil {
 			st.Close()
 		}
 		return nil, &ConfigError{err}
 	}
-	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts}
-	if err := g.newLog(ctx, st); err != nil {
+	g := &Gateway{cfg: cfg, log: log, now: now, store: st, alerts: alerts, seqInterval: opt.SequenceInterval}
+	if err := g.newLedger(ctx, st); err != nil {
 		if opt.Store == nil {
 			st.Close()
 		}
@@ -135,21 +126,17 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		// one batch's round trips with the next (measured: BENCHMARKS.md).
 		g.batcher.SetWriters(postgresWriters)
 	}
-	g.engine = delivery.New(st, delivery.Options{
-		Destinations: dests,
-		Logger:       log,
-		PollInterval: cfg.Delivery.PollInterval.D(),
-		Grace:        cfg.Delivery.Grace.D(),
-		UserAgent:    "AnyHook/" + Version,
-		OnDead:       func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) },
-		OnHeld:       func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) },
-		OnFailing:    func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) },
-		OnRecovered:  func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) },
-		Observer:     mx,
-	})
+	do := deliveryOptions(cfg, dests)
+	do.Logger, do.Now = log, now
+	do.OnDead = func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) }
+	do.OnHeld = func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) }
+	do.OnFailing = func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) }
+	do.OnRecovered = func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) }
+	do.Observer = mx
+	g.engine = delivery.New(st, do)
 	var rejected ingest.RejectionLog
 	if rl, ok := st.(store.RejectionLog); ok {
-		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx})
+		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx, Now: now})
 		rejected = g.rejects
 	}
 	ih := ingest.New(ingest.Options{
@@ -159,18 +146,17 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Recorded:   g.engine.Wake,
 		Observer:   mx,
 		Rejections: rejected,
+		Now:        now,
 	})
-	bySource := map[string][]string{}
-	for _, name := range cfg.SourceOrder {
-		bySource[name] = cfg.Sources[name].Destinations
-	}
+	bySource := sourceDestinations(cfg)
 	api := admin.New(admin.Options{
 		Store:        st,
 		Token:        cfg.AdminToken,
 		Sources:      bySource,
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
-		Log:          g.logAPI(),
+		Ledger:       g.ledgerAPI(),
+		Now:          now,
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -180,8 +166,9 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Destinations: cfg.DestinationOrder,
 		Health:       g.engine.Health,
 		Logger:       log,
-		Version:      Version,
-		Log:          g.logStatus,
+		Version:      buildinfo.Version(),
+		Ledger:       g.ledgerStatus,
+		Now:          now,
 	})
 	if err != nil {
 		if opt.Store == nil {
@@ -198,86 +185,14 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return loopbackHostsOnly(h, log)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, time.Now, rejected))
+	mux.Handle("POST /webhooks/{source}", limitSources(ih, sourceBuckets(cfg), now, rejected))
 	mux.Handle("/api/", guarded(api.Handler()))
 	mux.Handle("/healthz", api.Handler())
 	mux.Handle("/readyz", api.Handler())
 	mux.Handle("GET /metrics", guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler())))
 	mux.Handle("/", guarded(dash.Handler())) // the dashboard: every other path
-	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), time.Now, log)
+	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), now, log)
 	return g, nil
-}
-
-// Open opens the store that cfg.Database names.
-func Open(ctx context.Context, cfg *config.Config) (store.Store, error) {
-	if path, ok := cfg.SQLitePath(); ok {
-		st, err := sqlite.Open(ctx, path, sqlite.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
-		}
-		return st, nil
-	}
-	if dsn, ok := cfg.PostgresURL(); ok {
-		st, err := postgres.Open(ctx, dsn, postgres.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
-		}
-		return st, nil
-	}
-	return nil, cfg.Errorf("database", "%q is neither sqlite:PATH nor postgres://…", cfg.Database)
-}
-
-func buildSources(cfg *config.Config) ([]ingest.Source, error) {
-	var out []ingest.Source
-	for _, name := range cfg.SourceOrder {
-		src := cfg.Sources[name]
-		p, err := provider.New(src)
-		if err != nil {
-			key, msg, _ := strings.Cut(err.Error(), ": ")
-			return nil, cfg.Errorf("sources."+name+"."+key, "%s", msg)
-		}
-		out = append(out, ingest.Source{
-			Name:         name,
-			Provider:     p,
-			MaxBody:      src.MaxBody.Bytes(),
-			PublicURL:    src.PublicURL,
-			Destinations: src.Destinations,
-			// Stale events are delivered, flagged, unless the source
-			// says stale: skip (issue 13: skipping by default silently
-			// dropped late payment events that share an object).
-			StaleSkip:     src.Ordering != nil && src.Ordering.Stale == "skip",
-			SecretHeaders: provider.CredentialHeaders(src.Provider),
-		})
-	}
-	return out, nil
-}
-
-func buildDestinations(cfg *config.Config) ([]delivery.Destination, error) {
-	var out []delivery.Destination
-	for _, name := range cfg.DestinationOrder {
-		d := cfg.Destinations[name]
-		if d.SigningSecret != "" {
-			if err := provider.Sign("standard", d.SigningSecret, &provider.Request{}, time.Now()); err != nil {
-				return nil, cfg.Errorf("destinations."+name+".signing_secret", "%v", err)
-			}
-		}
-		out = append(out, delivery.Destination{
-			Name:          name,
-			URL:           d.URL,
-			SigningSecret: d.SigningSecret,
-			Timeout:       d.Timeout.D(),
-			MaxAttempts:   d.MaxAttempts,
-			Initial:       d.Backoff.Initial.D(),
-			Max:           d.Backoff.Max.D(),
-			StalePolicy:   d.StalePolicy,
-			DropHeaders:   d.DropHeaders,
-			MaxInFlight:   d.MaxInFlight,
-
-			InsecureSkipVerify: d.TLSInsecureSkipVerify,
-			Rate:               d.Rate.PerSecond(),
-		})
-	}
-	return out, nil
 }
 
 func (g *Gateway) alert(kind string, d anyhook.Delivery) {
@@ -285,7 +200,7 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	if kind == alert.DeliveryHeld {
 		msg = fmt.Sprintf("delivery %s of event %s to %s is held: its worker stopped mid-attempt (attempt %d) and the destination says hold; resolve it in the dashboard or API", d.ID, d.EventID, d.Destination, d.AttemptCount)
 	}
-	a := alert.Alert{Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: time.Now(),
+	a := alert.Alert{Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: g.now(),
 		URL: g.eventURL(d.EventID)}
 	// The source and the provider's event id are what a person searches
 	// for at 2 a.m.; an alert goes out without them if the store cannot
@@ -313,7 +228,7 @@ func (g *Gateway) healthAlert(kind string, h delivery.Health) {
 	if kind == alert.DestinationRecovered {
 		msg = fmt.Sprintf("delivering again after %d consecutive failed attempts since %s", h.Streak, h.Since.UTC().Format(time.RFC3339))
 	}
-	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: time.Now()})
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: g.now()})
 }
 
 // Handler is the gateway's HTTP handler (ingest, admin API, health,
@@ -332,7 +247,7 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 		g.rejects.Start(ctx)
 	}
 	g.engine.Start(ctx)
-	g.startLog(ctx)
+	g.startLedger(ctx)
 	g.srv = &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -344,7 +259,7 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 	}
 	g.serveErr = make(chan error, 1)
 	go func() { g.serveErr <- g.srv.Serve(ln) }()
-	g.log.Info("serving", "addr", ln.Addr().String(), "version", Version)
+	g.log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version())
 }
 
 // Err reports a failure of the HTTP server after Start.
@@ -370,7 +285,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	if g.rejects != nil {
 		g.rejects.Stop() // writes what is queued
 	}
-	g.stopLog()
+	g.stopLedger()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
 	g.alerts.Stop()
 	errs = append(errs, g.store.Close())

@@ -320,38 +320,78 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 }
 
 // ReplayDeliveries implements store.Store.
-func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
-	var n int
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (store.BulkReplay, error) {
+	var out store.BulkReplay
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
-		where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
+		out = store.BulkReplay{}
+		where, args := replayWhere(f)
 		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return store.Unavailable("replay", err)
 		}
-		pairs, err := collect(rows, func(sc scanner) ([2]string, error) {
-			var p [2]string
-			return p, sc.Scan(&p[0], &p[1])
-		})
+		pairs, err := collect(rows, sqlstore.ScanPair)
 		if err != nil {
 			return store.Unavailable("replay", err)
 		}
-		var ids, events, dests []string
+		var events, dests []string
 		for _, p := range pairs {
-			ids, events, dests = append(ids, s.newID()), append(events, p[0]), append(dests, p[1])
+			events, dests = append(events, p[0]), append(dests, p[1])
 		}
-		n = len(ids)
-		if n == 0 {
+		if len(events) == 0 {
 			return nil
 		}
-		if _, err := sendable(ctx, tx, slices.Compact(slices.Sorted(slices.Values(events)))); err != nil {
+		pruned, err := prunedAmong(ctx, tx, slices.Compact(slices.Sorted(slices.Values(events))))
+		if err != nil {
 			return err
 		}
-		return replayPairs(ctx, tx, ids, events, dests, by)
+		var ids, keepEvents, keepDests []string
+		for i, ev := range events {
+			if _, gone := slices.BinarySearch(pruned, ev); gone {
+				continue
+			}
+			ids, keepEvents, keepDests = append(ids, s.newID()), append(keepEvents, ev), append(keepDests, dests[i])
+		}
+		out = store.BulkReplay{Count: len(ids), Pruned: pruned}
+		if len(ids) == 0 {
+			return nil
+		}
+		return replayPairs(ctx, tx, ids, keepEvents, keepDests, by)
 	})
 	if err != nil {
-		return 0, err
+		return store.BulkReplay{}, err
 	}
-	return n, nil
+	return out, nil
+}
+
+// replayWhere is deliveryWhere for a bulk replay: never a resolved
+// delivery.
+func replayWhere(f store.DeliveryFilter) (string, []any) {
+	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
+	if where == "" {
+		return " WHERE " + store.NotResolved, args
+	}
+	return where + " AND " + store.NotResolved, args
+}
+
+// prunedAmong locks the events ids (sorted) against pruning, as sendable
+// does, and returns, sorted, those whose bodies were already pruned.
+func prunedAmong(ctx context.Context, tx pgx.Tx, ids []string) ([]string, error) {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM events WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`, ids); err != nil {
+		return nil, store.Unavailable("lock events", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT event_id FROM ledger_entries WHERE event_id = ANY($1) AND body_pruned ORDER BY event_id`, ids)
+	if err != nil {
+		return nil, store.Unavailable("pruned", err)
+	}
+	pruned, err := collect(rows, func(sc scanner) (string, error) {
+		var id string
+		return id, sc.Scan(&id)
+	})
+	if err != nil {
+		return nil, store.Unavailable("pruned", err)
+	}
+	slices.Sort(pruned) // byte order, as the callers search it
+	return pruned, nil
 }
 
 // Resolve implements store.Store.

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -219,15 +218,17 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 }
 
 // ReplayDeliveries implements store.Store.
-func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
-	var n int
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (store.BulkReplay, error) {
+	var out store.BulkReplay
 	err := s.tx(ctx, "replay deliveries", func(tx *sql.Tx) error {
+		out = store.BulkReplay{}
 		where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
+		where = and(where, store.NotResolved)
 		type pair struct {
 			event, dest string
 			pruned      bool
 		}
-		pairs, err := query(ctx, tx, func(sc scanner) (pair, error) {
+		rows, err := query(ctx, tx, func(sc scanner) (pair, error) {
 			var p pair
 			return p, sc.Scan(&p.event, &p.dest, &p.pruned)
 		}, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
@@ -236,27 +237,29 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 		if err != nil {
 			return store.Unavailable("replay deliveries", err)
 		}
-		pruned := map[string]bool{}
-		firstPruned := ""
-		for _, p := range pairs {
+		var pairs [][2]string
+		for _, p := range rows {
 			if p.pruned {
-				pruned[p.event] = true
-				firstPruned = cmp.Or(firstPruned, p.event)
+				if n := len(out.Pruned); n == 0 || out.Pruned[n-1] != p.event {
+					out.Pruned = append(out.Pruned, p.event)
+				}
+				continue
 			}
-		}
-		if len(pruned) > 0 {
-			return store.PrunedManyError(len(pruned), firstPruned)
+			pairs = append(pairs, [2]string{p.event, p.dest})
 		}
 		now := s.now()
 		for _, p := range pairs {
-			if _, err := s.replayPair(ctx, tx, p.event, p.dest, by, now); err != nil {
+			if _, err := s.replayPair(ctx, tx, p[0], p[1], by, now); err != nil {
 				return err
 			}
 		}
-		n = len(pairs)
+		out.Count = len(pairs)
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return store.BulkReplay{}, err
+	}
+	return out, nil
 }
 
 // Resolve implements store.Store.

@@ -14,7 +14,7 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-// The tamper-evident log's storage (store.Ledger). Tables: migrations/0002_ledger.sql.
+// The tamper-evident ledger's storage (store.Ledger). Tables: migrations/0002_ledger.sql.
 
 var _ store.Ledger = (*Store)(nil)
 
@@ -22,7 +22,7 @@ var _ store.Ledger = (*Store)(nil)
 // SQLite hands out in commit order (it has one writer), past the watermark
 // in ledger_state. The batch is read and hashed on a read snapshot, so the
 // single writer is held only for the inserts; if another sequencer (another
-// process on the same file) moved the log meanwhile, nothing is written and
+// process on the same file) moved the ledger meanwhile, nothing is written and
 // the next round starts over.
 func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) (int, error) {
 	rtx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -30,7 +30,7 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		return 0, store.Unavailable("sequence", err)
 	}
 	defer rtx.Rollback()
-	seen, err := readLogState(ctx, rtx)
+	seen, err := readLedgerState(ctx, rtx)
 	if err != nil {
 		return 0, err
 	}
@@ -69,7 +69,7 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 
 	var n int
 	err = s.tx(ctx, "sequence", func(tx *sql.Tx) error {
-		now, err := readLogState(ctx, tx)
+		now, err := readLedgerState(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -98,17 +98,17 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 	return n, err
 }
 
-// logState is where the log stands: the sequencer's rowid watermark, the
+// ledgerState is where the ledger stands: the sequencer's rowid watermark, the
 // number of entries and of stored hashes.
-type logState struct{ mark, size, nhashes int64 }
+type ledgerState struct{ mark, size, nhashes int64 }
 
-func readLogState(ctx context.Context, tx *sql.Tx) (logState, error) {
-	var st logState
+func readLedgerState(ctx context.Context, tx *sql.Tx) (ledgerState, error) {
+	var st ledgerState
 	err := tx.QueryRowContext(ctx, `SELECT seq_rowid,
 		(SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries),
 		(SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes)
 		FROM ledger_state WHERE id = 1`).Scan(&st.mark, &st.size, &st.nhashes)
-	return st, store.Unavailable("log state", err)
+	return st, store.Unavailable("ledger state", err)
 }
 
 func readHashes(ctx context.Context, q querier, idx []int64) ([]store.Hash, error) {
@@ -249,37 +249,37 @@ func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.Ledge
 	return out, store.Unavailable("pruned still needed", err)
 }
 
-// LogKeys implements store.Ledger.
-func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
-	return logKeys(ctx, s.r)
+// LedgerKeys implements store.Ledger.
+func (s *Store) LedgerKeys(ctx context.Context) ([]string, error) {
+	return ledgerKeys(ctx, s.r)
 }
 
-func logKeys(ctx context.Context, q querier) ([]string, error) {
+func ledgerKeys(ctx context.Context, q querier) ([]string, error) {
 	out, err := query(ctx, q, sqlstore.ScanString, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
-	return out, store.Unavailable("log keys", err)
+	return out, store.Unavailable("ledger keys", err)
 }
 
-// PinLogKey implements store.Ledger.
-func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
+// PinLedgerKey implements store.Ledger.
+func (s *Store) PinLedgerKey(ctx context.Context, key string) (string, error) {
 	var cur string
-	err := s.tx(ctx, "pin log key", func(tx *sql.Tx) error {
+	err := s.tx(ctx, "pin ledger key", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_keys (seq, verifier_key, added_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING`,
 			key, micros(s.now())); err != nil {
-			return store.Unavailable("pin log key", err)
+			return store.Unavailable("pin ledger key", err)
 		}
-		return store.Unavailable("pin log key", tx.QueryRowContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
+		return store.Unavailable("pin ledger key", tx.QueryRowContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
 	})
 	return cur, err
 }
 
-// RotateLogKey implements store.Ledger.
-func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
-	return s.tx(ctx, "rotate log key", func(tx *sql.Tx) error {
+// RotateLedgerKey implements store.Ledger.
+func (s *Store) RotateLedgerKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
+	return s.tx(ctx, "rotate ledger key", func(tx *sql.Tx) error {
 		var seq int64
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT seq, verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&seq, &cur)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return store.Unavailable("rotate log key", err)
+			return store.Unavailable("rotate ledger key", err)
 		}
 		if cur != from {
 			return fmt.Errorf("rotate log key: the key in force is %q, not %q: %w", cur, from, anyhook.ErrInvalid)
@@ -290,6 +290,6 @@ func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO ledger_checkpoints (size, root, note, created_at) VALUES (?, ?, ?, ?)`,
 			bridge.Size, bridge.Root[:], bridge.Note, now)
-		return store.Unavailable("rotate log key", err)
+		return store.Unavailable("rotate ledger key", err)
 	})
 }

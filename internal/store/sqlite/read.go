@@ -105,3 +105,11 @@ func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, err
 	}
 	return sqlstore.CountMap(cs), nil
 }
+
+// and adds cond to a WHERE clause.
+func and(w, cond string) string {
+	if w == "" {
+		return " WHERE " + cond
+	}
+	return w + " AND " + cond
+}

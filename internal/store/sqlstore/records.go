@@ -79,3 +79,39 @@ func CountMap(cs []StatusCount) map[anyhook.DeliveryStatus]int {
 	}
 	return m
 }
+
+// QueueRowScan is a row holding a delivery id, its event's provider id, and
+// its latest attempt's number, started_at, duration_us, status_code and
+// error (0, NULL or empty without an attempt); each dialect selects them
+// its own way.
+type QueueRowScan struct {
+	ID  string
+	Row store.QueueRow
+}
+
+// ScanQueueRow scans one queue row.
+func ScanQueueRow(sc Scanner) (QueueRowScan, error) {
+	var q QueueRowScan
+	var us int64
+	r := &q.Row
+	err := sc.Scan(&q.ID, &r.ProviderEventID, &r.Last.Number, Time(&r.Last.StartedAt), &us, &r.Last.StatusCode, &r.Last.Error)
+	if r.Last.Number > 0 {
+		r.Last.Duration = time.Duration(us) * time.Microsecond
+	}
+	return q, err
+}
+
+// QueueRowMap is the rows of ScanQueueRow by delivery id.
+func QueueRowMap(qs []QueueRowScan) map[string]store.QueueRow {
+	out := make(map[string]store.QueueRow, len(qs))
+	for _, q := range qs {
+		out[q.ID] = q.Row
+	}
+	return out
+}
+
+// ScanPair scans a row of two text columns.
+func ScanPair(sc Scanner) ([2]string, error) {
+	var p [2]string
+	return p, sc.Scan(&p[0], &p[1])
+}
