@@ -15,12 +15,16 @@ type Config struct {
 	Dir  string `yaml:"-"` // its directory; relative paths resolve against it
 
 	Listen     string `yaml:"listen"`      // default 127.0.0.1:8080
+	TLS        *TLS   `yaml:"tls"`         // listen's HTTPS; default none: plain HTTP (see listen.go)
 	Database   string `yaml:"database"`    // default sqlite:anyhook.db
 	AdminToken string `yaml:"admin_token"` // required unless listen is loopback
 	// DashboardURL is the gateway's own URL as people open it (behind a
 	// proxy, say): alerts link to the event's page under it. Optional;
 	// without it, alerts carry no link.
 	DashboardURL string `yaml:"dashboard_url"`
+	// Admin moves the admin API, dashboard, /metrics and /readyz to a
+	// listener of their own; default none: listen serves everything.
+	Admin *AdminSettings `yaml:"admin"`
 
 	// Names in insertion order are kept in SourceOrder/DestinationOrder.
 	Sources      map[string]*Source      `yaml:"sources"`

@@ -113,6 +113,7 @@ func (c *Config) setDefaults() {
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
 	c.setLedgerDefaults()
+	c.setListenDefaults()
 }
 
 // order returns the names of m in file order, falling back to sorted
@@ -140,6 +141,9 @@ var (
 // source's signature) are checked by internal/provider, which config calls.
 func (c *Config) Validate() error {
 	if err := c.validateServer(); err != nil {
+		return err
+	}
+	if err := c.validateListeners(); err != nil {
 		return err
 	}
 	if len(c.Sources) == 0 {
@@ -178,12 +182,21 @@ func (c *Config) validateServer() error {
 		// Likely ${VAR} with VAR set but empty: never silently open.
 		return c.Errorf("admin_token", "is empty; remove the key to run without a token (loopback only)")
 	}
-	if c.AdminToken == "" && !isLoopback(host) {
+	if c.AdminToken == "" && !isLoopback(host) && !c.AdminSeparate() {
 		key := "admin_token"
 		if !c.has(key) {
 			key = "listen"
 		}
 		return c.Errorf(key, "admin_token is required when listen (%s) is not a loopback address", c.Listen)
+	}
+	if c.AdminToken == "" && c.AdminSeparate() {
+		if h, _, err := net.SplitHostPort(c.Admin.Listen); err == nil && !isLoopback(h) {
+			key := "admin_token"
+			if !c.has(key) {
+				key = "admin.listen"
+			}
+			return c.Errorf(key, "admin_token is required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+		}
 	}
 	if c.DashboardURL != "" {
 		if err := checkHTTPURL(c.DashboardURL); err != nil {

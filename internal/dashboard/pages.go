@@ -52,7 +52,16 @@ var funcs = template.FuncMap{
 	// lost: the attempt's claim expired before its outcome was recorded.
 	"lost": store.Lost,
 	// times writes n with the singular or plural noun: "1 time", "3 times".
-	"times": count,
+	// times writes n (any integer) with the singular or plural noun.
+	"times": func(n any, one, many string) (string, error) {
+		switch n := n.(type) {
+		case int:
+			return count(n, one, many), nil
+		case int64:
+			return count(int(n), one, many), nil
+		}
+		return "", fmt.Errorf("times: %T is not an integer", n)
+	},
 }
 
 // count writes n with the singular or plural noun: "1 event", "2 events".

@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/buildinfo"
+	"github.com/anyhook/anyhook/internal/certs"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/delivery"
@@ -52,18 +54,22 @@ type Options struct {
 
 // Gateway is one running AnyHook process.
 type Gateway struct {
-	cfg         *config.Config
-	log         *slog.Logger
-	now         func() time.Time
-	store       store.Store
-	batcher     *ingest.Batcher
-	engine      *delivery.Engine
-	alerts      *alert.Notifier
-	rejects     *rejectlog.Log // the log of refused requests; nil when the store keeps none
-	ledger      *ledgerParts   // the tamper-evident log; nil when the store keeps none
-	seqInterval time.Duration
-	srv         *http.Server
-	handler     http.Handler
+	cfg          *config.Config
+	log          *slog.Logger
+	now          func() time.Time
+	store        store.Store
+	batcher      *ingest.Batcher
+	engine       *delivery.Engine
+	alerts       *alert.Notifier
+	rejects      *rejectlog.Log // the log of refused requests; nil when the store keeps none
+	ledger       *ledgerParts   // the tamper-evident log; nil when the store keeps none
+	seqInterval  time.Duration
+	routes       []Route
+	handler      http.Handler // listen's: everything, or ingest only with admin.listen
+	adminHandler http.Handler // admin.listen's; nil without it
+	ingestTLS    *tls.Config  // nil: plain HTTP
+	adminTLS     *tls.Config
+	servers      []*http.Server
 
 	mu       sync.Mutex
 	serveErr chan error
@@ -184,14 +190,27 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		}
 		return loopbackHostsOnly(h, log)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/{source}", limitSources(ih, sourceBuckets(cfg), now, rejected))
-	mux.Handle("/api/", guarded(api.Handler()))
-	mux.Handle("/healthz", api.Handler())
-	mux.Handle("/readyz", api.Handler())
-	mux.Handle("GET /metrics", guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler())))
-	mux.Handle("/", guarded(dash.Handler())) // the dashboard: every other path
-	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), now, log)
+	g.routes = []Route{
+		{Pattern: "POST /webhooks/{source}", On: OnIngest, handler: limitSources(ih, sourceBuckets(cfg), now, rejected)},
+		{Pattern: "/api/", On: OnAdmin, handler: guarded(api.Handler())},
+		{Pattern: "/healthz", On: OnBoth, handler: api.Handler()},
+		{Pattern: "/readyz", On: OnAdmin, handler: api.Handler()},
+		{Pattern: "GET /metrics", On: OnAdmin, handler: guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler()))},
+		{Pattern: "/", On: OnAdmin, handler: guarded(dash.Handler())}, // the dashboard: every other path
+	}
+	failures := throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses)
+	if cfg.AdminSeparate() {
+		g.handler = guardAuth(muxFor(g.routes, OnIngest), failures, now, log)
+		g.adminHandler = guardAuth(muxFor(g.routes, OnAdmin), failures, now, log)
+	} else {
+		g.handler = guardAuth(muxFor(g.routes, ""), failures, now, log)
+	}
+	if err := g.buildTLS(); err != nil {
+		if opt.Store == nil {
+			st.Close()
+		}
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -231,16 +250,69 @@ func (g *Gateway) healthAlert(kind string, h delivery.Health) {
 	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: g.now()})
 }
 
-// Handler is the gateway's HTTP handler (ingest, admin API, health,
-// metrics, dashboard).
+// Handler is the HTTP handler of listen: ingest, admin API, health,
+// metrics, dashboard; with admin.listen set, ingest and /healthz only.
 func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// AdminHandler is the HTTP handler of admin.listen, nil without it.
+func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler }
+
+// TLS is the TLS configuration of listen (nil: plain HTTP) and of
+// admin.listen.
+func (g *Gateway) TLS() (ingest, admin *tls.Config) { return g.ingestTLS, g.adminTLS }
+
+// buildTLS loads the listeners' certificates (or sets up ACME).
+func (g *Gateway) buildTLS() error {
+	build := func(t *config.TLS, key string) (*tls.Config, error) {
+		o, err := certs.FromConfig(g.cfg, t, g.log)
+		if err != nil || o == nil {
+			return nil, err
+		}
+		tc, err := certs.Config(*o)
+		if err != nil {
+			return nil, &ConfigError{g.cfg.Errorf(key, "%v", err)}
+		}
+		return tc, nil
+	}
+	var err error
+	if g.ingestTLS, err = build(g.cfg.TLS, "tls"); err != nil {
+		return err
+	}
+	if _, pg := g.cfg.PostgresURL(); pg && g.cfg.TLS != nil && g.cfg.TLS.ACME != nil {
+		// The ACME storage is a directory and autocert does not lock
+		// across processes (docs/deploy.md).
+		g.log.Warn("tls.acme on PostgreSQL: one process owns ACME; give tls.acme to this process only, the others TLS from files or a load balancer", "storage", g.cfg.ACMEStoragePath())
+	}
+	if g.cfg.AdminSeparate() {
+		if g.adminTLS, err = build(g.cfg.Admin.TLS, "admin.tls"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Config is the configuration the gateway runs.
+func (g *Gateway) Config() *config.Config { return g.cfg }
 
 // Store is the gateway's store.
 func (g *Gateway) Store() store.Store { return g.store }
 
-// Start serves on ln and starts the workers. /healthz answers from the
-// moment Start returns.
+// Listeners are the sockets Start serves on: Ingest is listen's, Admin
+// admin.listen's (nil without it).
+type Listeners struct {
+	Ingest, Admin net.Listener
+}
+
+// Start serves on ln (listen's socket) and starts the workers. /healthz
+// answers from the moment Start returns. With admin.listen set, use
+// StartListeners to serve the admin listener too.
 func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
+	g.StartListeners(ctx, Listeners{Ingest: ln})
+}
+
+// StartListeners serves on ls and starts the workers, over TLS where the
+// config says so.
+func (g *Gateway) StartListeners(ctx context.Context, ls Listeners) {
 	g.alerts.Start(context.WithoutCancel(ctx)) // Stop flushes; a signal must not drop alerts
 	g.batcher.Start(ctx)
 	if g.rejects != nil {
@@ -248,8 +320,19 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 	}
 	g.engine.Start(ctx)
 	g.startLedger(ctx)
-	g.srv = &http.Server{
-		Handler:           g.handler,
+	g.serveErr = make(chan error, 2)
+	g.serve(ls.Ingest, g.handler, g.ingestTLS, "ingest")
+	if ls.Admin != nil && g.adminHandler != nil {
+		g.serve(ls.Admin, g.adminHandler, g.adminTLS, "admin")
+	} else if g.adminHandler != nil {
+		g.log.Warn("admin.listen is set but no admin listener was given: the admin API and dashboard are not served")
+	}
+}
+
+func (g *Gateway) serve(ln net.Listener, h http.Handler, tc *tls.Config, name string) {
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         tc,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -257,9 +340,16 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
-	g.serveErr = make(chan error, 1)
-	go func() { g.serveErr <- g.srv.Serve(ln) }()
-	g.log.Info("serving", "addr", ln.Addr().String(), "version", buildinfo.Version())
+	g.servers = append(g.servers, srv)
+	scheme := "http"
+	if tc != nil {
+		scheme = "https"
+		// ServeTLS adds HTTP/2 and takes the certificate from TLSConfig.
+		go func() { g.serveErr <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { g.serveErr <- srv.Serve(ln) }()
+	}
+	g.log.Info("serving", "listener", name, "addr", ln.Addr().String(), "scheme", scheme, "version", buildinfo.Version())
 }
 
 // Err reports a failure of the HTTP server after Start.
@@ -276,8 +366,8 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	}
 	g.stopped = true
 	var errs []error
-	if g.srv != nil {
-		if err := g.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	for _, srv := range g.servers {
+		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
 	}
