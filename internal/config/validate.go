@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/route"
 )
 
 // Defaults, as documented on the fields and in docs/configuration.md.
@@ -267,6 +268,11 @@ func (c *Config) validateSource(name string, s *Source) error {
 			return c.Errorf(k+".id", "%s", err)
 		}
 	}
+	if s.Type != "" {
+		if err := checkLocator(s.Type); err != nil {
+			return c.Errorf(k+".type", "%s", err)
+		}
+	}
 	if rl := s.RateLimit; rl != nil {
 		if rl.RPS < 1 {
 			return c.Errorf(k+".rate_limit.rps", "must be at least 1 request per second, not %d", rl.RPS)
@@ -357,6 +363,17 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 	}
 	if d.MaxInFlight < 1 {
 		return c.Errorf(k+".max_in_flight", "must be at least 1, not %d", d.MaxInFlight)
+	}
+	d.Route = nil
+	if c.has(k+".filter") && strings.TrimSpace(d.Filter) == "" {
+		return c.Errorf(k+".filter", "is empty; remove the key to deliver every event of the sources")
+	}
+	if d.Filter != "" {
+		f, err := route.Compile(d.Filter)
+		if err != nil {
+			return c.Errorf(k+".filter", "%s", err)
+		}
+		d.Route = f
 	}
 	return nil
 }

@@ -10,25 +10,29 @@ import (
 	"github.com/anyhook/anyhook/internal/config"
 )
 
-// kind is one provider's constructor and signer.
+// kind is one provider's constructor, signer and event-type reader.
 type kind struct {
 	build func(src *config.Source, keys [][]byte, tol time.Duration) (Provider, error)
 	sign  func(secret string, r *Request, now time.Time) error
+	// typeOf reads the event type of a verified request; body is the
+	// item's own bytes for a batch item, else the request body. nil: the
+	// provider's events carry no type (a source's type: rule may set one).
+	typeOf func(r *Request, body []byte) string
 }
 
 // kinds is the fixed table of providers, by config name.
 var kinds = map[string]kind{
-	"generic":  {buildGeneric, nil},
-	"github":   {buildGitHub, signGitHub},
-	"gitlab":   {buildGitLab, signGitLab},
-	"hubspot":  {buildHubSpot, signHubSpot},
-	"paddle":   {buildPaddle, signPaddle},
-	"shopify":  {buildShopify, signShopify},
-	"slack":    {buildSlack, signSlack},
-	"square":   {buildSquare, signSquare},
-	"standard": {buildStandard, signStandard},
-	"stripe":   {buildStripe, signStripe},
-	"twilio":   {buildTwilio, signTwilio},
+	"generic":  {buildGeneric, nil, nil},
+	"github":   {buildGitHub, signGitHub, typeOfGitHub},
+	"gitlab":   {buildGitLab, signGitLab, typeOfGitLab},
+	"hubspot":  {buildHubSpot, signHubSpot, typeOfHubSpot},
+	"paddle":   {buildPaddle, signPaddle, typeOfPaddle},
+	"shopify":  {buildShopify, signShopify, typeOfShopify},
+	"slack":    {buildSlack, signSlack, typeOfSlack},
+	"square":   {buildSquare, signSquare, typeOfSquare},
+	"standard": {buildStandard, signStandard, typeOfStandard},
+	"stripe":   {buildStripe, signStripe, typeOfStripe},
+	"twilio":   {buildTwilio, signTwilio, nil},
 }
 
 // Names returns the known provider names, sorted.
@@ -80,7 +84,13 @@ func New(src *config.Source) (Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	p = typed(p, k.typeOf)
 	var o overrides
+	if src.Type != "" {
+		if o.typ, err = ParseField(src.Type); err != nil {
+			return nil, fmt.Errorf("type: %w", err)
+		}
+	}
 	if src.ID != "" {
 		if o.id, err = ParseField(src.ID); err != nil {
 			return nil, fmt.Errorf("id: %w", err)
@@ -98,7 +108,7 @@ func New(src *config.Source) (Provider, error) {
 			}
 		}
 	}
-	if o.id.IsZero() && o.object.IsZero() && o.version.IsZero() {
+	if o.id.IsZero() && o.object.IsZero() && o.version.IsZero() && o.typ.IsZero() {
 		return p, nil
 	}
 	o.Provider = p
@@ -109,7 +119,7 @@ func New(src *config.Source) (Provider, error) {
 // of a provider's built-in ones, per event (per item for batches).
 type overrides struct {
 	Provider
-	id, object, version Field
+	id, object, version, typ Field
 }
 
 // unsignedID reports whether the id rule reads a header that r's signature
@@ -140,7 +150,7 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 		if body == nil {
 			body = r.Body
 		}
-		v := fields(r.Header, body, o.id, o.object, o.version)
+		v := fields(r.Header, body, o.id, o.object, o.version, o.typ)
 		if !o.id.IsZero() {
 			e.DedupKey = v[0]
 		}
@@ -156,9 +166,56 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 		if !o.version.IsZero() {
 			e.Version = v[2]
 		}
+		if !o.typ.IsZero() {
+			e.Type = v[3]
+		}
 		e.Object, e.Version = order(e.Object, e.Version)
 	}
 	return x, nil
+}
+
+// typed sets each event's type with the provider's own typeOf (per item
+// for batches); a nil typeOf leaves p as is.
+func typed(p Provider, typeOf func(r *Request, body []byte) string) Provider {
+	if typeOf == nil {
+		return p
+	}
+	return &typer{p, typeOf}
+}
+
+type typer struct {
+	Provider
+	typeOf func(r *Request, body []byte) string
+}
+
+func (t *typer) Extract(r *Request) (Extracted, error) {
+	x, err := t.Provider.Extract(r)
+	if err != nil || x.Challenge != nil {
+		return x, err
+	}
+	for i := range x.Events {
+		e := &x.Events[i]
+		body := e.Body
+		if body == nil {
+			body = r.Body
+		}
+		e.Type = t.typeOf(r, body)
+	}
+	return x, nil
+}
+
+// contentKey and signsHeader pass through to the wrapped provider, so that
+// overrides sees them.
+func (t *typer) contentKey(r *Request) string {
+	if ck, ok := t.Provider.(contentKeyer); ok {
+		return ck.contentKey(r)
+	}
+	return ""
+}
+
+func (t *typer) signsHeader(r *Request, name string) bool {
+	hs, ok := t.Provider.(headerSigner)
+	return ok && hs.signsHeader(r, name)
 }
 
 // CredentialHeaders lists the request headers of a provider that carry the

@@ -259,3 +259,65 @@ func TestBadFlags(t *testing.T) {
 		t.Errorf("--help: exit %d %q", code, out)
 	}
 }
+
+// TestEventTypes: each provider reads its event type from its own
+// realistic sample, where the provider puts it.
+func TestEventTypes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	prOpened := filepath.Join(dir, "pr.json")
+	if err := os.WriteFile(prOpened, []byte(`{"action":"opened","number":7,"pull_request":{"id":1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	slackForm := filepath.Join(dir, "slack.txt")
+	if err := os.WriteFile(slackForm, []byte(`payload=%7B%22type%22%3A%22block_actions%22%2C%22trigger_id%22%3A%22t1%22%7D`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, p string
+		src     config.Source
+		args    []string
+		want    string
+	}{
+		{"stripe", "stripe", config.Source{}, nil, "payment_intent.succeeded"},
+		{"github push", "github", config.Source{}, nil, "push"},
+		{"github action", "github", config.Source{}, []string{"--body", prOpened, "--header", "X-GitHub-Event: pull_request"}, "pull_request.opened"},
+		{"shopify", "shopify", config.Source{}, nil, "orders/create"},
+		{"slack event_callback", "slack", config.Source{}, nil, "app_mention"},
+		{"slack interactive", "slack", config.Source{}, []string{"--body", slackForm, "--header", "Content-Type: application/x-www-form-urlencoded"}, "block_actions"},
+		{"hubspot", "hubspot", config.Source{}, nil, "contact.propertyChange"},
+		{"paddle", "paddle", config.Source{}, nil, "transaction.completed"},
+		{"gitlab", "gitlab", config.Source{}, nil, "Push Hook"},
+		{"square", "square", config.Source{}, nil, "payment.updated"},
+		{"standard", "standard", config.Source{}, nil, "invoice.paid"},
+		{"twilio", "twilio", config.Source{}, nil, ""},
+		{"generic without type", "generic", config.Source{Signature: &config.Signature{None: true}}, nil, ""},
+		{"generic type", "generic", config.Source{Signature: &config.Signature{None: true}, Type: "json:type"}, nil, "order.updated"},
+		{"generic type header", "generic", config.Source{Signature: &config.Signature{None: true}, Type: "header:X-Event"}, []string{"--header", "X-Event: order.paid"}, "order.paid"},
+		{"stripe type override", "stripe", config.Source{Type: "json:object"}, nil, "event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := tc.src
+			src.Provider = tc.p
+			args := []string{"--provider", tc.p}
+			if tc.p != "generic" {
+				src.Secrets = []string{secretFor(tc.p)}
+				args = append(args, "--secret", secretFor(tc.p))
+			}
+			rc := newReceiver(t, src)
+			args = append(append(args, "--url", rc.url()), tc.args...)
+			if code, out, stderr := run(t, args...); code != 0 {
+				t.Fatalf("exit %d %s %s", code, stderr, out)
+			}
+			if len(rc.events) == 0 {
+				t.Fatal("no events")
+			}
+			for _, e := range rc.events {
+				if e.Type != tc.want {
+					t.Errorf("type %q, want %q", e.Type, tc.want)
+				}
+			}
+		})
+	}
+}

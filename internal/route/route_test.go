@@ -1,0 +1,89 @@
+package route
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestMatch(t *testing.T) {
+	t.Parallel()
+	charge := &Event{Source: "stripe", Type: "charge.refunded", ID: "evt_1", Object: "ch_1", Version: "1700000000",
+		Header: http.Header{"Stripe-Signature": {"t=1,v1=x"}, "Content-Type": {"application/json"}},
+		Body:   []byte(`{"id":"evt_1","type":"charge.refunded","data":{"object":{"amount":25000,"fee":1.5,"currency":"usd"}}}`)}
+	small := &Event{Source: "stripe", Type: "charge.refunded", Body: []byte(`{"data":{"object":{"amount":900}}}`)}
+	form := &Event{Source: "twilio", Body: []byte(`a=1&b=2`)}
+	for _, tc := range []struct {
+		expr string
+		ev   *Event
+		want bool
+		err  string
+	}{
+		{`type.startsWith("invoice.") || (type == "charge.refunded" && body.data.object.amount > 10000)`, charge, true, ""},
+		{`type.startsWith("invoice.") || (type == "charge.refunded" && body.data.object.amount > 10000)`, small, false, ""},
+		{`body.data.object.fee > 1`, charge, true, ""},
+		{`body.data.object.fee < 1.6`, charge, true, ""},
+		{`headers["content-type"] == "application/json"`, charge, true, ""},
+		{`source == "stripe" && id == "evt_1" && object == "ch_1" && version == "1700000000"`, charge, true, ""},
+		{`body == null`, form, true, ""},
+		{`has(body.data) && body.data.object.currency == "usd"`, charge, true, ""},
+		{`body.missing.amount > 1`, charge, false, "no such key"},
+		{`body.data.object.currency`, charge, false, ErrNotBool.Error()},
+		{`body.data.object.amount > 1`, form, false, "no such key"},
+	} {
+		f, err := Compile(tc.expr)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.expr, err)
+		}
+		got, err := f.Match(NewInput(tc.ev))
+		if got != tc.want {
+			t.Errorf("%q on %s: got %v, want %v (err %v)", tc.expr, tc.ev.Body, got, tc.want, err)
+		}
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%q: err %v, want %q", tc.expr, err, tc.err)
+		}
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]string{
+		`type ==`:                      "invalid CEL expression: column",
+		`typo == "x"`:                  "undeclared reference to 'typo'",
+		`type == 1`:                    "no matching overload",
+		`type`:                         "the expression is a string",
+		`size(headers)`:                "the expression is a int",
+		strings.Repeat("a", MaxExpr+1): "longer than",
+	} {
+		_, err := Compile(expr)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Compile(%.40q) = %v, want an error containing %q", expr, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("Compile(%.40q): error on several lines: %q", expr, err)
+		}
+	}
+}
+
+func TestCostLimit(t *testing.T) {
+	t.Parallel()
+	// A comprehension over a large body list goes over the limit: no
+	// match, with an error, rather than unbounded work.
+	var b strings.Builder
+	b.WriteString(`{"items":[`)
+	for i := range 20000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`1`)
+	}
+	b.WriteString(`]}`)
+	f, err := Compile(`body.items.all(x, body.items.exists(y, y == x))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := f.Match(NewInput(&Event{Body: []byte(b.String())}))
+	if ok || err == nil || !strings.Contains(err.Error(), "cost") {
+		t.Fatalf("Match = %v, %v; want false and a cost limit error", ok, err)
+	}
+}
