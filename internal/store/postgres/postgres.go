@@ -198,7 +198,7 @@ func deliveryColumnsWith(p, status string) string {
 }
 
 func eventColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates`)
+	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates, coalesce($type, '')`)
 }
 
 var (
@@ -246,7 +246,7 @@ func scanDelivery(sc scanner) (anyhook.Delivery, error) {
 // eventDest is deliveryDest for an event.
 func eventDest(ev *anyhook.Event) ([]any, func() error) {
 	var headers []byte
-	dest := []any{&ev.ID, &ev.Source, &ev.DedupKey, &ev.ReceivedAt, &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates}
+	dest := []any{&ev.ID, &ev.Source, &ev.DedupKey, &ev.ReceivedAt, &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates, &ev.Type}
 	return dest, func() error {
 		ev.ReceivedAt = utc(ev.ReceivedAt)
 		if ev.Body == nil {

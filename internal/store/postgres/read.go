@@ -142,6 +142,9 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	if f.Q != "" {
 		c.add("dedup_key = ?", f.Q)
 	}
+	if f.Type != "" {
+		c.add(`coalesce(type, '') ILIKE ? ESCAPE '\'`, store.TypePattern(f.Type))
+	}
 	if f.Status != "" {
 		stored, extra := store.StatusCond("d.", f.Status)
 		if extra != "" {

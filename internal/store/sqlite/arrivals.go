@@ -47,7 +47,7 @@ func (s *Store) arrivals(ctx context.Context, id string) ([]anyhook.Arrival, err
 // setInfo copies the columns of store.InfoColumns, scanned into info, to
 // ev.
 func setInfo(ev, info *anyhook.Event) {
-	ev.RemoteAddr, ev.Verification = info.RemoteAddr, info.Verification
+	ev.RemoteAddr, ev.Verification, ev.NotRouted = info.RemoteAddr, info.Verification, info.NotRouted
 	if ev.Verification.Method == "" {
 		ev.Verification.Secret = -1
 	}

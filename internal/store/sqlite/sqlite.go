@@ -118,8 +118,8 @@ const (
 	qInsertVersion = `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`
 	qRaiseVersion  = `UPDATE versions SET version = ? WHERE source = ? AND object = ?`
 	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
-		remote_addr, verify_method, verify_scheme, verify_secret)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qPaused = `SELECT paused FROM destinations WHERE name = ?`
@@ -364,7 +364,7 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 	_, err = st.exec(qInsertEvent,
 		ev.ID, ev.Source, nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, nonNil(ev.Body),
 		nullable(ev.Object), nullable(ev.Version), stale, nullable(ne.ContentKey),
-		nullable(ev.RemoteAddr), vm, vs, vk)
+		nullable(ev.RemoteAddr), vm, vs, vk, nullable(ev.Type), store.NotRoutedArg(ev.NotRouted))
 	if err != nil {
 		return store.IngestResult{}, err
 	}
@@ -766,7 +766,7 @@ func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
 
 // eventColumns lists what scanEvent reads, each name prefixed by p.
 func eventColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates`)
+	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates, coalesce($type, '')`)
 }
 
 var eventCols = eventColumns("")
@@ -775,7 +775,7 @@ func scanEvent(sc interface{ Scan(...any) error }) (anyhook.Event, error) {
 	var ev anyhook.Event
 	var received int64
 	var headers []byte
-	err := sc.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &received, &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates)
+	err := sc.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &received, &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates, &ev.Type)
 	if err != nil {
 		return ev, err
 	}
@@ -893,6 +893,9 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	}
 	if f.Q != "" {
 		add("events.dedup_key = ?", f.Q)
+	}
+	if f.Type != "" {
+		add(`coalesce(events.type, '') LIKE ? ESCAPE '\'`, store.TypePattern(f.Type))
 	}
 	if !f.Since.IsZero() {
 		add("events.received_at >= ?", micros(f.Since))
