@@ -17,6 +17,7 @@ var consumedInConfig = map[string]string{
 	"Destination.Sources":      "Source.Destinations",
 	"Destination.OnStaleClaim": "Destination.StalePolicy",
 	"LogSettings.KeyFile":      "Config.LogKeyPath",
+	"Destination.Filter":       "Destination.Route",
 }
 
 // TestEverySettingIsApplied guards against a setting that is accepted but

@@ -27,6 +27,7 @@ import (
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/rejectlog"
+	"github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
@@ -171,6 +172,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
 		Log:          g.logAPI(),
+		Filters:      Filters(cfg, cfg.DestinationOrder),
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -242,6 +244,7 @@ func buildSources(cfg *config.Config) ([]ingest.Source, error) {
 			MaxBody:      src.MaxBody.Bytes(),
 			PublicURL:    src.PublicURL,
 			Destinations: src.Destinations,
+			Filters:      Filters(cfg, src.Destinations),
 			// Stale events are delivered, flagged, unless the source
 			// says stale: skip (issue 13: skipping by default silently
 			// dropped late payment events that share an object).
@@ -250,6 +253,21 @@ func buildSources(cfg *config.Config) ([]ingest.Source, error) {
 		})
 	}
 	return out, nil
+}
+
+// Filters returns the filters of the named destinations that have one
+// (compiled by config.Validate), by name; nil when none has.
+func Filters(cfg *config.Config, destinations []string) map[string]*route.Filter {
+	var m map[string]*route.Filter
+	for _, d := range destinations {
+		if dc := cfg.Destinations[d]; dc != nil && dc.Route != nil {
+			if m == nil {
+				m = map[string]*route.Filter{}
+			}
+			m[d] = dc.Route
+		}
+	}
+	return m
 }
 
 func buildDestinations(cfg *config.Config) ([]delivery.Destination, error) {

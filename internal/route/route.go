@@ -20,6 +20,8 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/anyhook/anyhook"
 )
 
 // CostLimit bounds one evaluation, in CEL's cost units (about one per
@@ -192,4 +194,34 @@ func (f *Filter) Match(in *Input) (bool, error) {
 		return false, ErrNotBool
 	}
 	return b, nil
+}
+
+// FromEvent is what a filter sees of a recorded event.
+func FromEvent(ev *anyhook.Event) *Event {
+	return &Event{Source: ev.Source, Type: ev.Type, ID: ev.DedupKey, Object: ev.Object, Version: ev.Version,
+		Header: ev.Header, Body: ev.Body}
+}
+
+// Split returns, in order, the destinations among dests whose filter (by
+// name in filters; a destination without one takes every event) accepts
+// in, and the others. failed, when not nil, is told of each evaluation
+// that failed (and so did not accept).
+func Split(filters map[string]*Filter, in *Input, dests []string, failed func(dest string, err error)) (routed, notRouted []string) {
+	for _, d := range dests {
+		f := filters[d]
+		if f == nil {
+			routed = append(routed, d)
+			continue
+		}
+		ok, err := f.Match(in)
+		if err != nil && failed != nil {
+			failed(d, err)
+		}
+		if ok {
+			routed = append(routed, d)
+		} else {
+			notRouted = append(notRouted, d)
+		}
+	}
+	return routed, notRouted
 }

@@ -1,8 +1,10 @@
 package route
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -85,5 +87,35 @@ func TestCostLimit(t *testing.T) {
 	ok, err := f.Match(NewInput(&Event{Body: []byte(b.String())}))
 	if ok || err == nil || !strings.Contains(err.Error(), "cost") {
 		t.Fatalf("Match = %v, %v; want false and a cost limit error", ok, err)
+	}
+}
+
+// TestConcurrentMatch: one compiled filter serves every ingest request at
+// once (run with -race).
+func TestConcurrentMatch(t *testing.T) {
+	t.Parallel()
+	f, err := Compile(`type.startsWith("invoice.") || (has(body.amount) && body.amount > 10) || headers["x-a"] == "1"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				amount := g*100 + i
+				ev := &Event{Type: "charge.x", Header: http.Header{"X-A": {"0"}}, Body: fmt.Appendf(nil, `{"amount":%d}`, amount)}
+				ok, err := f.Match(NewInput(ev))
+				if err != nil || ok != (amount > 10) {
+					errs <- fmt.Sprintf("amount %d: %v, %v", amount, ok, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
