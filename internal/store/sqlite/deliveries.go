@@ -1,0 +1,361 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	if limit <= 0 {
+		return nil, nil // SQLite reads LIMIT -1 as no limit at all
+	}
+	var claims []store.Claim
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		st := s.stmts(ctx, tx)
+		var paused bool
+		err := st.queryRow(qPaused, destination).Scan(&paused)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return unavailable(err)
+		}
+		if paused {
+			return nil
+		}
+		now := s.now()
+		rows, err := st.get(claimQuery).QueryContext(ctx, micros(now.Add(lease)), micros(now), micros(now), destination, micros(now), limit)
+		if err != nil {
+			return unavailable(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				return unavailable(err)
+			}
+			claims = append(claims, store.Claim{Delivery: d})
+		}
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		rows.Close()
+		return s.attachEvents(ctx, tx, claims)
+	})
+	if err != nil {
+		return nil, err // rolled back: nothing was claimed
+	}
+	return claims, nil
+}
+
+func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	ids := make([]any, len(claims))
+	for i, c := range claims {
+		ids[i] = c.Delivery.EventID
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer rows.Close()
+	byID := make(map[string]anyhook.Event, len(ids))
+	for rows.Next() {
+		var pruned bool
+		ev, err := scanEvent(alsoScan{rows, []any{&pruned}})
+		if err != nil {
+			return unavailable(err)
+		}
+		ev.BodyPruned = pruned
+		byID[ev.ID] = ev
+	}
+	if err := rows.Err(); err != nil {
+		return unavailable(err)
+	}
+	for i := range claims {
+		claims[i].Event = byID[claims[i].Delivery.EventID]
+	}
+	return nil
+}
+
+// Finish implements store.Store.
+func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
+	for _, o := range outs {
+		switch o.Status {
+		case anyhook.StatusDelivered, anyhook.StatusPending, anyhook.StatusDead:
+		default:
+			return nil, fmt.Errorf("finish delivery %s: status %q is not delivered, pending or dead: %w", o.DeliveryID, o.Status, anyhook.ErrInvalid)
+		}
+	}
+	var lost []string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		lost = lost[:0]
+		now := s.now()
+		st := s.stmts(ctx, tx)
+		for _, o := range outs {
+			next := now
+			if o.Status == anyhook.StatusPending {
+				next = now.Add(o.RetryIn)
+			}
+			res, err := st.exec(qFinish,
+				o.Status, micros(next), micros(now), o.DeliveryID, o.Attempt)
+			if err != nil {
+				return unavailable(err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				lost = append(lost, o.DeliveryID)
+				continue
+			}
+			if _, err := st.exec(qInsertAttempt, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
+				o.Result.StatusCode, o.Result.Error, o.Result.ResponseBody); err != nil {
+				return unavailable(err)
+			}
+		}
+		return nil
+	})
+	return lost, err
+}
+
+func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number int, a anyhook.Attempt) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`,
+		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ResponseBody)
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// Rescue implements store.Store.
+func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
+	var changed []anyhook.Delivery
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		changed = changed[:0]
+		now := s.now()
+		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
+		if err != nil {
+			return unavailable(err)
+		}
+		var expired []anyhook.Delivery
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			expired = append(expired, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		for _, d := range expired {
+			r, ok := rule(d.Destination)
+			if !ok {
+				continue // not ours to decide
+			}
+			lost := store.LostAttempt(d) // as the claim left it: started when claimed
+			d.Status = store.RescueStatus(d, r)
+			d.NextAttemptAt, d.LeaseUntil, d.UpdatedAt = now, time.Time{}, now
+			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
+				d.Status, micros(now), micros(now), d.ID)
+			if err != nil {
+				return unavailable(err)
+			}
+			if err := insertAttempt(ctx, tx, d.ID, d.AttemptCount, lost); err != nil {
+				return err
+			}
+			changed = append(changed, d)
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// sendable checks, inside a write transaction (so that no prune runs
+// meanwhile), that event id exists and still has its body.
+func sendable(ctx context.Context, tx *sql.Tx, id string) error {
+	var pruned bool
+	err := tx.QueryRowContext(ctx, `SELECT `+prunedCol+` FROM events WHERE id = ?`, id).Scan(&pruned)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
+	case err != nil:
+		return unavailable(err)
+	case pruned:
+		return store.PrunedError(id)
+	}
+	return nil
+}
+
+// replayPair creates the replay delivery of event to dest, resolves the
+// held and dead deliveries of that pair (the replay takes over their work)
+// and records the action, in tx; it returns the new delivery's id.
+func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string, by store.Actor, now time.Time) (string, error) {
+	id, at := s.newID(), micros(now)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, 'pending', 1, ?, ?, ?)`, id, eventID, dest, at, at, at); err != nil {
+		return "", unavailable(err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries AS d SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,
+			resolution_reason = ?, replayed_by = ?, note = ?, lease_until = NULL, updated_at = ?
+		WHERE d.event_id = ? AND d.destination = ? AND `+store.Resolvable,
+		anyhook.ResolvedReplayed, at, store.ActorName(by), by.Reason, id, store.Note("replayed", by, now)+" (replay delivery "+id+")", at,
+		eventID, dest); err != nil {
+		return "", unavailable(err)
+	}
+	return id, s.recordAction(ctx, tx, eventID, id, dest, store.ActionReplay, by, now)
+}
+
+// recordAction adds one row to the audit trail.
+func (s *Store) recordAction(ctx context.Context, tx *sql.Tx, eventID, deliveryID, dest, action string, by store.Actor, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO actions (id, event_id, delivery_id, destination, action, actor, reason, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.newID(), eventID, deliveryID, dest, action, store.ActorName(by), by.Reason, micros(now))
+	return unavailable(err)
+}
+
+// Replay implements store.Store. SQLite runs one write transaction at a
+// time, so the check and the inserts are atomic with PruneBodies.
+func (s *Store) Replay(ctx context.Context, eventID string, destinations []string, by store.Actor) ([]anyhook.Delivery, error) {
+	var out []anyhook.Delivery
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		if err := sendable(ctx, tx, eventID); err != nil {
+			return err
+		}
+		now := s.now()
+		for _, dest := range destinations {
+			id, err := s.replayPair(ctx, tx, eventID, dest, by, now)
+			if err != nil {
+				return err
+			}
+			d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
+			if err != nil {
+				return unavailable(err)
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ReplayDeliveries implements store.Store.
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		where, args := deliveryWhere(f)
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
+			FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN ledger_entries l ON l.event_id = d.event_id`+where+`
+			ORDER BY d.event_id, d.destination`, args...)
+		if err != nil {
+			return unavailable(err)
+		}
+		var pairs [][2]string
+		pruned := map[string]bool{}
+		firstPruned := ""
+		for rows.Next() {
+			var p [2]string
+			var gone bool
+			if err := rows.Scan(&p[0], &p[1], &gone); err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			if gone {
+				pruned[p[0]] = true
+				firstPruned = cmp.Or(firstPruned, p[0])
+			}
+			pairs = append(pairs, p)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		if len(pruned) > 0 {
+			return store.PrunedManyError(len(pruned), firstPruned)
+		}
+		now := s.now()
+		for _, p := range pairs {
+			if _, err := s.replayPair(ctx, tx, p[0], p[1], by, now); err != nil {
+				return err
+			}
+		}
+		n = len(pairs)
+		return nil
+	})
+	return n, err
+}
+
+// Resolve implements store.Store.
+func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store.Actor) (anyhook.Delivery, error) {
+	var d anyhook.Delivery
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		now := s.now()
+		if d, err = store.Resolved(d, action, by, now); err != nil {
+			return err
+		}
+		if d.Status == anyhook.StatusPending { // a resend
+			if err := sendable(ctx, tx, d.EventID); err != nil {
+				return err
+			}
+		}
+		r := d.Resolution
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, note = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ?,
+				resolution = ?, resolved_at = ?, resolved_by = ?, resolution_reason = ?
+			WHERE id = ?`,
+			d.Status, d.Note, micros(now), micros(now), r.Kind, nullMicros(r.At), r.By, r.Reason, deliveryID)
+		if err != nil {
+			return unavailable(err)
+		}
+		if err := s.recordAction(ctx, tx, d.EventID, d.ID, d.Destination, action, by, now); err != nil {
+			return err
+		}
+		// As every read shows it: a resend to a paused destination waits.
+		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
+		return unavailable(err)
+	})
+	return d, err
+}
+
+// SetPaused implements store.Store.
+func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO destinations (name, paused) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, destination, paused)
+		return unavailable(err)
+	})
+}
+
+// Paused implements store.Store.
+func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT name FROM destinations WHERE paused`)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	m := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, unavailable(err)
+		}
+		m[name] = true
+	}
+	return m, unavailable(rows.Err())
+}

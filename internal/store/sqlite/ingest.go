@@ -1,0 +1,114 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Ingest implements store.Store.
+func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	res := make([]store.IngestResult, len(evs))
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := micros(s.now())
+		st := s.stmts(ctx, tx)
+		for i := range evs {
+			if _, err := st.exec(qSavepoint); err != nil {
+				return unavailable(err)
+			}
+			r, err := s.ingestOne(st, &evs[i], now)
+			if err != nil {
+				if _, rerr := st.exec(qRollbackTo); rerr != nil {
+					return unavailable(rerr)
+				}
+				r = store.IngestResult{Err: err}
+			}
+			if _, err := st.exec(qRelease); err != nil {
+				return unavailable(err)
+			}
+			res[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.IngestResult, error) {
+	ev := &ne.Event
+	// A duplicate by the provider's id first, then by the signed content.
+	for _, k := range [2]struct{ q, key string }{{qCountDup, ev.DedupKey}, {qCountContent, ne.ContentKey}} {
+		if k.key == "" {
+			continue
+		}
+		var id string
+		var n int64
+		err := st.queryRow(k.q, ev.Source, k.key).Scan(&id, &n)
+		if err == nil {
+			return store.IngestResult{ID: id, Duplicate: true}, arrive(st, id, n, ev)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return store.IngestResult{}, err
+		}
+	}
+	stale := false
+	if ev.Object != "" {
+		var mark string
+		err := st.queryRow(qVersion, ev.Source, ev.Object).Scan(&mark)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = st.exec(qInsertVersion, ev.Source, ev.Object, ev.Version)
+		case err == nil:
+			switch c := store.CompareVersions(ev.Version, mark); {
+			case c < 0:
+				stale = true
+			case c > 0:
+				_, err = st.exec(qRaiseVersion, ev.Version, ev.Source, ev.Object)
+			}
+		}
+		if err != nil {
+			return store.IngestResult{}, err
+		}
+	}
+	headers, err := store.EncodeHeader(ev.Header)
+	if err != nil {
+		return store.IngestResult{}, err
+	}
+	vm, vs, vk := store.VerificationArgs(ev.Verification)
+	_, err = st.exec(qInsertEvent,
+		ev.ID, ev.Source, nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, nonNil(ev.Body),
+		nullable(ev.Object), nullable(ev.Version), stale, nullable(ne.ContentKey),
+		nullable(ev.RemoteAddr), vm, vs, vk, nullable(ev.Type), store.NotRoutedArg(ev.NotRouted))
+	if err != nil {
+		return store.IngestResult{}, err
+	}
+	status := anyhook.StatusPending
+	if stale && ne.StaleSkip {
+		status = anyhook.StatusSkipped
+	}
+	for _, dest := range ne.Destinations {
+		_, err := st.exec(qInsertDelivery, s.newID(), ev.ID, dest, status, stale && !ne.StaleSkip, now, now, now)
+		if err != nil {
+			return store.IngestResult{}, err
+		}
+	}
+	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
+}
+
+const qInsertArrival = `INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut) VALUES (?, ?, ?, ?, ?, ?)`
+
+// arrive records the arrival of ev, a duplicate that raised the duplicate
+// counter of event id to n, if it is among the first store.MaxArrivals.
+func arrive(st *stmts, id string, n int64, ev *anyhook.Event) error {
+	if n > store.MaxArrivals {
+		return nil
+	}
+	h, cut := store.ArrivalHeader(ev.Header)
+	_, err := st.exec(qInsertArrival, id, n, micros(ev.ReceivedAt), ev.RemoteAddr, h, cut)
+	return err
+}

@@ -1,0 +1,117 @@
+package storetest
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+func testListEvents(t *testing.T, s store.Store) {
+	var ids []string
+	for i := range 7 {
+		src := "stripe"
+		if i%2 == 1 {
+			src = "github"
+		}
+		ids = append(ids, ingest(t, s, newEvent(src, "k"+strconv.Itoa(i), "billing", "audit"))[0].ID)
+	}
+	var got []string
+	cursor := ""
+	for page := 0; ; page++ {
+		evs, next, err := s.ListEvents(ctx(t), store.EventFilter{Limit: 3, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) > 3 {
+			t.Fatalf("page of %d, limit 3", len(evs))
+		}
+		for _, ev := range evs {
+			got = append(got, ev.ID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+		if page > 5 {
+			t.Fatal("paging does not end")
+		}
+	}
+	want := slices.Clone(ids)
+	slices.Reverse(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged ids = %v, want newest first %v", got, want)
+	}
+	gh, _, _ := s.ListEvents(ctx(t), store.EventFilter{Source: "github"})
+	if len(gh) != 3 {
+		t.Errorf("source filter: %d, want 3", len(gh))
+	}
+	q, _, _ := s.ListEvents(ctx(t), store.EventFilter{Q: "k4"})
+	if len(q) != 1 || q[0].ID != ids[4] {
+		t.Errorf("q filter: %+v", q)
+	}
+	c := claim(t, s, "billing", 1, time.Minute)[0]
+	finish(t, s, delivered(c))
+	done, _, _ := s.ListEvents(ctx(t), store.EventFilter{Status: anyhook.StatusDelivered})
+	if len(done) != 1 || done[0].ID != c.Event.ID {
+		t.Errorf("status filter: %+v", done)
+	}
+	// Most events have two pending deliveries: an event is listed once,
+	// and paging by status neither skips nor repeats.
+	var paged []string
+	for cursor := ""; ; {
+		evs, next, err := s.ListEvents(ctx(t), store.EventFilter{Status: anyhook.StatusPending, Source: "stripe", Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			paged = append(paged, ev.ID)
+		}
+		if cursor = next; next == "" || len(paged) > 10 {
+			break
+		}
+	}
+	wantStripe := []string{ids[6], ids[4], ids[2], ids[0]} // audit is pending for all
+	if !slices.Equal(paged, wantStripe) {
+		t.Errorf("status paging = %v, want %v", paged, wantStripe)
+	}
+	none, _, _ := s.ListEvents(ctx(t), store.EventFilter{Since: received.Add(time.Second)})
+	all, _, _ := s.ListEvents(ctx(t), store.EventFilter{Since: received, Until: received.Add(time.Second)})
+	if len(none) != 0 || len(all) != 7 {
+		t.Errorf("time filter: since later = %d (want 0), window = %d (want 7)", len(none), len(all))
+	}
+}
+
+func testListDeliveries(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "a", "billing", "audit"), newEvent("github", "b", "billing"))
+	all, _, err := s.ListDeliveries(ctx(t), store.DeliveryFilter{})
+	if err != nil || len(all) != 3 {
+		t.Fatalf("all = %d, %v", len(all), err)
+	}
+	billing, _, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Destination: "billing"})
+	gh, _, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Source: "github"})
+	if len(billing) != 2 || len(gh) != 1 {
+		t.Fatalf("billing = %d (want 2), github = %d (want 1)", len(billing), len(gh))
+	}
+	p1, next, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Limit: 2})
+	p2, end, _ := s.ListDeliveries(ctx(t), store.DeliveryFilter{Limit: 2, Cursor: next})
+	if len(p1) != 2 || len(p2) != 1 || end != "" || p2[0].ID == p1[0].ID || p2[0].ID == p1[1].ID {
+		t.Fatalf("paging: %v then %v (end %q)", p1, p2, end)
+	}
+}
+
+func testCounts(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "a", "billing", "audit"), newEvent("stripe", "b", "billing"))
+	c := claim(t, s, "billing", 1, time.Minute)[0]
+	finish(t, s, delivered(c))
+	m, err := s.Counts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m[anyhook.StatusPending] != 2 || m[anyhook.StatusDelivered] != 1 {
+		t.Fatalf("counts = %v", m)
+	}
+}
