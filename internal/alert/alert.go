@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/lifecycle"
 )
 
 // Alert kinds.
@@ -93,13 +94,10 @@ type Notifier struct {
 	mu      sync.Mutex
 	states  map[key]*state
 	queue   []message
-	started bool
-	stopped bool
+	stopped bool // Notify drops
 
-	wake     chan struct{} // a message was queued
-	stopCh   chan struct{}
-	stopOnce sync.Once
-	done     chan struct{} // closed when the goroutine has returned
+	wake chan struct{} // a message was queued
+	run  lifecycle.Runner
 
 	// Test hooks: a manual flush clock, and a signal after each flush.
 	tick     <-chan time.Time
@@ -135,8 +133,6 @@ func New(sinks []config.Alert, opts Options) (*Notifier, error) {
 		ua:     opts.UserAgent,
 		states: map[key]*state{},
 		wake:   make(chan struct{}, 1),
-		stopCh: make(chan struct{}),
-		done:   make(chan struct{}),
 	}
 	if n.client == nil {
 		n.client = newClient()
@@ -292,23 +288,15 @@ func (n *Notifier) flush(ctx context.Context, final bool) {
 // Start starts the goroutine that posts alerts. Cancelling ctx stops it
 // at once, dropping what is queued; Stop stops it gracefully.
 func (n *Notifier) Start(ctx context.Context) {
-	n.mu.Lock()
-	if n.started || n.stopped {
-		n.mu.Unlock()
-		return
-	}
-	n.started = true
-	n.mu.Unlock()
-	tick, stopTick := n.tick, func() {}
-	if tick == nil {
-		t := time.NewTicker(n.every)
-		tick, stopTick = t.C, t.Stop
-	}
-	go func() {
-		defer close(n.done)
-		defer stopTick()
-		n.run(ctx, tick)
-	}()
+	n.run.Start(ctx, func(end context.Context) {
+		tick := n.tick
+		if tick == nil {
+			t := time.NewTicker(n.every)
+			defer t.Stop()
+			tick = t.C
+		}
+		n.loop(ctx, end, tick)
+	})
 }
 
 // Stop sends what is queued and every waiting summary, then returns once
@@ -316,18 +304,22 @@ func (n *Notifier) Start(ctx context.Context) {
 func (n *Notifier) Stop() {
 	n.mu.Lock()
 	n.stopped = true
-	started := n.started
 	n.mu.Unlock()
-	n.stopOnce.Do(func() { close(n.stopCh) })
-	if started {
-		<-n.done
-	}
+	n.run.Stop()
 }
 
-func (n *Notifier) run(ctx context.Context, tick <-chan time.Time) {
+// loop posts under ctx, which Stop does not cancel (a post in progress
+// when Stop is called completes), until end ends: by Stop, after a final
+// flush; by ctx, at once.
+func (n *Notifier) loop(ctx, end context.Context, tick <-chan time.Time) {
 	for {
 		select {
-		case <-ctx.Done():
+		case <-end.Done():
+			if lifecycle.Stopped(end) {
+				n.flush(ctx, true)
+				n.send(ctx)
+				return
+			}
 			n.mu.Lock()
 			dropped := len(n.queue)
 			n.queue = nil
@@ -335,10 +327,6 @@ func (n *Notifier) run(ctx context.Context, tick <-chan time.Time) {
 			if dropped > 0 {
 				n.log.Warn("alerts dropped: shutting down", "count", dropped)
 			}
-			return
-		case <-n.stopCh:
-			n.flush(ctx, true)
-			n.send(ctx)
 			return
 		case <-n.wake:
 			n.send(ctx)

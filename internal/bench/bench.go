@@ -1,9 +1,10 @@
-// Package bench is `anyhook bench`: it runs a gateway in-process (SQLite in
-// a temporary directory, or a given PostgreSQL database) with a local sink
-// as its destination(s), drives pre-signed Stripe events through real HTTP
-// over loopback, and reports ingest throughput and latency, end-to-end
-// delivery throughput and latency, CPU per 1,000 events and peak RSS —
-// next to the same load against a bare net/http server, the ceiling on
+// Package bench is `anyhook bench`: it runs a gateway in a process of its
+// own (this executable, SQLite in a temporary directory or a given
+// PostgreSQL database) with a local sink as its destination(s), drives
+// pre-built events through real HTTP over loopback, and reports ingest
+// throughput and latency, end-to-end delivery throughput and latency, the
+// gateway process's own CPU per event and peak RSS — next to the same load
+// against a bare net/http server and a non-durable relay, the ceilings on
 // this machine.
 package bench
 
@@ -15,29 +16,29 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
-	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
 const usageText = `usage: anyhook bench [flags]
 
-Runs a gateway in-process against a local sink and measures it, next to a
-bare net/http server under the same load (the ceiling on this machine).
+Runs a gateway (in a process of its own) against a local sink and measures
+it, next to the same load against a bare net/http server and a non-durable
+relay that forwards from memory (the ceilings on this machine).
 
 flags:
   --database DSN        sqlite:PATH or postgres://… (default: SQLite in a temporary directory)
+  --provider P          the source's provider: stripe (signed) or generic (no signature) (default stripe)
   --events N            events in the timed run (default 20000)
   --body-size SIZE      body size: 1KiB, 64KiB, 512 (default 1KiB)
   --concurrency C       client connections (default 64)
@@ -47,17 +48,18 @@ flags:
   --max-in-flight M     max_in_flight of each destination (default: the config default)
   --rate R              rate of each destination, requests/s (default: unlimited)
   --filter EXPR         a filter (CEL) on every destination; it must accept the bench's
-                        events (type "charge.succeeded", data.object.amount 2000), e.g.
-                        'type.startsWith("charge.") && body.data.object.amount > 1000'
+                        events (Stripe's: type "charge.succeeded", data.object.amount 2000),
+                        e.g. 'type.startsWith("charge.") && body.data.object.amount > 1000'
   --warmup N            untimed events first (default 500)
   --drain-timeout D     how long to wait for deliveries after ingest (default 2m)
-  --no-baseline         skip the bare net/http run
+  --no-baseline         skip the bare net/http and relay runs
   --cpuprofile FILE     write a CPU profile of the timed gateway run
   --json                print the report as JSON
 `
 
 type options struct {
 	database     string
+	provider     string
 	events       int
 	bodySize     int
 	concurrency  int
@@ -78,6 +80,7 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := cli.NewFlagSet("bench")
 	fs.StringVar(&o.database, "database", "", "")
+	fs.StringVar(&o.provider, "provider", "stripe", "")
 	fs.IntVar(&o.events, "events", 20000, "")
 	size := fs.String("body-size", "1KiB", "")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "")
@@ -101,6 +104,8 @@ func parseFlags(args []string) (*options, error) {
 	}
 	o.bodySize = n
 	switch {
+	case o.provider != "stripe" && o.provider != "generic":
+		return nil, fmt.Errorf("--provider %q: want stripe or generic", o.provider)
 	case o.events < 1:
 		return nil, errors.New("--events must be at least 1")
 	case o.bodySize < 256 || o.bodySize > 64<<20:
@@ -137,6 +142,11 @@ func parseSize(s string) (int, error) {
 
 // Main runs `anyhook bench` with args (without the command names).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == childCommand {
+		return childMain(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
+	// The gateway process writes its errors to stderr too.
+	stderr = &lockedWriter{w: stderr}
 	o, err := parseFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usageText)
@@ -168,6 +178,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const secret = "whsec_bench_secret"
 
+// lockedWriter serialises writes from the bench and from the copy of the
+// gateway process's stderr.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // progress writes a line to stderr unless the output is JSON-only.
 type progress struct{ w io.Writer }
 
@@ -175,22 +198,53 @@ func (p progress) say(format string, args ...any) { fmt.Fprintf(p.w, "bench: "+f
 
 func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	say := progress{stderr}.say
-	rep := &Report{Machine: machine(), Events: o.events, BodySize: o.bodySize, Concurrency: o.concurrency,
+	rep := &Report{Machine: machine(), Provider: o.provider, Events: o.events, BodySize: o.bodySize, Concurrency: o.concurrency,
 		Destinations: o.destinations, Filter: o.filter, Duplicates: o.duplicates, SinkDelayMS: ms(o.sinkDelay), Database: "sqlite"}
 	if strings.HasPrefix(o.database, "postgres") {
 		rep.Database = "postgres"
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot find this executable to run the gateway process: %w", err)
 	}
 	// Ids unique to this run, so that a reused PostgreSQL database holds
 	// no duplicates of them.
 	runID := strconv.FormatInt(time.Now().UnixNano()/1e6, 36)
 	now := time.Now()
-	say("signing %d requests of %d bytes", o.events, o.bodySize)
-	reqs, err := makeRequests("evt_"+runID+"n", o.events, 1, o.bodySize, secret, now)
+	say("preparing %d %s requests of %d bytes", o.events, o.provider, o.bodySize)
+	prefix, warmPrefix := "evt_"+runID+"n", "evt_"+runID+"w"
+	reqs, err := makeRequests(o.provider, prefix, o.events, 1, o.bodySize, secret, now)
+	if err != nil {
+		return nil, err
+	}
+	nwarm := min(o.warmup, o.events)
+	warm, err := makeRequests(o.provider, warmPrefix, nwarm, 1, o.bodySize, secret, now)
 	if err != nil {
 		return nil, err
 	}
 	client := newClient(o.concurrency)
 	defer client.CloseIdleConnections()
+	sk, err := newSink(o.destinations, o.sinkDelay)
+	if err != nil {
+		return nil, err
+	}
+	defer sk.srv.Close()
+	// warmUp sends the warm-up events to url and waits for their
+	// deliveries, if the server delivers.
+	warmUp := func(url string, delivers bool) error {
+		if nwarm == 0 {
+			return nil
+		}
+		wr := sk.expect(warmPrefix, nwarm)
+		drive(ctx, client, url, warm, nwarm, o.concurrency)
+		if !delivers {
+			return nil
+		}
+		if err := wait(ctx, wr, o.drainTimeout); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		return nil
+	}
 
 	if !o.noBaseline {
 		say("bare net/http: %d requests at concurrency %d", len(reqs), o.concurrency)
@@ -198,88 +252,94 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		warm, _ := makeRequests("evt_"+runID+"w", min(o.warmup, o.events), 1, o.bodySize, secret, now)
-		drive(ctx, client, url, warm, len(warm), o.concurrency)
+		warmUp(url, false)
 		cpu0, _ := usage()
 		lr := drive(ctx, client, url, reqs, o.events, o.concurrency)
 		cpu1, _ := usage()
 		rep.Baseline = phase(lr, o.events, cpu1-cpu0)
 		client.CloseIdleConnections()
 		srv.Close()
+
+		say("non-durable relay: %d requests at concurrency %d, %d forwarding workers", len(reqs), o.concurrency, relayWorkers)
+		rl, err := newRelay(sk.url, o.destinations, (nwarm+o.events)*o.destinations)
+		if err != nil {
+			return nil, err
+		}
+		err = warmUp(rl.url, true)
+		if err == nil {
+			rep.Relay, rep.RelayDelivery, err = timed(ctx, client, rl.url, sk, prefix, reqs, o, nil)
+		}
+		client.CloseIdleConnections()
+		if cerr := rl.close(ctx); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			rep.Failures = append(rep.Failures, "relay: "+err.Error())
+		}
+		rep.check("relay", rep.Relay, o.events)
 	}
 
-	sk, err := newSink(o.destinations, o.sinkDelay)
-	if err != nil {
-		return nil, err
-	}
-	defer sk.srv.Close()
 	dir, err := os.MkdirTemp("", "anyhook-bench")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	cfg, err := benchConfig(dir, o, sk.url)
+	cfgPath, err := writeConfig(dir, o, sk.url)
 	if err != nil {
 		return nil, err
 	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg})
+	say("starting the gateway process (%s)", rep.Database)
+	gw, err := startChild(ctx, exe, cfgPath, stderr)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		g.Stop(context.Background())
-		return nil, err
-	}
-	g.Start(ctx, ln)
+	stopped := false
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		g.Stop(sctx)
+		if !stopped {
+			gw.stop(time.Minute)
+		}
 	}()
-	url := "http://" + ln.Addr().String() + "/webhooks/stripe"
+	url := "http://" + gw.addr + "/webhooks/" + o.provider
 
-	if o.warmup > 0 {
-		n := min(o.warmup, o.events)
-		say("warm-up: %d events", n)
-		warm, _ := makeRequests("evt_"+runID+"w", n, 1, o.bodySize, secret, now)
-		wr := sk.expect("evt_"+runID+"w", n)
-		drive(ctx, client, url, warm, n, o.concurrency)
-		if err := wait(ctx, wr, o.drainTimeout); err != nil {
-			return rep, fmt.Errorf("warm-up: %w", err)
-		}
+	say("warm-up: %d events", nwarm)
+	if err := warmUp(url, true); err != nil {
+		return rep, err
 	}
-
 	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
+		path, err := filepath.Abs(o.cpuprofile)
+		if err == nil {
+			_, err = gw.call("profile " + path)
+		}
 		if err != nil {
-			return rep, err
+			return rep, fmt.Errorf("--cpuprofile: %w", err)
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return rep, err
-		}
-		defer pprof.StopCPUProfile()
 	}
-
 	say("anyhook (%s): %d events at concurrency %d, %d destination(s)", rep.Database, o.events, o.concurrency, o.destinations)
-	rep.Ingest, rep.Delivery, err = timed(ctx, client, url, sk, "evt_"+runID+"n", reqs, o)
+	rep.Ingest, rep.Delivery, err = timed(ctx, client, url, sk, prefix, reqs, o, gw)
 	if err != nil {
 		rep.Failures = append(rep.Failures, err.Error())
 	}
+	if o.cpuprofile != "" {
+		if _, err := gw.call("profile-stop"); err != nil {
+			rep.Failures = append(rep.Failures, "--cpuprofile: "+err.Error())
+		}
+	}
 	if rep.Baseline != nil && rep.Baseline.EventsPerSec > 0 {
 		rep.RatioToBare = rep.Ingest.EventsPerSec / rep.Baseline.EventsPerSec
+	}
+	if rep.Relay != nil && rep.Relay.EventsPerSec > 0 {
+		rep.RatioToRelay = rep.Ingest.EventsPerSec / rep.Relay.EventsPerSec
 	}
 	rep.check("ingest", rep.Ingest, o.events)
 
 	if o.duplicates > 1 {
 		prefix := "evt_" + runID + "s"
 		say("duplicate storm: %d events × %d copies", o.events, o.duplicates)
-		storm, err := makeRequests(prefix, o.events, o.duplicates, o.bodySize, secret, now)
+		storm, err := makeRequests(o.provider, prefix, o.events, o.duplicates, o.bodySize, secret, now)
 		if err != nil {
 			return rep, err
 		}
-		st, dl, err := timed(ctx, client, url, sk, prefix, storm, o)
+		st, dl, err := timed(ctx, client, url, sk, prefix, storm, o, gw)
 		rep.Storm, rep.StormDelivery = st, dl
 		if err != nil {
 			rep.Failures = append(rep.Failures, "storm: "+err.Error())
@@ -289,35 +349,58 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			rep.Failures = append(rep.Failures, fmt.Sprintf("storm: %d accepted and %d duplicate answers, want %d and %d",
 				st.Accepted, st.Duplicate, o.events, o.events*(o.duplicates-1)))
 		}
-		if rep.Ingest.CPUSeconds > 0 {
+		if rep.Ingest.GatewayCPUSeconds > 0 {
 			// What the duplicates added, per duplicate request, against
 			// the cost of a new event in the first run.
 			dups := float64(o.events * (o.duplicates - 1))
-			rep.DuplicateCPUPer1k = 1000 * (st.CPUSeconds - rep.Ingest.CPUSeconds) / dups
+			rep.DuplicateCPUPer1k = 1000 * (st.GatewayCPUSeconds - rep.Ingest.GatewayCPUSeconds) / dups
 		}
 		say("checking: one event per id, %d duplicates counted on each", o.duplicates-1)
-		if msg := checkOnce(ctx, g.Store(), prefix, o.events, o.duplicates-1); msg != "" {
-			rep.Failures = append(rep.Failures, "storm: "+msg)
+		if _, err := gw.call(fmt.Sprintf("check %s %s %d %d", o.provider, prefix, o.events, o.duplicates-1)); err != nil {
+			rep.Failures = append(rep.Failures, "storm: "+err.Error())
 		}
 	}
+	if _, rss, err := gw.usage(); err == nil {
+		rep.PeakRSSMiB = float64(rss) / (1 << 20)
+	} else {
+		rep.Failures = append(rep.Failures, err.Error())
+	}
 	_, rss := usage()
-	rep.PeakRSSMiB = float64(rss) / (1 << 20)
+	rep.BenchPeakRSSMiB = float64(rss) / (1 << 20)
+	stopped = true
+	if err := gw.stop(time.Minute); err != nil {
+		rep.Failures = append(rep.Failures, err.Error())
+	}
 	return rep, nil
 }
 
-// timed drives reqs against the gateway and waits until every event
-// reached every destination.
-func timed(ctx context.Context, client *http.Client, url string, sk *sink, prefix string, reqs []request, o *options) (*Phase, *Delivery, error) {
+// timed drives reqs against url and waits until every event reached every
+// destination. gw, when not nil, is the server's process: its own CPU in
+// the same window is the gateway's.
+func timed(ctx context.Context, client *http.Client, url string, sk *sink, prefix string, reqs []request, o *options, gw *child) (*Phase, *Delivery, error) {
 	sr := sk.expect(prefix, o.events)
+	var g0, g1 time.Duration
+	var gerr error
+	if gw != nil {
+		g0, _, gerr = gw.usage()
+	}
 	cpu0, _ := usage()
 	lr := drive(ctx, client, url, reqs, o.events, o.concurrency)
 	backlog := sr.want - sr.count.Load()
 	werr := wait(ctx, sr, o.drainTimeout)
 	cpu1, _ := usage()
+	window := time.Since(lr.Start)
+	if gw != nil && gerr == nil {
+		g1, _, gerr = gw.usage()
+	}
 	p := phase(lr, o.events, cpu1-cpu0)
+	if gw != nil && gerr == nil {
+		p.gateway(g1-g0, window, o.events)
+	}
 	d := delivery(lr, sr)
 	d.BacklogAtIngestEnd = int(backlog)
-	return p, d, werr
+	d.DeliveredAtIngestEnd = int(sr.want - backlog)
+	return p, d, errors.Join(werr, gerr)
 }
 
 func wait(ctx context.Context, sr *sinkRun, timeout time.Duration) error {
@@ -335,12 +418,12 @@ func wait(ctx context.Context, sr *sinkRun, timeout time.Duration) error {
 
 // checkOnce asserts that each event of the storm exists once with dups
 // duplicates counted.
-func checkOnce(ctx context.Context, st store.Store, prefix string, events, dups int) string {
+func checkOnce(ctx context.Context, st store.Store, source, prefix string, events, dups int) string {
 	bad := 0
 	var first string
 	for i := range events {
 		id := eventID(prefix, i)
-		evs, _, err := st.ListEvents(ctx, store.EventFilter{Source: "stripe", Q: id, Limit: 5})
+		evs, _, err := st.ListEvents(ctx, store.EventFilter{Source: source, Q: id, Limit: 5})
 		if err != nil {
 			return err.Error()
 		}
@@ -361,20 +444,29 @@ func checkOnce(ctx context.Context, st store.Store, prefix string, events, dups 
 	return ""
 }
 
-// benchConfig is the gateway's configuration for a run.
-func benchConfig(dir string, o *options, sinkURL string) (*config.Config, error) {
+// writeConfig writes the gateway's configuration for a run to dir and
+// returns its path. The source is named after its provider: stripe (signed,
+// tolerance 1h so that pre-signed requests stay valid) or generic (no
+// signature, the dedup key from the body's id).
+func writeConfig(dir string, o *options, sinkURL string) (string, error) {
 	db := o.database
 	if db == "" {
 		db = "sqlite:" + filepath.Join(dir, "bench.db")
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: 127.0.0.1:0\ndatabase: %q\nadmin_token: bench\n", db)
-	fmt.Fprintf(&b, "sources:\n  stripe:\n    provider: stripe\n    secrets: [%s]\n    tolerance: 1h\n    max_body: %d\n", secret, max(2*o.bodySize, 1<<20))
+	switch o.provider {
+	case "stripe":
+		fmt.Fprintf(&b, "sources:\n  stripe:\n    provider: stripe\n    secrets: [%s]\n    tolerance: 1h\n", secret)
+	case "generic":
+		b.WriteString("sources:\n  generic:\n    provider: generic\n    signature: none\n    id: json:id\n")
+	}
+	fmt.Fprintf(&b, "    max_body: %d\n", max(2*o.bodySize, 1<<20))
 	if o.destinations > 0 {
 		b.WriteString("destinations:\n")
 	}
 	for d := range o.destinations {
-		fmt.Fprintf(&b, "  d%d:\n    url: %s/d%d\n    sources: [stripe]\n    timeout: 30s\n", d, sinkURL, d)
+		fmt.Fprintf(&b, "  d%d:\n    url: %s/d%d\n    sources: [%s]\n    timeout: 30s\n", d, sinkURL, d, o.provider)
 		if o.maxInFlight > 0 {
 			fmt.Fprintf(&b, "    max_in_flight: %d\n", o.maxInFlight)
 		}
@@ -385,7 +477,13 @@ func benchConfig(dir string, o *options, sinkURL string) (*config.Config, error)
 			fmt.Fprintf(&b, "    filter: %s\n", strconv.Quote(o.filter))
 		}
 	}
-	return config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(b.String()), func(string) (string, bool) { return "", false })
+	path := filepath.Join(dir, "anyhook.yaml")
+	// Parsed here first, so that a mistake is reported as such rather
+	// than as a gateway process that did not start.
+	if _, err := config.Parse(path, []byte(b.String()), func(string) (string, bool) { return "", false }); err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 // Machine describes where the figures were measured.

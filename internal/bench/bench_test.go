@@ -2,12 +2,25 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anyhook/anyhook/internal/pgtest"
 )
+
+// TestMain lets this test binary be the gateway process too: the bench
+// runs its own executable as `… bench _gateway --config FILE`, and here
+// that executable is the test binary (the same code as anyhook's).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "bench" && os.Args[2] == childCommand {
+		os.Exit(Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // runBench runs Main and decodes its --json report. No figure is checked
 // against a threshold: timings belong to the machine, not to the tests.
@@ -29,14 +42,29 @@ func TestBenchSQLiteStormAndSlowSink(t *testing.T) {
 	t.Parallel()
 	rep := runBench(t, "--events", "60", "--concurrency", "8", "--destinations", "2", "--duplicates", "3",
 		"--sink-delay", "2ms", "--warmup", "10", "--body-size", "2KiB")
-	if rep.Database != "sqlite" || rep.Baseline == nil || rep.Baseline.Requests != 60 {
+	if rep.Database != "sqlite" || rep.Provider != "stripe" || rep.Baseline == nil || rep.Baseline.Requests != 60 {
 		t.Errorf("report = %+v", rep)
+	}
+	// The relay answered every request and forwarded each event to both
+	// destinations once.
+	if rep.Relay == nil || rep.Relay.Accepted != 60 || rep.Relay.Failed != 0 || rep.Relay.GatewayCPUSeconds != 0 {
+		t.Errorf("relay = %+v", rep.Relay)
+	}
+	if d := rep.RelayDelivery; d == nil || d.Deliveries != 120 || d.Redeliveries != 0 || d.DeliveredAtIngestEnd+d.BacklogAtIngestEnd != 120 {
+		t.Errorf("relay delivery = %+v", d)
+	}
+	if rep.RatioToBare <= 0 || rep.RatioToRelay <= 0 {
+		t.Errorf("ratios to bare %v and to the relay %v", rep.RatioToBare, rep.RatioToRelay)
 	}
 	if rep.Ingest.Accepted != 60 || rep.Ingest.Duplicate != 0 || rep.Ingest.P50MS <= 0 || rep.Ingest.MaxMS < rep.Ingest.P99MS {
 		t.Errorf("ingest = %+v", rep.Ingest)
 	}
-	if rep.Delivery.Deliveries != 120 || rep.Delivery.PerSec <= 0 {
-		t.Errorf("delivery = %+v", rep.Delivery)
+	if d := rep.Delivery; d.Deliveries != 120 || d.PerSec <= 0 || d.DeliveredAtIngestEnd+d.BacklogAtIngestEnd != 120 {
+		t.Errorf("delivery = %+v", d)
+	}
+	// The gateway's CPU is its own process's, measured over the window.
+	if rep.Ingest.GatewayCPUSeconds <= 0 || rep.Ingest.GatewayCPUPerEventUS <= 0 || rep.Ingest.GatewayCores <= 0 || rep.Storm.GatewayCPUSeconds <= 0 {
+		t.Errorf("gateway CPU: ingest %+v, storm %+v", rep.Ingest, rep.Storm)
 	}
 	// Every event three times at once: one accepted, two duplicates each.
 	if rep.Storm == nil || rep.Storm.Requests != 180 || rep.Storm.Accepted != 60 || rep.Storm.Duplicate != 120 {
@@ -45,8 +73,8 @@ func TestBenchSQLiteStormAndSlowSink(t *testing.T) {
 	if rep.StormDelivery == nil || rep.StormDelivery.Deliveries != 120 || rep.StormDelivery.Redeliveries != 0 {
 		t.Errorf("storm delivery = %+v", rep.StormDelivery)
 	}
-	if rep.PeakRSSMiB <= 0 || rep.Machine.CPUs <= 0 {
-		t.Errorf("machine = %+v, peak RSS %v", rep.Machine, rep.PeakRSSMiB)
+	if rep.PeakRSSMiB <= 0 || rep.BenchPeakRSSMiB <= 0 || rep.Machine.CPUs <= 0 {
+		t.Errorf("machine = %+v, peak RSS %v (gateway) and %v (bench)", rep.Machine, rep.PeakRSSMiB, rep.BenchPeakRSSMiB)
 	}
 }
 
@@ -56,6 +84,94 @@ func TestBenchPostgres(t *testing.T) {
 	rep := runBench(t, "--database", dsn, "--events", "40", "--concurrency", "8", "--warmup", "5", "--no-baseline", "--duplicates", "2")
 	if rep.Database != "postgres" || rep.Ingest.Accepted != 40 || rep.Delivery.Deliveries != 40 || rep.Storm.Duplicate != 40 {
 		t.Errorf("report = %+v", rep)
+	}
+	if rep.Relay != nil || rep.Ingest.GatewayCPUSeconds <= 0 {
+		t.Errorf("relay %+v with --no-baseline; gateway CPU %v", rep.Relay, rep.Ingest.GatewayCPUSeconds)
+	}
+}
+
+// The issue's measurement: a generic source without signature, with the
+// bare server and the relay, on both stores.
+func TestBenchGenericProvider(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			t.Parallel()
+			args := []string{"--provider", "generic", "--events", "50", "--concurrency", "8", "--warmup", "10", "--duplicates", "2"}
+			if db == "postgres" {
+				args = append(args, "--database", pgtest.DSN(t))
+			}
+			rep := runBench(t, args...)
+			if rep.Provider != "generic" || rep.Database != db {
+				t.Errorf("provider %q, database %q", rep.Provider, rep.Database)
+			}
+			if rep.Relay.Accepted != 50 || rep.RelayDelivery.Deliveries != 50 || rep.RelayDelivery.Redeliveries != 0 {
+				t.Errorf("relay = %+v, %+v", rep.Relay, rep.RelayDelivery)
+			}
+			// The dedup key is the body's id: each id once, one duplicate.
+			if rep.Ingest.Accepted != 50 || rep.Delivery.Deliveries != 50 || rep.Storm.Accepted != 50 || rep.Storm.Duplicate != 50 ||
+				rep.StormDelivery.Deliveries != 50 || rep.StormDelivery.Redeliveries != 0 {
+				t.Errorf("ingest %+v, delivery %+v, storm %+v, %+v", rep.Ingest, rep.Delivery, rep.Storm, rep.StormDelivery)
+			}
+			if rep.Ingest.GatewayCPUPerEventUS <= 0 || rep.RatioToRelay <= 0 {
+				t.Errorf("gateway CPU per event %v, ratio to relay %v", rep.Ingest.GatewayCPUPerEventUS, rep.RatioToRelay)
+			}
+		})
+	}
+}
+
+func TestJSONID(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		`{"id":"evt_1","x":1}`: "evt_1",
+		`{"a":{"id":"in"}}`:    "in",
+		`{"id":7}`:             "",
+		`{"id":"unterminated`:  "",
+		``:                     "",
+	} {
+		if got := jsonID([]byte(body)); got != want {
+			t.Errorf("jsonID(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
+
+// The gateway process answers its protocol and reports what is wrong.
+func TestChildProtocol(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	o := &options{provider: "generic", bodySize: 1024, destinations: 0}
+	cfg, err := writeConfig(dir, o, "http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	c, err := startChild(t.Context(), exe, cfg, &lockedWriter{w: &stderr})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	cpu, rss, err := c.usage()
+	if err != nil || cpu <= 0 || rss <= 0 {
+		t.Errorf("usage: %v, %v, %v", cpu, rss, err)
+	}
+	for line, want := range map[string]string{
+		"nonsense":               `unknown command "nonsense"`,
+		"check generic p x 0":    "want check SOURCE PREFIX N DUPS",
+		"check generic nope 1 0": "nope_00000000: 0 events",
+		"profile " + dir:         "is a directory",
+	} {
+		if _, err := c.call(line); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error containing %q", line, err, want)
+		}
+	}
+	if _, err := c.call("check generic nope 0 0"); err != nil {
+		t.Errorf("check of no events: %v", err)
+	}
+	if err := c.stop(time.Minute); err != nil {
+		t.Errorf("stop: %v\n%s", err, stderr.String())
 	}
 }
 
@@ -73,7 +189,8 @@ func TestBenchTable(t *testing.T) {
 	if code := Main(t.Context(), []string{"--events", "20", "--concurrency", "4", "--warmup", "0"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"bare net/http", "anyhook ingest", "delivery (e2e)", "ingest / bare net/http", "peak RSS", "checks:"} {
+	for _, want := range []string{"bare net/http", "relay (keeps nothing)", "anyhook ingest", "delivery (e2e)", "anyhook / bare net/http", "anyhook / relay",
+		"gateway CPU per event", "peak RSS", "checks:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
@@ -83,7 +200,7 @@ func TestBenchTable(t *testing.T) {
 func TestBenchBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"--destinations", "6"}, {"--events", "0"}, {"--body-size", "big"}, {"--database", "mysql://x"}, {"--duplicates", "0"}, {"extra"},
+		{"--destinations", "6"}, {"--events", "0"}, {"--provider", "github"}, {"--body-size", "big"}, {"--database", "mysql://x"}, {"--duplicates", "0"}, {"extra"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := Main(t.Context(), args, &out, &errOut); code != 2 || !strings.HasPrefix(errOut.String(), "anyhook bench: ") {

@@ -15,8 +15,9 @@ import (
 	"github.com/anyhook/anyhook/internal/provider"
 )
 
-// request is one pre-signed POST: built before the timed loop, so the
-// client's HMAC and JSON work is not counted as the server's.
+// request is one pre-built (and for Stripe pre-signed) POST: built before
+// the timed loop, so the client's HMAC and JSON work is not counted as the
+// server's.
 type request struct {
 	event  int // index of the event it carries
 	body   []byte
@@ -40,15 +41,18 @@ func makeBody(prefix string, i, size int) []byte {
 // eventID is the Stripe event id of event i.
 func eventID(prefix string, i int) string { return fmt.Sprintf("%s_%08d", prefix, i) }
 
-// makeRequests signs n events, each repeated copies times back to back (so
-// the copies of one event are in flight together).
-func makeRequests(prefix string, n, copies, size int, secret string, now time.Time) ([]request, error) {
+// makeRequests builds n events for the provider (stripe: signed; generic:
+// unsigned), each repeated copies times back to back (so the copies of one
+// event are in flight together).
+func makeRequests(prov, prefix string, n, copies, size int, secret string, now time.Time) ([]request, error) {
 	reqs := make([]request, 0, n*copies)
 	for i := range n {
 		body := makeBody(prefix, i, size)
 		pr := &provider.Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
-		if err := provider.Sign("stripe", secret, pr, now); err != nil {
-			return nil, err
+		if prov == "stripe" {
+			if err := provider.Sign("stripe", secret, pr, now); err != nil {
+				return nil, err
+			}
 		}
 		for range copies {
 			reqs = append(reqs, request{event: i, body: body, header: pr.Header})

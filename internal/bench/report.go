@@ -13,6 +13,7 @@ import (
 type Report struct {
 	Machine      Machine `json:"machine"`
 	Database     string  `json:"database"` // sqlite | postgres
+	Provider     string  `json:"provider"` // stripe | generic
 	Events       int     `json:"events"`
 	BodySize     int     `json:"body_size"`
 	Concurrency  int     `json:"concurrency"`
@@ -23,22 +24,32 @@ type Report struct {
 
 	// Baseline is the bare net/http server under the same load.
 	Baseline *Phase `json:"baseline,omitempty"`
+	// Relay is the non-durable relay under the same load: it answers,
+	// then forwards from memory to the same sink (no storage, no dedup, no
+	// retries); RelayDelivery its deliveries.
+	Relay         *Phase    `json:"relay,omitempty"`
+	RelayDelivery *Delivery `json:"relay_delivery,omitempty"`
 	// Ingest is the gateway, new events.
 	Ingest   *Phase    `json:"ingest"`
 	Delivery *Delivery `json:"delivery"`
 	// RatioToBare is Ingest.EventsPerSec / Baseline.EventsPerSec.
 	RatioToBare float64 `json:"ratio_to_bare,omitempty"`
+	// RatioToRelay is Ingest.EventsPerSec / Relay.EventsPerSec.
+	RatioToRelay float64 `json:"ratio_to_relay,omitempty"`
 
 	// Storm is the duplicate storm: Events new events, each sent
 	// Duplicates times at once.
 	Storm         *Phase    `json:"storm,omitempty"`
 	StormDelivery *Delivery `json:"storm_delivery,omitempty"`
-	// DuplicateCPUPer1k is the CPU the storm spent beyond the new-event
-	// run, per 1,000 duplicate requests.
+	// DuplicateCPUPer1k is the gateway CPU the storm spent beyond the
+	// new-event run, per 1,000 duplicate requests.
 	DuplicateCPUPer1k float64 `json:"duplicate_cpu_s_per_1k,omitempty"`
 
-	PeakRSSMiB float64  `json:"peak_rss_mib"`
-	Failures   []string `json:"failures,omitempty"`
+	// PeakRSSMiB is the gateway process's peak RSS; BenchPeakRSSMiB this
+	// process's (load client with its pre-built requests, sink, relay).
+	PeakRSSMiB      float64  `json:"peak_rss_mib"`
+	BenchPeakRSSMiB float64  `json:"bench_peak_rss_mib"`
+	Failures        []string `json:"failures,omitempty"`
 }
 
 // Phase is one timed load run as the client saw it.
@@ -55,11 +66,29 @@ type Phase struct {
 	Duplicate      int     `json:"duplicate"`
 	Failed         int     `json:"failed"`
 	FirstError     string  `json:"first_error,omitempty"`
-	// CPUSeconds is the whole process's CPU (client, server, sink) from
-	// the first request until the last delivery arrived.
+	// CPUSeconds is the bench process's CPU from the first request until
+	// the last delivery arrived: the load client and the sink, and for
+	// the bare and relay runs the server too (they run in it).
 	CPUSeconds       float64 `json:"cpu_s"`
 	CPUPer1kRequests float64 `json:"cpu_s_per_1k_requests"`
 	CPUPer1kEvents   float64 `json:"cpu_s_per_1k_events"`
+	// GatewayCPUSeconds is the gateway process's own CPU (its getrusage,
+	// user + system) in the same window; GatewayCPUPerEventUS that per
+	// event (ingested, and delivered to every destination);
+	// GatewayCores that over the window's wall time. Zero for the bare
+	// and relay runs.
+	GatewayCPUSeconds    float64 `json:"gateway_cpu_s,omitempty"`
+	GatewayCPUPerEventUS float64 `json:"gateway_cpu_us_per_event,omitempty"`
+	GatewayCores         float64 `json:"gateway_cores,omitempty"`
+}
+
+// gateway records the gateway process's CPU over a window.
+func (p *Phase) gateway(cpu, window time.Duration, events int) {
+	p.GatewayCPUSeconds = cpu.Seconds()
+	p.GatewayCPUPerEventUS = float64(cpu.Microseconds()) / float64(events)
+	if window > 0 {
+		p.GatewayCores = cpu.Seconds() / window.Seconds()
+	}
 }
 
 // Delivery is the end-to-end view: from the first send of an event to its
@@ -73,9 +102,11 @@ type Delivery struct {
 	P99MS      float64 `json:"p99_ms"`
 	MaxMS      float64 `json:"max_ms"`
 	// BacklogAtIngestEnd is how many deliveries were still to arrive when
-	// the last ingest request was answered.
-	BacklogAtIngestEnd int `json:"backlog_at_ingest_end"`
-	Redeliveries       int `json:"redeliveries"`
+	// the last ingest request was answered; DeliveredAtIngestEnd how many
+	// had arrived.
+	BacklogAtIngestEnd   int `json:"backlog_at_ingest_end"`
+	DeliveredAtIngestEnd int `json:"delivered_at_ingest_end"`
+	Redeliveries         int `json:"redeliveries"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -138,7 +169,8 @@ func (r *Report) check(name string, p *Phase, events int) {
 }
 
 func (r *Report) print(w io.Writer) {
-	fmt.Fprintf(w, "anyhook bench — %s, %d events × %s, %d connections, %d destination(s)", r.Database, r.Events, sizeString(r.BodySize), r.Concurrency, r.Destinations)
+	fmt.Fprintf(w, "anyhook bench — %s, %s source, %d events × %s, %d connections, %d destination(s)",
+		r.Database, r.Provider, r.Events, sizeString(r.BodySize), r.Concurrency, r.Destinations)
 	if r.Filter != "" {
 		fmt.Fprintf(w, " with filter %s", r.Filter)
 	}
@@ -147,44 +179,64 @@ func (r *Report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n%d CPUs (%s), %s, %s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GoVersion, r.Machine.OS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\trequests/s\tevents/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tCPU s/1k req\tfailed\t")
-	row := func(name string, p *Phase) {
+	fmt.Fprintln(tw, "run\trequests/s\tevents/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tdelivered at load end\tgateway CPU µs/event\tfailed\t")
+	row := func(name string, p *Phase, d *Delivery) {
 		if p == nil {
 			return
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%.3f\t%d\t\n", name, p.RequestsPerSec, p.EventsPerSec,
-			p.P50MS, p.P90MS, p.P99MS, p.MaxMS, p.CPUPer1kRequests, p.Failed)
+		delivered := "—"
+		if d != nil && r.Destinations > 0 {
+			delivered = fmt.Sprintf("%d of %d", d.DeliveredAtIngestEnd, r.Events*r.Destinations)
+		}
+		gw := "—"
+		if p.GatewayCPUSeconds > 0 {
+			gw = fmt.Sprintf("%.0f", p.GatewayCPUPerEventUS)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t%s\t%d\t\n", name, p.RequestsPerSec, p.EventsPerSec,
+			p.P50MS, p.P90MS, p.P99MS, p.MaxMS, delivered, gw, p.Failed)
 	}
-	row("bare net/http", r.Baseline)
-	row("anyhook ingest", r.Ingest)
-	row("duplicate storm", r.Storm)
+	row("bare net/http", r.Baseline, nil)
+	row("relay (keeps nothing)", r.Relay, r.RelayDelivery)
+	row("anyhook ingest", r.Ingest, r.Delivery)
+	row("duplicate storm", r.Storm, r.StormDelivery)
 	drow := func(name string, d *Delivery) {
 		if d == nil {
 			return
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t\t%.2f\t%.2f\t%.2f\t%.1f\t\t\t\n", name, d.PerSec, d.P50MS, d.P90MS, d.P99MS, d.MaxMS)
+		fmt.Fprintf(tw, "%s\t%.0f\t\t%.2f\t%.2f\t%.2f\t%.1f\t\t\t\t\n", name, d.PerSec, d.P50MS, d.P90MS, d.P99MS, d.MaxMS)
 	}
+	drow("relay delivery (e2e)", r.RelayDelivery)
 	drow("delivery (e2e)", r.Delivery)
 	drow("storm delivery", r.StormDelivery)
 	tw.Flush()
 	fmt.Fprintln(w)
 	if r.RatioToBare > 0 {
-		fmt.Fprintf(w, "ingest / bare net/http:        %.1f%%\n", 100*r.RatioToBare)
+		fmt.Fprintf(w, "anyhook / bare net/http:       %.1f%%\n", 100*r.RatioToBare)
 	}
-	if r.Ingest != nil {
-		fmt.Fprintf(w, "CPU per 1,000 events:          %.3f s (ingest + delivery, whole process incl. load client and sink)\n", r.Ingest.CPUPer1kEvents)
+	if r.RatioToRelay > 0 {
+		fmt.Fprintf(w, "anyhook / relay:               %.1f%%\n", 100*r.RatioToRelay)
+	}
+	if p := r.Ingest; p != nil {
+		fmt.Fprintf(w, "gateway CPU per event:         %.0f µs (the gateway process's own getrusage, first request → last delivery; %.2f cores)\n",
+			p.GatewayCPUPerEventUS, p.GatewayCores)
+		fmt.Fprintf(w, "client + sink CPU per event:   %.0f µs (this process)\n", 1000*p.CPUPer1kEvents)
+		fmt.Fprintf(w, "whole bench CPU per 1k events: %.3f s (gateway + client + sink, as measured before the gateway had a process of its own)\n",
+			p.CPUPer1kEvents+1000*p.GatewayCPUSeconds/float64(r.Events))
 	}
 	if r.Baseline != nil {
-		fmt.Fprintf(w, "  of which client + bare:      %.3f s (the same load against bare net/http)\n", r.Baseline.CPUPer1kEvents)
+		fmt.Fprintf(w, "  client + bare per 1k events: %.3f s (the same load against bare net/http)\n", r.Baseline.CPUPer1kEvents)
+	}
+	if r.Relay != nil {
+		fmt.Fprintf(w, "  client + relay + sink:       %.3f s per 1k events\n", r.Relay.CPUPer1kEvents)
 	}
 	if r.Delivery != nil {
 		fmt.Fprintf(w, "delivery backlog at ingest end: %d of %d (redeliveries %d)\n", r.Delivery.BacklogAtIngestEnd, r.Events*r.Destinations, r.Delivery.Redeliveries)
 	}
 	if r.Storm != nil {
-		fmt.Fprintf(w, "duplicate storm:               %d accepted, %d duplicate; %.3f CPU s per 1k duplicate requests vs %.3f per 1k new events\n",
-			r.Storm.Accepted, r.Storm.Duplicate, r.DuplicateCPUPer1k, r.Ingest.CPUPer1kEvents)
+		fmt.Fprintf(w, "duplicate storm:               %d accepted, %d duplicate; gateway %.3f CPU s per 1k duplicate requests vs %.3f per 1k new events\n",
+			r.Storm.Accepted, r.Storm.Duplicate, r.DuplicateCPUPer1k, 1000*r.Ingest.GatewayCPUSeconds/float64(r.Events))
 	}
-	fmt.Fprintf(w, "peak RSS:                      %.0f MiB\n", r.PeakRSSMiB)
+	fmt.Fprintf(w, "peak RSS:                      gateway %.0f MiB; bench process %.0f MiB (client with its pre-built requests, sink)\n", r.PeakRSSMiB, r.BenchPeakRSSMiB)
 	if len(r.Failures) == 0 {
 		fmt.Fprintln(w, "checks:                        ok")
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/lifecycle"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -91,12 +92,12 @@ type Engine struct {
 	health *health
 	fin    *finisher // batches the outcomes of all destinations
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc // stops claiming
-	abort   context.CancelFunc // aborts in-flight sends
-	loops   sync.WaitGroup
-	sends   sync.WaitGroup
-	started bool
+	run   lifecycle.Runner
+	sends sync.WaitGroup // in-flight requests
+
+	mu    sync.Mutex
+	grace time.Duration // given by the first Stop
+	stop  bool          // Stop was called
 }
 
 // New returns an engine; Start runs it.
@@ -213,35 +214,40 @@ func (e *Engine) Wake() {
 }
 
 // Start starts one dispatcher per destination and the rescuer.
+// Cancelling ctx does not stop them (Stop does).
 func (e *Engine) Start(ctx context.Context) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.started {
-		return
-	}
-	e.started = true
-	base := context.WithoutCancel(ctx)
-	var loopCtx, sendCtx context.Context
-	loopCtx, e.cancel = context.WithCancel(base)
-	sendCtx, e.abort = context.WithCancel(base)
-	e.fin.Start(base)
-	for _, d := range e.dests {
-		e.loops.Go(func() { e.dispatch(loopCtx, sendCtx, d) })
-	}
-	e.loops.Go(func() { e.rescueLoop(loopCtx) })
+	e.run.Start(context.WithoutCancel(ctx), e.serve)
 }
 
 // Stop stops claiming, gives in-flight sends up to grace to finish, then
 // aborts them: an aborted delivery stays claimed and is rescued by lease.
-// It is idempotent.
+// It is idempotent (the first call's grace holds).
 func (e *Engine) Stop(grace time.Duration) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.started || e.cancel == nil {
-		return
+	if !e.stop {
+		e.stop, e.grace = true, grace
 	}
-	e.cancel()
-	e.loops.Wait()
+	e.mu.Unlock()
+	e.run.Stop()
+}
+
+// serve runs the dispatchers and the rescuer until end ends, then the
+// shutdown: in-flight sends get the grace, then are aborted; the outcomes
+// they leave are recorded before the finisher stops.
+func (e *Engine) serve(end context.Context) {
+	base := context.WithoutCancel(end)
+	sendCtx, abort := context.WithCancel(base)
+	defer abort()
+	e.fin.Start(base)
+	var loops sync.WaitGroup
+	for _, d := range e.dests {
+		loops.Go(func() { e.dispatch(end, sendCtx, d) })
+	}
+	loops.Go(func() { e.rescueLoop(end) })
+	loops.Wait()
+	e.mu.Lock()
+	grace := e.grace
+	e.mu.Unlock()
 	done := make(chan struct{})
 	go func() { e.sends.Wait(); close(done) }()
 	t := time.NewTimer(grace)
@@ -249,12 +255,11 @@ func (e *Engine) Stop(grace time.Duration) {
 	select {
 	case <-done:
 	case <-t.C:
-		e.abort()
+		abort()
 		<-done
 	}
-	e.abort()
+	abort()
 	e.fin.Stop() // no send is left to record an outcome
-	e.cancel = nil
 }
 
 // maxFinishBatch bounds how many outcomes share one Finish.

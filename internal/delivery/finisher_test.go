@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/groupcommit"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -22,6 +23,7 @@ type finishStore struct {
 	current map[string]int // delivery -> attempt holding the claim
 	calls   [][]string     // delivery:attempt per call
 	bad     string         // a delivery whose outcome fails its whole call
+	entered chan struct{}  // closed when the first call has begun, if set
 }
 
 func (s *finishStore) Claim(context.Context, string, int, time.Duration) ([]store.Claim, error) {
@@ -42,6 +44,9 @@ func (s *finishStore) Finish(ctx context.Context, outs []store.Outcome) ([]strin
 	s.calls = append(s.calls, call)
 	s.mu.Unlock()
 	if first {
+		if s.entered != nil {
+			close(s.entered)
+		}
 		<-s.gate
 	}
 	var lost []string
@@ -56,34 +61,41 @@ func (s *finishStore) Finish(ctx context.Context, outs []store.Outcome) ([]strin
 	return lost, nil
 }
 
-// queued starts a finisher whose queue holds up to 64 requests, sends a
-// first outcome (whose Finish blocks on the gate), then queues outs behind
-// it, so the batches the finisher forms are known in advance.
+// finishReq is one queued outcome and the answer it got.
+type finishReq struct {
+	out  store.Outcome
+	lost bool
+	err  error
+}
+
+// queued starts a finisher, sends a first outcome (whose Finish blocks on
+// the gate), then queues outs behind it, so the batches the finisher
+// forms are known in advance.
 func queued(t *testing.T, st *finishStore, max int, outs ...store.Outcome) (first *finishReq, reqs []*finishReq) {
 	t.Helper()
-	f := &finisher{st: st, max: max, reqs: make(chan *finishReq, 64)}
+	st.entered = make(chan struct{})
+	f := newFinisher(st, max)
 	f.Start(t.Context())
 	t.Cleanup(f.Stop)
-	first = &finishReq{out: store.Outcome{DeliveryID: "first", Attempt: 1}, done: make(chan struct{})}
-	f.reqs <- first
-	for {
-		st.mu.Lock()
-		n := len(st.calls)
-		st.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond) // the first Finish is about to block
+	first = &finishReq{out: store.Outcome{DeliveryID: "first", Attempt: 1}}
+	fp, err := f.c.Add(first.out)
+	if err != nil {
+		t.Fatal(err)
 	}
+	<-st.entered // the first Finish has begun and blocks
+	var ps []*groupcommit.Pending[store.Outcome, bool]
 	for _, o := range outs {
-		r := &finishReq{out: o, done: make(chan struct{})}
-		f.reqs <- r
-		reqs = append(reqs, r)
+		p, err := f.c.Add(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+		reqs = append(reqs, &finishReq{out: o})
 	}
 	close(st.gate)
-	<-first.done
-	for _, r := range reqs {
-		<-r.done
+	first.lost, first.err = fp.Wait(t.Context())
+	for i, p := range ps {
+		reqs[i].lost, reqs[i].err = p.Wait(t.Context())
 	}
 	return first, reqs
 }

@@ -47,20 +47,25 @@ type Options struct {
 	Logger *slog.Logger
 	// Store, when set, is used instead of opening Config.Database.
 	Store store.Store
+	// SequenceInterval, when set, replaces the tamper-evident log's
+	// sequencing interval (1s): a test that counts the log's statements
+	// sets it long, so that the log is sequenced once, at Stop.
+	SequenceInterval time.Duration
 }
 
 // Gateway is one running AnyHook process.
 type Gateway struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	store   store.Store
-	batcher *ingest.Batcher
-	engine  *delivery.Engine
-	alerts  *alert.Notifier
-	rejects *rejectlog.Log // the log of refused requests; nil when the store keeps none
-	ledger  *logParts      // the tamper-evident log; nil when the store keeps none
-	srv     *http.Server
-	handler http.Handler
+	cfg         *config.Config
+	log         *slog.Logger
+	store       store.Store
+	batcher     *ingest.Batcher
+	engine      *delivery.Engine
+	alerts      *alert.Notifier
+	rejects     *rejectlog.Log // the log of refused requests; nil when the store keeps none
+	ledger      *logParts      // the tamper-evident log; nil when the store keeps none
+	seqInterval time.Duration
+	srv         *http.Server
+	handler     http.Handler
 
 	mu       sync.Mutex
 	serveErr chan error
@@ -123,7 +128,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		}
 		return nil, &ConfigError{err}
 	}
-	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts}
+	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts, seqInterval: opt.SequenceInterval}
 	if err := g.newLog(ctx, st); err != nil {
 		if opt.Store == nil {
 			st.Close()

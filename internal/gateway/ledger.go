@@ -58,7 +58,8 @@ func (g *Gateway) newLog(ctx context.Context, st store.Store) error {
 	g.ledger = &logParts{
 		reader: ledger.Reader{Store: l, Key: key},
 		seq: ledger.NewSequencer(l, ledger.SequencerOptions{
-			Logger: g.log,
+			Interval: g.seqInterval,
+			Logger:   g.log,
 			OnLate: func(ev anyhook.Event) {
 				g.logAlert(ev.ID, fmt.Sprintf("event %s (source %s, received %s) entered the log long after a checkpoint that should have held it: was it inserted into the database directly? Run anyhook log verify.",
 					ev.ID, ev.Source, ev.ReceivedAt.Format(time.RFC3339)))

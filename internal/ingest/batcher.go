@@ -4,45 +4,35 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
-	"sync"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/groupcommit"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// Batcher is a group committer: concurrent Ingest calls that arrive while a
-// commit is in progress share the next transaction, and each caller is
-// answered only after that transaction is durable. Batches form naturally
-// (whatever is queued when the writer is free), so a lone request waits for
-// nobody.
+// Batcher is the group committer of events (a groupcommit.Committer whose
+// items are requests): concurrent Ingest calls that arrive while a commit
+// is in progress share the next transaction, and each caller is answered
+// only after that transaction is durable. Batches form naturally
+// (whatever is queued when the writer is free), so a lone request waits
+// for nobody. A failed batch is committed again request by request.
 type Batcher struct {
 	rec Recorder
 	max int
-	// lanes are the writers' queues, one each: a request goes to the
-	// lane of its dedup key, so that concurrent copies of one event meet
-	// in one writer rather than wait on each other's row locks.
-	lanes []chan *batchReq
-
-	mu      sync.Mutex
-	stop    context.CancelFunc
-	done    chan struct{}
-	stopped chan struct{} // closed by Stop: no more requests are taken
-}
-
-type batchReq struct {
-	evs  []store.NewEvent
-	res  []store.IngestResult
-	err  error
-	done chan struct{}
+	c   *groupcommit.Committer[[]store.NewEvent, []store.IngestResult]
+	// writers is how many lanes there are: a request goes to the lane of
+	// its dedup key, so that concurrent copies of one event meet in one
+	// writer rather than wait on each other's row locks.
+	writers int
 }
 
 // NewBatcher returns a Batcher that writes through rec, at most maxEvents
-// events per transaction (a single request's events are never split).
+// events per transaction (a single request's events are never split; a
+// request of more than maxEvents is committed alone).
 func NewBatcher(rec Recorder, maxEvents int) *Batcher {
-	if maxEvents < 1 {
-		maxEvents = 1
-	}
-	return &Batcher{rec: rec, max: maxEvents, lanes: []chan *batchReq{make(chan *batchReq)}, stopped: make(chan struct{})}
+	b := &Batcher{rec: rec, max: max(1, maxEvents)}
+	b.SetWriters(1)
+	return b
 }
 
 // SetWriters sets how many transactions may be in progress at once (each
@@ -51,20 +41,23 @@ func NewBatcher(rec Recorder, maxEvents int) *Batcher {
 // parallel (and groups their WAL flushes), so a few writers overlap the
 // round trips of one batch with the next. Call it before Start.
 func (b *Batcher) SetWriters(n int) {
-	b.lanes = make([]chan *batchReq, max(1, n))
-	for i := range b.lanes {
-		b.lanes[i] = make(chan *batchReq)
-	}
+	b.writers = max(1, n)
+	b.c = groupcommit.New(b.commit, groupcommit.Options[[]store.NewEvent]{
+		Max:     b.max,
+		Weight:  func(evs []store.NewEvent) int { return len(evs) },
+		Writers: b.writers,
+		Lane:    b.lane,
+	})
 }
 
-// lane is the queue for evs: by the hash of the first event's source and
+// lane is the writer for evs: by the hash of the first event's source and
 // content key, else its dedup key (events without a key cannot collide:
 // any lane will do). The content key comes first because it is the one a
 // replay with a fresh id header shares with the original; a provider's
 // own retry shares both.
-func (b *Batcher) lane(evs []store.NewEvent) chan *batchReq {
-	if len(b.lanes) == 1 || len(evs) == 0 {
-		return b.lanes[0]
+func (b *Batcher) lane(evs []store.NewEvent) int {
+	if b.writers == 1 || len(evs) == 0 {
+		return 0
 	}
 	h := fnv.New32a()
 	ev := &evs[0].Event
@@ -77,110 +70,59 @@ func (b *Batcher) lane(evs []store.NewEvent) chan *batchReq {
 	} else {
 		h.Write([]byte(ev.ID))
 	}
-	return b.lanes[h.Sum32()%uint32(len(b.lanes))]
+	return int(h.Sum32() % uint32(b.writers))
 }
 
-// Start starts the writer.
-func (b *Batcher) Start(ctx context.Context) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.done != nil {
-		return
-	}
-	ctx, b.stop = context.WithCancel(context.WithoutCancel(ctx))
-	b.done = make(chan struct{})
-	var wg sync.WaitGroup
-	for _, lane := range b.lanes {
-		wg.Go(func() { b.run(ctx, lane) })
-	}
-	go func() {
-		wg.Wait()
-		b.stop()
-		close(b.done)
-	}()
-}
+// Start starts the writers; cancelling ctx does not stop them (Stop
+// does), so that a request already taken is always answered.
+func (b *Batcher) Start(ctx context.Context) { b.c.Start(context.WithoutCancel(ctx)) }
 
-// Stop refuses new requests, lets the writer finish the batch it holds and
+// Stop refuses new requests, lets the writers commit what is queued and
 // returns. It is idempotent.
-func (b *Batcher) Stop() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.done == nil {
-		return
-	}
-	select {
-	case <-b.stopped:
-	default:
-		close(b.stopped)
-	}
-	<-b.done
-}
+func (b *Batcher) Stop() { b.c.Stop() }
 
 // errStopped answers requests that arrive after Stop.
 var errStopped = errors.New("ingest is shutting down")
 
 // Ingest implements Recorder.
 func (b *Batcher) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
-	req := &batchReq{evs: evs, done: make(chan struct{})}
-	select {
-	case b.lane(evs) <- req:
-	case <-b.stopped:
+	res, err := b.c.Submit(ctx, evs)
+	switch {
+	case errors.Is(err, groupcommit.ErrStopped):
 		return nil, errStopped
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case errors.Is(err, groupcommit.ErrShortResult):
+		return nil, errors.Join(anyhook.ErrUnavailable, errors.New("store returned a short result"))
 	}
-	<-req.done // once taken, always answered: the commit may already be durable
-	return req.res, req.err
+	return res, err
 }
 
-func (b *Batcher) run(ctx context.Context, reqs chan *batchReq) {
-	var batch []*batchReq
-	for {
-		batch = batch[:0]
-		select {
-		case req := <-reqs:
-			batch = append(batch, req)
-		case <-b.stopped:
-			return
+// commit writes the events of reqs in one transaction and splits the
+// results by request. A short answer from the store yields fewer results
+// than requests, which the committer reports as ErrShortResult.
+func (b *Batcher) commit(ctx context.Context, reqs [][]store.NewEvent) ([][]store.IngestResult, error) {
+	var all []store.NewEvent
+	if len(reqs) == 1 {
+		all = reqs[0]
+	} else {
+		n := 0
+		for _, evs := range reqs {
+			n += len(evs)
 		}
-		n := len(batch[0].evs)
-	fill:
-		for n < b.max {
-			select {
-			case req := <-reqs:
-				batch = append(batch, req)
-				n += len(req.evs)
-			default:
-				break fill
-			}
+		all = make([]store.NewEvent, 0, n)
+		for _, evs := range reqs {
+			all = append(all, evs...)
 		}
-		b.commit(ctx, batch, n)
-	}
-}
-
-func (b *Batcher) commit(ctx context.Context, batch []*batchReq, n int) {
-	all := make([]store.NewEvent, 0, n)
-	for _, req := range batch {
-		all = append(all, req.evs...)
 	}
 	res, err := b.rec.Ingest(ctx, all)
-	if err != nil && len(batch) > 1 {
-		// Isolate the failure: each request gets its own transaction.
-		for _, req := range batch {
-			req.res, req.err = b.rec.Ingest(ctx, req.evs)
-			close(req.done)
-		}
-		return
+	if err != nil {
+		return nil, err
 	}
-	if err == nil && len(res) != n {
-		err = errors.Join(anyhook.ErrUnavailable, errors.New("store returned a short result"))
+	if len(res) != len(all) {
+		return nil, nil
 	}
-	for _, req := range batch {
-		if err != nil {
-			req.err = err
-		} else {
-			req.res, res = res[:len(req.evs):len(req.evs)], res[len(req.evs):]
-		}
-		close(req.done)
+	out := make([][]store.IngestResult, len(reqs))
+	for i, evs := range reqs {
+		out[i], res = res[:len(evs):len(evs)], res[len(evs):]
 	}
+	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/groupcommit"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -61,12 +62,11 @@ type answer struct {
 	err error
 }
 
-// queue starts a Batcher whose queue holds requests while its first
-// commit is blocked, so that the batches it forms are known in advance.
+// queue starts a Batcher, holds its first commit and queues requests
+// behind it, so that the batches it forms are known in advance.
 func queue(t *testing.T, rec *gateRecorder, max int, reqs ...[]store.NewEvent) []answer {
 	t.Helper()
 	b := NewBatcher(rec, max)
-	b.lanes[0] = make(chan *batchReq, 64)
 	b.Start(t.Context())
 	defer b.Stop()
 	first := make(chan answer, 1)
@@ -75,18 +75,20 @@ func queue(t *testing.T, rec *gateRecorder, max int, reqs ...[]store.NewEvent) [
 		first <- answer{res, err}
 	}()
 	<-rec.entered
-	var pending []*batchReq
+	var pending []*groupcommit.Pending[[]store.NewEvent, []store.IngestResult]
 	for _, evs := range reqs {
-		r := &batchReq{evs: evs, done: make(chan struct{})}
-		b.lanes[0] <- r
-		pending = append(pending, r)
+		p, err := b.c.Add(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, p)
 	}
 	close(rec.gate)
 	<-first
 	var out []answer
-	for _, r := range pending {
-		<-r.done
-		out = append(out, answer{r.res, r.err})
+	for _, p := range pending {
+		res, err := p.Wait(t.Context())
+		out = append(out, answer{res, err})
 	}
 	return out
 }
@@ -160,7 +162,7 @@ func TestBatcherLanesByKey(t *testing.T) {
 	t.Parallel()
 	b := NewBatcher(nopRecorder{}, 10)
 	b.SetWriters(4)
-	used := map[chan *batchReq]bool{}
+	used := map[int]bool{}
 	for i := range 100 {
 		key := "evt_" + strconv.Itoa(i)
 		if b.lane(events(key)) != b.lane(events(key)) {

@@ -80,8 +80,7 @@ func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
 		opt.Now = time.Now
 	}
 	c := &Checkpointer{st: st, opt: opt}
-	c.loop.interval = opt.Interval
-	c.loop.round = func(ctx context.Context) {
+	c.loop = newLoop(opt.Interval, func(ctx context.Context) {
 		if _, _, err := c.Once(ctx); err != nil && ctx.Err() == nil {
 			var vf *VerificationError
 			if errors.As(err, &vf) {
@@ -94,7 +93,7 @@ func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
 			}
 		}
 		c.prune(ctx)
-	}
+	})
 	return c
 }
 

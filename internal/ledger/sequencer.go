@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/lifecycle"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -58,12 +58,11 @@ func NewSequencer(st store.Ledger, opt SequencerOptions) *Sequencer {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Sequencer{st: st, opt: opt}
-	s.loop.interval = opt.Interval
-	s.loop.round = func(ctx context.Context) {
+	s.loop = newLoop(opt.Interval, func(ctx context.Context) {
 		if _, err := s.Run(ctx); err != nil && ctx.Err() == nil {
 			s.opt.Logger.Warn("ledger: sequencing failed", "err", err)
 		}
-	}
+	})
 	return s
 }
 
@@ -159,26 +158,17 @@ type loop struct {
 	interval time.Duration
 	round    func(ctx context.Context)
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-	wake   chan struct{}
+	wake chan struct{} // capacity 1: a round is wanted soon
+	run  lifecycle.Runner
+}
+
+func newLoop(interval time.Duration, round func(ctx context.Context)) loop {
+	return loop{interval: interval, round: round, wake: make(chan struct{}, 1)}
 }
 
 // Start runs the loop in the background until ctx ends or Stop.
 func (l *loop) Start(ctx context.Context) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done != nil {
-		return
-	}
-	ctx, l.cancel = context.WithCancel(ctx)
-	l.done = make(chan struct{})
-	if l.wake == nil {
-		l.wake = make(chan struct{}, 1)
-	}
-	go func() {
-		defer close(l.done)
+	l.run.Start(ctx, func(ctx context.Context) {
 		t := time.NewTicker(l.interval)
 		defer t.Stop()
 		for {
@@ -195,31 +185,17 @@ func (l *loop) Start(ctx context.Context) {
 			case <-l.wake:
 			}
 		}
-	}()
+	})
 }
 
 // Wake runs a round soon, without waiting for the interval.
 func (l *loop) Wake() {
-	l.mu.Lock()
-	w := l.wake
-	l.mu.Unlock()
-	if w != nil {
-		select {
-		case w <- struct{}{}:
-		default:
-		}
+	select {
+	case l.wake <- struct{}{}:
+	default:
 	}
 }
 
 // Stop ends the loop after one last round and waits for it. It is
 // idempotent.
-func (l *loop) Stop() {
-	l.mu.Lock()
-	cancel, done := l.cancel, l.done
-	l.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (l *loop) Stop() { l.run.Stop() }

@@ -30,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/lifecycle"
 )
 
 // Store is what the log writes to: a store.RejectionLog.
@@ -113,16 +114,13 @@ type Log struct {
 	total   int            // admitted this minute
 	dropped map[string]int // dropped this minute, by reason
 
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
-	started  bool
+	run lifecycle.Runner
 }
 
 // New returns a Log writing to st.
 func New(st Store, opt Options) *Log {
 	l := &Log{st: st, lim: opt.Limits.withDefaults(), now: opt.Now, log: opt.Logger, obs: opt.Observer,
-		counts: map[string]int{}, dropped: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+		counts: map[string]int{}, dropped: map[string]int{}}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -221,35 +219,22 @@ func (l *Log) drop(reason string, n int) {
 }
 
 // Start starts the writer; Stop stops it. Records made before Start wait
-// in the queue.
+// in the queue. Cancelling ctx does not stop the writer.
 func (l *Log) Start(ctx context.Context) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.started {
-		return
-	}
-	l.started = true
-	go l.run(context.WithoutCancel(ctx))
+	l.run.Start(context.WithoutCancel(ctx), l.writer)
 }
 
 // Stop writes what is queued and stops the writer. It is idempotent, and
 // returns at once for a Log that was never started.
-func (l *Log) Stop() {
-	l.stopOnce.Do(func() { close(l.stop) })
-	l.mu.Lock()
-	started := l.started
-	l.mu.Unlock()
-	if started {
-		<-l.done
-	}
-}
+func (l *Log) Stop() { l.run.Stop() }
 
-func (l *Log) run(ctx context.Context) {
-	defer close(l.done)
+// writer runs until Stop ends end, then writes what is queued.
+func (l *Log) writer(end context.Context) {
+	ctx := context.WithoutCancel(end) // a write in progress at Stop completes
 	l.prune(ctx)
 	written := 0
 	flush := func(batch []anyhook.Rejection) {
-		l.write(ctx, batch)
+		l.writeBatch(ctx, batch)
 		if written += len(batch); written >= l.lim.PruneEvery {
 			l.prune(ctx)
 			written = 0
@@ -259,7 +244,7 @@ func (l *Log) run(ctx context.Context) {
 		select {
 		case first := <-l.queue:
 			flush(l.take([]anyhook.Rejection{first}))
-		case <-l.stop:
+		case <-end.Done():
 			for batch := l.take(nil); len(batch) > 0; batch = l.take(nil) {
 				flush(batch)
 			}
@@ -281,7 +266,7 @@ func (l *Log) take(batch []anyhook.Rejection) []anyhook.Rejection {
 	return batch
 }
 
-func (l *Log) write(ctx context.Context, batch []anyhook.Rejection) {
+func (l *Log) writeBatch(ctx context.Context, batch []anyhook.Rejection) {
 	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	if err := l.st.RecordRejections(wctx, batch); err != nil {

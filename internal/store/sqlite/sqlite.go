@@ -5,6 +5,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -25,6 +26,10 @@ type Options struct {
 	Now func() time.Time
 	// NewID makes event and delivery ids; default store.NewID.
 	NewID func() string
+	// Driver is the database/sql driver name; default "sqlite"
+	// (modernc.org/sqlite). A test registers a wrapper of that driver
+	// under another name to count the statements the store runs.
+	Driver string
 }
 
 // Store is the SQLite backend of store.Store.
@@ -59,7 +64,8 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	}
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + path + "?" + q.Encode()
-	w, err := sql.Open("sqlite", dsn)
+	driverName := cmp.Or(opt.Driver, "sqlite")
+	w, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -74,7 +80,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		w.SetConnMaxLifetime(0)
 		r = w
 	} else {
-		if r, err = sql.Open("sqlite", dsn); err != nil {
+		if r, err = sql.Open(driverName, dsn); err != nil {
 			w.Close()
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/cli"
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/gateway"
+)
+
+// childCommand is the hidden `anyhook bench _gateway --config FILE`: the
+// gateway under measurement, in a process of its own so that its CPU and
+// memory are its own, apart from the load client's and the sink's. It
+// runs the gateway `anyhook serve` runs (internal/gateway), prints
+// "listening ADDR" on stdout, then answers one line per line the bench
+// writes on its stdin:
+//
+//	usage                       → usage CPU_NS MAXRSS_BYTES (getrusage of this process)
+//	profile FILE                → ok (a CPU profile starts)
+//	profile-stop                → ok (and the profile is written)
+//	check SOURCE PREFIX N DUPS  → ok, or fail MESSAGE (the duplicate storm's check)
+//
+// and stops gracefully at the end of its stdin, so that it never outlives
+// the bench.
+const childCommand = "_gateway"
+
+// childMain is the gateway process's side.
+func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("bench " + childCommand)
+	cfgPath := fs.String("config", "", "")
+	if err := cli.Parse(fs, args); err != nil || *cfgPath == "" {
+		fmt.Fprintf(stderr, "anyhook bench %s: want --config FILE (%v)\n", childCommand, err)
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "anyhook bench %s: %v\n", childCommand, err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "anyhook bench %s: %v\n", childCommand, err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		g.Stop(context.Background())
+		fmt.Fprintf(stderr, "anyhook bench %s: %v\n", childCommand, err)
+		return 2
+	}
+	g.Start(ctx, ln)
+	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
+
+	var prof *os.File
+	sc := bufio.NewScanner(stdin)
+	for sc.Scan() {
+		cmd, arg, _ := strings.Cut(sc.Text(), " ")
+		answer := "ok"
+		switch cmd {
+		case "usage":
+			cpu, rss := usage()
+			answer = fmt.Sprintf("usage %d %d", cpu.Nanoseconds(), rss)
+		case "profile":
+			if prof, err = os.Create(arg); err == nil {
+				if err = pprof.StartCPUProfile(prof); err != nil {
+					prof.Close()
+					prof = nil
+				}
+			}
+			if err != nil {
+				answer = "fail " + err.Error()
+			}
+		case "profile-stop":
+			if prof != nil {
+				pprof.StopCPUProfile()
+				if err := prof.Close(); err != nil {
+					answer = "fail " + err.Error()
+				}
+				prof = nil
+			}
+		case "check":
+			f := strings.Fields(arg)
+			var n, dups int
+			if len(f) == 4 {
+				n, err = strconv.Atoi(f[2])
+				if err == nil {
+					dups, err = strconv.Atoi(f[3])
+				}
+			}
+			switch {
+			case len(f) != 4 || err != nil:
+				answer = "fail want check SOURCE PREFIX N DUPS"
+			default:
+				if msg := checkOnce(ctx, g.Store(), f[0], f[1], n, dups); msg != "" {
+					answer = "fail " + msg
+				}
+			}
+		default:
+			answer = fmt.Sprintf("fail unknown command %q", cmd)
+		}
+		fmt.Fprintln(stdout, strings.ReplaceAll(answer, "\n", "; "))
+	}
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := g.Stop(sctx); err != nil {
+		fmt.Fprintf(stderr, "anyhook bench %s: stop: %v\n", childCommand, err)
+		return 1
+	}
+	return 0
+}
+
+// child is the bench's handle on the gateway process.
+type child struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Reader
+	addr string // host:port it listens on
+	done chan struct{}
+
+	mu sync.Mutex // one request line, one answer line
+}
+
+// startChild runs `exe bench _gateway --config cfgPath` and waits until it
+// listens. Its stderr goes to stderr.
+func startChild(ctx context.Context, exe, cfgPath string, stderr io.Writer) (*child, error) {
+	cmd := exec.CommandContext(ctx, exe, "bench", childCommand, "--config", cfgPath)
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the gateway process %s: %w", exe, err)
+	}
+	c := &child{cmd: cmd, in: in, out: bufio.NewReader(out), done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		line, err := c.out.ReadString('\n')
+		if a, ok := strings.CutPrefix(strings.TrimSpace(line), "listening "); ok && err == nil {
+			addr <- a
+			return
+		}
+		close(addr)
+		cmd.Wait()
+		close(c.done)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			<-c.done
+			return nil, fmt.Errorf("the gateway process exited before it listened (%s)", cmd.ProcessState)
+		}
+		c.addr = a
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, errors.New("the gateway process did not listen within a minute")
+	}
+	go func() {
+		cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// call sends one request line and returns the answer without its
+// command word; an answer "fail …" is an error.
+func (c *child) call(line string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
+		return "", fmt.Errorf("gateway process: %s: %w", line, err)
+	}
+	answer, err := c.out.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("gateway process: %s: no answer (%w)", line, err)
+	}
+	answer = strings.TrimSpace(answer)
+	if msg, ok := strings.CutPrefix(answer, "fail "); ok {
+		return "", errors.New(msg)
+	}
+	_, rest, _ := strings.Cut(answer, " ")
+	return rest, nil
+}
+
+// usage is the gateway process's CPU time (user + system) and peak RSS so
+// far, from its own getrusage.
+func (c *child) usage() (cpu time.Duration, maxRSS int64, err error) {
+	rest, err := c.call("usage")
+	if err != nil {
+		return 0, 0, err
+	}
+	a, b, _ := strings.Cut(rest, " ")
+	ns, err1 := strconv.ParseInt(a, 10, 64)
+	rss, err2 := strconv.ParseInt(b, 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("gateway process: usage %q: %w", rest, err)
+	}
+	return time.Duration(ns), rss, nil
+}
+
+// stop closes the gateway's stdin, which stops it gracefully, and waits
+// for it to exit (SIGKILL after timeout).
+func (c *child) stop(timeout time.Duration) error {
+	c.in.Close()
+	select {
+	case <-c.done:
+	case <-time.After(timeout):
+		c.cmd.Process.Kill()
+		<-c.done
+		return fmt.Errorf("the gateway process did not stop within %v", timeout)
+	}
+	if !c.cmd.ProcessState.Success() {
+		return fmt.Errorf("the gateway process: %s", c.cmd.ProcessState)
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+// Package groupcommit shares one durable commit among concurrent callers:
+// the items that are queued while a commit is in progress go into the
+// next one, and each caller is answered only after the commit that holds
+// its item has returned. Ingest records events through it, delivery
+// records outcomes.
+//
+// Batches form naturally, with no timer: a writer takes whatever is
+// queued when it is free (up to Options.Max), so a lone item waits for
+// nobody and a busy store gets bigger batches. A batch whose commit fails
+// is committed again item by item, so one bad item fails nobody else.
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/anyhook/anyhook/internal/lifecycle"
+)
+
+// CommitFunc writes items in one durable transaction and returns one
+// result per item, in order. It is all or nothing: an error means that
+// nothing of the batch was written, so that each item can be committed
+// again on its own. It must not keep items after it returns.
+type CommitFunc[I, R any] func(ctx context.Context, items []I) ([]R, error)
+
+// Options shape the batches. The zero value is one writer and batches of
+// any size.
+type Options[I any] struct {
+	// Max bounds a batch's total Weight; 0 is no bound. An item heavier
+	// than Max is committed alone.
+	Max int
+	// Weight is an item's share of Max; nil counts 1 per item.
+	Weight func(I) int
+	// Writers is how many commits may be in progress at once, one per
+	// lane; default 1.
+	Writers int
+	// Lane picks an item's writer (taken modulo Writers); nil spreads
+	// items over the writers in turn. Items that must meet in one writer
+	// (say, copies of one event that would otherwise wait on each
+	// other's row locks) get one lane.
+	Lane func(I) int
+	// Apart, when set, keeps items with one non-empty key out of a
+	// single batch: a batch ends before the first item whose key is
+	// already in it, and that item starts the next one, so the order of
+	// the queue is kept.
+	Apart func(I) string
+}
+
+// ErrStopped answers items offered after Stop, and those queued before a
+// Stop of a committer that was never started.
+var ErrStopped = errors.New("groupcommit: stopped")
+
+// ErrShortResult answers every item of a batch whose commit returned no
+// error but not one result per item. Such a batch is not committed again:
+// its transaction may be durable.
+var ErrShortResult = errors.New("groupcommit: commit returned fewer results than items")
+
+// Committer queues items and commits them in batches; see the package
+// documentation.
+type Committer[I, R any] struct {
+	commit CommitFunc[I, R]
+	opt    Options[I]
+	lanes  []*lane[I, R]
+	next   atomic.Uint32 // the next lane when Options.Lane is nil
+	run    lifecycle.Runner
+}
+
+// lane is one writer's queue.
+type lane[I, R any] struct {
+	mu     sync.Mutex
+	queue  []*Pending[I, R]
+	closed bool          // no more items are queued
+	wake   chan struct{} // holds a signal when items may be queued
+}
+
+// Pending is an item's place in a committer's queue; Wait gives its
+// result.
+type Pending[I, R any] struct {
+	item  I
+	lane  *lane[I, R]
+	taken bool // in a batch (under lane.mu): it will be answered
+	res   R
+	err   error
+	done  chan struct{}
+}
+
+// New returns a committer that writes through commit. Start starts its
+// writers.
+func New[I, R any](commit CommitFunc[I, R], opt Options[I]) *Committer[I, R] {
+	opt.Writers = max(1, opt.Writers)
+	c := &Committer[I, R]{commit: commit, opt: opt, lanes: make([]*lane[I, R], opt.Writers)}
+	for i := range c.lanes {
+		c.lanes[i] = &lane[I, R]{wake: make(chan struct{}, 1)}
+	}
+	return c
+}
+
+// Start starts the writers. They run until Stop or until ctx ends (pass
+// context.WithoutCancel to keep them past a cancelled parent); either
+// way, each first commits what is queued in its lane. A commit's context
+// is ctx without its cancellation: a commit in progress is never cut.
+func (c *Committer[I, R]) Start(ctx context.Context) {
+	c.run.Start(ctx, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, l := range c.lanes {
+			wg.Go(func() { c.write(ctx, l) })
+		}
+		wg.Wait()
+	})
+}
+
+// Stop refuses new items, lets the writers commit what is queued, and
+// returns once they have. Items queued in a committer that was never
+// started are answered ErrStopped. It is idempotent.
+func (c *Committer[I, R]) Stop() {
+	c.run.Stop()
+	for _, l := range c.lanes {
+		l.close()
+		l.mu.Lock()
+		left := l.queue // never started: nobody will take them
+		l.queue = nil
+		l.mu.Unlock()
+		for _, p := range left {
+			p.err = ErrStopped
+			close(p.done)
+		}
+	}
+}
+
+// Add queues item and returns its place; the order of Adds is the order
+// of the queue. It fails only after Stop.
+func (c *Committer[I, R]) Add(item I) (*Pending[I, R], error) {
+	var i int
+	if c.opt.Lane != nil {
+		i = c.opt.Lane(item)
+	} else {
+		i = int(c.next.Add(1))
+	}
+	i %= len(c.lanes)
+	if i < 0 {
+		i += len(c.lanes)
+	}
+	l := c.lanes[i]
+	p := &Pending[I, R]{item: item, lane: l, done: make(chan struct{})}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrStopped
+	}
+	l.queue = append(l.queue, p)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return p, nil
+}
+
+// Submit queues item and waits for the commit that holds it.
+func (c *Committer[I, R]) Submit(ctx context.Context, item I) (R, error) {
+	p, err := c.Add(item)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return p.Wait(ctx)
+}
+
+// Wait returns the item's result once the commit that holds it has
+// returned. If ctx ends while the item is still queued, the item is
+// withdrawn (it will not be committed) and Wait returns ctx's error; once
+// a writer has taken it, Wait waits for the commit whatever ctx says,
+// since the commit may already be durable. Call it once.
+func (p *Pending[I, R]) Wait(ctx context.Context) (R, error) {
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+	}
+	l := p.lane
+	l.mu.Lock()
+	if !p.taken {
+		if i := slices.Index(l.queue, p); i >= 0 {
+			l.queue = slices.Delete(l.queue, i, i+1)
+			l.mu.Unlock()
+			var zero R
+			return zero, ctx.Err()
+		}
+	}
+	l.mu.Unlock()
+	<-p.done
+	return p.res, p.err
+}
+
+// write is one lane's writer.
+func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
+	cctx := context.WithoutCancel(ctx)
+	var batch []*Pending[I, R]
+	var items []I // the batch's items, reused: a commit does not keep them
+	keys := map[string]bool{}
+	for {
+		batch = c.take(l, batch[:0], keys)
+		if len(batch) > 0 {
+			items = c.commitBatch(cctx, batch, items)
+			clear(batch)
+			continue
+		}
+		select {
+		case <-l.wake:
+		case <-ctx.Done():
+			l.close()
+			for batch = c.take(l, batch[:0], keys); len(batch) > 0; batch = c.take(l, batch[:0], keys) {
+				items = c.commitBatch(cctx, batch, items)
+			}
+			return
+		}
+	}
+}
+
+// close refuses new items in l.
+func (l *lane[I, R]) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+// take moves the next batch from l's queue to batch: its first item and
+// the following ones until Max or an item that must be kept apart.
+func (c *Committer[I, R]) take(l *lane[I, R], batch []*Pending[I, R], keys map[string]bool) []*Pending[I, R] {
+	clear(keys)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, i := 0, 0
+	for ; i < len(l.queue); i++ {
+		p := l.queue[i]
+		w := 1
+		if c.opt.Weight != nil {
+			w = c.opt.Weight(p.item)
+		}
+		if i > 0 && c.opt.Max > 0 && n+w > c.opt.Max {
+			break
+		}
+		if c.opt.Apart != nil {
+			if k := c.opt.Apart(p.item); k != "" {
+				if keys[k] {
+					break
+				}
+				keys[k] = true
+			}
+		}
+		n += w
+		p.taken = true
+		batch = append(batch, p)
+	}
+	clear(l.queue[:i]) // the batch holds them now
+	l.queue = l.queue[i:]
+	return batch
+}
+
+// commitBatch commits batch and answers its items; a failed batch is
+// committed again item by item. It returns buf, the buffer it built the
+// items in, for the next batch.
+func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R], buf []I) []I {
+	items := buf[:0]
+	for _, p := range batch {
+		items = append(items, p.item)
+	}
+	res, err := c.commit(ctx, items)
+	clear(items)
+	if err != nil && len(batch) > 1 {
+		for i := range batch {
+			items = c.commitBatch(ctx, batch[i:i+1], items)
+		}
+		return items
+	}
+	if err == nil && len(res) != len(batch) {
+		err = fmt.Errorf("%w (%d for %d)", ErrShortResult, len(res), len(batch))
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.err = err
+		} else {
+			p.res = res[i]
+		}
+		close(p.done)
+	}
+	return items
+}

@@ -1,0 +1,376 @@
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// recorder is a commit function over string items that records each
+// batch. Its first commit blocks until gate is closed (entered is closed
+// when it begins), so that a test can queue items behind it. A batch
+// holding "bad" fails as a whole; a batch holding "short" answers one
+// result too few. Each result is "ok:" and the item.
+type recorder struct {
+	gate    chan struct{}
+	entered chan struct{}
+	mu      sync.Mutex
+	calls   [][]string
+}
+
+func newRecorder() *recorder {
+	return &recorder{gate: make(chan struct{}), entered: make(chan struct{})}
+}
+
+func (r *recorder) commit(_ context.Context, items []string) ([]string, error) {
+	r.mu.Lock()
+	first := len(r.calls) == 0
+	r.calls = append(r.calls, slices.Clone(items))
+	r.mu.Unlock()
+	if first {
+		close(r.entered)
+		<-r.gate
+	}
+	if slices.Contains(items, "bad") {
+		return nil, errors.New("constraint failed")
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = "ok:" + it
+	}
+	if slices.Contains(items, "short") {
+		out = out[1:]
+	}
+	return out, nil
+}
+
+func (r *recorder) batches() [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
+}
+
+// queued starts c, submits "first" (whose commit blocks), queues items
+// behind it in order, opens the gate and returns each item's answer.
+func queued(t *testing.T, r *recorder, c *Committer[string, string], items ...string) []answer {
+	t.Helper()
+	c.Start(t.Context())
+	t.Cleanup(c.Stop)
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Submit(t.Context(), "first")
+		first <- err
+	}()
+	<-r.entered
+	var ps []*Pending[string, string]
+	for _, it := range items {
+		p, err := c.Add(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	close(r.gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	var out []answer
+	for _, p := range ps {
+		res, err := p.Wait(t.Context())
+		out = append(out, answer{res, err})
+	}
+	return out
+}
+
+type answer struct {
+	res string
+	err error
+}
+
+func TestAnswerOnlyAfterCommit(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{})
+	c.Start(t.Context())
+	defer c.Stop()
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := c.Submit(t.Context(), "a")
+		answered <- answer{res, err}
+	}()
+	<-r.entered // the commit holding "a" has begun and blocks
+	select {
+	case a := <-answered:
+		t.Fatalf("answered %+v while its commit was in progress", a)
+	default:
+	}
+	close(r.gate)
+	if a := <-answered; a.res != "ok:a" || a.err != nil {
+		t.Errorf("answer = %+v, want ok:a", a)
+	}
+}
+
+func TestBatchesFormWhileACommitIsInProgress(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	weight := func(s string) int { return len(s) }
+	c := New(r.commit, Options[string]{Max: 4, Weight: weight})
+	got := queued(t, r, c, "a", "bc", "d", "e", "fghij", "k")
+	want := [][]string{{"first"}, {"a", "bc", "d"}, {"e"}, {"fghij"}, {"k"}}
+	if b := r.batches(); !slices.EqualFunc(b, want, slices.Equal) {
+		t.Errorf("batches = %q, want %q (bounded by Max; a heavier item alone)", b, want)
+	}
+	for i, it := range []string{"a", "bc", "d", "e", "fghij", "k"} {
+		if got[i] != (answer{"ok:" + it, nil}) {
+			t.Errorf("item %s: %+v", it, got[i])
+		}
+	}
+}
+
+func TestABadItemFailsAlone(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{})
+	got := queued(t, r, c, "a", "bad", "c")
+	want := [][]string{{"first"}, {"a", "bad", "c"}, {"a"}, {"bad"}, {"c"}}
+	if b := r.batches(); !slices.EqualFunc(b, want, slices.Equal) {
+		t.Errorf("batches = %q, want %q (the failed batch committed again item by item)", b, want)
+	}
+	if got[0] != (answer{"ok:a", nil}) || got[1].err == nil || got[2] != (answer{"ok:c", nil}) {
+		t.Errorf("answers = %+v", got)
+	}
+}
+
+func TestShortResultIsNotCommittedAgain(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{})
+	got := queued(t, r, c, "a", "short")
+	want := [][]string{{"first"}, {"a", "short"}}
+	if b := r.batches(); !slices.EqualFunc(b, want, slices.Equal) {
+		t.Errorf("batches = %q, want %q", b, want)
+	}
+	for _, a := range got {
+		if !errors.Is(a.err, ErrShortResult) {
+			t.Errorf("answer %+v, want ErrShortResult", a)
+		}
+	}
+}
+
+func TestApartKeepsOrder(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{Apart: func(s string) string { k, _, _ := strings.Cut(s, ":"); return k }})
+	queued(t, r, c, "a:1", "b:1", "a:2", "c:1", ":x", ":y")
+	want := [][]string{{"first"}, {"a:1", "b:1"}, {"a:2", "c:1", ":x", ":y"}}
+	if b := r.batches(); !slices.EqualFunc(b, want, slices.Equal) {
+		t.Errorf("batches = %q, want %q (a batch ends before a key it holds; no key, no constraint)", b, want)
+	}
+}
+
+// Many callers, few keys, several writers: no batch ever holds one key
+// twice, and every caller gets its own result.
+func TestApartUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var shared []string
+	batches, multi := 0, 0
+	commit := func(_ context.Context, items []string) ([]string, error) {
+		runtime.Gosched() // let callers queue behind this batch
+		seen := map[string]bool{}
+		for _, it := range items {
+			k, _, _ := strings.Cut(it, ":")
+			if seen[k] {
+				mu.Lock()
+				shared = append(shared, strings.Join(items, ","))
+				mu.Unlock()
+			}
+			seen[k] = true
+		}
+		mu.Lock()
+		batches++
+		if len(items) > 1 {
+			multi++
+		}
+		mu.Unlock()
+		out := make([]string, len(items))
+		for i, it := range items {
+			out[i] = "ok:" + it
+		}
+		return out, nil
+	}
+	key := func(s string) string { k, _, _ := strings.Cut(s, ":"); return k }
+	c := New(commit, Options[string]{Max: 16, Writers: 2, Apart: key,
+		Lane: func(s string) int { n, _ := strconv.Atoi(key(s)); return n }})
+	c.Start(t.Context())
+	defer c.Stop()
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 50 {
+				it := strconv.Itoa((g+i)%5) + ":" + strconv.Itoa(g) + "." + strconv.Itoa(i)
+				res, err := c.Submit(t.Context(), it)
+				if err != nil || res != "ok:"+it {
+					t.Errorf("%s: %q, %v", it, res, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(shared) > 0 {
+		t.Errorf("batches sharing a key: %q", shared)
+	}
+	t.Logf("%d batches, %d of more than one item", batches, multi)
+}
+
+func TestLanes(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	// "slow" goes to lane 0, everything else to lane 1.
+	lane := func(s string) int {
+		if s == "slow" {
+			return 0
+		}
+		return 1
+	}
+	c := New(r.commit, Options[string]{Writers: 2, Lane: lane})
+	c.Start(t.Context())
+	defer c.Stop()
+	slow := make(chan answer, 1)
+	go func() {
+		res, err := c.Submit(t.Context(), "slow")
+		slow <- answer{res, err}
+	}()
+	<-r.entered
+	// Lane 0's writer is stuck in its commit; lane 1's takes these.
+	for _, it := range []string{"a", "b", "c"} {
+		if res, err := c.Submit(t.Context(), it); res != "ok:"+it || err != nil {
+			t.Fatalf("%s: %q, %v", it, res, err)
+		}
+	}
+	select {
+	case a := <-slow:
+		t.Fatalf("the slow item was answered (%+v) before its commit ended", a)
+	default:
+	}
+	close(r.gate)
+	if a := <-slow; a.res != "ok:slow" {
+		t.Errorf("slow: %+v", a)
+	}
+	for _, b := range r.batches() {
+		if len(b) > 1 && slices.Contains(b, "slow") {
+			t.Errorf("batch %q mixes lanes", b)
+		}
+	}
+}
+
+func TestWithdrawnWhileQueued(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{})
+	c.Start(t.Context())
+	defer c.Stop()
+	go c.Submit(t.Context(), "first")
+	<-r.entered
+	ctx, cancel := context.WithCancel(t.Context())
+	p, err := c.Add("gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := p.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	close(r.gate)
+	if res, err := c.Submit(t.Context(), "next"); res != "ok:next" || err != nil {
+		t.Fatalf("next: %q, %v", res, err)
+	}
+	want := [][]string{{"first"}, {"next"}}
+	if b := r.batches(); !slices.EqualFunc(b, want, slices.Equal) {
+		t.Errorf("batches = %q, want %q (the withdrawn item never committed)", b, want)
+	}
+}
+
+func TestStopCommitsWhatIsQueued(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{})
+	c.Start(t.Context())
+	go c.Submit(t.Context(), "first")
+	<-r.entered
+	p, err := c.Add("queued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { c.Stop(); close(stopped) }()
+	close(r.gate)
+	<-stopped
+	select {
+	case <-p.done:
+	default:
+		t.Fatal("Stop returned before the queued item was answered")
+	}
+	if p.res != "ok:queued" || p.err != nil {
+		t.Errorf("queued: %q, %v", p.res, p.err)
+	}
+	if _, err := c.Submit(t.Context(), "late"); !errors.Is(err, ErrStopped) {
+		t.Errorf("after Stop: %v, want ErrStopped", err)
+	}
+	c.Stop() // idempotent
+}
+
+func TestStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	close(r.gate)
+	c := New(r.commit, Options[string]{})
+	p, err := c.Add("early") // waits in the queue for a Start
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stop()
+	c.Stop()
+	if _, err := p.Wait(t.Context()); !errors.Is(err, ErrStopped) {
+		t.Errorf("queued before a Stop without Start: %v, want ErrStopped", err)
+	}
+	c.Start(t.Context()) // does nothing
+	if _, err := c.Submit(t.Context(), "late"); !errors.Is(err, ErrStopped) {
+		t.Errorf("after Stop: %v, want ErrStopped", err)
+	}
+	if b := r.batches(); len(b) != 0 {
+		t.Errorf("batches = %q, want none", b)
+	}
+}
+
+func TestParentCancelDrains(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{})
+	ctx, cancel := context.WithCancel(t.Context())
+	c.Start(ctx)
+	defer c.Stop()
+	first := make(chan answer, 1)
+	go func() {
+		res, err := c.Submit(t.Context(), "first")
+		first <- answer{res, err}
+	}()
+	<-r.entered
+	p, err := c.Add("queued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	close(r.gate)
+	if res, err := p.Wait(t.Context()); res != "ok:queued" || err != nil {
+		t.Errorf("queued when the parent ended: %q, %v", res, err)
+	}
+	if a := <-first; a.res != "ok:first" {
+		t.Errorf("first: %+v", a)
+	}
+}
