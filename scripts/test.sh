@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 export CI="${CI:-}"
 ./scripts/postgres.sh
 ./scripts/chromium.sh
+./scripts/pebble.sh >/dev/null
 ./scripts/tools.sh
 
 echo "== gofmt"

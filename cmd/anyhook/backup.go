@@ -43,6 +43,6 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, exitFail, err)
 	}
 	fmt.Fprintf(stdout, "backed up %s to %s: %d events, integrity ok\n", path, *out, n)
-	fmt.Fprintf(stdout, "also keep a copy of the log signing key %s\n", cfg.LogKeyPath())
+	fmt.Fprintf(stdout, "also keep a copy of the log signing key %s\n", cfg.LedgerKeyPath())
 	return exitOK
 }

@@ -71,8 +71,8 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, exitUsage, err)
 	}
 	// serve creates a missing key; one that exists must load.
-	if _, err := os.Stat(cfg.LogKeyPath()); err == nil {
-		if _, err := ledger.LoadKey(cfg.LogKeyPath()); err != nil {
+	if _, err := os.Stat(cfg.LedgerKeyPath()); err == nil {
+		if _, err := ledger.LoadKey(cfg.LedgerKeyPath()); err != nil {
 			return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v", err))
 		}
 	}

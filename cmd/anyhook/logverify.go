@@ -68,7 +68,7 @@ of the whole log signed by both keys, and the new key recorded in the
 database as the log's key. Stop every gateway first; restart them with
 log.key_file pointing at the new key (docs/ledger.md).`
 
-// logKey prints the log's public key (the note verifier key), creating the
+// logKey prints the ledger's public key (the note verifier key), creating the
 // signing key when it does not exist yet, so that it can be pinned before
 // the first start.
 func logKey(args []string, stdout, stderr io.Writer) int {
@@ -81,7 +81,7 @@ func logKey(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	key, err := ledger.LoadOrCreateKey(cfg.LogKeyPath(), cfg.Log.Origin)
+	key, err := ledger.LoadOrCreateKey(cfg.LedgerKeyPath(), cfg.Ledger.Origin)
 	if err != nil {
 		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v", err))
 	}
@@ -89,7 +89,7 @@ func logKey(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// logVerify recomputes the tamper-evident log (SPEC §2, §8): exit 0 with a
+// logVerify recomputes the tamper-evident ledger (SPEC §2, §8): exit 0 with a
 // one-line summary when intact, exit 1 naming each event that does not
 // match, exit 2 when it cannot run.
 func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -113,13 +113,13 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, exitUsage, fmt.Errorf("log verify: --key: not a note verifier key: %v", err))
 		}
 	} else {
-		key, err := ledger.LoadKey(cfg.LogKeyPath())
+		key, err := ledger.LoadKey(cfg.LedgerKeyPath())
 		if err != nil {
 			return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v (or pass the pinned public key with --key)", err))
 		}
 		v = key.Verifier
 	}
-	origin := cfg.Log.Origin
+	origin := cfg.Ledger.Origin
 	if origin == "" {
 		origin = v.Name()
 	}
@@ -140,10 +140,10 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	// Entries outside every checkpoint for longer than this are reported:
 	// an hour, or two checkpoint intervals when those are longer.
-	grace := max(ledger.DefaultCheckpointGrace, 2*cfg.Log.CheckpointInterval.D())
+	grace := max(ledger.DefaultCheckpointGrace, 2*cfg.Ledger.CheckpointInterval.D())
 	ret := *retention
 	if ret < 0 {
-		ret = cfg.Log.Retention.D()
+		ret = cfg.Ledger.Retention.D()
 	}
 	if ret == 0 { // log.retention: 0s keeps every body
 		ret = ledger.RetainForever
@@ -171,8 +171,8 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // logRotateKey hands the log from the key in log.key_file to a new one
-// (docs/ledger.md, "The log's key"): a checkpoint of the whole log signed by
-// both keys, and the new key recorded in the database as the log's key.
+// (docs/ledger.md, "The log's key"): a checkpoint of the whole ledger signed by
+// both keys, and the new key recorded in the database as the ledger's key.
 // Every gateway must be stopped first and restarted with the new key file.
 func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("log rotate-key")
@@ -188,7 +188,7 @@ func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	old, err := ledger.LoadKey(cfg.LogKeyPath())
+	old, err := ledger.LoadKey(cfg.LedgerKeyPath())
 	if err != nil {
 		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v", err))
 	}
@@ -196,7 +196,7 @@ func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: --new-key-file: %w", err))
 	}
-	if cfg.Log.Origin == "" && next.Name() != old.Name() {
+	if cfg.Ledger.Origin == "" && next.Name() != old.Name() {
 		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: --new-key-file: the key is named %q, but the log is named after the current key, %q: name the new key the same, or set log.origin", next.Name(), old.Name()))
 	}
 	st, err := openStore(ctx, cfg, "log rotate-key")
@@ -208,11 +208,11 @@ func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !ok {
 		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: database %s keeps no log", cfg.Database))
 	}
-	cp, err := ledger.Rotate(ctx, l, old, next, ledger.RotateOptions{Origin: cfg.Log.Origin})
+	cp, err := ledger.Rotate(ctx, l, old, next, ledger.RotateOptions{Origin: cfg.Ledger.Origin})
 	var km *ledger.KeyMismatchError
 	switch {
 	case errors.As(err, &km):
-		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%s: %s", cfg.LogKeyPath(), km.Reason))
+		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%s: %s", cfg.LedgerKeyPath(), km.Reason))
 	case errors.Is(err, anyhook.ErrInvalid):
 		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: %w", err))
 	case err != nil:
@@ -228,9 +228,9 @@ type verifyReport struct {
 	OK         bool          `json:"ok"`
 	Entries    int64         `json:"entries"`              // log size
 	Checkpoint *treeJSON     `json:"checkpoint,omitempty"` // the latest signed checkpoint, when it verified
-	Since      *treeJSON     `json:"since,omitempty"`      // --checkpoint, when the log is consistent with it
+	Since      *treeJSON     `json:"since,omitempty"`      // --checkpoint, when the ledger is consistent with it
 	Pruned     int64         `json:"pruned"`               // entries whose body was pruned (hashes kept)
-	Waiting    int           `json:"waiting"`              // events not yet in the log, younger than --lag
+	Waiting    int           `json:"waiting"`              // events not yet in the ledger, younger than --lag
 	Problems   []problemJSON `json:"problems"`
 	Summary    string        `json:"summary,omitempty"` // the line printed without --json, when intact
 }
@@ -242,7 +242,7 @@ type treeJSON struct {
 
 type problemJSON struct {
 	EventID string `json:"event_id,omitempty"` // the AnyHook event id
-	Index   *int64 `json:"index,omitempty"`    // log position, when it has one
+	Index   *int64 `json:"index,omitempty"`    // ledger position, when it has one
 	Kind    string `json:"kind"`
 	Detail  string `json:"detail,omitempty"`
 	Text    string `json:"text"` // the line printed without --json

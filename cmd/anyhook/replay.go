@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,6 +72,24 @@ type replayReport struct {
 	// Deliveries lists them, except for a --status replay that was carried
 	// out (the store creates those in one statement and counts them).
 	Deliveries []replayItem `json:"deliveries,omitempty"`
+	// Skipped are the selected events a --status replay left alone:
+	// retention pruned their bodies, so they can no longer be sent.
+	Skipped []skippedItem `json:"skipped,omitempty"`
+}
+
+// skippedItem is an event a replay skipped, and why ("pruned").
+type skippedItem struct {
+	EventID string `json:"event_id"`
+	Reason  string `json:"reason"`
+}
+
+// replayError is what replay prints with --json when it fails.
+type replayError struct {
+	Error string `json:"error"`
+	Exit  int    `json:"exit"`
+	// The report so far, when there is one: a replay that skipped every
+	// selected event lists them.
+	Skipped []skippedItem `json:"skipped,omitempty"`
 }
 
 type replayOptions struct {
@@ -97,19 +114,29 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args, stdout, stderr, replayUsage); code >= 0 {
 		return code
 	}
+	// With --json every outcome is a JSON object on stdout, a failure too.
+	bad := func(code int, err error, skipped ...skippedItem) int {
+		if o.json {
+			return failJSON(stdout, code, err, skipped)
+		}
+		return fail(stderr, code, err)
+	}
 	if (o.event == "") == (o.status == "") {
-		return fail(stderr, exitUsage, errors.New("replay: give either --event ID or --status STATUS (anyhook replay --help)"))
+		return bad(exitUsage, errors.New("replay: give either --event ID or --status STATUS (anyhook replay --help)"))
 	}
 	reason, err := store.CheckReason(o.reason)
 	if err != nil {
-		return fail(stderr, exitUsage, fmt.Errorf("replay: --reason: %w", err))
+		return bad(exitUsage, fmt.Errorf("replay: --reason: %w", err))
 	}
 	o.reason = reason
 	var f store.DeliveryFilter
 	if o.status != "" {
 		f = store.DeliveryFilter{Status: anyhook.DeliveryStatus(o.status), Source: o.source, Destination: o.dest}
 		if !f.Status.Valid() {
-			return fail(stderr, exitUsage, fmt.Errorf("replay: --status %q is not a delivery status", o.status))
+			return bad(exitUsage, fmt.Errorf("replay: --status %q is not a delivery status", o.status))
+		}
+		if f.Status == anyhook.StatusResolved {
+			return bad(exitUsage, errors.New("replay: --status resolved: a bulk replay never selects resolved deliveries (a person replayed or discarded them); replay one event with --event ID"))
 		}
 		now := time.Now()
 		for _, t := range []struct {
@@ -121,27 +148,27 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			v, err := parseSince(t.value, now)
 			if err != nil {
-				return fail(stderr, exitUsage, fmt.Errorf("replay: %s: %w", t.flag, err))
+				return bad(exitUsage, fmt.Errorf("replay: %s: %w", t.flag, err))
 			}
 			*t.to = v
 		}
 		if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-			return fail(stderr, exitUsage, errors.New("replay: --since must be before --until"))
+			return bad(exitUsage, errors.New("replay: --since must be before --until"))
 		}
 	} else if o.since != "" || o.until != "" {
-		return fail(stderr, exitUsage, errors.New("replay: --since and --until go with --status"))
+		return bad(exitUsage, errors.New("replay: --since and --until go with --status"))
 	}
 	cfg, err := loadConfig(o.cfgPath)
 	if err != nil {
-		return fail(stderr, exitUsage, err)
+		return bad(exitUsage, err)
 	}
 	if o.dest != "" && cfg.Destinations[o.dest] == nil {
 		// No dispatcher would ever take such a delivery.
-		return fail(stderr, exitUsage, fmt.Errorf("replay: --destination %q is not in %s (known: %s)", o.dest, cfg.Path, strings.Join(cfg.DestinationOrder, ", ")))
+		return bad(exitUsage, fmt.Errorf("replay: --destination %q is not in %s (known: %s)", o.dest, cfg.Path, strings.Join(cfg.DestinationOrder, ", ")))
 	}
 	st, err := openStore(ctx, cfg, "replay")
 	if err != nil {
-		return fail(stderr, exitUsage, err)
+		return bad(exitUsage, err)
 	}
 	defer st.Close()
 	var rep replayReport
@@ -152,7 +179,10 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rep, code, err = replayStatus(ctx, st, f, o)
 	}
 	if err != nil {
-		return fail(stderr, code, err)
+		if !o.json {
+			rep.printSkipped(stderr)
+		}
+		return bad(code, err, rep.Skipped...)
 	}
 	if o.json {
 		b, _ := json.Marshal(rep)
@@ -209,59 +239,34 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 
 // replayStatus replays (or, in a dry run, lists) one delivery per
 // (event, destination) among the deliveries f selects, as
-// store.ReplayDeliveries does.
+// store.ReplayDeliveries does: never a resolved one, and skipping (and
+// listing) the events whose bodies retention pruned. When it skipped some
+// and replayed none, it fails (exit 1) with the report.
 func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, o replayOptions) (replayReport, int, error) {
 	rep := replayReport{DryRun: o.dryRun}
+	var pruned []string
 	if !o.dryRun {
-		n, err := st.ReplayDeliveries(ctx, f, cliActor(o))
+		res, err := st.ReplayDeliveries(ctx, f, cliActor(o))
 		if err != nil {
 			return rep, exitFail, fmt.Errorf("replay: %w", err)
 		}
-		rep.Count = n
-		return rep, exitOK, nil
-	}
-	seen := map[replayItem]bool{}
-	f.Limit = 500
-	for {
-		ds, next, err := st.ListDeliveries(ctx, f)
+		rep.Count, pruned = res.Count, res.Pruned
+	} else {
+		res, err := store.DryRunReplay(ctx, st, f)
 		if err != nil {
 			return rep, exitFail, fmt.Errorf("replay: %w", err)
 		}
-		for _, d := range ds {
-			it := replayItem{EventID: d.EventID, Destination: d.Destination}
-			if !seen[it] {
-				seen[it] = true
-				rep.Deliveries = append(rep.Deliveries, it)
-			}
+		for _, p := range res.Pairs {
+			rep.Deliveries = append(rep.Deliveries, replayItem{EventID: p[0], Destination: p[1]})
 		}
-		if next == "" {
-			break
-		}
-		f.Cursor = next
+		rep.Count, pruned = res.Count, res.Pruned
 	}
-	slices.SortFunc(rep.Deliveries, func(a, b replayItem) int {
-		return strings.Compare(a.EventID+"\x00"+a.Destination, b.EventID+"\x00"+b.Destination)
-	})
-	// The real run refuses the whole batch when an event's body was
-	// pruned; so does the dry run.
-	pruned, first := 0, ""
-	for i, it := range rep.Deliveries {
-		if i > 0 && rep.Deliveries[i-1].EventID == it.EventID {
-			continue
-		}
-		ev, err := st.Event(ctx, it.EventID)
-		if err != nil {
-			return rep, exitFail, fmt.Errorf("replay: %w", err)
-		}
-		if ev.BodyPruned {
-			pruned++
-			first = cmp.Or(first, ev.ID)
-		}
+	for _, id := range pruned {
+		rep.Skipped = append(rep.Skipped, skippedItem{EventID: id, Reason: "pruned"})
 	}
-	if pruned > 0 {
-		return rep, exitFail, fmt.Errorf("replay: %w", store.PrunedManyError(pruned, first))
+	if rep.Count == 0 && len(pruned) > 0 {
+		return rep, exitFail, fmt.Errorf("replay: %w", store.PrunedManyError(len(pruned), pruned[0]))
 	}
-	rep.Count = len(rep.Deliveries)
 	return rep, exitOK, nil
 }
 
@@ -381,9 +386,33 @@ func (r replayReport) print(w io.Writer) {
 			fmt.Fprintf(w, "  event %s to %s\n", d.EventID, d.Destination)
 		}
 	}
+	r.printSkipped(w)
 	if r.DryRun {
 		fmt.Fprintln(w, "dry run: nothing was changed")
 	}
+}
+
+func (r replayReport) printSkipped(w io.Writer) {
+	if len(r.Skipped) == 0 {
+		return
+	}
+	verb := "skipped"
+	if r.DryRun {
+		verb = "would skip"
+	}
+	fmt.Fprintf(w, "%s %d %s: retention pruned %s body (log.retention), so %s can no longer be sent\n",
+		verb, len(r.Skipped), plural(len(r.Skipped), "event", "events"), plural(len(r.Skipped), "its", "their"), plural(len(r.Skipped), "it", "they"))
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "  event %s\n", s.EventID)
+	}
+}
+
+// failJSON prints err as a JSON object on stdout (--json) and returns
+// code.
+func failJSON(stdout io.Writer, code int, err error, skipped []skippedItem) int {
+	b, _ := json.Marshal(replayError{Error: strings.TrimPrefix(err.Error(), "replay: "), Exit: code, Skipped: skipped})
+	fmt.Fprintf(stdout, "%s\n", b)
+	return code
 }
 
 func plural(n int, one, many string) string {

@@ -172,10 +172,18 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 const serveUsage = `usage: anyhook serve [--config FILE] [--log-level LEVEL]
 
 Runs the gateway: ingest (POST /webhooks/<source>), the delivery workers,
-the admin API, the dashboard and /metrics, on the config's listen address.
-It listens first, then opens the database and applies pending migrations.
+the admin API, the dashboard and /metrics, on the config's listen address
+(with admin.listen set, the admin API, dashboard, /metrics and /readyz are
+served there instead; tls: serves HTTPS). It listens first, then opens the database and applies pending migrations.
 SIGINT or SIGTERM stops it gracefully (exit 0). Exit 2: bad flags, a bad
 config, the address in use or an unreachable database.`
+
+func scheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("serve")
@@ -194,7 +202,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The whole config first: a mistake in it is reported as such, even
 	// when the address is in use too.
-	if err := gateway.CheckConfig(cfg); err != nil {
+	if err := gateway.Check(cfg); err != nil {
 		return fail(stderr, exitUsage, err)
 	}
 	// Listen before the store is opened: an address in use must fail
@@ -203,13 +211,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitUsage, cfg.Errorf("listen", "%v", err))
 	}
+	ls := gateway.Listeners{Ingest: ln}
+	if cfg.AdminSeparate() {
+		if ls.Admin, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+			ln.Close()
+			return fail(stderr, exitUsage, cfg.Errorf("admin.listen", "%v", err))
+		}
+	}
 	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
 	if err != nil {
 		ln.Close()
+		if ls.Admin != nil {
+			ls.Admin.Close()
+		}
 		return fail(stderr, exitUsage, err)
 	}
-	g.Start(ctx, ln)
-	fmt.Fprintf(stdout, "anyhook %s listening on http://%s\n", buildinfo.Version(), ln.Addr())
+	g.StartListeners(ctx, ls)
+	ingestTLS, adminTLS := g.TLS()
+	if ls.Admin == nil {
+		fmt.Fprintf(stdout, "anyhook %s listening on %s://%s\n", buildinfo.Version(), scheme(ingestTLS != nil), ln.Addr())
+	} else {
+		fmt.Fprintf(stdout, "anyhook %s listening on %s://%s (webhooks), admin on %s://%s\n", buildinfo.Version(),
+			scheme(ingestTLS != nil), ln.Addr(), scheme(adminTLS != nil), ls.Admin.Addr())
+	}
 	code := exitOK // SIGINT/SIGTERM: a graceful stop exits 0 (SPEC §2)
 	select {
 	case <-ctx.Done():

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/provider"
 )
 
@@ -37,7 +36,7 @@ func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var verifier provider.Provider
 	if *secret != "" {
-		v, err := provider.New(&config.Source{Provider: "standard", Secrets: []string{*secret}})
+		v, err := provider.New(provider.Settings{Provider: "standard", Secrets: []string{*secret}})
 		if err != nil {
 			return fail(stderr, exitUsage, fmt.Errorf("sink: --signing-secret: %w", err))
 		}

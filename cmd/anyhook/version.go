@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,7 +50,9 @@ const healthcheckUsage = `usage: anyhook healthcheck [--config FILE] [--url URL]
 
 Asks a running gateway's /healthz, for a container's HEALTHCHECK (the
 image has no shell or curl) or a supervisor. The address is the config's
-listen (0.0.0.0 and :: are asked on loopback), or --url. Exit 0 when it
+listen (0.0.0.0 and :: are asked on loopback; over https when the config
+has tls:, without verifying the certificate, which names the public host),
+or --url. Exit 0 when it
 answers 200; exit 1 naming what went wrong; exit 2 for bad flags or
 config.`
 
@@ -64,12 +67,27 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return code
 	}
 	u := *target
+	client := &http.Client{}
 	if u == "" {
 		cfg, err := loadConfig(*cfgPath)
 		if err != nil {
 			return fail(stderr, exitUsage, err)
 		}
 		u = "http://" + loopbackFor(cfg.Listen) + "/healthz"
+		if cfg.TLS != nil {
+			// Its own process, on loopback, for liveness only (nothing
+			// secret is sent): the certificate names the public host,
+			// not 127.0.0.1, so it is not verified. With ACME the name
+			// is sent so that the stored certificate is served.
+			u = "https://" + loopbackFor(cfg.Listen) + "/healthz"
+			tc := &tls.Config{InsecureSkipVerify: true}
+			if cfg.TLS.ACME != nil {
+				tc.ServerName = cfg.TLS.ACME.Domains[0]
+			}
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = tc
+			client.Transport = tr
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -78,7 +96,7 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return fail(stderr, exitUsage, fmt.Errorf("healthcheck: --url: %w", err))
 	}
 	req.Header.Set("User-Agent", "anyhook-healthcheck")
-	resp, err := (&http.Client{}).Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fail(stderr, exitFail, fmt.Errorf("healthcheck: %w", err))
 	}

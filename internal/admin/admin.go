@@ -55,7 +55,7 @@ type Store interface {
 	ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error)
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
 	Replay(ctx context.Context, eventID string, destinations []string, by store.Actor) ([]anyhook.Delivery, error)
-	ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error)
+	ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (store.BulkReplay, error)
 	Resolve(ctx context.Context, deliveryID, action string, by store.Actor) (anyhook.Delivery, error)
 	SetPaused(ctx context.Context, destination string, paused bool) error
 	Paused(ctx context.Context) (map[string]bool, error)
@@ -85,9 +85,9 @@ type Options struct {
 	// Now is the clock that times failed requests for the log; default
 	// time.Now.
 	Now func() time.Time
-	// Log serves /api/log/checkpoint and /api/events/{id}/proof; nil
+	// Ledger serves /api/log/checkpoint and /api/events/{id}/proof; nil
 	// answers them 404.
-	Log Log
+	Ledger Ledger
 	// Filters are the destinations' filters by name (none: every event).
 	// A replay without a destination goes only to the destinations whose
 	// filter accepts the event, unless it asks to ignore filters.
@@ -107,7 +107,7 @@ type API struct {
 	now     func() time.Time
 	routes  []route
 	mux     *http.ServeMux
-	ledger  Log
+	ledger  Ledger
 }
 
 // route is one endpoint; the route table builds the mux and is what the
@@ -127,7 +127,7 @@ func New(opt Options) *API {
 		log:     opt.Logger,
 		ready:   opt.Ready,
 		now:     opt.Now,
-		ledger:  opt.Log,
+		ledger:  opt.Ledger,
 		filters: opt.Filters,
 	}
 	if opt.Token != "" {
@@ -165,6 +165,7 @@ func New(opt Options) *API {
 		{"GET", "/api/destinations", false, a.listDestinations},
 		{"POST", "/api/destinations/{name}/pause", false, a.pause},
 		{"POST", "/api/destinations/{name}/resume", false, a.resume},
+		{"POST", "/api/destinations/{name}/discard", false, a.discardDestination},
 		{"GET", "/api/log/checkpoint", false, a.logCheckpoint},
 		{"GET", "/api/events/{id}/proof", false, a.eventProof},
 		{"GET", "/api/rejections", false, a.listRejections},

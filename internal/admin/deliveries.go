@@ -157,3 +157,47 @@ func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 		Paused bool   `json:"paused"`
 	}{name, paused})
 }
+
+type discardRequest struct {
+	Reason string `json:"reason"`
+}
+
+type discardResponse struct {
+	Destination string `json:"destination"`
+	Count       int    `json:"count"`
+}
+
+// POST /api/destinations/{name}/discard {"reason": "..."}
+//
+// Discards every pending (paused included), held and dead delivery of a
+// destination the config no longer names (orphaned): each becomes
+// resolved (discarded) with an action recording who and why. A
+// configured destination is refused: its deliveries are discarded one by
+// one from the dead and held queues.
+func (a *API) discardDestination(w http.ResponseWriter, r *http.Request) error {
+	var req discardRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	if a.known[name] {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid",
+			Message: "destination " + strconv.Quote(name) + " is configured; only an orphaned destination's deliveries are discarded in bulk (resolve this one's from the dead and held queues)"}
+	}
+	reason, err := checkReason(req.Reason)
+	if err != nil {
+		return err
+	}
+	dd, ok := a.store.(store.DestinationDiscarder)
+	if !ok {
+		return &Error{Status: http.StatusNotImplemented, Code: "unsupported", Message: "this store cannot discard a destination's deliveries"}
+	}
+	by := actor(r, reason)
+	n, err := dd.DiscardDestination(r.Context(), name, by)
+	if err != nil {
+		return err
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: orphaned destination discarded",
+		slog.String("destination", name), slog.Int("count", n), slog.String("actor", by.Name), slog.String("reason", by.Reason))
+	return writeJSON(w, http.StatusOK, discardResponse{Destination: name, Count: n})
+}

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -237,5 +238,51 @@ func TestUnknownEndpointAndMethod(t *testing.T) {
 	r = f.mustStatus(f.do("GET", "/api/events/x/replay", ""), http.StatusMethodNotAllowed)
 	if r.header.Get("Allow") != "POST" {
 		t.Errorf("Allow %q", r.header.Get("Allow"))
+	}
+}
+
+// TestDiscardOrphanedDestination: POST /api/destinations/{name}/discard
+// resolves an orphaned destination's waiting deliveries as discarded,
+// recorded with the actor and reason; a configured one is refused.
+func TestDiscardOrphanedDestination(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var ids []string
+	for i := range 2 {
+		id := store.NewID()
+		if _, err := f.store.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: id, Source: "stripe", DedupKey: fmt.Sprint("evt_orphan_", i),
+			ReceivedAt: clock, Method: "POST", Path: "/webhooks/stripe", Body: []byte(`{}`)}, Destinations: []string{"legacy", "billing"}}}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	r := f.do("POST", "/api/destinations/billing/discard", `{}`)
+	if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "is configured") {
+		t.Errorf("discard of a configured destination: %d %s; want 400", r.status, r.body)
+	}
+	m := f.mustStatus(f.do("POST", "/api/destinations/legacy/discard", `{"reason":"legacy CRM retired"}`), http.StatusOK).json(t)
+	if m["destination"] != "legacy" || m["count"] != float64(2) {
+		t.Errorf("discard = %v; want 2", m)
+	}
+	for _, id := range ids {
+		ev, err := f.store.Event(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ev.Deliveries {
+			orphan := d.Destination == "legacy"
+			if orphan != (d.Status == anyhook.StatusResolved) || (orphan && (d.Resolution.Kind != anyhook.ResolvedDiscarded || d.Resolution.By != "api" || d.Resolution.Reason != "legacy CRM retired")) {
+				t.Errorf("delivery to %s after the discard: %s %+v", d.Destination, d.Status, d.Resolution)
+			}
+		}
+		if len(ev.Actions) != 1 || ev.Actions[0].Kind != store.ActionDiscard || ev.Actions[0].Destination != "legacy" || ev.Actions[0].Actor != "api" {
+			t.Errorf("actions: %+v", ev.Actions)
+		}
+	}
+	if m := f.mustStatus(f.do("POST", "/api/destinations/legacy/discard", ``), http.StatusOK).json(t); m["count"] != float64(0) {
+		t.Errorf("discard again = %v; want 0", m)
+	}
+	if r := f.do("POST", "/api/destinations/legacy/discard", `{"reason":"`+strings.Repeat("x", 1001)+`"}`); r.status != http.StatusBadRequest {
+		t.Errorf("a too long reason: %d", r.status)
 	}
 }

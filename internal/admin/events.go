@@ -29,8 +29,17 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if q.err != nil {
 		return q.err
 	}
-	evs, next, err := a.store.ListEvents(r.Context(), f)
+	// q is whichever id a person has: the event's own, a delivery's, or
+	// the provider's.
+	var evs []anyhook.Event
+	var next string
+	ev, found, err := store.SearchByID(r.Context(), a.store, f)
 	if err != nil {
+		return err
+	}
+	if found {
+		evs = []anyhook.Event{ev}
+	} else if evs, next, err = a.store.ListEvents(r.Context(), f); err != nil {
 		return err
 	}
 	out := listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs)), NextCursor: next}
@@ -153,8 +162,23 @@ type bulkReplayRequest struct {
 }
 
 type bulkReplayResponse struct {
-	Count  int  `json:"count"`
-	DryRun bool `json:"dry_run"`
+	Count   int             `json:"count"`
+	DryRun  bool            `json:"dry_run"`
+	Skipped []skippedReplay `json:"skipped"`
+}
+
+// skippedReplay is a selected event a bulk replay left alone, and why.
+type skippedReplay struct {
+	EventID string `json:"event_id"`
+	Reason  string `json:"reason"` // "pruned": retention removed its body
+}
+
+func skipped(pruned []string) []skippedReplay {
+	out := make([]skippedReplay, len(pruned))
+	for i, id := range pruned {
+		out[i] = skippedReplay{EventID: id, Reason: "pruned"}
+	}
+	return out
 }
 
 // POST /api/replay {"source","status","destination","since","until","dry_run"}
@@ -178,6 +202,9 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	if f.Status != "" && !f.Status.Valid() {
 		q.fail(badParam("status", "unknown status %q (want pending, delivering, delivered, dead, held, skipped, paused or resolved)", f.Status))
 	}
+	if f.Status == anyhook.StatusResolved {
+		q.fail(badParam("status", "a bulk replay never selects resolved deliveries (a person replayed or discarded them); replay one event with POST /api/events/{id}/replay"))
+	}
 	reason, err := checkReason(req.Reason)
 	if err != nil {
 		q.fail(err.(*Error))
@@ -194,39 +221,21 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		return q.err
 	}
 	if req.DryRun {
-		n, err := a.countDeliveries(r, f)
+		res, err := store.DryRunReplay(r.Context(), a.store, f)
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: n, DryRun: true})
+		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, DryRun: true, Skipped: skipped(res.Pruned)})
 	}
 	by := actor(r, reason)
-	n, err := a.store.ReplayDeliveries(r.Context(), f, by)
+	res, err := a.store.ReplayDeliveries(r.Context(), f, by)
 	if err != nil {
 		return err
 	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: bulk replay",
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
-		slog.Int("count", n), slog.String("actor", by.Name), slog.String("reason", by.Reason))
-	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: n})
-}
-
-// countDeliveries counts what f selects by paging through the list.
-func (a *API) countDeliveries(r *http.Request, f store.DeliveryFilter) (int, error) {
-	f.Limit = maxLimit
-	pairs := map[[2]string]bool{} // a replay is one per (event, destination)
-	for {
-		ds, next, err := a.store.ListDeliveries(r.Context(), f)
-		if err != nil {
-			return 0, err
-		}
-		for _, d := range ds {
-			pairs[[2]string{d.EventID, d.Destination}] = true
-		}
-		if next == "" {
-			return len(pairs), nil
-		}
-		f.Cursor = next
-	}
+		slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
+		slog.String("actor", by.Name), slog.String("reason", by.Reason))
+	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Skipped: skipped(res.Pruned)})
 }

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -407,7 +408,6 @@ func TestPrunedEventRefused(t *testing.T) {
 	for _, tc := range []struct{ path, body string }{
 		{"/api/events/" + gone + "/replay", ``},
 		{"/api/events/" + gone + "/replay", `{"destination":"billing"}`},
-		{"/api/replay", `{"source":"stripe"}`},
 	} {
 		r := f.do("POST", tc.path, tc.body)
 		if r.status != http.StatusConflict || r.errCode(t) != "body_pruned" {
@@ -417,6 +417,26 @@ func TestPrunedEventRefused(t *testing.T) {
 		if msg := r.json(t)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "pruned by retention (log.retention)") || !strings.Contains(msg, gone) {
 			t.Errorf("POST %s: message %q does not say why", tc.path, msg)
 		}
+	}
+	// A bulk replay skips the pruned event and says so (its discarded
+	// delivery is not even selected: resolved), and replays the rest;
+	// its dry run says the same.
+	for _, body := range []string{`{"source":"stripe","dry_run":true}`, `{"source":"stripe"}`} {
+		r := f.do("POST", "/api/replay", body)
+		var out struct {
+			Count   int
+			Skipped []struct {
+				EventID string `json:"event_id"`
+				Reason  string
+			}
+		}
+		if err := json.Unmarshal(r.body, &out); err != nil || (r.status != http.StatusAccepted && r.status != http.StatusOK) ||
+			out.Count != 2 || len(out.Skipped) != 1 || out.Skipped[0].EventID != gone || out.Skipped[0].Reason != "pruned" {
+			t.Errorf("POST /api/replay %s: %d %s; want 2 replayed (evt_kept to billing and audit), %s skipped as pruned", body, r.status, r.body, gone)
+		}
+	}
+	if r := f.do("POST", "/api/replay", `{"status":"resolved"}`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "never selects resolved") {
+		t.Errorf("bulk replay of resolved deliveries: %d %s; want 400 saying why", r.status, r.body)
 	}
 	m := f.mustStatus(f.do("GET", "/api/events/"+gone, ""), http.StatusOK).json(t)
 	req := m["request"].(map[string]any)
@@ -432,5 +452,53 @@ func TestPrunedEventRefused(t *testing.T) {
 		if r := f.do("POST", "/api/deliveries/"+deadID+"/resolve", `{"action":"`+action+`"}`); r.status != http.StatusBadRequest || r.errCode(t) != "invalid" {
 			t.Errorf("%s of a discarded delivery: %d %s; want 400 invalid", action, r.status, r.body)
 		}
+	}
+}
+
+// TestEventsSearchAnyID: GET /api/events?q= finds an event by whichever
+// id a person pastes: the event id (X-AnyHook-Delivery), a delivery id, or
+// the provider's event id; the other filters still apply, and an id that
+// is none of them finds nothing.
+func TestEventsSearchAnyID(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	want := f.seed("stripe", "evt_paste", []byte(`{}`), 0)
+	other := f.seed("stripe", "evt_other", []byte(`{}`), time.Minute)
+	f.seed("github", "1:guid", []byte(`{}`), 2*time.Minute)
+	ev, err := f.store.Event(t.Context(), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(path string) []string {
+		t.Helper()
+		var out struct{ Items []struct{ ID string } }
+		if err := json.Unmarshal(f.mustStatus(f.do("GET", path, ""), http.StatusOK).body, &out); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, it := range out.Items {
+			got = append(got, it.ID)
+		}
+		return got
+	}
+	for _, q := range []string{want, ev.Deliveries[0].ID, ev.Deliveries[1].ID, "evt_paste"} {
+		if got := ids("/api/events?q=" + url.QueryEscape(q)); len(got) != 1 || got[0] != want {
+			t.Errorf("q=%s: %v; want [%s]", q, got, want)
+		}
+		if got := ids("/api/events?source=stripe&q=" + url.QueryEscape(q)); len(got) != 1 || got[0] != want {
+			t.Errorf("source=stripe&q=%s: %v; want [%s]", q, got, want)
+		}
+		if got := ids("/api/events?source=github&q=" + url.QueryEscape(q)); len(got) != 0 {
+			t.Errorf("source=github&q=%s: %v; want none (the event is stripe's)", q, got)
+		}
+		if got := ids("/api/events?status=dead&q=" + url.QueryEscape(q)); len(got) != 0 {
+			t.Errorf("status=dead&q=%s: %v; want none (its deliveries are pending)", q, got)
+		}
+	}
+	if got := ids("/api/events?q=" + other[:len(other)-1]); len(got) != 0 {
+		t.Errorf("q=a prefix of an event id: %v; want none (exact ids only)", got)
+	}
+	if got := ids("/api/events?q=evt_nowhere"); len(got) != 0 {
+		t.Errorf("q=evt_nowhere: %v", got)
 	}
 }

@@ -20,17 +20,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/lifecycle"
 )
 
 // Alert kinds.
 const (
-	DeliveryDead          = "delivery_dead"           // max_attempts reached
-	DeliveryHeld          = "delivery_held"           // stale claim under on_stale_claim: hold
-	DestinationFailing    = "destination_failing"     // a destination keeps failing
-	DestinationRecovered  = "destination_recovered"   // ... and answers again
-	LogVerificationFailed = "log_verification_failed" // the tamper-evident log does not verify
+	DeliveryDead             = "delivery_dead"           // max_attempts reached
+	DeliveryHeld             = "delivery_held"           // stale claim under on_stale_claim: hold
+	DestinationFailing       = "destination_failing"     // a destination keeps failing
+	DestinationRecovered     = "destination_recovered"   // ... and answers again
+	LedgerVerificationFailed = "log_verification_failed" // the tamper-evident ledger does not verify
 )
 
 // Alert is one thing a person should know about.
@@ -123,7 +122,7 @@ type message struct {
 
 // New returns a Notifier for the sinks of a validated configuration. With
 // no sinks, Notify does nothing.
-func New(sinks []config.Alert, opts Options) (*Notifier, error) {
+func New(sinks []Sink, opts Options) (*Notifier, error) {
 	n := &Notifier{
 		client: opts.Client,
 		log:    opts.Logger,
@@ -414,7 +413,7 @@ func title(kind string) string {
 		return "destination failing"
 	case DestinationRecovered:
 		return "destination recovered"
-	case LogVerificationFailed:
+	case LedgerVerificationFailed:
 		return "log verification failed"
 	}
 	return strings.ReplaceAll(kind, "_", " ")

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // recorder is an alert sink: an httptest server that keeps what it is sent.
@@ -117,7 +115,7 @@ type fixture struct {
 
 // setup returns a started Notifier over sinks with a manual clock and a
 // manual flush tick; it is stopped at the end of the test.
-func setup(t *testing.T, sinks ...config.Alert) *fixture {
+func setup(t *testing.T, sinks ...Sink) *fixture {
 	t.Helper()
 	f := &fixture{
 		clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
@@ -160,7 +158,7 @@ func dead(dest string, i int) Alert {
 func TestStormIsFolded(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	f := setup(t, Sink{Webhook: r.srv.URL})
 	for i := range 500 {
 		f.n.Notify(t.Context(), dead("billing", i))
 	}
@@ -187,7 +185,7 @@ func TestStormIsFolded(t *testing.T) {
 func TestWindow(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	f := setup(t, Sink{Webhook: r.srv.URL})
 	ctx := t.Context()
 
 	f.n.Notify(ctx, dead("billing", 1))
@@ -232,7 +230,7 @@ func TestWindow(t *testing.T) {
 func TestDestinationsAndKindsNotMerged(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	f := setup(t, Sink{Webhook: r.srv.URL})
 	for i := range 10 {
 		f.n.Notify(t.Context(), dead("billing", i))
 		f.n.Notify(t.Context(), dead("shipping", i))
@@ -256,7 +254,7 @@ func TestDestinationsAndKindsNotMerged(t *testing.T) {
 func TestSlackBody(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, config.Alert{Slack: r.srv.URL + "/services/T000/B000/XXXX"})
+	f := setup(t, Sink{Slack: r.srv.URL + "/services/T000/B000/XXXX"})
 	f.n.Notify(t.Context(), Alert{Kind: DestinationFailing, Destination: "billing",
 		Message: "5 failures in a row: <503> & timeouts"})
 	var body map[string]any
@@ -276,7 +274,7 @@ func TestSlackBody(t *testing.T) {
 func TestPagerDutyBodies(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusAccepted)
-	f := setup(t, config.Alert{PagerDuty: &config.PagerDuty{RoutingKey: "R0UT1NG", URL: r.srv.URL + "/v2/enqueue"}})
+	f := setup(t, Sink{PagerDuty: &PagerDuty{RoutingKey: "R0UT1NG", URL: r.srv.URL + "/v2/enqueue"}})
 	ctx := t.Context()
 
 	f.n.Notify(ctx, Alert{Kind: DestinationFailing, Destination: "billing", Message: "503 for 5m"})
@@ -338,7 +336,7 @@ func TestFailingSinkIsLoggedNotRetried(t *testing.T) {
 	t.Parallel()
 	bad := newRecorder(t, http.StatusInternalServerError)
 	good := newRecorder(t, http.StatusOK)
-	f := setup(t, config.Alert{Slack: bad.srv.URL + "/services/SECRET-TOKEN"}, config.Alert{Webhook: good.srv.URL})
+	f := setup(t, Sink{Slack: bad.srv.URL + "/services/SECRET-TOKEN"}, Sink{Webhook: good.srv.URL})
 	for _, d := range []string{"a", "b", "c"} {
 		f.n.Notify(t.Context(), dead(d, 1))
 	}
@@ -364,7 +362,7 @@ func TestUnreachableSinkDoesNotLeakURL(t *testing.T) {
 	r := newRecorder(t, http.StatusOK)
 	url := r.srv.URL + "/services/SECRET-TOKEN"
 	r.srv.Close() // nothing listens any more
-	f := setup(t, config.Alert{Slack: url})
+	f := setup(t, Sink{Slack: url})
 	f.n.Notify(t.Context(), dead("billing", 1))
 	f.n.Stop()
 	logged := f.logs.all()
@@ -376,7 +374,7 @@ func TestUnreachableSinkDoesNotLeakURL(t *testing.T) {
 func TestStopDrains(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	f := setup(t, Sink{Webhook: r.srv.URL})
 	for i := range 20 {
 		f.n.Notify(t.Context(), dead(fmt.Sprintf("d%d", i), i))
 	}
@@ -397,7 +395,7 @@ func TestStopDrains(t *testing.T) {
 func TestNotifyBeforeStart(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	n, err := New([]config.Alert{{Webhook: r.srv.URL}}, Options{})
+	n, err := New([]Sink{{Webhook: r.srv.URL}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,12 +420,12 @@ func TestNoSinks(t *testing.T) {
 
 func TestNewRejectsBadSinks(t *testing.T) {
 	t.Parallel()
-	for _, a := range []config.Alert{
+	for _, a := range []Sink{
 		{},
 		{Webhook: "http://a/", Slack: "http://b/"},
-		{PagerDuty: &config.PagerDuty{}},
+		{PagerDuty: &PagerDuty{}},
 	} {
-		if _, err := New([]config.Alert{a}, Options{}); err == nil {
+		if _, err := New([]Sink{a}, Options{}); err == nil {
 			t.Errorf("New(%+v) = nil error", a)
 		}
 	}
@@ -439,7 +437,7 @@ func TestText(t *testing.T) {
 		m    message
 		want string
 	}{
-		{message{Alert: Alert{Kind: LogVerificationFailed, Message: "event ev_9 does not match"}},
+		{message{Alert: Alert{Kind: LedgerVerificationFailed, Message: "event ev_9 does not match"}},
 			"AnyHook: log verification failed: event ev_9 does not match"},
 		{message{Alert: dead("billing", 7), More: 41},
 			"AnyHook: delivery dead: destination billing (source stripe, event ev_7, delivery dl_7): 8 attempts; last: 503 — and 41 more"},
@@ -466,7 +464,7 @@ func TestCancelStopsAtOnce(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(block) })
-	n, err := New([]config.Alert{{Webhook: srv.URL}}, Options{})
+	n, err := New([]Sink{{Webhook: srv.URL}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +478,7 @@ func TestCancelStopsAtOnce(t *testing.T) {
 func TestFlappingEndsOnLatestState(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, config.Alert{Webhook: r.srv.URL})
+	f := setup(t, Sink{Webhook: r.srv.URL})
 	ctx := t.Context()
 	failing := Alert{Kind: DestinationFailing, Destination: "billing", Message: "503"}
 	recovered := Alert{Kind: DestinationRecovered, Destination: "billing"}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // sink is one configured destination of alerts.
@@ -23,7 +21,24 @@ type sink interface {
 	body(m message) ([]byte, error)
 }
 
-func newSink(i int, a config.Alert) (sink, error) {
+// Sink is one place alerts go, as the config's alerts[i] says; exactly
+// one field is set.
+type Sink struct {
+	Webhook   string     // the alert as JSON to this URL
+	Slack     string     // a Slack incoming-webhook URL
+	PagerDuty *PagerDuty // a PagerDuty Events v2 integration
+}
+
+// PagerDuty is an Events v2 sink.
+type PagerDuty struct {
+	RoutingKey string // required: the integration key
+	URL        string // the Events v2 endpoint; "" is PagerDutyURL
+}
+
+// PagerDutyURL is the default Events v2 endpoint.
+const PagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
+
+func newSink(i int, a Sink) (sink, error) {
 	switch {
 	case a.Webhook != "" && a.Slack == "" && a.PagerDuty == nil:
 		return webhookSink{n: "webhook#" + strconv.Itoa(i), u: a.Webhook}, nil
@@ -35,7 +50,7 @@ func newSink(i int, a config.Alert) (sink, error) {
 		}
 		u := a.PagerDuty.URL
 		if u == "" {
-			u = config.PagerDutyURL
+			u = PagerDutyURL
 		}
 		return pagerDutySink{n: "pagerduty#" + strconv.Itoa(i), u: u, routingKey: a.PagerDuty.RoutingKey}, nil
 	}
@@ -163,7 +178,7 @@ func (s pagerDutySink) body(m message) ([]byte, error) {
 	switch m.Kind {
 	case DeliveryHeld:
 		severity = "warning"
-	case LogVerificationFailed:
+	case LedgerVerificationFailed:
 		severity = "critical"
 	}
 	details := map[string]any{"kind": m.Kind}

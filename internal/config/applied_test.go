@@ -5,10 +5,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/tools/go/packages"
 
 	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/provider"
 )
 
 // consumedInConfig are settings that package config itself turns into the
@@ -16,8 +18,21 @@ import (
 var consumedInConfig = map[string]string{
 	"Destination.Sources":      "Source.Destinations",
 	"Destination.OnStaleClaim": "Destination.StalePolicy",
-	"LogSettings.KeyFile":      "Config.LogKeyPath",
+	"LedgerSettings.KeyFile":   "Config.LedgerKeyPath",
 	"Destination.Filter":       "Destination.Route",
+	"Source.Type":              "Source.ProviderSettings",
+	// A source's provider settings reach the provider package through
+	// Source.ProviderSettings (TestProviderSettings checks each one).
+	"Source.Secrets":      "Source.ProviderSettings",
+	"Source.Tolerance":    "Source.ProviderSettings",
+	"Source.Signature":    "Source.ProviderSettings",
+	"Source.ID":           "Source.ProviderSettings",
+	"Signature.Header":    "Source.ProviderSettings",
+	"Signature.Algorithm": "Source.ProviderSettings",
+	"Signature.Encoding":  "Source.ProviderSettings",
+	"Signature.Prefix":    "Source.ProviderSettings",
+	"Ordering.Object":     "Source.ProviderSettings",
+	"Ordering.Version":    "Source.ProviderSettings",
 }
 
 // TestEverySettingIsApplied guards against a setting that is accepted but
@@ -58,7 +73,7 @@ func TestEverySettingIsApplied(t *testing.T) {
 		}
 	}
 	for _, typ := range []any{config.Config{}, config.Source{}, config.Signature{}, config.Ordering{}, config.RateLimit{},
-		config.Destination{}, config.Backoff{}, config.Alert{}, config.PagerDuty{}, config.DeliverySettings{}, config.LogSettings{}} {
+		config.Destination{}, config.Backoff{}, config.Alert{}, config.PagerDuty{}, config.DeliverySettings{}, config.LedgerSettings{}} {
 		rt := reflect.TypeOf(typ)
 		for f := range rt.Fields() {
 			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
@@ -75,5 +90,29 @@ func TestEverySettingIsApplied(t *testing.T) {
 			}
 			t.Errorf("setting %s (%s) is accepted but nothing outside internal/config reads it", key, tag)
 		}
+	}
+}
+
+// TestProviderSettings: every setting a source gives its provider arrives.
+func TestProviderSettings(t *testing.T) {
+	t.Parallel()
+	src := config.Source{Provider: "generic", Secrets: []string{"a", "b"}, Tolerance: config.Duration(time.Minute), PublicURL: "https://h/x",
+		Signature: &config.Signature{Header: "X-S", Algorithm: "sha512", Encoding: "base64", Prefix: "v1="},
+		ID:        "json:id", Type: "json:type", Ordering: &config.Ordering{Object: "json:o", Version: "json:v", Stale: "skip"}}
+	want := provider.Settings{Provider: "generic", Secrets: []string{"a", "b"}, Tolerance: time.Minute, PublicURL: "https://h/x",
+		Signature: &provider.Signature{Header: "X-S", Algorithm: "sha512", Encoding: "base64", Prefix: "v1="},
+		ID:        "json:id", Type: "json:type", Ordering: &provider.Ordering{Object: "json:o", Version: "json:v"}}
+	if got := src.ProviderSettings(); !reflect.DeepEqual(got, want) {
+		t.Errorf("ProviderSettings() = %+v, want %+v", got, want)
+	}
+	// Every field of provider.Settings is set above, so none is forgotten.
+	for f, v := range reflect.ValueOf(want).Fields() {
+		if v.IsZero() {
+			t.Errorf("the fixture leaves provider.Settings.%s unset", f.Name)
+		}
+	}
+	src.Signature = &config.Signature{None: true}
+	if got := src.ProviderSettings(); got.Signature == nil || !got.Signature.None {
+		t.Errorf("signature: none = %+v", got.Signature)
 	}
 }

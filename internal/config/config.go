@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/route"
 )
 
@@ -15,12 +16,16 @@ type Config struct {
 	Dir  string `yaml:"-"` // its directory; relative paths resolve against it
 
 	Listen     string `yaml:"listen"`      // default 127.0.0.1:8080
+	TLS        *TLS   `yaml:"tls"`         // listen's HTTPS; default none: plain HTTP (see listen.go)
 	Database   string `yaml:"database"`    // default sqlite:anyhook.db
 	AdminToken string `yaml:"admin_token"` // required unless listen is loopback
 	// DashboardURL is the gateway's own URL as people open it (behind a
 	// proxy, say): alerts link to the event's page under it. Optional;
 	// without it, alerts carry no link.
 	DashboardURL string `yaml:"dashboard_url"`
+	// Admin moves the admin API, dashboard, /metrics and /readyz to a
+	// listener of their own; default none: listen serves everything.
+	Admin *AdminSettings `yaml:"admin"`
 
 	// Names in insertion order are kept in SourceOrder/DestinationOrder.
 	Sources      map[string]*Source      `yaml:"sources"`
@@ -28,7 +33,7 @@ type Config struct {
 	Alerts       []Alert                 `yaml:"alerts"`
 
 	Delivery DeliverySettings `yaml:"delivery"`
-	Log      LogSettings      `yaml:"log"` // the tamper-evident log; see log.go
+	Ledger   LedgerSettings   `yaml:"log"` // the tamper-evident ledger; see ledger.go
 
 	SourceOrder      []string `yaml:"-"`
 	DestinationOrder []string `yaml:"-"`
@@ -141,7 +146,7 @@ type PagerDuty struct {
 }
 
 // PagerDutyURL is the default Events v2 endpoint.
-const PagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
+const PagerDutyURL = alert.PagerDutyURL
 
 // DeliverySettings tune the workers; rarely changed.
 type DeliverySettings struct {

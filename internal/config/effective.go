@@ -37,6 +37,24 @@ var valueKinds = map[string]printAs{
 	"admin_token":   shownSecret,
 	"dashboard_url": shownURL,
 
+	"tls.cert_file":            shownPlain,
+	"tls.key_file":             shownPlain,
+	"tls.client_ca":            shownPlain,
+	"tls.acme.domains[]":       shownPlain,
+	"tls.acme.email":           shownPlain,
+	"tls.acme.ca":              shownURL,
+	"tls.acme.ca_root":         shownPlain,
+	"tls.acme.storage":         shownPlain,
+	"admin.listen":             shownPlain,
+	"admin.tls.cert_file":      shownPlain,
+	"admin.tls.key_file":       shownPlain,
+	"admin.tls.client_ca":      shownPlain,
+	"admin.tls.acme.domains[]": shownPlain,
+	"admin.tls.acme.email":     shownPlain,
+	"admin.tls.acme.ca":        shownURL,
+	"admin.tls.acme.ca_root":   shownPlain,
+	"admin.tls.acme.storage":   shownPlain,
+
 	"sources.*.provider":            shownPlain,
 	"sources.*.secrets[]":           shownSecret,
 	"sources.*.public_url":          shownURL,
@@ -232,8 +250,23 @@ func (p *printer) comment(key string) string {
 		if path, ok := p.c.SQLitePath(); ok && path != ":memory:" {
 			return path
 		}
+	case "tls.acme.storage":
+		return p.c.ACMEStoragePath()
+	case "tls.cert_file", "tls.key_file", "tls.client_ca", "tls.acme.ca_root",
+		"admin.tls.cert_file", "admin.tls.key_file", "admin.tls.client_ca":
+		v := p.c.TLS
+		if strings.HasPrefix(key, "admin.") {
+			v = p.c.Admin.TLS
+		}
+		name := map[string]string{"cert_file": v.CertFile, "key_file": v.KeyFile, "client_ca": v.ClientCA}[key[strings.LastIndex(key, ".")+1:]]
+		if key == "tls.acme.ca_root" {
+			name = v.ACME.CARoot
+		}
+		if p.c.FilePath(name) != name {
+			return p.c.FilePath(name)
+		}
 	case "log.key_file":
-		path := p.c.LogKeyPath()
+		path := p.c.LedgerKeyPath()
 		if _, err := os.Stat(path); err != nil {
 			return path + " (created at the first start)"
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/route"
 )
 
@@ -20,7 +22,7 @@ import (
 const (
 	DefaultListen       = "127.0.0.1:8080"
 	DefaultDatabase     = "sqlite:anyhook.db"
-	DefaultTolerance    = 5 * time.Minute
+	DefaultTolerance    = provider.DefaultTolerance
 	DefaultMaxBody      = 10 << 20
 	DefaultTimeout      = 15 * time.Second
 	DefaultMaxAttempts  = 8
@@ -111,7 +113,8 @@ func (c *Config) setDefaults() {
 	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
-	c.setLogDefaults()
+	c.setLedgerDefaults()
+	c.setListenDefaults()
 }
 
 // order returns the names of m in file order, falling back to sorted
@@ -136,9 +139,12 @@ var (
 // Validate checks the whole configuration (defaults already applied) and
 // returns the first problem as an *Error naming its key and line.
 // Provider-specific rules (which secrets a provider needs, a generic
-// source's signature) are checked by internal/provider.
+// source's signature) are checked by internal/provider, which config calls.
 func (c *Config) Validate() error {
 	if err := c.validateServer(); err != nil {
+		return err
+	}
+	if err := c.validateListeners(); err != nil {
 		return err
 	}
 	if len(c.Sources) == 0 {
@@ -162,7 +168,7 @@ func (c *Config) Validate() error {
 	if err := c.validateDelivery(); err != nil {
 		return err
 	}
-	return c.validateLog()
+	return c.validateLedger()
 }
 
 func (c *Config) validateServer() error {
@@ -177,12 +183,21 @@ func (c *Config) validateServer() error {
 		// Likely ${VAR} with VAR set but empty: never silently open.
 		return c.Errorf("admin_token", "is empty; remove the key to run without a token (loopback only)")
 	}
-	if c.AdminToken == "" && !isLoopback(host) {
+	if c.AdminToken == "" && !isLoopback(host) && !c.AdminSeparate() {
 		key := "admin_token"
 		if !c.has(key) {
 			key = "listen"
 		}
 		return c.Errorf(key, "admin_token is required when listen (%s) is not a loopback address", c.Listen)
+	}
+	if c.AdminToken == "" && c.AdminSeparate() {
+		if h, _, err := net.SplitHostPort(c.Admin.Listen); err == nil && !isLoopback(h) {
+			key := "admin_token"
+			if !c.has(key) {
+				key = "admin.listen"
+			}
+			return c.Errorf(key, "admin_token is required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+		}
 	}
 	if c.DashboardURL != "" {
 		if err := checkHTTPURL(c.DashboardURL); err != nil {
@@ -213,9 +228,6 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// urlSigned are the providers whose signature covers the request URL.
-var urlSigned = map[string]bool{"twilio": true, "hubspot": true, "square": true}
-
 func (c *Config) validateSource(name string, s *Source) error {
 	k := "sources." + name
 	if err := checkName(c, k, name); err != nil {
@@ -224,53 +236,18 @@ func (c *Config) validateSource(name string, s *Source) error {
 	if s == nil {
 		return c.Errorf(k, "must be a mapping with at least a provider")
 	}
-	if s.Provider == "" {
-		return c.Errorf(k+".provider", "required (stripe, github, shopify, standard, generic, ...)")
-	}
-	if urlSigned[s.Provider] && s.PublicURL == "" {
-		// Never rebuilt from Host or X-Forwarded-*: a request signed for
-		// another deployment must not verify here.
-		return c.Errorf(k+".public_url", "required for %s: its signature covers the URL the provider called, e.g. https://hooks.example.com/webhooks/%s", s.Provider, name)
-	}
-	if s.Tolerance <= 0 {
-		return c.Errorf(k+".tolerance", "must be greater than 0")
+	// What a provider needs of a source (secrets, tolerance, public_url
+	// for URL-bound schemes, signature, id and ordering rules) is checked
+	// once, by the provider package; here it gets the file and line.
+	if err := provider.Validate(s.ProviderSettings()); err != nil {
+		return c.SourceError(name, err)
 	}
 	if s.MaxBody <= 0 {
 		return c.Errorf(k+".max_body", "must be greater than 0")
 	}
-	for i, secret := range s.Secrets {
-		if secret == "" {
-			return c.Errorf(fmt.Sprintf("%s.secrets[%d]", k, i), "is empty (an unset variable?)")
-		}
-	}
 	if s.PublicURL != "" {
 		if err := checkHTTPURL(s.PublicURL); err != nil {
 			return c.Errorf(k+".public_url", "%s", err)
-		}
-	}
-	if sig := s.Signature; sig != nil && !sig.None {
-		if sig.Header != "" && !headerRe.MatchString(sig.Header) {
-			return c.Errorf(k+".signature.header", "%q is not a valid header name", sig.Header)
-		}
-		switch sig.Algorithm {
-		case "sha1", "sha256", "sha512":
-		default:
-			return c.Errorf(k+".signature.algorithm", "must be sha1, sha256 or sha512, not %q", sig.Algorithm)
-		}
-		switch sig.Encoding {
-		case "hex", "base64":
-		default:
-			return c.Errorf(k+".signature.encoding", "must be hex or base64, not %q", sig.Encoding)
-		}
-	}
-	if s.ID != "" {
-		if err := checkLocator(s.ID); err != nil {
-			return c.Errorf(k+".id", "%s", err)
-		}
-	}
-	if s.Type != "" {
-		if err := checkLocator(s.Type); err != nil {
-			return c.Errorf(k+".type", "%s", err)
 		}
 	}
 	if rl := s.RateLimit; rl != nil {
@@ -281,26 +258,41 @@ func (c *Config) validateSource(name string, s *Source) error {
 			return c.Errorf(k+".rate_limit.burst", "must be at least 1, not %d", rl.Burst)
 		}
 	}
-	if o := s.Ordering; o != nil {
-		// A provider with built-in ordering may set only the stale policy.
-		builtin := s.Provider != "generic" && o.Object == "" && o.Version == ""
-		if o.Object == "" && !builtin {
-			return c.Errorf(k+".ordering.object", "required: header:NAME or json:PATH")
-		}
-		if err := checkLocator(o.Object); err != nil && !builtin {
-			return c.Errorf(k+".ordering.object", "%s", err)
-		}
-		if o.Version == "" && !builtin {
-			return c.Errorf(k+".ordering.version", "required: header:NAME or json:PATH")
-		}
-		if err := checkLocator(o.Version); err != nil && !builtin {
-			return c.Errorf(k+".ordering.version", "%s", err)
-		}
-		if o.Stale != "skip" && o.Stale != "deliver" {
-			return c.Errorf(k+".ordering.stale", "must be skip or deliver, not %q", o.Stale)
-		}
+	if o := s.Ordering; o != nil && o.Stale != "skip" && o.Stale != "deliver" {
+		return c.Errorf(k+".ordering.stale", "must be skip or deliver, not %q", o.Stale)
 	}
 	return nil
+}
+
+// ProviderSettings are the settings of s that its provider reads, in
+// provider's terms.
+func (s *Source) ProviderSettings() provider.Settings {
+	ps := provider.Settings{
+		Provider:  s.Provider,
+		Secrets:   s.Secrets,
+		Tolerance: s.Tolerance.D(),
+		PublicURL: s.PublicURL,
+		ID:        s.ID,
+		Type:      s.Type,
+	}
+	if sig := s.Signature; sig != nil {
+		ps.Signature = &provider.Signature{None: sig.None, Header: sig.Header, Algorithm: sig.Algorithm, Encoding: sig.Encoding, Prefix: sig.Prefix}
+	}
+	if o := s.Ordering; o != nil {
+		ps.Ordering = &provider.Ordering{Object: o.Object, Version: o.Version}
+	}
+	return ps
+}
+
+// SourceError locates a *provider.SettingsError about source name (from
+// provider.Validate or provider.New) as an *Error with the file, the full
+// key and its line. Other errors are returned as they are.
+func (c *Config) SourceError(name string, err error) error {
+	var se *provider.SettingsError
+	if !errors.As(err, &se) {
+		return err
+	}
+	return &Error{File: c.fileName(), Line: c.Line("sources." + name + "." + se.Key), Key: "sources." + name + "." + se.Key, Msg: se.Msg, Err: err}
 }
 
 func (c *Config) validateDestination(name string, d *Destination) error {
@@ -442,18 +434,6 @@ func checkHTTPURL(s string) error {
 		return fmt.Errorf("URL has no host")
 	}
 	return nil
-}
-
-// checkLocator accepts header:NAME and json:PATH.
-func checkLocator(s string) error {
-	kind, rest, ok := strings.Cut(s, ":")
-	switch {
-	case ok && kind == "header" && headerRe.MatchString(rest):
-		return nil
-	case ok && kind == "json" && rest != "" && !strings.HasPrefix(rest, ".") && !strings.HasSuffix(rest, ".") && !strings.Contains(rest, ".."):
-		return nil
-	}
-	return fmt.Errorf("must be header:NAME or json:PATH (e.g. json:data.id), not %q", s)
 }
 
 // SQLitePath returns the SQLite database file, resolved against the config

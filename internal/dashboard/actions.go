@@ -183,7 +183,7 @@ func (d *Dashboard) resolveMany(w http.ResponseWriter, r *http.Request) error {
 			failed = append(failed, id+": "+res.message())
 		}
 	}
-	msg := fmt.Sprintf("%d of %d deliveries %s.", done, len(ids), actionNames[action])
+	msg := fmt.Sprintf("%d of %s %s.", done, count(len(ids), "delivery", "deliveries"), actionNames[action])
 	if len(failed) > 0 {
 		msg += " Failed: " + strings.Join(failed, "; ")
 	}
@@ -207,7 +207,10 @@ func (d *Dashboard) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		"reason":      r.PostForm.Get("reason"),
 	}
 	var out struct {
-		Count int `json:"count"`
+		Count   int `json:"count"`
+		Skipped []struct {
+			EventID string `json:"event_id"`
+		} `json:"skipped"`
 	}
 	res, err := d.callAPI(r, "POST", "/api/replay", req, &out)
 	if err != nil {
@@ -216,7 +219,20 @@ func (d *Dashboard) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	if !res.ok() {
 		setFlash(w, r, true, "Bulk replay failed: "+res.message())
 	} else {
-		setFlash(w, r, false, fmt.Sprintf("Replay queued for %d deliveries.", out.Count))
+		msg := fmt.Sprintf("Replay queued for %s.", count(out.Count, "delivery", "deliveries"))
+		if n := len(out.Skipped); n > 0 {
+			ids := make([]string, 0, min(n, 5))
+			for _, s := range out.Skipped[:min(n, 5)] {
+				ids = append(ids, s.EventID)
+			}
+			more := ""
+			if n > 5 {
+				more = fmt.Sprintf(" and %d more", n-5)
+			}
+			msg += fmt.Sprintf(" Skipped %s whose body retention pruned (it can no longer be sent): %s%s.",
+				count(n, "event", "events"), strings.Join(ids, ", "), more)
+		}
+		setFlash(w, r, out.Count == 0 && len(out.Skipped) > 0, msg)
 	}
 	back(w, r, "/deliveries?status=dead")
 	return nil
@@ -228,6 +244,9 @@ func (d *Dashboard) setPaused(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name, action := r.PathValue("name"), r.PathValue("action")
+	if action == "discard" {
+		return d.discardDestination(w, r, name)
+	}
 	if action != "pause" && action != "resume" {
 		return &pageError{http.StatusNotFound, "no such action: " + action}
 	}
@@ -239,6 +258,26 @@ func (d *Dashboard) setPaused(w http.ResponseWriter, r *http.Request) error {
 		setFlash(w, r, true, "Destination "+name+": "+res.message())
 	} else {
 		setFlash(w, r, false, "Destination "+name+" "+map[string]string{"pause": "paused", "resume": "resumed"}[action]+".")
+	}
+	back(w, r, "/destinations")
+	return nil
+}
+
+// POST /destinations/{name}/discard reason=…: an orphaned destination's
+// waiting deliveries, through POST /api/destinations/{name}/discard.
+func (d *Dashboard) discardDestination(w http.ResponseWriter, r *http.Request, name string) error {
+	var out struct {
+		Count int `json:"count"`
+	}
+	res, err := d.callAPI(r, "POST", "/api/destinations/"+url.PathEscape(name)+"/discard",
+		map[string]string{"reason": r.PostForm.Get("reason")}, &out)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Destination "+name+": "+res.message())
+	} else {
+		setFlash(w, r, false, fmt.Sprintf("Destination %s: discarded %s.", name, count(out.Count, "delivery", "deliveries")))
 	}
 	back(w, r, "/destinations")
 	return nil

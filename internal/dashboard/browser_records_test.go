@@ -172,9 +172,19 @@ destinations:
 		t.Errorf("lost attempt row %q, want started at the claim %s, duration unknown", row, claimedAt.Format("2006-01-02 15:04:05Z"))
 	}
 
-	// ledger-sync is fixed; replay the dead queue, with a reason.
+	// ledger-sync is fixed; replay the dead queue, with a reason. Each row
+	// says which provider event it is and how its last attempt failed.
 	ledgerSync.code.Store(200)
 	do("dead queue", chromedp.Navigate(base+"/deliveries?status=dead"), chromedp.WaitVisible(chromedp.CSS("#replay-dead")))
+	rows, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#deliveries tbody tr")].map(r => r.querySelector(".provider-id").innerText + " | " + r.querySelector(".last-error").innerText)`))
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("dead queue rows: %q, %v; want 3", rows, err)
+	}
+	for _, row := range rows {
+		if !strings.HasPrefix(row, "evt_rec_") || !strings.Contains(row, "503") || !strings.Contains(row, "attempt 1") {
+			t.Errorf("dead queue row %q; want its provider event id and last error (503, attempt 1)", row)
+		}
+	}
 	confirmAll()
 	do("replay all dead",
 		chromedp.SendKeys(chromedp.CSS(`form[action="/replay"] input[name="reason"]`), "ledger-sync fixed (INC-7)"),
@@ -193,12 +203,11 @@ destinations:
 	if tile := text(`a.card.st-dead`); !strings.HasPrefix(strings.TrimSpace(tile), "0") {
 		t.Errorf("overview dead tile %q, want 0", tile)
 	}
-	// Twice: nothing more is sent.
-	do("dead queue again", chromedp.Navigate(base+"/deliveries?status=dead"), chromedp.WaitVisible(chromedp.CSS("#replay-dead")))
-	confirmAll()
-	do("replay all dead again", chromedp.Click(chromedp.CSS("#replay-dead")), chromedp.WaitVisible(chromedp.CSS(".flash-ok")))
-	if msg := text(".flash-ok"); !strings.Contains(msg, "Replay queued for 0 deliveries") {
-		t.Errorf("the second replay all dead: %q", msg)
+	// The dead queue is empty: it offers no bulk button to press twice.
+	do("dead queue again", chromedp.Navigate(base+"/deliveries?status=dead"), chromedp.WaitVisible(chromedp.CSS("table#deliveries")))
+	buttons, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#replay-dead, .actions button[value=resend], .actions button[value=discard]").length`))
+	if err != nil || buttons != 0 {
+		t.Errorf("the empty dead queue shows %d bulk buttons (%v), want none", buttons, err)
 	}
 	if n := ledgerSync.hits.Load(); n != 6 {
 		t.Errorf("ledger-sync got %d requests, want 6 (3 that failed, 3 replays)", n)

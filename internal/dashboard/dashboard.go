@@ -91,13 +91,13 @@ type Options struct {
 	Now func() time.Time
 	// Version is shown in the footer.
 	Version string
-	// Log reports the tamper-evident log's state for the overview; nil:
+	// Ledger reports the tamper-evident ledger's state for the overview; nil:
 	// not shown.
-	Log func(ctx context.Context) (LogStatus, error)
+	Ledger func(ctx context.Context) (LedgerStatus, error)
 }
 
-// LogStatus is what the overview says of the tamper-evident log.
-type LogStatus struct {
+// LedgerStatus is what the overview says of the tamper-evident log.
+type LedgerStatus struct {
 	Size         int64     // entries in the latest checkpoint
 	CheckpointAt time.Time // zero: none yet
 	Problem      string    // the last failed self-check or late event; "" if none
@@ -162,7 +162,7 @@ func (d *Dashboard) parseTemplates() error {
 	}
 	fm := maps.Clone(funcs)
 	fm["orphaned"] = func(destination string) bool { return !slices.Contains(d.dests, destination) }
-	fm["ago"] = func(t time.Time) string {
+	agoText := func(t time.Time) string {
 		if t.IsZero() {
 			return "never"
 		}
@@ -171,6 +171,16 @@ func (d *Dashboard) parseTemplates() error {
 		} else {
 			return "in " + human(-dt)
 		}
+	}
+	fm["agoText"] = agoText
+	// ago is a relative time with the absolute one (RFC 3339, UTC) on
+	// hover and for machines.
+	fm["ago"] = func(t time.Time) template.HTML {
+		if t.IsZero() {
+			return "never"
+		}
+		abs := t.UTC().Format(time.RFC3339)
+		return template.HTML(`<time datetime="` + abs + `" title="` + abs + `">` + template.HTMLEscapeString(agoText(t)) + `</time>`)
 	}
 	base, err := template.New("layout").Funcs(fm).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {

@@ -262,10 +262,24 @@ func TestSecureCookieOverTLS(t *testing.T) {
 	t.Parallel()
 	f := setupTLS(t, true)
 	r := f.post("/login", url.Values{"token": {token}})
+	found := false
 	for _, c := range (&http.Response{Header: r.header}).Cookies() {
-		if c.Name == "anyhook_session" && !c.Secure {
-			t.Errorf("session cookie over TLS is not Secure: %+v", c)
+		switch c.Name {
+		case "__Host-anyhook_session":
+			found = true
+			if !c.Secure || c.Path != "/" || c.Domain != "" {
+				t.Errorf("session cookie over TLS: %+v; want Secure, Path=/ and no Domain", c)
+			}
+		case "anyhook_session":
+			t.Errorf("session cookie over TLS without the __Host- prefix: %+v", c)
 		}
+	}
+	if !found {
+		t.Fatalf("no __Host-anyhook_session cookie over TLS: %d %s", r.code, r.body)
+	}
+	// The prefixed cookie is the session: pages open with it.
+	if r := f.get("/"); r.code != http.StatusOK {
+		t.Errorf("GET / with the __Host- session: %d, want 200", r.code)
 	}
 }
 
@@ -275,7 +289,7 @@ func TestSecureCookieBehindTLSProxy(t *testing.T) {
 	r := f.postWith("/login", url.Values{"token": {token}}, http.Header{"X-Forwarded-Proto": {"https"}})
 	found := false
 	for _, c := range (&http.Response{Header: r.header}).Cookies() {
-		if c.Name == "anyhook_session" {
+		if c.Name == "__Host-anyhook_session" {
 			found = true
 			if !c.Secure {
 				t.Errorf("session cookie behind a TLS proxy is not Secure: %+v", c)
@@ -358,6 +372,7 @@ func TestPages(t *testing.T) {
 	f.login()
 	jsonID := f.seed("stripe", "evt_json", []byte(`{"id":"evt_json","type":"charge.succeeded","data":{"amount":42}}`))
 	binID := f.seed("github", "hook-1:guid-1", []byte{0xff, 0x00, 0x01})
+	f.seed("github", "hook-1:guid-1", []byte{0xff, 0x00, 0x01}) // a duplicate: absorbed
 	f.park("ci", anyhook.StatusDead)
 	f.park("billing", anyhook.StatusHeld)
 
@@ -375,9 +390,20 @@ func TestPages(t *testing.T) {
 		t.Error("status filter")
 	}
 	r = f.get("/events?q=evt_json") // no source: every source is asked
-	if !strings.Contains(r.body, jsonID) || strings.Contains(r.body, binID) {
-		t.Error("provider event id search")
+	if r.code != http.StatusSeeOther || r.header.Get("Location") != "/events/"+jsonID {
+		t.Errorf("provider event id search: %d to %q; want 303 to the one event", r.code, r.header.Get("Location"))
 	}
+	// The event id (X-AnyHook-Delivery) and a delivery id open it too.
+	jsonEv, err := f.store.Event(t.Context(), jsonID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{jsonID, jsonEv.Deliveries[0].ID} {
+		if r := f.get("/events?q=" + q); r.code != http.StatusSeeOther || r.header.Get("Location") != "/events/"+jsonID {
+			t.Errorf("search for %s: %d to %q; want 303 to /events/%s", q, r.code, r.header.Get("Location"), jsonID)
+		}
+	}
+	mustContain(t, f.get("/events?q=evt_nowhere"), "No events match.")
 	req, _ := http.NewRequest("GET", f.srv.URL+"/events?source=stripe", nil)
 	req.Header.Set("X-AnyHook-Partial", "1")
 	r = f.do(req)
@@ -393,6 +419,7 @@ func TestPages(t *testing.T) {
 	mustContain(t, r, "Stripe-Signature", "t=1,v1=abc", "&#34;amount&#34;: 42", `id="body-raw"`,
 		"Replay to all destinations", "Replay to audit", "Replay to billing", "held", "Resend")
 	r = f.get("/events/" + binID)
+	mustContain(t, r, "the provider sent this event 1 more time;")
 	mustContain(t, r, "binary: shown as base64", "/wAB", "HTTP 500", "boom", "3.0 ms")
 	if r := f.get("/events/nope"); r.code != http.StatusNotFound {
 		t.Errorf("unknown event: %d", r.code)
@@ -464,7 +491,7 @@ func TestActions(t *testing.T) {
 	// Bulk replay of the dead queue.
 	f.park("ci", anyhook.StatusDead)
 	f.post("/replay", url.Values{"status": {"dead"}, "destination": {"ci"}})
-	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 deliveries.")
+	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 delivery.")
 	ev, _ = f.store.Event(ctx, other)
 	if len(ev.Deliveries) != 2 || !ev.Deliveries[1].Replay {
 		t.Fatalf("bulk replay: deliveries %+v", ev.Deliveries)

@@ -29,7 +29,8 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"ago": func(t time.Time) string { return "" },
+	"ago":     func(t time.Time) template.HTML { return "" },
+	"agoText": func(t time.Time) string { return "" },
 	"ms": func(d time.Duration) string {
 		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
 	},
@@ -51,12 +52,24 @@ var funcs = template.FuncMap{
 	// lost: the attempt's claim expired before its outcome was recorded.
 	"lost": store.Lost,
 	// times writes n with the singular or plural noun: "1 time", "3 times".
-	"times": func(n int, one, many string) string {
-		if n == 1 {
-			return "1 " + one
+	// times writes n (any integer) with the singular or plural noun.
+	"times": func(n any, one, many string) (string, error) {
+		switch n := n.(type) {
+		case int:
+			return count(n, one, many), nil
+		case int64:
+			return count(int(n), one, many), nil
 		}
-		return fmt.Sprintf("%d %s", n, many)
+		return "", fmt.Errorf("times: %T is not an integer", n)
 	},
+}
+
+// count writes n with the singular or plural noun: "1 event", "2 events".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // human writes a duration the way a person reads it: 3s, 4m, 2h 5m, 3d.
@@ -118,7 +131,7 @@ type overviewData struct {
 	IngestChart   chart
 	DeliveryChart chart
 	Destinations  []destRow
-	Log           *LogStatus
+	Ledger        *LedgerStatus
 }
 
 // GET /
@@ -128,12 +141,12 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if d.opt.Log != nil {
-		ls, err := d.opt.Log(r.Context())
+	if d.opt.Ledger != nil {
+		ls, err := d.opt.Ledger(r.Context())
 		if err != nil {
 			return err
 		}
-		data.Log = &ls
+		data.Ledger = &ls
 	}
 	if d.stats == nil {
 		counts, err := d.opt.Store.Counts(r.Context())
@@ -301,9 +314,24 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	evs, next, err := d.listEvents(r, f)
+	partial := r.Header.Get("X-AnyHook-Partial") != ""
+	// The search box takes whichever id a person has: the event id (what
+	// a handler logs as X-AnyHook-Delivery), a delivery id, or the
+	// provider's event id. One match opens the event.
+	var evs []anyhook.Event
+	var next string
+	ev, found, err := store.SearchByID(r.Context(), d.opt.Store, f)
 	if err != nil {
 		return err
+	}
+	if found {
+		evs = []anyhook.Event{ev}
+	} else if evs, next, err = d.listEvents(r, f); err != nil {
+		return err
+	}
+	if f.Q != "" && f.Cursor == "" && !partial && len(evs) == 1 && next == "" {
+		http.Redirect(w, r, "/events/"+url.PathEscape(evs[0].ID), http.StatusSeeOther)
+		return nil
 	}
 	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
 		Statuses: statusOrder, Paged: f.Cursor != ""}
@@ -337,7 +365,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		q.Set("cursor", next)
 		data.NextURL = "/events?" + q.Encode()
 	}
-	if r.Header.Get("X-AnyHook-Partial") != "" {
+	if partial {
 		return d.renderPartial(w, "events", "rows", data)
 	}
 	d.render(w, r, http.StatusOK, "events", "Events", data)
@@ -539,12 +567,33 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// queueRow is a delivery with what the queues show beside it.
+type queueRow struct {
+	anyhook.Delivery
+	store.QueueRow
+}
+
+// LastError is the latest attempt's outcome in words: its error (the
+// HTTP status or the transport error), "" when it had none.
+func (r queueRow) LastError() string {
+	switch {
+	case r.Last.Number == 0:
+		return ""
+	case r.Last.Error != "":
+		return r.Last.Error
+	case r.Last.StatusCode != 0 && (r.Last.StatusCode < 200 || r.Last.StatusCode > 299):
+		return fmt.Sprintf("HTTP %d", r.Last.StatusCode)
+	}
+	return ""
+}
+
 type deliveriesData struct {
 	Status      anyhook.DeliveryStatus
 	Destination string
 	Dests       []string
+	Orphans     []string // destinations not in the config with unfinished deliveries
 	Statuses    []anyhook.DeliveryStatus
-	Rows        []anyhook.Delivery
+	Rows        []queueRow
 	NextURL     string
 	Back        string
 	Resolvable  bool
@@ -575,20 +624,43 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	data := deliveriesData{Status: f.Status, Destination: f.Destination, Dests: d.dests, Statuses: statusOrder,
-		Rows: ds, Back: r.URL.RequestURI(),
-		Resolvable: f.Status == anyhook.StatusHeld || f.Status == anyhook.StatusDead}
-	if d.stats != nil && slices.Contains(store.UnfinishedStatuses, f.Status) {
+		Back: r.URL.RequestURI(), Resolvable: f.Status == anyhook.StatusHeld || f.Status == anyhook.StatusDead}
+	data.Rows = make([]queueRow, len(ds))
+	ids := make([]string, len(ds))
+	for i, dl := range ds {
+		data.Rows[i].Delivery, ids[i] = dl, dl.ID
+	}
+	if qr, ok := d.opt.Store.(store.QueueReader); ok && len(ids) > 0 {
+		extra, err := qr.QueueRows(r.Context(), ids)
+		if err != nil {
+			return err
+		}
+		for i := range data.Rows {
+			data.Rows[i].QueueRow = extra[data.Rows[i].ID]
+		}
+	}
+	if d.stats != nil {
 		// Every destination's, as the list below: also those the config
-		// no longer names (orphaned).
+		// no longer names (orphaned), which the filter offers too.
 		qs, err := d.stats.QueueStats(r.Context(), nil)
 		if err != nil {
 			return err
 		}
-		data.Total = qs.Total(f.Status)
-		if f.Destination != "" {
-			data.Total = qs.Depth[f.Destination][f.Status]
+		for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
+			if !slices.Contains(d.dests, name) {
+				data.Orphans = append(data.Orphans, name)
+			}
 		}
-		data.HaveTotal = true
+		if slices.Contains(store.UnfinishedStatuses, f.Status) {
+			data.Total = qs.Total(f.Status)
+			if f.Destination != "" {
+				data.Total = qs.Depth[f.Destination][f.Status]
+			}
+			data.HaveTotal = true
+		}
+	}
+	if f.Destination != "" && !slices.Contains(d.dests, f.Destination) && !slices.Contains(data.Orphans, f.Destination) {
+		data.Orphans = append(data.Orphans, f.Destination) // keep the filter showing what was asked
 	}
 	if next != "" {
 		q := url.Values{"status": {string(f.Status)}, "cursor": {next}}

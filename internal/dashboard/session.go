@@ -101,7 +101,7 @@ func (s *sessions) valid(r *http.Request) bool {
 	if s.off() {
 		return true
 	}
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(cookieName(r, sessionCookie))
 	if err != nil {
 		return false
 	}
@@ -118,7 +118,7 @@ func (s *sessions) actor(r *http.Request) string {
 	if s.off() {
 		return "dashboard"
 	}
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(cookieName(r, sessionCookie))
 	if err != nil {
 		return "dashboard"
 	}
@@ -149,9 +149,20 @@ func (s *sessions) revoke(v string) {
 
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		Name: cookieName(r, name), Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
+}
+
+// cookieName is the name of cookie base for r: over TLS with the __Host-
+// prefix, which browsers accept only with Secure, Path=/ and no Domain, so
+// that no other site under the same domain, and no plain-HTTP page of this
+// host, can set or shadow it.
+func cookieName(r *http.Request, base string) string {
+	if overTLS(r) {
+		return "__Host-" + base
+	}
+	return base
 }
 
 // overTLS reports whether the browser reached us over TLS: directly, or
@@ -269,7 +280,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) error {
 
 // POST /logout
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) error {
-	if c, err := r.Cookie(sessionCookie); err == nil {
+	if c, err := r.Cookie(cookieName(r, sessionCookie)); err == nil {
 		d.sessions.revoke(c.Value)
 	}
 	setCookie(w, r, sessionCookie, "", -1)
@@ -296,7 +307,7 @@ func setFlash(w http.ResponseWriter, r *http.Request, isErr bool, msg string) {
 
 // takeFlash reads and clears the flash cookie.
 func takeFlash(w http.ResponseWriter, r *http.Request) *flash {
-	c, err := r.Cookie(flashCookie)
+	c, err := r.Cookie(cookieName(r, flashCookie))
 	if err != nil || len(c.Value) < 2 {
 		return nil
 	}

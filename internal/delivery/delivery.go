@@ -59,11 +59,14 @@ type Destination struct {
 type Options struct {
 	Destinations []Destination
 	Logger       *slog.Logger
-	Client       *http.Client     // default: NewClient()
-	PollInterval time.Duration    // default 1s
-	Grace        time.Duration    // lease = timeout + grace; default 5s
-	Rand         func() float64   // jitter source in [0, 1); default math/rand/v2
-	Now          func() time.Time // clock of the rate limits; default time.Now
+	Client       *http.Client   // default: NewClient()
+	PollInterval time.Duration  // default 1s
+	Grace        time.Duration  // lease = timeout + grace; default 5s
+	Rand         func() float64 // jitter source in [0, 1); default math/rand/v2
+	// Now is the engine's clock: when an attempt started and how long it
+	// took, the signature's timestamp, Retry-After dates, health and the
+	// rate limits all read it; default time.Now. (Waits use real timers.)
+	Now func() time.Time
 	// OnDead and OnHeld are told of deliveries that went dead or were held
 	// (alerts); either may be nil.
 	OnDead func(anyhook.Delivery)
@@ -280,7 +283,10 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	maxOpen := unfinishedFactor * d.MaxInFlight
 	finished := make(chan struct{}, maxOpen) // an outcome was recorded (or given up)
 	inFlight, open := 0, 0
-	var deferred time.Time // since when a small claim has been put off
+	// A small claim is put off until deferral fires (deferralOver), at
+	// most claimDefer: a timer, so it ends whatever the clock says.
+	var deferral <-chan time.Time
+	deferralOver := false
 	var lim *limiter
 	if d.Rate > 0 {
 		lim = newLimiter(d.Rate, e.opt.Now)
@@ -304,16 +310,14 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		// quarter of the slots are free: one claim, one commit, then
 		// serves several.
 		want := min(d.MaxInFlight-inFlight, maxOpen-open)
-		if want > 0 && inFlight > 0 && want < max(1, d.MaxInFlight/4) {
-			if deferred.IsZero() {
-				deferred = time.Now()
+		if want > 0 && inFlight > 0 && want < max(1, d.MaxInFlight/4) && !deferralOver {
+			if deferral == nil {
+				deferral = time.After(claimDefer)
 			}
-			if wait := claimDefer - time.Since(deferred); wait > 0 {
-				want, later = 0, time.After(wait)
-			}
+			want = 0
 		}
 		if want > 0 {
-			deferred = time.Time{}
+			deferral, deferralOver = nil, false
 			allowed, wait := lim.take(want)
 			if allowed == 0 {
 				later = time.After(wait)
@@ -345,6 +349,8 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		case <-e.wake[d.Name]:
 		case <-tick.C:
 		case <-later:
+		case <-deferral:
+			deferral, deferralOver = nil, true
 		case <-sent:
 			inFlight--
 		case <-finished:
@@ -415,7 +421,7 @@ const (
 // the request has ended, before the outcome is recorded.
 func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sent func()) {
 	attempt := c.Delivery.AttemptCount
-	started := time.Now()
+	started := e.opt.Now()
 	if c.Event.BodyPruned {
 		// Retention emptied the body: sending would forge an empty event
 		// under its X-AnyHook-Delivery. The store never lets a pruned event
@@ -435,7 +441,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sen
 		e.log.Info("attempt aborted by shutdown", "delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey, "attempt", attempt)
 		return
 	}
-	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: time.Since(started), StatusCode: code, ResponseBody: body}
+	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: e.opt.Now().Sub(started), StatusCode: code, ResponseBody: body}
 	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: attempt, Result: a}
 	switch {
 	case err == nil && code >= 200 && code < 300:
@@ -506,7 +512,7 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, 
 	if err != nil {
 		return 0, nil, 0, err
 	}
-	req.Header = e.header(d, c, time.Now())
+	req.Header = e.header(d, c, e.opt.Now())
 	resp, err := e.client[d.Name].Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -523,7 +529,7 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, 
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // let the connection be reused
-	return resp.StatusCode, body, parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), nil
+	return resp.StatusCode, body, parseRetryAfter(resp.Header.Get("Retry-After"), e.opt.Now()), nil
 }
 
 // dropped are the request headers never forwarded: hop-by-hop ones, Host

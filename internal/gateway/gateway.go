@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,26 +21,20 @@ import (
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/buildinfo"
+	"github.com/anyhook/anyhook/internal/certs"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/metrics"
-	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/rejectlog"
-	"github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
-	"github.com/anyhook/anyhook/internal/store/postgres"
-	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/throttle"
 )
 
 // postgresWriters is how many ingest transactions run at once on
 // PostgreSQL (SQLite has one writer).
 const postgresWriters = 4
-
-// Version is the gateway's version, from the build (internal/buildinfo).
-var Version = buildinfo.Version()
 
 // Options configure a Gateway.
 type Options struct {
@@ -51,21 +46,30 @@ type Options struct {
 	// sequencing interval (1s): a test that counts the log's statements
 	// sets it long, so that the log is sequenced once, at Stop.
 	SequenceInterval time.Duration
+	// Now is the gateway's one clock, handed to ingest, delivery, the
+	// ledger's checkpointer, alerts, the admin API, the dashboard and the
+	// limits; default time.Now.
+	Now func() time.Time
 }
 
 // Gateway is one running AnyHook process.
 type Gateway struct {
-	cfg         *config.Config
-	log         *slog.Logger
-	store       store.Store
-	batcher     *ingest.Batcher
-	engine      *delivery.Engine
-	alerts      *alert.Notifier
-	rejects     *rejectlog.Log // the log of refused requests; nil when the store keeps none
-	ledger      *logParts      // the tamper-evident log; nil when the store keeps none
-	seqInterval time.Duration
-	srv         *http.Server
-	handler     http.Handler
+	cfg          *config.Config
+	log          *slog.Logger
+	now          func() time.Time
+	store        store.Store
+	batcher      *ingest.Batcher
+	engine       *delivery.Engine
+	alerts       *alert.Notifier
+	rejects      *rejectlog.Log // the log of refused requests; nil when the store keeps none
+	ledger       *ledgerParts   // the tamper-evident log; nil when the store keeps none
+	seqInterval  time.Duration
+	routes       []Route
+	handler      http.Handler // listen's: everything, or ingest only with admin.listen
+	adminHandler http.Handler // admin.listen's; nil without it
+	ingestTLS    *tls.Config  // nil: plain HTTP
+	adminTLS     *tls.Config
+	servers      []*http.Server
 
 	mu       sync.Mutex
 	serveErr chan error
@@ -78,23 +82,6 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// CheckConfig reports what New would find wrong in cfg's sources,
-// destinations and alerts (a *ConfigError naming the key) without opening
-// anything: serve checks it before it listens, so that a mistake in the
-// config is reported as such even when the address is in use.
-func CheckConfig(cfg *config.Config) error {
-	if _, err := buildSources(cfg); err != nil {
-		return &ConfigError{err}
-	}
-	if _, err := buildDestinations(cfg); err != nil {
-		return &ConfigError{err}
-	}
-	if _, err := alert.New(cfg.Alerts, alert.Options{}); err != nil {
-		return &ConfigError{err}
-	}
-	return nil
-}
-
 // New builds a gateway: it opens the store (applying migrations) and
 // checks every source's provider settings. It does not listen yet.
 func New(ctx context.Context, opt Options) (*Gateway, error) {
@@ -103,11 +90,15 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sources, err := buildSources(cfg)
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	sources, err := ingestSources(cfg)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	dests, err := buildDestinations(cfg)
+	dests, err := deliveryDestinations(cfg)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
@@ -121,15 +112,15 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	stats, _ := st.(store.StatsReader)
 	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: mx.AlertTransport(http.DefaultTransport.(*http.Transport).Clone())}
-	alerts, err := alert.New(cfg.Alerts, alert.Options{Logger: log, UserAgent: "AnyHook/" + Version, Client: alertClient})
+	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Now: now})
 	if err != nil {
 		if opt.Store == nil {
 			st.Close()
 		}
 		return nil, &ConfigError{err}
 	}
-	g := &Gateway{cfg: cfg, log: log, store: st, alerts: alerts, seqInterval: opt.SequenceInterval}
-	if err := g.newLog(ctx, st); err != nil {
+	g := &Gateway{cfg: cfg, log: log, now: now, store: st, alerts: alerts, seqInterval: opt.SequenceInterval}
+	if err := g.newLedger(ctx, st); err != nil {
 		if opt.Store == nil {
 			st.Close()
 		}
@@ -141,21 +132,17 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		// one batch's round trips with the next (measured: BENCHMARKS.md).
 		g.batcher.SetWriters(postgresWriters)
 	}
-	g.engine = delivery.New(st, delivery.Options{
-		Destinations: dests,
-		Logger:       log,
-		PollInterval: cfg.Delivery.PollInterval.D(),
-		Grace:        cfg.Delivery.Grace.D(),
-		UserAgent:    "AnyHook/" + Version,
-		OnDead:       func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) },
-		OnHeld:       func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) },
-		OnFailing:    func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) },
-		OnRecovered:  func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) },
-		Observer:     mx,
-	})
+	do := deliveryOptions(cfg, dests)
+	do.Logger, do.Now = log, now
+	do.OnDead = func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) }
+	do.OnHeld = func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) }
+	do.OnFailing = func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) }
+	do.OnRecovered = func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) }
+	do.Observer = mx
+	g.engine = delivery.New(st, do)
 	var rejected ingest.RejectionLog
 	if rl, ok := st.(store.RejectionLog); ok {
-		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx})
+		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx, Now: now})
 		rejected = g.rejects
 	}
 	ih := ingest.New(ingest.Options{
@@ -165,19 +152,18 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Recorded:   g.engine.Wake,
 		Observer:   mx,
 		Rejections: rejected,
+		Now:        now,
 	})
-	bySource := map[string][]string{}
-	for _, name := range cfg.SourceOrder {
-		bySource[name] = cfg.Sources[name].Destinations
-	}
+	bySource := sourceDestinations(cfg)
 	api := admin.New(admin.Options{
 		Store:        st,
 		Token:        cfg.AdminToken,
 		Sources:      bySource,
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
-		Log:          g.logAPI(),
+		Ledger:       g.ledgerAPI(),
 		Filters:      Filters(cfg, cfg.DestinationOrder),
+		Now:          now,
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -187,8 +173,9 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Destinations: cfg.DestinationOrder,
 		Health:       g.engine.Health,
 		Logger:       log,
-		Version:      Version,
-		Log:          g.logStatus,
+		Version:      buildinfo.Version(),
+		Ledger:       g.ledgerStatus,
+		Now:          now,
 	})
 	if err != nil {
 		if opt.Store == nil {
@@ -204,103 +191,28 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		}
 		return loopbackHostsOnly(h, log)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/{source}", limitSources(ih, cfg, time.Now, rejected))
-	mux.Handle("/api/", guarded(api.Handler()))
-	mux.Handle("/healthz", api.Handler())
-	mux.Handle("/readyz", api.Handler())
-	mux.Handle("GET /metrics", guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler())))
-	mux.Handle("/", guarded(dash.Handler())) // the dashboard: every other path
-	g.handler = guardAuth(mux, throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses), time.Now, log)
+	g.routes = []Route{
+		{Pattern: "POST /webhooks/{source}", On: OnIngest, handler: limitSources(ih, sourceBuckets(cfg), now, rejected)},
+		{Pattern: "/api/", On: OnAdmin, handler: guarded(api.Handler())},
+		{Pattern: "/healthz", On: OnBoth, handler: api.Handler()},
+		{Pattern: "/readyz", On: OnAdmin, handler: api.Handler()},
+		{Pattern: "GET /metrics", On: OnAdmin, handler: guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler()))},
+		{Pattern: "/", On: OnAdmin, handler: guarded(dash.Handler())}, // the dashboard: every other path
+	}
+	failures := throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses)
+	if cfg.AdminSeparate() {
+		g.handler = guardAuth(muxFor(g.routes, OnIngest), failures, now, log)
+		g.adminHandler = guardAuth(muxFor(g.routes, OnAdmin), failures, now, log)
+	} else {
+		g.handler = guardAuth(muxFor(g.routes, ""), failures, now, log)
+	}
+	if err := g.buildTLS(); err != nil {
+		if opt.Store == nil {
+			st.Close()
+		}
+		return nil, err
+	}
 	return g, nil
-}
-
-// Open opens the store that cfg.Database names.
-func Open(ctx context.Context, cfg *config.Config) (store.Store, error) {
-	if path, ok := cfg.SQLitePath(); ok {
-		st, err := sqlite.Open(ctx, path, sqlite.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
-		}
-		return st, nil
-	}
-	if dsn, ok := cfg.PostgresURL(); ok {
-		st, err := postgres.Open(ctx, dsn, postgres.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
-		}
-		return st, nil
-	}
-	return nil, cfg.Errorf("database", "%q is neither sqlite:PATH nor postgres://…", cfg.Database)
-}
-
-func buildSources(cfg *config.Config) ([]ingest.Source, error) {
-	var out []ingest.Source
-	for _, name := range cfg.SourceOrder {
-		src := cfg.Sources[name]
-		p, err := provider.New(src)
-		if err != nil {
-			key, msg, _ := strings.Cut(err.Error(), ": ")
-			return nil, cfg.Errorf("sources."+name+"."+key, "%s", msg)
-		}
-		out = append(out, ingest.Source{
-			Name:         name,
-			Provider:     p,
-			MaxBody:      src.MaxBody.Bytes(),
-			PublicURL:    src.PublicURL,
-			Destinations: src.Destinations,
-			Filters:      Filters(cfg, src.Destinations),
-			// Stale events are delivered, flagged, unless the source
-			// says stale: skip (issue 13: skipping by default silently
-			// dropped late payment events that share an object).
-			StaleSkip:     src.Ordering != nil && src.Ordering.Stale == "skip",
-			SecretHeaders: provider.CredentialHeaders(src.Provider),
-		})
-	}
-	return out, nil
-}
-
-// Filters returns the filters of the named destinations that have one
-// (compiled by config.Validate), by name; nil when none has.
-func Filters(cfg *config.Config, destinations []string) map[string]*route.Filter {
-	var m map[string]*route.Filter
-	for _, d := range destinations {
-		if dc := cfg.Destinations[d]; dc != nil && dc.Route != nil {
-			if m == nil {
-				m = map[string]*route.Filter{}
-			}
-			m[d] = dc.Route
-		}
-	}
-	return m
-}
-
-func buildDestinations(cfg *config.Config) ([]delivery.Destination, error) {
-	var out []delivery.Destination
-	for _, name := range cfg.DestinationOrder {
-		d := cfg.Destinations[name]
-		if d.SigningSecret != "" {
-			if err := provider.Sign("standard", d.SigningSecret, &provider.Request{}, time.Now()); err != nil {
-				return nil, cfg.Errorf("destinations."+name+".signing_secret", "%v", err)
-			}
-		}
-		out = append(out, delivery.Destination{
-			Name:          name,
-			URL:           d.URL,
-			SigningSecret: d.SigningSecret,
-			Timeout:       d.Timeout.D(),
-			MaxAttempts:   d.MaxAttempts,
-			Initial:       d.Backoff.Initial.D(),
-			Max:           d.Backoff.Max.D(),
-			StalePolicy:   d.StalePolicy,
-			DropHeaders:   d.DropHeaders,
-			MaxInFlight:   d.MaxInFlight,
-
-			InsecureSkipVerify: d.TLSInsecureSkipVerify,
-			Rate:               d.Rate.PerSecond(),
-		})
-	}
-	return out, nil
 }
 
 func (g *Gateway) alert(kind string, d anyhook.Delivery) {
@@ -308,7 +220,7 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	if kind == alert.DeliveryHeld {
 		msg = fmt.Sprintf("delivery %s of event %s to %s is held: its worker stopped mid-attempt (attempt %d) and the destination says hold; resolve it in the dashboard or API", d.ID, d.EventID, d.Destination, d.AttemptCount)
 	}
-	a := alert.Alert{Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: time.Now(),
+	a := alert.Alert{Kind: kind, Destination: d.Destination, EventID: d.EventID, DeliveryID: d.ID, Message: msg, Time: g.now(),
 		URL: g.eventURL(d.EventID)}
 	// The source and the provider's event id are what a person searches
 	// for at 2 a.m.; an alert goes out without them if the store cannot
@@ -336,28 +248,92 @@ func (g *Gateway) healthAlert(kind string, h delivery.Health) {
 	if kind == alert.DestinationRecovered {
 		msg = fmt.Sprintf("delivering again after %d consecutive failed attempts since %s", h.Streak, h.Since.UTC().Format(time.RFC3339))
 	}
-	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: time.Now()})
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: g.now()})
 }
 
-// Handler is the gateway's HTTP handler (ingest, admin API, health,
-// metrics, dashboard).
+// Handler is the HTTP handler of listen: ingest, admin API, health,
+// metrics, dashboard; with admin.listen set, ingest and /healthz only.
 func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// AdminHandler is the HTTP handler of admin.listen, nil without it.
+func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler }
+
+// TLS is the TLS configuration of listen (nil: plain HTTP) and of
+// admin.listen.
+func (g *Gateway) TLS() (ingest, admin *tls.Config) { return g.ingestTLS, g.adminTLS }
+
+// buildTLS loads the listeners' certificates (or sets up ACME).
+func (g *Gateway) buildTLS() error {
+	build := func(t *config.TLS, key string) (*tls.Config, error) {
+		o, err := certs.FromConfig(g.cfg, t, g.log)
+		if err != nil || o == nil {
+			return nil, err
+		}
+		tc, err := certs.Config(*o)
+		if err != nil {
+			return nil, &ConfigError{g.cfg.Errorf(key, "%v", err)}
+		}
+		return tc, nil
+	}
+	var err error
+	if g.ingestTLS, err = build(g.cfg.TLS, "tls"); err != nil {
+		return err
+	}
+	if _, pg := g.cfg.PostgresURL(); pg && g.cfg.TLS != nil && g.cfg.TLS.ACME != nil {
+		// The ACME storage is a directory and autocert does not lock
+		// across processes (docs/deploy.md).
+		g.log.Warn("tls.acme on PostgreSQL: one process owns ACME; give tls.acme to this process only, the others TLS from files or a load balancer", "storage", g.cfg.ACMEStoragePath())
+	}
+	if g.cfg.AdminSeparate() {
+		if g.adminTLS, err = build(g.cfg.Admin.TLS, "admin.tls"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Config is the configuration the gateway runs.
+func (g *Gateway) Config() *config.Config { return g.cfg }
 
 // Store is the gateway's store.
 func (g *Gateway) Store() store.Store { return g.store }
 
-// Start serves on ln and starts the workers. /healthz answers from the
-// moment Start returns.
+// Listeners are the sockets Start serves on: Ingest is listen's, Admin
+// admin.listen's (nil without it).
+type Listeners struct {
+	Ingest, Admin net.Listener
+}
+
+// Start serves on ln (listen's socket) and starts the workers. /healthz
+// answers from the moment Start returns. With admin.listen set, use
+// StartListeners to serve the admin listener too.
 func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
+	g.StartListeners(ctx, Listeners{Ingest: ln})
+}
+
+// StartListeners serves on ls and starts the workers, over TLS where the
+// config says so.
+func (g *Gateway) StartListeners(ctx context.Context, ls Listeners) {
 	g.alerts.Start(context.WithoutCancel(ctx)) // Stop flushes; a signal must not drop alerts
 	g.batcher.Start(ctx)
 	if g.rejects != nil {
 		g.rejects.Start(ctx)
 	}
 	g.engine.Start(ctx)
-	g.startLog(ctx)
-	g.srv = &http.Server{
-		Handler:           g.handler,
+	g.startLedger(ctx)
+	g.serveErr = make(chan error, 2)
+	g.serve(ls.Ingest, g.handler, g.ingestTLS, "ingest")
+	if ls.Admin != nil && g.adminHandler != nil {
+		g.serve(ls.Admin, g.adminHandler, g.adminTLS, "admin")
+	} else if g.adminHandler != nil {
+		g.log.Warn("admin.listen is set but no admin listener was given: the admin API and dashboard are not served")
+	}
+}
+
+func (g *Gateway) serve(ln net.Listener, h http.Handler, tc *tls.Config, name string) {
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         tc,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -365,9 +341,16 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
-	g.serveErr = make(chan error, 1)
-	go func() { g.serveErr <- g.srv.Serve(ln) }()
-	g.log.Info("serving", "addr", ln.Addr().String(), "version", Version)
+	g.servers = append(g.servers, srv)
+	scheme := "http"
+	if tc != nil {
+		scheme = "https"
+		// ServeTLS adds HTTP/2 and takes the certificate from TLSConfig.
+		go func() { g.serveErr <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { g.serveErr <- srv.Serve(ln) }()
+	}
+	g.log.Info("serving", "listener", name, "addr", ln.Addr().String(), "scheme", scheme, "version", buildinfo.Version())
 }
 
 // Err reports a failure of the HTTP server after Start.
@@ -384,8 +367,8 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	}
 	g.stopped = true
 	var errs []error
-	if g.srv != nil {
-		if err := g.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	for _, srv := range g.servers {
+		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
 	}
@@ -393,7 +376,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	if g.rejects != nil {
 		g.rejects.Stop() // writes what is queued
 	}
-	g.stopLog()
+	g.stopLedger()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
 	g.alerts.Stop()
 	errs = append(errs, g.store.Close())

@@ -17,9 +17,9 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// logParts are the tamper-evident log's background parts (docs/ledger.md);
+// ledgerParts are the tamper-evident ledger's background parts (docs/ledger.md);
 // nil when the store keeps no log.
-type logParts struct {
+type ledgerParts struct {
 	reader ledger.Reader
 	seq    *ledger.Sequencer
 	cpr    *ledger.Checkpointer
@@ -29,17 +29,17 @@ type logParts struct {
 	problemAt time.Time
 }
 
-// newLog loads (or creates) the signing key, makes sure it is the log's
+// newLedger loads (or creates) the signing key, makes sure it is the ledger's
 // key (recorded in the database by the first process to start), and builds
-// the sequencer and checkpointer over st, when st keeps a log.
-func (g *Gateway) newLog(ctx context.Context, st store.Store) error {
+// the sequencer and checkpointer over st, when st keeps a ledger.
+func (g *Gateway) newLedger(ctx context.Context, st store.Store) error {
 	l, ok := st.(store.Ledger)
 	if !ok {
 		return nil
 	}
-	_, statErr := os.Stat(g.cfg.LogKeyPath())
+	_, statErr := os.Stat(g.cfg.LedgerKeyPath())
 	created := errors.Is(statErr, fs.ErrNotExist)
-	key, err := ledger.LoadOrCreateKey(g.cfg.LogKeyPath(), g.cfg.Log.Origin)
+	key, err := ledger.LoadOrCreateKey(g.cfg.LedgerKeyPath(), g.cfg.Ledger.Origin)
 	if err != nil {
 		return &ConfigError{g.cfg.Errorf("log.key_file", "%v", err)}
 	}
@@ -47,43 +47,38 @@ func (g *Gateway) newLog(ctx context.Context, st store.Store) error {
 		var km *ledger.KeyMismatchError
 		if errors.As(err, &km) {
 			if created {
-				// A key made just now for a log that has one already
+				// A key made just now for a ledger that has one already
 				// would only be a stray file next to the config.
-				os.Remove(g.cfg.LogKeyPath())
+				os.Remove(g.cfg.LedgerKeyPath())
 			}
-			return &ConfigError{g.cfg.Errorf("log.key_file", "%s: %s", g.cfg.LogKeyPath(), km.Reason)}
+			return &ConfigError{g.cfg.Errorf("log.key_file", "%s: %s", g.cfg.LedgerKeyPath(), km.Reason)}
 		}
 		return fmt.Errorf("%s: database: %w", g.cfg.Path, err)
 	}
-	g.ledger = &logParts{
+	cpo := checkpointerOptions(g.cfg, key)
+	cpo.Logger, cpo.Now = g.log, g.now
+	cpo.OnFailure = func(err error) {
+		g.ledgerAlert("", "the tamper-evident log failed its self-check: "+err.Error()+". Run anyhook log verify.")
+	}
+	g.ledger = &ledgerParts{
 		reader: ledger.Reader{Store: l, Key: key},
 		seq: ledger.NewSequencer(l, ledger.SequencerOptions{
 			Interval: g.seqInterval,
 			Logger:   g.log,
 			OnLate: func(ev anyhook.Event) {
-				g.logAlert(ev.ID, fmt.Sprintf("event %s (source %s, received %s) entered the log long after a checkpoint that should have held it: was it inserted into the database directly? Run anyhook log verify.",
+				g.ledgerAlert(ev.ID, fmt.Sprintf("event %s (source %s, received %s) entered the log long after a checkpoint that should have held it: was it inserted into the database directly? Run anyhook log verify.",
 					ev.ID, ev.Source, ev.ReceivedAt.Format(time.RFC3339)))
 			},
 		}),
-		cpr: ledger.NewCheckpointer(l, ledger.CheckpointerOptions{
-			Key:       key,
-			Origin:    g.cfg.Log.Origin,
-			Interval:  g.cfg.Log.CheckpointInterval.D(),
-			PushURL:   g.cfg.Log.PushURL,
-			Retention: g.cfg.Log.Retention.D(),
-			Logger:    g.log,
-			OnFailure: func(err error) {
-				g.logAlert("", "the tamper-evident log failed its self-check: "+err.Error()+". Run anyhook log verify.")
-			},
-		}),
+		cpr: ledger.NewCheckpointer(l, cpo),
 	}
 	return nil
 }
 
-// logStatus is the log's state for the dashboard: the latest checkpoint
-// and the last problem this process saw. Nil without a log.
-func (g *Gateway) logStatus(ctx context.Context) (dashboard.LogStatus, error) {
-	var ls dashboard.LogStatus
+// ledgerStatus is the ledger's state for the dashboard: the latest checkpoint
+// and the last problem this process saw. Nil without a ledger.
+func (g *Gateway) ledgerStatus(ctx context.Context) (dashboard.LedgerStatus, error) {
+	var ls dashboard.LedgerStatus
 	if g.ledger == nil {
 		return ls, nil
 	}
@@ -100,32 +95,32 @@ func (g *Gateway) logStatus(ctx context.Context) (dashboard.LogStatus, error) {
 	return ls, nil
 }
 
-func (g *Gateway) logAlert(eventID, msg string) {
+func (g *Gateway) ledgerAlert(eventID, msg string) {
 	if g.ledger != nil {
 		g.ledger.mu.Lock()
-		g.ledger.problem, g.ledger.problemAt = msg, time.Now()
+		g.ledger.problem, g.ledger.problemAt = msg, g.now()
 		g.ledger.mu.Unlock()
 	}
-	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LogVerificationFailed, EventID: eventID, Message: msg, Time: time.Now(), URL: g.eventURL(eventID)})
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LedgerVerificationFailed, EventID: eventID, Message: msg, Time: g.now(), URL: g.eventURL(eventID)})
 }
 
-// logAPI is what the admin API serves the log from; nil without a log.
-func (g *Gateway) logAPI() admin.Log {
+// ledgerAPI is what the admin API serves the ledger from; nil without a ledger.
+func (g *Gateway) ledgerAPI() admin.Ledger {
 	if g.ledger == nil {
 		return nil
 	}
 	return g.ledger.reader
 }
 
-func (g *Gateway) startLog(ctx context.Context) {
+func (g *Gateway) startLedger(ctx context.Context) {
 	if g.ledger != nil {
 		g.ledger.seq.Start(ctx)
 		g.ledger.cpr.Start(ctx)
 	}
 }
 
-// stopLog sequences what ingest committed and signs a last checkpoint.
-func (g *Gateway) stopLog() {
+// stopLedger sequences what ingest committed and signs a last checkpoint.
+func (g *Gateway) stopLedger() {
 	if g.ledger != nil {
 		g.ledger.seq.Stop()
 		g.ledger.cpr.Stop()

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/throttle"
 )
@@ -26,16 +25,10 @@ const (
 	authMaxAddresses = 10000
 )
 
-// limitSources puts each source's rate_limit in front of ingest: over it,
-// 429 with Retry-After, before the body is read, and a record in rejected
-// (when not nil).
-func limitSources(next http.Handler, cfg *config.Config, now func() time.Time, rejected ingest.RejectionLog) http.Handler {
-	buckets := map[string]*throttle.Bucket{}
-	for name, s := range cfg.Sources {
-		if s != nil && s.RateLimit != nil {
-			buckets[name] = throttle.NewBucket(s.RateLimit.RPS, s.RateLimit.Burst)
-		}
-	}
+// limitSources puts each source's token bucket (sourceBuckets: its
+// rate_limit) in front of ingest: over it, 429 with Retry-After, before the
+// body is read, and a record in rejected (when not nil).
+func limitSources(next http.Handler, buckets map[string]*throttle.Bucket, now func() time.Time, rejected ingest.RejectionLog) http.Handler {
 	if len(buckets) == 0 {
 		return next
 	}

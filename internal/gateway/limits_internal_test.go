@@ -28,7 +28,7 @@ func TestServerLimits(t *testing.T) {
 	}
 	g.Start(context.Background(), ln)
 	defer g.Stop(context.Background())
-	s := g.srv
+	s := g.servers[0]
 	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
 		t.Fatalf("server limits: read header %v, read %v, write %v, idle %v, max header bytes %d; want all set",
 			s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/pgtest"
@@ -26,7 +25,7 @@ const (
 	replayGeneric = "generic-secret"
 )
 
-var replaySignature = config.Signature{Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="}
+var replaySignature = provider.Signature{Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="}
 
 // replaySetup runs a gateway on the named backend ("sqlite" or
 // "postgres", a fresh database either way) with the replay sources, all

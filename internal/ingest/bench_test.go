@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
@@ -55,8 +54,8 @@ func BenchmarkHandler(b *testing.B) {
 }
 
 func benchHandler(b *testing.B, prov string, size int) {
-	src := &config.Source{Provider: prov, Secrets: []string{fuzzSecret}, Tolerance: config.Duration(time.Hour)}
-	p, err := provider.New(src)
+	src := &provider.Settings{Provider: prov, Secrets: []string{fuzzSecret}, Tolerance: time.Hour}
+	p, err := provider.New(*src)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
@@ -52,12 +51,12 @@ func fuzzSources(t testing.TB) ([]ingest.Source, map[string]provider.Provider) {
 	var out []ingest.Source
 	provs := map[string]provider.Provider{}
 	for _, name := range provider.Names() {
-		src := &config.Source{Provider: name, Secrets: []string{fuzzSecret}, Tolerance: config.Duration(5 * time.Minute)}
+		src := &provider.Settings{Provider: name, Secrets: []string{fuzzSecret}, Tolerance: 5 * time.Minute}
 		if name == "generic" {
-			src.Signature = &config.Signature{Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="}
+			src.Signature = &provider.Signature{Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="}
 			src.ID = "json:id"
 		}
-		p, err := provider.New(src)
+		p, err := provider.New(*src)
 		if err != nil {
 			continue // a provider wanting another secret form
 		}
@@ -100,7 +99,7 @@ func FuzzIngest(f *testing.F) {
 		}
 		var err error
 		if s.Name == "generic" {
-			err = provider.SignGeneric(config.Signature{Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="}, fuzzSecret, pr)
+			err = provider.SignGeneric(provider.Signature{Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="}, fuzzSecret, pr)
 		} else {
 			err = provider.Sign(s.Name, fuzzSecret, pr, fuzzNow)
 		}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/rejectlog"
@@ -45,7 +44,7 @@ func TestRejectionsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	p, err := provider.New(&config.Source{Provider: "stripe", Secrets: []string{fuzzSecret}})
+	p, err := provider.New(provider.Settings{Provider: "stripe", Secrets: []string{fuzzSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}

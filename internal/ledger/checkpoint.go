@@ -22,7 +22,7 @@ import (
 // checkpoint.
 var ErrBadCheckpoint = errors.New("bad checkpoint")
 
-// Key is the log's Ed25519 signing key.
+// Key is the ledger's Ed25519 signing key.
 type Key struct {
 	Signer note.Signer
 	// VerifierKey is the public key in note format
@@ -125,12 +125,12 @@ type Tree struct {
 	// checkpoint without one (those signed before AnyHook wrote it).
 	Time time.Time
 	// Rotation, on the checkpoint anyhook log rotate-key makes (signed by
-	// both keys), hands the log from one key to the next (the "rotate"
+	// both keys), hands the ledger from one key to the next (the "rotate"
 	// extension line).
 	Rotation *Rotation
 }
 
-// Rotation names the key a log was signed with up to a checkpoint and the
+// Rotation names the key a ledger was signed with up to a checkpoint and the
 // key it is signed with from there on (note verifier keys).
 type Rotation struct{ From, To string }
 

@@ -35,7 +35,7 @@ type CheckpointerOptions struct {
 	PushURL string
 	Client  *http.Client // for PushURL; default a client with a 10 s timeout
 	// Retention, when > 0, empties the bodies of logged events received
-	// longer ago than this (their hashes stay in the log).
+	// longer ago than this (their hashes stay in the ledger).
 	Retention time.Duration
 	Logger    *slog.Logger
 	// OnFailure is called when the self-check finds the stored log no longer
@@ -47,7 +47,7 @@ type CheckpointerOptions struct {
 }
 
 // Checkpointer signs and stores checkpoints, pushes them, prunes old
-// bodies, and checks the log against the previous checkpoint each round.
+// bodies, and checks the ledger against the previous checkpoint each round.
 type Checkpointer struct {
 	st  store.Ledger
 	opt CheckpointerOptions
@@ -56,7 +56,7 @@ type Checkpointer struct {
 	mu        sync.Mutex
 	lastPrune time.Time
 	// seen is the largest checkpoint this checkpointer signed or checked,
-	// kept outside the database: a log that no longer extends it was
+	// kept outside the database: a ledger that no longer extends it was
 	// rewritten behind the process's back (checkpoints deleted, entries
 	// rebuilt), and it signs nothing over it.
 	seen *Tree
@@ -97,7 +97,7 @@ func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
 	return c
 }
 
-// ErrKeyRetired: the checkpointer's key is no longer the log's key in
+// ErrKeyRetired: the checkpointer's key is no longer the ledger's key in
 // force (the key was rotated while this process ran); it signs nothing.
 var ErrKeyRetired = errors.New("ledger: log key retired")
 
@@ -130,7 +130,7 @@ func HashReader(ctx context.Context, st store.Ledger) tlog.HashReader {
 	})
 }
 
-// Once makes a checkpoint when the log grew since the last one, after
+// Once makes a checkpoint when the ledger grew since the last one, after
 // checking that the stored tree still extends that checkpoint and that
 // the entries added since match their events. It returns the latest
 // checkpoint and whether it is new.
@@ -160,7 +160,7 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 	} else if size == 0 {
 		return prev, false, nil
 	}
-	if keys, err := c.st.LogKeys(ctx); err != nil {
+	if keys, err := c.st.LedgerKeys(ctx); err != nil {
 		return prev, false, err
 	} else if n := len(keys); n > 0 && keys[n-1] != c.opt.Key.VerifierKey {
 		return prev, false, fmt.Errorf("%w: this process's log key %s is not the log's key %s (anyhook log rotate-key): it signs nothing; restart it with the log's log.key_file",
@@ -203,7 +203,7 @@ func (c *Checkpointer) see(t Tree) {
 // reach): the latest stored checkpoint is not older than it, and the
 // stored tree extends it. Without this, whoever can write the database
 // (no key needed) could delete the checkpoints after an older one, rebuild
-// the log entries after it over edited events, and have this very process
+// the ledger entries after it over edited events, and have this very process
 // sign the rewritten log (a fork of what it signed before), which log
 // verify then finds intact without a witness's checkpoint.
 func (c *Checkpointer) checkSeen(ctx context.Context, prev store.Checkpoint, havePrev bool, size int64, r tlog.HashReader) error {

@@ -12,12 +12,12 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// KeyMismatchError refuses a signing key that is not the log's: the
-// database records the key in force (store.Ledger.LogKeys), and a process
+// KeyMismatchError refuses a signing key that is not the ledger's: the
+// database records the key in force (store.Ledger.LedgerKeys), and a process
 // with another key would sign checkpoints the others cannot verify.
 type KeyMismatchError struct {
 	Key    string // this process's verifier key
-	InUse  string // the log's key in force ("" when only its checkpoints say so)
+	InUse  string // the ledger's key in force ("" when only its checkpoints say so)
 	Reason string
 }
 
@@ -25,14 +25,14 @@ func (e *KeyMismatchError) Error() string {
 	return e.Reason
 }
 
-// PinKey makes sure key is the log's key in force. On the first start it
+// PinKey makes sure key is the ledger's key in force. On the first start it
 // records it (of processes starting at once on one database, the first
-// writer wins); a log that has checkpoints but no recorded key yet (one
+// writer wins); a ledger that has checkpoints but no recorded key yet (one
 // created before keys were recorded) is only pinned to a key that verifies
 // its latest checkpoint. Any other key is refused with a
 // *KeyMismatchError; the way to change keys is Rotate.
 func PinKey(ctx context.Context, st store.Ledger, key *Key) error {
-	keys, err := st.LogKeys(ctx)
+	keys, err := st.LedgerKeys(ctx)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func PinKey(ctx context.Context, st store.Ledger, key *Key) error {
 			return err
 		}
 	}
-	inUse, err := st.PinLogKey(ctx, key.VerifierKey)
+	inUse, err := st.PinLedgerKey(ctx, key.VerifierKey)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ type RotateOptions struct {
 	Now    func() time.Time
 }
 
-// Rotate hands the log from key old to key next. It checks the log as the
+// Rotate hands the ledger from key old to key next. It checks the ledger as the
 // checkpointer does (and signs what is not yet in a checkpoint with old),
 // then stores, in one transaction, next as the key in force and a
 // checkpoint of the whole log signed by both keys whose "rotate" line
@@ -106,7 +106,7 @@ func Rotate(ctx context.Context, st store.Ledger, old, next *Key, opt RotateOpti
 		return store.Checkpoint{}, fmt.Errorf("rotate: sign: %w", err)
 	}
 	cp := store.Checkpoint{Size: size, Root: root, Note: msg}
-	if err := st.RotateLogKey(ctx, old.VerifierKey, next.VerifierKey, cp); err != nil {
+	if err := st.RotateLedgerKey(ctx, old.VerifierKey, next.VerifierKey, cp); err != nil {
 		return store.Checkpoint{}, err
 	}
 	return cp, nil

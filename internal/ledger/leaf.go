@@ -1,9 +1,9 @@
-// Package ledger is AnyHook's tamper-evident log (SPEC §8, docs/ledger.md):
+// Package ledger is AnyHook's tamper-evident ledger (SPEC §8, docs/ledger.md):
 // every accepted event becomes a leaf of an append-only Merkle tree with
 // RFC 6962 hashing (golang.org/x/mod/sumdb/tlog), and signed checkpoints
 // (golang.org/x/mod/sumdb/note, Ed25519) commit to the tree's size and root.
 //
-// Ingest does no work for the log. A background Sequencer gives positions
+// Ingest does no work for the ledger. A background Sequencer gives positions
 // to committed events in batches and stores the tree's hashes; a
 // Checkpointer signs, stores and optionally pushes checkpoints, prunes old
 // bodies and checks the stored tree against the previous checkpoint. Verify
@@ -25,7 +25,7 @@ import (
 // old leaves keep theirs.
 const LeafVersion = "AnyHook leaf v1\n"
 
-// Leaf is what the log holds for one event.
+// Leaf is what the ledger holds for one event.
 type Leaf struct {
 	HeaderHash tlog.Hash // SHA-256 of CanonicalHeaders
 	BodyHash   tlog.Hash // SHA-256 of the exact body
@@ -81,7 +81,7 @@ func LeafOf(ev *anyhook.Event) Leaf {
 }
 
 // LeafWithBodyHash is LeafOf for an event whose body was pruned: the body
-// hash kept in the log stands in for the body.
+// hash kept in the ledger stands in for the body.
 func LeafWithBodyHash(ev *anyhook.Event, bodyHash tlog.Hash) Leaf {
 	l := Leaf{HeaderHash: sha256.Sum256(CanonicalHeaders(ev.Header)), BodyHash: bodyHash}
 	l.Hash = tlog.RecordHash(Record(ev.ID, ev.Source, ev.DedupKey, ev.ReceivedAt.UnixMicro(), l.HeaderHash, l.BodyHash))

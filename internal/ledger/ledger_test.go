@@ -1086,8 +1086,8 @@ func TestKeyPinning(t *testing.T) {
 			t.Fatalf("%d starters' keys accepted, want exactly 1: %v", len(won), errs)
 		}
 		winner := keys[won[0]]
-		if got, err := e.st.LogKeys(t.Context()); err != nil || !slices.Equal(got, []string{winner.VerifierKey}) {
-			t.Fatalf("LogKeys = %v, %v", got, err)
+		if got, err := e.st.LedgerKeys(t.Context()); err != nil || !slices.Equal(got, []string{winner.VerifierKey}) {
+			t.Fatalf("LedgerKeys = %v, %v", got, err)
 		}
 		if err := ledger.PinKey(t.Context(), e.st, winner); err != nil {
 			t.Errorf("the log's own key again: %v", err)

@@ -13,7 +13,7 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// Proof is an inclusion proof of one event in the log, against a signed
+// Proof is an inclusion proof of one event in the ledger, against a signed
 // checkpoint. Hashes are base64 in JSON.
 type Proof struct {
 	EventID    string   `json:"event_id"`
@@ -96,9 +96,9 @@ func Prove(ctx context.Context, st store.Ledger, eventID string) (*Proof, error)
 	return p, nil
 }
 
-// CheckProof checks, with nothing but the log's public key, that ev (as
+// CheckProof checks, with nothing but the ledger's public key, that ev (as
 // returned by GET /api/events/{id}: id, source, dedup key, receive time,
-// headers, body) is at p.Index in the log signed by p.Checkpoint. When the
+// headers, body) is at p.Index in the ledger signed by p.Checkpoint. When the
 // body was pruned (ev.Body empty and p.BodyPruned), p.BodyHash stands in
 // for it. docs/ledger.md shows the same steps as a standalone program.
 func CheckProof(v note.Verifier, ev *anyhook.Event, p *Proof) error {
@@ -124,13 +124,13 @@ func CheckProof(v note.Verifier, ev *anyhook.Event, p *Proof) error {
 }
 
 // Reader serves the latest checkpoint and inclusion proofs: the admin
-// API's view of the log.
+// API's view of the ledger.
 type Reader struct {
 	Store store.Ledger
 	Key   *Key // for the verifier key shown with checkpoints; may be nil
 }
 
-// Checkpoint returns the latest checkpoint with the log's public key.
+// Checkpoint returns the latest checkpoint with the ledger's public key.
 func (r Reader) Checkpoint(ctx context.Context) (CheckpointInfo, error) {
 	info, err := Latest(ctx, r.Store)
 	if err == nil && r.Key != nil {

@@ -20,7 +20,7 @@ const (
 	DefaultBatchSize        = 512
 	// DefaultLag bounds how long a genuine event may take from its receive
 	// time to its commit plus sequencing. An event older than that with no
-	// log position, or one that turns up that much after a checkpoint that
+	// ledger position, or one that turns up that much after a checkpoint that
 	// should have held it, is reported as inserted.
 	DefaultLag = 5 * time.Minute
 )
@@ -31,12 +31,12 @@ type SequencerOptions struct {
 	BatchSize int           // events per transaction; default 512
 	Lag       time.Duration // see DefaultLag
 	Logger    *slog.Logger
-	// OnLate is called for an event that entered the log suspiciously late
+	// OnLate is called for an event that entered the ledger suspiciously late
 	// (see store.LedgerEntry.Late).
 	OnLate func(ev anyhook.Event)
 }
 
-// Sequencer gives log positions to committed events, in batches.
+// Sequencer gives ledger positions to committed events, in batches.
 type Sequencer struct {
 	st  store.Ledger
 	opt SequencerOptions

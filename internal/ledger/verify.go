@@ -29,7 +29,7 @@ const (
 	KindEntryChanged   = "log entry changed"
 	KindCheckpoint     = "bad checkpoint"
 	KindRewritten      = "log rewritten"
-	// KindMissingCheckpoint: log entries that no stored checkpoint covers
+	// KindMissingCheckpoint: ledger entries that no stored checkpoint covers
 	// although they were sequenced long ago (VerifyOptions.CheckpointGrace).
 	KindMissingCheckpoint = "missing checkpoint"
 	// KindPrunedEarly: a body emptied and marked pruned that retention
@@ -45,7 +45,7 @@ const RetainForever = time.Duration(math.MaxInt64)
 // Problem is one finding of Verify.
 type Problem struct {
 	EventID string // the AnyHook event id; "" when it concerns the whole log
-	Index   int64  // log position; -1 when the event has none
+	Index   int64  // ledger position; -1 when the event has none
 	Kind    string
 	Detail  string
 }
@@ -71,17 +71,17 @@ func (p Problem) String() string {
 
 // VerifyOptions configure Verify.
 type VerifyOptions struct {
-	// Verifier checks checkpoint signatures (the log's public key).
+	// Verifier checks checkpoint signatures (the ledger's public key).
 	Verifier note.Verifier
 	// Origin is the expected checkpoint origin; "" accepts any.
 	Origin string
 	// Since is an older signed checkpoint (a file a witness or a user
-	// kept): Verify then also proves the log only grew since.
+	// kept): Verify then also proves the ledger only grew since.
 	Since []byte
-	// Lag: an event without a log position received longer ago than this
+	// Lag: an event without a ledger position received longer ago than this
 	// is reported as inserted; default DefaultLag.
 	Lag time.Duration
-	// CheckpointGrace: log entries that no stored checkpoint covers,
+	// CheckpointGrace: ledger entries that no stored checkpoint covers,
 	// sequenced longer ago than this, are reported (checkpoints were
 	// deleted, or no checkpointer is running); default
 	// DefaultCheckpointGrace.
@@ -95,7 +95,7 @@ type VerifyOptions struct {
 	Now       func() time.Time
 }
 
-// DefaultCheckpointGrace is how long a log entry may stay outside every
+// DefaultCheckpointGrace is how long a ledger entry may stay outside every
 // signed checkpoint before Verify reports it. A running checkpointer signs
 // within log.checkpoint_interval (10 s by default) and a clean stop signs
 // what is left, so an hour is only exceeded when checkpoints were deleted or
@@ -113,14 +113,14 @@ type Report struct {
 	Checkpoint *Tree // the latest stored checkpoint, when it verified
 	Since      *Tree // Options.Since, when it verified
 	Pruned     int64 // entries whose body was pruned
-	Waiting    int   // events not yet in the log, younger than Lag
+	Waiting    int   // events not yet in the ledger, younger than Lag
 	Problems   []Problem
 }
 
-// OK reports whether the log verified.
+// OK reports whether the ledger verified.
 func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
-// Summary is a one-line account of a log that verified.
+// Summary is a one-line account of a ledger that verified.
 func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "log intact: %d events", r.Entries)
@@ -141,20 +141,81 @@ func (r *Report) Summary() string {
 	return b.String()
 }
 
-// ErrVerify is returned by Verify when the log could not be read at all
-// (as opposed to a log that was read and found wrong, which is a Report
+// ErrVerify is returned by Verify when the ledger could not be read at all
+// (as opposed to a ledger that was read and found wrong, which is a Report
 // with Problems).
 var ErrVerify = errors.New("log verify")
 
 const verifyPage = 500
 
-// Verify recomputes the log from the stored events: every leaf from its
+// Verify recomputes the ledger from the stored events: every leaf from its
 // event, the tree from the leaves, and against it every stored checkpoint
 // (signature, origin, root at its size; sizes never shrinking from one
 // checkpoint to the next); entries left out of every checkpoint for longer
-// than Options.CheckpointGrace; and, with Options.Since, that the log only
+// than Options.CheckpointGrace; and, with Options.Since, that the ledger only
 // grew since that checkpoint. It names each event that does not match.
 func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, error) {
+	v := newVerifier(st, opt)
+	if err := v.openCheckpoints(ctx); err != nil {
+		return nil, err
+	}
+	v.checkSizes()
+	if err := v.recompute(ctx); err != nil {
+		return nil, err
+	}
+	v.checkRoots(ctx)
+	v.checkCoverage()
+	if err := v.checkPruned(ctx); err != nil {
+		return nil, err
+	}
+	if err := v.checkUnsequenced(ctx); err != nil {
+		return nil, err
+	}
+	return v.rep, nil
+}
+
+// verifier is one run of Verify. Each phase is a method, in the order
+// Verify calls them; each reads what the earlier ones left in the fields
+// and adds its findings to rep.
+type verifier struct {
+	st  store.Ledger
+	opt VerifyOptions
+	now time.Time
+	rep *Report
+
+	// openCheckpoints
+	size  int64     // entries in the ledger
+	chain *keyChain // the keys checkpoints were signed with
+	cps   []signed  // the stored checkpoints that verified, oldest first
+
+	// checkSizes
+	covered int64 // entries [0, covered) are in some signed checkpoint
+
+	// recompute
+	tree           rootStack
+	roots          map[int64]tlog.Hash // the events' root at each checkpoint's size
+	reached        int64               // short of size when entries at the end are gone
+	uncoveredSince time.Time           // when the oldest entry no checkpoint covers was sequenced
+	storedLeaves   bool                // the stored tree's leaves can be read
+	timed          []signedAt          // signed times by size, for lateness
+	nextTimed      int                 // the first of timed not yet reached
+	judge          signedAt            // the latest signed time among checkpoints of size <= the current index
+}
+
+// signed is a stored checkpoint that verified.
+type signed struct {
+	n int // position among the stored checkpoints, from 1
+	Tree
+}
+
+// signedAt is when a checkpoint of size entries was signed.
+type signedAt struct {
+	size int64
+	at   time.Time
+	what string
+}
+
+func newVerifier(st store.Ledger, opt VerifyOptions) *verifier {
 	if opt.Lag <= 0 {
 		opt.Lag = DefaultLag
 	}
@@ -164,48 +225,49 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	now := opt.Now()
-	rep := &Report{}
-	add := func(p Problem) { rep.Problems = append(rep.Problems, p) }
-	logProblem := func(kind, format string, args ...any) {
-		add(Problem{Index: -1, Kind: kind, Detail: fmt.Sprintf(format, args...)})
-	}
-	check := func(msg []byte, v note.Verifier) (*Tree, error) {
-		t, err := OpenCheckpoint(msg, v)
-		if err != nil {
-			return nil, err
-		}
-		if opt.Origin != "" && t.Origin != opt.Origin {
-			return nil, fmt.Errorf("it is for log %q, not %q", t.Origin, opt.Origin)
-		}
-		return &t, nil
-	}
+	return &verifier{st: st, opt: opt, now: opt.Now(), rep: &Report{}}
+}
 
+func (v *verifier) add(p Problem) { v.rep.Problems = append(v.rep.Problems, p) }
+
+// problemf adds a problem of the whole ledger (no event, no position).
+func (v *verifier) problemf(kind, format string, args ...any) {
+	v.add(Problem{Index: -1, Kind: kind, Detail: fmt.Sprintf(format, args...)})
+}
+
+// open opens one signed checkpoint with verifier key and checks its origin.
+func (v *verifier) open(msg []byte, key note.Verifier) (*Tree, error) {
+	t, err := OpenCheckpoint(msg, key)
+	if err != nil {
+		return nil, err
+	}
+	if v.opt.Origin != "" && t.Origin != v.opt.Origin {
+		return nil, fmt.Errorf("it is for log %q, not %q", t.Origin, v.opt.Origin)
+	}
+	return &t, nil
+}
+
+// openCheckpoints reads the stored checkpoints and the ledger's size, and
+// opens every checkpoint, numbered 1, 2, … oldest first, and Options.Since.
+// Only the signed text counts; the size and root columns are not trusted.
+func (v *verifier) openCheckpoints(ctx context.Context) error {
 	// The checkpoints before the size: a checkpoint only ever covers
 	// entries already there, so a gateway appending meanwhile cannot make
-	// one look larger than the log.
-	saved, err := st.Checkpoints(ctx)
+	// one look larger than the ledger.
+	saved, err := v.st.Checkpoints(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+		return fmt.Errorf("%w: %w", ErrVerify, err)
 	}
-	size, err := st.LedgerSize(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+	if v.size, err = v.st.LedgerSize(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrVerify, err)
 	}
-	rep.Entries = size
+	v.rep.Entries = v.size
 
-	// Open every stored checkpoint, numbered 1, 2, … oldest first. Only
-	// the signed text counts; the size and root columns are not trusted.
-	type signed struct {
-		n int // position among the stored checkpoints, from 1
-		Tree
-	}
-	var cps []signed
 	bad, listed := 0, 0
-	chain := newKeyChain(saved, opt.Verifier)
+	v.chain = newKeyChain(saved, v.opt.Verifier)
 	for i, c := range saved {
 		n := i + 1
-		t, err := check(c.Note, chain.inForce(i))
+		t, err := v.open(c.Note, v.chain.inForce(i))
 		if err != nil {
 			if bad++; bad <= maxListed || n == len(saved) {
 				listed++
@@ -213,47 +275,48 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 				if n == len(saved) {
 					what = fmt.Sprintf("the latest stored checkpoint (checkpoint %d)", n)
 				}
-				logProblem(KindCheckpoint, "%s: %v", what, err)
+				v.problemf(KindCheckpoint, "%s: %v", what, err)
 			}
 			continue
 		}
-		cps = append(cps, signed{n, *t})
+		v.cps = append(v.cps, signed{n, *t})
 		if n == len(saved) {
-			rep.Checkpoint = t
+			v.rep.Checkpoint = t
 		}
 	}
-	saved = nil // the notes are no longer needed
 	if bad > listed {
-		logProblem(KindCheckpoint, "%d more stored checkpoints do not verify either", bad-listed)
+		v.problemf(KindCheckpoint, "%d more stored checkpoints do not verify either", bad-listed)
 	}
-	if opt.Since != nil {
+	if v.opt.Since != nil {
 		var t *Tree
 		var err error
-		for _, v := range chain.trusted { // any key of the log's
-			if t, err = check(opt.Since, v); err == nil {
+		for _, key := range v.chain.trusted { // any key of the ledger's
+			if t, err = v.open(v.opt.Since, key); err == nil {
 				break
 			}
 		}
 		if err != nil {
-			logProblem(KindCheckpoint, "the given checkpoint: %v", err)
+			v.problemf(KindCheckpoint, "the given checkpoint: %v", err)
 		}
-		rep.Since = t
+		v.rep.Since = t
 	}
+	return nil
+}
 
-	// In the order they were stored, checkpoints never shrink: a smaller
-	// one after a larger one is an old checkpoint put back over a log cut
-	// short.
-	covered := int64(0) // entries [0, covered) are in some signed checkpoint
-	for i, c := range cps {
-		if i > 0 && c.Size < cps[i-1].Size {
-			logProblem(KindRewritten, "checkpoint %d (size %d) is smaller than an earlier one (size %d): the log was rolled back",
-				c.n, c.Size, covered)
+// checkSizes: in the order they were stored, checkpoints never shrink (a
+// smaller one after a larger one is an old checkpoint put back over a
+// ledger cut short), and none is larger than the ledger.
+func (v *verifier) checkSizes() {
+	for i, c := range v.cps {
+		if i > 0 && c.Size < v.cps[i-1].Size {
+			v.problemf(KindRewritten, "checkpoint %d (size %d) is smaller than an earlier one (size %d): the log was rolled back",
+				c.n, c.Size, v.covered)
 		}
-		covered = max(covered, c.Size)
+		v.covered = max(v.covered, c.Size)
 	}
 	var over []signed
-	for _, c := range cps {
-		if c.Size > size {
+	for _, c := range v.cps {
+		if c.Size > v.size {
 			over = append(over, c)
 		}
 	}
@@ -263,145 +326,177 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 		if len(over) > 1 {
 			more = fmt.Sprintf(" (and %d other checkpoints are larger than the log too)", len(over)-1)
 		}
-		logProblem(KindRewritten, "checkpoint %d says %d entries, the log has %d: entries were removed%s", big.n, big.Size, size, more)
+		v.problemf(KindRewritten, "checkpoint %d says %d entries, the log has %d: entries were removed%s", big.n, big.Size, v.size, more)
 	}
-	if s := rep.Since; s != nil && s.Size > size {
-		logProblem(KindRewritten, "the given checkpoint says %d entries, the log has %d: entries were removed", s.Size, size)
+	if s := v.rep.Since; s != nil && s.Size > v.size {
+		v.problemf(KindRewritten, "the given checkpoint says %d entries, the log has %d: entries were removed", s.Size, v.size)
 	}
-	covered = min(covered, size)
+	v.covered = min(v.covered, v.size)
+}
 
-	// The signed times, for lateness: an entry at index i was not in any
-	// checkpoint of size <= i; if its event was received more than the lag
-	// before such a checkpoint was signed, it reached the database later
-	// than any genuine event does (inserted behind the gateway's back and
-	// back-dated). Only signed times count: the sequencer's stored late
-	// flag can be cleared by anyone who can write the database.
-	type signedAt struct {
-		size int64
-		at   time.Time
-		what string
-	}
+// signedTimes are the checkpoints' signed times by size, for lateness: an
+// entry at index i was not in any checkpoint of size <= i; if its event
+// was received more than the lag before such a checkpoint was signed, it
+// reached the database later than any genuine event does (inserted behind
+// the gateway's back and back-dated). Only signed times count: the
+// sequencer's stored late flag can be cleared by anyone who can write the
+// database.
+func (v *verifier) signedTimes() []signedAt {
 	var timed []signedAt
-	for _, c := range cps {
+	for _, c := range v.cps {
 		if !c.Time.IsZero() {
 			timed = append(timed, signedAt{c.Size, c.Time, fmt.Sprintf("checkpoint %d", c.n)})
 		}
 	}
-	if s := rep.Since; s != nil && !s.Time.IsZero() {
+	if s := v.rep.Since; s != nil && !s.Time.IsZero() {
 		timed = append(timed, signedAt{s.Size, s.Time, "the given checkpoint"})
 	}
 	slices.SortStableFunc(timed, func(a, b signedAt) int { return cmp.Compare(a.size, b.size) })
-	var judge signedAt // the latest signed time among checkpoints of size <= the current index
-	nextTimed := 0
+	return timed
+}
 
-	// Recompute every leaf, streaming the tree's root; remember the roots
-	// at the checkpoints' sizes (one per distinct size).
-	var tree rootStack
-	roots := map[int64]tlog.Hash{}
-	for _, c := range cps {
-		if c.Size <= size {
-			roots[c.Size] = tlog.Hash{}
+// recompute streams every entry: each leaf from its event, checked against
+// the stored tree's leaf, judged for lateness and pruning; it keeps the
+// tree's root at each checkpoint's size (one per distinct size).
+func (v *verifier) recompute(ctx context.Context) error {
+	v.timed = v.signedTimes()
+	v.roots = map[int64]tlog.Hash{}
+	for _, c := range v.cps {
+		if c.Size <= v.size {
+			v.roots[c.Size] = tlog.Hash{}
 		}
 	}
-	if s := rep.Since; s != nil && s.Size <= size {
-		roots[s.Size] = tlog.Hash{}
+	if s := v.rep.Since; s != nil && s.Size <= v.size {
+		v.roots[s.Size] = tlog.Hash{}
 	}
-	want := func(n int64) {
-		if _, ok := roots[n]; ok {
-			roots[n] = tree.root()
-		}
-	}
-	want(0)
-	// The oldest entry no checkpoint covers: when it was sequenced.
-	var uncoveredSince time.Time
-	storedLeaves := true
-	for next := int64(0); next < size; {
-		recs, err := st.LedgerRecords(ctx, next, verifyPage)
+	v.keepRoot()
+	v.storedLeaves = true
+	for next := int64(0); next < v.size; {
+		recs, err := v.st.LedgerRecords(ctx, next, verifyPage)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+			return fmt.Errorf("%w: %w", ErrVerify, err)
 		}
 		if len(recs) == 0 {
 			break
 		}
-		start, last := next, recs[len(recs)-1].Entry.Index
-		idx := make([]int64, 0, last-next+1)
-		for i := next; i <= last; i++ {
-			idx = append(idx, tlog.StoredHashIndex(0, i))
-		}
-		var level0 []store.Hash
-		if storedLeaves {
-			level0, err = st.ReadHashes(ctx, idx)
-			if errors.Is(err, anyhook.ErrNotFound) {
-				storedLeaves = false
-				logProblem(KindEntryChanged, "stored tree hashes are missing (%v)", err)
-			} else if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrVerify, err)
-			}
-		}
-		stored := func(i int64) (tlog.Hash, bool) {
-			if !storedLeaves {
-				return tlog.Hash{}, false
-			}
-			return level0[i-start], true
+		page, err := v.readLeaves(ctx, next, recs[len(recs)-1].Entry.Index)
+		if err != nil {
+			return err
 		}
 		for _, rec := range recs {
-			for ; next < rec.Entry.Index; next++ { // a deleted log entry
-				add(Problem{Index: next, Kind: KindEntryChanged, Detail: "the log entry at this position is gone"})
-				h, _ := stored(next)
-				tree.push(h)
-				want(tree.n)
+			for ; next < rec.Entry.Index; next++ { // a deleted ledger entry
+				v.add(Problem{Index: next, Kind: KindEntryChanged, Detail: "the log entry at this position is gone"})
+				h, _ := page.at(next)
+				v.tree.push(h)
+				v.keepRoot()
 			}
-			if next >= covered && uncoveredSince.IsZero() {
-				uncoveredSince = rec.Entry.SequencedAt
-			}
-			leaf, p := checkRecord(rec)
-			if p != nil {
-				add(*p)
-			}
-			if h, ok := stored(next); ok && p == nil && h != leaf.Hash {
-				add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindEntryChanged,
-					Detail: "the tree's leaf at this position is not this event's"})
-			}
-			for ; nextTimed < len(timed) && timed[nextTimed].size <= next; nextTimed++ {
-				if timed[nextTimed].at.After(judge.at) {
-					judge = timed[nextTimed]
-				}
-			}
-			switch {
-			case p != nil:
-				// Changed already; its stored receive time proves nothing.
-			case !judge.at.IsZero():
-				if got := rec.Event.ReceivedAt; got.Before(judge.at.Add(-opt.Lag)) {
-					add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
-						Detail: fmt.Sprintf("received %s, more than %s before %s was signed (%s), which did not hold it: it was put into the database later",
-							got.UTC().Format(time.RFC3339), span(opt.Lag), judge.what, judge.at.Format(time.RFC3339))})
-				}
-			case rec.Entry.Late:
-				// No signed time to judge by (checkpoints from before they
-				// carried one): the sequencer's flag is all there is.
-				add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
-					Detail: "it appeared in the database long after a checkpoint that should have held it (flagged by the sequencer)"})
-			}
-			if rec.Entry.BodyPruned {
-				rep.Pruned++
-				if p == nil {
-					if d := prunedEarly(rec.Event.ReceivedAt, now, opt); d != "" {
-						add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindPrunedEarly, Detail: d})
-					}
-				}
-			}
-			tree.push(leaf.Hash)
+			v.entry(rec, next, page)
 			next++
-			want(tree.n)
 		}
 	}
-	reached := tree.n // short of size when entries at the end are gone
+	v.reached = v.tree.n
+	return nil
+}
 
-	// Every checkpoint's root is the events' root at its size. One
-	// rewritten event puts every later checkpoint out: name the first.
+// keepRoot notes the tree's root when its size is a checkpoint's.
+func (v *verifier) keepRoot() {
+	if _, ok := v.roots[v.tree.n]; ok {
+		v.roots[v.tree.n] = v.tree.root()
+	}
+}
+
+// leafPage is the stored tree's leaves for entries [start, start+len).
+type leafPage struct {
+	start  int64
+	hashes []store.Hash // nil: the stored leaves cannot be read
+}
+
+func (p leafPage) at(i int64) (tlog.Hash, bool) {
+	if p.hashes == nil {
+		return tlog.Hash{}, false
+	}
+	return p.hashes[i-p.start], true
+}
+
+// readLeaves reads the stored leaves of entries [from, last]; once they
+// are found missing, it reports that once and reads no more.
+func (v *verifier) readLeaves(ctx context.Context, from, last int64) (leafPage, error) {
+	page := leafPage{start: from}
+	if !v.storedLeaves {
+		return page, nil
+	}
+	idx := make([]int64, 0, last-from+1)
+	for i := from; i <= last; i++ {
+		idx = append(idx, tlog.StoredHashIndex(0, i))
+	}
+	level0, err := v.st.ReadHashes(ctx, idx)
+	switch {
+	case errors.Is(err, anyhook.ErrNotFound):
+		v.storedLeaves = false
+		v.problemf(KindEntryChanged, "stored tree hashes are missing (%v)", err)
+	case err != nil:
+		return page, fmt.Errorf("%w: %w", ErrVerify, err)
+	default:
+		page.hashes = level0
+	}
+	return page, nil
+}
+
+// entry checks the entry at index next: its leaf against its event and the
+// stored tree, its receive time against the signed times, its pruning
+// against retention; then adds its leaf to the tree.
+func (v *verifier) entry(rec store.LedgerRecord, next int64, page leafPage) {
+	if next >= v.covered && v.uncoveredSince.IsZero() {
+		v.uncoveredSince = rec.Entry.SequencedAt
+	}
+	leaf, p := checkRecord(rec)
+	if p != nil {
+		v.add(*p)
+	}
+	if h, ok := page.at(next); ok && p == nil && h != leaf.Hash {
+		v.add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindEntryChanged,
+			Detail: "the tree's leaf at this position is not this event's"})
+	}
+	for ; v.nextTimed < len(v.timed) && v.timed[v.nextTimed].size <= next; v.nextTimed++ {
+		if v.timed[v.nextTimed].at.After(v.judge.at) {
+			v.judge = v.timed[v.nextTimed]
+		}
+	}
+	switch {
+	case p != nil:
+		// Changed already; its stored receive time proves nothing.
+	case !v.judge.at.IsZero():
+		if got := rec.Event.ReceivedAt; got.Before(v.judge.at.Add(-v.opt.Lag)) {
+			v.add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
+				Detail: fmt.Sprintf("received %s, more than %s before %s was signed (%s), which did not hold it: it was put into the database later",
+					got.UTC().Format(time.RFC3339), span(v.opt.Lag), v.judge.what, v.judge.at.Format(time.RFC3339))})
+		}
+	case rec.Entry.Late:
+		// No signed time to judge by (checkpoints from before they
+		// carried one): the sequencer's flag is all there is.
+		v.add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindInserted,
+			Detail: "it appeared in the database long after a checkpoint that should have held it (flagged by the sequencer)"})
+	}
+	if rec.Entry.BodyPruned {
+		v.rep.Pruned++
+		if p == nil {
+			if d := prunedEarly(rec.Event.ReceivedAt, v.now, v.opt); d != "" {
+				v.add(Problem{EventID: rec.Entry.EventID, Index: next, Kind: KindPrunedEarly, Detail: d})
+			}
+		}
+	}
+	v.tree.push(leaf.Hash)
+	v.keepRoot()
+}
+
+// checkRoots: every checkpoint's root is the events' root at its size (one
+// rewritten event puts every later checkpoint out: name the first); the
+// stored tree gives the latest checkpoint's root; and the ledger extends
+// Options.Since, with the consistency proof a witness would ask for.
+func (v *verifier) checkRoots(ctx context.Context) {
 	var wrong []signed
-	for _, c := range cps {
-		if c.Size <= reached && roots[c.Size] != c.Root {
+	for _, c := range v.cps {
+		if c.Size <= v.reached && v.roots[c.Size] != c.Root {
 			wrong = append(wrong, c)
 		}
 	}
@@ -410,68 +505,80 @@ func Verify(ctx context.Context, st store.Ledger, opt VerifyOptions) (*Report, e
 		if len(wrong) > 1 {
 			more = fmt.Sprintf(" (and %d later checkpoints disagree too)", len(wrong)-1)
 		}
-		logProblem(KindRewritten, "the events give root %s at size %d, the signed checkpoint %d says %s%s",
-			b64(roots[c.Size]), c.Size, c.n, b64(c.Root), more)
+		v.problemf(KindRewritten, "the events give root %s at size %d, the signed checkpoint %d says %s%s",
+			b64(v.roots[c.Size]), c.Size, c.n, b64(c.Root), more)
 	}
-	r := HashReader(ctx, st)
-	if t := rep.Checkpoint; t != nil && t.Size <= size {
+	r := HashReader(ctx, v.st)
+	if t := v.rep.Checkpoint; t != nil && t.Size <= v.size {
 		if th, err := tlog.TreeHash(t.Size, r); err != nil || th != t.Root {
-			logProblem(KindRewritten, "the stored tree does not match the signed checkpoint at size %d", t.Size)
+			v.problemf(KindRewritten, "the stored tree does not match the signed checkpoint at size %d", t.Size)
 		}
 	}
-	if s := rep.Since; s != nil && s.Size <= size {
-		if got := roots[s.Size]; s.Size <= reached && got != s.Root {
-			logProblem(KindRewritten, "the log is not an extension of the given checkpoint: the events give root %s at size %d, the checkpoint says %s",
-				b64(got), s.Size, b64(s.Root))
-		}
-		// The consistency proof a witness would ask for: from the given
-		// checkpoint to the latest signed one (or to the stored tree).
-		n, root := size, tlog.Hash{}
-		if t := rep.Checkpoint; t != nil && t.Size >= s.Size {
-			n, root = t.Size, t.Root
-		} else if root, err = tlog.TreeHash(size, r); err != nil {
-			logProblem(KindRewritten, "tree hash: %v", err)
-		}
-		if proof, err := tlog.ProveTree(n, s.Size, r); err != nil {
-			logProblem(KindRewritten, "no consistency proof from size %d to %d: %v", s.Size, n, err)
-		} else if err := tlog.CheckTree(proof, n, root, s.Size, s.Root); err != nil {
-			logProblem(KindRewritten, "the log at size %d does not prove consistent with the given checkpoint at size %d: %v", n, s.Size, err)
-		}
+	s := v.rep.Since
+	if s == nil || s.Size > v.size {
+		return
 	}
+	if got := v.roots[s.Size]; s.Size <= v.reached && got != s.Root {
+		v.problemf(KindRewritten, "the log is not an extension of the given checkpoint: the events give root %s at size %d, the checkpoint says %s",
+			b64(got), s.Size, b64(s.Root))
+	}
+	// From the given checkpoint to the latest signed one (or to the
+	// stored tree).
+	n, root := v.size, tlog.Hash{}
+	if t := v.rep.Checkpoint; t != nil && t.Size >= s.Size {
+		n, root = t.Size, t.Root
+	} else if h, err := tlog.TreeHash(v.size, r); err != nil {
+		v.problemf(KindRewritten, "tree hash: %v", err)
+	} else {
+		root = h
+	}
+	if proof, err := tlog.ProveTree(n, s.Size, r); err != nil {
+		v.problemf(KindRewritten, "no consistency proof from size %d to %d: %v", s.Size, n, err)
+	} else if err := tlog.CheckTree(proof, n, root, s.Size, s.Root); err != nil {
+		v.problemf(KindRewritten, "the log at size %d does not prove consistent with the given checkpoint at size %d: %v", n, s.Size, err)
+	}
+}
 
-	// Entries no checkpoint holds, sequenced long ago: the checkpoints
-	// that held them were deleted (or none was ever signed).
-	if covered < size && !uncoveredSince.IsZero() && now.Sub(uncoveredSince) > opt.CheckpointGrace {
-		logProblem(KindMissingCheckpoint, "entries %d.. are in no signed checkpoint although sequenced over %s ago: checkpoints were deleted or the checkpointer is not running",
-			covered, span(opt.CheckpointGrace))
+// checkCoverage: entries no checkpoint holds, sequenced long ago, mean the
+// checkpoints that held them were deleted (or none was ever signed).
+func (v *verifier) checkCoverage() {
+	if v.covered < v.size && !v.uncoveredSince.IsZero() && v.now.Sub(v.uncoveredSince) > v.opt.CheckpointGrace {
+		v.problemf(KindMissingCheckpoint, "entries %d.. are in no signed checkpoint although sequenced over %s ago: checkpoints were deleted or the checkpointer is not running",
+			v.covered, span(v.opt.CheckpointGrace))
 	}
+}
 
-	// Bodies pruned although a delivery still needs them: retention never
-	// prunes those (store.NeedsBody).
-	needed, err := st.PrunedStillNeeded(ctx, 10000)
+// checkPruned: bodies pruned although a delivery still needs them
+// (retention never prunes those: store.NeedsBody).
+func (v *verifier) checkPruned(ctx context.Context) error {
+	needed, err := v.st.PrunedStillNeeded(ctx, 10000)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+		return fmt.Errorf("%w: %w", ErrVerify, err)
 	}
 	for _, e := range needed {
-		add(Problem{EventID: e.EventID, Index: e.Index, Kind: KindPrunedEarly,
+		v.add(Problem{EventID: e.EventID, Index: e.Index, Kind: KindPrunedEarly,
 			Detail: "its body was emptied although a delivery still needs it (pending, delivering, paused, held, or dead and not discarded): retention never prunes such a body"})
 	}
+	return nil
+}
 
-	// Events that never made it into the log.
-	old, err := st.Unsequenced(ctx, now.Add(-opt.Lag), 10000)
+// checkUnsequenced: events that never made it into the ledger, and how
+// many are still waiting for a position.
+func (v *verifier) checkUnsequenced(ctx context.Context) error {
+	old, err := v.st.Unsequenced(ctx, v.now.Add(-v.opt.Lag), 10000)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+		return fmt.Errorf("%w: %w", ErrVerify, err)
 	}
 	for _, ev := range old {
-		add(Problem{EventID: ev.ID, Index: -1, Kind: KindInserted,
+		v.add(Problem{EventID: ev.ID, Index: -1, Kind: KindInserted,
 			Detail: fmt.Sprintf("received %s but not in the log", ev.ReceivedAt.Format(time.RFC3339))})
 	}
-	all, err := st.Unsequenced(ctx, now.Add(24*time.Hour), 10000)
+	all, err := v.st.Unsequenced(ctx, v.now.Add(24*time.Hour), 10000)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrVerify, err)
+		return fmt.Errorf("%w: %w", ErrVerify, err)
 	}
-	rep.Waiting = max(0, len(all)-len(old))
-	return rep, nil
+	v.rep.Waiting = max(0, len(all)-len(old))
+	return nil
 }
 
 // prunedEarly says why retention cannot have pruned the body of an event

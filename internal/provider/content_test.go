@@ -4,13 +4,11 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // capture is one genuine signed request, as a destination or the admin API
 // shows it to whoever holds it.
-func capture(t *testing.T, src config.Source, url string, h http.Header, body string) (Provider, *Request) {
+func capture(t *testing.T, src Settings, url string, h http.Header, body string) (Provider, *Request) {
 	t.Helper()
 	prov := mustNew(t, src)
 	r := &Request{Method: "POST", URL: url, Header: h, Body: []byte(body)}
@@ -74,11 +72,11 @@ func otherEvent(t *testing.T, what string, orig, got Event) {
 	}
 }
 
-func src(p string, secrets ...string) config.Source {
+func src(p string, secrets ...string) Settings {
 	if len(secrets) == 0 {
 		secrets = []string{secretFor(p)}
 	}
-	return config.Source{Provider: p, Secrets: secrets}
+	return Settings{Provider: p, Secrets: secrets}
 }
 
 func TestContentKeyGitHub(t *testing.T) {
@@ -211,8 +209,8 @@ func TestContentKeyGitLab(t *testing.T) {
 
 func TestContentKeyGeneric(t *testing.T) {
 	t.Parallel()
-	sig := &config.Signature{Header: "X-Signature", Prefix: "sha256="}
-	s := config.Source{Provider: "generic", Secrets: []string{"s3cret"}, Signature: sig, ID: "header:X-Request-Id"}
+	sig := &Signature{Header: "X-Signature", Prefix: "sha256="}
+	s := Settings{Provider: "generic", Secrets: []string{"s3cret"}, Signature: sig, ID: "header:X-Request-Id"}
 	prov, r := capture(t, s, "", hdr("X-Request-Id", "req-1"), `{"order":1}`)
 	orig := keys(t, prov, r)
 	sameEvent(t, "fresh request id", orig, keys(t, prov, resend(r, nil, "X-Request-Id", "req-2")))
@@ -227,7 +225,7 @@ func TestContentKeyGeneric(t *testing.T) {
 	if e := keys(t, prov, r); e.DedupKey != "1" || e.ContentKey != "" {
 		t.Errorf("json id: %+v", e)
 	}
-	prov = mustNew(t, config.Source{Provider: "generic", Signature: &config.Signature{None: true}, ID: "header:X-Request-Id"})
+	prov = mustNew(t, Settings{Provider: "generic", Signature: &Signature{None: true}, ID: "header:X-Request-Id"})
 	if e := keys(t, prov, &Request{Header: hdr("X-Request-Id", "r"), Body: []byte(`{}`)}); e.ContentKey != "" {
 		t.Errorf("unsigned source: content key %q", e.ContentKey)
 	}

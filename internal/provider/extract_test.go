@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 func TestExtract(t *testing.T) {
@@ -52,7 +50,7 @@ func TestExtract(t *testing.T) {
 			Event{DedupKey: "e-1", Type: "payment.updated", Object: "payment/P1", Version: "3"}},
 		{"square without version", "square", hdr(), `{"event_id":"e-2","data":{"type":"dispute","id":"D1","object":{"dispute":{}}}}`, Event{DedupKey: "e-2"}},
 	} {
-		prov := mustNew(t, config.Source{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
+		prov := mustNew(t, Settings{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
 		x, err := prov.Extract(&Request{Header: tc.h, Body: []byte(tc.body)})
 		if err != nil || x.Challenge != nil || len(x.Events) != 1 {
 			t.Errorf("%s: Extract = %+v, %v; want one event", tc.name, x, err)
@@ -76,7 +74,7 @@ func TestExtract(t *testing.T) {
 func TestMissingIDHeaderRefused(t *testing.T) {
 	t.Parallel()
 	for p, h := range map[string]http.Header{"github": hdr("X-GitHub-Hook-ID", "123"), "shopify": hdr("X-Shopify-Topic", "orders/create")} {
-		prov := mustNew(t, config.Source{Provider: p, Secrets: []string{secretFor(p)}})
+		prov := mustNew(t, Settings{Provider: p, Secrets: []string{secretFor(p)}})
 		if x, err := prov.Extract(&Request{Header: h, Body: []byte(`{"id":1}`)}); err == nil {
 			t.Errorf("%s without its id header: Extract = %+v, want an error", p, x)
 		}
@@ -90,7 +88,7 @@ func sha256Hex(s string) string {
 
 func TestSlackChallenge(t *testing.T) {
 	t.Parallel()
-	prov := mustNew(t, config.Source{Provider: "slack", Secrets: []string{"s"}})
+	prov := mustNew(t, Settings{Provider: "slack", Secrets: []string{"s"}})
 	x, err := prov.Extract(&Request{Header: hdr(), Body: []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)})
 	if err != nil || x.Challenge == nil || len(x.Events) != 0 {
 		t.Fatalf("Extract = %+v, %v", x, err)
@@ -109,7 +107,7 @@ func TestHubSpotBatch(t *testing.T) {
 		`{"eventId":3,"portalId":33,"occurredAt":1700000000003,"subscriptionType":"object.creation","objectTypeId":"2-123","objectId":9}`,
 	}
 	body := []byte("[\n  " + items[0] + ",\n  " + items[1] + " ,\n" + items[2] + "," + items[3] + "]")
-	prov := mustNew(t, config.Source{Provider: "hubspot", Secrets: []string{"s"}})
+	prov := mustNew(t, Settings{Provider: "hubspot", Secrets: []string{"s"}})
 	x, err := prov.Extract(&Request{Header: hdr(), Body: body})
 	if err != nil {
 		t.Fatal(err)
@@ -159,26 +157,26 @@ func TestHubSpotBatch(t *testing.T) {
 // per batch item too.
 func TestOrderingOverride(t *testing.T) {
 	t.Parallel()
-	prov := mustNew(t, config.Source{Provider: "stripe", Secrets: []string{"whsec_s"},
-		Ordering: &config.Ordering{Object: "json:data.object.customer", Version: "header:X-Version"}})
+	prov := mustNew(t, Settings{Provider: "stripe", Secrets: []string{"whsec_s"},
+		Ordering: &Ordering{Object: "json:data.object.customer", Version: "header:X-Version"}})
 	x, _ := prov.Extract(&Request{Header: hdr("X-Version", "7"), Body: []byte(`{"id":"evt_1","created":1,"data":{"object":{"id":"pi_1","customer":"cus_1"}}}`)})
 	if want := (Event{DedupKey: "evt_1", Object: "cus_1", Version: "7"}); !reflect.DeepEqual(x.Events[0], want) {
 		t.Errorf("stripe override = %+v, want %+v", x.Events[0], want)
 	}
 	// Only the version overridden: the built-in object stays.
-	prov = mustNew(t, config.Source{Provider: "hubspot", Secrets: []string{"s"}, Ordering: &config.Ordering{Version: "json:attemptNumber"}})
+	prov = mustNew(t, Settings{Provider: "hubspot", Secrets: []string{"s"}, Ordering: &Ordering{Version: "json:attemptNumber"}})
 	x, _ = prov.Extract(&Request{Body: []byte(`[{"objectId":1,"occurredAt":9,"attemptNumber":4,"subscriptionType":"deal.creation"},{"objectId":2,"occurredAt":9,"attemptNumber":5}]`)})
 	if x.Events[0].Object != "deal/1" || x.Events[0].Version != "4" || x.Events[1].Object != "2" || x.Events[1].Version != "5" {
 		t.Errorf("hubspot override = %+v", x.Events)
 	}
 	// An id rule overrides the built-in key.
-	prov = mustNew(t, config.Source{Provider: "github", Secrets: []string{"s"}, ID: "header:X-GitHub-Delivery"})
+	prov = mustNew(t, Settings{Provider: "github", Secrets: []string{"s"}, ID: "header:X-GitHub-Delivery"})
 	x, _ = prov.Extract(&Request{Header: hdr("X-GitHub-Hook-ID", "1", "X-GitHub-Delivery", "d"), Body: []byte(`{}`)})
 	if x.Events[0].DedupKey != "d" {
 		t.Errorf("id override = %+v", x.Events[0])
 	}
 	// Challenges pass through untouched.
-	prov = mustNew(t, config.Source{Provider: "slack", Secrets: []string{"s"}, ID: "json:x"})
+	prov = mustNew(t, Settings{Provider: "slack", Secrets: []string{"s"}, ID: "json:x"})
 	if x, _ := prov.Extract(&Request{Body: []byte(`{"type":"url_verification","challenge":"c"}`)}); x.Challenge == nil {
 		t.Error("challenge lost behind overrides")
 	}

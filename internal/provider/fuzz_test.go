@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // FuzzVerify feeds every verifier arbitrary header values, URLs and bodies,
@@ -38,10 +36,10 @@ func FuzzVerify(f *testing.F) {
 		if !strings.Contains(strings.Join(names, " "), p) || p == "" || secret == "" {
 			return
 		}
-		src := config.Source{Provider: p, Secrets: []string{secret},
-			Signature: &config.Signature{Header: "X-Signature", Prefix: "sha256="}, ID: "json:id",
-			Ordering: &config.Ordering{Object: "json:data.object.id", Version: "header:webhook-timestamp"}}
-		prov, err := New(&src)
+		src := Settings{Provider: p, Secrets: []string{secret},
+			Signature: &Signature{Header: "X-Signature", Prefix: "sha256="}, ID: "json:id",
+			Ordering: &Ordering{Object: "json:data.object.id", Version: "header:webhook-timestamp"}}
+		prov, err := New(src)
 		if err != nil {
 			return
 		}
@@ -78,8 +76,8 @@ func FuzzExtract(f *testing.F) {
 	f.Add("MessageSid=SM1&MessageStatus=sent&payload=%7B%7D")
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, p := range Names() {
-			src := config.Source{Provider: p, Secrets: []string{stdSecret}, Signature: &config.Signature{None: true}}
-			prov, err := New(&src)
+			src := Settings{Provider: p, Secrets: []string{stdSecret}, Signature: &Signature{None: true}}
+			prov, err := New(src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +146,7 @@ func FuzzSignVerify(f *testing.F) {
 				return
 			}
 		}
-		prov, err := New(&config.Source{Provider: p, Secrets: []string{secretFor(p)}})
+		prov, err := New(Settings{Provider: p, Secrets: []string{secretFor(p)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,13 +7,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash"
 	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // generic verifies a configured HMAC of the body (header, algorithm,
@@ -21,35 +19,33 @@ import (
 // dedup key and ordering come only from the source's id and ordering rules.
 type generic struct {
 	keys [][]byte
-	sig  config.Signature
+	sig  Signature
 	hash func() hash.Hash
 }
 
-var errGenericSignature = errors.New(`signature: required for generic sources; say "signature: none" to accept unsigned requests`)
-
-func buildGeneric(src *config.Source, keys [][]byte, _ time.Duration) (Provider, error) {
-	if src.Signature == nil {
-		return nil, errGenericSignature
+func buildGeneric(s *Settings, keys [][]byte, _ time.Duration) (Provider, error) {
+	if s.Signature.None { // Validate has made sure there is a signature
+		return &generic{sig: *s.Signature}, nil
 	}
-	if src.Signature.None {
-		return &generic{sig: *src.Signature}, nil
-	}
-	h, err := genericScheme(*src.Signature)
+	h, err := genericScheme(*s.Signature)
 	if err != nil {
-		return nil, fmt.Errorf("signature.%w", err)
+		return nil, err
 	}
-	return &generic{keys, *src.Signature, h}, nil
+	return &generic{keys, *s.Signature, h}, nil
 }
 
-// genericScheme validates sig; its errors start with the key below signature.
-func genericScheme(sig config.Signature) (func() hash.Hash, error) {
-	if sig.Header == "" || !validHeaderName(sig.Header) {
-		return nil, errors.New("header: a header name is required")
+// genericScheme validates sig; its errors are keyed signature.*.
+func genericScheme(sig Signature) (func() hash.Hash, error) {
+	switch {
+	case sig.Header == "":
+		return nil, errorf("signature.header", "a header name is required")
+	case !validHeaderName(sig.Header):
+		return nil, errorf("signature.header", "%q is not a valid header name", sig.Header)
 	}
 	switch sig.Encoding {
 	case "", "hex", "base64":
 	default:
-		return nil, fmt.Errorf("encoding: want hex or base64, got %q", sig.Encoding)
+		return nil, errorf("signature.encoding", "want hex or base64, got %q", sig.Encoding)
 	}
 	switch sig.Algorithm {
 	case "sha1":
@@ -59,7 +55,7 @@ func genericScheme(sig config.Signature) (func() hash.Hash, error) {
 	case "sha512":
 		return sha512.New, nil
 	}
-	return nil, fmt.Errorf("algorithm: want sha1, sha256 or sha512, got %q", sig.Algorithm)
+	return nil, errorf("signature.algorithm", "want sha1, sha256 or sha512, got %q", sig.Algorithm)
 }
 
 func (p *generic) Verify(r *Request, _ time.Time) (anyhook.Verification, error) {
@@ -118,13 +114,13 @@ func (p *generic) contentKey(r *Request) string {
 
 // SignGeneric sets sig.Header on r as a generic source configured with sig
 // expects it. A signature of none sets nothing.
-func SignGeneric(sig config.Signature, secret string, r *Request) error {
+func SignGeneric(sig Signature, secret string, r *Request) error {
 	if sig.None {
 		return nil
 	}
 	h, err := genericScheme(sig)
 	if err != nil {
-		return fmt.Errorf("signature.%w", err)
+		return err
 	}
 	if secret == "" {
 		return errors.New("empty secret")

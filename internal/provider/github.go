@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // github verifies X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>.
@@ -15,7 +14,7 @@ import (
 // timestamped, so dedup is the only replay defence.
 type github struct{ keys [][]byte }
 
-func buildGitHub(_ *config.Source, keys [][]byte, _ time.Duration) (Provider, error) {
+func buildGitHub(_ *Settings, keys [][]byte, _ time.Duration) (Provider, error) {
 	return &github{keys}, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // gitlab verifies either GitLab's plain X-Gitlab-Token (compared in
@@ -18,9 +17,9 @@ type gitlab struct {
 	tol     time.Duration
 }
 
-func buildGitLab(src *config.Source, _ [][]byte, tol time.Duration) (Provider, error) {
-	signing, _ := standardKeys(src.Secrets, false)
-	return &gitlab{src.Secrets, signing, tol}, nil
+func buildGitLab(s *Settings, _ [][]byte, tol time.Duration) (Provider, error) {
+	signing, _ := standardKeys(s.Secrets, false)
+	return &gitlab{s.Secrets, signing, tol}, nil
 }
 
 func (p *gitlab) Verify(r *Request, now time.Time) (anyhook.Verification, error) {

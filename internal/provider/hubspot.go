@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // hubspot verifies X-HubSpot-Signature-v3: base64 HMAC-SHA256, keyed with
@@ -22,7 +21,7 @@ type hubspot struct {
 	tol  time.Duration
 }
 
-func buildHubSpot(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, error) {
+func buildHubSpot(_ *Settings, keys [][]byte, tol time.Duration) (Provider, error) {
 	return &hubspot{keys, tol}, nil
 }
 

@@ -6,33 +6,45 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
-// kind is one provider's constructor, signer and event-type reader.
+// kind is one provider's constructor, signer and the facts about it that
+// others need: the config (which settings it requires), ingest (which
+// headers carry the secret itself) and the CLI (what Sign needs).
 type kind struct {
-	build func(src *config.Source, keys [][]byte, tol time.Duration) (Provider, error)
+	build func(s *Settings, keys [][]byte, tol time.Duration) (Provider, error)
 	sign  func(secret string, r *Request, now time.Time) error
+	// urlBound: the signature covers the URL the provider called, so the
+	// source needs its public URL (never rebuilt from Host or
+	// X-Forwarded-*: a request signed for another deployment must not
+	// verify here).
+	urlBound bool
+	// credentials are the request headers that carry the source's secret
+	// itself (a plain shared token): checked, then neither stored, shown
+	// nor forwarded.
+	credentials []string
+	// ordered: the provider derives its own ordering hints, so a source
+	// may set ordering.stale alone.
+	ordered bool
 	// typeOf reads the event type of a verified request; body is the
 	// item's own bytes for a batch item, else the request body. nil: the
-	// provider's events carry no type (a source's type: rule may set one).
+	// provider's events carry no type (a source's type rule may set one).
 	typeOf func(r *Request, body []byte) string
 }
 
 // kinds is the fixed table of providers, by config name.
 var kinds = map[string]kind{
-	"generic":  {buildGeneric, nil, nil},
-	"github":   {buildGitHub, signGitHub, typeOfGitHub},
-	"gitlab":   {buildGitLab, signGitLab, typeOfGitLab},
-	"hubspot":  {buildHubSpot, signHubSpot, typeOfHubSpot},
-	"paddle":   {buildPaddle, signPaddle, typeOfPaddle},
-	"shopify":  {buildShopify, signShopify, typeOfShopify},
-	"slack":    {buildSlack, signSlack, typeOfSlack},
-	"square":   {buildSquare, signSquare, typeOfSquare},
-	"standard": {buildStandard, signStandard, typeOfStandard},
-	"stripe":   {buildStripe, signStripe, typeOfStripe},
-	"twilio":   {buildTwilio, signTwilio, nil},
+	"generic":  {build: buildGeneric},
+	"github":   {build: buildGitHub, sign: signGitHub, ordered: true, typeOf: typeOfGitHub},
+	"gitlab":   {build: buildGitLab, sign: signGitLab, ordered: true, credentials: []string{"X-Gitlab-Token"}, typeOf: typeOfGitLab},
+	"hubspot":  {build: buildHubSpot, sign: signHubSpot, ordered: true, urlBound: true, typeOf: typeOfHubSpot},
+	"paddle":   {build: buildPaddle, sign: signPaddle, ordered: true, typeOf: typeOfPaddle},
+	"shopify":  {build: buildShopify, sign: signShopify, ordered: true, typeOf: typeOfShopify},
+	"slack":    {build: buildSlack, sign: signSlack, ordered: true, typeOf: typeOfSlack},
+	"square":   {build: buildSquare, sign: signSquare, ordered: true, urlBound: true, typeOf: typeOfSquare},
+	"standard": {build: buildStandard, sign: signStandard, ordered: true, typeOf: typeOfStandard},
+	"stripe":   {build: buildStripe, sign: signStripe, ordered: true, typeOf: typeOfStripe},
+	"twilio":   {build: buildTwilio, sign: signTwilio, ordered: true, urlBound: true},
 }
 
 // Names returns the known provider names, sorted.
@@ -45,69 +57,131 @@ func Names() []string {
 	return names
 }
 
-// New builds the Provider of a configured source. Its errors start with
-// the offending key relative to the source ("secrets: …", "signature: …"),
-// so a caller can prefix "file:line: sources.NAME.".
+// CredentialHeaders lists the request headers of a provider that carry the
+// source's secret itself (GitLab's X-Gitlab-Token, a plain shared token):
+// they are checked, then neither stored, shown nor forwarded.
+func CredentialHeaders(providerName string) []string {
+	return slices.Clone(kinds[providerName].credentials)
+}
+
+// Validate checks s as a config gives a source's settings, defaults
+// applied: a zero Tolerance is refused (New reads it as DefaultTolerance),
+// a URL-bound provider needs PublicURL, and an ordering rule names both
+// fields unless the provider orders events itself and it names neither.
+// What a source needs to run is New's to check: a known provider, a
+// generic source's signature, at least one secret and their form (a
+// config file may be checked before its sources are complete). The error
+// is a *SettingsError naming the setting.
+func Validate(s Settings) error { return check(&s, true) }
+
+// check is Validate; with strict unset it is what New asks of settings
+// built in code: no PublicURL (the caller passes Request.URL) and an
+// ordering override of one field (the other stays the provider's).
+func check(s *Settings, strict bool) error {
+	if s.Provider == "" {
+		return errorf("provider", "required (known: %s)", strings.Join(Names(), ", "))
+	}
+	k, known := kinds[s.Provider]
+	if strict && k.urlBound && s.PublicURL == "" {
+		return errorf("public_url", "required for %s: its signature covers the URL the provider called, e.g. https://hooks.example.com/webhooks/SOURCE", s.Provider)
+	}
+	switch {
+	case s.Tolerance < 0:
+		return errorf("tolerance", "must not be negative")
+	case s.Tolerance == 0:
+		return errorf("tolerance", "must be greater than 0")
+	}
+	for i, secret := range s.Secrets {
+		if secret == "" {
+			return errorf(fmt.Sprintf("secrets[%d]", i), "empty secret (its value is empty: an unset variable?)")
+		}
+	}
+	if sig := s.Signature; sig != nil && !sig.None {
+		if _, err := genericScheme(*sig); err != nil {
+			return err
+		}
+	}
+	if _, err := s.overrides(strict && known && !k.ordered); err != nil {
+		return err
+	}
+	if strict && s.Ordering != nil && (s.Ordering.Object == "") != (s.Ordering.Version == "") {
+		if s.Ordering.Object == "" {
+			return errorf("ordering.object", "required: header:NAME or json:PATH")
+		}
+		return errorf("ordering.version", "required: header:NAME or json:PATH")
+	}
+	return nil
+}
+
+// overrides parses the source's id and ordering rules. With both set, the
+// ordering rule names both fields (the provider has no ordering of its
+// own to fall back on).
+func (s *Settings) overrides(both bool) (overrides, error) {
+	var o overrides
+	var err error
+	if s.ID != "" {
+		if o.id, err = ParseField(s.ID); err != nil {
+			return o, errorf("id", "%s", err)
+		}
+	}
+	if s.Type != "" {
+		if o.typ, err = ParseField(s.Type); err != nil {
+			return o, errorf("type", "%s", err)
+		}
+	}
+	if s.Ordering == nil {
+		return o, nil
+	}
+	for _, f := range []struct {
+		key, spec string
+		dst       *Field
+	}{{"ordering.object", s.Ordering.Object, &o.object}, {"ordering.version", s.Ordering.Version, &o.version}} {
+		switch {
+		case f.spec == "" && both:
+			return o, errorf(f.key, "required: header:NAME or json:PATH")
+		case f.spec == "":
+		default:
+			if *f.dst, err = ParseField(f.spec); err != nil {
+				return o, errorf(f.key, "%s", err)
+			}
+		}
+	}
+	return o, nil
+}
+
+// New builds the Provider of a source's settings. Its errors are
+// *SettingsError, keyed relative to the source ("secrets[1]",
+// "signature"), so a caller can locate them in its own terms (config adds
+// file, key and line).
 //
 // A source's id and ordering rules, when set, override the provider's own
 // dedup key and ordering hints.
-func New(src *config.Source) (Provider, error) {
-	if src.Provider == "" {
-		return nil, fmt.Errorf("provider: required (known: %s)", strings.Join(Names(), ", "))
+func New(s Settings) (Provider, error) {
+	if s.Tolerance == 0 {
+		s.Tolerance = DefaultTolerance
 	}
-	k, ok := kinds[src.Provider]
-	if !ok {
-		return nil, fmt.Errorf("provider: unknown provider %q (known: %s)", src.Provider, strings.Join(Names(), ", "))
+	if err := check(&s, false); err != nil {
+		return nil, err
 	}
-	tol := src.Tolerance.D()
+	k, ok := kinds[s.Provider]
 	switch {
-	case tol < 0:
-		return nil, errors.New("tolerance: must not be negative")
-	case tol == 0:
-		tol = DefaultTolerance
+	case !ok:
+		return nil, errorf("provider", "unknown provider %q (known: %s)", s.Provider, strings.Join(Names(), ", "))
+	case s.Provider == "generic" && s.Signature == nil:
+		return nil, errorf("signature", `required for generic sources; say "signature: none" to accept unsigned requests`)
+	case len(s.Secrets) == 0 && (s.Provider != "generic" || !s.Signature.None):
+		return nil, errorf("secrets", "at least one secret is required")
 	}
-	if src.Provider == "generic" && src.Signature == nil {
-		return nil, errGenericSignature
+	keys := make([][]byte, len(s.Secrets))
+	for i, secret := range s.Secrets {
+		keys[i] = []byte(secret)
 	}
-	unsigned := src.Provider == "generic" && src.Signature.None
-	if len(src.Secrets) == 0 && !unsigned {
-		return nil, errors.New("secrets: at least one secret is required")
-	}
-	keys := make([][]byte, len(src.Secrets))
-	for i, s := range src.Secrets {
-		if s == "" {
-			return nil, fmt.Errorf("secrets[%d]: empty secret", i)
-		}
-		keys[i] = []byte(s)
-	}
-	p, err := k.build(src, keys, tol)
+	p, err := k.build(&s, keys, s.Tolerance)
 	if err != nil {
 		return nil, err
 	}
 	p = typed(p, k.typeOf)
-	var o overrides
-	if src.Type != "" {
-		if o.typ, err = ParseField(src.Type); err != nil {
-			return nil, fmt.Errorf("type: %w", err)
-		}
-	}
-	if src.ID != "" {
-		if o.id, err = ParseField(src.ID); err != nil {
-			return nil, fmt.Errorf("id: %w", err)
-		}
-	}
-	if src.Ordering != nil {
-		if src.Ordering.Object != "" {
-			if o.object, err = ParseField(src.Ordering.Object); err != nil {
-				return nil, fmt.Errorf("ordering.object: %w", err)
-			}
-		}
-		if src.Ordering.Version != "" {
-			if o.version, err = ParseField(src.Ordering.Version); err != nil {
-				return nil, fmt.Errorf("ordering.version: %w", err)
-			}
-		}
-	}
+	o, _ := s.overrides(false) // checked above
 	if o.id.IsZero() && o.object.IsZero() && o.version.IsZero() && o.typ.IsZero() {
 		return p, nil
 	}
@@ -174,6 +248,26 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 	return x, nil
 }
 
+// Sign sets on r.Header the signature headers (and timestamp headers) that
+// the named provider would send for r, signed with secret at now. URL-bound
+// schemes sign r.URL and r.Method; Twilio's JSON variant also appends
+// bodySHA256 to r.URL, as Twilio does. For generic sources use SignGeneric.
+func Sign(providerName, secret string, r *Request, now time.Time) error {
+	k, ok := kinds[providerName]
+	switch {
+	case !ok:
+		return fmt.Errorf("unknown provider %q (known: %s)", providerName, strings.Join(Names(), ", "))
+	case k.sign == nil:
+		return fmt.Errorf("provider %s: use SignGeneric with the source's signature scheme", providerName)
+	case secret == "":
+		return errors.New("empty secret")
+	case r.URL == "" && k.urlBound:
+		return fmt.Errorf("provider %s signs the URL: set Request.URL", providerName)
+	}
+	ensureHeader(r)
+	return k.sign(secret, r, now)
+}
+
 // typed sets each event's type with the provider's own typeOf (per item
 // for batches); a nil typeOf leaves p as is.
 func typed(p Provider, typeOf func(r *Request, body []byte) string) Provider {
@@ -216,34 +310,4 @@ func (t *typer) contentKey(r *Request) string {
 func (t *typer) signsHeader(r *Request, name string) bool {
 	hs, ok := t.Provider.(headerSigner)
 	return ok && hs.signsHeader(r, name)
-}
-
-// CredentialHeaders lists the request headers of a provider that carry the
-// source's secret itself (GitLab's X-Gitlab-Token, a plain shared token):
-// they are checked, then neither stored, shown nor forwarded.
-func CredentialHeaders(providerName string) []string {
-	if providerName == "gitlab" {
-		return []string{"X-Gitlab-Token"}
-	}
-	return nil
-}
-
-// Sign sets on r.Header the signature headers (and timestamp headers) that
-// the named provider would send for r, signed with secret at now. URL-bound
-// schemes sign r.URL and r.Method; Twilio's JSON variant also appends
-// bodySHA256 to r.URL, as Twilio does. For generic sources use SignGeneric.
-func Sign(providerName, secret string, r *Request, now time.Time) error {
-	k, ok := kinds[providerName]
-	switch {
-	case !ok:
-		return fmt.Errorf("unknown provider %q (known: %s)", providerName, strings.Join(Names(), ", "))
-	case k.sign == nil:
-		return fmt.Errorf("provider %s: use SignGeneric with the source's signature scheme", providerName)
-	case secret == "":
-		return errors.New("empty secret")
-	case r.URL == "" && (providerName == "twilio" || providerName == "hubspot" || providerName == "square"):
-		return fmt.Errorf("provider %s signs the URL: set Request.URL", providerName)
-	}
-	ensureHeader(r)
-	return k.sign(secret, r, now)
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // paddle verifies Paddle Billing's Paddle-Signature: ts=<unix s>;h1=<hex>,
@@ -18,7 +17,7 @@ type paddle struct {
 	tol  time.Duration
 }
 
-func buildPaddle(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, error) {
+func buildPaddle(_ *Settings, keys [][]byte, tol time.Duration) (Provider, error) {
 	return &paddle{keys, tol}, nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 func TestNames(t *testing.T) {
@@ -25,29 +24,29 @@ func TestNames(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	t.Parallel()
-	sig := &config.Signature{Header: "X-Signature"}
+	sig := &Signature{Header: "X-Signature"}
 	for _, tc := range []struct {
-		src  config.Source
+		src  Settings
 		want string // error prefix
 	}{
-		{config.Source{}, "provider: required"},
-		{config.Source{Provider: "foo", Secrets: []string{"s"}}, `provider: unknown provider "foo" (known: generic, github,`},
-		{config.Source{Provider: "stripe"}, "secrets: at least one secret is required"},
-		{config.Source{Provider: "stripe", Secrets: []string{"a", ""}}, "secrets[1]: empty secret"},
-		{config.Source{Provider: "stripe", Secrets: []string{"a"}, Tolerance: -1}, "tolerance: must not be negative"},
-		{config.Source{Provider: "generic", Secrets: []string{"a"}}, `signature: required for generic sources; say "signature: none" to accept unsigned requests`},
-		{config.Source{Provider: "generic", Signature: sig}, "secrets: at least one secret is required"},
-		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: &config.Signature{}}, "signature.header: a header name is required"},
-		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: &config.Signature{Header: "X", Algorithm: "md5"}}, `signature.algorithm: want sha1, sha256 or sha512, got "md5"`},
-		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: &config.Signature{Header: "X", Encoding: "base32"}}, `signature.encoding: want hex or base64`},
-		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, ID: "body:id"}, `id: want header:NAME or json:PATH, got "body:id"`},
-		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, ID: "json:a..b"}, `id: bad JSON path`},
-		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, Ordering: &config.Ordering{Object: "header:"}}, `ordering.object: bad header name`},
-		{config.Source{Provider: "generic", Secrets: []string{"a"}, Signature: sig, Ordering: &config.Ordering{Object: "json:x", Version: "x"}}, `ordering.version: want header:NAME or json:PATH`},
-		{config.Source{Provider: "standard", Secrets: []string{"whsec_not base64!"}}, "secrets[0]: not a Standard Webhooks secret"},
-		{config.Source{Provider: "stripe", Secrets: []string{"whsec_ok", "sk_live_not base64!"}}, "secrets[1]: not a Stripe signing secret: those start with whsec_"},
+		{Settings{}, "provider: required"},
+		{Settings{Provider: "foo", Secrets: []string{"s"}}, `provider: unknown provider "foo" (known: generic, github,`},
+		{Settings{Provider: "stripe"}, "secrets: at least one secret is required"},
+		{Settings{Provider: "stripe", Secrets: []string{"a", ""}}, "secrets[1]: empty secret"},
+		{Settings{Provider: "stripe", Secrets: []string{"a"}, Tolerance: -1}, "tolerance: must not be negative"},
+		{Settings{Provider: "generic", Secrets: []string{"a"}}, `signature: required for generic sources; say "signature: none" to accept unsigned requests`},
+		{Settings{Provider: "generic", Signature: sig}, "secrets: at least one secret is required"},
+		{Settings{Provider: "generic", Secrets: []string{"a"}, Signature: &Signature{}}, "signature.header: a header name is required"},
+		{Settings{Provider: "generic", Secrets: []string{"a"}, Signature: &Signature{Header: "X", Algorithm: "md5"}}, `signature.algorithm: want sha1, sha256 or sha512, got "md5"`},
+		{Settings{Provider: "generic", Secrets: []string{"a"}, Signature: &Signature{Header: "X", Encoding: "base32"}}, `signature.encoding: want hex or base64`},
+		{Settings{Provider: "generic", Secrets: []string{"a"}, Signature: sig, ID: "body:id"}, `id: want header:NAME or json:PATH, got "body:id"`},
+		{Settings{Provider: "generic", Secrets: []string{"a"}, Signature: sig, ID: "json:a..b"}, `id: bad JSON path`},
+		{Settings{Provider: "generic", Secrets: []string{"a"}, Signature: sig, Ordering: &Ordering{Object: "header:"}}, `ordering.object: bad header name`},
+		{Settings{Provider: "generic", Secrets: []string{"a"}, Signature: sig, Ordering: &Ordering{Object: "json:x", Version: "x"}}, `ordering.version: want header:NAME or json:PATH`},
+		{Settings{Provider: "standard", Secrets: []string{"whsec_not base64!"}}, "secrets[0]: not a Standard Webhooks secret"},
+		{Settings{Provider: "stripe", Secrets: []string{"whsec_ok", "sk_live_not base64!"}}, "secrets[1]: not a Stripe signing secret: those start with whsec_"},
 	} {
-		_, err := New(&tc.src)
+		_, err := New(tc.src)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want prefix %q", tc.src, err, tc.want)
 		}
@@ -55,7 +54,7 @@ func TestNewErrors(t *testing.T) {
 			t.Errorf("error %q leaks the secret", err)
 		}
 	}
-	if _, err := New(&config.Source{Provider: "generic", Signature: &config.Signature{None: true}}); err != nil {
+	if _, err := New(Settings{Provider: "generic", Signature: &Signature{None: true}}); err != nil {
 		t.Errorf("generic with signature: none and no secrets: %v", err)
 	}
 }
@@ -98,7 +97,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 		t.Run(p, func(t *testing.T) {
 			t.Parallel()
-			prov := mustNew(t, config.Source{Provider: p, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", secretFor(p)}})
+			prov := mustNew(t, Settings{Provider: p, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", secretFor(p)}})
 			for _, body := range bodies {
 				r := signed(t, p, secretFor(p), body, now)
 				r.Header.Set("X-GitHub-Delivery", "d-1") // the id headers a real delivery carries
@@ -123,7 +122,7 @@ func TestRoundTrip(t *testing.T) {
 				}
 			}
 			if p == "gitlab" { // the Standard Webhooks variant too
-				prov := mustNew(t, config.Source{Provider: p, Secrets: []string{"plain-token", stdSecret}})
+				prov := mustNew(t, Settings{Provider: p, Secrets: []string{"plain-token", stdSecret}})
 				r := signed(t, p, stdSecret, `{"object_kind":"push"}`, now)
 				if r.Header.Get("webhook-signature") == "" || r.Header.Get("X-Gitlab-Token") != "" {
 					t.Fatalf("gitlab whsec_ signing set %v", r.Header)
@@ -160,7 +159,7 @@ func TestVerificationNamesTheSecret(t *testing.T) {
 		if p == "standard" {
 			secrets = []string{"whsec_YWFhYWFhYWFhYWFhYWFhYQ==", "whsec_YmJiYmJiYmJiYmJiYmJiYg==", "whsec_Y2NjY2NjY2NjY2NjY2NjYw=="}
 		}
-		prov := mustNew(t, config.Source{Provider: p, Secrets: secrets})
+		prov := mustNew(t, Settings{Provider: p, Secrets: secrets})
 		for i, secret := range secrets {
 			r := signed(t, p, secret, `{"id":"x"}`, now)
 			r.Header.Set("X-GitHub-Delivery", "d-1")
@@ -216,7 +215,7 @@ func TestTolerance(t *testing.T) {
 				{time.Minute, 2 * time.Minute, false},
 				{time.Hour, -59 * time.Minute, true},
 			} {
-				prov := mustNew(t, config.Source{Provider: p, Secrets: []string{secretFor(p)}, Tolerance: config.Duration(tc.tol)})
+				prov := mustNew(t, Settings{Provider: p, Secrets: []string{secretFor(p)}, Tolerance: tc.tol})
 				_, err := prov.Verify(r, signedAt.Add(tc.off))
 				if (err == nil) != tc.ok {
 					t.Errorf("tolerance %v, now = signed %+v: err = %v, want ok=%v", tc.tol, tc.off, err, tc.ok)
@@ -278,7 +277,7 @@ func TestMissingAndMalformed(t *testing.T) {
 		{"square", hdr(), squareURL, "missing x-square-hmacsha256-signature header"},
 		{"square", hdr("X-Square-Hmacsha256-Signature", squareSig), "", "cannot verify a Square signature without the notification URL; set public_url"},
 	} {
-		prov := mustNew(t, config.Source{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
+		prov := mustNew(t, Settings{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
 		_, err := prov.Verify(&Request{Method: "POST", URL: tc.url, Header: tc.h, Body: []byte("{}")}, now)
 		var pe *Error
 		if !errors.As(err, &pe) || pe.Msg != tc.want {
@@ -300,7 +299,7 @@ func TestErrorsAreSafe(t *testing.T) {
 		good := signed(t, p, secret, `{"id":"1"}`, now)
 		bad := *good
 		bad.Body = []byte(`{"id":"2"}`)
-		prov := mustNew(t, config.Source{Provider: p, Secrets: []string{secret}})
+		prov := mustNew(t, Settings{Provider: p, Secrets: []string{secret}})
 		_, err := prov.Verify(&bad, now)
 		if p == "gitlab" {
 			bad.Header = hdr("X-Gitlab-Token", "nope")
@@ -324,14 +323,14 @@ func TestErrorsAreSafe(t *testing.T) {
 func TestGeneric(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"order":{"id":42,"updated_at":"2026-01-02T03:04:05Z"},"data":{"id":"d1"}}`)
-	for _, sig := range []config.Signature{
+	for _, sig := range []Signature{
 		{Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="},
 		{Header: "X-Signature"},
 		{Header: "X-Sig", Algorithm: "sha1", Encoding: "base64"},
 		{Header: "X-Sig", Algorithm: "sha512", Encoding: "hex", Prefix: "v1="},
 	} {
-		src := config.Source{Provider: "generic", Secrets: []string{"old", "new"}, Signature: &sig,
-			ID: "header:X-Request-Id", Ordering: &config.Ordering{Object: "json:order.id", Version: "json:order.updated_at"}}
+		src := Settings{Provider: "generic", Secrets: []string{"old", "new"}, Signature: &sig,
+			ID: "header:X-Request-Id", Ordering: &Ordering{Object: "json:order.id", Version: "json:order.updated_at"}}
 		prov := mustNew(t, src)
 		r := &Request{Header: hdr("X-Request-Id", "req-1"), Body: body}
 		if err := SignGeneric(sig, "new", r); err != nil {
@@ -363,8 +362,8 @@ func TestGeneric(t *testing.T) {
 	}
 
 	// Unsigned, with and without an id rule.
-	none := &config.Signature{None: true}
-	prov := mustNew(t, config.Source{Provider: "generic", Signature: none})
+	none := &Signature{None: true}
+	prov := mustNew(t, Settings{Provider: "generic", Signature: none})
 	r := &Request{Header: hdr(), Body: body}
 	if v, err := prov.Verify(r, time.Now()); err != nil || v != (anyhook.Verification{Method: anyhook.VerifyNone, Scheme: "unsigned (signature: none)", Secret: -1}) {
 		t.Fatalf("unsigned: %+v, %v", v, err)
@@ -372,14 +371,14 @@ func TestGeneric(t *testing.T) {
 	if x, _ := prov.Extract(r); len(x.Events) != 1 || !reflect.DeepEqual(x.Events[0], Event{}) {
 		t.Errorf("no id rule: %+v", x)
 	}
-	prov = mustNew(t, config.Source{Provider: "generic", Signature: none, ID: "json:data.id"})
+	prov = mustNew(t, Settings{Provider: "generic", Signature: none, ID: "json:data.id"})
 	if x, _ := prov.Extract(r); x.Events[0].DedupKey != "d1" {
 		t.Errorf("json id: %+v", x)
 	}
 	if err := SignGeneric(*none, "", r); err != nil || len(r.Header) != 0 {
 		t.Errorf("SignGeneric(none) = %v, %v", err, r.Header)
 	}
-	if err := SignGeneric(config.Signature{Header: "X"}, "", r); err == nil {
+	if err := SignGeneric(Signature{Header: "X"}, "", r); err == nil {
 		t.Error("SignGeneric with an empty secret succeeded")
 	}
 }
@@ -389,7 +388,7 @@ func TestGeneric(t *testing.T) {
 func TestTwilioUnsignedBodyRefused(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_750_000_000, 0)
-	prov := mustNew(t, config.Source{Provider: "twilio", Secrets: []string{secretFor("twilio")}})
+	prov := mustNew(t, Settings{Provider: "twilio", Secrets: []string{secretFor("twilio")}})
 	// A signature of the URL alone, as for a GET callback.
 	r := &Request{Method: "POST", URL: "https://hooks.example.com/webhooks/twilio", Header: http.Header{}}
 	if err := Sign("twilio", secretFor("twilio"), r, now); err != nil {

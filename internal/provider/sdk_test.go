@@ -7,15 +7,13 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stripe/stripe-go/v85/webhook"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // TestStripeGo uses stripe-go as a real signer and verifier.
 func TestStripeGo(t *testing.T) {
 	t.Parallel()
 	secrets := []string{"whsec_old", "whsec_new"}
-	prov := mustNew(t, config.Source{Provider: "stripe", Secrets: secrets})
+	prov := mustNew(t, Settings{Provider: "stripe", Secrets: secrets})
 	body := []byte(`{"id":"evt_1","object":"event","created":1700000000,"data":{"object":{"id":"pi_1"}}}`)
 	now := time.Unix(1_750_000_000, 0)
 
@@ -74,7 +72,7 @@ func TestStandardWebhooksLib(t *testing.T) {
 		t.Fatalf("library Sign = %q, %v", sig, err)
 	}
 
-	prov := mustNew(t, config.Source{Provider: "standard", Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", stdSecret}})
+	prov := mustNew(t, Settings{Provider: "standard", Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", stdSecret}})
 	now := time.Now()
 	body := []byte(`{"type":"invoice.paid","data":{"id":"in_1"}}`)
 

@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // shopify verifies X-Shopify-Hmac-Sha256 (or Shopify-Hmac-Sha256 from the
 // newer Events delivery): base64 HMAC-SHA256 of the body.
 type shopify struct{ keys [][]byte }
 
-func buildShopify(_ *config.Source, keys [][]byte, _ time.Duration) (Provider, error) {
+func buildShopify(_ *Settings, keys [][]byte, _ time.Duration) (Provider, error) {
 	return &shopify{keys}, nil
 }
 

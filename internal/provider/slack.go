@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // slack verifies X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:ts:body">
@@ -19,7 +18,7 @@ type slack struct {
 	tol  time.Duration
 }
 
-func buildSlack(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, error) {
+func buildSlack(_ *Settings, keys [][]byte, tol time.Duration) (Provider, error) {
 	return &slack{keys, tol}, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // square verifies x-square-hmacsha256-signature: base64 HMAC-SHA256 of the
@@ -13,7 +12,7 @@ import (
 // by the body. The legacy SHA-1 x-square-signature is not accepted.
 type square struct{ keys [][]byte }
 
-func buildSquare(_ *config.Source, keys [][]byte, _ time.Duration) (Provider, error) {
+func buildSquare(_ *Settings, keys [][]byte, _ time.Duration) (Provider, error) {
 	return &square{keys}, nil
 }
 

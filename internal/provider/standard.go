@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // standard verifies Standard Webhooks v1 (also Svix's svix-* headers):
@@ -22,8 +21,8 @@ type standard struct {
 	tol  time.Duration
 }
 
-func buildStandard(src *config.Source, _ [][]byte, tol time.Duration) (Provider, error) {
-	keys, err := standardKeys(src.Secrets, true)
+func buildStandard(s *Settings, _ [][]byte, tol time.Duration) (Provider, error) {
+	keys, err := standardKeys(s.Secrets, true)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +38,7 @@ func standardKeys(secrets []string, strict bool) ([][]byte, error) {
 		k, err := standardKey(s)
 		if err != nil {
 			if strict {
-				return nil, fmt.Errorf("secrets[%d]: not a Standard Webhooks secret (want whsec_ followed by base64)", i)
+				return nil, errorf(fmt.Sprintf("secrets[%d]", i), "not a Standard Webhooks secret (want whsec_ followed by base64)")
 			}
 			continue
 		}

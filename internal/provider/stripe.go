@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // stripe verifies Stripe-Signature: t=<unix s>,v1=<hex>[,v1=…]. The MAC is
@@ -19,13 +18,13 @@ type stripe struct {
 	tol  time.Duration
 }
 
-func buildStripe(_ *config.Source, keys [][]byte, tol time.Duration) (Provider, error) {
+func buildStripe(_ *Settings, keys [][]byte, tol time.Duration) (Provider, error) {
 	for i, k := range keys {
 		// Stripe's endpoint secrets (and the Stripe CLI's) all start with
 		// whsec_; anything else is an API key or a typo, and would fail
 		// every request.
 		if !strings.HasPrefix(string(k), "whsec_") {
-			return nil, fmt.Errorf("secrets[%d]: not a Stripe signing secret: those start with whsec_ (the endpoint's signing secret in the Stripe dashboard, or stripe listen --print-secret)", i)
+			return nil, errorf(fmt.Sprintf("secrets[%d]", i), "not a Stripe signing secret: those start with whsec_ (the endpoint's signing secret in the Stripe dashboard, or stripe listen --print-secret)")
 		}
 	}
 	return &stripe{keys, tol}, nil

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // twilio verifies X-Twilio-Signature: base64 HMAC-SHA1, keyed with the auth
@@ -23,7 +22,7 @@ import (
 // and with the scheme's default port, since Twilio is not consistent there.
 type twilio struct{ keys [][]byte }
 
-func buildTwilio(_ *config.Source, keys [][]byte, _ time.Duration) (Provider, error) {
+func buildTwilio(_ *Settings, keys [][]byte, _ time.Duration) (Provider, error) {
 	return &twilio{keys}, nil
 }
 

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // Official vectors (PROVIDERS.md §B.12) and locally computed fixtures.
@@ -109,9 +107,9 @@ func vectors() []vector {
 	}
 }
 
-func mustNew(t testing.TB, src config.Source) Provider {
+func mustNew(t testing.TB, src Settings) Provider {
 	t.Helper()
-	p, err := New(&src)
+	p, err := New(src)
 	if err != nil {
 		t.Fatalf("New(%s): %v", src.Provider, err)
 	}
@@ -123,17 +121,17 @@ func TestVectors(t *testing.T) {
 	for _, v := range vectors() {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			p := mustNew(t, config.Source{Provider: v.provider, Secrets: []string{v.secret}})
+			p := mustNew(t, Settings{Provider: v.provider, Secrets: []string{v.secret}})
 			if _, err := p.Verify(&v.req, v.now); err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
 			// Rotation: the right secret anywhere in the list is accepted.
-			p = mustNew(t, config.Source{Provider: v.provider, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", v.secret}})
+			p = mustNew(t, Settings{Provider: v.provider, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0", v.secret}})
 			if _, err := p.Verify(&v.req, v.now); err != nil {
 				t.Fatalf("Verify with rotation: %v", err)
 			}
 			// A wrong secret alone fails.
-			p = mustNew(t, config.Source{Provider: v.provider, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0"}})
+			p = mustNew(t, Settings{Provider: v.provider, Secrets: []string{"whsec_b2xkIHNlY3JldCBvbGQgc2VjcmV0"}})
 			if _, err := p.Verify(&v.req, v.now); err == nil {
 				t.Fatal("Verify with a wrong secret passed")
 			}
@@ -148,7 +146,7 @@ func TestTamper(t *testing.T) {
 	for _, v := range vectors() {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			p := mustNew(t, config.Source{Provider: v.provider, Secrets: []string{v.secret}})
+			p := mustNew(t, Settings{Provider: v.provider, Secrets: []string{v.secret}})
 			check := func(what string, r Request) {
 				t.Helper()
 				if _, err := p.Verify(&r, v.now); err == nil {

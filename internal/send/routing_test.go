@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/route"
 )
@@ -56,7 +55,7 @@ func TestREADMEFilters(t *testing.T) {
 			h = map[string][]string{}
 		}
 		h.Set("Content-Type", s.contentType)
-		prov, err := provider.New(&config.Source{Provider: tc.provider, Secrets: []string{secretFor(tc.provider)}})
+		prov, err := provider.New(provider.Settings{Provider: tc.provider, Secrets: []string{secretFor(tc.provider)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/cli"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/provider"
 )
 
@@ -64,7 +63,7 @@ type options struct {
 	times, concurrency                                        int
 	headers                                                   http.Header
 	timeout, skew                                             time.Duration
-	sig                                                       config.Signature
+	sig                                                       provider.Signature
 }
 
 // headerFlags collects repeated --header K=V (or "K: V") values.
@@ -174,7 +173,7 @@ func parse(args []string) (*options, error) {
 		if o.secret == "" {
 			return nil, errors.New("--secret is required")
 		}
-		if o.sig != (config.Signature{}) {
+		if o.sig != (provider.Signature{}) {
 			return nil, errors.New("--signature-header, --algorithm, --encoding and --prefix are for --provider generic")
 		}
 		if err := provider.Sign(o.provider, o.secret, &provider.Request{URL: o.url}, time.Now()); err != nil {

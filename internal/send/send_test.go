@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/provider"
 )
 
@@ -32,9 +31,9 @@ type receiver struct {
 	header   http.Header // the last request's
 }
 
-func newReceiver(t *testing.T, src config.Source) *receiver {
+func newReceiver(t *testing.T, src provider.Settings) *receiver {
 	t.Helper()
-	prov, err := provider.New(&src)
+	prov, err := provider.New(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +98,12 @@ func TestEveryProvider(t *testing.T) {
 	for _, p := range provider.Names() {
 		t.Run(p, func(t *testing.T) {
 			t.Parallel()
-			src := config.Source{Provider: p, Secrets: []string{secretFor(p)}}
+			src := provider.Settings{Provider: p, Secrets: []string{secretFor(p)}}
 			args := []string{"--provider", p, "--secret", secretFor(p)}
 			if p == "generic" {
-				src.Signature = &config.Signature{Header: "X-Signature", Prefix: "sha256="}
+				src.Signature = &provider.Signature{Header: "X-Signature", Prefix: "sha256="}
 				src.ID = "header:X-Request-Id"
-				src.Ordering = &config.Ordering{Object: "json:order.id", Version: "json:order.updated_at"}
+				src.Ordering = &provider.Ordering{Object: "json:order.id", Version: "json:order.updated_at"}
 				args = append(args, "--signature-header", "X-Signature", "--prefix", "sha256=")
 			}
 			rc := newReceiver(t, src)
@@ -153,7 +152,7 @@ func TestEventIDAndOrdering(t *testing.T) {
 		{"slack", "Ev1", "", "", "Ev1", ""},
 		{"standard", "msg_1", "", "", "msg_1", ""},
 	} {
-		rc := newReceiver(t, config.Source{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
+		rc := newReceiver(t, provider.Settings{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
 		args := []string{"--provider", tc.p, "--secret", secretFor(tc.p), "--url", rc.url(), "--event-id", tc.id}
 		if tc.object != "" {
 			args = append(args, "--object", tc.object, "--version", tc.version)
@@ -180,7 +179,7 @@ func TestEventIDAndOrdering(t *testing.T) {
 
 func TestBodyFileAndHeaders(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, config.Source{Provider: "github", Secrets: []string{"s"}})
+	rc := newReceiver(t, provider.Settings{Provider: "github", Secrets: []string{"s"}})
 	file := filepath.Join(t.TempDir(), "body.json")
 	if err := os.WriteFile(file, []byte(`{"zen":"Keep it logically awesome."}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -194,7 +193,7 @@ func TestBodyFileAndHeaders(t *testing.T) {
 		t.Errorf("headers %v", rc.header)
 	}
 	// Twilio with a JSON body: bodySHA256 goes into the URL.
-	tw := newReceiver(t, config.Source{Provider: "twilio", Secrets: []string{"tok"}})
+	tw := newReceiver(t, provider.Settings{Provider: "twilio", Secrets: []string{"tok"}})
 	code, out, _ = run(t, "--provider", "twilio", "--secret", "tok", "--url", tw.url(), "--body", file, "--header", "Content-Type=application/json")
 	if code != 0 || tw.requests != 1 {
 		t.Fatalf("twilio JSON: exit %d: %s", code, out)
@@ -203,7 +202,7 @@ func TestBodyFileAndHeaders(t *testing.T) {
 
 func TestGenericUnsigned(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, config.Source{Provider: "generic", Signature: &config.Signature{None: true}})
+	rc := newReceiver(t, provider.Settings{Provider: "generic", Signature: &provider.Signature{None: true}})
 	code, out, _ := run(t, "--provider", "generic", "--url", rc.url(), "--times", "2")
 	if code != 0 || rc.requests != 2 || !strings.Contains(out, "2 × 200 accepted") {
 		t.Fatalf("exit %d, %d requests: %s", code, rc.requests, out)
@@ -213,7 +212,7 @@ func TestGenericUnsigned(t *testing.T) {
 // TestRejected: a wrong secret gets 400s, reported, exit 1.
 func TestRejected(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, config.Source{Provider: "stripe", Secrets: []string{"whsec_right"}})
+	rc := newReceiver(t, provider.Settings{Provider: "stripe", Secrets: []string{"whsec_right"}})
 	code, out, _ := run(t, "--provider", "stripe", "--secret", "whsec_wrong", "--url", rc.url(), "--times", "3", "--concurrency", "3")
 	if code != 1 || !strings.Contains(out, "3 × 400 error: no signature matched\n") || !strings.Contains(out, "(400: 3)") {
 		t.Errorf("exit %d:\n%s", code, out)
@@ -275,26 +274,26 @@ func TestEventTypes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, p string
-		src     config.Source
+		src     provider.Settings
 		args    []string
 		want    string
 	}{
-		{"stripe", "stripe", config.Source{}, nil, "payment_intent.succeeded"},
-		{"github push", "github", config.Source{}, nil, "push"},
-		{"github action", "github", config.Source{}, []string{"--body", prOpened, "--header", "X-GitHub-Event: pull_request"}, "pull_request.opened"},
-		{"shopify", "shopify", config.Source{}, nil, "orders/create"},
-		{"slack event_callback", "slack", config.Source{}, nil, "app_mention"},
-		{"slack interactive", "slack", config.Source{}, []string{"--body", slackForm, "--header", "Content-Type: application/x-www-form-urlencoded"}, "block_actions"},
-		{"hubspot", "hubspot", config.Source{}, nil, "contact.propertyChange"},
-		{"paddle", "paddle", config.Source{}, nil, "transaction.completed"},
-		{"gitlab", "gitlab", config.Source{}, nil, "Push Hook"},
-		{"square", "square", config.Source{}, nil, "payment.updated"},
-		{"standard", "standard", config.Source{}, nil, "invoice.paid"},
-		{"twilio", "twilio", config.Source{}, nil, ""},
-		{"generic without type", "generic", config.Source{Signature: &config.Signature{None: true}}, nil, ""},
-		{"generic type", "generic", config.Source{Signature: &config.Signature{None: true}, Type: "json:type"}, nil, "order.updated"},
-		{"generic type header", "generic", config.Source{Signature: &config.Signature{None: true}, Type: "header:X-Event"}, []string{"--header", "X-Event: order.paid"}, "order.paid"},
-		{"stripe type override", "stripe", config.Source{Type: "json:object"}, nil, "event"},
+		{"stripe", "stripe", provider.Settings{}, nil, "payment_intent.succeeded"},
+		{"github push", "github", provider.Settings{}, nil, "push"},
+		{"github action", "github", provider.Settings{}, []string{"--body", prOpened, "--header", "X-GitHub-Event: pull_request"}, "pull_request.opened"},
+		{"shopify", "shopify", provider.Settings{}, nil, "orders/create"},
+		{"slack event_callback", "slack", provider.Settings{}, nil, "app_mention"},
+		{"slack interactive", "slack", provider.Settings{}, []string{"--body", slackForm, "--header", "Content-Type: application/x-www-form-urlencoded"}, "block_actions"},
+		{"hubspot", "hubspot", provider.Settings{}, nil, "contact.propertyChange"},
+		{"paddle", "paddle", provider.Settings{}, nil, "transaction.completed"},
+		{"gitlab", "gitlab", provider.Settings{}, nil, "Push Hook"},
+		{"square", "square", provider.Settings{}, nil, "payment.updated"},
+		{"standard", "standard", provider.Settings{}, nil, "invoice.paid"},
+		{"twilio", "twilio", provider.Settings{}, nil, ""},
+		{"generic without type", "generic", provider.Settings{Signature: &provider.Signature{None: true}}, nil, ""},
+		{"generic type", "generic", provider.Settings{Signature: &provider.Signature{None: true}, Type: "json:type"}, nil, "order.updated"},
+		{"generic type header", "generic", provider.Settings{Signature: &provider.Signature{None: true}, Type: "header:X-Event"}, []string{"--header", "X-Event: order.paid"}, "order.paid"},
+		{"stripe type override", "stripe", provider.Settings{Type: "json:object"}, nil, "event"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

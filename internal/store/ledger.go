@@ -8,11 +8,11 @@ import (
 	"github.com/anyhook/anyhook"
 )
 
-// Hash is a SHA-256 digest: a leaf, a node of the log's Merkle tree, or the
+// Hash is a SHA-256 digest: a leaf, a node of the ledger's Merkle tree, or the
 // hash of an event's headers or body.
 type Hash = [32]byte
 
-// LedgerEntry is one position of the tamper-evident log (internal/ledger):
+// LedgerEntry is one position of the tamper-evident ledger (internal/ledger):
 // the event at Index and the inputs of its leaf that are not kept in the
 // event row itself once its body is pruned.
 type LedgerEntry struct {
@@ -54,7 +54,7 @@ type LedgerRecord struct {
 	Event *anyhook.Event
 }
 
-// Checkpoint is a signed statement of the log's size and root hash.
+// Checkpoint is a signed statement of the ledger's size and root hash.
 type Checkpoint struct {
 	Size      int64
 	Root      Hash
@@ -62,18 +62,18 @@ type Checkpoint struct {
 	CreatedAt time.Time
 }
 
-// Ledger is the storage of the tamper-evident log. A backend that offers
+// Ledger is the storage of the tamper-evident ledger. A backend that offers
 // it implements it next to store.Store; internal/ledger type-asserts for
 // it. Entries and stored hashes are append-only: nothing here changes or
 // deletes them.
 type Ledger interface {
-	// Sequence appends up to limit events that have no log entry yet,
+	// Sequence appends up to limit events that have no ledger entry yet,
 	// oldest commit first, sorted by id within the batch. In one
 	// transaction, during which no other Sequence runs on the same
-	// database, it reads the log size and those events (with headers and
+	// database, it reads the ledger size and those events (with headers and
 	// bodies), calls fn (not at all when there is nothing to append) and
 	// stores the batch fn returns. It returns how many entries it appended.
-	// A batch that does not continue the log (wrong indexes, wrong events)
+	// A batch that does not continue the ledger (wrong indexes, wrong events)
 	// is refused with an error wrapping anyhook.ErrInvalid.
 	Sequence(ctx context.Context, limit int, fn SequenceFunc) (int, error)
 
@@ -88,7 +88,7 @@ type Ledger interface {
 	// LedgerEntry returns the entry of an event (anyhook.ErrNotFound when
 	// it has none yet).
 	LedgerEntry(ctx context.Context, eventID string) (LedgerEntry, error)
-	// Unsequenced returns up to limit events without a log entry that were
+	// Unsequenced returns up to limit events without a ledger entry that were
 	// received before receivedBefore, in id order. Only ID, Source,
 	// DedupKey and ReceivedAt are filled.
 	Unsequenced(ctx context.Context, receivedBefore time.Time, limit int) ([]anyhook.Event, error)
@@ -120,23 +120,23 @@ type Ledger interface {
 	// PruneBodies never does.
 	PrunedStillNeeded(ctx context.Context, limit int) ([]LedgerEntry, error)
 
-	// LogKeys returns the log's public keys (note verifier keys) in the
+	// LedgerKeys returns the ledger's public keys (note verifier keys) in the
 	// order they came into force; the last is the key in force. None
-	// before the first PinLogKey.
-	LogKeys(ctx context.Context) ([]string, error)
-	// PinLogKey records key as the log's first key unless one is recorded
+	// before the first PinLedgerKey.
+	LedgerKeys(ctx context.Context) ([]string, error)
+	// PinLedgerKey records key as the ledger's first key unless one is recorded
 	// already, atomically (of processes starting at once, the first writer
 	// wins), and returns the key in force.
-	PinLogKey(ctx context.Context, key string) (string, error)
-	// RotateLogKey puts key to in force in place of from and saves bridge
+	PinLedgerKey(ctx context.Context, key string) (string, error)
+	// RotateLedgerKey puts key to in force in place of from and saves bridge
 	// (a checkpoint signed by both), in one transaction. When from is not
 	// the key in force it changes nothing and returns an error wrapping
 	// anyhook.ErrInvalid.
-	RotateLogKey(ctx context.Context, from, to string, bridge Checkpoint) error
+	RotateLedgerKey(ctx context.Context, from, to string, bridge Checkpoint) error
 }
 
 // CheckBatch is the check both backends make before storing b: it must
-// continue a log of size entries and nhashes stored hashes with exactly
+// continue a ledger of size entries and nhashes stored hashes with exactly
 // the events evs, in order.
 func CheckBatch(size, nhashes int64, evs []anyhook.Event, b LedgerBatch) error {
 	if len(b.Entries) != len(evs) {

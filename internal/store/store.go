@@ -108,6 +108,18 @@ type Actor struct {
 // ones.
 const MaxReason = 1000
 
+// BulkReplay is what ReplayDeliveries did.
+type BulkReplay struct {
+	Count int // replay deliveries created, one per (event, destination)
+	// Pruned are the selected events, in id order, whose bodies retention
+	// pruned: they cannot be sent again, so nothing was replayed for them.
+	Pruned []string
+}
+
+// NotResolved is the SQL condition (both dialects) on a delivery d that a
+// bulk replay may select: a resolved one (replayed or discarded) is done.
+const NotResolved = `d.status <> 'resolved'`
+
 // Store is the contract both backends implement.
 type Store interface {
 	// Ingest records each new event and its deliveries in one durable
@@ -153,10 +165,12 @@ type Store interface {
 	// ReplayDeliveries replays, as Replay does, each (event, destination)
 	// among the deliveries the filter selects (Limit is ignored) once,
 	// however many deliveries that pair already has, in (event id,
-	// destination) order, and returns how many.
-	// When any selected event's body was pruned it creates nothing and
-	// returns an error wrapping anyhook.ErrPruned (atomically, as Replay).
-	ReplayDeliveries(ctx context.Context, f DeliveryFilter, by Actor) (int, error)
+	// destination) order, and says how many. It never selects a resolved
+	// delivery (replayed or discarded: a person already dealt with it).
+	// An event whose body retention pruned cannot be sent: its pairs are
+	// skipped and listed in BulkReplay.Pruned (atomically with pruning, as
+	// Replay), and the others are replayed.
+	ReplayDeliveries(ctx context.Context, f DeliveryFilter, by Actor) (BulkReplay, error)
 	// Resolve acts on a held or dead delivery (Action* constants) and
 	// records the action: resend makes it pending, due now; discard
 	// resolves it (StatusResolved); mark_delivered makes it delivered with

@@ -321,39 +321,82 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 }
 
 // ReplayDeliveries implements store.Store.
-func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
-	var n int
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (store.BulkReplay, error) {
+	var out store.BulkReplay
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
-		where, args := deliveryWhere(f)
+		out = store.BulkReplay{}
+		where, args := replayWhere(f)
 		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return unavailable("replay", err)
 		}
-		var ids, events, dests []string
+		var events, dests []string
 		for rows.Next() {
 			var ev, dest string
 			if err := rows.Scan(&ev, &dest); err != nil {
 				rows.Close()
 				return unavailable("replay", err)
 			}
-			ids, events, dests = append(ids, s.newID()), append(events, ev), append(dests, dest)
+			events, dests = append(events, ev), append(dests, dest)
 		}
 		if err := rows.Err(); err != nil {
 			return unavailable("replay", err)
 		}
-		n = len(ids)
-		if n == 0 {
+		if len(events) == 0 {
 			return nil
 		}
-		if _, err := sendable(ctx, tx, slices.Compact(slices.Sorted(slices.Values(events)))); err != nil {
+		pruned, err := prunedAmong(ctx, tx, slices.Compact(slices.Sorted(slices.Values(events))))
+		if err != nil {
 			return err
 		}
-		return replayPairs(ctx, tx, ids, events, dests, by)
+		var ids, keepEvents, keepDests []string
+		for i, ev := range events {
+			if _, gone := slices.BinarySearch(pruned, ev); gone {
+				continue
+			}
+			ids, keepEvents, keepDests = append(ids, s.newID()), append(keepEvents, ev), append(keepDests, dests[i])
+		}
+		out = store.BulkReplay{Count: len(ids), Pruned: pruned}
+		if len(ids) == 0 {
+			return nil
+		}
+		return replayPairs(ctx, tx, ids, keepEvents, keepDests, by)
 	})
 	if err != nil {
-		return 0, err
+		return store.BulkReplay{}, err
 	}
-	return n, nil
+	return out, nil
+}
+
+// replayWhere is deliveryWhere for a bulk replay: never a resolved
+// delivery.
+func replayWhere(f store.DeliveryFilter) (string, []any) {
+	where, args := deliveryWhere(f)
+	if where == "" {
+		return " WHERE " + store.NotResolved, args
+	}
+	return where + " AND " + store.NotResolved, args
+}
+
+// prunedAmong locks the events ids (sorted) against pruning, as sendable
+// does, and returns, sorted, those whose bodies were already pruned.
+func prunedAmong(ctx context.Context, tx pgx.Tx, ids []string) ([]string, error) {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM events WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`, ids); err != nil {
+		return nil, unavailable("lock events", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT event_id FROM ledger_entries WHERE event_id = ANY($1) AND body_pruned ORDER BY event_id`, ids)
+	if err != nil {
+		return nil, unavailable("pruned", err)
+	}
+	pruned, err := collect(rows, func(sc scanner) (string, error) {
+		var id string
+		return id, sc.Scan(&id)
+	})
+	if err != nil {
+		return nil, unavailable("pruned", err)
+	}
+	slices.Sort(pruned) // byte order, as the callers search it
+	return pruned, nil
 }
 
 // Resolve implements store.Store.

@@ -13,7 +13,7 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// The tamper-evident log's storage (store.Ledger). Tables:
+// The tamper-evident ledger's storage (store.Ledger). Tables:
 // migrations/0002_ledger.sql.
 
 var _ store.Ledger = (*Store)(nil)
@@ -358,8 +358,8 @@ func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.Ledge
 	return out, unavailable("pruned still needed", err)
 }
 
-// LogKeys implements store.Ledger.
-func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
+// LedgerKeys implements store.Ledger.
+func (s *Store) LedgerKeys(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
 	if err != nil {
 		return nil, unavailable("log keys", err)
@@ -371,10 +371,10 @@ func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
 	return out, unavailable("log keys", err)
 }
 
-// PinLogKey implements store.Ledger. Of processes starting at once, the
+// PinLedgerKey implements store.Ledger. Of processes starting at once, the
 // first INSERT wins; the others wait for its commit, insert nothing, and
 // read its key back.
-func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
+func (s *Store) PinLedgerKey(ctx context.Context, key string) (string, error) {
 	var cur string
 	err := s.tx(ctx, "pin log key", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO ledger_keys (seq, verifier_key) VALUES (1, $1) ON CONFLICT DO NOTHING`, key); err != nil {
@@ -385,8 +385,8 @@ func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
 	return cur, err
 }
 
-// RotateLogKey implements store.Ledger.
-func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
+// RotateLedgerKey implements store.Ledger.
+func (s *Store) RotateLedgerKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
 	return s.tx(ctx, "rotate log key", func(tx pgx.Tx) error {
 		var seq int64
 		var cur string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -23,4 +24,86 @@ func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, erro
 		return d, unavailable("delivery", err)
 	}
 	return d, nil
+}
+
+var (
+	_ store.QueueReader          = (*Store)(nil)
+	_ store.DestinationDiscarder = (*Store)(nil)
+)
+
+// QueueRows implements store.QueueReader.
+func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.QueueRow, error) {
+	out := map[string]store.QueueRow{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if len(ids) > 500 {
+		return nil, fmt.Errorf("queue rows of %d deliveries: at most 500: %w", len(ids), anyhook.ErrInvalid)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.id, coalesce(e.dedup_key, ''), coalesce(a.number, 0), a.started_at,
+			coalesce(a.duration_us, 0), coalesce(a.status_code, 0), coalesce(a.error, '')
+		FROM deliveries d JOIN events e ON e.id = d.event_id
+		LEFT JOIN LATERAL (SELECT * FROM attempts WHERE delivery_id = d.id ORDER BY number DESC LIMIT 1) a ON true
+		WHERE d.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, unavailable("queue rows", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var r store.QueueRow
+		var started *time.Time
+		var dur int64
+		if err := rows.Scan(&id, &r.ProviderEventID, &r.Last.Number, &started, &dur, &r.Last.StatusCode, &r.Last.Error); err != nil {
+			return nil, unavailable("queue rows", err)
+		}
+		if started != nil {
+			r.Last.StartedAt, r.Last.Duration = started.UTC(), time.Duration(dur)*time.Microsecond
+		}
+		out[id] = r
+	}
+	return out, unavailable("queue rows", rows.Err())
+}
+
+// DiscardDestination implements store.DestinationDiscarder.
+func (s *Store) DiscardDestination(ctx context.Context, destination string, by store.Actor) (int, error) {
+	var n int
+	by = store.Actor{Name: text(store.ActorName(by)), Reason: text(by.Reason)}
+	err := s.tx(ctx, "discard destination", func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return unavailable("discard destination", err)
+		}
+		rows, err := tx.Query(ctx, `SELECT id, event_id FROM deliveries
+			WHERE destination = $1 AND status IN ('pending', 'held', 'dead') ORDER BY id FOR UPDATE`, destination)
+		if err != nil {
+			return unavailable("discard destination", err)
+		}
+		var ids, events, actions []string
+		for rows.Next() {
+			var id, ev string
+			if err := rows.Scan(&id, &ev); err != nil {
+				rows.Close()
+				return unavailable("discard destination", err)
+			}
+			ids, events, actions = append(ids, id), append(events, ev), append(actions, store.NewID())
+		}
+		if err := rows.Err(); err != nil {
+			return unavailable("discard destination", err)
+		}
+		n = len(ids)
+		if n == 0 {
+			return nil
+		}
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE deliveries SET status = 'resolved', resolution = $2, resolved_at = now(), resolved_by = $3,
+				resolution_reason = $4, note = $5, lease_until = NULL, updated_at = now()
+			WHERE id = ANY($1)`, ids, anyhook.ResolvedDiscarded, by.Name, by.Reason, text(store.Note("discarded", by, now)))
+		b.Queue(`INSERT INTO actions (id, event_id, delivery_id, destination, action, actor, reason, at)
+			SELECT r.action, r.event_id, r.id, $4, $5, $6, $7, now()
+			FROM unnest($1::text[], $2::text[], $3::text[]) AS r (action, id, event_id)`,
+			actions, ids, events, destination, store.ActionDiscard, by.Name, by.Reason)
+		return unavailable("discard destination", tx.SendBatch(ctx, b).Close())
+	})
+	return n, err
 }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -249,10 +248,12 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 }
 
 // ReplayDeliveries implements store.Store.
-func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (int, error) {
-	var n int
+func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (store.BulkReplay, error) {
+	var out store.BulkReplay
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		out = store.BulkReplay{}
 		where, args := deliveryWhere(f)
+		where = and(where, store.NotResolved)
 		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
 			FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN ledger_entries l ON l.event_id = d.event_id`+where+`
 			ORDER BY d.event_id, d.destination`, args...)
@@ -260,8 +261,6 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 			return unavailable(err)
 		}
 		var pairs [][2]string
-		pruned := map[string]bool{}
-		firstPruned := ""
 		for rows.Next() {
 			var p [2]string
 			var gone bool
@@ -270,8 +269,10 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 				return unavailable(err)
 			}
 			if gone {
-				pruned[p[0]] = true
-				firstPruned = cmp.Or(firstPruned, p[0])
+				if n := len(out.Pruned); n == 0 || out.Pruned[n-1] != p[0] {
+					out.Pruned = append(out.Pruned, p[0])
+				}
+				continue
 			}
 			pairs = append(pairs, p)
 		}
@@ -279,19 +280,19 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 		if err := rows.Err(); err != nil {
 			return unavailable(err)
 		}
-		if len(pruned) > 0 {
-			return store.PrunedManyError(len(pruned), firstPruned)
-		}
 		now := s.now()
 		for _, p := range pairs {
 			if _, err := s.replayPair(ctx, tx, p[0], p[1], by, now); err != nil {
 				return err
 			}
 		}
-		n = len(pairs)
+		out.Count = len(pairs)
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return store.BulkReplay{}, err
+	}
+	return out, nil
 }
 
 // Resolve implements store.Store.

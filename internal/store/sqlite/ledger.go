@@ -14,7 +14,7 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// The tamper-evident log's storage (store.Ledger). Tables: migrations/0002_ledger.sql.
+// The tamper-evident ledger's storage (store.Ledger). Tables: migrations/0002_ledger.sql.
 
 var _ store.Ledger = (*Store)(nil)
 
@@ -26,7 +26,7 @@ type querier interface {
 // SQLite hands out in commit order (it has one writer), past the watermark
 // in ledger_state. The batch is read and hashed on a read snapshot, so the
 // single writer is held only for the inserts; if another sequencer (another
-// process on the same file) moved the log meanwhile, nothing is written and
+// process on the same file) moved the ledger meanwhile, nothing is written and
 // the next round starts over.
 func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) (int, error) {
 	rtx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -34,7 +34,7 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		return 0, unavailable(err)
 	}
 	defer rtx.Rollback()
-	seen, err := readLogState(ctx, rtx)
+	seen, err := readLedgerState(ctx, rtx)
 	if err != nil {
 		return 0, err
 	}
@@ -79,7 +79,7 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 
 	var n int
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		now, err := readLogState(ctx, tx)
+		now, err := readLedgerState(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -108,12 +108,12 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 	return n, err
 }
 
-// logState is where the log stands: the sequencer's rowid watermark, the
+// ledgerState is where the ledger stands: the sequencer's rowid watermark, the
 // number of entries and of stored hashes.
-type logState struct{ mark, size, nhashes int64 }
+type ledgerState struct{ mark, size, nhashes int64 }
 
-func readLogState(ctx context.Context, tx *sql.Tx) (logState, error) {
-	var st logState
+func readLedgerState(ctx context.Context, tx *sql.Tx) (ledgerState, error) {
+	var st ledgerState
 	err := tx.QueryRowContext(ctx, `SELECT seq_rowid,
 		(SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries),
 		(SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes)
@@ -404,12 +404,12 @@ func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.Ledge
 	return out, unavailable(rows.Err())
 }
 
-// LogKeys implements store.Ledger.
-func (s *Store) LogKeys(ctx context.Context) ([]string, error) {
-	return logKeys(ctx, s.r)
+// LedgerKeys implements store.Ledger.
+func (s *Store) LedgerKeys(ctx context.Context) ([]string, error) {
+	return ledgerKeys(ctx, s.r)
 }
 
-func logKeys(ctx context.Context, q querier) ([]string, error) {
+func ledgerKeys(ctx context.Context, q querier) ([]string, error) {
 	rows, err := q.QueryContext(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
 	if err != nil {
 		return nil, unavailable(err)
@@ -426,8 +426,8 @@ func logKeys(ctx context.Context, q querier) ([]string, error) {
 	return out, unavailable(rows.Err())
 }
 
-// PinLogKey implements store.Ledger.
-func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
+// PinLedgerKey implements store.Ledger.
+func (s *Store) PinLedgerKey(ctx context.Context, key string) (string, error) {
 	var cur string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_keys (seq, verifier_key, added_at) VALUES (1, ?, ?) ON CONFLICT DO NOTHING`,
@@ -439,8 +439,8 @@ func (s *Store) PinLogKey(ctx context.Context, key string) (string, error) {
 	return cur, err
 }
 
-// RotateLogKey implements store.Ledger.
-func (s *Store) RotateLogKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
+// RotateLedgerKey implements store.Ledger.
+func (s *Store) RotateLedgerKey(ctx context.Context, from, to string, bridge store.Checkpoint) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		var seq int64
 		var cur string

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -22,4 +23,87 @@ func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, erro
 		return d, unavailable(err)
 	}
 	return d, nil
+}
+
+var (
+	_ store.QueueReader          = (*Store)(nil)
+	_ store.DestinationDiscarder = (*Store)(nil)
+)
+
+// QueueRows implements store.QueueReader.
+func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.QueueRow, error) {
+	out := map[string]store.QueueRow{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if len(ids) > 500 {
+		return nil, fmt.Errorf("queue rows of %d deliveries: at most 500: %w", len(ids), anyhook.ErrInvalid)
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT d.id, coalesce(e.dedup_key, ''), coalesce(a.number, 0), coalesce(a.started_at, 0),
+			coalesce(a.duration_us, 0), coalesce(a.status_code, 0), coalesce(a.error, '')
+		FROM deliveries d JOIN events e ON e.id = d.event_id
+		LEFT JOIN attempts a ON a.delivery_id = d.id AND a.number = (SELECT max(number) FROM attempts WHERE delivery_id = d.id)
+		WHERE d.id IN (`+placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var r store.QueueRow
+		var started, dur int64
+		if err := rows.Scan(&id, &r.ProviderEventID, &r.Last.Number, &started, &dur, &r.Last.StatusCode, &r.Last.Error); err != nil {
+			return nil, unavailable(err)
+		}
+		if r.Last.Number > 0 {
+			r.Last.StartedAt, r.Last.Duration = fromMicros(started), time.Duration(dur)*time.Microsecond
+		}
+		out[id] = r
+	}
+	return out, unavailable(rows.Err())
+}
+
+// DiscardDestination implements store.DestinationDiscarder.
+func (s *Store) DiscardDestination(ctx context.Context, destination string, by store.Actor) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, event_id FROM deliveries
+			WHERE destination = ? AND status IN ('pending', 'held', 'dead') ORDER BY id`, destination)
+		if err != nil {
+			return unavailable(err)
+		}
+		var ids, events []string
+		for rows.Next() {
+			var id, ev string
+			if err := rows.Scan(&id, &ev); err != nil {
+				rows.Close()
+				return unavailable(err)
+			}
+			ids, events = append(ids, id), append(events, ev)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return unavailable(err)
+		}
+		now := s.now()
+		at := micros(now)
+		note := store.Note("discarded", by, now)
+		for i, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,
+					resolution_reason = ?, note = ?, lease_until = NULL, updated_at = ?
+				WHERE id = ?`, anyhook.ResolvedDiscarded, at, store.ActorName(by), by.Reason, note, at, id); err != nil {
+				return unavailable(err)
+			}
+			if err := s.recordAction(ctx, tx, events[i], id, destination, store.ActionDiscard, by, now); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
 }

@@ -229,6 +229,14 @@ func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, err
 	return m, unavailable(rows.Err())
 }
 
+// and adds cond to a WHERE clause built by where.
+func and(w, cond string) string {
+	if w == "" {
+		return " WHERE " + cond
+	}
+	return w + " AND " + cond
+}
+
 func where(conds []string) string {
 	if len(conds) == 0 {
 		return ""

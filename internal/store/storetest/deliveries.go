@@ -315,7 +315,7 @@ func testReplayDeliveries(t *testing.T, s store.Store) {
 		}
 		finish(t, s, o)
 	}
-	n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusDead, Source: "stripe"}, tester)
+	n, err := bulkCount(s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusDead, Source: "stripe"}, tester))
 	if err != nil || n != 1 {
 		t.Fatalf("ReplayDeliveries = %d, %v; want 1", n, err)
 	}
@@ -325,7 +325,7 @@ func testReplayDeliveries(t *testing.T, s store.Store) {
 	}
 	// evt_1 now has two deliveries to billing (resolved, and its pending
 	// replay): replaying the source again sends it once more, not twice.
-	n, err = s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Source: "stripe", Destination: "billing"}, tester)
+	n, err = bulkCount(s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Source: "stripe", Destination: "billing"}, tester))
 	if err != nil || n != 2 {
 		t.Fatalf("ReplayDeliveries(source) = %d, %v; want 2 (evt_1 and evt_2, once each)", n, err)
 	}
@@ -489,10 +489,10 @@ func testBulkReplayTwiceReplaysOnce(t *testing.T, s store.Store) {
 	evID, dead, held := deadAndHeld(t, s, "evt_1")
 	by := store.Actor{Name: "cli", Reason: "after the outage"}
 	f := store.DeliveryFilter{Status: anyhook.StatusDead}
-	if n, err := s.ReplayDeliveries(ctx(t), f, by); err != nil || n != 1 {
+	if n, err := bulkCount(s.ReplayDeliveries(ctx(t), f, by)); err != nil || n != 1 {
 		t.Fatalf("ReplayDeliveries(dead) = %d, %v; want 1", n, err)
 	}
-	if n, err := s.ReplayDeliveries(ctx(t), f, by); err != nil || n != 0 {
+	if n, err := bulkCount(s.ReplayDeliveries(ctx(t), f, by)); err != nil || n != 0 {
 		t.Fatalf("ReplayDeliveries(dead) again = %d, %v; want 0: the first one resolved them", n, err)
 	}
 	ev := event(t, s, evID)
@@ -515,10 +515,10 @@ func testBulkReplayTwiceReplaysOnce(t *testing.T, s store.Store) {
 		t.Fatalf("actions = %+v", ev.Actions)
 	}
 	// A bulk replay selecting the held one resolves it too.
-	if n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusHeld}, by); err != nil || n != 1 {
+	if n, err := bulkCount(s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusHeld}, by)); err != nil || n != 1 {
 		t.Fatalf("ReplayDeliveries(held) = %d, %v; want 1", n, err)
 	}
-	if n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusHeld}, by); err != nil || n != 0 {
+	if n, err := bulkCount(s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusHeld}, by)); err != nil || n != 0 {
 		t.Fatalf("ReplayDeliveries(held) again = %d, %v; want 0", n, err)
 	}
 }
@@ -689,7 +689,7 @@ func testPausedShownEverywhere(t *testing.T, s store.Store) {
 	if err != nil || counts[anyhook.StatusPaused] != len(want) || counts[anyhook.StatusPending] != len(audits) {
 		t.Errorf("Counts = %v, %v; want %d paused, %d pending", counts, err, len(want), len(audits))
 	}
-	if n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusPending, Destination: "billing"}, tester); err != nil || n != 0 {
+	if n, err := bulkCount(s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Status: anyhook.StatusPending, Destination: "billing"}, tester)); err != nil || n != 0 {
 		t.Errorf("bulk replay of pending billing deliveries while billing is paused = %d, %v; want 0 (they are paused)", n, err)
 	}
 
@@ -708,3 +708,7 @@ func testPausedShownEverywhere(t *testing.T, s store.Store) {
 		t.Fatalf("after resume claimed %d billing deliveries, want 4", len(got))
 	}
 }
+
+// bulkCount is the count of a bulk replay, for the tests that expect no
+// pruned events.
+func bulkCount(b store.BulkReplay, err error) (int, error) { return b.Count, err }

@@ -39,7 +39,7 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CheckpointAndVerify", testLedgerCheckpointVerify},
 		{"LatenessFromSignedTimes", testLedgerLateness},
 		{"PruningJudgedByRetention", testLedgerPruneVerify},
-		{"LogKeys", testLedgerLogKeys},
+		{"LedgerKeys", testLedgerLogKeys},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -507,21 +507,25 @@ func testLedgerPruneNeeded(t *testing.T, s store.Store, l store.Ledger) {
 }
 
 // testLedgerPrunedNotSent: once its body is pruned, an event is never sent
-// again: replay and bulk replay are refused with ErrPruned and create
-// nothing. (A resend cannot meet a pruned body: only a held or dead
-// delivery can be resent, and one keeps its event's body.)
+// again: replay is refused with ErrPruned and creates nothing, and a bulk
+// replay skips it (listing it) and replays the others. (A resend cannot
+// meet a pruned body: only a held or dead delivery can be resent, and one
+// keeps its event's body.)
 func testLedgerPrunedNotSent(t *testing.T, s store.Store, l store.Ledger) {
 	gone := ingest(t, s, newEvent("stripe", "evt_gone", "billing"))[0].ID
 	deliverAs(t, s, "billing", "discarded")
+	done := ingest(t, s, newEvent("stripe", "evt_done", "billing"))[0].ID
+	deliverAs(t, s, "billing", "delivered")
 	kept := ingest(t, s, newEvent("stripe", "evt_kept", "billing"))[0].ID
 	deliverAs(t, s, "billing", "dead")
 	sequenceAll(t, l)
-	if n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100); err != nil || n != 1 {
-		t.Fatalf("PruneBodies = %d, %v; want 1", n, err)
+	if n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100); err != nil || n != 2 {
+		t.Fatalf("PruneBodies = %d, %v; want 2", n, err)
 	}
 	before := event(t, s, gone)
-	if !before.BodyPruned || event(t, s, kept).BodyPruned {
-		t.Fatalf("BodyPruned: gone %v, kept %v", before.BodyPruned, event(t, s, kept).BodyPruned)
+	beforeDone := event(t, s, done)
+	if !before.BodyPruned || !beforeDone.BodyPruned || event(t, s, kept).BodyPruned {
+		t.Fatalf("BodyPruned: gone %v, done %v, kept %v", before.BodyPruned, beforeDone.BodyPruned, event(t, s, kept).BodyPruned)
 	}
 	if _, err := s.Replay(ctx(t), gone, []string{"billing"}, tester); !errors.Is(err, anyhook.ErrPruned) {
 		t.Errorf("Replay(pruned) err = %v, want ErrPruned", err)
@@ -529,24 +533,27 @@ func testLedgerPrunedNotSent(t *testing.T, s store.Store, l store.Ledger) {
 	if _, err := s.Resolve(ctx(t), before.Deliveries[0].ID, store.ActionResend, tester); !errors.Is(err, anyhook.ErrInvalid) {
 		t.Errorf("Resolve(resend) of a discarded (resolved) delivery: err = %v, want ErrInvalid", err)
 	}
-	if n, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Source: "stripe"}, tester); !errors.Is(err, anyhook.ErrPruned) {
-		t.Errorf("ReplayDeliveries(pruned among them) = %d, %v; want ErrPruned", n, err)
+	// The source's deliveries: gone's is resolved (never selected), done's
+	// delivered but its body is pruned (skipped, listed), kept's dead
+	// (replayed).
+	res, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{Source: "stripe"}, tester)
+	if err != nil || res.Count != 1 || !slices.Equal(res.Pruned, []string{done}) {
+		t.Errorf("ReplayDeliveries(source) = %+v, %v; want 1 replayed (%s), pruned [%s] skipped", res, err, kept, done)
 	}
-	after := event(t, s, gone)
-	if len(after.Deliveries) != 1 || after.Deliveries[0].Status != anyhook.StatusResolved || after.Deliveries[0].Note != before.Deliveries[0].Note ||
-		len(after.Actions) != len(before.Actions) {
-		t.Errorf("deliveries of the pruned event after the refusals: %+v", after.Deliveries)
+	for _, was := range []anyhook.Event{before, beforeDone} {
+		after := event(t, s, was.ID)
+		if len(after.Deliveries) != 1 || after.Deliveries[0].Status != was.Deliveries[0].Status || after.Deliveries[0].Note != was.Deliveries[0].Note ||
+			len(after.Actions) != len(was.Actions) {
+			t.Errorf("deliveries of the pruned event %s after the refusals: %+v", was.DedupKey, after.Deliveries)
+		}
 	}
-	if ds := event(t, s, kept).Deliveries; len(ds) != 1 {
-		t.Errorf("a refused bulk replay created deliveries: %+v", ds)
+	ds := event(t, s, kept).Deliveries
+	if len(ds) != 2 || ds[0].Status != anyhook.StatusResolved || !ds[1].Replay {
+		t.Errorf("the kept event after the bulk replay: %+v; want its dead delivery resolved by a replay", ds)
 	}
-	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 0 {
-		t.Errorf("claims after the refusals: %+v", cs)
-	}
-	// The event that kept its body (its delivery is dead) is replayed as
-	// usual.
-	if ds, err := s.Replay(ctx(t), kept, []string{"billing"}, tester); err != nil || len(ds) != 1 {
-		t.Errorf("Replay(kept) = %+v, %v", ds, err)
+	cs := claim(t, s, "billing", 10, time.Minute)
+	if len(cs) != 1 || cs[0].Event.ID != kept || cs[0].Event.BodyPruned {
+		t.Errorf("claims after the bulk replay: %+v; want the kept event's replay only", cs)
 	}
 }
 
@@ -724,46 +731,46 @@ func testLedgerPruneVerify(t *testing.T, s store.Store, l store.Ledger) {
 // first writer wins and every one reads its key back; a rotation takes
 // effect only from the key in force, and saves its checkpoint with it.
 func testLedgerLogKeys(t *testing.T, s store.Store, l store.Ledger) {
-	if keys, err := l.LogKeys(ctx(t)); err != nil || len(keys) != 0 {
-		t.Fatalf("LogKeys of a new log = %v, %v", keys, err)
+	if keys, err := l.LedgerKeys(ctx(t)); err != nil || len(keys) != 0 {
+		t.Fatalf("LedgerKeys of a new log = %v, %v", keys, err)
 	}
 	const n = 8
 	got := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { got[i], errs[i] = l.PinLogKey(context.WithoutCancel(ctx(t)), fmt.Sprintf("key-%d", i)) })
+		wg.Go(func() { got[i], errs[i] = l.PinLedgerKey(context.WithoutCancel(ctx(t)), fmt.Sprintf("key-%d", i)) })
 	}
 	wg.Wait()
 	for i := range n {
 		if errs[i] != nil || got[i] != got[0] {
-			t.Fatalf("PinLogKey %d = %q, %v; want every starter to read the one winning key (%q)", i, got[i], errs[i], got[0])
+			t.Fatalf("PinLedgerKey %d = %q, %v; want every starter to read the one winning key (%q)", i, got[i], errs[i], got[0])
 		}
 	}
 	first := got[0]
-	if keys, err := l.LogKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first}) {
-		t.Fatalf("LogKeys = %v, %v; want [%s]", keys, err, first)
+	if keys, err := l.LedgerKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first}) {
+		t.Fatalf("LedgerKeys = %v, %v; want [%s]", keys, err, first)
 	}
 	bridge := store.Checkpoint{Size: 0, Root: store.Hash{7}, Note: []byte("handover\n\n— sigs\n")}
-	if err := l.RotateLogKey(ctx(t), "key-not-in-force", "key-next", bridge); !errors.Is(err, anyhook.ErrInvalid) {
-		t.Fatalf("RotateLogKey from a key not in force: err = %v, want ErrInvalid", err)
+	if err := l.RotateLedgerKey(ctx(t), "key-not-in-force", "key-next", bridge); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("RotateLedgerKey from a key not in force: err = %v, want ErrInvalid", err)
 	}
 	if cps, _ := l.Checkpoints(ctx(t)); len(cps) != 0 {
 		t.Fatalf("a refused rotation saved its checkpoint: %+v", cps)
 	}
-	if err := l.RotateLogKey(ctx(t), first, "key-next", bridge); err != nil {
+	if err := l.RotateLedgerKey(ctx(t), first, "key-next", bridge); err != nil {
 		t.Fatal(err)
 	}
-	if keys, err := l.LogKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first, "key-next"}) {
-		t.Fatalf("LogKeys after rotation = %v, %v", keys, err)
+	if keys, err := l.LedgerKeys(ctx(t)); err != nil || !slices.Equal(keys, []string{first, "key-next"}) {
+		t.Fatalf("LedgerKeys after rotation = %v, %v", keys, err)
 	}
-	if cur, err := l.PinLogKey(ctx(t), first); err != nil || cur != "key-next" {
-		t.Fatalf("PinLogKey after rotation = %q, %v; want the new key in force", cur, err)
+	if cur, err := l.PinLedgerKey(ctx(t), first); err != nil || cur != "key-next" {
+		t.Fatalf("PinLedgerKey after rotation = %q, %v; want the new key in force", cur, err)
 	}
 	if cp, err := l.LatestCheckpoint(ctx(t)); err != nil || string(cp.Note) != string(bridge.Note) || cp.Root != bridge.Root {
 		t.Fatalf("LatestCheckpoint after rotation = %+v, %v; want the handover", cp, err)
 	}
-	if err := l.RotateLogKey(ctx(t), first, "key-third", bridge); !errors.Is(err, anyhook.ErrInvalid) {
-		t.Fatalf("RotateLogKey from the retired key: err = %v, want ErrInvalid", err)
+	if err := l.RotateLedgerKey(ctx(t), first, "key-third", bridge); !errors.Is(err, anyhook.ErrInvalid) {
+		t.Fatalf("RotateLedgerKey from the retired key: err = %v, want ErrInvalid", err)
 	}
 }

@@ -2,7 +2,10 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"testing"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -31,6 +34,100 @@ func RunLookup(t *testing.T, open Open) {
 		}
 		if _, err := dr.Delivery(ctx(t), ev.ID); !errors.Is(err, anyhook.ErrNotFound) {
 			t.Errorf("Delivery(an event id) = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("QueueRows", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		qr, ok := s.(store.QueueReader)
+		if !ok {
+			t.Fatalf("%T does not implement store.QueueReader", s)
+		}
+		ev := event(t, s, ingest(t, s, newEvent("stripe", "evt_queue", "billing", "crm"))[0].ID)
+		// billing: two failed attempts, the second a transport error; crm: none.
+		c := claim(t, s, "billing", 1, time.Minute)
+		finish(t, s, retry(c[0], 0))
+		c = claim(t, s, "billing", 1, time.Minute)
+		o := retry(c[0], 0)
+		o.Status, o.Result.StatusCode, o.Result.Error = anyhook.StatusDead, 0, "dial tcp 127.0.0.1:9: connection refused"
+		finish(t, s, o)
+		var billing, crm string
+		for _, d := range ev.Deliveries {
+			if d.Destination == "billing" {
+				billing = d.ID
+			} else {
+				crm = d.ID
+			}
+		}
+		rows, err := qr.QueueRows(ctx(t), []string{billing, crm, "nope"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := rows[billing]
+		if len(rows) != 2 || b.ProviderEventID != "evt_queue" || b.Last.Number != 2 || b.Last.StatusCode != 0 ||
+			b.Last.Error != "dial tcp 127.0.0.1:9: connection refused" || !b.Last.StartedAt.Equal(received) {
+			t.Errorf("QueueRows = %+v; want billing's second attempt (a transport error), crm's none", rows)
+		}
+		if r := rows[crm]; r.ProviderEventID != "evt_queue" || r.Last.Number != 0 {
+			t.Errorf("QueueRows(crm) = %+v; want no attempt", r)
+		}
+	})
+	t.Run("DiscardDestination", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		dd, ok := s.(store.DestinationDiscarder)
+		if !ok {
+			t.Fatalf("%T does not implement store.DestinationDiscarder", s)
+		}
+		// gone: one pending, one dead, one delivering, one delivered;
+		// kept: one pending.
+		var evs []string
+		for i := range 4 {
+			evs = append(evs, ingest(t, s, newEvent("stripe", fmt.Sprint("evt_orphan_", i), "gone", "kept"))[0].ID)
+		}
+		c := claim(t, s, "gone", 1, time.Minute)
+		o := retry(c[0], 0)
+		o.Status = anyhook.StatusDead
+		finish(t, s, o)
+		c = claim(t, s, "gone", 1, time.Minute)
+		finish(t, s, delivered(c[0]))
+		delivering := claim(t, s, "gone", 1, time.Minute)[0].Delivery.ID
+		by := store.Actor{Name: "api", Reason: "billing-v1 was retired"}
+		n, err := dd.DiscardDestination(ctx(t), "gone", by)
+		if err != nil || n != 2 {
+			t.Fatalf("DiscardDestination = %d, %v; want 2 (the pending and the dead)", n, err)
+		}
+		statuses := map[anyhook.DeliveryStatus]int{}
+		actions := 0
+		for _, id := range evs {
+			ev := event(t, s, id)
+			for _, d := range ev.Deliveries {
+				if d.Destination == "kept" {
+					if d.Status != anyhook.StatusPending {
+						t.Errorf("kept's delivery %s is %s", d.ID, d.Status)
+					}
+					continue
+				}
+				statuses[d.Status]++
+				if d.Status == anyhook.StatusResolved && (d.Resolution.Kind != anyhook.ResolvedDiscarded || d.Resolution.By != "api" || d.Resolution.Reason != by.Reason) {
+					t.Errorf("discarded delivery %s: %+v", d.ID, d.Resolution)
+				}
+				if d.ID == delivering && d.Status != anyhook.StatusDelivering {
+					t.Errorf("the delivering delivery became %s", d.Status)
+				}
+			}
+			for _, a := range ev.Actions {
+				if a.Kind == store.ActionDiscard && a.Destination == "gone" && a.Actor == "api" && a.Reason == by.Reason {
+					actions++
+				}
+			}
+		}
+		want := map[anyhook.DeliveryStatus]int{anyhook.StatusResolved: 2, anyhook.StatusDelivering: 1, anyhook.StatusDelivered: 1}
+		if !maps.Equal(statuses, want) || actions != 2 {
+			t.Errorf("after the discard: %v, %d discard actions; want %v and 2", statuses, actions, want)
+		}
+		if n, err := dd.DiscardDestination(ctx(t), "gone", by); err != nil || n != 0 {
+			t.Errorf("DiscardDestination again = %d, %v; want 0", n, err)
 		}
 	})
 }

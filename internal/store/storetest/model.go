@@ -1086,7 +1086,8 @@ func (r *run) opReplayDeliveries() {
 	}
 	var pairs []pair
 	for _, d := range r.m.deliveries {
-		if p := (pair{d.ev, d.dest}); r.m.matches(d, f) && !slices.Contains(pairs, p) {
+		// A resolved delivery is never selected: a person dealt with it.
+		if p := (pair{d.ev, d.dest}); r.m.matches(d, f) && r.m.shown(d) != anyhook.StatusResolved && !slices.Contains(pairs, p) {
 			pairs = append(pairs, p)
 		}
 	}
@@ -1094,7 +1095,7 @@ func (r *run) opReplayDeliveries() {
 	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Or(cmp.Compare(a.ev.id, b.ev.id), cmp.Compare(a.dest, b.dest)) })
 	by := pick(r.rng, modelActors)
 	r.logf("replay deliveries %+v by %q: want %d", f, by.Name, len(pairs))
-	n, err := r.s.ReplayDeliveries(ctx(r.t), f, by)
+	n, err := bulkCount(r.s.ReplayDeliveries(ctx(r.t), f, by))
 	if err != nil {
 		r.fatalf("ReplayDeliveries: %v", err)
 	}
@@ -1111,7 +1112,7 @@ func (r *run) opReplayDeliveries() {
 	if f.Status == anyhook.StatusDead || f.Status == anyhook.StatusHeld {
 		// The same bulk replay again finds nothing: the first one
 		// resolved every delivery it selected.
-		if n, err := r.s.ReplayDeliveries(ctx(r.t), f, by); err != nil || n != 0 {
+		if n, err := bulkCount(r.s.ReplayDeliveries(ctx(r.t), f, by)); err != nil || n != 0 {
 			r.fatalf("ReplayDeliveries(%+v) again = %d, %v; want 0", f, n, err)
 		}
 	}

@@ -14,14 +14,14 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
-// fakeLog is a hand-written Log.
-type fakeLog struct{}
+// fakeLedger is a hand-written Ledger.
+type fakeLedger struct{}
 
-func (fakeLog) Checkpoint(context.Context) (ledger.CheckpointInfo, error) {
+func (fakeLedger) Checkpoint(context.Context) (ledger.CheckpointInfo, error) {
 	return ledger.CheckpointInfo{Origin: "o", Size: 3, Root: []byte{1, 2}, Checkpoint: "o\n3\nAQI=\n\n— o sig\n"}, nil
 }
 
-func (fakeLog) Proof(_ context.Context, id string) (*ledger.Proof, error) {
+func (fakeLedger) Proof(_ context.Context, id string) (*ledger.Proof, error) {
 	if id != "ev1" {
 		return nil, fmt.Errorf("event %s has no log entry: %w", id, anyhook.ErrNotFound)
 	}
@@ -44,7 +44,7 @@ func TestLogRoutes(t *testing.T) {
 		json.Unmarshal(rec.Body.Bytes(), &m)
 		return rec, m
 	}
-	a := New(Options{Store: st, Token: "t", Log: fakeLog{}})
+	a := New(Options{Store: st, Token: "t", Ledger: fakeLedger{}})
 	if rec, m := get(a, "/api/log/checkpoint"); rec.Code != 200 || m["size"] != 3.0 || m["root"] != "AQI=" {
 		t.Errorf("checkpoint: %d %v", rec.Code, m)
 	}

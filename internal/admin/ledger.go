@@ -7,18 +7,19 @@ import (
 	"github.com/anyhook/anyhook/internal/ledger"
 )
 
-// Log is the tamper-evident log as the admin API reads it (ledger.Reader).
-type Log interface {
+// Ledger is the tamper-evident ledger as the admin API reads it
+// (ledger.Reader).
+type Ledger interface {
 	Checkpoint(ctx context.Context) (ledger.CheckpointInfo, error)
 	Proof(ctx context.Context, eventID string) (*ledger.Proof, error)
 }
 
-var errNoLog = &Error{Status: http.StatusNotFound, Code: "log_disabled", Message: "this gateway keeps no tamper-evident log"}
+var errNoLedger = &Error{Status: http.StatusNotFound, Code: "log_disabled", Message: "this gateway keeps no tamper-evident log"}
 
 // GET /api/log/checkpoint
 func (a *API) logCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	if a.ledger == nil {
-		return errNoLog
+		return errNoLedger
 	}
 	cp, err := a.ledger.Checkpoint(r.Context())
 	if err != nil {
@@ -30,7 +31,7 @@ func (a *API) logCheckpoint(w http.ResponseWriter, r *http.Request) error {
 // GET /api/events/{id}/proof
 func (a *API) eventProof(w http.ResponseWriter, r *http.Request) error {
 	if a.ledger == nil {
-		return errNoLog
+		return errNoLedger
 	}
 	p, err := a.ledger.Proof(r.Context(), r.PathValue("id"))
 	if err != nil {

@@ -7,29 +7,29 @@ import (
 	"unicode"
 )
 
-// LogSettings configure the tamper-evident log (SPEC §8, docs/ledger.md).
-type LogSettings struct {
+// LedgerSettings configure the tamper-evident ledger (SPEC §8, docs/ledger.md).
+type LedgerSettings struct {
 	// KeyFile holds the Ed25519 checkpoint signing key; created (mode 0600)
 	// on first start. Relative to the config file. Default anyhook-log.key.
 	KeyFile string `yaml:"key_file"`
-	// CheckpointInterval is how often a checkpoint is signed when the log
+	// CheckpointInterval is how often a checkpoint is signed when the ledger
 	// grew. Default 10s.
 	CheckpointInterval Duration `yaml:"checkpoint_interval"`
 	// PushURL, when set, receives every new signed checkpoint as a POST
 	// (a witness or a bucket). Default none.
 	PushURL string `yaml:"push_url"`
 	// Retention empties the bodies of events older than this, keeping their
-	// hashes (the log still verifies), their headers and dedup keys. 0s
+	// hashes (the ledger still verifies), their headers and dedup keys. 0s
 	// keeps bodies forever. Default 720h (30 days).
 	Retention Duration `yaml:"retention"`
-	// Origin is the first line of every checkpoint, naming the log. Default:
+	// Origin is the first line of every checkpoint, naming the ledger. Default:
 	// the signing key's name, made unique when the key is generated.
 	Origin string `yaml:"origin"`
 }
 
 // Log defaults.
 const (
-	DefaultLogKeyFile         = "anyhook-log.key"
+	DefaultLedgerKeyFile      = "anyhook-log.key"
 	DefaultCheckpointInterval = 10 * time.Second
 	DefaultRetention          = 720 * time.Hour
 	// MinRetention is the shortest retention accepted (other than 0s): a
@@ -37,22 +37,22 @@ const (
 	MinRetention = 24 * time.Hour
 )
 
-func (c *Config) setLogDefaults() {
-	if c.Log.KeyFile == "" && !c.has("log.key_file") {
-		c.Log.KeyFile = DefaultLogKeyFile
+func (c *Config) setLedgerDefaults() {
+	if c.Ledger.KeyFile == "" && !c.has("log.key_file") {
+		c.Ledger.KeyFile = DefaultLedgerKeyFile
 	}
-	if c.Log.CheckpointInterval == 0 && !c.has("log.checkpoint_interval") {
-		c.Log.CheckpointInterval = Duration(DefaultCheckpointInterval)
+	if c.Ledger.CheckpointInterval == 0 && !c.has("log.checkpoint_interval") {
+		c.Ledger.CheckpointInterval = Duration(DefaultCheckpointInterval)
 	}
-	if c.Log.Retention == 0 && !c.has("log.retention") {
-		c.Log.Retention = Duration(DefaultRetention)
+	if c.Ledger.Retention == 0 && !c.has("log.retention") {
+		c.Ledger.Retention = Duration(DefaultRetention)
 	}
 }
 
-func (c *Config) validateLog() error {
-	l := &c.Log
+func (c *Config) validateLedger() error {
+	l := &c.Ledger
 	if l.KeyFile == "" {
-		return c.Errorf("log.key_file", "must name a file (default %s)", DefaultLogKeyFile)
+		return c.Errorf("log.key_file", "must name a file (default %s)", DefaultLedgerKeyFile)
 	}
 	if l.CheckpointInterval <= 0 {
 		return c.Errorf("log.checkpoint_interval", "must be greater than 0")
@@ -71,10 +71,10 @@ func (c *Config) validateLog() error {
 	return nil
 }
 
-// LogKeyPath is log.key_file resolved against the config file's directory.
-func (c *Config) LogKeyPath() string {
-	if filepath.IsAbs(c.Log.KeyFile) {
-		return c.Log.KeyFile
+// LedgerKeyPath is log.key_file resolved against the config file's directory.
+func (c *Config) LedgerKeyPath() string {
+	if filepath.IsAbs(c.Ledger.KeyFile) {
+		return c.Ledger.KeyFile
 	}
-	return filepath.Join(c.Dir, c.Log.KeyFile)
+	return filepath.Join(c.Dir, c.Ledger.KeyFile)
 }

@@ -1,0 +1,174 @@
+// Package certs gives the gateway's listeners their TLS configuration:
+// a certificate read from files and read again when the files change (a
+// renewal by an outside tool needs no restart), or certificates obtained
+// and renewed over ACME (golang.org/x/crypto/acme/autocert, TLS-ALPN-01),
+// and optionally the client CAs whose certificates a listener requires.
+// TLS 1.2 is the minimum; everything else is Go's default.
+package certs
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/acme"
+	"golang.org/x/crypto/acme/autocert"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+// Options say where a listener's certificates come from; exactly one of
+// CertFile (with KeyFile) and ACME is set.
+type Options struct {
+	CertFile, KeyFile string // PEM files, read again when they change
+	// ClientCAs, when set, are the CAs whose client certificates the
+	// listener requires: a connection without one is refused.
+	ClientCAs *x509.CertPool
+	ACME      *ACME
+	Logger    *slog.Logger
+}
+
+// ACME configures automatic certificates.
+type ACME struct {
+	Domains []string
+	Email   string
+	CA      string         // the ACME directory URL
+	Roots   *x509.CertPool // the roots the CA's HTTPS server chains to; nil: the system's
+	Storage string         // directory of the account key and certificates
+}
+
+// FromConfig returns the Options of a tls: block of cfg (nil: plain HTTP).
+func FromConfig(cfg *config.Config, t *config.TLS, log *slog.Logger) (*Options, error) {
+	if t == nil {
+		return nil, nil
+	}
+	o := &Options{Logger: log}
+	if t.ACME != nil {
+		a := &ACME{Domains: t.ACME.Domains, Email: t.ACME.Email, CA: t.ACME.CA, Storage: cfg.ACMEStoragePath()}
+		if t.ACME.CARoot != "" {
+			pool, err := config.LoadCertPool(cfg.FilePath(t.ACME.CARoot))
+			if err != nil {
+				return nil, cfg.Errorf("tls.acme.ca_root", "%v", err)
+			}
+			a.Roots = pool
+		}
+		o.ACME = a
+		return o, nil
+	}
+	o.CertFile, o.KeyFile = cfg.FilePath(t.CertFile), cfg.FilePath(t.KeyFile)
+	if t.ClientCA != "" {
+		pool, err := config.LoadCertPool(cfg.FilePath(t.ClientCA))
+		if err != nil {
+			return nil, cfg.Errorf("admin.tls.client_ca", "%v", err)
+		}
+		o.ClientCAs = pool
+	}
+	return o, nil
+}
+
+// Config builds the listener's *tls.Config. With certificate files, they
+// are loaded now (an error names them).
+func Config(o Options) (*tls.Config, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var tc *tls.Config
+	switch {
+	case o.ACME != nil:
+		m, err := newManager(o.ACME, log)
+		if err != nil {
+			return nil, err
+		}
+		tc = m.TLSConfig() // h2, http/1.1 and the TLS-ALPN-01 protocol
+	case o.CertFile != "":
+		fc := &fileCert{certFile: o.CertFile, keyFile: o.KeyFile, log: log}
+		if _, err := fc.load(); err != nil {
+			return nil, err
+		}
+		tc = &tls.Config{GetCertificate: fc.get, NextProtos: []string{"h2", "http/1.1"}}
+	default:
+		return nil, errors.New("certs: neither certificate files nor ACME")
+	}
+	tc.MinVersion = tls.VersionTLS12
+	if o.ClientCAs != nil {
+		tc.ClientCAs = o.ClientCAs
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+func newManager(a *ACME, log *slog.Logger) (*autocert.Manager, error) {
+	if err := os.MkdirAll(a.Storage, 0o700); err != nil {
+		return nil, fmt.Errorf("tls.acme.storage: %w", err)
+	}
+	client := &acme.Client{DirectoryURL: a.CA, UserAgent: "AnyHook"}
+	if a.Roots != nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: a.Roots, MinVersion: tls.VersionTLS12}
+		client.HTTPClient = &http.Client{Transport: tr, Timeout: time.Minute}
+	}
+	log.Info("tls: certificates by ACME", "ca", a.CA, "domains", a.Domains, "storage", a.Storage)
+	return &autocert.Manager{
+		Prompt:     autocert.AcceptTOS,
+		Cache:      autocert.DirCache(a.Storage),
+		HostPolicy: autocert.HostWhitelist(a.Domains...),
+		Email:      a.Email,
+		Client:     client,
+	}, nil
+}
+
+// fileCert is a certificate read from files, read again on the first
+// handshake after either file changed (another inode, size or modification
+// time). A pair that does not load (a renewal half written, a key that does
+// not match yet) is logged and the previous certificate kept.
+type fileCert struct {
+	certFile, keyFile string
+	log               *slog.Logger
+
+	mu     sync.Mutex
+	cert   *tls.Certificate
+	stamps [2]os.FileInfo
+}
+
+// get is the GetCertificate hook.
+func (f *fileCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return f.load()
+}
+
+func (f *fileCert) load() (*tls.Certificate, error) {
+	ci, cerr := os.Stat(f.certFile)
+	ki, kerr := os.Stat(f.keyFile)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cerr == nil && kerr == nil && f.cert != nil && same(f.stamps[0], ci) && same(f.stamps[1], ki) {
+		return f.cert, nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
+	if err != nil {
+		if f.cert == nil {
+			return nil, fmt.Errorf("tls: %s and %s: %w", f.certFile, f.keyFile, err)
+		}
+		f.log.Warn("tls: the certificate files changed but do not load; serving the previous certificate", "cert_file", f.certFile, "key_file", f.keyFile, "err", err)
+		if cerr == nil && kerr == nil {
+			f.stamps = [2]os.FileInfo{ci, ki}
+		}
+		return f.cert, nil
+	}
+	if f.cert != nil {
+		f.log.Info("tls: certificate reloaded", "cert_file", f.certFile, "serial", cert.Leaf.SerialNumber.String(), "not_after", cert.Leaf.NotAfter)
+	}
+	f.cert = &cert
+	f.stamps = [2]os.FileInfo{ci, ki}
+	return f.cert, nil
+}
+
+func same(a, b os.FileInfo) bool {
+	return a != nil && b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}

@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"github.com/anyhook/anyhook/internal/route"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/buildinfo"
+	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/ingest"
+	"github.com/anyhook/anyhook/internal/ledger"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/throttle"
+)
+
+// This file is where the configuration meets the components: each
+// function turns the settings of one part of a *config.Config into the
+// types of the package that runs it (as litestream's
+// NewS3ReplicaClientFromConfig does), so no component imports config and
+// no other file of the gateway reads a component's settings from it.
+// Their errors locate the offending key (file, key and line).
+
+// Open opens the store that cfg.Database names.
+func Open(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	if path, ok := cfg.SQLitePath(); ok {
+		st, err := sqlite.Open(ctx, path, sqlite.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
+		}
+		return st, nil
+	}
+	if dsn, ok := cfg.PostgresURL(); ok {
+		st, err := postgres.Open(ctx, dsn, postgres.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
+		}
+		return st, nil
+	}
+	return nil, cfg.Errorf("database", "%q is neither sqlite:PATH nor postgres://…", cfg.Database)
+}
+
+// ingestSources builds each source's provider and ingest settings.
+func ingestSources(cfg *config.Config) ([]ingest.Source, error) {
+	var out []ingest.Source
+	for _, name := range cfg.SourceOrder {
+		src := cfg.Sources[name]
+		p, err := provider.New(src.ProviderSettings())
+		if err != nil {
+			return nil, cfg.SourceError(name, err)
+		}
+		out = append(out, ingest.Source{
+			Name:         name,
+			Provider:     p,
+			MaxBody:      src.MaxBody.Bytes(),
+			PublicURL:    src.PublicURL,
+			Destinations: src.Destinations,
+			Filters:      Filters(cfg, src.Destinations),
+			// Stale events are delivered, flagged, unless the source
+			// says stale: skip (issue 13: skipping by default silently
+			// dropped late payment events that share an object).
+			StaleSkip:     src.Ordering != nil && src.Ordering.Stale == "skip",
+			SecretHeaders: provider.CredentialHeaders(src.Provider),
+		})
+	}
+	return out, nil
+}
+
+// deliveryDestinations checks each destination's signing secret and gives
+// its delivery settings.
+func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
+	var out []delivery.Destination
+	for _, name := range cfg.DestinationOrder {
+		d := cfg.Destinations[name]
+		if d.SigningSecret != "" {
+			if err := provider.Sign("standard", d.SigningSecret, &provider.Request{}, time.Now()); err != nil {
+				return nil, cfg.Errorf("destinations."+name+".signing_secret", "%v", err)
+			}
+		}
+		out = append(out, delivery.Destination{
+			Name:          name,
+			URL:           d.URL,
+			SigningSecret: d.SigningSecret,
+			Timeout:       d.Timeout.D(),
+			MaxAttempts:   d.MaxAttempts,
+			Initial:       d.Backoff.Initial.D(),
+			Max:           d.Backoff.Max.D(),
+			StalePolicy:   d.StalePolicy,
+			DropHeaders:   d.DropHeaders,
+			MaxInFlight:   d.MaxInFlight,
+
+			InsecureSkipVerify: d.TLSInsecureSkipVerify,
+			Rate:               d.Rate.PerSecond(),
+		})
+	}
+	return out, nil
+}
+
+// alertSinks gives the alert sinks of cfg.Alerts, in order.
+func alertSinks(cfg *config.Config) []alert.Sink {
+	out := make([]alert.Sink, len(cfg.Alerts))
+	for i, a := range cfg.Alerts {
+		out[i] = alert.Sink{Webhook: a.Webhook, Slack: a.Slack}
+		if pd := a.PagerDuty; pd != nil {
+			out[i].PagerDuty = &alert.PagerDuty{RoutingKey: pd.RoutingKey, URL: pd.URL}
+		}
+	}
+	return out
+}
+
+// deliveryOptions gives the engine's settings from cfg (its callbacks and
+// observer are the gateway's to add).
+func deliveryOptions(cfg *config.Config, dests []delivery.Destination) delivery.Options {
+	return delivery.Options{
+		Destinations: dests,
+		PollInterval: cfg.Delivery.PollInterval.D(),
+		Grace:        cfg.Delivery.Grace.D(),
+		UserAgent:    userAgent(),
+	}
+}
+
+// sourceBuckets gives the token bucket of each source with a rate_limit.
+func sourceBuckets(cfg *config.Config) map[string]*throttle.Bucket {
+	buckets := map[string]*throttle.Bucket{}
+	for name, s := range cfg.Sources {
+		if s != nil && s.RateLimit != nil {
+			buckets[name] = throttle.NewBucket(s.RateLimit.RPS, s.RateLimit.Burst)
+		}
+	}
+	return buckets
+}
+
+// sourceDestinations gives each source's destinations, for the admin API
+// and the dashboard.
+func sourceDestinations(cfg *config.Config) map[string][]string {
+	out := map[string][]string{}
+	for _, name := range cfg.SourceOrder {
+		out[name] = cfg.Sources[name].Destinations
+	}
+	return out
+}
+
+// checkpointerOptions gives the ledger's checkpointer settings (the log:
+// section) for key (its logger, clock and failure callback are the
+// gateway's to add).
+func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.CheckpointerOptions {
+	return ledger.CheckpointerOptions{
+		Key:       key,
+		Origin:    cfg.Ledger.Origin,
+		Interval:  cfg.Ledger.CheckpointInterval.D(),
+		PushURL:   cfg.Ledger.PushURL,
+		Retention: cfg.Ledger.Retention.D(),
+	}
+}
+
+// Check runs the checks New makes of a loaded configuration beyond
+// config.Validate, without opening the store or listening: it builds every
+// source's provider (so a Stripe secret that does not start with whsec_
+// fails here as it does at start), checks every destination's signing
+// secret and builds the alert sinks. `anyhook config check` runs it, and
+// serve before it listens, so that a mistake in the config is reported as
+// such even when the address is in use. The error is a *ConfigError.
+func Check(cfg *config.Config) error {
+	if _, err := ingestSources(cfg); err != nil {
+		return &ConfigError{err}
+	}
+	if _, err := deliveryDestinations(cfg); err != nil {
+		return &ConfigError{err}
+	}
+	if _, err := alert.New(alertSinks(cfg), alert.Options{}); err != nil {
+		return &ConfigError{err}
+	}
+	return nil
+}
+
+// userAgent is what the gateway's outbound requests (deliveries, alerts)
+// say they are: AnyHook and the build's version (internal/buildinfo).
+func userAgent() string { return "AnyHook/" + buildinfo.Version() }
+
+// Filters returns the filters of the named destinations that have one
+// (compiled by config.Validate), by name; nil when none has.
+func Filters(cfg *config.Config, destinations []string) map[string]*route.Filter {
+	var m map[string]*route.Filter
+	for _, d := range destinations {
+		if dc := cfg.Destinations[d]; dc != nil && dc.Route != nil {
+			if m == nil {
+				m = map[string]*route.Filter{}
+			}
+			m[d] = dc.Route
+		}
+	}
+	return m
+}
