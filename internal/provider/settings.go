@@ -20,6 +20,9 @@ type Settings struct {
 	Signature *Signature // generic only: required there, "none" or a scheme
 	// ID, "header:NAME" or "json:PATH", overrides the provider's dedup key.
 	ID string
+	// Type, "header:NAME" or "json:PATH", overrides the provider's event
+	// type (generic sources have one only with it).
+	Type string
 	// Ordering overrides the provider's ordering hints; nil keeps them.
 	Ordering *Ordering
 }

@@ -93,6 +93,9 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	c := sqlstore.NewWhere(sqlstore.Postgres)
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)
+	if f.Type != "" {
+		c.Add(`coalesce(type, '') ILIKE ? ESCAPE '\'`, store.TypePattern(f.Type))
+	}
 	if f.Status != "" {
 		stored, extra := store.StatusCond("d.", f.Status)
 		if extra != "" {
