@@ -166,6 +166,11 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// No dispatcher would ever take such a delivery.
 		return bad(exitUsage, fmt.Errorf("replay: --destination %q is not in %s (known: %s)", o.dest, cfg.Path, strings.Join(cfg.DestinationOrder, ", ")))
 	}
+	if o.status != "" && o.dest == "" {
+		// Only destinations a dispatcher takes: a replay queued for one the
+		// config no longer names would wait for ever.
+		f.Destinations = cfg.DestinationOrder
+	}
 	st, err := openStore(ctx, cfg, "replay")
 	if err != nil {
 		return bad(exitUsage, err)

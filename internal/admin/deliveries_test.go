@@ -286,3 +286,35 @@ func TestDiscardOrphanedDestination(t *testing.T) {
 		t.Errorf("a too long reason: %d", r.status)
 	}
 }
+
+// TestBulkReplaySkipsOrphanedDestinations: a bulk replay without a
+// destination replays only to destinations of the config; a replay queued
+// for one it no longer names would wait for ever, while the original
+// would read "resolved: replayed".
+func TestBulkReplaySkipsOrphanedDestinations(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := store.NewID()
+	if _, err := f.store.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: id, Source: "stripe", DedupKey: "evt_orphan_replay",
+		ReceivedAt: clock, Method: "POST", Path: "/webhooks/stripe", Body: []byte(`{}`)}, Destinations: []string{"legacy", "billing"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		m := f.mustStatus(f.do("POST", "/api/replay", fmt.Sprintf(`{"status":"pending","dry_run":%v}`, dry)), map[bool]int{true: http.StatusOK, false: http.StatusAccepted}[dry]).json(t)
+		if m["count"] != float64(1) {
+			t.Errorf("bulk replay (dry run %v) = %v; want 1 (billing only)", dry, m)
+		}
+	}
+	ev, err := f.store.Event(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ev.Deliveries {
+		if d.Destination == "legacy" && (d.Replay || d.Status != anyhook.StatusPending) {
+			t.Errorf("delivery to the orphaned destination after a bulk replay: %s replay=%v %+v", d.Status, d.Replay, d.Resolution)
+		}
+	}
+	if n := len(ev.Deliveries); n != 3 {
+		t.Errorf("%d deliveries after the replay, want 3 (two originals, one replay to billing)", n)
+	}
+}

@@ -213,12 +213,17 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		q.fail(badParam("destination", "unknown destination %q (configured: %s)", f.Destination, strings.Join(a.dests, ", ")))
 	}
 	q.window(f.Since, f.Until)
-	if f == (store.DeliveryFilter{}) {
+	if f.Destination == "" && f.Source == "" && f.Status == "" && f.Since.IsZero() && f.Until.IsZero() {
 		q.fail(&Error{Status: http.StatusBadRequest, Code: "invalid",
 			Message: "an empty filter would replay every delivery; give at least one of source, status, destination, since, until"})
 	}
 	if q.err != nil {
 		return q.err
+	}
+	if f.Destination == "" {
+		// Only destinations a dispatcher takes: a replay queued for one the
+		// config no longer names would wait for ever (discard those).
+		f.Destinations = a.dests
 	}
 	if req.DryRun {
 		res, err := store.DryRunReplay(r.Context(), a.store, f)

@@ -404,6 +404,12 @@ func TestPages(t *testing.T) {
 		}
 	}
 	mustContain(t, f.get("/events?q=evt_nowhere"), "No events match.")
+	// An event of a source the config no longer names is found too (the
+	// per-source lookups above know only configured sources).
+	goneID := f.seed("renamed-away", "evt_gone", []byte(`{"id":"evt_gone"}`))
+	if r := f.get("/events?q=evt_gone"); r.code != http.StatusSeeOther || r.header.Get("Location") != "/events/"+goneID {
+		t.Errorf("search for an event of a removed source: %d to %q; want 303 to /events/%s", r.code, r.header.Get("Location"), goneID)
+	}
 	req, _ := http.NewRequest("GET", f.srv.URL+"/events?source=stripe", nil)
 	req.Header.Set("X-AnyHook-Partial", "1")
 	r = f.do(req)

@@ -403,6 +403,11 @@ func (d *Dashboard) listEvents(r *http.Request, f store.EventFilter) ([]anyhook.
 		}
 		all = append(all, evs...)
 	}
+	if len(all) == 0 {
+		// Perhaps an event of a source the config no longer names (removed
+		// or renamed): ask without a source, as the API does.
+		return d.opt.Store.ListEvents(r.Context(), f)
+	}
 	slices.SortFunc(all, func(a, b anyhook.Event) int { return cmp.Compare(b.ID, a.ID) })
 	if f.Cursor != "" {
 		i, _ := slices.BinarySearchFunc(all, f.Cursor, func(e anyhook.Event, c string) int { return cmp.Compare(c, e.ID) })
@@ -436,8 +441,8 @@ type deliveryView struct {
 }
 
 // destSummary is what happened to an event at one destination, counted
-// from its deliveries and their attempts: how often it was sent, how, and
-// how often the destination answered 2xx.
+// from its deliveries and their attempts: how often it was tried, how,
+// how often nothing answered, and how often the destination answered 2xx.
 type destSummary struct {
 	Destination string
 	Sent        int // attempts started, over the delivery and its replays
@@ -445,6 +450,7 @@ type destSummary struct {
 	Replays     int // replay deliveries
 	Replayed    int // attempts of the replay deliveries
 	Lost        int // attempts whose outcome is unknown (a crash or a stall)
+	NoAnswer    int // attempts that got no HTTP answer (refused, timed out…)
 	OK          int // attempts answered 2xx
 	Marked      int // deliveries a person marked delivered
 	Skipped     bool
@@ -478,6 +484,8 @@ func summarize(ds []anyhook.Delivery) []destSummary {
 			switch {
 			case store.Lost(a):
 				s.Lost++
+			case a.StatusCode == 0:
+				s.NoAnswer++
 			case a.StatusCode >= 200 && a.StatusCode < 300:
 				s.OK++
 			}

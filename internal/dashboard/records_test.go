@@ -40,8 +40,8 @@ func TestEventPageSaysWhatHappened(t *testing.T) {
 
 	page := f.get("/events/" + id)
 	mustContain(t, page,
-		"<strong>audit</strong>: sent 2 times (1 attempt of its delivery, 1 attempt of 1 replay), answered 2xx 1 time.",
-		"<strong>billing</strong>: sent 1 time (1 attempt of its delivery; 1 lost in a crash, outcome unknown), answered 2xx 0 times; marked delivered by a person 1 time.",
+		"<strong>audit</strong>: tried 2 times (1 attempt of its delivery, 1 attempt of 1 replay), answered 2xx 1 time.",
+		"<strong>billing</strong>: tried 1 time (1 attempt of its delivery; 1 lost in a crash, outcome unknown), answered 2xx 0 times; marked delivered by a person 1 time.",
 		`data-resolution="replayed">Resolved: replayed by <strong>dashboard session `,
 		`audit is back`, `carries the work`,
 		`data-resolution="marked_delivered">Marked delivered (the gateway saw no 2xx for it) by <strong>dashboard session `,
@@ -110,4 +110,24 @@ func TestOverviewCountsStale(t *testing.T) {
 	if card == nil || card[1] != "1" || !strings.Contains(card[2], "of 2 stale") {
 		t.Fatalf("stale card %q", card)
 	}
+}
+
+// TestEventPageNoAnswer: an attempt that got no HTTP answer (connection
+// refused) is counted as tried, never as if the destination had it.
+func TestEventPageNoAnswer(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.login()
+	ctx := context.Background()
+	id := f.seed("stripe", "evt_refused", []byte(`{}`))
+	cs, err := f.store.Claim(ctx, "audit", 1, time.Minute)
+	if err != nil || len(cs) != 1 || cs[0].Event.ID != id {
+		t.Fatalf("claim: %v %d", err, len(cs))
+	}
+	if _, err := f.store.Finish(ctx, []store.Outcome{{DeliveryID: cs[0].Delivery.ID, Attempt: 1, Status: anyhook.StatusPending, RetryIn: time.Hour,
+		Result: anyhook.Attempt{Number: 1, StartedAt: time.Now(), Duration: time.Millisecond, Error: "dial tcp 127.0.0.1:9: connect: connection refused"}}}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, f.get("/events/"+id),
+		"<strong>audit</strong>: tried 1 time (1 attempt of its delivery; 1 got no HTTP answer, e.g. connection refused or timed out), answered 2xx 0 times.")
 }

@@ -81,11 +81,15 @@ type EventFilter struct {
 type DeliveryFilter struct {
 	Status      anyhook.DeliveryStatus // as shown: paused selects the pending deliveries of paused destinations
 	Destination string
-	Source      string
-	Since       time.Time // delivery created at or after
-	Until       time.Time
-	Limit       int
-	Cursor      string
+	// Destinations, when set, keeps only deliveries to these destinations:
+	// a bulk replay names the configured ones, so that it never queues a
+	// replay no dispatcher will take.
+	Destinations []string
+	Source       string
+	Since        time.Time // delivery created at or after
+	Until        time.Time
+	Limit        int
+	Cursor       string
 }
 
 // Resolve actions for held and dead deliveries, and ActionReplay, the

@@ -207,6 +207,24 @@ func (w *Where) AddTime(cond string, t time.Time) {
 	}
 }
 
+// In appends "col IN (…)" with one parameter per value; no values
+// select nothing.
+func (w *Where) In(col string, values []string) {
+	if len(values) == 0 {
+		w.Raw("1 = 0")
+		return
+	}
+	marks := make([]string, len(values))
+	for i, v := range values {
+		w.args = append(w.args, v)
+		marks[i] = "?"
+		if w.d.Numbered {
+			marks[i] = "$" + strconv.Itoa(len(w.args))
+		}
+	}
+	w.conds = append(w.conds, col+" IN ("+strings.Join(marks, ", ")+")")
+}
+
 // Raw appends a condition without a parameter; "" appends nothing.
 func (w *Where) Raw(cond string) {
 	if cond != "" {
@@ -235,6 +253,9 @@ func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
 		w.Raw(extra)
 	}
 	w.AddString("d.destination = ?", f.Destination)
+	if f.Destinations != nil {
+		w.In("d.destination", f.Destinations)
+	}
 	w.AddString("e.source = ?", f.Source)
 	w.AddTime("d.created_at >= ?", f.Since)
 	w.AddTime("d.created_at < ?", f.Until)
