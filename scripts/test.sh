@@ -3,8 +3,9 @@
 # It makes sure PostgreSQL is up (scripts/postgres.sh), Chromium is
 # installed for the dashboard's browser test (scripts/chromium.sh) and the
 # tools that check the shipping files are there (scripts/tools.sh: zsh,
-# systemd-analyze, shellcheck, deploy/'s Go modules), then checks
-# formatting, lints the scripts, vets, runs every test with the race
+# systemd-analyze, shellcheck, deploy/'s Go modules, staticcheck and
+# deadcode), then checks formatting, lints the scripts, vets, runs
+# staticcheck, runs every test with the race
 # detector, checks the shipping files (deploy/: Dockerfile, compose, the
 # systemd unit, the Kubernetes manifests, the release archives and the
 # licence files), and gives each fuzz target a short run.
@@ -34,6 +35,10 @@ go mod tidy -diff
 echo "== go vet"
 go vet ./...
 (cd deploy && go vet ./...)
+
+echo "== staticcheck"
+gobin="$(go env GOPATH)/bin"
+"$gobin/staticcheck" ./...
 
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
