@@ -375,10 +375,12 @@ func TestPostgresKillOneOfThree(t *testing.T) {
 					}
 				}
 			case "hold":
-				var held []deliveryItem
-				testwait.For(t, "the killed process's claims to be held", func() bool {
-					held = deliveries(t, ps[1].url, "held")
-					return len(held) == len(inFlight)
+				held := testwait.Value(t, "the killed process's claims to be held", func() ([]deliveryItem, error) {
+					held := deliveries(t, ps[1].url, "held")
+					if len(held) != len(inFlight) {
+						return held, fmt.Errorf("%d held, want %d: %+v", len(held), len(inFlight), held)
+					}
+					return held, nil
 				})
 				for _, d := range held {
 					if _, ok := inFlight[d.EventID]; !ok {

@@ -258,10 +258,6 @@ func (g *Gateway) healthAlert(kind string, h delivery.Health) {
 	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: g.now()})
 }
 
-// Handler is the HTTP handler of listen: ingest, admin API, health,
-// metrics, dashboard; with admin.listen set, ingest and /healthz only.
-func (g *Gateway) Handler() http.Handler { return g.handler }
-
 // AdminHandler is the HTTP handler of admin.listen, nil without it.
 func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler }
 

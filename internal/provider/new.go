@@ -53,10 +53,6 @@ func Names() []string {
 	return names
 }
 
-// URLBound reports whether the named provider's signature covers the URL
-// it called (Twilio, HubSpot v3, Square): its sources need a public URL.
-func URLBound(providerName string) bool { return kinds[providerName].urlBound }
-
 // CredentialHeaders lists the request headers of a provider that carry the
 // source's secret itself (GitLab's X-Gitlab-Token, a plain shared token):
 // they are checked, then neither stored, shown nor forwarded.

@@ -15,7 +15,8 @@ type Settings struct {
 	// New reads 0 as DefaultTolerance.
 	Tolerance time.Duration
 	// PublicURL is the URL as the provider calls it; required for
-	// URL-bound providers (URLBound).
+	// URL-bound providers (Twilio, HubSpot v3, Square: their signature
+	// covers the URL they called).
 	PublicURL string
 	Signature *Signature // generic only: required there, "none" or a scheme
 	// ID, "header:NAME" or "json:PATH", overrides the provider's dedup key.
