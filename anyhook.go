@@ -20,6 +20,13 @@ type Event struct {
 	Header http.Header // as received, canonical header keys
 	Body   []byte      // exact bytes received
 
+	// Type is the event type as the provider names it (invoice.paid,
+	// pull_request.opened); "" when it has none.
+	Type string
+	// NotRouted are the destinations of the source that a filter kept
+	// this event from: they got no delivery (SPEC §4).
+	NotRouted []string
+
 	// Ordering hints (SPEC §7); empty when the source has no ordering rules.
 	Object  string
 	Version string

@@ -12,10 +12,12 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-const replayUsage = `usage: anyhook replay [--config FILE] --event ID [--source S] [--destination D] [--reason TEXT] [--dry-run] [--json]
+const replayUsage = `usage: anyhook replay [--config FILE] --event ID [--source S] [--destination D] [--ignore-filters] [--reason TEXT] [--dry-run] [--json]
        anyhook replay [--config FILE] --status STATUS [--source S] [--destination D]
                       [--since T] [--until T] [--reason TEXT] [--dry-run] [--json]
 
@@ -26,7 +28,9 @@ same X-AnyHook-Delivery and X-AnyHook-Replay: true.
 X-AnyHook-Delivery a handler sees), a delivery id (then only that
 delivery's destination is replayed), or the provider's event id (evt_… for
 Stripe; with --source when several sources have an event with that id).
-It replays to every destination of the event's source, or --destination.
+It replays to every destination of the event's source whose filter
+accepts the event now (every one with --ignore-filters), or to
+--destination whatever its filter says.
 
 --status replays one delivery per (event, destination) among the
 deliveries in that status (e.g. dead), filtered by --source,
@@ -61,6 +65,10 @@ type replayReport struct {
 	Source          string `json:"source,omitempty"`
 	ProviderEventID string `json:"provider_event_id,omitempty"`
 	Matched         string `json:"matched,omitempty"`
+	// Filtered are the destinations of the source whose filter does not
+	// accept the event (--event without --destination or
+	// --ignore-filters): not replayed to.
+	Filtered []string `json:"filtered,omitempty"`
 	// Deliveries lists them, except for a --status replay that was carried
 	// out (the store creates those in one statement and counts them).
 	Deliveries []replayItem `json:"deliveries,omitempty"`
@@ -86,7 +94,7 @@ type replayError struct {
 
 type replayOptions struct {
 	cfgPath, event, status, source, dest, since, until, reason string
-	dryRun, json                                               bool
+	dryRun, json, ignoreFilters                                bool
 }
 
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -100,6 +108,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.since, "since", "", "with --status: deliveries created at or after `T`, an RFC 3339 time or a duration ago (e.g. 24h)")
 	fs.StringVar(&o.until, "until", "", "with --status: deliveries created before `T`, an RFC 3339 time or a duration ago")
 	fs.StringVar(&o.reason, "reason", "", "why, recorded with the replay in the event's actions (one line)")
+	fs.BoolVar(&o.ignoreFilters, "ignore-filters", false, "with --event and no --destination: replay to every destination of the source, whatever their filters say")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be replayed; change nothing")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	if code := parse(fs, args, stdout, stderr, replayUsage); code >= 0 {
@@ -201,6 +210,12 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 		return rep, exitFail, fmt.Errorf("replay: event %s is from source %q, which is no longer configured; name a --destination", ev.ID, ev.Source)
 	default:
 		dests = cfg.Sources[ev.Source].Destinations
+		if !o.ignoreFilters {
+			dests, rep.Filtered = route.Split(gateway.Filters(cfg, dests), route.NewInput(route.FromEvent(&ev)), dests, nil)
+			if len(dests) == 0 {
+				return rep, exitFail, fmt.Errorf("replay: no destination's filter accepts event %s (%s); name a --destination or pass --ignore-filters", ev.ID, strings.Join(rep.Filtered, ", "))
+			}
+		}
 	}
 	if !o.dryRun {
 		ds, err := st.Replay(ctx, ev.ID, dests, cliActor(o))
@@ -362,6 +377,9 @@ func (r replayReport) print(w io.Writer) {
 		}
 		what += ")"
 		fmt.Fprintf(w, "%s %s to %s: %d %s\n", verb, what, strings.Join(dests, ", "), r.Count, plural(r.Count, "delivery", "deliveries"))
+		if len(r.Filtered) > 0 {
+			fmt.Fprintf(w, "not to %s: its filter does not accept the event (--ignore-filters to send anyway)\n", strings.Join(r.Filtered, ", "))
+		}
 	} else {
 		fmt.Fprintf(w, "%s %d %s\n", verb, r.Count, plural(r.Count, "delivery", "deliveries"))
 		for _, d := range r.Deliveries {

@@ -251,3 +251,49 @@ func TestReplayStatusDryRunUntilJSON(t *testing.T) {
 		}
 	}
 }
+
+// A replay of an event without --destination respects the destinations'
+// filters unless --ignore-filters; a named destination is replayed to
+// whatever its filter says.
+func TestReplayRespectsFilters(t *testing.T) {
+	t.Parallel()
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
+	t.Cleanup(dest.Close)
+	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 100ms, grace: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%[1]s]}
+destinations:
+  billing: {url: %[2]s, sources: [stripe], max_attempts: 1}
+  crm: {url: %[2]s, sources: [stripe], max_attempts: 1, filter: 'type.startsWith("customer.")'}
+`, secret, dest.URL))
+	p := start(t, cfg)
+	f := &replayFixture{cfg: cfg, url: p.url}
+	id := sendTo(t, p.url, "stripe", "evt_filtered")
+	dests := func(rep replayReport) string {
+		var ds []string
+		for _, d := range rep.Deliveries {
+			ds = append(ds, d.Destination)
+		}
+		return strings.Join(ds, ",") + " filtered:" + strings.Join(rep.Filtered, ",")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--event", id, "--dry-run"}, "billing filtered:crm"},
+		{[]string{"--event", id, "--dry-run", "--ignore-filters"}, "billing,crm filtered:"},
+		{[]string{"--event", id, "--dry-run", "--destination", "crm"}, "crm filtered:"},
+		{[]string{"--event", id}, "billing filtered:crm"},
+	} {
+		if got := dests(f.replayJSON(t, tc.args...)); got != tc.want {
+			t.Errorf("replay %s: %s, want %s", strings.Join(tc.args, " "), got, tc.want)
+		}
+	}
+	code, out, _ := f.replay(t, "--event", id, "--dry-run")
+	if code != 0 || !strings.Contains(out, "not to crm: its filter does not accept the event") {
+		t.Errorf("replay output: %d %q", code, out)
+	}
+}

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	routes "github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -87,10 +88,15 @@ type Options struct {
 	// Ledger serves /api/log/checkpoint and /api/events/{id}/proof; nil
 	// answers them 404.
 	Ledger Ledger
+	// Filters are the destinations' filters by name (none: every event).
+	// A replay without a destination goes only to the destinations whose
+	// filter accepts the event, unless it asks to ignore filters.
+	Filters map[string]*routes.Filter
 }
 
 // API is the admin API. Create it with New.
 type API struct {
+	filters map[string]*routes.Filter
 	store   Store
 	token   []byte // sha256 of the token; nil when authentication is off
 	sources map[string][]string
@@ -122,6 +128,7 @@ func New(opt Options) *API {
 		ready:   opt.Ready,
 		now:     opt.Now,
 		ledger:  opt.Ledger,
+		filters: opt.Filters,
 	}
 	if opt.Token != "" {
 		sum := sha256.Sum256([]byte(opt.Token))

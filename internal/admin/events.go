@@ -7,15 +7,17 @@ import (
 	"strings"
 
 	"github.com/anyhook/anyhook"
+	routes "github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// GET /api/events?source=&status=&q=&since=&until=&limit=&cursor=
+// GET /api/events?source=&type=&status=&q=&since=&until=&limit=&cursor=
 func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	q := &query{v: r.URL.Query()}
-	q.only("source", "status", "q", "since", "until", "limit", "cursor")
+	q.only("source", "type", "status", "q", "since", "until", "limit", "cursor")
 	f := store.EventFilter{
 		Source: q.str("source"),
+		Type:   q.str("type"),
 		Status: q.status("status"),
 		Q:      q.str("q"),
 		Since:  q.time("since"),
@@ -59,6 +61,9 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) error {
 type replayEventRequest struct {
 	Destination string `json:"destination"`
 	Reason      string `json:"reason"`
+	// IgnoreFilters sends a replay without a destination to every
+	// destination of the source, whatever their filters say.
+	IgnoreFilters bool `json:"ignore_filters"`
 }
 
 type replayEventResponse struct {
@@ -85,7 +90,7 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	dests, err := a.replayTargets(ev, req.Destination)
+	dests, err := a.replayTargets(ev, req.Destination, req.IgnoreFilters)
 	if err != nil {
 		return err
 	}
@@ -104,10 +109,12 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 }
 
 // replayTargets says where a replay of ev goes: dest alone, if it receives
-// ev's source (or ev already had a delivery to it); without dest, every
-// configured destination of the source, or, when the source is no longer
-// configured, the configured destinations ev was delivered to.
-func (a *API) replayTargets(ev anyhook.Event, dest string) ([]string, error) {
+// ev's source (or ev already had a delivery to it), whatever its filter
+// says; without dest, every configured destination of the source whose
+// filter accepts ev now (all of them with ignoreFilters), or, when the
+// source is no longer configured, the configured destinations ev was
+// delivered to.
+func (a *API) replayTargets(ev anyhook.Event, dest string, ignoreFilters bool) ([]string, error) {
 	had := map[string]bool{}
 	for _, d := range ev.Deliveries {
 		had[d.Destination] = true
@@ -120,14 +127,22 @@ func (a *API) replayTargets(ev anyhook.Event, dest string) ([]string, error) {
 		return nil, badParam("destination", "destination %q does not receive source %q", dest, ev.Source)
 	}
 	var dests []string
+	var filtered []string
 	if configured {
 		dests = slices.Clone(ofSource)
+		if !ignoreFilters && len(a.filters) > 0 {
+			dests, filtered = routes.Split(a.filters, routes.NewInput(routes.FromEvent(&ev)), dests, nil)
+		}
 	} else {
 		for _, d := range a.dests {
 			if had[d] {
 				dests = append(dests, d)
 			}
 		}
+	}
+	if len(dests) == 0 && len(filtered) > 0 {
+		return nil, &Error{Status: http.StatusBadRequest, Code: "invalid",
+			Message: "no destination's filter accepts the event (" + strings.Join(filtered, ", ") + "); name one with \"destination\", or set \"ignore_filters\": true"}
 	}
 	if len(dests) == 0 {
 		return nil, &Error{Status: http.StatusBadRequest, Code: "invalid",

@@ -13,15 +13,19 @@ import (
 // The JSON shapes of SPEC §9. Field names are part of the contract.
 
 type eventJSON struct {
-	ID         string      `json:"id"`
-	Source     string      `json:"source"`
-	DedupKey   string      `json:"dedup_key"`
-	ReceivedAt time.Time   `json:"received_at"`
-	Duplicates int64       `json:"duplicates"`
-	Stale      bool        `json:"stale"`
-	Object     string      `json:"object"`
-	Version    string      `json:"version"`
-	Request    requestJSON `json:"request"`
+	ID       string `json:"id"`
+	Source   string `json:"source"`
+	DedupKey string `json:"dedup_key"`
+	Type     string `json:"type"` // the provider's event type; "" when none
+	// NotRouted are the destinations of the source that a filter kept the
+	// event from: they have no delivery of it.
+	NotRouted  []notRoutedJSON `json:"not_routed"`
+	ReceivedAt time.Time       `json:"received_at"`
+	Duplicates int64           `json:"duplicates"`
+	Stale      bool            `json:"stale"`
+	Object     string          `json:"object"`
+	Version    string          `json:"version"`
+	Request    requestJSON     `json:"request"`
 	// RemoteAddr is the address the request came from ("" when not
 	// recorded); Verification is what was checked before recording it.
 	RemoteAddr   string           `json:"remote_addr"`
@@ -33,6 +37,12 @@ type eventJSON struct {
 	// Actions (GET /api/events/{id}) are what people did to the
 	// deliveries, oldest first: the audit trail.
 	Actions []actionJSON `json:"actions,omitzero"`
+}
+
+// notRoutedJSON is a destination an event was not routed to, and why.
+type notRoutedJSON struct {
+	Destination string `json:"destination"`
+	Reason      string `json:"reason"` // filter: the destination's filter was false or failed
 }
 
 // actionJSON is one entry of an event's audit trail.
@@ -133,10 +143,13 @@ func (a *API) toEvent(ev anyhook.Event, full bool) eventJSON {
 		h = http.Header{}
 	}
 	out := eventJSON{
-		ID: ev.ID, Source: ev.Source, DedupKey: ev.DedupKey, ReceivedAt: utc(ev.ReceivedAt),
+		ID: ev.ID, Source: ev.Source, DedupKey: ev.DedupKey, Type: ev.Type, NotRouted: []notRoutedJSON{}, ReceivedAt: utc(ev.ReceivedAt),
 		Duplicates: ev.Duplicates, Stale: ev.Stale, Object: ev.Object, Version: ev.Version,
 		Request:    requestJSON{Method: ev.Method, Path: ev.Path, Headers: h, BodySize: len(ev.Body)},
 		RemoteAddr: ev.RemoteAddr, Verification: toVerification(ev.Verification),
+	}
+	for _, d := range ev.NotRouted {
+		out.NotRouted = append(out.NotRouted, notRoutedJSON{Destination: d, Reason: "filter"})
 	}
 	if full {
 		out.Arrivals = toArrivals(ev)

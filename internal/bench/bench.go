@@ -47,6 +47,9 @@ flags:
   --sink-delay D        the sink answers after D, e.g. 50ms (default 0)
   --max-in-flight M     max_in_flight of each destination (default: the config default)
   --rate R              rate of each destination, requests/s (default: unlimited)
+  --filter EXPR         a filter (CEL) on every destination; it must accept the bench's
+                        events (Stripe's: type "charge.succeeded", data.object.amount 2000),
+                        e.g. 'type.startsWith("charge.") && body.data.object.amount > 1000'
   --warmup N            untimed events first (default 500)
   --drain-timeout D     how long to wait for deliveries after ingest (default 2m)
   --no-baseline         skip the bare net/http and relay runs
@@ -65,6 +68,7 @@ type options struct {
 	sinkDelay    time.Duration
 	maxInFlight  int
 	rate         float64
+	filter       string
 	warmup       int
 	drainTimeout time.Duration
 	noBaseline   bool
@@ -85,6 +89,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.sinkDelay, "sink-delay", 0, "")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 0, "")
 	fs.Float64Var(&o.rate, "rate", 0, "")
+	fs.StringVar(&o.filter, "filter", "", "")
 	fs.IntVar(&o.warmup, "warmup", 500, "")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "")
@@ -194,7 +199,7 @@ func (p progress) say(format string, args ...any) { fmt.Fprintf(p.w, "bench: "+f
 func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	say := progress{stderr}.say
 	rep := &Report{Machine: machine(), Provider: o.provider, Events: o.events, BodySize: o.bodySize, Concurrency: o.concurrency,
-		Destinations: o.destinations, Duplicates: o.duplicates, SinkDelayMS: ms(o.sinkDelay), Database: "sqlite"}
+		Destinations: o.destinations, Filter: o.filter, Duplicates: o.duplicates, SinkDelayMS: ms(o.sinkDelay), Database: "sqlite"}
 	if strings.HasPrefix(o.database, "postgres") {
 		rep.Database = "postgres"
 	}
@@ -467,6 +472,9 @@ func writeConfig(dir string, o *options, sinkURL string) (string, error) {
 		}
 		if o.rate > 0 {
 			fmt.Fprintf(&b, "    rate: %g\n", o.rate)
+		}
+		if o.filter != "" {
+			fmt.Fprintf(&b, "    filter: %s\n", strconv.Quote(o.filter))
 		}
 	}
 	path := filepath.Join(dir, "anyhook.yaml")

@@ -18,6 +18,7 @@ type Report struct {
 	BodySize     int     `json:"body_size"`
 	Concurrency  int     `json:"concurrency"`
 	Destinations int     `json:"destinations"`
+	Filter       string  `json:"filter,omitempty"` // on every destination
 	Duplicates   int     `json:"duplicates"`
 	SinkDelayMS  float64 `json:"sink_delay_ms"`
 
@@ -170,6 +171,9 @@ func (r *Report) check(name string, p *Phase, events int) {
 func (r *Report) print(w io.Writer) {
 	fmt.Fprintf(w, "anyhook bench — %s, %s source, %d events × %s, %d connections, %d destination(s)",
 		r.Database, r.Provider, r.Events, sizeString(r.BodySize), r.Concurrency, r.Destinations)
+	if r.Filter != "" {
+		fmt.Fprintf(w, " with filter %s", r.Filter)
+	}
 	if r.SinkDelayMS > 0 {
 		fmt.Fprintf(w, ", sink delay %gms", r.SinkDelayMS)
 	}

@@ -19,6 +19,8 @@ var consumedInConfig = map[string]string{
 	"Destination.Sources":      "Source.Destinations",
 	"Destination.OnStaleClaim": "Destination.StalePolicy",
 	"LedgerSettings.KeyFile":   "Config.LedgerKeyPath",
+	"Destination.Filter":       "Destination.Route",
+	"Source.Type":              "Source.ProviderSettings",
 	// A source's provider settings reach the provider package through
 	// Source.ProviderSettings (TestProviderSettings checks each one).
 	"Source.Secrets":      "Source.ProviderSettings",
@@ -96,10 +98,10 @@ func TestProviderSettings(t *testing.T) {
 	t.Parallel()
 	src := config.Source{Provider: "generic", Secrets: []string{"a", "b"}, Tolerance: config.Duration(time.Minute), PublicURL: "https://h/x",
 		Signature: &config.Signature{Header: "X-S", Algorithm: "sha512", Encoding: "base64", Prefix: "v1="},
-		ID:        "json:id", Ordering: &config.Ordering{Object: "json:o", Version: "json:v", Stale: "skip"}}
+		ID:        "json:id", Type: "json:type", Ordering: &config.Ordering{Object: "json:o", Version: "json:v", Stale: "skip"}}
 	want := provider.Settings{Provider: "generic", Secrets: []string{"a", "b"}, Tolerance: time.Minute, PublicURL: "https://h/x",
 		Signature: &provider.Signature{Header: "X-S", Algorithm: "sha512", Encoding: "base64", Prefix: "v1="},
-		ID:        "json:id", Ordering: &provider.Ordering{Object: "json:o", Version: "json:v"}}
+		ID:        "json:id", Type: "json:type", Ordering: &provider.Ordering{Object: "json:o", Version: "json:v"}}
 	if got := src.ProviderSettings(); !reflect.DeepEqual(got, want) {
 		t.Errorf("ProviderSettings() = %+v, want %+v", got, want)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/route"
 )
 
 // Config is the whole file. Field comments give the defaults.
@@ -55,6 +56,10 @@ type Source struct {
 
 	Signature *Signature `yaml:"signature"` // generic only; "none" or a scheme
 	ID        string     `yaml:"id"`        // generic: header:NAME or json:PATH
+	// Type says where the event type is (header:NAME or json:PATH); it
+	// overrides the provider's own. Generic sources have a type only
+	// with it.
+	Type      string     `yaml:"type"`
 	Ordering  *Ordering  `yaml:"ordering"`
 	RateLimit *RateLimit `yaml:"rate_limit"` // default none: no limit
 
@@ -108,6 +113,13 @@ type Destination struct {
 	// TLS certificate; default false (verified).
 	TLSInsecureSkipVerify bool                `yaml:"tls_insecure_skip_verify"`
 	StalePolicy           anyhook.StalePolicy `yaml:"-"`
+	// Filter is a CEL expression over the event (internal/route); only
+	// events it is true for are delivered here. Default: every event of
+	// the sources.
+	Filter string `yaml:"filter"`
+	// Route is Filter compiled and type-checked by Validate; nil without
+	// a filter.
+	Route *route.Filter `yaml:"-"`
 }
 
 // Backoff is the retry schedule: exponential from Initial, capped at Max,

@@ -63,6 +63,7 @@ var valueKinds = map[string]printAs{
 	"sources.*.signature.encoding":  shownPlain,
 	"sources.*.signature.prefix":    shownPlain,
 	"sources.*.id":                  shownPlain,
+	"sources.*.type":                shownPlain,
 	"sources.*.ordering.object":     shownPlain,
 	"sources.*.ordering.version":    shownPlain,
 	"sources.*.ordering.stale":      shownPlain,
@@ -72,6 +73,7 @@ var valueKinds = map[string]printAs{
 	"destinations.*.signing_secret": shownSecret,
 	"destinations.*.on_stale_claim": shownPlain,
 	"destinations.*.drop_headers[]": shownPlain,
+	"destinations.*.filter":         shownPlain,
 
 	"alerts[].webhook":               shownCapability,
 	"alerts[].slack":                 shownCapability,

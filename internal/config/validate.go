@@ -15,6 +15,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/route"
 )
 
 // Defaults, as documented on the fields and in docs/configuration.md.
@@ -272,6 +273,7 @@ func (s *Source) ProviderSettings() provider.Settings {
 		Tolerance: s.Tolerance.D(),
 		PublicURL: s.PublicURL,
 		ID:        s.ID,
+		Type:      s.Type,
 	}
 	if sig := s.Signature; sig != nil {
 		ps.Signature = &provider.Signature{None: sig.None, Header: sig.Header, Algorithm: sig.Algorithm, Encoding: sig.Encoding, Prefix: sig.Prefix}
@@ -353,6 +355,17 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 	}
 	if d.MaxInFlight < 1 {
 		return c.Errorf(k+".max_in_flight", "must be at least 1, not %d", d.MaxInFlight)
+	}
+	d.Route = nil
+	if c.has(k+".filter") && strings.TrimSpace(d.Filter) == "" {
+		return c.Errorf(k+".filter", "is empty; remove the key to deliver every event of the sources")
+	}
+	if d.Filter != "" {
+		f, err := route.Compile(d.Filter)
+		if err != nil {
+			return c.Errorf(k+".filter", "%s", err)
+		}
+		d.Route = f
 	}
 	return nil
 }

@@ -238,6 +238,9 @@ destinations:
 	if facts := text("dl.facts"); !strings.Contains(facts, "evt_1Q0007Browser") || !strings.Contains(facts, "sent this event 1 more time") {
 		t.Fatalf("event facts: %s", facts)
 	}
+	if typ := text("#event-type"); typ != "invoice.paid" {
+		t.Fatalf("event type shown %q, want invoice.paid", typ)
+	}
 	if body := text("#body-pretty"); !strings.Contains(body, `"amount": 2750`) {
 		t.Fatalf("pretty body: %s", body)
 	}

@@ -372,6 +372,7 @@ func TestPages(t *testing.T) {
 	f.login()
 	jsonID := f.seed("stripe", "evt_json", []byte(`{"id":"evt_json","type":"charge.succeeded","data":{"amount":42}}`))
 	binID := f.seed("github", "hook-1:guid-1", []byte{0xff, 0x00, 0x01})
+	f.seed("github", "hook-1:guid-1", []byte{0xff, 0x00, 0x01}) // a duplicate: absorbed
 	f.park("ci", anyhook.StatusDead)
 	f.park("billing", anyhook.StatusHeld)
 
@@ -418,6 +419,7 @@ func TestPages(t *testing.T) {
 	mustContain(t, r, "Stripe-Signature", "t=1,v1=abc", "&#34;amount&#34;: 42", `id="body-raw"`,
 		"Replay to all destinations", "Replay to audit", "Replay to billing", "held", "Resend")
 	r = f.get("/events/" + binID)
+	mustContain(t, r, "the provider sent this event 1 more time;")
 	mustContain(t, r, "binary: shown as base64", "/wAB", "HTTP 500", "boom", "3.0 ms")
 	if r := f.get("/events/nope"); r.code != http.StatusNotFound {
 		t.Errorf("unknown event: %d", r.code)

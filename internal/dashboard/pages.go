@@ -52,7 +52,16 @@ var funcs = template.FuncMap{
 	// lost: the attempt's claim expired before its outcome was recorded.
 	"lost": store.Lost,
 	// times writes n with the singular or plural noun: "1 time", "3 times".
-	"times": count,
+	// times writes n (any integer) with the singular or plural noun.
+	"times": func(n any, one, many string) (string, error) {
+		switch n := n.(type) {
+		case int:
+			return count(n, one, many), nil
+		case int64:
+			return count(int(n), one, many), nil
+		}
+		return "", fmt.Errorf("times: %T is not an integer", n)
+	},
 }
 
 // count writes n with the singular or plural noun: "1 event", "2 events".
@@ -273,14 +282,14 @@ type eventRow struct {
 }
 
 type eventsData struct {
-	Source, Status, Q string
-	Sources           []string
-	Statuses          []anyhook.DeliveryStatus
-	Rows              []eventRow
-	NextURL           string
-	FirstURL          string
-	Paged             bool // not the first page
-	Partial           string
+	Source, Status, Q, Type string
+	Sources                 []string
+	Statuses                []anyhook.DeliveryStatus
+	Rows                    []eventRow
+	NextURL                 string
+	FirstURL                string
+	Paged                   bool // not the first page
+	Partial                 string
 }
 
 // eventFilter reads the list's query parameters.
@@ -289,6 +298,7 @@ func eventFilter(v url.Values) (store.EventFilter, error) {
 		Source: strings.TrimSpace(v.Get("source")),
 		Status: anyhook.DeliveryStatus(strings.TrimSpace(v.Get("status"))),
 		Q:      strings.TrimSpace(v.Get("q")),
+		Type:   strings.TrimSpace(v.Get("type")),
 		Cursor: strings.TrimSpace(v.Get("cursor")),
 		Limit:  50,
 	}
@@ -298,7 +308,7 @@ func eventFilter(v url.Values) (store.EventFilter, error) {
 	return f, nil
 }
 
-// GET /events?source=&status=&q=&cursor=  (X-AnyHook-Partial: rows only)
+// GET /events?source=&status=&q=&type=&cursor=  (X-AnyHook-Partial: rows only)
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	f, err := eventFilter(r.URL.Query())
 	if err != nil {
@@ -323,7 +333,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/events/"+url.PathEscape(evs[0].ID), http.StatusSeeOther)
 		return nil
 	}
-	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Sources: d.sources,
+	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
 		Statuses: statusOrder, Paged: f.Cursor != ""}
 	data.Rows = make([]eventRow, len(evs))
 	ids := make([]string, len(evs))
@@ -341,7 +351,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	q := url.Values{}
-	for k, v := range map[string]string{"source": f.Source, "status": string(f.Status), "q": f.Q} {
+	for k, v := range map[string]string{"source": f.Source, "status": string(f.Status), "q": f.Q, "type": f.Type} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -571,6 +571,9 @@ func (e *Engine) header(d *Destination, c store.Claim, now time.Time) http.Heade
 	if ev.DedupKey != "" {
 		h.Set("X-AnyHook-Event-Id", ev.DedupKey)
 	}
+	if ev.Type != "" {
+		h.Set("X-AnyHook-Event-Type", ev.Type)
+	}
 	if ev.Object != "" {
 		h.Set("X-AnyHook-Object", ev.Object)
 		h.Set("X-AnyHook-Version", ev.Version)

@@ -170,6 +170,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
 		Ledger:       g.ledgerAPI(),
+		Filters:      Filters(cfg, cfg.DestinationOrder),
 		Now:          now,
 	})
 	dash, err := dashboard.New(dashboard.Options{

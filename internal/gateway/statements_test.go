@@ -38,18 +38,25 @@ import (
 // counted 4.4 and 4.5). What is counted is the log's work for these 40
 // events, in one round, and the same on any machine.
 //
-// Measured at issue 15 (the test logs each statement's count per event):
-// 11.6–11.9 statements of ingest and delivery (the claim that finds the
-// event and the one after it that finds nothing, each with its paused
-// check, vary with the workers' wake-ups). Each budget sits under the
-// measured figure + 1, so that one more statement, transaction or row per
-// event fails.
+// Measured at issue 15 under heavy load (load average 25–70 on 2 CPUs),
+// with and without -race (the test logs each statement's count per
+// event): 12.0–12.7 statements of ingest and delivery, of which ~8.1 do
+// not vary and the rest are ~2 claims per event — the claim that finds
+// the event and the one after it that finds nothing, each with its paused
+// check — whose number varies with the workers' wake-ups (1.8–2.5 claims
+// per event); 3.25–3.33 of the log; 4.05–4.6 transactions; 8.05–8.12 rows
+// written (deliveries 3: insert, claim, outcome; ledger_hashes 2; events,
+// attempts, ledger_entries 1). The log, transaction and row budgets sit
+// under the lowest measured figure + 1, so that one more per event fails;
+// the statement budget leaves the claims' variation room: two more
+// statements per event fail in every run, one only in runs whose claims
+// run high.
 //
 // Lower a budget when a change lowers the count; raise one only with a
 // measured reason.
 const (
-	budgetStatements    = 12.5 // Exec and Query calls, direct or prepared, but the log's
-	budgetLogStatements = 5    // the log's (ledger_* tables)
+	budgetStatements    = 13.5 // Exec and Query calls, direct or prepared, but the log's
+	budgetLogStatements = 4    // the log's (statements on ledger_* tables)
 	budgetTransactions  = 5    // BEGIN … COMMIT
 	budgetRows          = 8.5  // rows inserted, updated or deleted
 )
@@ -182,16 +189,35 @@ func (s countSnapshot) minus(o countSnapshot) countSnapshot {
 }
 
 // statements counts the statements run, those of the tamper-evident log
-// (the tables ledger_*) apart.
+// apart: a statement whose own tables (outside its subqueries) are
+// ledger_* ones. (The delivery's read of the event looks into
+// ledger_entries in a subquery: it is not the log's.)
 func (s countSnapshot) statements() (event, log int64) {
 	for q, v := range s.queries {
-		if strings.Contains(q, "ledger_") {
+		if strings.Contains(outermost(q), "ledger_") {
 			log += v
 		} else {
 			event += v
 		}
 	}
 	return event, log
+}
+
+// outermost is q without its parenthesised parts.
+func outermost(q string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range q {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func (s countSnapshot) rowTotal() int64 {

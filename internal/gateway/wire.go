@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"github.com/anyhook/anyhook/internal/route"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/alert"
@@ -59,6 +60,7 @@ func ingestSources(cfg *config.Config) ([]ingest.Source, error) {
 			MaxBody:      src.MaxBody.Bytes(),
 			PublicURL:    src.PublicURL,
 			Destinations: src.Destinations,
+			Filters:      Filters(cfg, src.Destinations),
 			// Stale events are delivered, flagged, unless the source
 			// says stale: skip (issue 13: skipping by default silently
 			// dropped late payment events that share an object).
@@ -179,3 +181,18 @@ func Check(cfg *config.Config) error {
 // userAgent is what the gateway's outbound requests (deliveries, alerts)
 // say they are: AnyHook and the build's version (internal/buildinfo).
 func userAgent() string { return "AnyHook/" + buildinfo.Version() }
+
+// Filters returns the filters of the named destinations that have one
+// (compiled by config.Validate), by name; nil when none has.
+func Filters(cfg *config.Config, destinations []string) map[string]*route.Filter {
+	var m map[string]*route.Filter
+	for _, d := range destinations {
+		if dc := cfg.Destinations[d]; dc != nil && dc.Route != nil {
+			if m == nil {
+				m = map[string]*route.Filter{}
+			}
+			m[d] = dc.Route
+		}
+	}
+	return m
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -34,8 +35,11 @@ type Source struct {
 	Provider     provider.Provider
 	MaxBody      int64
 	PublicURL    string   // for URL-bound schemes; "" rebuilds it from the request
-	Destinations []string // each new event gets one delivery per destination
-	StaleSkip    bool     // stale events are skipped (else delivered, flagged)
+	Destinations []string // each new event gets one delivery per destination its filter accepts
+	// Filters are the destinations' filters, by destination name; a
+	// destination without one receives every event.
+	Filters   map[string]*route.Filter
+	StaleSkip bool // stale events are skipped (else delivered, flagged)
 	// Secret headers carry the source's secret itself: verified, then
 	// never stored (so never shown or forwarded).
 	SecretHeaders []string
@@ -78,6 +82,14 @@ type Observer interface {
 	Ingested(source, outcome string, took time.Duration)
 }
 
+// RoutingObserver is optionally implemented by an Observer (metrics): it
+// is told the type of each event recorded as new, and of each filter
+// evaluation that failed. Its methods must not block.
+type RoutingObserver interface {
+	EventRecorded(source, eventType string)
+	FilterFailed(destination string)
+}
+
 // Request outcomes as reported to an Observer.
 const (
 	OutcomeAccepted          = "accepted"
@@ -100,12 +112,24 @@ type Handler struct {
 	recorded func()
 	observer Observer
 	rejected RejectionLog
+	routing  RoutingObserver // nil when the observer is not one
+
+	failMu sync.Mutex
+	failed map[failure]bool // the filter errors already logged
 }
+
+// failure is one distinct filter error of one destination.
+type failure struct{ destination, err string }
+
+// maxFailures bounds the filter errors remembered as logged; past it,
+// new ones are no longer logged (they are still counted).
+const maxFailures = 1000
 
 // New returns a Handler for the given sources.
 func New(opt Options) *Handler {
 	h := &Handler{sources: map[string]*Source{}, rec: opt.Recorder, log: opt.Logger,
 		now: opt.Now, newID: opt.NewID, recorded: opt.Recorded, observer: opt.Observer, rejected: opt.Rejections}
+	h.routing, _ = opt.Observer.(RoutingObserver)
 	for i := range opt.Sources {
 		h.sources[opt.Sources[i].Name] = &opt.Sources[i]
 	}
@@ -255,12 +279,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 			Event: anyhook.Event{
 				ID: h.newID(), Source: src.Name, DedupKey: pe.DedupKey, ReceivedAt: received,
 				Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: b,
-				Object: pe.Object, Version: pe.Version,
+				Type: pe.Type, Object: pe.Object, Version: pe.Version,
 				RemoteAddr: r.RemoteAddr, Verification: verified,
 			},
 			ContentKey:   pe.ContentKey,
 			Destinations: src.Destinations,
 			StaleSkip:    src.StaleSkip,
+		}
+		if len(src.Filters) > 0 {
+			h.route(r.Context(), src, &evs[i])
 		}
 	}
 	results, err := h.rec.Ingest(r.Context(), evs)
@@ -280,6 +307,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 			fresh = true
 		}
 		h.log.Debug("ingested", "source", src.Name, "event_id", er.ID, "provider_event_id", evs[i].Event.DedupKey, "status", er.Status)
+		if !res.Duplicate && h.routing != nil {
+			h.routing.EventRecorded(src.Name, evs[i].Event.Type)
+		}
 		out.Events = append(out.Events, er)
 	}
 	out.Status, out.ID = out.Events[0].Status, out.Events[0].ID
@@ -293,6 +323,36 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		h.recorded()
 	}
 	return served{result: out}, nil
+}
+
+// route evaluates the filters of src's destinations on ne: the
+// destinations whose filter is false, or fails, move from
+// ne.Destinations to ne.Event.NotRouted. A failed evaluation is logged
+// once per (destination, error) and counted every time.
+func (h *Handler) route(ctx context.Context, src *Source, ne *store.NewEvent) {
+	ev := &ne.Event
+	ne.Destinations, ev.NotRouted = route.Split(src.Filters, route.NewInput(route.FromEvent(ev)), src.Destinations,
+		func(dest string, err error) { h.filterFailed(ctx, dest, ev, err) })
+}
+
+func (h *Handler) filterFailed(ctx context.Context, dest string, ev *anyhook.Event, err error) {
+	if h.routing != nil {
+		h.routing.FilterFailed(dest)
+	}
+	k := failure{dest, err.Error()}
+	h.failMu.Lock()
+	first := !h.failed[k] && len(h.failed) < maxFailures
+	if first {
+		if h.failed == nil {
+			h.failed = map[failure]bool{}
+		}
+		h.failed[k] = true
+	}
+	h.failMu.Unlock()
+	if first {
+		h.log.WarnContext(ctx, "filter failed: the event is not routed to the destination (logged once per destination and error)",
+			"destination", dest, "source", ev.Source, "event_id", ev.ID, "event_type", ev.Type, "err", err)
+	}
 }
 
 // publicURL is the URL as the provider called it, for URL-bound schemes.

@@ -58,6 +58,9 @@ type Metrics struct {
 	rescues        *prometheus.CounterVec
 	alerts         *prometheus.CounterVec
 	rejDropped     *prometheus.CounterVec // rejections.go
+	events         *prometheus.CounterVec // routing.go
+	filterErrors   *prometheus.CounterVec // routing.go
+	types          typeLabels             // routing.go
 }
 
 // New registers the gateway's metrics on a new registry.
@@ -110,6 +113,7 @@ func New(opt Options) *Metrics {
 	}
 	m.zero(opt.Sources, opt.Destinations)
 	m.registerRejections()
+	m.registerRouting(opt.Sources, opt.Destinations)
 	return m
 }
 

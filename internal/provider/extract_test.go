@@ -20,15 +20,15 @@ func TestExtract(t *testing.T) {
 		want Event
 	}{
 		{"stripe", "stripe", hdr(), `{"id":"evt_1","object":"event","created":1700000000,"data":{"object":{"id":"pi_1","amount":100}},"type":"payment_intent.succeeded"}`,
-			Event{DedupKey: "evt_1", Object: "pi_1", Version: "1700000000"}},
+			Event{DedupKey: "evt_1", Type: "payment_intent.succeeded", Object: "pi_1", Version: "1700000000"}},
 		{"stripe without object", "stripe", hdr(), `{"id":"evt_2","created":1700000000}`, Event{DedupKey: "evt_2"}},
 		{"github", "github", hdr("X-GitHub-Hook-ID", "123", "X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), `{}`,
 			Event{DedupKey: "123:72d3162e-cc78-11e3-81ab-4c9367dc0958"}},
 		{"shopify event id", "shopify", hdr("X-Shopify-Event-Id", "ev1", "X-Shopify-Webhook-Id", "wh1", "X-Shopify-Topic", "orders/updated"), `{"id":450789469,"updated_at":"2026-01-02T10:00:00-05:00"}`,
-			Event{DedupKey: "ev1", Object: "orders/450789469", Version: "2026-01-02T10:00:00-05:00"}},
+			Event{DedupKey: "ev1", Type: "orders/updated", Object: "orders/450789469", Version: "2026-01-02T10:00:00-05:00"}},
 		{"shopify webhook id", "shopify", hdr("X-Shopify-Webhook-Id", "wh1"), `{"id":1}`, Event{DedupKey: "wh1"}},
 		{"shopify events delivery", "shopify", hdr("shopify-webhook-id", "wh2", "shopify-topic", "products/update"), `{"id":7,"updated_at":"2026-01-02T10:00:00Z"}`,
-			Event{DedupKey: "wh2", Object: "products/7", Version: "2026-01-02T10:00:00Z"}},
+			Event{DedupKey: "wh2", Type: "products/update", Object: "products/7", Version: "2026-01-02T10:00:00Z"}},
 		{"standard", "standard", hdr("webhook-id", "msg_1"), `{}`, Event{DedupKey: "msg_1"}},
 		{"standard svix", "standard", hdr("svix-id", "msg_2", "svix-signature", "v1,x"), `{}`, Event{DedupKey: "msg_2"}},
 		{"twilio sms status", "twilio", hdr("I-Twilio-Idempotency-Token", "tok1", "Content-Type", form), "MessageSid=SM1&MessageStatus=delivered",
@@ -38,16 +38,16 @@ func TestExtract(t *testing.T) {
 			// the sorted names and values) is the key
 			Event{DedupKey: "sha256:" + sha256Hex("twilio\x00CallSidCA1CallStatuscompletedSequenceNumber3"), Object: "CA1", Version: "3"}},
 		{"twilio json", "twilio", hdr("I-Twilio-Idempotency-Token", "tok2", "Content-Type", "application/json"), `{"MessageSid":"SM1"}`, Event{DedupKey: "tok2"}},
-		{"slack event", "slack", hdr("Content-Type", "application/json"), `{"type":"event_callback","event_id":"Ev08MFMKH6","event_time":1234567890}`, Event{DedupKey: "Ev08MFMKH6"}},
+		{"slack event", "slack", hdr("Content-Type", "application/json"), `{"type":"event_callback","event_id":"Ev08MFMKH6","event_time":1234567890}`, Event{DedupKey: "Ev08MFMKH6", Type: "event_callback"}},
 		{"slack command", "slack", hdr("Content-Type", form), slackBody, Event{DedupKey: "398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"}},
-		{"slack interactivity", "slack", hdr("Content-Type", form), "payload=%7B%22type%22%3A%22block_actions%22%2C%22trigger_id%22%3A%2212.34%22%7D", Event{DedupKey: "12.34"}},
-		{"paddle", "paddle", hdr(), paddleBody, Event{DedupKey: "evt_01hsdn97563968dy0szkmgjwh3", Object: "pri_01hsdn96k2hxjzsq5yerecdj9j", Version: "2024-03-20T10:07:35.590857Z"}},
+		{"slack interactivity", "slack", hdr("Content-Type", form), "payload=%7B%22type%22%3A%22block_actions%22%2C%22trigger_id%22%3A%2212.34%22%7D", Event{DedupKey: "12.34", Type: "block_actions"}},
+		{"paddle", "paddle", hdr(), paddleBody, Event{DedupKey: "evt_01hsdn97563968dy0szkmgjwh3", Type: "price.created", Object: "pri_01hsdn96k2hxjzsq5yerecdj9j", Version: "2024-03-20T10:07:35.590857Z"}},
 		{"gitlab idempotency key", "gitlab", hdr("Idempotency-Key", "ik1", "X-Gitlab-Event-UUID", "uu1"), `{"object_kind":"issue","object_attributes":{"id":301,"updated_at":"2013-12-03 17:23:34 UTC"}}`,
 			Event{DedupKey: "ik1", Object: "issue/301", Version: "2013-12-03T17:23:34Z"}},
 		{"gitlab event uuid", "gitlab", hdr("X-Gitlab-Event-UUID", "uu1"), `{"object_kind":"push"}`, Event{DedupKey: "uu1"}},
 		{"gitlab signed", "gitlab", hdr("Idempotency-Key", "ik-unsigned", "webhook-id", "msg_1", "webhook-signature", "v1,x"), `{"object_kind":"push"}`, Event{DedupKey: "msg_1"}},
 		{"square", "square", hdr(), `{"merchant_id":"M","type":"payment.updated","event_id":"e-1","data":{"type":"payment","id":"P1","object":{"payment":{"id":"P1","version":3}}}}`,
-			Event{DedupKey: "e-1", Object: "payment/P1", Version: "3"}},
+			Event{DedupKey: "e-1", Type: "payment.updated", Object: "payment/P1", Version: "3"}},
 		{"square without version", "square", hdr(), `{"event_id":"e-2","data":{"type":"dispute","id":"D1","object":{"dispute":{}}}}`, Event{DedupKey: "e-2"}},
 	} {
 		prov := mustNew(t, Settings{Provider: tc.p, Secrets: []string{secretFor(tc.p)}})
@@ -113,10 +113,10 @@ func TestHubSpotBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Event{
-		{DedupKey: "33:25:1:123:1700000000000:email", Object: "contact/123/email", Version: "1700000000000"},
-		{DedupKey: "33:25:1:123:1700000000001:firstname", Object: "contact/123/firstname", Version: "1700000000001"},
-		{DedupKey: "33:26:2:123:1700000000002:", Object: "company/123", Version: "1700000000002"},
-		{DedupKey: "33::3:9:1700000000003:", Object: "2-123/9", Version: "1700000000003"},
+		{DedupKey: "33:25:1:123:1700000000000:email", Type: "contact.propertyChange", Object: "contact/123/email", Version: "1700000000000"},
+		{DedupKey: "33:25:1:123:1700000000001:firstname", Type: "contact.propertyChange", Object: "contact/123/firstname", Version: "1700000000001"},
+		{DedupKey: "33:26:2:123:1700000000002:", Type: "company.creation", Object: "company/123", Version: "1700000000002"},
+		{DedupKey: "33::3:9:1700000000003:", Type: "object.creation", Object: "2-123/9", Version: "1700000000003"},
 	}
 	if len(x.Events) != len(want) {
 		t.Fatalf("%d events, want %d", len(x.Events), len(want))

@@ -53,3 +53,16 @@ func signGitHub(secret string, r *Request, _ time.Time) error {
 	r.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac(sha256.New, []byte(secret), r.Body)))
 	return nil
 }
+
+// typeOfGitHub: X-GitHub-Event, with the body's action when it has one
+// (pull_request.opened); push has none.
+func typeOfGitHub(r *Request, body []byte) string {
+	t := r.Header.Get("X-GitHub-Event")
+	if t == "" {
+		return ""
+	}
+	if a := jsonScalars(body, []string{"action"})[0]; a != "" {
+		t += "." + a
+	}
+	return t
+}

@@ -104,3 +104,6 @@ func signGitLab(secret string, r *Request, now time.Time) error {
 	r.Header.Set("X-Gitlab-Token", secret)
 	return nil
 }
+
+// typeOfGitLab: X-Gitlab-Event (Push Hook).
+func typeOfGitLab(r *Request, _ []byte) string { return r.Header.Get("X-Gitlab-Event") }

@@ -125,3 +125,8 @@ func signHubSpot(secret string, r *Request, now time.Time) error {
 	r.Header.Set("X-HubSpot-Signature-v3", b64(sum))
 	return nil
 }
+
+// typeOfHubSpot: each item's subscriptionType (contact.propertyChange).
+func typeOfHubSpot(_ *Request, item []byte) string {
+	return jsonScalars(item, []string{"subscriptionType"})[0]
+}

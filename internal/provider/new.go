@@ -26,20 +26,24 @@ type kind struct {
 	// ordered: the provider derives its own ordering hints, so a source
 	// may set ordering.stale alone.
 	ordered bool
+	// typeOf reads the event type of a verified request; body is the
+	// item's own bytes for a batch item, else the request body. nil: the
+	// provider's events carry no type (a source's type rule may set one).
+	typeOf func(r *Request, body []byte) string
 }
 
 // kinds is the fixed table of providers, by config name.
 var kinds = map[string]kind{
 	"generic":  {build: buildGeneric},
-	"github":   {build: buildGitHub, sign: signGitHub, ordered: true},
-	"gitlab":   {build: buildGitLab, sign: signGitLab, ordered: true, credentials: []string{"X-Gitlab-Token"}},
-	"hubspot":  {build: buildHubSpot, sign: signHubSpot, ordered: true, urlBound: true},
-	"paddle":   {build: buildPaddle, sign: signPaddle, ordered: true},
-	"shopify":  {build: buildShopify, sign: signShopify, ordered: true},
-	"slack":    {build: buildSlack, sign: signSlack, ordered: true},
-	"square":   {build: buildSquare, sign: signSquare, ordered: true, urlBound: true},
-	"standard": {build: buildStandard, sign: signStandard, ordered: true},
-	"stripe":   {build: buildStripe, sign: signStripe, ordered: true},
+	"github":   {build: buildGitHub, sign: signGitHub, ordered: true, typeOf: typeOfGitHub},
+	"gitlab":   {build: buildGitLab, sign: signGitLab, ordered: true, credentials: []string{"X-Gitlab-Token"}, typeOf: typeOfGitLab},
+	"hubspot":  {build: buildHubSpot, sign: signHubSpot, ordered: true, urlBound: true, typeOf: typeOfHubSpot},
+	"paddle":   {build: buildPaddle, sign: signPaddle, ordered: true, typeOf: typeOfPaddle},
+	"shopify":  {build: buildShopify, sign: signShopify, ordered: true, typeOf: typeOfShopify},
+	"slack":    {build: buildSlack, sign: signSlack, ordered: true, typeOf: typeOfSlack},
+	"square":   {build: buildSquare, sign: signSquare, ordered: true, urlBound: true, typeOf: typeOfSquare},
+	"standard": {build: buildStandard, sign: signStandard, ordered: true, typeOf: typeOfStandard},
+	"stripe":   {build: buildStripe, sign: signStripe, ordered: true, typeOf: typeOfStripe},
 	"twilio":   {build: buildTwilio, sign: signTwilio, ordered: true, urlBound: true},
 }
 
@@ -120,6 +124,11 @@ func (s *Settings) overrides(both bool) (overrides, error) {
 			return o, errorf("id", "%s", err)
 		}
 	}
+	if s.Type != "" {
+		if o.typ, err = ParseField(s.Type); err != nil {
+			return o, errorf("type", "%s", err)
+		}
+	}
 	if s.Ordering == nil {
 		return o, nil
 	}
@@ -171,8 +180,9 @@ func New(s Settings) (Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	p = typed(p, k.typeOf)
 	o, _ := s.overrides(false) // checked above
-	if o.id.IsZero() && o.object.IsZero() && o.version.IsZero() {
+	if o.id.IsZero() && o.object.IsZero() && o.version.IsZero() && o.typ.IsZero() {
 		return p, nil
 	}
 	o.Provider = p
@@ -183,7 +193,7 @@ func New(s Settings) (Provider, error) {
 // of a provider's built-in ones, per event (per item for batches).
 type overrides struct {
 	Provider
-	id, object, version Field
+	id, object, version, typ Field
 }
 
 // unsignedID reports whether the id rule reads a header that r's signature
@@ -214,7 +224,7 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 		if body == nil {
 			body = r.Body
 		}
-		v := fields(r.Header, body, o.id, o.object, o.version)
+		v := fields(r.Header, body, o.id, o.object, o.version, o.typ)
 		if !o.id.IsZero() {
 			e.DedupKey = v[0]
 		}
@@ -229,6 +239,9 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 		}
 		if !o.version.IsZero() {
 			e.Version = v[2]
+		}
+		if !o.typ.IsZero() {
+			e.Type = v[3]
 		}
 		e.Object, e.Version = order(e.Object, e.Version)
 	}
@@ -253,4 +266,48 @@ func Sign(providerName, secret string, r *Request, now time.Time) error {
 	}
 	ensureHeader(r)
 	return k.sign(secret, r, now)
+}
+
+// typed sets each event's type with the provider's own typeOf (per item
+// for batches); a nil typeOf leaves p as is.
+func typed(p Provider, typeOf func(r *Request, body []byte) string) Provider {
+	if typeOf == nil {
+		return p
+	}
+	return &typer{p, typeOf}
+}
+
+type typer struct {
+	Provider
+	typeOf func(r *Request, body []byte) string
+}
+
+func (t *typer) Extract(r *Request) (Extracted, error) {
+	x, err := t.Provider.Extract(r)
+	if err != nil || x.Challenge != nil {
+		return x, err
+	}
+	for i := range x.Events {
+		e := &x.Events[i]
+		body := e.Body
+		if body == nil {
+			body = r.Body
+		}
+		e.Type = t.typeOf(r, body)
+	}
+	return x, nil
+}
+
+// contentKey and signsHeader pass through to the wrapped provider, so that
+// overrides sees them.
+func (t *typer) contentKey(r *Request) string {
+	if ck, ok := t.Provider.(contentKeyer); ok {
+		return ck.contentKey(r)
+	}
+	return ""
+}
+
+func (t *typer) signsHeader(r *Request, name string) bool {
+	hs, ok := t.Provider.(headerSigner)
+	return ok && hs.signsHeader(r, name)
 }

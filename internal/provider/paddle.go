@@ -70,3 +70,8 @@ func signPaddle(secret string, r *Request, now time.Time) error {
 	r.Header.Set("Paddle-Signature", "ts="+ts+";h1="+hex.EncodeToString(mac(sha256.New, []byte(secret), []byte(ts), []byte(":"), r.Body)))
 	return nil
 }
+
+// typeOfPaddle: the body's event_type (transaction.completed).
+func typeOfPaddle(_ *Request, body []byte) string {
+	return jsonScalars(body, []string{"event_type"})[0]
+}

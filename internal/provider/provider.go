@@ -33,8 +33,12 @@ type Event struct {
 	// source, so a resend of one signed request under a fresh id header is
 	// a duplicate too. "" when the dedup key is itself signed.
 	ContentKey string
-	Object     string // ordering: the object the event is about
-	Version    string // ordering: its monotonic version (integer or RFC 3339)
+	// Type is the event type as the provider names it
+	// (invoice.paid, pull_request.opened, orders/create); "" when the
+	// provider has none or the request does not say.
+	Type    string
+	Object  string // ordering: the object the event is about
+	Version string // ordering: its monotonic version (integer or RFC 3339)
 	// Body is the item's own bytes for a batch item; nil means the
 	// request body.
 	Body []byte

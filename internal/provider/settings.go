@@ -15,12 +15,14 @@ type Settings struct {
 	// New reads 0 as DefaultTolerance.
 	Tolerance time.Duration
 	// PublicURL is the URL as the provider calls it; required for
-	// URL-bound providers (Twilio, HubSpot v3, Square: their signature
-	// covers the URL they called).
+	// URL-bound providers (Twilio, HubSpot, Square).
 	PublicURL string
 	Signature *Signature // generic only: required there, "none" or a scheme
 	// ID, "header:NAME" or "json:PATH", overrides the provider's dedup key.
 	ID string
+	// Type, "header:NAME" or "json:PATH", overrides the provider's event
+	// type (generic sources have one only with it).
+	Type string
 	// Ordering overrides the provider's ordering hints; nil keeps them.
 	Ordering *Ordering
 }

@@ -74,3 +74,6 @@ func signShopify(secret string, r *Request, _ time.Time) error {
 	r.Header.Set("X-Shopify-Hmac-Sha256", b64(mac(sha256.New, []byte(secret), r.Body)))
 	return nil
 }
+
+// typeOfShopify: the topic header (orders/create).
+func typeOfShopify(r *Request, _ []byte) string { return shopifyTopic(r) }

@@ -81,3 +81,19 @@ func signSlack(secret string, r *Request, now time.Time) error {
 	r.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac(sha256.New, []byte(secret), []byte("v0:"), []byte(ts), []byte(":"), r.Body)))
 	return nil
 }
+
+// typeOfSlack: the body's type, or for event_callback the inner event's
+// (app_mention); an interactive form's payload type (block_actions).
+func typeOfSlack(r *Request, body []byte) string {
+	if jsonBody(body) {
+		v := jsonScalars(body, []string{"type"}, []string{"event", "type"})
+		if v[0] == "event_callback" && v[1] != "" {
+			return v[1]
+		}
+		return v[0]
+	}
+	if form, err := url.ParseQuery(string(body)); err == nil && form.Get("payload") != "" {
+		return jsonScalars([]byte(form.Get("payload")), []string{"type"})[0]
+	}
+	return ""
+}

@@ -56,3 +56,6 @@ func signSquare(secret string, r *Request, _ time.Time) error {
 	r.Header.Set(squareHeader, b64(mac(sha256.New, []byte(secret), []byte(r.URL), r.Body)))
 	return nil
 }
+
+// typeOfSquare: the body's type (payment.updated).
+func typeOfSquare(_ *Request, body []byte) string { return jsonScalars(body, []string{"type"})[0] }

@@ -150,3 +150,7 @@ func setStandard(key []byte, r *Request, now time.Time) {
 	r.Header.Set("webhook-timestamp", ts)
 	r.Header.Set("webhook-signature", "v1,"+b64(mac(sha256.New, key, []byte(id), []byte("."), []byte(ts), []byte("."), r.Body)))
 }
+
+// typeOfStandard: the body's type, as the Standard Webhooks spec
+// recommends (invoice.paid).
+func typeOfStandard(_ *Request, body []byte) string { return jsonScalars(body, []string{"type"})[0] }

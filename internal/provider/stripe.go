@@ -79,3 +79,6 @@ func signStripe(secret string, r *Request, now time.Time) error {
 	r.Header.Set("Stripe-Signature", "t="+ts+",v1="+hex.EncodeToString(sum))
 	return nil
 }
+
+// typeOfStripe: the body's type (invoice.paid).
+func typeOfStripe(_ *Request, body []byte) string { return jsonScalars(body, []string{"type"})[0] }

@@ -258,3 +258,65 @@ func TestBadFlags(t *testing.T) {
 		t.Errorf("--help: exit %d %q", code, out)
 	}
 }
+
+// TestEventTypes: each provider reads its event type from its own
+// realistic sample, where the provider puts it.
+func TestEventTypes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	prOpened := filepath.Join(dir, "pr.json")
+	if err := os.WriteFile(prOpened, []byte(`{"action":"opened","number":7,"pull_request":{"id":1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	slackForm := filepath.Join(dir, "slack.txt")
+	if err := os.WriteFile(slackForm, []byte(`payload=%7B%22type%22%3A%22block_actions%22%2C%22trigger_id%22%3A%22t1%22%7D`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, p string
+		src     provider.Settings
+		args    []string
+		want    string
+	}{
+		{"stripe", "stripe", provider.Settings{}, nil, "payment_intent.succeeded"},
+		{"github push", "github", provider.Settings{}, nil, "push"},
+		{"github action", "github", provider.Settings{}, []string{"--body", prOpened, "--header", "X-GitHub-Event: pull_request"}, "pull_request.opened"},
+		{"shopify", "shopify", provider.Settings{}, nil, "orders/create"},
+		{"slack event_callback", "slack", provider.Settings{}, nil, "app_mention"},
+		{"slack interactive", "slack", provider.Settings{}, []string{"--body", slackForm, "--header", "Content-Type: application/x-www-form-urlencoded"}, "block_actions"},
+		{"hubspot", "hubspot", provider.Settings{}, nil, "contact.propertyChange"},
+		{"paddle", "paddle", provider.Settings{}, nil, "transaction.completed"},
+		{"gitlab", "gitlab", provider.Settings{}, nil, "Push Hook"},
+		{"square", "square", provider.Settings{}, nil, "payment.updated"},
+		{"standard", "standard", provider.Settings{}, nil, "invoice.paid"},
+		{"twilio", "twilio", provider.Settings{}, nil, ""},
+		{"generic without type", "generic", provider.Settings{Signature: &provider.Signature{None: true}}, nil, ""},
+		{"generic type", "generic", provider.Settings{Signature: &provider.Signature{None: true}, Type: "json:type"}, nil, "order.updated"},
+		{"generic type header", "generic", provider.Settings{Signature: &provider.Signature{None: true}, Type: "header:X-Event"}, []string{"--header", "X-Event: order.paid"}, "order.paid"},
+		{"stripe type override", "stripe", provider.Settings{Type: "json:object"}, nil, "event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := tc.src
+			src.Provider = tc.p
+			args := []string{"--provider", tc.p}
+			if tc.p != "generic" {
+				src.Secrets = []string{secretFor(tc.p)}
+				args = append(args, "--secret", secretFor(tc.p))
+			}
+			rc := newReceiver(t, src)
+			args = append(append(args, "--url", rc.url()), tc.args...)
+			if code, out, stderr := run(t, args...); code != 0 {
+				t.Fatalf("exit %d %s %s", code, stderr, out)
+			}
+			if len(rc.events) == 0 {
+				t.Fatal("no events")
+			}
+			for _, e := range rc.events {
+				if e.Type != tc.want {
+					t.Errorf("type %q, want %q", e.Type, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -103,10 +104,59 @@ func VerificationArgs(v anyhook.Verification) (method, scheme, secret any) {
 // EventInfo scans: the remote address and the verification, NULL read as
 // not recorded. They are read for event pages and lists, not for claims.
 func InfoColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`coalesce($remote_addr, ''), coalesce($verify_method, ''), coalesce($verify_scheme, ''), coalesce($verify_secret, -1)`)
+	return strings.NewReplacer("$", p).Replace(`coalesce($remote_addr, ''), coalesce($verify_method, ''), coalesce($verify_scheme, ''), coalesce($verify_secret, -1), coalesce($not_routed, '')`)
 }
 
 // InfoDest returns the scan destinations of InfoColumns for ev.
 func InfoDest(ev *anyhook.Event) []any {
-	return []any{&ev.RemoteAddr, &ev.Verification.Method, &ev.Verification.Scheme, &ev.Verification.Secret}
+	return []any{&ev.RemoteAddr, &ev.Verification.Method, &ev.Verification.Scheme, &ev.Verification.Secret, &namesScanner{&ev.NotRouted}}
+}
+
+// NotRoutedArg is the stored form of an event's NotRouted: the names
+// comma-separated (destination names have no commas), nil for none.
+func NotRoutedArg(names []string) any {
+	if len(names) == 0 {
+		return nil
+	}
+	return strings.Join(names, ",")
+}
+
+// namesScanner scans NotRoutedArg's form back into a list.
+type namesScanner struct{ names *[]string }
+
+func (n *namesScanner) Scan(src any) error {
+	var s string
+	switch v := src.(type) {
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	case nil:
+	default:
+		return fmt.Errorf("not_routed: unexpected %T", src)
+	}
+	*n.names = nil
+	if s != "" {
+		*n.names = strings.Split(s, ",")
+	}
+	return nil
+}
+
+// TypePattern turns a type glob (invoice.*: * is any run of characters,
+// anything else itself) into a LIKE pattern with \ as the escape
+// character. Both stores match it ignoring ASCII case.
+func TypePattern(glob string) string {
+	var b strings.Builder
+	for _, r := range glob {
+		switch r {
+		case '*':
+			b.WriteByte('%')
+		case '%', '_', '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -70,6 +70,7 @@ type EventFilter struct {
 	Source string
 	Status anyhook.DeliveryStatus // events with at least one delivery in this status
 	Q      string                 // matches the dedup key exactly
+	Type   string                 // a glob over the event type: * is any run of characters; ASCII case ignored
 	Since  time.Time              // received at or after
 	Until  time.Time              // received before
 	Limit  int                    // 0 = 50; at most 500

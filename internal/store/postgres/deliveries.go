@@ -12,6 +12,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // claimDeliveries leases due pending deliveries of one destination and
@@ -32,7 +33,7 @@ var claimDeliveries = `WITH claimed AS (
 		FOR UPDATE SKIP LOCKED)
 	RETURNING *
 )
-SELECT ` + deliveryColumns("c.") + `, ` + eventColumns("e.") + `, coalesce(l.body_pruned, false)
+SELECT ` + sqlstore.DeliveryColumns("c.") + `, ` + sqlstore.EventColumns("e.") + `, coalesce(l.body_pruned, false)
 FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN ledger_entries l ON l.event_id = c.event_id
 ORDER BY c.next_attempt_at, c.id`
 
@@ -46,17 +47,17 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 	// expire (and, under hold, be held although nothing was sent).
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, unavailable("claim", err)
+		return nil, store.Unavailable("claim", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	rows, err := tx.Query(ctx, claimDeliveries, destination, limit, micros(lease))
 	if err != nil {
-		return nil, unavailable("claim", err)
+		return nil, store.Unavailable("claim", err)
 	}
 	claims, err := collect(rows, func(sc scanner) (store.Claim, error) {
 		var c store.Claim
-		dd, ddone := deliveryDest(&c.Delivery)
-		ed, edone := eventDest(&c.Event)
+		dd, ddone := sqlstore.DeliveryDest(&c.Delivery)
+		ed, edone := sqlstore.EventDest(&c.Event)
 		if err := sc.Scan(append(append(dd, ed...), &c.Event.BodyPruned)...); err != nil {
 			return c, err
 		}
@@ -64,10 +65,10 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		return c, edone()
 	})
 	if err != nil {
-		return nil, unavailable("claim", err)
+		return nil, store.Unavailable("claim", err)
 	}
 	if err := commit(ctx, tx); err != nil {
-		return nil, unavailable("claim", err)
+		return nil, store.Unavailable("claim", err)
 	}
 	return claims, nil
 }
@@ -92,14 +93,12 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 	if len(outs) == 0 {
 		return nil, nil
 	}
+	if err := store.CheckOutcomes(outs); err != nil {
+		return nil, err
+	}
 	var lost []string
 	b := &pgx.Batch{}
 	for _, o := range outs {
-		switch o.Status {
-		case anyhook.StatusDelivered, anyhook.StatusPending, anyhook.StatusDead:
-		default:
-			return nil, fmt.Errorf("finish delivery %s: status %q is not delivered, pending or dead: %w", o.DeliveryID, o.Status, anyhook.ErrInvalid)
-		}
 		var retryIn time.Duration
 		if o.Status == anyhook.StatusPending {
 			retryIn = o.RetryIn
@@ -119,7 +118,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		})
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, unavailable("finish", err)
+		return nil, store.Unavailable("finish", err)
 	}
 	return lost, nil
 }
@@ -135,7 +134,7 @@ var rescueDelivery = `WITH u AS (
 	SELECT id, $3, $4, 0, 0, $5 FROM u
 	ON CONFLICT (delivery_id, number) DO NOTHING
 )
-SELECT ` + storedDeliveryColumns("u.") + ` FROM u`
+SELECT ` + sqlstore.StoredDeliveryColumns("u.") + ` FROM u`
 
 // Rescue implements store.Store. The expired claims are locked with SKIP
 // LOCKED, so rescuers of several processes split them instead of handling
@@ -150,14 +149,14 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 		changed = nil
 		rows, err := tx.Query(ctx, `SELECT DISTINCT destination FROM deliveries WHERE status = 'delivering' AND lease_until < now()`)
 		if err != nil {
-			return unavailable("rescue", err)
+			return store.Unavailable("rescue", err)
 		}
 		dests, err := collect(rows, func(sc scanner) (string, error) {
 			var dest string
 			return dest, sc.Scan(&dest)
 		})
 		if err != nil {
-			return unavailable("rescue", err)
+			return store.Unavailable("rescue", err)
 		}
 		rules := make(map[string]store.StaleRule, len(dests))
 		known := make([]string, 0, len(dests))
@@ -171,15 +170,15 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			return nil
 		}
 		// now() is the transaction's: the same instant as above.
-		rows, err = tx.Query(ctx, `SELECT `+storedDeliveryColumns("deliveries.")+` FROM deliveries
+		rows, err = tx.Query(ctx, `SELECT `+sqlstore.StoredDeliveryColumns("deliveries.")+` FROM deliveries
 			WHERE status = 'delivering' AND lease_until < now() AND destination = ANY($1)
 			ORDER BY lease_until FOR UPDATE SKIP LOCKED`, known)
 		if err != nil {
-			return unavailable("rescue", err)
+			return store.Unavailable("rescue", err)
 		}
-		expired, err := collect(rows, scanDelivery)
+		expired, err := collect(rows, sqlstore.ScanDelivery)
 		if err != nil {
-			return unavailable("rescue", err)
+			return store.Unavailable("rescue", err)
 		}
 		if len(expired) == 0 {
 			return nil
@@ -189,7 +188,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			a := store.LostAttempt(d)
 			b.Queue(rescueDelivery, d.ID, string(store.RescueStatus(d, rules[d.Destination])), a.Number, a.StartedAt, a.Error).
 				QueryRow(func(row pgx.Row) error {
-					nd, err := scanDelivery(row)
+					nd, err := sqlstore.ScanDelivery(row)
 					if err != nil {
 						return err
 					}
@@ -197,7 +196,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 					return nil
 				})
 		}
-		return unavailable("rescue", tx.SendBatch(ctx, b).Close())
+		return store.Unavailable("rescue", tx.SendBatch(ctx, b).Close())
 	})
 	if err != nil {
 		return nil, err
@@ -215,14 +214,14 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 func sendable(ctx context.Context, tx pgx.Tx, ids []string) (missing []string, err error) {
 	rows, err := tx.Query(ctx, `SELECT id FROM events WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`, ids)
 	if err != nil {
-		return nil, unavailable("lock events", err)
+		return nil, store.Unavailable("lock events", err)
 	}
 	found, err := collect(rows, func(sc scanner) (string, error) {
 		var id string
 		return id, sc.Scan(&id)
 	})
 	if err != nil {
-		return nil, unavailable("lock events", err)
+		return nil, store.Unavailable("lock events", err)
 	}
 	if len(found) < len(ids) {
 		have := make(map[string]bool, len(found))
@@ -239,7 +238,7 @@ func sendable(ctx context.Context, tx pgx.Tx, ids []string) (missing []string, e
 	var first string
 	if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(min(event_id), '') FROM ledger_entries WHERE event_id = ANY($1) AND body_pruned`, ids).
 		Scan(&n, &first); err != nil {
-		return nil, unavailable("pruned", err)
+		return nil, store.Unavailable("pruned", err)
 	}
 	switch {
 	case n == 1 && len(ids) == 1:
@@ -256,7 +255,7 @@ func sendable(ctx context.Context, tx pgx.Tx, ids []string) (missing []string, e
 func replayPairs(ctx context.Context, tx pgx.Tx, ids, events, dests []string, by store.Actor) error {
 	var now time.Time
 	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return unavailable("replay", err)
+		return store.Unavailable("replay", err)
 	}
 	actions := make([]string, len(ids))
 	for i := range actions {
@@ -276,7 +275,7 @@ func replayPairs(ctx context.Context, tx pgx.Tx, ids, events, dests []string, by
 		SELECT r.action, r.event_id, r.id, r.destination, $5, $6, $7, now()
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS r (action, id, event_id, destination)`,
 		actions, ids, events, dests, store.ActionReplay, actor, reason)
-	return unavailable("replay", tx.SendBatch(ctx, b).Close())
+	return store.Unavailable("replay", tx.SendBatch(ctx, b).Close())
 }
 
 // Replay implements store.Store.
@@ -300,10 +299,10 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 		}
 		rows, err := tx.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ANY($1)`, ids)
 		if err != nil {
-			return unavailable("replay", err)
+			return store.Unavailable("replay", err)
 		}
-		made, err = collect(rows, scanDelivery)
-		return unavailable("replay", err)
+		made, err = collect(rows, sqlstore.ScanDelivery)
+		return store.Unavailable("replay", err)
 	})
 	if err != nil {
 		return nil, err
@@ -328,19 +327,15 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 		where, args := replayWhere(f)
 		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
-			return unavailable("replay", err)
+			return store.Unavailable("replay", err)
+		}
+		pairs, err := collect(rows, sqlstore.ScanPair)
+		if err != nil {
+			return store.Unavailable("replay", err)
 		}
 		var events, dests []string
-		for rows.Next() {
-			var ev, dest string
-			if err := rows.Scan(&ev, &dest); err != nil {
-				rows.Close()
-				return unavailable("replay", err)
-			}
-			events, dests = append(events, ev), append(dests, dest)
-		}
-		if err := rows.Err(); err != nil {
-			return unavailable("replay", err)
+		for _, p := range pairs {
+			events, dests = append(events, p[0]), append(dests, p[1])
 		}
 		if len(events) == 0 {
 			return nil
@@ -371,7 +366,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 // replayWhere is deliveryWhere for a bulk replay: never a resolved
 // delivery.
 func replayWhere(f store.DeliveryFilter) (string, []any) {
-	where, args := deliveryWhere(f)
+	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
 	if where == "" {
 		return " WHERE " + store.NotResolved, args
 	}
@@ -382,18 +377,18 @@ func replayWhere(f store.DeliveryFilter) (string, []any) {
 // does, and returns, sorted, those whose bodies were already pruned.
 func prunedAmong(ctx context.Context, tx pgx.Tx, ids []string) ([]string, error) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM events WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`, ids); err != nil {
-		return nil, unavailable("lock events", err)
+		return nil, store.Unavailable("lock events", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT event_id FROM ledger_entries WHERE event_id = ANY($1) AND body_pruned ORDER BY event_id`, ids)
 	if err != nil {
-		return nil, unavailable("pruned", err)
+		return nil, store.Unavailable("pruned", err)
 	}
 	pruned, err := collect(rows, func(sc scanner) (string, error) {
 		var id string
 		return id, sc.Scan(&id)
 	})
 	if err != nil {
-		return nil, unavailable("pruned", err)
+		return nil, store.Unavailable("pruned", err)
 	}
 	slices.Sort(pruned) // byte order, as the callers search it
 	return pruned, nil
@@ -405,13 +400,13 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 	by = store.Actor{Name: text(store.ActorName(by)), Reason: text(by.Reason)}
 	err := s.tx(ctx, "resolve", func(tx pgx.Tx) error {
 		var now time.Time
-		dest, done := deliveryDest(&d)
-		err := tx.QueryRow(ctx, `SELECT `+storedDeliveryColumns("deliveries.")+`, now() FROM deliveries WHERE id = $1 FOR UPDATE`, deliveryID).Scan(append(dest, &now)...)
+		dest, done := sqlstore.DeliveryDest(&d)
+		err := tx.QueryRow(ctx, `SELECT `+sqlstore.StoredDeliveryColumns("deliveries.")+`, now() FROM deliveries WHERE id = $1 FOR UPDATE`, deliveryID).Scan(append(dest, &now)...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
 		}
 		if err != nil {
-			return unavailable("resolve", err)
+			return store.Unavailable("resolve", err)
 		}
 		done()
 		if d, err = store.Resolved(d, action, by, now); err != nil {
@@ -437,10 +432,10 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 		// As every read shows it: a resend to a paused destination waits.
 		b.Queue(`SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, deliveryID).QueryRow(func(row pgx.Row) error {
 			var err error
-			d, err = scanDelivery(row)
+			d, err = sqlstore.ScanDelivery(row)
 			return err
 		})
-		return unavailable("resolve", tx.SendBatch(ctx, b).Close())
+		return store.Unavailable("resolve", tx.SendBatch(ctx, b).Close())
 	})
 	return d, err
 }
@@ -449,21 +444,21 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO destinations (name, paused) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, destination, paused)
-	return unavailable("pause", err)
+	return store.Unavailable("pause", err)
 }
 
 // Paused implements store.Store.
 func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name FROM destinations WHERE paused`)
 	if err != nil {
-		return nil, unavailable("paused", err)
+		return nil, store.Unavailable("paused", err)
 	}
 	names, err := collect(rows, func(sc scanner) (string, error) {
 		var name string
 		return name, sc.Scan(&name)
 	})
 	if err != nil {
-		return nil, unavailable("paused", err)
+		return nil, store.Unavailable("paused", err)
 	}
 	m := make(map[string]bool, len(names))
 	for _, n := range names {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // insertEvent inserts an event and, only if it was new, its deliveries: one
@@ -28,8 +29,8 @@ import (
 // duplicate.
 const insertEvent = `WITH ev AS (
 	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
-		remote_addr, verify_method, verify_scheme, verify_secret)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18, $19, $20)
+		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18, $19, $20, $21, $22)
 	ON CONFLICT DO NOTHING
 	RETURNING id
 ), dl AS (
@@ -117,7 +118,7 @@ const rollbackTimeout = 5 * time.Second
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, unavailable("ingest", err)
+		return nil, store.Unavailable("ingest", err)
 	}
 	t := &ingestTx{conn: conn, pending: append([]stmt{{sql: "BEGIN"}}, ingestLocks(evs)...)}
 	defer func() {
@@ -144,7 +145,7 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 	}
 	b.Queue("COMMIT")
 	if err := t.send(ctx, b); err != nil {
-		return nil, unavailable("ingest: commit", err)
+		return nil, store.Unavailable("ingest: commit", err)
 	}
 	t.done = true
 	countDups(ctx, conn, t.dups)
@@ -263,10 +264,10 @@ func (s *Store) ingestItem(ctx context.Context, t *ingestTx, ne *store.NewEvent)
 		return r, nil
 	}
 	if !itemLevel(err) {
-		return store.IngestResult{}, unavailable("ingest", err)
+		return store.IngestResult{}, store.Unavailable("ingest", err)
 	}
 	if _, rerr := t.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT item"); rerr != nil {
-		return store.IngestResult{}, unavailable("ingest", errors.Join(err, rerr))
+		return store.IngestResult{}, store.Unavailable("ingest", errors.Join(err, rerr))
 	}
 	return store.IngestResult{Err: itemError(ne.Event.ID, err)}, nil
 }
@@ -334,10 +335,10 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	isNew := false
 	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	b.Queue(insertEvent,
-		ev.ID, ev.Source, nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, nonNil(ev.Body),
-		nullable(ev.Object), nullable(ev.Version), stale,
-		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, nullable(ne.ContentKey),
-		nullable(ev.RemoteAddr), vm, vs, vk,
+		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
+		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale,
+		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, sqlstore.Nullable(ne.ContentKey),
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted),
 	).QueryRow(func(row pgx.Row) error {
 		var id string
 		err := row.Scan(&id)
@@ -365,7 +366,7 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	}
 	b = &pgx.Batch{}
 	b.Queue("ROLLBACK TO SAVEPOINT item")
-	b.Queue(findOriginal, ev.Source, nullable(ev.DedupKey), nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
+	b.Queue(findOriginal, ev.Source, sqlstore.Nullable(ev.DedupKey), sqlstore.Nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("it clashes with a stored event on neither dedup key: %w", err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // The tamper-evident ledger's storage (store.Ledger). Tables:
@@ -36,27 +36,27 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 	err := s.tx(ctx, "sequence", func(tx pgx.Tx) error {
 		n = 0
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, ledgerLock); err != nil {
-			return unavailable("sequence: lock", err)
+			return store.Unavailable("sequence: lock", err)
 		}
 		var sweep bool
 		if err := tx.QueryRow(ctx, `SELECT swept_at < now() - $1 * interval '1 microsecond' FROM ledger_state WHERE id = 1`,
 			sweepEvery.Microseconds()).Scan(&sweep); err != nil {
-			return unavailable("sequence", err)
+			return store.Unavailable("sequence", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT `+eventColumns("e.")+` FROM events e
+		rows, err := tx.Query(ctx, `SELECT `+sqlstore.EventColumns("e.")+` FROM events e
 			WHERE ($1 OR e.received_at > now() - $2 * interval '1 microsecond')
 				AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
 			ORDER BY e.id LIMIT $3`, sweep, sequenceWindow.Microseconds(), limit)
 		if err != nil {
-			return unavailable("sequence", err)
+			return store.Unavailable("sequence", err)
 		}
-		evs, err := collect(rows, scanLedgerEvent)
+		evs, err := collect(rows, sqlstore.ScanLedgerEvent)
 		if err != nil {
-			return unavailable("sequence", err)
+			return store.Unavailable("sequence", err)
 		}
 		if sweep && len(evs) < limit {
 			if _, err := tx.Exec(ctx, `UPDATE ledger_state SET swept_at = now() WHERE id = 1`); err != nil {
-				return unavailable("sequence", err)
+				return store.Unavailable("sequence", err)
 			}
 		}
 		if len(evs) == 0 {
@@ -64,10 +64,10 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		}
 		var size, nhashes int64
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&size); err != nil {
-			return unavailable("sequence", err)
+			return store.Unavailable("sequence", err)
 		}
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes`).Scan(&nhashes); err != nil {
-			return unavailable("sequence", err)
+			return store.Unavailable("sequence", err)
 		}
 		b, err := fn(size, evs, func(idx []int64) ([]store.Hash, error) { return readHashes(ctx, tx, idx) })
 		if err != nil {
@@ -85,31 +85,12 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 			batch.Queue(`INSERT INTO ledger_hashes (idx, hash) VALUES ($1, $2)`, b.HashIndex+int64(i), h[:])
 		}
 		if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
-			return unavailable("sequence", err)
+			return store.Unavailable("sequence", err)
 		}
 		n = len(b.Entries)
 		return nil
 	})
 	return n, err
-}
-
-// scanLedgerEvent is scanEvent that keeps undecodable headers as they are,
-// so that the leaf recomputed from them differs and names the event.
-func scanLedgerEvent(sc scanner) (anyhook.Event, error) {
-	var ev anyhook.Event
-	var headers []byte
-	dest, done := eventDest(&ev)
-	dest[6] = &headers
-	if err := sc.Scan(dest...); err != nil {
-		return ev, err
-	}
-	done() // headers are decoded below
-	h, err := store.DecodeHeader(headers)
-	if err != nil {
-		h = http.Header{"\x00undecodable": {string(headers)}}
-	}
-	ev.Header = h
-	return ev, nil
 }
 
 type queryer interface {
@@ -123,37 +104,20 @@ func readHashes(ctx context.Context, q queryer, idx []int64) ([]store.Hash, erro
 	}
 	rows, err := q.Query(ctx, `SELECT idx, hash FROM ledger_hashes WHERE idx = ANY($1)`, idx)
 	if err != nil {
-		return nil, unavailable("read hashes", err)
+		return nil, store.Unavailable("read hashes", err)
 	}
-	got := map[int64][]byte{}
-	for rows.Next() {
-		var x int64
-		var h []byte
-		if err := rows.Scan(&x, &h); err != nil {
-			rows.Close()
-			return nil, unavailable("read hashes", err)
-		}
-		got[x] = h
+	got, err := collect(rows, sqlstore.ScanHashRow)
+	if err != nil {
+		return nil, store.Unavailable("read hashes", err)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, unavailable("read hashes", err)
-	}
-	for i, x := range idx {
-		h, ok := got[x]
-		if !ok {
-			return nil, fmt.Errorf("stored hash %d: %w", x, anyhook.ErrNotFound)
-		}
-		copy(out[i][:], h)
-	}
-	return out, nil
+	return sqlstore.PlaceHashes(idx, got)
 }
 
 // LedgerSize implements store.Ledger.
 func (s *Store) LedgerSize(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&n)
-	return n, unavailable("ledger size", err)
+	return n, store.Unavailable("ledger size", err)
 }
 
 // ReadHashes implements store.Ledger.
@@ -161,33 +125,17 @@ func (s *Store) ReadHashes(ctx context.Context, indexes []int64) ([]store.Hash, 
 	return readHashes(ctx, s.pool, indexes)
 }
 
-const entryCols = `idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late, body_pruned`
-
-func scanEntry(sc scanner) (store.LedgerEntry, error) {
-	var e store.LedgerEntry
-	var hh, bh, lh []byte
-	err := sc.Scan(&e.Index, &e.EventID, &hh, &bh, &lh, &e.SequencedAt, &e.Late, &e.BodyPruned)
-	for _, c := range []struct {
-		dst *store.Hash
-		src []byte
-	}{{&e.HeaderHash, hh}, {&e.BodyHash, bh}, {&e.LeafHash, lh}} {
-		if len(c.src) == len(c.dst) { // another length stays zero: a mismatch
-			copy(c.dst[:], c.src)
-		}
-	}
-	e.SequencedAt = utc(e.SequencedAt)
-	return e, err
-}
+var entryCols = sqlstore.EntryColumns("")
 
 // LedgerRecords implements store.Ledger.
 func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]store.LedgerRecord, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE idx >= $1 ORDER BY idx LIMIT $2`, from, limit)
 	if err != nil {
-		return nil, unavailable("ledger records", err)
+		return nil, store.Unavailable("ledger records", err)
 	}
-	entries, err := collect(rows, scanEntry)
+	entries, err := collect(rows, sqlstore.ScanEntry)
 	if err != nil {
-		return nil, unavailable("ledger records", err)
+		return nil, store.Unavailable("ledger records", err)
 	}
 	ids := make([]string, len(entries))
 	for i, e := range entries {
@@ -195,11 +143,11 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 	}
 	rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE id = ANY($1)`, ids)
 	if err != nil {
-		return nil, unavailable("ledger records", err)
+		return nil, store.Unavailable("ledger records", err)
 	}
-	evs, err := collect(rows, scanLedgerEvent)
+	evs, err := collect(rows, sqlstore.ScanLedgerEvent)
 	if err != nil {
-		return nil, unavailable("ledger records", err)
+		return nil, store.Unavailable("ledger records", err)
 	}
 	byID := make(map[string]*anyhook.Event, len(evs))
 	for i := range evs {
@@ -214,28 +162,23 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 
 // LedgerEntry implements store.Ledger.
 func (s *Store) LedgerEntry(ctx context.Context, eventID string) (store.LedgerEntry, error) {
-	e, err := scanEntry(s.pool.QueryRow(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE event_id = $1`, eventID))
+	e, err := sqlstore.ScanEntry(s.pool.QueryRow(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE event_id = $1`, eventID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, fmt.Errorf("event %s has no log entry: %w", eventID, anyhook.ErrNotFound)
 	}
-	return e, unavailable("ledger entry", err)
+	return e, store.Unavailable("ledger entry", err)
 }
 
 // Unsequenced implements store.Ledger.
 func (s *Store) Unsequenced(ctx context.Context, receivedBefore time.Time, limit int) ([]anyhook.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, source, coalesce(dedup_key, ''), received_at FROM events e
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.EventHeadColumns+` FROM events e
 		WHERE received_at < $1 AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
 		ORDER BY id LIMIT $2`, receivedBefore, limit)
 	if err != nil {
-		return nil, unavailable("unsequenced", err)
+		return nil, store.Unavailable("unsequenced", err)
 	}
-	out, err := collect(rows, func(sc scanner) (anyhook.Event, error) {
-		var ev anyhook.Event
-		err := sc.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &ev.ReceivedAt)
-		ev.ReceivedAt = utc(ev.ReceivedAt)
-		return ev, err
-	})
-	return out, unavailable("unsequenced", err)
+	out, err := collect(rows, sqlstore.ScanEventHead)
+	return out, store.Unavailable("unsequenced", err)
 }
 
 // SaveCheckpoint implements store.Ledger. The checkpointers of several
@@ -247,12 +190,12 @@ func (s *Store) Unsequenced(ctx context.Context, receivedBefore time.Time, limit
 func (s *Store) SaveCheckpoint(ctx context.Context, c store.Checkpoint) error {
 	return s.tx(ctx, "save checkpoint", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, checkpointLock); err != nil {
-			return unavailable("save checkpoint", err)
+			return store.Unavailable("save checkpoint", err)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO ledger_checkpoints (size, root, note)
 			SELECT $1, $2, $3 WHERE coalesce((SELECT size FROM ledger_checkpoints ORDER BY id DESC LIMIT 1), 0) <= $1`,
 			c.Size, c.Root[:], c.Note)
-		return unavailable("save checkpoint", err)
+		return store.Unavailable("save checkpoint", err)
 	})
 }
 
@@ -262,37 +205,21 @@ const checkpointLock int64 = 0x61686370 // "ahcp"
 
 // LatestCheckpoint implements store.Ledger.
 func (s *Store) LatestCheckpoint(ctx context.Context) (store.Checkpoint, error) {
-	var c store.Checkpoint
-	var root []byte
-	err := s.pool.QueryRow(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id DESC LIMIT 1`).
-		Scan(&c.Size, &root, &c.Note, &c.CreatedAt)
+	c, err := sqlstore.ScanCheckpoint(s.pool.QueryRow(ctx, `SELECT `+sqlstore.CheckpointColumns+` FROM ledger_checkpoints ORDER BY id DESC LIMIT 1`))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, fmt.Errorf("checkpoint: %w", anyhook.ErrNotFound)
 	}
-	if len(root) == len(c.Root) {
-		copy(c.Root[:], root)
-	}
-	c.CreatedAt = utc(c.CreatedAt)
-	return c, unavailable("latest checkpoint", err)
+	return c, store.Unavailable("latest checkpoint", err)
 }
 
 // Checkpoints implements store.Ledger.
 func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
-	rows, err := s.pool.Query(ctx, `SELECT size, root, note, created_at FROM ledger_checkpoints ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.CheckpointColumns+` FROM ledger_checkpoints ORDER BY id`)
 	if err != nil {
-		return nil, unavailable("checkpoints", err)
+		return nil, store.Unavailable("checkpoints", err)
 	}
-	out, err := collect(rows, func(sc scanner) (store.Checkpoint, error) {
-		var c store.Checkpoint
-		var root []byte
-		err := sc.Scan(&c.Size, &root, &c.Note, &c.CreatedAt)
-		if len(root) == len(c.Root) {
-			copy(c.Root[:], root)
-		}
-		c.CreatedAt = utc(c.CreatedAt)
-		return c, err
-	})
-	return out, unavailable("checkpoints", err)
+	out, err := collect(rows, sqlstore.ScanCheckpoint)
+	return out, store.Unavailable("checkpoints", err)
 }
 
 // PruneBodies implements store.Ledger. It locks the candidate events FOR
@@ -310,14 +237,11 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 			ORDER BY l.idx LIMIT $2
 			FOR UPDATE OF e SKIP LOCKED`, receivedBefore, limit)
 		if err != nil {
-			return unavailable("prune bodies", err)
+			return store.Unavailable("prune bodies", err)
 		}
-		ids, err := collect(rows, func(sc scanner) (string, error) {
-			var id string
-			return id, sc.Scan(&id)
-		})
+		ids, err := collect(rows, sqlstore.ScanString)
 		if err != nil {
-			return unavailable("prune bodies", err)
+			return store.Unavailable("prune bodies", err)
 		}
 		if len(ids) == 0 {
 			return nil
@@ -326,16 +250,13 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 			WHERE e.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+store.NeedsBody+`)
 			RETURNING e.id`, ids)
 		if err != nil {
-			return unavailable("prune bodies", err)
+			return store.Unavailable("prune bodies", err)
 		}
-		if ids, err = collect(rows, func(sc scanner) (string, error) {
-			var id string
-			return id, sc.Scan(&id)
-		}); err != nil {
-			return unavailable("prune bodies", err)
+		if ids, err = collect(rows, sqlstore.ScanString); err != nil {
+			return store.Unavailable("prune bodies", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE ledger_entries SET body_pruned = true WHERE event_id = ANY($1)`, ids); err != nil {
-			return unavailable("prune bodies", err)
+			return store.Unavailable("prune bodies", err)
 		}
 		n = len(ids)
 		return nil
@@ -349,26 +270,20 @@ func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.Ledge
 		WHERE l.body_pruned AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
 		ORDER BY l.idx LIMIT $1`, limit)
 	if err != nil {
-		return nil, unavailable("pruned still needed", err)
+		return nil, store.Unavailable("pruned still needed", err)
 	}
-	out, err := collect(rows, func(sc scanner) (store.LedgerEntry, error) {
-		var e store.LedgerEntry
-		return e, sc.Scan(&e.Index, &e.EventID)
-	})
-	return out, unavailable("pruned still needed", err)
+	out, err := collect(rows, sqlstore.ScanEntryID)
+	return out, store.Unavailable("pruned still needed", err)
 }
 
 // LedgerKeys implements store.Ledger.
 func (s *Store) LedgerKeys(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq`)
 	if err != nil {
-		return nil, unavailable("log keys", err)
+		return nil, store.Unavailable("log keys", err)
 	}
-	out, err := collect(rows, func(sc scanner) (string, error) {
-		var k string
-		return k, sc.Scan(&k)
-	})
-	return out, unavailable("log keys", err)
+	out, err := collect(rows, sqlstore.ScanString)
+	return out, store.Unavailable("log keys", err)
 }
 
 // PinLedgerKey implements store.Ledger. Of processes starting at once, the
@@ -378,9 +293,9 @@ func (s *Store) PinLedgerKey(ctx context.Context, key string) (string, error) {
 	var cur string
 	err := s.tx(ctx, "pin log key", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO ledger_keys (seq, verifier_key) VALUES (1, $1) ON CONFLICT DO NOTHING`, key); err != nil {
-			return unavailable("pin log key", err)
+			return store.Unavailable("pin log key", err)
 		}
-		return unavailable("pin log key", tx.QueryRow(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
+		return store.Unavailable("pin log key", tx.QueryRow(ctx, `SELECT verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1`).Scan(&cur))
 	})
 	return cur, err
 }
@@ -392,7 +307,7 @@ func (s *Store) RotateLedgerKey(ctx context.Context, from, to string, bridge sto
 		var cur string
 		err := tx.QueryRow(ctx, `SELECT seq, verifier_key FROM ledger_keys ORDER BY seq DESC LIMIT 1 FOR UPDATE`).Scan(&seq, &cur)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return unavailable("rotate log key", err)
+			return store.Unavailable("rotate log key", err)
 		}
 		if cur != from {
 			return fmt.Errorf("rotate log key: the key in force is %q, not %q: %w", cur, from, anyhook.ErrInvalid)
@@ -401,9 +316,9 @@ func (s *Store) RotateLedgerKey(ctx context.Context, from, to string, bridge sto
 			if itemLevel(err) {
 				return fmt.Errorf("rotate log key: %w: %w", anyhook.ErrInvalid, err)
 			}
-			return unavailable("rotate log key", err)
+			return store.Unavailable("rotate log key", err)
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO ledger_checkpoints (size, root, note) VALUES ($1, $2, $3)`, bridge.Size, bridge.Root[:], bridge.Note)
-		return unavailable("rotate log key", err)
+		return store.Unavailable("rotate log key", err)
 	})
 }

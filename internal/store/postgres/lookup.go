@@ -10,18 +10,19 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 var _ store.DeliveryReader = (*Store)(nil)
 
 // Delivery implements store.DeliveryReader.
 func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, error) {
-	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, id))
+	d, err := sqlstore.ScanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
 	}
 	if err != nil {
-		return d, unavailable("delivery", err)
+		return d, store.Unavailable("delivery", err)
 	}
 	return d, nil
 }
@@ -46,23 +47,13 @@ func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.Q
 		LEFT JOIN LATERAL (SELECT * FROM attempts WHERE delivery_id = d.id ORDER BY number DESC LIMIT 1) a ON true
 		WHERE d.id = ANY($1)`, ids)
 	if err != nil {
-		return nil, unavailable("queue rows", err)
+		return nil, store.Unavailable("queue rows", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var r store.QueueRow
-		var started *time.Time
-		var dur int64
-		if err := rows.Scan(&id, &r.ProviderEventID, &r.Last.Number, &started, &dur, &r.Last.StatusCode, &r.Last.Error); err != nil {
-			return nil, unavailable("queue rows", err)
-		}
-		if started != nil {
-			r.Last.StartedAt, r.Last.Duration = started.UTC(), time.Duration(dur)*time.Microsecond
-		}
-		out[id] = r
+	qs, err := collect(rows, sqlstore.ScanQueueRow)
+	if err != nil {
+		return nil, store.Unavailable("queue rows", err)
 	}
-	return out, unavailable("queue rows", rows.Err())
+	return sqlstore.QueueRowMap(qs), nil
 }
 
 // DiscardDestination implements store.DestinationDiscarder.
@@ -72,24 +63,20 @@ func (s *Store) DiscardDestination(ctx context.Context, destination string, by s
 	err := s.tx(ctx, "discard destination", func(tx pgx.Tx) error {
 		var now time.Time
 		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-			return unavailable("discard destination", err)
+			return store.Unavailable("discard destination", err)
 		}
 		rows, err := tx.Query(ctx, `SELECT id, event_id FROM deliveries
 			WHERE destination = $1 AND status IN ('pending', 'held', 'dead') ORDER BY id FOR UPDATE`, destination)
 		if err != nil {
-			return unavailable("discard destination", err)
+			return store.Unavailable("discard destination", err)
+		}
+		pairs, err := collect(rows, sqlstore.ScanPair)
+		if err != nil {
+			return store.Unavailable("discard destination", err)
 		}
 		var ids, events, actions []string
-		for rows.Next() {
-			var id, ev string
-			if err := rows.Scan(&id, &ev); err != nil {
-				rows.Close()
-				return unavailable("discard destination", err)
-			}
-			ids, events, actions = append(ids, id), append(events, ev), append(actions, store.NewID())
-		}
-		if err := rows.Err(); err != nil {
-			return unavailable("discard destination", err)
+		for _, p := range pairs {
+			ids, events, actions = append(ids, p[0]), append(events, p[1]), append(actions, store.NewID())
 		}
 		n = len(ids)
 		if n == 0 {
@@ -103,7 +90,7 @@ func (s *Store) DiscardDestination(ctx context.Context, destination string, by s
 			SELECT r.action, r.event_id, r.id, $4, $5, $6, $7, now()
 			FROM unnest($1::text[], $2::text[], $3::text[]) AS r (action, id, event_id)`,
 			actions, ids, events, destination, store.ActionDiscard, by.Name, by.Reason)
-		return unavailable("discard destination", tx.SendBatch(ctx, b).Close())
+		return store.Unavailable("discard destination", tx.SendBatch(ctx, b).Close())
 	})
 	return n, err
 }

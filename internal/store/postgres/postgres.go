@@ -15,16 +15,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // Options tune a Store.
@@ -79,7 +78,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("%s: %w", where, unavailable("connect", err))
+		return nil, fmt.Errorf("%s: %w", where, store.Unavailable("connect", err))
 	}
 	s := &Store{pool: pool, newID: opt.NewID}
 	if s.newID == nil {
@@ -100,16 +99,7 @@ func (s *Store) Close() error {
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	// A query on the schema, not only a round trip: a database that lost
-	// its tables (or is not this store's) answers SELECT 1 too.
-	var version int
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
-		return unavailable("ping", err)
-	}
-	if version == 0 {
-		return unavailable("ping", errors.New("the database has no schema"))
-	}
-	return nil
+	return sqlstore.CheckSchema(s.pool.QueryRow(ctx, sqlstore.SchemaVersionQuery))
 }
 
 // tx runs fn in a transaction and commits it. Errors of fn are returned as
@@ -117,13 +107,13 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) tx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return unavailable(op, err)
+		return store.Unavailable(op, err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback(ctx) // a failed rollback closes the connection, which rolls back too
 		return err
 	}
-	return unavailable(op, commit(ctx, tx))
+	return store.Unavailable(op, commit(ctx, tx))
 }
 
 // commitTimeout bounds a COMMIT that its caller can no longer cancel.
@@ -138,15 +128,6 @@ func commit(ctx context.Context, tx pgx.Tx) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	return tx.Commit(ctx)
-}
-
-// unavailable marks an error of the database itself (not of one item) so
-// ingest answers 503 and workers back off. nil stays nil.
-func unavailable(op string, err error) error {
-	if err == nil || errors.Is(err, anyhook.ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%s: %w: %w", op, anyhook.ErrUnavailable, err)
 }
 
 // itemLevel reports whether err is the server refusing one statement (a
@@ -180,131 +161,20 @@ func sqlState(err error) string {
 	return ""
 }
 
-// Column lists, each name prefixed by p ("deliveries." for the table
-// itself), in the order scanDelivery and scanEvent read them. A delivery's
-// status is the shown one (store.StatusExpr): paused for a pending
-// delivery of a paused destination.
-func deliveryColumns(p string) string { return deliveryColumnsWith(p, store.StatusExpr(p)) }
-
-// storedDeliveryColumns is deliveryColumns with the status as stored: what
-// the rescuer reports (pending = reclaimed, whether paused or not).
-func storedDeliveryColumns(p string) string { return deliveryColumnsWith(p, p+"status") }
-
-func deliveryColumnsWith(p, status string) string {
-	r := strings.NewReplacer("$", p)
-	return r.Replace(`$id, $event_id, $destination, `) + status +
-		r.Replace(`, $replay, $stale, $attempt_count, $next_attempt_at, $lease_until, $claimed_at, $created_at, $updated_at, $note,
-		$resolution, $resolved_at, $resolved_by, $resolution_reason, coalesce($replayed_by, '')`)
-}
-
-func eventColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates`)
-}
-
+// The column lists and scan helpers are sqlstore's, shared with SQLite.
 var (
-	deliveryCols = deliveryColumns("deliveries.")
-	eventCols    = eventColumns("")
+	deliveryCols = sqlstore.DeliveryColumns("deliveries.")
+	eventCols    = sqlstore.EventColumns("")
 )
 
-type scanner interface{ Scan(...any) error }
+type scanner = sqlstore.Scanner
 
-// deliveryDest returns the scan destinations of a delivery, and a func to
-// call after the scan to finish the conversion.
-func deliveryDest(d *anyhook.Delivery) ([]any, func()) {
-	var status string
-	var lease, claimed, resolved pgtype.Timestamptz
-	r := &d.Resolution
-	dest := []any{&d.ID, &d.EventID, &d.Destination, &status, &d.Replay, &d.Stale, &d.AttemptCount, &d.NextAttemptAt, &lease,
-		&claimed, &d.CreatedAt, &d.UpdatedAt, &d.Note, &r.Kind, &resolved, &r.By, &r.Reason, &r.ReplayedBy}
-	return dest, func() {
-		d.Status = anyhook.DeliveryStatus(status)
-		d.LeaseUntil, d.ClaimedAt, r.At = time.Time{}, time.Time{}, time.Time{}
-		if lease.Valid {
-			d.LeaseUntil = lease.Time
-		}
-		if claimed.Valid {
-			d.ClaimedAt = claimed.Time
-		}
-		if resolved.Valid {
-			r.At = resolved.Time
-		}
-		d.NextAttemptAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = utc(d.NextAttemptAt), utc(d.LeaseUntil), utc(d.CreatedAt), utc(d.UpdatedAt)
-		d.ClaimedAt, r.At = utc(d.ClaimedAt), utc(r.At)
-	}
-}
-
-func scanDelivery(sc scanner) (anyhook.Delivery, error) {
-	var d anyhook.Delivery
-	dest, done := deliveryDest(&d)
-	if err := sc.Scan(dest...); err != nil {
-		return d, err
-	}
-	done()
-	return d, nil
-}
-
-// eventDest is deliveryDest for an event.
-func eventDest(ev *anyhook.Event) ([]any, func() error) {
-	var headers []byte
-	dest := []any{&ev.ID, &ev.Source, &ev.DedupKey, &ev.ReceivedAt, &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates}
-	return dest, func() error {
-		ev.ReceivedAt = utc(ev.ReceivedAt)
-		if ev.Body == nil {
-			ev.Body = []byte{}
-		}
-		var err error
-		ev.Header, err = store.DecodeHeader(headers)
-		if err != nil {
-			return fmt.Errorf("event %s: headers: %w", ev.ID, err)
-		}
-		return nil
-	}
-}
-
-func scanEvent(sc scanner) (anyhook.Event, error) {
-	var ev anyhook.Event
-	dest, done := eventDest(&ev)
-	if err := sc.Scan(dest...); err != nil {
-		return ev, err
-	}
-	return ev, done()
-}
-
-// collect scans every row with scan.
+// collect scans every row with scan and closes rows.
 func collect[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return sqlstore.Collect(rows, scan)
 }
 
 // micros is a duration as the bigint the queries multiply by
 // interval '1 microsecond'.
 func micros(d time.Duration) int64 { return d.Microseconds() }
-
-func utc(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}

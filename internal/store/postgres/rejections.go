@@ -3,13 +3,13 @@ package postgres
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 var _ store.RejectionLog = (*Store)(nil)
@@ -22,13 +22,10 @@ func (s *Store) RecordRejections(ctx context.Context, rs []anyhook.Rejection) er
 	}
 	b := &pgx.Batch{}
 	for _, r := range rs {
-		b.Queue(`INSERT INTO rejections (at, source, known, reason, status, message, remote_addr, user_agent,
-			body_size, body_sha256, header_count, header_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			r.At, r.Source, r.KnownSource, r.Reason, r.Status, r.Message, r.RemoteAddr, r.UserAgent,
-			r.BodySize, nullable(r.BodySHA256), r.HeaderCount, r.HeaderBytes)
+		b.Queue(sqlstore.InsertRejection(sqlstore.Postgres), sqlstore.RejectionArgs(sqlstore.Postgres, r)...)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return unavailable("record rejections", err)
+		return store.Unavailable("record rejections", err)
 	}
 	return nil
 }
@@ -37,36 +34,13 @@ func (s *Store) RecordRejections(ctx context.Context, rs []anyhook.Rejection) er
 func (s *Store) PruneRejections(ctx context.Context, keepKnown, keepUnknown int) (int64, error) {
 	b := &pgx.Batch{}
 	var n int64
-	count := func(ct pgconn.CommandTag) error { n += ct.RowsAffected(); return nil }
-	for _, k := range []struct {
-		known bool
-		keep  int
-	}{{true, keepKnown}, {false, keepUnknown}} {
-		if k.keep <= 0 {
-			b.Queue(`DELETE FROM rejections WHERE known = $1`, k.known).Exec(count)
-			continue
-		}
-		b.Queue(placeholders(store.PruneRejectionsSQL), k.known, k.known, k.keep-1).Exec(count)
+	for _, st := range sqlstore.PruneRejections(sqlstore.Postgres, keepKnown, keepUnknown) {
+		b.Queue(st.SQL, st.Args...).Exec(func(ct pgconn.CommandTag) error { n += ct.RowsAffected(); return nil })
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, unavailable("prune rejections", err)
+		return 0, store.Unavailable("prune rejections", err)
 	}
 	return n, nil
-}
-
-// placeholders numbers the ? placeholders of q: $1, $2, …
-func placeholders(q string) string {
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // ListRejections implements store.RejectionLog.
@@ -75,38 +49,15 @@ func (s *Store) ListRejections(ctx context.Context, f store.RejectionFilter) ([]
 	if err != nil {
 		return nil, "", err
 	}
-	var c conds
-	if f.Source != "" {
-		c.add("source = ?", f.Source)
-	}
-	if f.Reason != "" {
-		c.add("reason = ?", f.Reason)
-	}
-	if !f.Since.IsZero() {
-		c.add("at >= ?", f.Since)
-	}
-	if !f.Until.IsZero() {
-		c.add("at < ?", f.Until)
-	}
-	if cursor > 0 {
-		c.add("id < ?", cursor)
-	}
 	limit := store.PageLimit(f.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT id, at, source, known, reason, status, message, remote_addr, user_agent,
-		body_size, coalesce(body_sha256, ''), header_count, header_bytes FROM rejections`+c.String()+
-		` ORDER BY id DESC LIMIT `+strconv.Itoa(limit+1), c.args...)
+	q, args := sqlstore.RejectionsQuery(sqlstore.Postgres, f, cursor, limit)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, "", unavailable("list rejections", err)
+		return nil, "", store.Unavailable("list rejections", err)
 	}
-	out, err := collect(rows, func(sc scanner) (anyhook.Rejection, error) {
-		var r anyhook.Rejection
-		err := sc.Scan(&r.ID, &r.At, &r.Source, &r.KnownSource, &r.Reason, &r.Status, &r.Message, &r.RemoteAddr, &r.UserAgent,
-			&r.BodySize, &r.BodySHA256, &r.HeaderCount, &r.HeaderBytes)
-		r.At = utc(r.At)
-		return r, err
-	})
+	out, err := collect(rows, sqlstore.ScanRejection)
 	if err != nil {
-		return nil, "", unavailable("list rejections", err)
+		return nil, "", store.Unavailable("list rejections", err)
 	}
 	out, next := store.Page(out, limit, func(r anyhook.Rejection) string { return strconv.FormatInt(r.ID, 10) })
 	return out, next, nil

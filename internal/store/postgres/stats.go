@@ -10,6 +10,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 var _ store.StatsReader = (*Store)(nil)
@@ -31,7 +32,7 @@ func statusStrings(sts []anyhook.DeliveryStatus) []string {
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
 	qs := store.QueueStats{Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
 	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&qs.Now); err != nil {
-		return qs, unavailable("queue stats", err)
+		return qs, store.Unavailable("queue stats", err)
 	}
 	qs.Now = qs.Now.UTC()
 	// Grouped through the index first; then the pending of a paused
@@ -41,25 +42,13 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		LEFT JOIN destinations p ON p.name = g.destination`,
 		statusStrings(store.UnfinishedStatuses))
 	if err != nil {
-		return qs, unavailable("queue stats", err)
+		return qs, store.Unavailable("queue stats", err)
 	}
-	type depth struct {
-		dest, status string
-		n            int
-	}
-	ds, err := collect(rows, func(sc scanner) (depth, error) {
-		var d depth
-		return d, sc.Scan(&d.dest, &d.status, &d.n)
-	})
+	ds, err := collect(rows, sqlstore.ScanDepth)
 	if err != nil {
-		return qs, unavailable("queue stats", err)
+		return qs, store.Unavailable("queue stats", err)
 	}
-	for _, d := range ds {
-		if qs.Depth[d.dest] == nil {
-			qs.Depth[d.dest] = map[anyhook.DeliveryStatus]int{}
-		}
-		qs.Depth[d.dest][anyhook.DeliveryStatus(d.status)] += d.n
-	}
+	sqlstore.AddDepth(&qs, ds)
 	var oldest time.Time
 	err = s.pool.QueryRow(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&oldest)
@@ -67,7 +56,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	case err == nil:
 		qs.OldestPending = oldest.UTC()
 	case !errors.Is(err, pgx.ErrNoRows):
-		return qs, unavailable("queue stats", err)
+		return qs, store.Unavailable("queue stats", err)
 	}
 	for _, d := range destinations {
 		var last time.Time
@@ -76,14 +65,14 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		case err == nil:
 			qs.LastDelivered[d] = last.UTC()
 		case !errors.Is(err, pgx.ErrNoRows):
-			return qs, unavailable("queue stats", err)
+			return qs, store.Unavailable("queue stats", err)
 		}
 		var due *time.Time
 		err = s.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM deliveries
 			WHERE destination = $1 AND status = 'pending' AND next_attempt_at <= $2
 				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND paused)`, d, qs.Now).Scan(&due)
 		if err != nil {
-			return qs, unavailable("queue stats", err)
+			return qs, store.Unavailable("queue stats", err)
 		}
 		if due != nil {
 			qs.DueSince[d] = due.UTC()
@@ -110,7 +99,7 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	n := aq.Buckets()
 	var now time.Time
 	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return store.Activity{}, unavailable("activity", err)
+		return store.Activity{}, store.Unavailable("activity", err)
 	}
 	now = now.UTC()
 	start := now.Truncate(aq.Bucket).Add(-time.Duration(n-1) * aq.Bucket)
@@ -121,27 +110,19 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	rows, err := s.pool.Query(ctx, `SELECT floor(extract(epoch FROM received_at - $1) / $2)::bigint, count(*)
 		FROM events WHERE received_at >= $1 GROUP BY 1`, start, width)
 	if err != nil {
-		return act, unavailable("activity", err)
+		return act, store.Unavailable("activity", err)
 	}
-	type count struct {
-		dest, status string
-		b            int64
-		n            int
-	}
-	rs, err := collect(rows, func(sc scanner) (count, error) {
-		var c count
-		return c, sc.Scan(&c.b, &c.n)
-	})
+	rs, err := collect(rows, sqlstore.ScanBucket)
 	if err != nil {
-		return act, unavailable("activity", err)
+		return act, store.Unavailable("activity", err)
 	}
 	for _, c := range rs {
-		act.Received[bucket(c.b)] += c.n
+		act.Received[bucket(c.Bucket)] += c.N
 	}
 	// Stale events through events_received too: few rows per window.
 	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped'))
 		FROM events WHERE received_at >= $1 AND stale`, start).Scan(&act.Stale, &act.Skipped); err != nil {
-		return act, unavailable("activity", err)
+		return act, store.Unavailable("activity", err)
 	}
 	if len(aq.Destinations) == 0 {
 		return act, nil
@@ -151,57 +132,28 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 		WHERE status IN ('delivered', 'dead') AND id >= $3 AND next_attempt_at >= $1 AND destination = ANY($4)
 		GROUP BY 1, 2, 3`, start, width, idAt(start.Add(-aq.Window)), aq.Destinations)
 	if err != nil {
-		return act, unavailable("activity", err)
+		return act, store.Unavailable("activity", err)
 	}
-	fs, err := collect(rows, func(sc scanner) (count, error) {
-		var c count
-		return c, sc.Scan(&c.dest, &c.status, &c.b, &c.n)
-	})
+	fs, err := collect(rows, sqlstore.ScanDestBucket)
 	if err != nil {
-		return act, unavailable("activity", err)
+		return act, store.Unavailable("activity", err)
 	}
-	for _, c := range fs {
-		m := act.Delivered
-		if c.status == string(anyhook.StatusDead) {
-			m = act.Dead
-		}
-		if m[c.dest] == nil {
-			m[c.dest] = make([]int, n)
-		}
-		m[c.dest][bucket(c.b)] += c.n
-	}
+	sqlstore.AddFinished(&act, fs, n, bucket)
 	return act, nil
 }
 
 // DeliveryStates implements store.StatsReader through deliveries_event.
 func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]store.DeliveryState, error) {
-	out := map[string][]store.DeliveryState{}
-	if len(eventIDs) == 0 {
-		return out, nil
+	if ask, err := sqlstore.StateEvents(eventIDs); !ask {
+		return map[string][]store.DeliveryState{}, err
 	}
-	if len(eventIDs) > 500 {
-		return nil, fmt.Errorf("delivery states of %d events: at most 500: %w", len(eventIDs), anyhook.ErrInvalid)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT event_id, id, destination, `+store.StatusExpr("deliveries.")+`, replay FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.StatesColumns+` FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
 	if err != nil {
-		return nil, unavailable("delivery states", err)
+		return nil, store.Unavailable("delivery states", err)
 	}
-	type row struct {
-		ev string
-		d  store.DeliveryState
-	}
-	rs, err := collect(rows, func(sc scanner) (row, error) {
-		var r row
-		var st string
-		err := sc.Scan(&r.ev, &r.d.ID, &r.d.Destination, &st, &r.d.Replay)
-		r.d.Status = anyhook.DeliveryStatus(st)
-		return r, err
-	})
+	rs, err := collect(rows, sqlstore.ScanState)
 	if err != nil {
-		return nil, unavailable("delivery states", err)
+		return nil, store.Unavailable("delivery states", err)
 	}
-	for _, r := range rs {
-		out[r.ev] = append(out[r.ev], r.d)
-	}
-	return out, nil
+	return sqlstore.StatesByEvent(rs), nil
 }

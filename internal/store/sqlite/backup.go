@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 // Backup writes a consistent copy of the live database at src to dst with
@@ -45,7 +47,7 @@ func Backup(ctx context.Context, src, dst string) (int64, error) {
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, tmp); err != nil {
-		return 0, fmt.Errorf("backup: VACUUM INTO %s: %w", tmp, unavailable(err))
+		return 0, fmt.Errorf("backup: VACUUM INTO %s: %w", tmp, store.Unavailable("backup", err))
 	}
 	n, err := checkCopy(ctx, tmp)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // Claim implements store.Store.
@@ -18,12 +19,12 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		return nil, nil // SQLite reads LIMIT -1 as no limit at all
 	}
 	var claims []store.Claim
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "claim", func(tx *sql.Tx) error {
 		st := s.stmts(ctx, tx)
 		var paused bool
 		err := st.queryRow(qPaused, destination).Scan(&paused)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return unavailable(err)
+			return store.Unavailable("claim", err)
 		}
 		if paused {
 			return nil
@@ -31,20 +32,16 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		now := s.now()
 		rows, err := st.get(claimQuery).QueryContext(ctx, micros(now.Add(lease)), micros(now), micros(now), destination, micros(now), limit)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("claim", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDelivery(rows)
-			if err != nil {
-				return unavailable(err)
-			}
+		ds, err := sqlstore.Collect(rows, sqlstore.ScanDelivery)
+		rows.Close()
+		if err != nil {
+			return store.Unavailable("claim", err)
+		}
+		for _, d := range ds {
 			claims = append(claims, store.Claim{Delivery: d})
 		}
-		if err := rows.Err(); err != nil {
-			return unavailable(err)
-		}
-		rows.Close()
 		return s.attachEvents(ctx, tx, claims)
 	})
 	if err != nil {
@@ -61,23 +58,13 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 	for i, c := range claims {
 		ids[i] = c.Delivery.EventID
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
+	evs, err := query(ctx, tx, scanPrunedEvent, `SELECT `+eventCols+`, `+prunedCol+` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, ids...)
 	if err != nil {
-		return unavailable(err)
+		return store.Unavailable("claim", err)
 	}
-	defer rows.Close()
-	byID := make(map[string]anyhook.Event, len(ids))
-	for rows.Next() {
-		var pruned bool
-		ev, err := scanEvent(alsoScan{rows, []any{&pruned}})
-		if err != nil {
-			return unavailable(err)
-		}
-		ev.BodyPruned = pruned
+	byID := make(map[string]anyhook.Event, len(evs))
+	for _, ev := range evs {
 		byID[ev.ID] = ev
-	}
-	if err := rows.Err(); err != nil {
-		return unavailable(err)
 	}
 	for i := range claims {
 		claims[i].Event = byID[claims[i].Delivery.EventID]
@@ -87,15 +74,11 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
-	for _, o := range outs {
-		switch o.Status {
-		case anyhook.StatusDelivered, anyhook.StatusPending, anyhook.StatusDead:
-		default:
-			return nil, fmt.Errorf("finish delivery %s: status %q is not delivered, pending or dead: %w", o.DeliveryID, o.Status, anyhook.ErrInvalid)
-		}
+	if err := store.CheckOutcomes(outs); err != nil {
+		return nil, err
 	}
 	var lost []string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "finish", func(tx *sql.Tx) error {
 		lost = lost[:0]
 		now := s.now()
 		st := s.stmts(ctx, tx)
@@ -107,7 +90,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 			res, err := st.exec(qFinish,
 				o.Status, micros(next), micros(now), o.DeliveryID, o.Attempt)
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("finish", err)
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
 				lost = append(lost, o.DeliveryID)
@@ -115,7 +98,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 			}
 			if _, err := st.exec(qInsertAttempt, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
 				o.Result.StatusCode, o.Result.Error, o.Result.ResponseBody); err != nil {
-				return unavailable(err)
+				return store.Unavailable("finish", err)
 			}
 		}
 		return nil
@@ -128,7 +111,7 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number in
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`,
 		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ResponseBody)
 	if err != nil {
-		return unavailable(err)
+		return store.Unavailable("rescue", err)
 	}
 	return nil
 }
@@ -136,25 +119,12 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number in
 // Rescue implements store.Store.
 func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	var changed []anyhook.Delivery
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "rescue", func(tx *sql.Tx) error {
 		changed = changed[:0]
 		now := s.now()
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
+		expired, err := query(ctx, tx, sqlstore.ScanDelivery, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
 		if err != nil {
-			return unavailable(err)
-		}
-		var expired []anyhook.Delivery
-		for rows.Next() {
-			d, err := scanDelivery(rows)
-			if err != nil {
-				rows.Close()
-				return unavailable(err)
-			}
-			expired = append(expired, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return unavailable(err)
+			return store.Unavailable("rescue", err)
 		}
 		for _, d := range expired {
 			r, ok := rule(d.Destination)
@@ -167,7 +137,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 			_, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ? WHERE id = ?`,
 				d.Status, micros(now), micros(now), d.ID)
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("rescue", err)
 			}
 			if err := insertAttempt(ctx, tx, d.ID, d.AttemptCount, lost); err != nil {
 				return err
@@ -188,7 +158,7 @@ func sendable(ctx context.Context, tx *sql.Tx, id string) error {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("event %s: %w", id, anyhook.ErrNotFound)
 	case err != nil:
-		return unavailable(err)
+		return store.Unavailable("read body state", err)
 	case pruned:
 		return store.PrunedError(id)
 	}
@@ -202,14 +172,14 @@ func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string
 	id, at := s.newID(), micros(now)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
 		VALUES (?, ?, ?, 'pending', 1, ?, ?, ?)`, id, eventID, dest, at, at, at); err != nil {
-		return "", unavailable(err)
+		return "", store.Unavailable("replay", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries AS d SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,
 			resolution_reason = ?, replayed_by = ?, note = ?, lease_until = NULL, updated_at = ?
 		WHERE d.event_id = ? AND d.destination = ? AND `+store.Resolvable,
 		anyhook.ResolvedReplayed, at, store.ActorName(by), by.Reason, id, store.Note("replayed", by, now)+" (replay delivery "+id+")", at,
 		eventID, dest); err != nil {
-		return "", unavailable(err)
+		return "", store.Unavailable("replay", err)
 	}
 	return id, s.recordAction(ctx, tx, eventID, id, dest, store.ActionReplay, by, now)
 }
@@ -218,14 +188,14 @@ func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string
 func (s *Store) recordAction(ctx context.Context, tx *sql.Tx, eventID, deliveryID, dest, action string, by store.Actor, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO actions (id, event_id, delivery_id, destination, action, actor, reason, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.newID(), eventID, deliveryID, dest, action, store.ActorName(by), by.Reason, micros(now))
-	return unavailable(err)
+	return store.Unavailable("record action", err)
 }
 
 // Replay implements store.Store. SQLite runs one write transaction at a
 // time, so the check and the inserts are atomic with PruneBodies.
 func (s *Store) Replay(ctx context.Context, eventID string, destinations []string, by store.Actor) ([]anyhook.Delivery, error) {
 	var out []anyhook.Delivery
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "replay", func(tx *sql.Tx) error {
 		out = out[:0]
 		if err := sendable(ctx, tx, eventID); err != nil {
 			return err
@@ -236,9 +206,9 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 			if err != nil {
 				return err
 			}
-			d, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
+			d, err := sqlstore.ScanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
 			if err != nil {
-				return unavailable(err)
+				return store.Unavailable("replay", err)
 			}
 			out = append(out, d)
 		}
@@ -250,35 +220,32 @@ func (s *Store) Replay(ctx context.Context, eventID string, destinations []strin
 // ReplayDeliveries implements store.Store.
 func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (store.BulkReplay, error) {
 	var out store.BulkReplay
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "replay deliveries", func(tx *sql.Tx) error {
 		out = store.BulkReplay{}
-		where, args := deliveryWhere(f)
+		where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
 		where = and(where, store.NotResolved)
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
+		type pair struct {
+			event, dest string
+			pruned      bool
+		}
+		rows, err := query(ctx, tx, func(sc scanner) (pair, error) {
+			var p pair
+			return p, sc.Scan(&p.event, &p.dest, &p.pruned)
+		}, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
 			FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN ledger_entries l ON l.event_id = d.event_id`+where+`
 			ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("replay deliveries", err)
 		}
 		var pairs [][2]string
-		for rows.Next() {
-			var p [2]string
-			var gone bool
-			if err := rows.Scan(&p[0], &p[1], &gone); err != nil {
-				rows.Close()
-				return unavailable(err)
-			}
-			if gone {
-				if n := len(out.Pruned); n == 0 || out.Pruned[n-1] != p[0] {
-					out.Pruned = append(out.Pruned, p[0])
+		for _, p := range rows {
+			if p.pruned {
+				if n := len(out.Pruned); n == 0 || out.Pruned[n-1] != p.event {
+					out.Pruned = append(out.Pruned, p.event)
 				}
 				continue
 			}
-			pairs = append(pairs, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return unavailable(err)
+			pairs = append(pairs, [2]string{p.event, p.dest})
 		}
 		now := s.now()
 		for _, p := range pairs {
@@ -298,14 +265,14 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 // Resolve implements store.Store.
 func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store.Actor) (anyhook.Delivery, error) {
 	var d anyhook.Delivery
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "resolve", func(tx *sql.Tx) error {
 		var err error
-		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
+		d, err = sqlstore.ScanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("delivery %s: %w", deliveryID, anyhook.ErrNotFound)
 		}
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("resolve", err)
 		}
 		now := s.now()
 		if d, err = store.Resolved(d, action, by, now); err != nil {
@@ -322,41 +289,36 @@ func (s *Store) Resolve(ctx context.Context, deliveryID, action string, by store
 			WHERE id = ?`,
 			d.Status, d.Note, micros(now), micros(now), r.Kind, nullMicros(r.At), r.By, r.Reason, deliveryID)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("resolve", err)
 		}
 		if err := s.recordAction(ctx, tx, d.EventID, d.ID, d.Destination, action, by, now); err != nil {
 			return err
 		}
 		// As every read shows it: a resend to a paused destination waits.
-		d, err = scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
-		return unavailable(err)
+		d, err = sqlstore.ScanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, deliveryID))
+		return store.Unavailable("resolve", err)
 	})
 	return d, err
 }
 
 // SetPaused implements store.Store.
 func (s *Store) SetPaused(ctx context.Context, destination string, paused bool) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, "pause", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO destinations (name, paused) VALUES (?, ?)
 			ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`, destination, paused)
-		return unavailable(err)
+		return store.Unavailable("pause", err)
 	})
 }
 
 // Paused implements store.Store.
 func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT name FROM destinations WHERE paused`)
+	names, err := query(ctx, s.r, sqlstore.ScanString, `SELECT name FROM destinations WHERE paused`)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("paused", err)
 	}
-	defer rows.Close()
-	m := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, unavailable(err)
-		}
+	m := make(map[string]bool, len(names))
+	for _, name := range names {
 		m[name] = true
 	}
-	return m, unavailable(rows.Err())
+	return m, nil
 }

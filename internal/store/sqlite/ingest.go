@@ -7,27 +7,28 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // Ingest implements store.Store.
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	res := make([]store.IngestResult, len(evs))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "ingest", func(tx *sql.Tx) error {
 		now := micros(s.now())
 		st := s.stmts(ctx, tx)
 		for i := range evs {
 			if _, err := st.exec(qSavepoint); err != nil {
-				return unavailable(err)
+				return store.Unavailable("ingest", err)
 			}
 			r, err := s.ingestOne(st, &evs[i], now)
 			if err != nil {
 				if _, rerr := st.exec(qRollbackTo); rerr != nil {
-					return unavailable(rerr)
+					return store.Unavailable("ingest", rerr)
 				}
 				r = store.IngestResult{Err: err}
 			}
 			if _, err := st.exec(qRelease); err != nil {
-				return unavailable(err)
+				return store.Unavailable("ingest", err)
 			}
 			res[i] = r
 		}
@@ -81,9 +82,9 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 	}
 	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	_, err = st.exec(qInsertEvent,
-		ev.ID, ev.Source, nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, nonNil(ev.Body),
-		nullable(ev.Object), nullable(ev.Version), stale, nullable(ne.ContentKey),
-		nullable(ev.RemoteAddr), vm, vs, vk)
+		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
+		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale, sqlstore.Nullable(ne.ContentKey),
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted))
 	if err != nil {
 		return store.IngestResult{}, err
 	}

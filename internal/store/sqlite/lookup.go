@@ -5,22 +5,22 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 var _ store.DeliveryReader = (*Store)(nil)
 
 // Delivery implements store.DeliveryReader.
 func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, error) {
-	d, err := scanDelivery(s.r.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
+	d, err := sqlstore.ScanDelivery(s.r.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
 	}
 	if err != nil {
-		return d, unavailable(err)
+		return d, store.Unavailable("delivery", err)
 	}
 	return d, nil
 }
@@ -49,45 +49,33 @@ func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.Q
 		LEFT JOIN attempts a ON a.delivery_id = d.id AND a.number = (SELECT max(number) FROM attempts WHERE delivery_id = d.id)
 		WHERE d.id IN (`+placeholders(len(ids))+`)`, args...)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("queue rows", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var r store.QueueRow
-		var started, dur int64
-		if err := rows.Scan(&id, &r.ProviderEventID, &r.Last.Number, &started, &dur, &r.Last.StatusCode, &r.Last.Error); err != nil {
-			return nil, unavailable(err)
-		}
-		if r.Last.Number > 0 {
-			r.Last.StartedAt, r.Last.Duration = fromMicros(started), time.Duration(dur)*time.Microsecond
-		}
-		out[id] = r
+	qs, err := sqlstore.Collect(rows, sqlstore.ScanQueueRow)
+	if err != nil {
+		return nil, store.Unavailable("queue rows", err)
 	}
-	return out, unavailable(rows.Err())
+	return sqlstore.QueueRowMap(qs), nil
 }
 
 // DiscardDestination implements store.DestinationDiscarder.
 func (s *Store) DiscardDestination(ctx context.Context, destination string, by store.Actor) (int, error) {
 	var n int
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "discard destination", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, event_id FROM deliveries
 			WHERE destination = ? AND status IN ('pending', 'held', 'dead') ORDER BY id`, destination)
 		if err != nil {
-			return unavailable(err)
+			return store.Unavailable("discard destination", err)
+		}
+		pairs, err := sqlstore.Collect(rows, sqlstore.ScanPair)
+		rows.Close()
+		if err != nil {
+			return store.Unavailable("discard destination", err)
 		}
 		var ids, events []string
-		for rows.Next() {
-			var id, ev string
-			if err := rows.Scan(&id, &ev); err != nil {
-				rows.Close()
-				return unavailable(err)
-			}
-			ids, events = append(ids, id), append(events, ev)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return unavailable(err)
+		for _, p := range pairs {
+			ids, events = append(ids, p[0]), append(events, p[1])
 		}
 		now := s.now()
 		at := micros(now)
@@ -96,7 +84,7 @@ func (s *Store) DiscardDestination(ctx context.Context, destination string, by s
 			if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,
 					resolution_reason = ?, note = ?, lease_until = NULL, updated_at = ?
 				WHERE id = ?`, anyhook.ResolvedDiscarded, at, store.ActorName(by), by.Reason, note, at, id); err != nil {
-				return unavailable(err)
+				return store.Unavailable("discard destination", err)
 			}
 			if err := s.recordAction(ctx, tx, events[i], id, destination, store.ActionDiscard, by, now); err != nil {
 				return err

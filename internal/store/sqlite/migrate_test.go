@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/store/storetest"
 )
 
 // TestMigrate6EmptiesTheQueues: an upgrade takes out of the dead and held
@@ -64,31 +64,5 @@ func TestMigrate6EmptiesTheQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ev, err := s.Event(t.Context(), "e1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]struct {
-		status anyhook.DeliveryStatus
-		kind   string
-	}{
-		"d1": {anyhook.StatusResolved, anyhook.ResolvedDiscarded},
-		"d2": {anyhook.StatusResolved, anyhook.ResolvedReplayed}, // by d3
-		"d3": {anyhook.StatusDelivered, ""},
-		"d4": {anyhook.StatusDelivered, anyhook.ResolvedMarkedDelivered},
-		"d5": {anyhook.StatusDead, ""},
-		"d6": {anyhook.StatusHeld, ""},
-		"d7": {anyhook.StatusDelivered, ""},
-	}
-	for _, d := range ev.Deliveries {
-		w := want[d.ID]
-		r := d.Resolution
-		if d.Status != w.status || r.Kind != w.kind || (w.kind != "" && (r.By != "before 0006" || r.At.IsZero())) ||
-			(w.kind == anyhook.ResolvedReplayed) != (r.ReplayedBy != "") || (w.kind == anyhook.ResolvedReplayed && r.ReplayedBy != "d3") {
-			t.Errorf("%s after the upgrade: %s %+v; want %s %s", d.ID, d.Status, r, w.status, w.kind)
-		}
-	}
-	if len(ev.Deliveries) != len(want) {
-		t.Fatalf("deliveries: %+v", ev.Deliveries)
-	}
+	storetest.CheckMigration6(t, s)
 }

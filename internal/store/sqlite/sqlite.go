@@ -11,13 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go driver
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // Options tune a Store.
@@ -115,8 +115,8 @@ const (
 	qInsertVersion = `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`
 	qRaiseVersion  = `UPDATE versions SET version = ? WHERE source = ? AND object = ?`
 	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
-		remote_addr, verify_method, verify_scheme, verify_secret)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qPaused = `SELECT paused FROM destinations WHERE name = ?`
@@ -138,7 +138,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
-			return unavailable(fmt.Errorf("prepare %q: %w", q, err))
+			return store.Unavailable("prepare", fmt.Errorf("prepare %q: %w", q, err))
 		}
 		s.prepared[q] = st
 	}
@@ -192,17 +192,19 @@ func (s *Store) Close() error {
 }
 
 // tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
-func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+// Errors of fn are returned as they are; failing to begin or commit is
+// unavailability.
+func (s *Store) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return unavailable(err)
+		return store.Unavailable(op, err)
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return unavailable(err)
+		return store.Unavailable(op, err)
 	}
 	return nil
 }
@@ -211,80 +213,46 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 // touches no table (SELECT 1) answers even from a database that has lost
 // its tables or is not this store's.
 func (s *Store) Ping(ctx context.Context) error {
-	var version int
-	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
-		return unavailable(err)
-	}
-	if version == 0 {
-		return unavailable(errors.New("the database has no schema"))
-	}
-	return nil
+	return sqlstore.CheckSchema(s.r.QueryRowContext(ctx, sqlstore.SchemaVersionQuery))
 }
 
-// deliveryColumns lists what scanDelivery reads, each name prefixed by p
-// ("deliveries." for the table itself). The status is the shown one
-// (store.StatusExpr): paused for a pending delivery of a paused
-// destination.
-func deliveryColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`$id, $event_id, $destination, `) + store.StatusExpr(p) +
-		strings.NewReplacer("$", p).Replace(`, $replay, $stale, $attempt_count, $next_attempt_at, coalesce($lease_until, 0),
-		coalesce($claimed_at, 0), $created_at, $updated_at, $note,
-		$resolution, coalesce($resolved_at, 0), $resolved_by, $resolution_reason, coalesce($replayed_by, '')`)
+// The column lists and scan helpers are sqlstore's, shared with
+// PostgreSQL.
+var (
+	deliveryCols = sqlstore.DeliveryColumns("deliveries.")
+	eventCols    = sqlstore.EventColumns("")
+)
+
+type scanner = sqlstore.Scanner
+
+// querier is *sql.DB or *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-var deliveryCols = deliveryColumns("deliveries.")
+// query runs q on db and scans every row with scan.
+func query[T any](ctx context.Context, db querier, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return sqlstore.Collect(rows, scan)
+}
 
-func scanDelivery(sc interface{ Scan(...any) error }) (anyhook.Delivery, error) {
-	var d anyhook.Delivery
-	var next, lease, claimed, created, updated, resolved int64
-	r := &d.Resolution
-	err := sc.Scan(&d.ID, &d.EventID, &d.Destination, &d.Status, &d.Replay, &d.Stale, &d.AttemptCount, &next, &lease,
-		&claimed, &created, &updated, &d.Note, &r.Kind, &resolved, &r.By, &r.Reason, &r.ReplayedBy)
-	d.NextAttemptAt, d.LeaseUntil, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(lease), fromMicros(created), fromMicros(updated)
-	d.ClaimedAt, r.At = fromMicros(claimed), fromMicros(resolved)
-	return d, err
+// scanPrunedEvent scans the event columns and prunedCol.
+func scanPrunedEvent(sc scanner) (anyhook.Event, error) {
+	var ev anyhook.Event
+	dest, done := sqlstore.EventDest(&ev)
+	if err := sc.Scan(append(dest, &ev.BodyPruned)...); err != nil {
+		return ev, err
+	}
+	return ev, done()
 }
 
 // prunedCol is whether the body of the event in the query's events row
 // was pruned by retention.
 const prunedCol = `coalesce((SELECT l.body_pruned FROM ledger_entries l WHERE l.event_id = events.id), 0)`
-
-// alsoScan scans more columns after those a scan func reads.
-type alsoScan struct {
-	sc    interface{ Scan(...any) error }
-	extra []any
-}
-
-func (a alsoScan) Scan(dest ...any) error { return a.sc.Scan(append(dest, a.extra...)...) }
-
-// eventColumns lists what scanEvent reads, each name prefixed by p.
-func eventColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates`)
-}
-
-var eventCols = eventColumns("")
-
-func scanEvent(sc interface{ Scan(...any) error }) (anyhook.Event, error) {
-	var ev anyhook.Event
-	var received int64
-	var headers []byte
-	err := sc.Scan(&ev.ID, &ev.Source, &ev.DedupKey, &received, &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates)
-	if err != nil {
-		return ev, err
-	}
-	ev.ReceivedAt = fromMicros(received)
-	ev.Header, err = store.DecodeHeader(headers)
-	return ev, err
-}
-
-// unavailable marks an error of the database itself (not of one item) so
-// ingest answers 503. nil stays nil.
-func unavailable(err error) error {
-	if err == nil || errors.Is(err, anyhook.ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", anyhook.ErrUnavailable, err)
-}
 
 func micros(t time.Time) int64 {
 	if t.IsZero() {
@@ -306,18 +274,4 @@ func fromMicros(us int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMicro(us).UTC()
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }

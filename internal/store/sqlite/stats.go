@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 var _ store.StatsReader = (*Store)(nil)
@@ -46,25 +46,14 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return qs, unavailable(err)
+		return qs, store.Unavailable("queue stats", err)
 	}
-	for rows.Next() {
-		var dest string
-		var st anyhook.DeliveryStatus
-		var n int
-		if err := rows.Scan(&dest, &st, &n); err != nil {
-			rows.Close()
-			return qs, unavailable(err)
-		}
-		if qs.Depth[dest] == nil {
-			qs.Depth[dest] = map[anyhook.DeliveryStatus]int{}
-		}
-		qs.Depth[dest][st] += n
-	}
+	ds, err := sqlstore.Collect(rows, sqlstore.ScanDepth)
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return qs, unavailable(err)
+	if err != nil {
+		return qs, store.Unavailable("queue stats", err)
 	}
+	sqlstore.AddDepth(&qs, ds)
 	var created int64
 	err = s.r.QueryRowContext(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' AND NOT `+
 		`EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&created)
@@ -72,13 +61,13 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	case err == nil:
 		qs.OldestPending = fromMicros(created)
 	case !errors.Is(err, sql.ErrNoRows):
-		return qs, unavailable(err)
+		return qs, store.Unavailable("queue stats", err)
 	}
 	for _, d := range destinations {
 		var last sql.NullInt64
 		err := s.r.QueryRowContext(ctx, `SELECT max(next_attempt_at) FROM deliveries WHERE destination = ? AND status = 'delivered'`, d).Scan(&last)
 		if err != nil {
-			return qs, unavailable(err)
+			return qs, store.Unavailable("queue stats", err)
 		}
 		if last.Valid && last.Int64 > 0 {
 			qs.LastDelivered[d] = fromMicros(last.Int64)
@@ -88,7 +77,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 			WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
 				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = ? AND paused)`, d, micros(qs.Now), d).Scan(&due)
 		if err != nil {
-			return qs, unavailable(err)
+			return qs, store.Unavailable("queue stats", err)
 		}
 		if due.Valid {
 			qs.DueSince[d] = fromMicros(due.Int64)
@@ -111,27 +100,17 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	bucket := func(b int64) int {
 		return int(min(max(b, 0), int64(n-1)))
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT (received_at - ?) / ?, count(*) FROM events WHERE received_at >= ? GROUP BY 1`, from, width, from)
+	rs, err := query(ctx, s.r, sqlstore.ScanBucket, `SELECT (received_at - ?) / ?, count(*) FROM events WHERE received_at >= ? GROUP BY 1`, from, width, from)
 	if err != nil {
-		return act, unavailable(err)
+		return act, store.Unavailable("activity", err)
 	}
-	for rows.Next() {
-		var b int64
-		var c int
-		if err := rows.Scan(&b, &c); err != nil {
-			rows.Close()
-			return act, unavailable(err)
-		}
-		act.Received[bucket(b)] += c
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return act, unavailable(err)
+	for _, c := range rs {
+		act.Received[bucket(c.Bucket)] += c.N
 	}
 	// Stale events through events_received too: few rows per window.
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped')), 0)
 		FROM events WHERE received_at >= ? AND stale`, from).Scan(&act.Stale, &act.Skipped); err != nil {
-		return act, unavailable(err)
+		return act, store.Unavailable("activity", err)
 	}
 	if len(aq.Destinations) == 0 {
 		return act, nil
@@ -141,59 +120,29 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 		args = append(args, d)
 	}
 	args = append(args, from)
-	rows, err = s.r.QueryContext(ctx, `SELECT destination, status, (next_attempt_at - ?) / ?, count(*) FROM deliveries
+	fs, err := query(ctx, s.r, sqlstore.ScanDestBucket, `SELECT destination, status, (next_attempt_at - ?) / ?, count(*) FROM deliveries
 		WHERE destination IN (`+placeholders(len(aq.Destinations))+`) AND status IN ('delivered', 'dead') AND next_attempt_at >= ?
 		GROUP BY 1, 2, 3`, args...)
 	if err != nil {
-		return act, unavailable(err)
+		return act, store.Unavailable("activity", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var dest string
-		var st anyhook.DeliveryStatus
-		var b int64
-		var c int
-		if err := rows.Scan(&dest, &st, &b, &c); err != nil {
-			return act, unavailable(err)
-		}
-		m := act.Delivered
-		if st == anyhook.StatusDead {
-			m = act.Dead
-		}
-		if m[dest] == nil {
-			m[dest] = make([]int, n)
-		}
-		m[dest][bucket(b)] += c
-	}
-	return act, unavailable(rows.Err())
+	sqlstore.AddFinished(&act, fs, n, bucket)
+	return act, nil
 }
 
 // DeliveryStates implements store.StatsReader through deliveries_event.
 func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]store.DeliveryState, error) {
-	out := map[string][]store.DeliveryState{}
-	if len(eventIDs) == 0 {
-		return out, nil
-	}
-	if len(eventIDs) > 500 {
-		return nil, fmt.Errorf("delivery states of %d events: at most 500: %w", len(eventIDs), anyhook.ErrInvalid)
+	if ask, err := sqlstore.StateEvents(eventIDs); !ask {
+		return map[string][]store.DeliveryState{}, err
 	}
 	args := make([]any, len(eventIDs))
 	for i, id := range eventIDs {
 		args[i] = id
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT event_id, id, destination, `+store.StatusExpr("deliveries.")+`, replay FROM deliveries
+	rs, err := query(ctx, s.r, sqlstore.ScanState, `SELECT `+sqlstore.StatesColumns+` FROM deliveries
 		WHERE event_id IN (`+placeholders(len(args))+`) ORDER BY id`, args...)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, store.Unavailable("delivery states", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var ev string
-		var d store.DeliveryState
-		if err := rows.Scan(&ev, &d.ID, &d.Destination, &d.Status, &d.Replay); err != nil {
-			return nil, unavailable(err)
-		}
-		out[ev] = append(out[ev], d)
-	}
-	return out, unavailable(rows.Err())
+	return sqlstore.StatesByEvent(rs), nil
 }

@@ -64,6 +64,7 @@ func Run(t *testing.T, open Open) {
 		{"ListEventsPagingAndFilters", testListEvents},
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
+		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,157 @@
+package route
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestMatch(t *testing.T) {
+	t.Parallel()
+	charge := &Event{Source: "stripe", Type: "charge.refunded", ID: "evt_1", Object: "ch_1", Version: "1700000000",
+		Header: http.Header{"Stripe-Signature": {"t=1,v1=x"}, "Content-Type": {"application/json"}},
+		Body:   []byte(`{"id":"evt_1","type":"charge.refunded","data":{"object":{"amount":25000,"fee":1.5,"currency":"usd"}}}`)}
+	small := &Event{Source: "stripe", Type: "charge.refunded", Body: []byte(`{"data":{"object":{"amount":900}}}`)}
+	form := &Event{Source: "twilio", Body: []byte(`a=1&b=2`)}
+	for _, tc := range []struct {
+		expr string
+		ev   *Event
+		want bool
+		err  string
+	}{
+		{`type.startsWith("invoice.") || (type == "charge.refunded" && body.data.object.amount > 10000)`, charge, true, ""},
+		{`type.startsWith("invoice.") || (type == "charge.refunded" && body.data.object.amount > 10000)`, small, false, ""},
+		{`body.data.object.fee > 1`, charge, true, ""},
+		{`body.data.object.fee < 1.6`, charge, true, ""},
+		{`headers["content-type"] == "application/json"`, charge, true, ""},
+		{`source == "stripe" && id == "evt_1" && object == "ch_1" && version == "1700000000"`, charge, true, ""},
+		{`body == null`, form, true, ""},
+		{`has(body.data) && body.data.object.currency == "usd"`, charge, true, ""},
+		{`body.missing.amount > 1`, charge, false, "no such key"},
+		{`body.data.object.currency`, charge, false, ErrNotBool.Error()},
+		{`body.data.object.amount > 1`, form, false, "no such key"},
+	} {
+		f, err := Compile(tc.expr)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.expr, err)
+		}
+		got, err := f.Match(NewInput(tc.ev))
+		if got != tc.want {
+			t.Errorf("%q on %s: got %v, want %v (err %v)", tc.expr, tc.ev.Body, got, tc.want, err)
+		}
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%q: err %v, want %q", tc.expr, err, tc.err)
+		}
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]string{
+		`type ==`:                      "invalid CEL expression: column",
+		`typo == "x"`:                  "undeclared reference to 'typo'",
+		`type == 1`:                    "no matching overload",
+		`type`:                         "the expression is a string",
+		`size(headers)`:                "the expression is a int",
+		strings.Repeat("a", MaxExpr+1): "longer than",
+	} {
+		_, err := Compile(expr)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Compile(%.40q) = %v, want an error containing %q", expr, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("Compile(%.40q): error on several lines: %q", expr, err)
+		}
+	}
+}
+
+func TestCostLimit(t *testing.T) {
+	t.Parallel()
+	// A comprehension over a large body list goes over the limit: no
+	// match, with an error, rather than unbounded work.
+	var b strings.Builder
+	b.WriteString(`{"items":[`)
+	for i := range 20000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`1`)
+	}
+	b.WriteString(`]}`)
+	f, err := Compile(`body.items.all(x, body.items.exists(y, y == x))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := f.Match(NewInput(&Event{Body: []byte(b.String())}))
+	if ok || err == nil || !strings.Contains(err.Error(), "cost") {
+		t.Fatalf("Match = %v, %v; want false and a cost limit error", ok, err)
+	}
+}
+
+// TestConcurrentMatch: one compiled filter serves every ingest request at
+// once (run with -race).
+func TestConcurrentMatch(t *testing.T) {
+	t.Parallel()
+	f, err := Compile(`type.startsWith("invoice.") || (has(body.amount) && body.amount > 10) || headers["x-a"] == "1"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				amount := g*100 + i
+				ev := &Event{Type: "charge.x", Header: http.Header{"X-A": {"0"}}, Body: fmt.Appendf(nil, `{"amount":%d}`, amount)}
+				ok, err := f.Match(NewInput(ev))
+				if err != nil || ok != (amount > 10) {
+					errs <- fmt.Sprintf("amount %d: %v, %v", amount, ok, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// BenchmarkMatch is one event evaluated by one filter that reads the
+// body: the cost a filtered destination adds per event at ingest, the
+// body's JSON decoding included (shared by every filter of the event).
+func BenchmarkMatch(b *testing.B) {
+	f, err := Compile(`type.startsWith("charge.") && body.data.object.amount > 1000`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"id":"evt_1","object":"event","api_version":"2024-06-20","created":1700000000,"type":"charge.succeeded","livemode":false,` +
+		`"data":{"object":{"id":"ch_1","object":"charge","amount":2000,"currency":"usd","status":"succeeded","paid":true,"metadata":{"pad":"` +
+		strings.Repeat("x", 700) + `"}}}}`)
+	ev := &Event{Source: "stripe", Type: "charge.succeeded", Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, err := f.Match(NewInput(ev)); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
+// BenchmarkMatchTypeOnly is a filter on the type alone: the body is never
+// decoded.
+func BenchmarkMatchTypeOnly(b *testing.B) {
+	f, err := Compile(`type.startsWith("charge.")`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev := &Event{Source: "stripe", Type: "charge.succeeded", Body: []byte(`{}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, err := f.Match(NewInput(ev)); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package sqlstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Migration is one schema migration file.
+type Migration struct {
+	Version int
+	Name    string // the file's base name: 0001_init.sql
+	SQL     string
+}
+
+// Migrations reads the migrations/*.sql files of fsys in order. Their names
+// start with their version, four digits (0001_init.sql), strictly
+// increasing. Versions may have gaps: branches that each add a migration
+// number them ahead, and a database applies whichever it has not applied
+// yet.
+func Migrations(fsys fs.FS) ([]Migration, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	ms := make([]Migration, 0, len(names))
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil || len(num) != 4 || v < 1 || (len(ms) > 0 && v <= ms[len(ms)-1].Version) {
+			return nil, fmt.Errorf("migration %s: want a name starting with a version of four digits, above the one before", base)
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, Migration{Version: v, Name: base, SQL: string(b)})
+	}
+	return ms, nil
+}
+
+// Apply calls apply for each migration of ms not among the applied
+// versions, in order, and stops at the first error; a database whose
+// schema is newer than the newest of ms is refused, as this binary does
+// not know it.
+func Apply(ms []Migration, applied []int, apply func(Migration) error) error {
+	if len(ms) == 0 {
+		return errors.New("no migrations")
+	}
+	if top, known := slices.Max(append(applied, 0)), ms[len(ms)-1].Version; top > known {
+		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
+	}
+	for _, m := range ms {
+		if slices.Contains(applied, m.Version) {
+			continue
+		}
+		if err := apply(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ScanInt scans a row of one integer column.
+func ScanInt(sc Scanner) (int, error) {
+	var v int
+	return v, sc.Scan(&v)
+}
+
+// SchemaVersionQuery reads the newest applied migration's version, 0 for
+// none.
+const SchemaVersionQuery = `SELECT coalesce(max(version), 0) FROM schema_migrations`
+
+// CheckSchema is Ping's answer from the row of SchemaVersionQuery: a query
+// on the schema, not only a round trip, as a database that lost its tables
+// (or is not this store's) answers SELECT 1 too.
+func CheckSchema(row Scanner) error {
+	var version int
+	if err := row.Scan(&version); err != nil {
+		return store.Unavailable("ping", err)
+	}
+	if version == 0 {
+		return store.Unavailable("ping", errors.New("the database has no schema"))
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package sqlstore
+
+import (
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// ActionColumns lists what ScanAction reads.
+const ActionColumns = `id, event_id, action, delivery_id, destination, actor, reason, at`
+
+// ScanAction scans one row of ActionColumns.
+func ScanAction(sc Scanner) (anyhook.Action, error) {
+	var a anyhook.Action
+	err := sc.Scan(&a.ID, &a.EventID, &a.Kind, &a.DeliveryID, &a.Destination, &a.Actor, &a.Reason, Time(&a.At))
+	return a, err
+}
+
+// ArrivalColumns lists what ScanArrival reads.
+const ArrivalColumns = `seq, received_at, remote_addr, headers, headers_cut`
+
+// ScanArrival scans one row of ArrivalColumns.
+func ScanArrival(sc Scanner) (anyhook.Arrival, error) {
+	var a anyhook.Arrival
+	var h []byte
+	if err := sc.Scan(&a.Seq, Time(&a.ReceivedAt), &a.RemoteAddr, &h, &a.HeaderCut); err != nil {
+		return a, err
+	}
+	var err error
+	a.Header, err = store.DecodeHeader(h)
+	return a, err
+}
+
+// AttemptDest returns the scan destinations of an attempt's number,
+// started_at, duration_us, status_code, error and response body (the
+// last coalesced to empty in each dialect's own way), and a func to call
+// after the scan.
+func AttemptDest(a *anyhook.Attempt) ([]any, func()) {
+	var us int64
+	return []any{&a.Number, Time(&a.StartedAt), &us, &a.StatusCode, &a.Error, &a.ResponseBody},
+		func() { a.Duration = time.Duration(us) * time.Microsecond }
+}
+
+// ScanEventInfo scans one row of EventColumns followed by
+// store.InfoColumns (the lists of events).
+func ScanEventInfo(sc Scanner) (anyhook.Event, error) {
+	var ev anyhook.Event
+	dest, done := EventDest(&ev)
+	if err := sc.Scan(append(dest, store.InfoDest(&ev)...)...); err != nil {
+		return ev, err
+	}
+	return ev, done()
+}
+
+// CountsQuery counts the deliveries by shown status (Store.Counts).
+var CountsQuery = `SELECT ` + store.StatusExpr("deliveries.") + `, count(*) FROM deliveries GROUP BY 1`
+
+// StatusCount is one row of CountsQuery.
+type StatusCount struct {
+	Status anyhook.DeliveryStatus
+	N      int
+}
+
+// ScanStatusCount scans one row of CountsQuery.
+func ScanStatusCount(sc Scanner) (StatusCount, error) {
+	var c StatusCount
+	var st string
+	err := sc.Scan(&st, &c.N)
+	c.Status = anyhook.DeliveryStatus(st)
+	return c, err
+}
+
+// CountMap is the counts of CountsQuery by status.
+func CountMap(cs []StatusCount) map[anyhook.DeliveryStatus]int {
+	m := make(map[anyhook.DeliveryStatus]int, len(cs))
+	for _, c := range cs {
+		m[c.Status] = c.N
+	}
+	return m
+}
+
+// QueueRowScan is a row holding a delivery id, its event's provider id, and
+// its latest attempt's number, started_at, duration_us, status_code and
+// error (0, NULL or empty without an attempt); each dialect selects them
+// its own way.
+type QueueRowScan struct {
+	ID  string
+	Row store.QueueRow
+}
+
+// ScanQueueRow scans one queue row.
+func ScanQueueRow(sc Scanner) (QueueRowScan, error) {
+	var q QueueRowScan
+	var us int64
+	r := &q.Row
+	err := sc.Scan(&q.ID, &r.ProviderEventID, &r.Last.Number, Time(&r.Last.StartedAt), &us, &r.Last.StatusCode, &r.Last.Error)
+	if r.Last.Number > 0 {
+		r.Last.Duration = time.Duration(us) * time.Microsecond
+	}
+	return q, err
+}
+
+// QueueRowMap is the rows of ScanQueueRow by delivery id.
+func QueueRowMap(qs []QueueRowScan) map[string]store.QueueRow {
+	out := make(map[string]store.QueueRow, len(qs))
+	for _, q := range qs {
+		out[q.ID] = q.Row
+	}
+	return out
+}
+
+// ScanPair scans a row of two text columns.
+func ScanPair(sc Scanner) ([2]string, error) {
+	var p [2]string
+	return p, sc.Scan(&p[0], &p[1])
+}

@@ -1,0 +1,70 @@
+package sqlstore
+
+import (
+	"strconv"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// RejectionsQuery is the page query of ListRejections in dialect dl: the
+// rejections filter f selects, below cursor (0 for the first page), newest
+// first, at most limit+1 rows of what ScanRejection reads.
+func RejectionsQuery(dl Dialect, f store.RejectionFilter, cursor int64, limit int) (string, []any) {
+	w := NewWhere(dl)
+	w.AddString("source = ?", f.Source)
+	w.AddString("reason = ?", f.Reason)
+	w.AddTime("at >= ?", f.Since)
+	w.AddTime("at < ?", f.Until)
+	if cursor > 0 {
+		w.Add("id < ?", cursor)
+	}
+	return `SELECT id, at, source, known, reason, status, message, remote_addr, user_agent,
+		body_size, coalesce(body_sha256, ''), header_count, header_bytes FROM rejections` + w.String() +
+		` ORDER BY id DESC LIMIT ` + strconv.Itoa(limit+1), w.Args()
+}
+
+// ScanRejection scans one row of RejectionsQuery.
+func ScanRejection(sc Scanner) (anyhook.Rejection, error) {
+	var r anyhook.Rejection
+	err := sc.Scan(&r.ID, Time(&r.At), &r.Source, &r.KnownSource, &r.Reason, &r.Status, &r.Message, &r.RemoteAddr, &r.UserAgent,
+		&r.BodySize, &r.BodySHA256, &r.HeaderCount, &r.HeaderBytes)
+	return r, err
+}
+
+// InsertRejection is the statement that records one rejection in dialect
+// dl, with RejectionArgs as its parameters.
+func InsertRejection(dl Dialect) string {
+	return dl.Rebind(`INSERT INTO rejections (at, source, known, reason, status, message, remote_addr, user_agent,
+		body_size, body_sha256, header_count, header_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+}
+
+// RejectionArgs are the parameters of InsertRejection for r.
+func RejectionArgs(dl Dialect, r anyhook.Rejection) []any {
+	return []any{dl.Time(r.At), r.Source, r.KnownSource, r.Reason, r.Status, r.Message, r.RemoteAddr, r.UserAgent,
+		r.BodySize, Nullable(r.BodySHA256), r.HeaderCount, r.HeaderBytes}
+}
+
+// Stmt is a statement with its parameters.
+type Stmt struct {
+	SQL  string
+	Args []any
+}
+
+// PruneRejections are the statements of PruneRejections in dialect dl:
+// for known and unknown sources apart, delete all but the newest keep
+// records (all of them for keep <= 0).
+func PruneRejections(dl Dialect, keepKnown, keepUnknown int) []Stmt {
+	var out []Stmt
+	for _, k := range []struct {
+		known bool
+		keep  int
+	}{{true, keepKnown}, {false, keepUnknown}} {
+		if k.keep <= 0 {
+			out = append(out, Stmt{dl.Rebind(`DELETE FROM rejections WHERE known = ?`), []any{k.known}})
+			continue
+		}
+		out = append(out, Stmt{dl.Rebind(store.PruneRejectionsSQL), []any{k.known, k.known, k.keep - 1}})
+	}
+	return out
+}

@@ -1,0 +1,259 @@
+// Package sqlstore holds what the two SQL backends (store/sqlite and
+// store/postgres) share: the column lists of events and deliveries, the
+// scan helpers that read them, a row collector, and the WHERE builder of
+// the delivery filter with each dialect's placeholders and time
+// parameters. SQL that genuinely differs between the dialects stays in
+// each backend.
+package sqlstore
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Scanner is a row: *sql.Row, *sql.Rows, pgx.Row and pgx.Rows are all one.
+type Scanner interface{ Scan(...any) error }
+
+// Rows is a result set being read: *sql.Rows and pgx.Rows are both one.
+type Rows interface {
+	Scanner
+	Next() bool
+	Err() error
+}
+
+// Collect scans every row of rows with scan. It does not close rows: the
+// caller does, as it opened them.
+func Collect[T any](rows Rows, scan func(Scanner) (T, error)) ([]T, error) {
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// Time is a scan destination for a time column as either dialect stores
+// it: SQLite's integer Unix microseconds (0 for none), PostgreSQL's
+// timestamptz; NULL is the zero time. A time read is in UTC.
+func Time(t *time.Time) any { return timeDest{t} }
+
+type timeDest struct{ t *time.Time }
+
+// Scan implements sql.Scanner (which pgx honours too).
+func (d timeDest) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*d.t = time.Time{}
+	case int64:
+		*d.t = time.Time{}
+		if v != 0 {
+			*d.t = time.UnixMicro(v).UTC()
+		}
+	case time.Time:
+		*d.t = time.Time{}
+		if !v.IsZero() {
+			*d.t = v.UTC()
+		}
+	default:
+		return fmt.Errorf("time column: got %T", src)
+	}
+	return nil
+}
+
+// DeliveryColumns lists what ScanDelivery reads, each name prefixed by p
+// ("deliveries." for the table itself). The status is the shown one
+// (store.StatusExpr): paused for a pending delivery of a paused
+// destination.
+func DeliveryColumns(p string) string { return deliveryColumnsWith(p, store.StatusExpr(p)) }
+
+// StoredDeliveryColumns is DeliveryColumns with the status as stored: what
+// the rescuer reports (pending = reclaimed, whether paused or not).
+func StoredDeliveryColumns(p string) string { return deliveryColumnsWith(p, p+"status") }
+
+func deliveryColumnsWith(p, status string) string {
+	r := strings.NewReplacer("$", p)
+	return r.Replace(`$id, $event_id, $destination, `) + status +
+		r.Replace(`, $replay, $stale, $attempt_count, $next_attempt_at, $lease_until, $claimed_at, $created_at, $updated_at, $note,
+		$resolution, $resolved_at, $resolved_by, $resolution_reason, coalesce($replayed_by, '')`)
+}
+
+// EventColumns lists what ScanEvent reads, each name prefixed by p.
+func EventColumns(p string) string {
+	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates, coalesce($type, '')`)
+}
+
+// DeliveryDest returns the scan destinations of DeliveryColumns into d,
+// and a func to call after the scan to finish the conversion; more
+// columns can be scanned alongside by appending their destinations.
+func DeliveryDest(d *anyhook.Delivery) ([]any, func()) {
+	var status string
+	r := &d.Resolution
+	dest := []any{&d.ID, &d.EventID, &d.Destination, &status, &d.Replay, &d.Stale, &d.AttemptCount, Time(&d.NextAttemptAt), Time(&d.LeaseUntil),
+		Time(&d.ClaimedAt), Time(&d.CreatedAt), Time(&d.UpdatedAt), &d.Note, &r.Kind, Time(&r.At), &r.By, &r.Reason, &r.ReplayedBy}
+	return dest, func() { d.Status = anyhook.DeliveryStatus(status) }
+}
+
+// ScanDelivery scans one row of DeliveryColumns.
+func ScanDelivery(sc Scanner) (anyhook.Delivery, error) {
+	var d anyhook.Delivery
+	dest, done := DeliveryDest(&d)
+	if err := sc.Scan(dest...); err != nil {
+		return d, err
+	}
+	done()
+	return d, nil
+}
+
+// EventDest is DeliveryDest for an event (EventColumns).
+func EventDest(ev *anyhook.Event) ([]any, func() error) {
+	var headers []byte
+	dest := []any{&ev.ID, &ev.Source, &ev.DedupKey, Time(&ev.ReceivedAt), &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates, &ev.Type}
+	return dest, func() error {
+		if ev.Body == nil {
+			ev.Body = []byte{}
+		}
+		var err error
+		ev.Header, err = store.DecodeHeader(headers)
+		if err != nil {
+			return fmt.Errorf("event %s: headers: %w", ev.ID, err)
+		}
+		return nil
+	}
+}
+
+// ScanEvent scans one row of EventColumns.
+func ScanEvent(sc Scanner) (anyhook.Event, error) {
+	var ev anyhook.Event
+	dest, done := EventDest(&ev)
+	if err := sc.Scan(dest...); err != nil {
+		return ev, err
+	}
+	return ev, done()
+}
+
+// Dialect is what the shared WHERE builder needs to know of a database.
+type Dialect struct {
+	// Numbered parameters are $1, $2… (PostgreSQL); otherwise ? (SQLite).
+	Numbered bool
+	// Time is a time as a query parameter.
+	Time func(time.Time) any
+}
+
+// The two dialects.
+var (
+	SQLite   = Dialect{Time: func(t time.Time) any { return t.UnixMicro() }}
+	Postgres = Dialect{Numbered: true, Time: func(t time.Time) any { return t }}
+)
+
+// Rebind numbers the ? placeholders of q ($1, $2, …) in a dialect of
+// numbered parameters; q has no other question marks.
+func (d Dialect) Rebind(q string) string {
+	if !d.Numbered {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Where builds a WHERE clause in a dialect.
+type Where struct {
+	d     Dialect
+	conds []string
+	args  []any
+}
+
+// NewWhere starts an empty clause in dialect d.
+func NewWhere(d Dialect) *Where { return &Where{d: d} }
+
+// Add appends cond, in which ? stands for arg.
+func (w *Where) Add(cond string, arg any) {
+	w.args = append(w.args, arg)
+	if w.d.Numbered {
+		cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(w.args)), 1)
+	}
+	w.conds = append(w.conds, cond)
+}
+
+// AddString is Add for a filter's text field: nothing when arg is empty
+// (the field not set).
+func (w *Where) AddString(cond, arg string) {
+	if arg != "" {
+		w.Add(cond, arg)
+	}
+}
+
+// AddTime is Add for a filter's time field, passed as the dialect stores
+// it: nothing when t is zero (the field not set).
+func (w *Where) AddTime(cond string, t time.Time) {
+	if !t.IsZero() {
+		w.Add(cond, w.d.Time(t))
+	}
+}
+
+// Raw appends a condition without a parameter; "" appends nothing.
+func (w *Where) Raw(cond string) {
+	if cond != "" {
+		w.conds = append(w.conds, cond)
+	}
+}
+
+// Args are the parameters of the conditions, in order.
+func (w *Where) Args() []any { return w.args }
+
+// String is " WHERE a AND b", or "" without conditions.
+func (w *Where) String() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// DeliveryWhere selects the deliveries d (joined with their events e) that
+// filter f names, in dialect dl.
+func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
+	w := NewWhere(dl)
+	if f.Status != "" {
+		stored, extra := store.StatusCond("d.", f.Status)
+		w.Add("d.status = ?", string(stored))
+		w.Raw(extra)
+	}
+	w.AddString("d.destination = ?", f.Destination)
+	w.AddString("e.source = ?", f.Source)
+	w.AddTime("d.created_at >= ?", f.Since)
+	w.AddTime("d.created_at < ?", f.Until)
+	w.AddString("d.id < ?", f.Cursor)
+	return w.String(), w.Args()
+}
+
+// Nullable is s as a parameter of a nullable text column: NULL when empty.
+func Nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// NonNil is b as a parameter of a NOT NULL blob column: empty, never NULL.
+func NonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,94 @@
+package sqlstore
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+func TestDeliveryWherePlaceholders(t *testing.T) {
+	since := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	f := store.DeliveryFilter{Status: anyhook.StatusDead, Destination: "billing", Since: since, Cursor: "c"}
+	for _, tc := range []struct {
+		d     Dialect
+		where string
+		args  []any
+	}{
+		{SQLite, " WHERE d.status = ? AND d.destination = ? AND d.created_at >= ? AND d.id < ?", []any{"dead", "billing", since.UnixMicro(), "c"}},
+		{Postgres, " WHERE d.status = $1 AND d.destination = $2 AND d.created_at >= $3 AND d.id < $4", []any{"dead", "billing", since, "c"}},
+	} {
+		where, args := DeliveryWhere(tc.d, f)
+		if where != tc.where || !reflect.DeepEqual(args, tc.args) {
+			t.Errorf("DeliveryWhere = %q %v, want %q %v", where, args, tc.where, tc.args)
+		}
+	}
+	if where, args := DeliveryWhere(Postgres, store.DeliveryFilter{}); where != "" || len(args) != 0 {
+		t.Errorf("empty filter: %q %v", where, args)
+	}
+}
+
+func TestTimeScansBothDialects(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 123456000, time.FixedZone("x", 3600))
+	for _, tc := range []struct {
+		src  any
+		want time.Time
+	}{
+		{nil, time.Time{}},
+		{int64(0), time.Time{}},
+		{at.UnixMicro(), at.UTC()},
+		{at, at.UTC()},
+		{time.Time{}, time.Time{}},
+	} {
+		got := time.Unix(1, 0) // overwritten, also by a NULL
+		if err := Time(&got).(interface{ Scan(any) error }).Scan(tc.src); err != nil || !got.Equal(tc.want) || got.Location() != time.UTC {
+			t.Errorf("Scan(%v) = %v (%v), %v; want %v UTC", tc.src, got, got.Location(), err, tc.want)
+		}
+	}
+	var got time.Time
+	if err := Time(&got).(interface{ Scan(any) error }).Scan("2026-01-01"); err == nil {
+		t.Error("a string scanned as a time without error")
+	}
+}
+
+func TestPlaceHashes(t *testing.T) {
+	rows := []HashRow{{Index: 4, Hash: store.Hash{4}}, {Index: 1, Hash: store.Hash{1}}}
+	got, err := PlaceHashes([]int64{1, 4, 1}, rows)
+	if err != nil || !reflect.DeepEqual(got, []store.Hash{{1}, {4}, {1}}) {
+		t.Fatalf("PlaceHashes = %v, %v", got, err)
+	}
+	if _, err := PlaceHashes([]int64{1, 2}, rows); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Fatalf("missing hash: %v, want ErrNotFound", err)
+	}
+}
+
+func TestApply(t *testing.T) {
+	ms := []Migration{{Version: 1}, {Version: 2}, {Version: 5}, {Version: 7}}
+	var got []int
+	err := Apply(ms, []int{1, 5}, func(m Migration) error {
+		got = append(got, m.Version)
+		if m.Version == 7 {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	if err == nil || err.Error() != "boom" || !reflect.DeepEqual(got, []int{2, 7}) {
+		t.Fatalf("Apply = %v, applied %v; want boom after 2 and 7", err, got)
+	}
+	if err := Apply(ms, []int{1, 2, 5, 7, 8}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil {
+		t.Fatal("a schema newer than the binary was not refused")
+	}
+}
+
+func TestRebind(t *testing.T) {
+	q := `DELETE FROM t WHERE a = ? AND b < ?`
+	if got := SQLite.Rebind(q); got != q {
+		t.Errorf("SQLite.Rebind = %q", got)
+	}
+	if got, want := Postgres.Rebind(q), `DELETE FROM t WHERE a = $1 AND b < $2`; got != want {
+		t.Errorf("Postgres.Rebind = %q, want %q", got, want)
+	}
+}

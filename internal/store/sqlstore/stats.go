@@ -1,0 +1,108 @@
+package sqlstore
+
+import (
+	"fmt"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// Count is one row of a grouped count: by destination and status (queue
+// depth), and by time bucket (activity), as far as the query groups.
+type Count struct {
+	Dest   string
+	Status anyhook.DeliveryStatus
+	Bucket int64
+	N      int
+}
+
+// ScanDepth scans a row of destination, status, count.
+func ScanDepth(sc Scanner) (Count, error) {
+	var c Count
+	var st string
+	err := sc.Scan(&c.Dest, &st, &c.N)
+	c.Status = anyhook.DeliveryStatus(st)
+	return c, err
+}
+
+// ScanBucket scans a row of bucket, count.
+func ScanBucket(sc Scanner) (Count, error) {
+	var c Count
+	return c, sc.Scan(&c.Bucket, &c.N)
+}
+
+// ScanDestBucket scans a row of destination, status, bucket, count.
+func ScanDestBucket(sc Scanner) (Count, error) {
+	var c Count
+	var st string
+	err := sc.Scan(&c.Dest, &st, &c.Bucket, &c.N)
+	c.Status = anyhook.DeliveryStatus(st)
+	return c, err
+}
+
+// AddDepth adds depth counts to qs.Depth.
+func AddDepth(qs *store.QueueStats, cs []Count) {
+	for _, c := range cs {
+		if qs.Depth[c.Dest] == nil {
+			qs.Depth[c.Dest] = map[anyhook.DeliveryStatus]int{}
+		}
+		qs.Depth[c.Dest][c.Status] += c.N
+	}
+}
+
+// AddFinished adds the counts of finished deliveries by destination,
+// status (delivered or dead) and bucket to act, which has n buckets;
+// bucket clamps a bucket number into range.
+func AddFinished(act *store.Activity, cs []Count, n int, bucket func(int64) int) {
+	for _, c := range cs {
+		m := act.Delivered
+		if c.Status == anyhook.StatusDead {
+			m = act.Dead
+		}
+		if m[c.Dest] == nil {
+			m[c.Dest] = make([]int, n)
+		}
+		m[c.Dest][bucket(c.Bucket)] += c.N
+	}
+}
+
+// MaxStateEvents is how many events DeliveryStates answers for at once.
+const MaxStateEvents = 500
+
+// StateEvents reports whether DeliveryStates has to ask the database
+// about ids: not for none, and not for more than MaxStateEvents, which is
+// refused with ErrInvalid.
+func StateEvents(ids []string) (ask bool, err error) {
+	if len(ids) > MaxStateEvents {
+		return false, fmt.Errorf("delivery states of %d events: at most %d: %w", len(ids), MaxStateEvents, anyhook.ErrInvalid)
+	}
+	return len(ids) > 0, nil
+}
+
+// StatesColumns lists what ScanState reads.
+var StatesColumns = `event_id, id, destination, ` + store.StatusExpr("deliveries.") + `, replay`
+
+// EventState is one row of StatesColumns: a delivery's state and its
+// event.
+type EventState struct {
+	EventID string
+	State   store.DeliveryState
+}
+
+// ScanState scans one row of StatesColumns.
+func ScanState(sc Scanner) (EventState, error) {
+	var r EventState
+	var st string
+	err := sc.Scan(&r.EventID, &r.State.ID, &r.State.Destination, &st, &r.State.Replay)
+	r.State.Status = anyhook.DeliveryStatus(st)
+	return r, err
+}
+
+// StatesByEvent groups rows of StatesColumns by event, in row order.
+func StatesByEvent(rs []EventState) map[string][]store.DeliveryState {
+	out := map[string][]store.DeliveryState{}
+	for _, r := range rs {
+		out[r.EventID] = append(out[r.EventID], r.State)
+	}
+	return out
+}

@@ -1,0 +1,44 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// CheckMigration6 holds event e1, which a backend's migration test wrote
+// with the schema before migration 0006 (deliveries d1 to d7, as both
+// backends' TestMigrate6EmptiesTheQueues seed them), to what 0006 makes of
+// its deliveries: the discarded, replayed and marked-delivered ones are
+// resolved by "before 0006", the others keep their status.
+func CheckMigration6(t *testing.T, s store.Store) {
+	t.Helper()
+	ev, err := s.Event(t.Context(), "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		status anyhook.DeliveryStatus
+		kind   string
+	}{
+		"d1": {anyhook.StatusResolved, anyhook.ResolvedDiscarded},
+		"d2": {anyhook.StatusResolved, anyhook.ResolvedReplayed}, // by d3
+		"d3": {anyhook.StatusDelivered, ""},
+		"d4": {anyhook.StatusDelivered, anyhook.ResolvedMarkedDelivered},
+		"d5": {anyhook.StatusDead, ""},
+		"d6": {anyhook.StatusHeld, ""},
+		"d7": {anyhook.StatusDelivered, ""},
+	}
+	for _, d := range ev.Deliveries {
+		w := want[d.ID]
+		r := d.Resolution
+		if d.Status != w.status || r.Kind != w.kind || (w.kind != "" && (r.By != "before 0006" || r.At.IsZero())) ||
+			(w.kind == anyhook.ResolvedReplayed) != (r.ReplayedBy != "") || (w.kind == anyhook.ResolvedReplayed && r.ReplayedBy != "d3") {
+			t.Errorf("%s after the upgrade: %s %+v; want %s %s", d.ID, d.Status, r, w.status, w.kind)
+		}
+	}
+	if len(ev.Deliveries) != len(want) {
+		t.Fatalf("deliveries: %+v", ev.Deliveries)
+	}
+}
