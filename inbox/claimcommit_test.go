@@ -15,6 +15,7 @@ import (
 	"github.com/anyhook/anyhook/inbox/inboxpgx"
 	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // onCommit calls fn when a COMMIT is about to be sent, once it is armed.
@@ -103,9 +104,8 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		}
 		return s
 	}
-	for status() != "claimed" { // committed, its answer held by the proxy
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Committed, its answer held by the proxy.
+	testwait.For(t, "the claim to be committed", func() bool { return status() == "claimed" })
 	cancel()
 	time.Sleep(300 * time.Millisecond)
 	p.ReleaseReplies()

@@ -3,8 +3,9 @@
 # It makes sure PostgreSQL is up (scripts/postgres.sh), Chromium is
 # installed for the dashboard's browser test (scripts/chromium.sh) and the
 # tools that check the shipping files are there (scripts/tools.sh: zsh,
-# systemd-analyze, shellcheck, deploy/'s Go modules), then checks
-# formatting, lints the scripts, vets, runs every test with the race
+# systemd-analyze, shellcheck, deploy/'s Go modules, staticcheck and
+# deadcode), then checks formatting, lints the scripts, vets, runs
+# staticcheck and deadcode, runs every test with the race
 # detector, checks the shipping files (deploy/: Dockerfile, compose, the
 # systemd unit, the Kubernetes manifests, the release archives and the
 # licence files), and gives each fuzz target a short run.
@@ -34,6 +35,20 @@ go mod tidy -diff
 echo "== go vet"
 go vet ./...
 (cd deploy && go vet ./...)
+
+echo "== staticcheck"
+gobin="$(go env GOPATH)/bin"
+"$gobin/staticcheck" ./...
+
+echo "== deadcode"
+# Every main and every test binary is a root, so a helper that only
+# another package's tests use is alive. An Example function is
+# documentation (go test compiles it, deadcode roots none): not reported.
+all=$("$gobin/deadcode" -test ./...)
+dead=$(grep -v ': unreachable func: Example' <<<"$all" || true)
+if [ -n "$dead" ]; then
+	echo "deadcode: unreachable functions (remove them, or use them):"; echo "$dead"; exit 1
+fi
 
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...

@@ -7,6 +7,12 @@
 #   systemd-analyze  verifying deploy/systemd/anyhook.service (package systemd)
 #   (shellcheck)     lints scripts/*.sh and .ci/run
 #
+# and the Go analysers test.sh runs, pinned, built once into GOPATH/bin
+# (kept there between runs: a cached GOPATH builds nothing):
+#
+#   staticcheck      honnef.co/go/tools/cmd/staticcheck
+#   deadcode         golang.org/x/tools/cmd/deadcode
+#
 # The Go modules that deploy/ tests with (buildkit's Dockerfile parser and
 # linter, compose-go, kubeconform) are pinned by deploy/go.sum and cached
 # in the module cache; they are downloaded here first, with retries, so that
@@ -49,3 +55,24 @@ if [ -f deploy/go.mod ]; then
 		sleep $((try * 10))
 	done
 fi
+
+# The Go analysers, at the versions below: installed when GOPATH/bin lacks
+# them or holds another version (go version -m reads the one it holds).
+gobin="$(go env GOPATH)/bin"
+for tool in honnef.co/go/tools/cmd/staticcheck@v0.8.2 golang.org/x/tools/cmd/deadcode@v0.39.0; do
+	path=${tool%@*}
+	version=${tool#*@}
+	bin="$gobin/${path##*/}"
+	if [ -x "$bin" ] && go version -m "$bin" 2>/dev/null | awk '$1 == "mod" { print $3 }' | grep -qx "$version"; then
+		continue
+	fi
+	say "installing $tool"
+	for try in 1 2 3; do
+		if go install "$tool"; then
+			break
+		fi
+		[ "$try" -lt 3 ] || { say "go install $tool failed 3 times"; exit 1; }
+		say "go install $tool failed; retrying in $((try * 10))s"
+		sleep $((try * 10))
+	done
+done

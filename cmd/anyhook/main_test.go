@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // binary is the anyhook command built once for the tests that cross
@@ -307,17 +308,10 @@ func TestKillDuringDeliveryHold(t *testing.T) {
 			Status  string
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, "the delivery to be held after its lease expired", func() bool {
 		getJSON(t, p2.url+"/api/deliveries?status=held", &list)
-		if len(list.Items) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the delivery was not held after its lease expired")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(list.Items) == 1
+	})
 	if list.Items[0].EventID != id {
 		t.Fatalf("held = %+v, want event %s", list.Items[0], id)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // pgDSN is a fresh database for t, with a pool of at most 4 connections
@@ -92,19 +93,6 @@ func client(t *testing.T) *http.Client {
 	tr := &http.Transport{MaxIdleConnsPerHost: 128, MaxIdleConns: 512}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-// eventually polls cond until it holds or timeout (a failure timeout,
-// never a measurement) passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 type deliveryItem struct {
@@ -199,7 +187,7 @@ func TestPostgresIdenticalRequestsThreeProcesses(t *testing.T) {
 		Duplicates int            `json:"duplicates"`
 		Deliveries []deliveryItem `json:"deliveries"`
 	}
-	eventually(t, 30*time.Second, "the event was not delivered", func() bool {
+	testwait.For(t, "the event to be delivered", func() bool {
 		getJSON(t, ps[2].url+"/api/events/"+id, &ev)
 		return len(ev.Deliveries) == 1 && ev.Deliveries[0].Status == "delivered"
 	})
@@ -280,7 +268,7 @@ func TestPostgresBacklogSharedThreeProcesses(t *testing.T) {
 			t.Fatalf("%d of %d events delivered", len(seen), n)
 		}
 	}
-	eventually(t, 30*time.Second, "deliveries still pending or in flight", func() bool { return settled(t, ps[2].url) })
+	testwait.For(t, "every delivery to settle (none pending or in flight)", func() bool { return settled(t, ps[2].url) })
 
 	got := sink.snapshot()
 	for i, id := range acked {
@@ -334,7 +322,7 @@ func TestPostgresKillOneOfThree(t *testing.T) {
 				acked[id] = true
 			}
 			// Wait until every event was sent once, by somebody.
-			eventually(t, 30*time.Second, "not every event was sent", func() bool {
+			testwait.For(t, "every event to be sent", func() bool {
 				s, o := stuck.snapshot(), open.snapshot()
 				for id := range acked {
 					if len(s[id]) == 0 && len(o[id]) == 0 {
@@ -355,7 +343,7 @@ func TestPostgresKillOneOfThree(t *testing.T) {
 				// Every event is delivered by process 2 or 3; the rescued
 				// ones with the same X-AnyHook-Delivery and the next
 				// attempt number.
-				eventually(t, 30*time.Second, "rescued deliveries were not resent", func() bool {
+				testwait.For(t, "the rescued deliveries to be resent", func() bool {
 					o := open.snapshot()
 					for id := range acked {
 						if len(o[id]) == 0 {
@@ -364,7 +352,7 @@ func TestPostgresKillOneOfThree(t *testing.T) {
 					}
 					return true
 				})
-				eventually(t, 30*time.Second, "deliveries still pending or in flight", func() bool { return settled(t, ps[1].url) })
+				testwait.For(t, "every delivery to settle (none pending or in flight)", func() bool { return settled(t, ps[1].url) })
 				o := open.snapshot()
 				for id := range acked {
 					want := []string{"1"}
@@ -387,10 +375,12 @@ func TestPostgresKillOneOfThree(t *testing.T) {
 					}
 				}
 			case "hold":
-				var held []deliveryItem
-				eventually(t, 30*time.Second, "the killed process's claims were not held", func() bool {
-					held = deliveries(t, ps[1].url, "held")
-					return len(held) == len(inFlight)
+				held := testwait.Value(t, "the killed process's claims to be held", func() ([]deliveryItem, error) {
+					held := deliveries(t, ps[1].url, "held")
+					if len(held) != len(inFlight) {
+						return held, fmt.Errorf("%d held, want %d: %+v", len(held), len(inFlight), held)
+					}
+					return held, nil
 				})
 				for _, d := range held {
 					if _, ok := inFlight[d.EventID]; !ok {
@@ -398,14 +388,14 @@ func TestPostgresKillOneOfThree(t *testing.T) {
 					}
 				}
 				// The rest was delivered once by processes 2 and 3.
-				eventually(t, 30*time.Second, "deliveries still pending or in flight", func() bool { return settled(t, ps[1].url) })
+				testwait.For(t, "every delivery to settle (none pending or in flight)", func() bool { return settled(t, ps[1].url) })
 				// A held delivery is never sent: one more event goes
 				// through, then nothing held may have reached a sink.
 				code, last, err := sendEvent(ps[2].url, "evt_kill_hold_after")
 				if err != nil || code != 200 {
 					t.Fatalf("send after = %d, %v", code, err)
 				}
-				eventually(t, 30*time.Second, "the event after the rescue was not delivered", func() bool { return len(open.snapshot()[last]) > 0 })
+				testwait.For(t, "the event after the rescue to be delivered", func() bool { return len(open.snapshot()[last]) > 0 })
 				o := open.snapshot()
 				for id := range acked {
 					_, wasHeld := inFlight[id]
@@ -511,7 +501,7 @@ func TestPostgresOutage(t *testing.T) {
 	mu.Unlock()
 
 	// While the database is away: /readyz says so, every ingest is a 503.
-	eventually(t, 30*time.Second, "/readyz did not turn 503", func() bool { return readyz(t, p.url) == 503 })
+	testwait.For(t, "/readyz to turn 503", func() bool { return readyz(t, p.url) == 503 })
 	for i := range 20 {
 		pid := fmt.Sprintf("evt_outage_during_%d", i)
 		if code, err := send(pid); err != nil || code != 503 {
@@ -521,7 +511,7 @@ func TestPostgresOutage(t *testing.T) {
 
 	// Back: no restart; the gateway finds the database by itself.
 	px.Restore()
-	eventually(t, 30*time.Second, "/readyz did not turn 200 after the database came back", func() bool { return readyz(t, p.url) == 200 })
+	testwait.For(t, "/readyz to turn 200 after the database came back", func() bool { return readyz(t, p.url) == 200 })
 	// The provider retries what was refused (a cut-off COMMIT may have
 	// landed: then the retry is a duplicate with the original id), and
 	// sends new events.
@@ -533,7 +523,7 @@ func TestPostgresOutage(t *testing.T) {
 		pending = append(pending, fmt.Sprintf("evt_outage_after_%d", i))
 	}
 	for _, pid := range pending {
-		eventually(t, 30*time.Second, "ingest of "+pid+" did not recover", func() bool {
+		testwait.For(t, "ingest of "+pid+" to recover", func() bool {
 			code, err := send(pid)
 			if err != nil {
 				t.Fatal(err)
@@ -898,7 +888,7 @@ destinations:
 	}
 
 	knows := start(t, config("new-with-charges.yaml", true))
-	eventually(t, 30*time.Second, "charges' claim was not held by a process that knows its policy", func() bool {
+	testwait.For(t, "charges' claim to be held by a process that knows its policy", func() bool {
 		held := deliveries(t, knows.url, "held")
 		return len(held) == 1 && held[0].EventID == id
 	})

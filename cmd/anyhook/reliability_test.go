@@ -22,6 +22,7 @@ import (
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // reliabilityConfig is a config with one stripe source delivering to
@@ -186,14 +187,14 @@ func TestBackupWhileIngesting(t *testing.T) {
 			}
 		})
 	}
-	waitUntil(t, "200 events before the backup", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 200 })
-	waitUntil(t, "a checkpoint of 100 events", func() bool { return checkpointSize(p.url) >= 100 })
+	testwait.Within(t, 2*time.Minute, "200 events before the backup", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 200 })
+	testwait.Within(t, 2*time.Minute, "a checkpoint of 100 events", func() bool { return checkpointSize(p.url) >= 100 })
 	mu.Lock()
 	before := append([]string(nil), acked...)
 	mu.Unlock()
 	out := filepath.Join(t.TempDir(), "backup.db")
 	code, msg := runBinary(t, "backup", "--config", cfg, "--out", out)
-	waitUntil(t, "ingest after the backup", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= len(before)+50 })
+	testwait.Within(t, 2*time.Minute, "ingest after the backup", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= len(before)+50 })
 	stop()
 	wg.Wait()
 	if code != 0 || !strings.Contains(msg, "integrity ok") {
@@ -264,7 +265,7 @@ func TestPgDumpRestore(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	waitUntil(t, "a checkpoint of every event", func() bool { return checkpointSize(p.url) == len(ids) })
+	testwait.Within(t, 2*time.Minute, "a checkpoint of every event", func() bool { return checkpointSize(p.url) == len(ids) })
 	dump := filepath.Join(dir, "anyhook.dump")
 	if out, err := exec.Command(pgDump, "--format=custom", "--file="+dump, src).CombinedOutput(); err != nil { // while the gateway runs
 		t.Fatalf("pg_dump: %v: %s", err, out)
@@ -302,17 +303,6 @@ func checkpointSize(url string) int {
 		return -1
 	}
 	return cp.Size
-}
-
-func waitUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // mountTmpfs mounts a tmpfs of size at a new directory, unmounted when t
@@ -420,7 +410,7 @@ func TestDiskFull(t *testing.T) {
 	for _, id := range refused {
 		var code int
 		var aid string
-		waitUntil(t, "ingest after space returned", func() bool {
+		testwait.Within(t, 2*time.Minute, "ingest after space returned", func() bool {
 			code, aid = post(http.DefaultClient, p.url, id, 32<<10)
 			return code == 200
 		})
@@ -525,14 +515,14 @@ func TestFileDescriptorsExhausted(t *testing.T) {
 	for _, id := range refused {
 		var code int
 		var aid string
-		waitUntil(t, "ingest after the limit was raised", func() bool {
+		testwait.Within(t, 2*time.Minute, "ingest after the limit was raised", func() bool {
 			code, aid = post(http.DefaultClient, p.url, id, 512)
 			return code == 200
 		})
 		acked = append(acked, aid)
 	}
 	// Deliveries resume too.
-	waitUntil(t, "every event delivered", func() bool {
+	testwait.Within(t, 2*time.Minute, "every event delivered", func() bool {
 		got := dest.snapshot()
 		for _, id := range acked {
 			if len(got[id]) == 0 {

@@ -5,7 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // `anyhook replay --status dead` run twice sends each dead event once: the
@@ -79,16 +80,10 @@ func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 	// Resumed, the replays fail (billing still answers 500) and go dead
 	// in their turn: new dead deliveries, which a replay would send.
 	f.post(t, "/api/destinations/billing/resume")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--dry-run"); rep.Count == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replay deliveries never went dead")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, "the replay deliveries to go dead", func() bool {
+		rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--dry-run")
+		return rep.Count == 2
+	})
 }
 
 // post POSTs to the gateway's admin API and wants 200.

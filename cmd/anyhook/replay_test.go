@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // sendTo posts a Stripe event with id to source of the gateway at url and
@@ -82,23 +84,15 @@ func (f *replayFixture) event(t *testing.T, id string) apiEvent {
 // waitDead waits until every delivery of event id is dead.
 func (f *replayFixture) waitDead(t *testing.T, id string) apiEvent {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return testwait.Value(t, "every delivery of event "+id+" dead", func() (apiEvent, error) {
 		ev := f.event(t, id)
-		dead := 0
 		for _, d := range ev.Deliveries {
-			if d.Status == "dead" {
-				dead++
+			if d.Status != "dead" {
+				return ev, fmt.Errorf("deliveries %+v", ev.Deliveries)
 			}
 		}
-		if dead == len(ev.Deliveries) {
-			return ev
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("event %s: deliveries %+v, want all dead", id, ev.Deliveries)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ev, nil
+	})
 }
 
 func (f *replayFixture) replay(t *testing.T, args ...string) (int, string, string) {

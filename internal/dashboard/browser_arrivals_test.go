@@ -19,6 +19,7 @@ import (
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // arrivalsGateway runs a gateway for the arrivals browser test: a stripe
@@ -176,7 +177,7 @@ func TestBrowserArrivals(t *testing.T) {
 // (the rejection log is written behind ingest's back).
 func waitRejections(t *testing.T, base string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testwait.Value(t, fmt.Sprintf("%d refused requests listed", n), func() (struct{}, error) {
 		req, _ := http.NewRequest("GET", base+"/api/rejections", nil)
 		req.Header.Set("Authorization", "Bearer "+browserToken)
 		resp, err := http.DefaultTransport.RoundTrip(req)
@@ -186,13 +187,11 @@ func waitRejections(t *testing.T, base string, n int) {
 		var list struct{ Items []any }
 		json.NewDecoder(resp.Body).Decode(&list)
 		resp.Body.Close()
-		if len(list.Items) >= n {
-			return
+		if len(list.Items) < n {
+			return struct{}{}, fmt.Errorf("the API lists %d", len(list.Items))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the API lists %d refused requests, want %d", len(list.Items), n)
-		}
-	}
+		return struct{}{}, nil
+	})
 }
 
 // shot saves a screenshot of the page as NAME.png in $ANYHOOK_SHOTS_DIR,

@@ -27,6 +27,7 @@ import (
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the browser test's screenshot of the event list to docs/dashboard.png")
@@ -432,8 +433,7 @@ func sendStripe(t *testing.T, base string, body []byte) string {
 // or the items of a list).
 func waitAPI[T any](t *testing.T, base, path string, ok func(T) bool) T {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return testwait.Value(t, "GET "+path+" to satisfy the condition", func() (T, error) {
 		req, _ := http.NewRequest("GET", base+path, nil)
 		req.Header.Set("Authorization", "Bearer "+browserToken)
 		resp, err := http.DefaultTransport.RoundTrip(req)
@@ -456,12 +456,9 @@ func waitAPI[T any](t *testing.T, base, path string, ok func(T) bool) T {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok(v) {
-			return v
+		if !ok(v) {
+			return v, fmt.Errorf("last answer: %s", raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s never satisfied the condition; last: %s", path, raw)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return v, nil
+	})
 }

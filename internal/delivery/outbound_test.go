@@ -206,13 +206,17 @@ func TestRedirectThatDropsTheBodyFails(t *testing.T) {
 
 // claimErrStore fails its claim but hands back rows anyway, as a store
 // whose transaction failed after the UPDATE ran might.
+// It closes rounds at its 20th claim: many dispatch rounds have run.
 type claimErrStore struct {
 	*fakeStore
-	calls atomic.Int32
+	calls  atomic.Int32
+	rounds chan struct{}
 }
 
 func (f *claimErrStore) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
-	f.calls.Add(1)
+	if f.calls.Add(1) == 20 {
+		close(f.rounds)
+	}
 	return []store.Claim{claim(destination)}, errors.New("commit failed")
 }
 
@@ -220,15 +224,13 @@ func TestFailedClaimSendsNothing(t *testing.T) {
 	t.Parallel()
 	var hits atomic.Int32
 	srv := okServer(t, false, &hits)
-	st := &claimErrStore{fakeStore: newFakeStore()}
+	st := &claimErrStore{fakeStore: newFakeStore(), rounds: make(chan struct{})}
 	e := delivery.New(st, delivery.Options{
 		Destinations: []delivery.Destination{{Name: "d", URL: srv.URL, Timeout: time.Second, MaxAttempts: 3, Initial: time.Second, Max: time.Second}},
 		PollInterval: time.Millisecond,
 	})
 	e.Start(t.Context())
-	for st.calls.Load() < 20 { // many dispatch rounds
-		time.Sleep(time.Millisecond)
-	}
+	<-st.rounds
 	e.Stop(time.Second)
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("%d requests sent for claims whose transaction failed", n)

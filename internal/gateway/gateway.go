@@ -50,6 +50,11 @@ type Options struct {
 	// ledger's checkpointer, alerts, the admin API, the dashboard and the
 	// limits; default time.Now.
 	Now func() time.Time
+	// Observer, when set, is told of each delivery attempt and rescue
+	// once the store recorded it and the gateway's metrics counted it:
+	// tests wait on it (river's test signals) rather than poll the store
+	// or /metrics.
+	Observer delivery.Observer
 }
 
 // Gateway is one running AnyHook process.
@@ -139,6 +144,9 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	do.OnFailing = func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) }
 	do.OnRecovered = func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) }
 	do.Observer = mx
+	if opt.Observer != nil {
+		do.Observer = observers{mx, opt.Observer}
+	}
 	g.engine = delivery.New(st, do)
 	var rejected ingest.RejectionLog
 	if rl, ok := st.(store.RejectionLog); ok {
@@ -250,10 +258,6 @@ func (g *Gateway) healthAlert(kind string, h delivery.Health) {
 	}
 	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: g.now()})
 }
-
-// Handler is the HTTP handler of listen: ingest, admin API, health,
-// metrics, dashboard; with admin.listen set, ingest and /healthz only.
-func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // AdminHandler is the HTTP handler of admin.listen, nil without it.
 func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler }
@@ -382,4 +386,20 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	errs = append(errs, g.store.Close())
 	g.log.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// observers tells each of its observers, in order, what the delivery
+// engine reports.
+type observers []delivery.Observer
+
+func (o observers) Attempted(destination string, status anyhook.DeliveryStatus, took time.Duration) {
+	for _, x := range o {
+		x.Attempted(destination, status, took)
+	}
+}
+
+func (o observers) Rescued(destination string, status anyhook.DeliveryStatus) {
+	for _, x := range o {
+		x.Rescued(destination, status)
+	}
 }

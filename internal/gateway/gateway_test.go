@@ -20,6 +20,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 const stripeSecret = "whsec_test_secret"
@@ -64,7 +65,7 @@ func (s *sink) requests() []*http.Request {
 // waitRequests waits until the sink has seen n requests.
 func (s *sink) waitRequests(t *testing.T, n int) []*http.Request {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(testwait.Timeout) // a failure timeout
 	for {
 		if got := s.requests(); len(got) >= n {
 			return got
@@ -82,6 +83,9 @@ type env struct {
 	gw    *gateway.Gateway
 	store store.Store
 	sink  *sink
+	// signals, when set, reports each delivery attempt the gateway
+	// recorded: waits wake on it rather than poll.
+	signals *signals
 }
 
 // setup runs a gateway on 127.0.0.1:0 with a stripe source delivering to
@@ -107,8 +111,9 @@ destinations:
     backoff: {initial: 10ms, max: 40ms}
 %s
 %s`, stripeSecret, sk.URL, extra, strings.Join(top, "\n"))
-	base, g := gatewaytest.Start(t, yaml, gateway.Options{})
-	return &env{url: base, gw: g, store: g.Store(), sink: sk}
+	sig := newSignals()
+	base, g := gatewaytest.Start(t, yaml, gateway.Options{Observer: sig})
+	return &env{url: base, gw: g, store: g.Store(), sink: sk, signals: sig}
 }
 
 // stripeRequest signs body as Stripe would at now with secret.
@@ -152,23 +157,30 @@ func (e *env) sendStripe(t *testing.T, id string) answer {
 	return do(t, stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body, time.Now()))
 }
 
-// waitStatus waits until the event's only delivery has status want.
+// waitStatus waits until the event's only delivery has status want: it
+// looks again at each attempt the gateway reports (e.signals), or polls
+// without them.
 func (e *env) waitStatus(t *testing.T, eventID string, want anyhook.DeliveryStatus) anyhook.Delivery {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	what := fmt.Sprintf("event %s's one delivery %s", eventID, want)
+	var got anyhook.Delivery
+	check := func() error {
 		ev, err := e.store.Event(t.Context(), eventID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(ev.Deliveries) == 1 && ev.Deliveries[0].Status == want {
-			return ev.Deliveries[0]
+			got = ev.Deliveries[0]
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("event %s deliveries = %+v, want one %s", eventID, ev.Deliveries, want)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return fmt.Errorf("deliveries = %+v", ev.Deliveries)
 	}
+	if e.signals != nil {
+		e.signals.wait(t, what, check)
+		return got
+	}
+	testwait.Value(t, what, func() (struct{}, error) { return struct{}{}, check() })
+	return got
 }
 
 func TestSameEventTwice(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // TestLogEndToEnd: events sent over HTTP are in the log; the API serves a
@@ -47,13 +48,9 @@ func TestLogEndToEnd(t *testing.T) {
 		return resp.StatusCode
 	}
 	var cp ledger.CheckpointInfo
-	deadline := time.Now().Add(20 * time.Second)
-	for getJSON("/api/log/checkpoint", &cp) != 200 || cp.Size < 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint of size 20: %+v", cp)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, "a checkpoint of size 20", func() bool {
+		return getJSON("/api/log/checkpoint", &cp) == 200 && cp.Size >= 20
+	})
 	v, err := ledger.OpenCheckpoint([]byte(cp.Checkpoint), mustVerifier(t, cp.VerifierKey))
 	if err != nil || v.Size != cp.Size {
 		t.Fatalf("checkpoint: %+v, %v", v, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 type lockedBuffer struct {
@@ -192,7 +193,7 @@ destinations:
 	}
 
 	// Failed deliveries: both events go dead after two 500s.
-	waitFor(t, "both deliveries dead", func() bool {
+	testwait.For(t, "both deliveries dead", func() bool {
 		ds, _, err := g.Store().ListDeliveries(t.Context(), store.DeliveryFilter{Status: anyhook.StatusDead})
 		return err == nil && len(ds) == 2
 	})
@@ -202,7 +203,7 @@ destinations:
 	if _, err := g.Store().Resolve(t.Context(), ds[0].ID, "resend", store.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the resent delivery delivered", func() bool {
+	testwait.For(t, "the resent delivery delivered", func() bool {
 		ds, _, err := g.Store().ListDeliveries(t.Context(), store.DeliveryFilter{Status: anyhook.StatusDelivered})
 		return err == nil && len(ds) == 1
 	})
@@ -227,15 +228,4 @@ destinations:
 		}
 	}
 	t.Logf("%d log lines checked for %d secrets", strings.Count(out, "\n"), len(forbidden))
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -90,18 +90,12 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	}
 	e.waitStatus(t, a.ID, anyhook.StatusDelivered)
 
-	// The worker counts the attempt just after the store records it: scrape
-	// until it shows (a failure timeout, not a threshold).
-	var body string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var code int
-		code, body = get(t, e, "/metrics", "test-token")
-		if code != 200 {
-			t.Fatalf("/metrics: %d", code)
-		}
-		if n, _ := metricValue(t, body, `anyhook_delivery_attempts_total{destination="billing",result="success"}`); n == 1 || time.Now().After(deadline) {
-			break
-		}
+	// The worker counts the attempt just after the store records it: its
+	// signal comes once the metrics counted it.
+	e.signals.waitCount(t, "attempted billing delivered", 1)
+	code, body := get(t, e, "/metrics", "test-token")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
 	}
 	for series, want := range map[string]float64{
 		`anyhook_ingest_requests_total{outcome="accepted",source="stripe"}`:           1,
@@ -163,39 +157,28 @@ func TestDestinationOutageAlerts(t *testing.T) {
 	}
 	wg.Wait()
 	close(ids)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		counts, err := e.store.Counts(t.Context())
-		if err != nil {
-			t.Fatal(err)
+	// Each worker signals its outcome once the store recorded it and the
+	// metrics counted it (on a loaded machine a lease can expire first:
+	// the rescuer's verdict is then the one signalled).
+	e.signals.wait(t, fmt.Sprintf("%d deliveries dead", n), func() error {
+		if got := e.signals.count("attempted billing dead") + e.signals.count("rescued billing dead"); got < n {
+			return fmt.Errorf("%d so far", got)
 		}
-		if counts[anyhook.StatusDead] == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts %v, want %d dead", counts, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if counts, err := e.store.Counts(t.Context()); err != nil || counts[anyhook.StatusDead] != n {
+		t.Fatalf("counts %v, %v; want %d dead", counts, err, n)
 	}
 	// The destination answers again (the sink's script has run out).
 	ok := e.sendStripe(t, "evt_back")
 	e.waitStatus(t, ok.ID, anyhook.StatusDelivered)
 
-	// Each worker counts its outcome just after the store has recorded it,
-	// so the store can show all n dead before the last workers counted. A
-	// delivery whose lease ran out first (a loaded machine) is made dead
-	// by the rescuer and counted as a rescue: every dead delivery is
-	// counted once, by one or the other.
-	var exposition string
-	var byWorker, byRescuer float64
-	dead := func() float64 {
-		_, exposition = get(t, e, "/metrics", "test-token")
-		byWorker, _ = metricValue(t, exposition, `anyhook_deliveries_total{destination="billing",outcome="dead"}`)
-		byRescuer, _ = metricValue(t, exposition, `anyhook_rescues_total{destination="billing",status="dead"}`)
-		return byWorker + byRescuer
-	}
-	waitFor(t, "the metrics to count every dead delivery", func() bool { return dead() >= n })
-	if v := dead(); v != n {
+	// Every dead delivery is counted once: by its worker, or by the rescuer
+	// when its lease ran out first (a loaded machine). Both were signalled.
+	_, exposition := get(t, e, "/metrics", "test-token")
+	byWorker, _ := metricValue(t, exposition, `anyhook_deliveries_total{destination="billing",outcome="dead"}`)
+	byRescuer, _ := metricValue(t, exposition, `anyhook_rescues_total{destination="billing",status="dead"}`)
+	if v := byWorker + byRescuer; v != n {
 		t.Errorf("dead deliveries counted = %v (%v by the workers, %v by the rescuer), want %d", v, byWorker, byRescuer, n)
 	}
 	if v, _ := metricValue(t, exposition, `anyhook_alerts_sent_total{result="ok"}`); v < 1 {

@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // getAPI GETs an admin API path of base into v.
@@ -189,22 +189,16 @@ destinations:
 	if id := got[0].Header.Get("X-AnyHook-Delivery"); id != a.ID {
 		t.Fatalf("billing got %s, want %s", id, a.ID)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Value(t, "every delivery of "+a.ID+" delivered", func() (anyhook.Event, error) {
 		evt, err := e.store.Event(t.Context(), a.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := true
 		for _, d := range evt.Deliveries {
-			done = done && d.Status == anyhook.StatusDelivered
+			if d.Status != anyhook.StatusDelivered {
+				return evt, fmt.Errorf("deliveries = %+v", evt.Deliveries)
+			}
 		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deliveries = %+v, want all delivered", evt.Deliveries)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return evt, nil
+	})
 }

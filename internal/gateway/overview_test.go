@@ -15,6 +15,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // The overview shows the tamper-evident log: intact while every checkpoint
@@ -55,7 +56,7 @@ sources:
 		}
 		return string(b)
 	}
-	waitFor(t, "an intact log of 3 events on the overview", func() bool {
+	testwait.For(t, "an intact log of 3 events on the overview", func() bool {
 		page := overview()
 		return strings.Contains(page, ">intact<") && strings.Contains(page, ">3</div><div class=\"lbl\">events in the latest signed checkpoint")
 	})
@@ -73,7 +74,7 @@ sources:
 	if a := e.sendStripe(t, "evt_overview_after"); a.Code != 200 {
 		t.Fatalf("ingest: %+v", a)
 	}
-	waitFor(t, "the failed self-check on the overview", func() bool {
+	testwait.For(t, "the failed self-check on the overview", func() bool {
 		return strings.Contains(overview(), "check failed")
 	})
 }

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/send"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 const standardSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -236,17 +238,18 @@ func TestStaleEvents(t *testing.T) {
 	for _, ev := range orders {
 		e.waitStatus(t, ev.ID, want[ev.Version])
 	}
-	var stale []http.Header
-	deadline := time.Now().Add(20 * time.Second)
-	for len(stale) == 0 && time.Now().Before(deadline) {
-		stale = nil
+	stale := testwait.Value(t, "a delivery flagged stale", func() ([]http.Header, error) {
+		var stale []http.Header
 		for _, r := range sk.requests() {
 			if r.Header.Get("X-AnyHook-Stale") == "true" {
 				stale = append(stale, r.Header)
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		if len(stale) == 0 {
+			return nil, errors.New("none yet")
+		}
+		return stale, nil
+	})
 	if len(stale) != 1 || stale[0].Get("X-AnyHook-Source") != "shopify" || stale[0].Get("X-AnyHook-Version") != "2026-11-30T09:00:00Z" ||
 		stale[0].Get("X-AnyHook-Object") == "" {
 		t.Fatalf("deliveries flagged stale: %v, want the shopify one of 09:00 (orders skips its stale one)", stale)

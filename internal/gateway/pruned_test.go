@@ -15,6 +15,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // TestPrunedEventNeverSent: a pending delivery of an event whose body
@@ -58,8 +59,7 @@ destinations:
 		VALUES (?, ?, 'billing', 'pending', 1, ?, ?, ?)`, store.NewID(), a.ID, now, now, now); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Value(t, "the injected delivery dead", func() (struct{}, error) {
 		ev, err := e.store.Event(t.Context(), a.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -77,13 +77,10 @@ destinations:
 			if len(d.Attempts) != 1 || !strings.Contains(d.Attempts[0].Error, "not sent: the event's body was pruned by retention") {
 				t.Errorf("refused delivery: attempts %+v", d.Attempts)
 			}
-			break
+			return struct{}{}, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deliveries %+v, want the injected one dead", ev.Deliveries)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return struct{}{}, fmt.Errorf("deliveries %+v", ev.Deliveries)
+	})
 	if got := sk.requests(); len(got) != 1 {
 		t.Fatalf("the destination got %d requests, want only the original", len(got))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 type apiRejection struct {
@@ -75,15 +76,14 @@ destinations:
 
 	// The log is written behind ingest's back: wait for it.
 	var list struct{ Items []apiRejection }
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testwait.Value(t, "4 rejections listed", func() (struct{}, error) {
+		list.Items = nil
 		apiGet(t, base, "/api/rejections", &list)
-		if len(list.Items) == 4 || time.Now().After(deadline) {
-			break
+		if len(list.Items) != 4 {
+			return struct{}{}, fmt.Errorf("rejections = %+v", list.Items)
 		}
-	}
-	if len(list.Items) != 4 {
-		t.Fatalf("rejections = %+v, want 4", list.Items)
-	}
+		return struct{}{}, nil
+	})
 	by := map[string]apiRejection{}
 	for _, r := range list.Items {
 		by[r.Reason] = r

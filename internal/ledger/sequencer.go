@@ -158,12 +158,11 @@ type loop struct {
 	interval time.Duration
 	round    func(ctx context.Context)
 
-	wake chan struct{} // capacity 1: a round is wanted soon
-	run  lifecycle.Runner
+	run lifecycle.Runner
 }
 
 func newLoop(interval time.Duration, round func(ctx context.Context)) loop {
-	return loop{interval: interval, round: round, wake: make(chan struct{}, 1)}
+	return loop{interval: interval, round: round}
 }
 
 // Start runs the loop in the background until ctx ends or Stop.
@@ -182,18 +181,9 @@ func (l *loop) Start(ctx context.Context) {
 				cancel()
 				return
 			case <-t.C:
-			case <-l.wake:
 			}
 		}
 	})
-}
-
-// Wake runs a round soon, without waiting for the interval.
-func (l *loop) Wake() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Stop ends the loop after one last round and waits for it. It is

@@ -18,6 +18,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // The example receiver behind a real gateway: Stripe-signed events go in at
@@ -65,24 +66,7 @@ destinations:
 		post(capture)
 	}
 	st := gw.Store()
-	waitDelivered := func(want int) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			ds, _, err := st.ListDeliveries(t.Context(), store.DeliveryFilter{Status: anyhook.StatusDelivered})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(ds) >= want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d deliveries delivered, want %d", len(ds), want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	waitDelivered(2)
+	waitFor(t, st, anyhook.StatusDelivered, 2)
 	// A person replays everything: the receiver sees the same
 	// X-AnyHook-Delivery again and must not email or capture twice.
 	evs, _, err := st.ListEvents(t.Context(), store.EventFilter{})
@@ -94,7 +78,7 @@ destinations:
 			t.Fatal(err)
 		}
 	}
-	waitDelivered(4)
+	waitFor(t, st, anyhook.StatusDelivered, 4)
 	if _, effects := h.email.counts(); effects != 1 {
 		t.Errorf("receipt emails = %d, want 1", effects)
 	}
@@ -150,20 +134,16 @@ func postStripe(t *testing.T, base, body string) {
 // waitFor polls the gateway's store until want deliveries have status.
 func waitFor(t *testing.T, st store.Store, status anyhook.DeliveryStatus, want int) []anyhook.Delivery {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return testwait.Value(t, fmt.Sprintf("%d deliveries %s", want, status), func() ([]anyhook.Delivery, error) {
 		ds, _, err := st.ListDeliveries(t.Context(), store.DeliveryFilter{Status: status})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ds) >= want {
-			return ds
+		if len(ds) < want {
+			return ds, fmt.Errorf("%d deliveries %s", len(ds), status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries %s, want %d", len(ds), status, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ds, nil
+	})
 }
 
 // stale collects the receiver's stale-claim reports.
@@ -264,16 +244,11 @@ func TestReceiverGatewayKeepsRetrying(t *testing.T) {
 	postStripe(t, base, `{"id":"evt_receipt","type":"invoice.paid","created":1700000000,"data":{"object":{"id":"in_1","customer_email":"a@example.com"}}}`)
 	postStripe(t, base, `{"id":"evt_capture","type":"payment_intent.amount_capturable_updated","created":1700000001,"data":{"object":{"id":"pi_1"}}}`)
 	// Both effects ran once and failed uncertainly.
-	deadline := time.Now().Add(30 * time.Second)
-	for calls := 0; calls < 2; {
+	testwait.For(t, "both effects to run", func() bool {
 		p, _ := h.payments.counts()
 		e, _ := h.email.counts()
-		calls = min(p, 1) + min(e, 1)
-		if time.Now().After(deadline) {
-			t.Fatal("the effects did not run")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return p >= 1 && e >= 1
+	})
 	h.payments.fail(0)
 	h.email.fail(0)
 	db := h.db()

@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxsql"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -14,6 +14,7 @@ import (
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // onCommit calls fn when a COMMIT is about to be sent, once it is armed.
@@ -73,9 +74,9 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	}()
 	<-committing
 	// Wait (directly, not through the proxy) until the claim is committed.
-	for query[string](t, dsn, `SELECT status FROM deliveries`) != "delivering" {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, "the claim to be committed", func() bool {
+		return query[string](t, dsn, `SELECT status FROM deliveries`) == "delivering"
+	})
 	cancel()
 	var r result
 	select {

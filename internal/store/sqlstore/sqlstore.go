@@ -85,7 +85,7 @@ func deliveryColumnsWith(p, status string) string {
 		$resolution, $resolved_at, $resolved_by, $resolution_reason, coalesce($replayed_by, '')`)
 }
 
-// EventColumns lists what ScanEvent reads, each name prefixed by p.
+// EventColumns lists what EventDest reads, each name prefixed by p.
 func EventColumns(p string) string {
 	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates, coalesce($type, '')`)
 }
@@ -127,16 +127,6 @@ func EventDest(ev *anyhook.Event) ([]any, func() error) {
 		}
 		return nil
 	}
-}
-
-// ScanEvent scans one row of EventColumns.
-func ScanEvent(sc Scanner) (anyhook.Event, error) {
-	var ev anyhook.Event
-	dest, done := EventDest(&ev)
-	if err := sc.Scan(dest...); err != nil {
-		return ev, err
-	}
-	return ev, done()
 }
 
 // Dialect is what the shared WHERE builder needs to know of a database.
