@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,8 +15,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
@@ -27,10 +26,9 @@ import (
 // source, and a destination that takes everything.
 func arrivalsGateway(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
 	dir := t.TempDir()
 	billing := newRecorder(t, 200)
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(fmt.Sprintf(`
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:%s
 admin_token: %s
@@ -46,21 +44,8 @@ destinations:
   billing:
     url: %s/hooks
     sources: [stripe, hooks]
-`, filepath.Join(dir, "anyhook.db"), browserToken, browserSecret, billing.URL)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(ctx, ln)
-	t.Cleanup(func() { g.Stop(context.Background()) })
-	return "http://" + ln.Addr().String()
+`, filepath.Join(dir, "anyhook.db"), browserToken, browserSecret, billing.URL), gateway.Options{})
+	return base
 }
 
 // sendStripeWith signs body with the browser test's secret and sends it

@@ -3,7 +3,6 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
@@ -46,7 +45,7 @@ func TestBrowserPhone(t *testing.T) {
 	st.Close()
 
 	ok, failing := newRecorder(t, 200), newRecorder(t, 503)
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(fmt.Sprintf(`
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:%s
 admin_token: %s
@@ -56,21 +55,7 @@ sources:
 destinations:
   billing: {url: %s/hooks, sources: [stripe], timeout: 5s}
   ledger-sync-with-a-long-name: {url: %s/hooks, sources: [stripe], timeout: 5s, max_attempts: 1}
-`, dbPath, browserToken, browserSecret, ok.URL, failing.URL)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(ctx, ln)
-	t.Cleanup(func() { g.Stop(context.Background()) })
-	base := "http://" + ln.Addr().String()
+`, dbPath, browserToken, browserSecret, ok.URL, failing.URL), gateway.Options{})
 
 	var ids []string
 	for i := range 3 {

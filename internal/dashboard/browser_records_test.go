@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,8 +16,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
@@ -103,7 +102,7 @@ func TestBrowserRecords(t *testing.T) {
 	now.Close()
 
 	billing, ledgerSync, vault := newSwitchable(t, 200), newSwitchable(t, 503), newSwitchable(t, 200)
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(fmt.Sprintf(`
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:%s
 admin_token: %s
@@ -114,21 +113,7 @@ destinations:
   billing: {url: %s/hooks, sources: [stripe], timeout: 5s}
   ledger-sync: {url: %s/hooks, sources: [stripe], timeout: 5s, max_attempts: 1}
   vault: {url: %s/hooks, sources: [stripe], timeout: 5s, on_stale_claim: hold}
-`, dbPath, browserToken, browserSecret, billing.URL, ledgerSync.URL, vault.URL)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(ctx, ln)
-	t.Cleanup(func() { g.Stop(context.Background()) })
-	base := "http://" + ln.Addr().String()
+`, dbPath, browserToken, browserSecret, billing.URL, ledgerSync.URL, vault.URL), gateway.Options{})
 
 	var ids []string
 	for i := range 3 {

@@ -24,6 +24,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
@@ -150,21 +151,7 @@ destinations:
     timeout: 5s
     on_stale_claim: hold
 `, dbPath, browserToken, browserSecret, billing.URL, flaky.URL, vault.URL)
-	cfg, err := config.Parse(filepath.Join(dir, "anyhook.yaml"), []byte(yaml), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(ctx, ln)
-	t.Cleanup(func() { g.Stop(context.Background()) })
-	base := "http://" + ln.Addr().String()
+	base, _ := gatewaytest.Start(t, yaml, gateway.Options{})
 
 	// Traffic: a dozen events, and one sent twice.
 	types := []string{"payment_intent.succeeded", "invoice.paid", "customer.created", "charge.refunded", "invoice.payment_failed", "checkout.session.completed"}
