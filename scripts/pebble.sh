@@ -10,7 +10,7 @@ target="$bin/pebble-$version"
 if [ ! -x "$target" ]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	GOBIN="$tmp" GOFLAGS= go install "github.com/letsencrypt/pebble/v2/cmd/pebble@$version" >&2
+	GOBIN="$tmp" GOFLAGS='' go install "github.com/letsencrypt/pebble/v2/cmd/pebble@$version" >&2
 	mkdir -p "$bin"
 	mv "$tmp/pebble" "$target"
 fi
