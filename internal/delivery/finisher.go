@@ -2,8 +2,10 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/groupcommit"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -33,6 +35,10 @@ func newFinisher(st Store, max int) *finisher {
 	f.c = groupcommit.New(f.commit, groupcommit.Options[store.Outcome]{
 		Max:   max,
 		Apart: func(o store.Outcome) string { return o.DeliveryID },
+		// An unavailable database fails every outcome of the batch at
+		// once (the leases expire and the rescuers decide), rather than
+		// one 30 s try per outcome while the writer is blocked.
+		Whole: func(err error) bool { return errors.Is(err, anyhook.ErrUnavailable) },
 	})
 	return f
 }

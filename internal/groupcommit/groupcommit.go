@@ -48,6 +48,12 @@ type Options[I any] struct {
 	// already in it, and that item starts the next one, so the order of
 	// the queue is kept.
 	Apart func(I) string
+	// Whole, when set, says of a failed batch's error that retrying its
+	// items one by one cannot help (the database is unavailable): every
+	// item gets the error at once, rather than a retry per item, each
+	// waiting out the outage on its own. nil: every failed batch is
+	// retried item by item.
+	Whole func(error) bool
 }
 
 // ErrStopped answers items offered after Stop, and those queued before a
@@ -117,9 +123,13 @@ func (c *Committer[I, R]) Start(ctx context.Context) {
 // returns once they have. Items queued in a committer that was never
 // started are answered ErrStopped. It is idempotent.
 func (c *Committer[I, R]) Stop() {
-	c.run.Stop()
+	// Refuse new items first: a writer sees Stop only once its queue is
+	// empty, and items arriving all along would keep it committing.
 	for _, l := range c.lanes {
 		l.close()
+	}
+	c.run.Stop()
+	for _, l := range c.lanes {
 		l.mu.Lock()
 		left := l.queue // never started: nobody will take them
 		l.queue = nil
@@ -271,7 +281,7 @@ func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R
 	}
 	res, err := c.commit(ctx, items)
 	clear(items)
-	if err != nil && len(batch) > 1 {
+	if err != nil && len(batch) > 1 && (c.opt.Whole == nil || !c.opt.Whole(err)) {
 		for i := range batch {
 			items = c.commitBatch(ctx, batch[i:i+1], items)
 		}

@@ -374,3 +374,55 @@ func TestParentCancelDrains(t *testing.T) {
 		t.Errorf("first: %+v", a)
 	}
 }
+
+// TestWholeFailureAnsweredAtOnce: an error Whole recognises (a database
+// that is down) fails every item of the batch at once, without a retry
+// per item.
+func TestWholeFailureAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{Whole: func(error) bool { return true }})
+	got := queued(t, r, c, "a", "bad", "c")
+	want := [][]string{{"first"}, {"a", "bad", "c"}}
+	if b := r.batches(); !slices.EqualFunc(b, want, slices.Equal) {
+		t.Errorf("batches = %q, want %q (no retry item by item)", b, want)
+	}
+	for _, a := range got {
+		if a.err == nil {
+			t.Errorf("answer %+v, want the batch's error", a)
+		}
+	}
+}
+
+// TestStopRefusesAtOnce: Stop refuses new items as soon as it is called,
+// while a commit is still in progress; what was queued before is
+// committed.
+func TestStopRefusesAtOnce(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	c := New(r.commit, Options[string]{})
+	c.Start(t.Context())
+	go c.Submit(t.Context(), "first")
+	<-r.entered // the writer is inside a commit that waits for the gate
+	stopped := make(chan struct{})
+	go func() { c.Stop(); close(stopped) }()
+	var accepted []*Pending[string, string]
+	for i := 0; ; i++ {
+		p, err := c.Add("late" + strconv.Itoa(i))
+		if errors.Is(err, ErrStopped) {
+			break
+		}
+		if i == 1_000_000 {
+			t.Fatal("Stop, called during a commit, still accepts items")
+		}
+		accepted = append(accepted, p)
+		runtime.Gosched()
+	}
+	close(r.gate)
+	<-stopped
+	for _, p := range accepted {
+		if v, err := p.Wait(t.Context()); err != nil || v != "ok:"+p.item {
+			t.Errorf("%s, queued before Stop refused: %q, %v", p.item, v, err)
+		}
+	}
+}

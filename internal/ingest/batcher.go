@@ -47,6 +47,7 @@ func (b *Batcher) SetWriters(n int) {
 		Weight:  func(evs []store.NewEvent) int { return len(evs) },
 		Writers: b.writers,
 		Lane:    b.lane,
+		Whole:   unavailable,
 	})
 }
 
@@ -126,3 +127,8 @@ func (b *Batcher) commit(ctx context.Context, reqs [][]store.NewEvent) ([][]stor
 	}
 	return out, nil
 }
+
+// unavailable says a failed batch failed for the database, not for one
+// of its events: its requests are answered 503 at once rather than each
+// retried alone against a database that is down.
+func unavailable(err error) bool { return errors.Is(err, anyhook.ErrUnavailable) }
