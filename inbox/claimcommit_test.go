@@ -3,7 +3,6 @@ package inbox_test
 import (
 	"context"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,25 +12,9 @@ import (
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxpgx"
-	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
-
-// onCommit calls fn when a COMMIT is about to be sent, once it is armed.
-type onCommit struct {
-	armed atomic.Bool
-	fn    func()
-}
-
-func (o *onCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") && o.armed.CompareAndSwap(true, false) {
-		o.fn()
-	}
-	return ctx
-}
-
-func (o *onCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // The sender gives up (its request's context ends) while the claim's
 // COMMIT is in flight and the database has already carried it out. Do must
@@ -46,14 +29,10 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := faultnet.NewProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
+	p := pgtest.Proxy(t, u.Host)
 	u.Host = p.Addr()
 	committing := make(chan struct{})
-	tr := &onCommit{fn: func() {
+	tr := &pgtest.OnCommit{Fn: func() {
 		p.HoldReplies() // the COMMIT reaches the server; its answer waits
 		close(committing)
 	}}
@@ -88,7 +67,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	tr.armed.Store(true)
+	tr.Armed.Store(true)
 	go func() {
 		out, err := ib.Do(ctx, "capture", inbox.Event{Source: "s", ID: "evt_1", Body: []byte("{}")}, inbox.Effect[pgx.Tx]{
 			Policy: inbox.Hold(time.Minute),

@@ -3,12 +3,8 @@ package postgres_test
 import (
 	"context"
 	"net/url"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/pgtest"
@@ -16,21 +12,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
-
-// onCommit calls fn when a COMMIT is about to be sent, once it is armed.
-type onCommit struct {
-	armed atomic.Bool
-	fn    func()
-}
-
-func (o *onCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") && o.armed.CompareAndSwap(true, false) {
-		o.fn()
-	}
-	return ctx
-}
-
-func (o *onCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // Issue 12 A8(a): the caller of Claim gives up (shutdown) while the COMMIT
 // is in flight and the database has already carried it out. Claim must
@@ -44,10 +25,10 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startProxy(t, u.Host)
+	p := pgtest.Proxy(t, u.Host)
 	u.Host = p.Addr()
 	committing := make(chan struct{})
-	tr := &onCommit{fn: func() {
+	tr := &pgtest.OnCommit{Fn: func() {
 		p.HoldReplies() // the COMMIT reaches the server; its answer waits
 		close(committing)
 	}}
@@ -67,7 +48,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		err    error
 	}
 	done := make(chan result, 1)
-	tr.armed.Store(true)
+	tr.Armed.Store(true)
 	go func() {
 		cs, err := s.Claim(ctx, "charges", 1, time.Minute)
 		done <- result{cs, err}
