@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,22 +24,12 @@ import (
 func TestClaimCommitOutlivesCancel(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
+	h := pgtest.HoldCommit(t, dsn)
+	cfg, err := pgxpool.ParseConfig(h.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := pgtest.Proxy(t, u.Host)
-	u.Host = p.Addr()
-	committing := make(chan struct{})
-	tr := &pgtest.OnCommit{Fn: func() {
-		p.HoldReplies() // the COMMIT reaches the server; its answer waits
-		close(committing)
-	}}
-	cfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = tr
+	cfg.ConnConfig.Tracer = h.Tracer
 	cfg.MaxConns = 2
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
@@ -67,7 +56,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	tr.Armed.Store(true)
+	h.Tracer.Armed.Store(true)
 	go func() {
 		out, err := ib.Do(ctx, "capture", inbox.Event{Source: "s", ID: "evt_1", Body: []byte("{}")}, inbox.Effect[pgx.Tx]{
 			Policy: inbox.Hold(time.Minute),
@@ -75,7 +64,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		})
 		done <- result{out, err}
 	}()
-	<-committing
+	<-h.Committing
 	status := func() string {
 		var s string
 		if err := direct.QueryRow(t.Context(), `SELECT status FROM inbox_events`).Scan(&s); err != nil {
@@ -87,7 +76,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	testwait.For(t, "the claim to be committed", func() bool { return status() == "claimed" })
 	cancel()
 	time.Sleep(300 * time.Millisecond)
-	p.ReleaseReplies()
+	h.Proxy.ReleaseReplies()
 	r := <-done
 	if st := status(); !ran.Load() && st != "released" {
 		t.Fatalf("Do = %v, %v without running the effect, and left the committed claim behind (status %s): it will be held when stale although nothing ran", r.out, r.err, st)

@@ -100,3 +100,31 @@ func (o *OnCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trace
 
 // TraceQueryEnd implements pgx.QueryTracer.
 func (o *OnCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// CommitHold is the database of a test reached through a Proxy whose
+// Tracer, once Armed, holds the replies from the next COMMIT on: the
+// COMMIT reaches the server and its answer waits (until
+// Proxy.ReleaseReplies). Committing is closed when that happens.
+type CommitHold struct {
+	DSN        string // through the proxy
+	Proxy      *faultnet.Proxy
+	Tracer     *OnCommit
+	Committing chan struct{}
+}
+
+// HoldCommit puts a CommitHold in front of the database of dsn.
+func HoldCommit(t testing.TB, dsn string) *CommitHold {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &CommitHold{Proxy: Proxy(t, u.Host), Committing: make(chan struct{})}
+	u.Host = h.Proxy.Addr()
+	h.DSN = u.String()
+	h.Tracer = &OnCommit{Fn: func() {
+		h.Proxy.HoldReplies()
+		close(h.Committing)
+	}}
+	return h
+}

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -21,18 +20,8 @@ import (
 func TestClaimCommitOutlivesCancel(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pgtest.Proxy(t, u.Host)
-	u.Host = p.Addr()
-	committing := make(chan struct{})
-	tr := &pgtest.OnCommit{Fn: func() {
-		p.HoldReplies() // the COMMIT reaches the server; its answer waits
-		close(committing)
-	}}
-	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{MaxConns: 2, Tracer: tr})
+	h := pgtest.HoldCommit(t, dsn)
+	s, err := postgres.Open(t.Context(), h.DSN, postgres.Options{MaxConns: 2, Tracer: h.Tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,12 +37,12 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		err    error
 	}
 	done := make(chan result, 1)
-	tr.Armed.Store(true)
+	h.Tracer.Armed.Store(true)
 	go func() {
 		cs, err := s.Claim(ctx, "charges", 1, time.Minute)
 		done <- result{cs, err}
 	}()
-	<-committing
+	<-h.Committing
 	// Wait (directly, not through the proxy) until the claim is committed.
 	testwait.For(t, "the claim to be committed", func() bool {
 		return query[string](t, dsn, `SELECT status FROM deliveries`) == "delivering"
@@ -63,10 +52,10 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	select {
 	case r = <-done: // gave up on the commit: the defect
 	case <-time.After(300 * time.Millisecond): // still waiting for the answer, as it should
-		p.ReleaseReplies()
+		h.Proxy.ReleaseReplies()
 		r = <-done
 	}
-	p.ReleaseReplies()
+	h.Proxy.ReleaseReplies()
 	if r.err != nil {
 		t.Fatalf("Claim = %v after the database committed the claim; the claim stands but its worker was told it failed", r.err)
 	}
