@@ -2,8 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"net/url"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,25 +11,9 @@ import (
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxpgx"
-	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
-
-// onCommit calls fn when a COMMIT is about to be sent, once it is armed.
-type onCommit struct {
-	armed atomic.Bool
-	fn    func()
-}
-
-func (o *onCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") && o.armed.CompareAndSwap(true, false) {
-		o.fn()
-	}
-	return ctx
-}
-
-func (o *onCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // The sender gives up (its request's context ends) while the claim's
 // COMMIT is in flight and the database has already carried it out. Do must
@@ -42,26 +24,12 @@ func (o *onCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 func TestClaimCommitOutlivesCancel(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
+	h := pgtest.HoldCommit(t, dsn)
+	cfg, err := pgxpool.ParseConfig(h.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := faultnet.NewProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
-	committing := make(chan struct{})
-	tr := &onCommit{fn: func() {
-		p.HoldReplies() // the COMMIT reaches the server; its answer waits
-		close(committing)
-	}}
-	cfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = tr
+	cfg.ConnConfig.Tracer = h.Tracer
 	cfg.MaxConns = 2
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
@@ -88,7 +56,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	tr.armed.Store(true)
+	h.Tracer.Armed.Store(true)
 	go func() {
 		out, err := ib.Do(ctx, "capture", inbox.Event{Source: "s", ID: "evt_1", Body: []byte("{}")}, inbox.Effect[pgx.Tx]{
 			Policy: inbox.Hold(time.Minute),
@@ -96,7 +64,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		})
 		done <- result{out, err}
 	}()
-	<-committing
+	<-h.Committing
 	status := func() string {
 		var s string
 		if err := direct.QueryRow(t.Context(), `SELECT status FROM inbox_events`).Scan(&s); err != nil {
@@ -108,7 +76,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	testwait.For(t, "the claim to be committed", func() bool { return status() == "claimed" })
 	cancel()
 	time.Sleep(300 * time.Millisecond)
-	p.ReleaseReplies()
+	h.Proxy.ReleaseReplies()
 	r := <-done
 	if st := status(); !ran.Load() && st != "released" {
 		t.Fatalf("Do = %v, %v without running the effect, and left the committed claim behind (status %s): it will be held when stale although nothing ran", r.out, r.err, st)

@@ -71,6 +71,15 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
+// stopExitsZero stops p as stop does and fails t unless it exited 0.
+func (p *proc) stopExitsZero(t *testing.T) {
+	t.Helper()
+	p.stop(t)
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM, want 0; stderr: %s", code, p.stderr)
+	}
+}
+
 // wantKeyRefusal checks that o is the refusal of a key that is not the
 // log's: exit 2 and one line on stderr naming the config file and
 // log.key_file.

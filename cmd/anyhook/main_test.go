@@ -221,6 +221,31 @@ func (r *recorder) snapshot() map[string][]string {
 	return m
 }
 
+// awaitAll waits up to a minute for r to have received every event of
+// want, failing t with how many never came, and returns what it received.
+func (r *recorder) awaitAll(t *testing.T, want map[string]bool) map[string][]string {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		got := r.snapshot()
+		missing := 0
+		for id := range want {
+			if len(got[id]) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return got
+		}
+		select {
+		case <-r.arrived:
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("%d of %d acknowledged events never delivered", missing, len(want))
+		}
+	}
+}
+
 // gatewayConfig is a config with one stripe source and one billing
 // destination, on database (sqlite:PATH or postgres://…).
 func gatewayConfig(database, destURL, policy string) string {
@@ -330,26 +355,8 @@ func TestKillDuringBurstLosesNothing(t *testing.T) {
 	acked := burstThenKill(t, start(t, cfg), "evt_burst", 400, 16)
 	nAcked := len(acked)
 	start(t, cfg)
-	deadline := time.After(60 * time.Second)
-	for {
-		got := dest.snapshot()
-		missing := 0
-		for id := range acked {
-			if len(got[id]) == 0 {
-				missing++
-			}
-		}
-		if missing == 0 {
-			t.Logf("%d acknowledged before kill -9, all delivered after restart", nAcked)
-			return
-		}
-		select {
-		case <-dest.arrived:
-		case <-time.After(200 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("%d of %d acknowledged events never delivered", missing, nAcked)
-		}
-	}
+	dest.awaitAll(t, acked)
+	t.Logf("%d acknowledged before kill -9, all delivered after restart", nAcked)
 }
 
 func TestSIGTERMExitsZero(t *testing.T) {
@@ -360,15 +367,7 @@ func TestSIGTERMExitsZero(t *testing.T) {
 	if code, _, err := sendEvent(p.url, "evt_term"); err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("anyhook did not exit on SIGTERM")
-	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit status %d after SIGTERM, want 0; stderr: %s", code, p.stderr)
-	}
+	p.stopExitsZero(t)
 }
 
 func TestBadConfigExits2(t *testing.T) {

@@ -22,7 +22,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/testwait"
@@ -432,7 +431,7 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := u.Host
-	px := startProxy(t, server)
+	px := pgtest.Proxy(t, server)
 	u.Host = px.Addr()
 	sink := newRecorder(t, false)
 	ps := startN(t, 1, u.String(), "reclaim", procURL(sink.URL))
@@ -553,28 +552,10 @@ func TestPostgresOutage(t *testing.T) {
 	if len(want) != total {
 		t.Fatalf("%d distinct events acknowledged, want %d", len(want), total)
 	}
-	deadline := time.After(60 * time.Second)
-	for {
-		got := sink.snapshot()
-		missing := 0
-		for id := range want {
-			if len(got[id]) == 0 {
-				missing++
-			}
-		}
-		if missing == 0 {
-			for id := range got {
-				if !want[id] {
-					t.Errorf("delivered %s, which was never acknowledged", id)
-				}
-			}
-			return
-		}
-		select {
-		case <-sink.arrived:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("%d of %d acknowledged events never delivered after the outage", missing, len(want))
+	got := sink.awaitAll(t, want)
+	for id := range got {
+		if !want[id] {
+			t.Errorf("delivered %s, which was never acknowledged", id)
 		}
 	}
 }
@@ -691,18 +672,6 @@ func readyz(t *testing.T, base string) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// startProxy puts a TCP proxy the test can cut between the client and
-// target.
-func startProxy(t *testing.T, target string) *faultnet.Proxy {
-	t.Helper()
-	p, err := faultnet.NewProxy(target)
-	if err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
 }
 
 // stripeObjectEvent is a Stripe event about object (data.object.id) created

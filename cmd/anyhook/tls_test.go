@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,15 +94,7 @@ sources:
 		t.Error("the admin listener served a client without a certificate")
 	}
 
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("anyhook did not exit on SIGTERM")
-	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit status %d after SIGTERM, want 0; stderr: %s", code, p.stderr)
-	}
+	p.stopExitsZero(t)
 }
 
 // TestServeTLSConfigErrors: a tls: block that cannot serve is a config

@@ -16,6 +16,8 @@ import (
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/anyhook/anyhook/internal/cli"
 )
 
 // DefaultPath is the config file used when neither --config nor
@@ -515,34 +517,11 @@ func suggest(key string, fields map[string]int) string {
 	sort.Strings(names)
 	best, bestDist := "", 3
 	for _, name := range names {
-		if dist := editDistance(strings.ToLower(key), name); dist < bestDist {
+		if dist := cli.EditDistance(strings.ToLower(key), name); dist < bestDist {
 			best, bestDist = name, dist
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func join(path, key string) string {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"iter"
 	"regexp"
 	"slices"
 	"strconv"
@@ -160,18 +161,32 @@ func unclosedQuote(text string) int {
 	return 0
 }
 
+// unquoted yields each byte of s outside single or double quotes, with
+// its index (the quotes themselves are not yielded).
+func unquoted(s string) iter.Seq2[int, byte] {
+	return func(yield func(int, byte) bool) {
+		var quote byte
+		for i := 0; i < len(s); i++ {
+			switch c := s[i]; {
+			case quote != 0:
+				if c == quote {
+					quote = 0
+				}
+			case c == '"' || c == '\'':
+				quote = c
+			default:
+				if !yield(i, c) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // stripComment removes a " #" comment outside quotes.
 func stripComment(s string) string {
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '#' && (i == 0 || s[i-1] == ' '):
+	for i, c := range unquoted(s) {
+		if c == '#' && (i == 0 || s[i-1] == ' ') {
 			return strings.TrimRight(s[:i], " ")
 		}
 	}
@@ -181,18 +196,11 @@ func stripComment(s string) string {
 // flowDepth is how many [ and { s opens minus closes, outside quotes.
 func flowDepth(s string) int {
 	d := 0
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '[' || c == '{':
+	for _, c := range unquoted(s) {
+		switch c {
+		case '[', '{':
 			d++
-		case c == ']' || c == '}':
+		case ']', '}':
 			d--
 		}
 	}

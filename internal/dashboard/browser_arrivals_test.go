@@ -85,14 +85,7 @@ func TestBrowserArrivals(t *testing.T) {
 
 	bctx := startChromium(t)
 	login(t, bctx, base)
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	text := browser{t, bctx}.text
 	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/events/"+id), chromedp.WaitVisible(chromedp.CSS("#arrivals"))); err != nil {
 		t.Fatal(err)
 	}

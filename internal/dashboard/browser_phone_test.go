@@ -65,12 +65,7 @@ destinations:
 	dead := waitAPI(t, base, "/api/deliveries?status=dead&limit=1", func(items []map[string]any) bool { return len(items) == 1 })[0]
 
 	bctx := startChromium(t)
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	do := browser{t, bctx}.do
 	// A headless window is at least 500 px wide: emulate the phone's
 	// screen instead.
 	do("a 390 px phone", chromedp.EmulateViewport(390, 844))

@@ -125,20 +125,8 @@ destinations:
 	}
 
 	bctx := startChromium(t)
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	b := browser{t, bctx}
+	do, text := b.do, b.text
 	do("log in", chromedp.Navigate(base+"/deliveries?status=dead"), chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), browserToken), chromedp.Click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#replay-dead")))

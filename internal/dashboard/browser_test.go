@@ -169,20 +169,8 @@ destinations:
 	waitAPI(t, base, "/api/deliveries?status=dead&destination=ledger-sync", func(items []map[string]any) bool { return len(items) == 12 })
 
 	bctx := startChromium(t)
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	b := browser{t, bctx}
+	do, text := b.do, b.text
 
 	// Log in: the events page sends us to the login form and back.
 	do("open the events page", chromedp.Navigate(base+"/events"), chromedp.WaitVisible(chromedp.CSS("#token")))
@@ -368,6 +356,31 @@ destinations:
 			}
 		}
 	}
+}
+
+// browser is a chromium context of a test with the steps the browser
+// tests take in it.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// do runs steps, failing the test with what on an error.
+func (b browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// text is the text of the element sel.
+func (b browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
 }
 
 // startChromium runs a headless chromium for the test, with opts on top

@@ -34,16 +34,8 @@ var funcs = template.FuncMap{
 	"ms": func(d time.Duration) string {
 		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
 	},
-	"age": human,
-	"size": func(n int) string {
-		switch {
-		case n >= 1<<20:
-			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-		case n >= 1<<10:
-			return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-		}
-		return fmt.Sprintf("%d B", n)
-	},
+	"age":    human,
+	"size":   func(n int) string { return byteSize(int64(n)) },
 	"status": func(s anyhook.DeliveryStatus) string { return "st-" + string(s) },
 	"join":   strings.Join,
 	"resolvable": func(s anyhook.DeliveryStatus) bool {

@@ -85,7 +85,7 @@ func (d *Dashboard) rejections(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// byteSize writes n bytes as the "size" template helper does.
+// byteSize writes n bytes for a person (the "size" template helper).
 func byteSize(n int64) string {
 	switch {
 	case n >= 1<<20:

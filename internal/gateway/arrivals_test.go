@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -110,7 +111,7 @@ destinations:
 
 	var ev apiEvent
 	apiGet(t, base, "/api/events/"+first.ID, &ev)
-	if want := map[string]any{"method": "signature", "scheme": "shopify hmac-sha256", "secret_index": 1.0}; !mapsEqual(ev.Verification, want) {
+	if want := map[string]any{"method": "signature", "scheme": "shopify hmac-sha256", "secret_index": 1.0}; !maps.Equal(ev.Verification, want) {
 		t.Errorf("verification = %v, want %v", ev.Verification, want)
 	}
 	if !strings.HasPrefix(ev.RemoteAddr, "127.0.0.1:") {
@@ -154,7 +155,7 @@ destinations:
 	}
 	var uev apiEvent
 	apiGet(t, base, "/api/events/"+unsigned.ID, &uev)
-	if want := map[string]any{"method": "none", "scheme": "unsigned (signature: none)"}; !mapsEqual(uev.Verification, want) {
+	if want := map[string]any{"method": "none", "scheme": "unsigned (signature: none)"}; !maps.Equal(uev.Verification, want) {
 		t.Errorf("unsigned verification = %v, want %v", uev.Verification, want)
 	}
 	if uev.Arrivals.Count != 1 || len(uev.Arrivals.Items) != 1 {
@@ -167,16 +168,4 @@ destinations:
 	if len(list.Items) != 1 || list.Items[0].Verification["scheme"] != "shopify hmac-sha256" || list.Items[0].Arrivals.Count != 0 {
 		t.Errorf("list = %+v", list.Items)
 	}
-}
-
-func mapsEqual(a, b map[string]any) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

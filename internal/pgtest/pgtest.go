@@ -12,10 +12,14 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook/internal/faultnet"
 )
 
 // ServerDSN is the maintenance connection string.
@@ -65,4 +69,62 @@ func DSN(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return fmt.Sprint(u)
+}
+
+// Proxy puts a TCP proxy the test can cut (or hold the replies of)
+// between the client and target; it is closed when t ends.
+func Proxy(t testing.TB, target string) *faultnet.Proxy {
+	t.Helper()
+	p, err := faultnet.NewProxy(target)
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// OnCommit is a pgx tracer that calls Fn when a COMMIT is about to be
+// sent, once Armed.
+type OnCommit struct {
+	Armed atomic.Bool
+	Fn    func()
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (o *OnCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") && o.Armed.CompareAndSwap(true, false) {
+		o.Fn()
+	}
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (o *OnCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// CommitHold is the database of a test reached through a Proxy whose
+// Tracer, once Armed, holds the replies from the next COMMIT on: the
+// COMMIT reaches the server and its answer waits (until
+// Proxy.ReleaseReplies). Committing is closed when that happens.
+type CommitHold struct {
+	DSN        string // through the proxy
+	Proxy      *faultnet.Proxy
+	Tracer     *OnCommit
+	Committing chan struct{}
+}
+
+// HoldCommit puts a CommitHold in front of the database of dsn.
+func HoldCommit(t testing.TB, dsn string) *CommitHold {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &CommitHold{Proxy: Proxy(t, u.Host), Committing: make(chan struct{})}
+	u.Host = h.Proxy.Addr()
+	h.DSN = u.String()
+	h.Tracer = &OnCommit{Fn: func() {
+		h.Proxy.HoldReplies()
+		close(h.Committing)
+	}}
+	return h
 }

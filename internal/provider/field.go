@@ -154,17 +154,27 @@ func (s *scanner) peek() byte {
 	return s.b[s.i]
 }
 
+// open consumes c, the opening { or [ of a value, and returns the byte
+// that closes it; empty says the next byte is that one (consumed too).
+func (s *scanner) open(c byte) (closing byte, empty bool) {
+	s.i++
+	closing = '}'
+	if c == '[' {
+		closing = ']'
+	}
+	if s.peek() == closing {
+		s.i++
+		return closing, true
+	}
+	return closing, false
+}
+
 // value reads one value at depth; active are the paths that reach it.
 func (s *scanner) value(depth int, active []int) error {
 	switch c := s.peek(); c {
 	case '{', '[':
-		s.i++
-		closing := byte('}')
-		if c == '[' {
-			closing = ']'
-		}
-		if s.peek() == closing {
-			s.i++
+		closing, empty := s.open(c)
+		if empty {
 			return nil
 		}
 		var buf [8]int
@@ -365,13 +375,8 @@ func (s *scanner) skip() error {
 		// A value.
 		switch c := s.peek(); c {
 		case '{', '[':
-			s.i++
-			closing := byte('}')
-			if c == '[' {
-				closing = ']'
-			}
-			if s.peek() == closing {
-				s.i++
+			closing, empty := s.open(c)
+			if empty {
 				break
 			}
 			stack = append(stack, closing)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -192,21 +193,9 @@ func TestCapsPerMinute(t *testing.T) {
 	for _, r := range st.records() {
 		count[r.Source]++
 	}
-	if want := map[string]int{"stripe": 6, "scanner-1": 2, "scanner-2": 1, "github": 1}; !equalCounts(count, want) {
+	if want := map[string]int{"stripe": 6, "scanner-1": 2, "scanner-2": 1, "github": 1}; !maps.Equal(count, want) {
 		t.Errorf("recorded %v, want %v", count, want)
 	}
-}
-
-func equalCounts(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestRecordNeverBlocks: with the store stuck mid-write, Record still

@@ -27,45 +27,13 @@ import (
 // from the gateway, each reach the downstream APIs at most once.
 func TestReceiverBehindGateway(t *testing.T) {
 	h := start(t)
-	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
-database: sqlite:gw.db
-delivery: {poll_interval: 50ms}
-sources:
-  stripe: {provider: stripe, secrets: [whsec_stripe_test]}
-destinations:
-  receiver:
-    url: %s
-    sources: [stripe]
-    signing_secret: %s
-    backoff: {initial: 20ms, max: 100ms}
-`, h.url, secret)
-	base, gw := gatewaytest.Start(t, yaml, gateway.Options{})
-
-	post := func(body string) {
-		t.Helper()
-		pr := &provider.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}
-		if err := provider.Sign("stripe", "whsec_stripe_test", pr, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		req, _ := http.NewRequest("POST", base+"/webhooks/stripe", bytes.NewReader(pr.Body))
-		req.Header = pr.Header
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("gateway answered %d", resp.StatusCode)
-		}
-	}
+	base, st := gatewayFor(t, h, 8) // 8: the default
 	receipt := `{"id":"evt_receipt","type":"invoice.paid","created":1700000000,"data":{"object":{"id":"in_1","customer_email":"a@example.com"}}}`
 	capture := `{"id":"evt_capture","type":"payment_intent.amount_capturable_updated","created":1700000001,"data":{"object":{"id":"pi_1"}}}`
 	for range 2 { // Stripe retries: the gateway absorbs the duplicate
-		post(receipt)
-		post(capture)
+		postStripe(t, base, receipt)
+		postStripe(t, base, capture)
 	}
-	st := gw.Store()
 	waitFor(t, st, anyhook.StatusDelivered, 2)
 	// A person replays everything: the receiver sees the same
 	// X-AnyHook-Delivery again and must not email or capture twice.

@@ -2,13 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"net/url"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/pgtest"
@@ -16,21 +11,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
-
-// onCommit calls fn when a COMMIT is about to be sent, once it is armed.
-type onCommit struct {
-	armed atomic.Bool
-	fn    func()
-}
-
-func (o *onCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") && o.armed.CompareAndSwap(true, false) {
-		o.fn()
-	}
-	return ctx
-}
-
-func (o *onCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // Issue 12 A8(a): the caller of Claim gives up (shutdown) while the COMMIT
 // is in flight and the database has already carried it out. Claim must
@@ -40,18 +20,8 @@ func (o *onCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 func TestClaimCommitOutlivesCancel(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startProxy(t, u.Host)
-	u.Host = p.Addr()
-	committing := make(chan struct{})
-	tr := &onCommit{fn: func() {
-		p.HoldReplies() // the COMMIT reaches the server; its answer waits
-		close(committing)
-	}}
-	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{MaxConns: 2, Tracer: tr})
+	h := pgtest.HoldCommit(t, dsn)
+	s, err := postgres.Open(t.Context(), h.DSN, postgres.Options{MaxConns: 2, Tracer: h.Tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +37,12 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		err    error
 	}
 	done := make(chan result, 1)
-	tr.armed.Store(true)
+	h.Tracer.Armed.Store(true)
 	go func() {
 		cs, err := s.Claim(ctx, "charges", 1, time.Minute)
 		done <- result{cs, err}
 	}()
-	<-committing
+	<-h.Committing
 	// Wait (directly, not through the proxy) until the claim is committed.
 	testwait.For(t, "the claim to be committed", func() bool {
 		return query[string](t, dsn, `SELECT status FROM deliveries`) == "delivering"
@@ -82,10 +52,10 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	select {
 	case r = <-done: // gave up on the commit: the defect
 	case <-time.After(300 * time.Millisecond): // still waiting for the answer, as it should
-		p.ReleaseReplies()
+		h.Proxy.ReleaseReplies()
 		r = <-done
 	}
-	p.ReleaseReplies()
+	h.Proxy.ReleaseReplies()
 	if r.err != nil {
 		t.Fatalf("Claim = %v after the database committed the claim; the claim stands but its worker was told it failed", r.err)
 	}

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,14 +15,7 @@ var _ store.DeliveryReader = (*Store)(nil)
 
 // Delivery implements store.DeliveryReader.
 func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, error) {
-	d, err := sqlstore.ScanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
-	}
-	if err != nil {
-		return d, store.Unavailable("delivery", err)
-	}
-	return d, nil
+	return sqlstore.Delivery(id, s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, id), pgx.ErrNoRows)
 }
 
 var (
@@ -34,26 +25,17 @@ var (
 
 // QueueRows implements store.QueueReader.
 func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.QueueRow, error) {
-	out := map[string]store.QueueRow{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	if len(ids) > 500 {
-		return nil, fmt.Errorf("queue rows of %d deliveries: at most 500: %w", len(ids), anyhook.ErrInvalid)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT d.id, coalesce(e.dedup_key, ''), coalesce(a.number, 0), a.started_at,
+	return sqlstore.QueueRows(ids, func(ids []string) ([]sqlstore.QueueRowScan, error) {
+		rows, err := s.pool.Query(ctx, `SELECT d.id, coalesce(e.dedup_key, ''), coalesce(a.number, 0), a.started_at,
 			coalesce(a.duration_us, 0), coalesce(a.status_code, 0), coalesce(a.error, '')
 		FROM deliveries d JOIN events e ON e.id = d.event_id
 		LEFT JOIN LATERAL (SELECT * FROM attempts WHERE delivery_id = d.id ORDER BY number DESC LIMIT 1) a ON true
 		WHERE d.id = ANY($1)`, ids)
-	if err != nil {
-		return nil, store.Unavailable("queue rows", err)
-	}
-	qs, err := collect(rows, sqlstore.ScanQueueRow)
-	if err != nil {
-		return nil, store.Unavailable("queue rows", err)
-	}
-	return sqlstore.QueueRowMap(qs), nil
+		if err != nil {
+			return nil, err
+		}
+		return collect(rows, sqlstore.ScanQueueRow)
+	})
 }
 
 // DiscardDestination implements store.DestinationDiscarder.

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/faultnet"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
@@ -136,18 +135,6 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 }
 
-// startProxy puts a TCP proxy the test can cut between the client and
-// target.
-func startProxy(t *testing.T, target string) *faultnet.Proxy {
-	t.Helper()
-	p, err := faultnet.NewProxy(target)
-	if err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
 func TestConnectionLoss(t *testing.T) {
 	t.Parallel()
 	u, err := url.Parse(pgtest.DSN(t))
@@ -155,7 +142,7 @@ func TestConnectionLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := u.Host
-	p := startProxy(t, server)
+	p := pgtest.Proxy(t, server)
 	u.Host = p.Addr()
 	s, err := postgres.Open(t.Context(), u.String(), postgres.Options{MaxConns: 2})
 	if err != nil {
@@ -260,7 +247,7 @@ func TestRescuersDuringConfigChange(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	a := openDSN(t, dsn)
 	inside, release := make(chan struct{}), make(chan struct{})
-	hook := &onCommit{fn: func() { close(inside); <-release }}
+	hook := &pgtest.OnCommit{Fn: func() { close(inside); <-release }}
 	b, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: testConns, Tracer: hook})
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +269,7 @@ func TestRescuersDuringConfigChange(t *testing.T) {
 	var bds []anyhook.Delivery
 	var berr error
 	done := make(chan struct{})
-	hook.armed.Store(true)
+	hook.Armed.Store(true)
 	go func() {
 		defer close(done)
 		bds, berr = b.Rescue(context.Background(), func(dest string) (store.StaleRule, bool) {

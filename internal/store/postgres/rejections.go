@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -45,20 +44,11 @@ func (s *Store) PruneRejections(ctx context.Context, keepKnown, keepUnknown int)
 
 // ListRejections implements store.RejectionLog.
 func (s *Store) ListRejections(ctx context.Context, f store.RejectionFilter) ([]anyhook.Rejection, string, error) {
-	cursor, err := store.RejectionCursor(f.Cursor)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := store.PageLimit(f.Limit)
-	q, args := sqlstore.RejectionsQuery(sqlstore.Postgres, f, cursor, limit)
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, "", store.Unavailable("list rejections", err)
-	}
-	out, err := collect(rows, sqlstore.ScanRejection)
-	if err != nil {
-		return nil, "", store.Unavailable("list rejections", err)
-	}
-	out, next := store.Page(out, limit, func(r anyhook.Rejection) string { return strconv.FormatInt(r.ID, 10) })
-	return out, next, nil
+	return sqlstore.ListRejections(sqlstore.Postgres, f, func(q string, args []any) ([]anyhook.Rejection, error) {
+		rows, err := s.pool.Query(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		return collect(rows, sqlstore.ScanRejection)
+	})
 }

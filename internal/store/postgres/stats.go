@@ -144,16 +144,11 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 
 // DeliveryStates implements store.StatsReader through deliveries_event.
 func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]store.DeliveryState, error) {
-	if ask, err := sqlstore.StateEvents(eventIDs); !ask {
-		return map[string][]store.DeliveryState{}, err
-	}
-	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.StatesColumns+` FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
-	if err != nil {
-		return nil, store.Unavailable("delivery states", err)
-	}
-	rs, err := collect(rows, sqlstore.ScanState)
-	if err != nil {
-		return nil, store.Unavailable("delivery states", err)
-	}
-	return sqlstore.StatesByEvent(rs), nil
+	return sqlstore.DeliveryStates(eventIDs, func(ids []string) ([]sqlstore.EventState, error) {
+		rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.StatesColumns+` FROM deliveries WHERE event_id = ANY($1) ORDER BY id`, ids)
+		if err != nil {
+			return nil, err
+		}
+		return collect(rows, sqlstore.ScanState)
+	})
 }

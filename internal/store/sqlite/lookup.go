@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -15,14 +13,7 @@ var _ store.DeliveryReader = (*Store)(nil)
 
 // Delivery implements store.DeliveryReader.
 func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, error) {
-	d, err := sqlstore.ScanDelivery(s.r.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
-	}
-	if err != nil {
-		return d, store.Unavailable("delivery", err)
-	}
-	return d, nil
+	return sqlstore.Delivery(id, s.r.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = ?`, id), sql.ErrNoRows)
 }
 
 var (
@@ -32,31 +23,17 @@ var (
 
 // QueueRows implements store.QueueReader.
 func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.QueueRow, error) {
-	out := map[string]store.QueueRow{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	if len(ids) > 500 {
-		return nil, fmt.Errorf("queue rows of %d deliveries: at most 500: %w", len(ids), anyhook.ErrInvalid)
-	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	rows, err := s.r.QueryContext(ctx, `SELECT d.id, coalesce(e.dedup_key, ''), coalesce(a.number, 0), coalesce(a.started_at, 0),
+	return sqlstore.QueueRows(ids, func(ids []string) ([]sqlstore.QueueRowScan, error) {
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		return query(ctx, s.r, sqlstore.ScanQueueRow, `SELECT d.id, coalesce(e.dedup_key, ''), coalesce(a.number, 0), coalesce(a.started_at, 0),
 			coalesce(a.duration_us, 0), coalesce(a.status_code, 0), coalesce(a.error, '')
 		FROM deliveries d JOIN events e ON e.id = d.event_id
 		LEFT JOIN attempts a ON a.delivery_id = d.id AND a.number = (SELECT max(number) FROM attempts WHERE delivery_id = d.id)
 		WHERE d.id IN (`+placeholders(len(ids))+`)`, args...)
-	if err != nil {
-		return nil, store.Unavailable("queue rows", err)
-	}
-	defer rows.Close()
-	qs, err := sqlstore.Collect(rows, sqlstore.ScanQueueRow)
-	if err != nil {
-		return nil, store.Unavailable("queue rows", err)
-	}
-	return sqlstore.QueueRowMap(qs), nil
+	})
 }
 
 // DiscardDestination implements store.DestinationDiscarder.

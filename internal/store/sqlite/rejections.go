@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"strconv"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -51,16 +50,7 @@ func (s *Store) PruneRejections(ctx context.Context, keepKnown, keepUnknown int)
 
 // ListRejections implements store.RejectionLog.
 func (s *Store) ListRejections(ctx context.Context, f store.RejectionFilter) ([]anyhook.Rejection, string, error) {
-	cursor, err := store.RejectionCursor(f.Cursor)
-	if err != nil {
-		return nil, "", err
-	}
-	limit := store.PageLimit(f.Limit)
-	q, args := sqlstore.RejectionsQuery(sqlstore.SQLite, f, cursor, limit)
-	out, err := query(ctx, s.r, sqlstore.ScanRejection, q, args...)
-	if err != nil {
-		return nil, "", store.Unavailable("list rejections", err)
-	}
-	out, next := store.Page(out, limit, func(r anyhook.Rejection) string { return strconv.FormatInt(r.ID, 10) })
-	return out, next, nil
+	return sqlstore.ListRejections(sqlstore.SQLite, f, func(q string, args []any) ([]anyhook.Rejection, error) {
+		return query(ctx, s.r, sqlstore.ScanRejection, q, args...)
+	})
 }

@@ -132,17 +132,12 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 
 // DeliveryStates implements store.StatsReader through deliveries_event.
 func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]store.DeliveryState, error) {
-	if ask, err := sqlstore.StateEvents(eventIDs); !ask {
-		return map[string][]store.DeliveryState{}, err
-	}
-	args := make([]any, len(eventIDs))
-	for i, id := range eventIDs {
-		args[i] = id
-	}
-	rs, err := query(ctx, s.r, sqlstore.ScanState, `SELECT `+sqlstore.StatesColumns+` FROM deliveries
+	return sqlstore.DeliveryStates(eventIDs, func(ids []string) ([]sqlstore.EventState, error) {
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		return query(ctx, s.r, sqlstore.ScanState, `SELECT `+sqlstore.StatesColumns+` FROM deliveries
 		WHERE event_id IN (`+placeholders(len(args))+`) ORDER BY id`, args...)
-	if err != nil {
-		return nil, store.Unavailable("delivery states", err)
-	}
-	return sqlstore.StatesByEvent(rs), nil
+	})
 }

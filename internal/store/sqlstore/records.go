@@ -1,6 +1,8 @@
 package sqlstore
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/anyhook/anyhook"
@@ -114,4 +116,35 @@ func QueueRowMap(qs []QueueRowScan) map[string]store.QueueRow {
 func ScanPair(sc Scanner) ([2]string, error) {
 	var p [2]string
 	return p, sc.Scan(&p[0], &p[1])
+}
+
+// Delivery is the delivery id as row (a query of DeliveryColumns for it)
+// holds it: anyhook.ErrNotFound where the row's error is noRows (the
+// driver's "no rows"), store.Unavailable for any other error.
+func Delivery(id string, row Scanner, noRows error) (anyhook.Delivery, error) {
+	d, err := ScanDelivery(row)
+	if errors.Is(err, noRows) {
+		return d, fmt.Errorf("delivery %s: %w", id, anyhook.ErrNotFound)
+	}
+	if err != nil {
+		return d, store.Unavailable("delivery", err)
+	}
+	return d, nil
+}
+
+// QueueRows is store.QueueReader's QueueRows of a store whose query reads
+// the queue rows (ScanQueueRow) of ids: none for no ids, an
+// anyhook.ErrInvalid for more than 500, store.Unavailable where query fails.
+func QueueRows(ids []string, query func(ids []string) ([]QueueRowScan, error)) (map[string]store.QueueRow, error) {
+	if len(ids) == 0 {
+		return map[string]store.QueueRow{}, nil
+	}
+	if len(ids) > 500 {
+		return nil, fmt.Errorf("queue rows of %d deliveries: at most 500: %w", len(ids), anyhook.ErrInvalid)
+	}
+	qs, err := query(ids)
+	if err != nil {
+		return nil, store.Unavailable("queue rows", err)
+	}
+	return QueueRowMap(qs), nil
 }

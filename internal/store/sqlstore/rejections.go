@@ -68,3 +68,21 @@ func PruneRejections(dl Dialect, keepKnown, keepUnknown int) []Stmt {
 	}
 	return out
 }
+
+// ListRejections is store.RejectionLog's ListRejections of a store in
+// dialect dl whose query runs a RejectionsQuery and scans its rows with
+// ScanRejection.
+func ListRejections(dl Dialect, f store.RejectionFilter, query func(q string, args []any) ([]anyhook.Rejection, error)) ([]anyhook.Rejection, string, error) {
+	cursor, err := store.RejectionCursor(f.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := store.PageLimit(f.Limit)
+	q, args := RejectionsQuery(dl, f, cursor, limit)
+	out, err := query(q, args)
+	if err != nil {
+		return nil, "", store.Unavailable("list rejections", err)
+	}
+	out, next := store.Page(out, limit, func(r anyhook.Rejection) string { return strconv.FormatInt(r.ID, 10) })
+	return out, next, nil
+}

@@ -69,14 +69,22 @@ func AddFinished(act *store.Activity, cs []Count, n int, bucket func(int64) int)
 // MaxStateEvents is how many events DeliveryStates answers for at once.
 const MaxStateEvents = 500
 
-// StateEvents reports whether DeliveryStates has to ask the database
-// about ids: not for none, and not for more than MaxStateEvents, which is
-// refused with ErrInvalid.
-func StateEvents(ids []string) (ask bool, err error) {
+// DeliveryStates is store.StatsReader's DeliveryStates of a store whose
+// query reads the rows of StatesColumns of the deliveries of ids, in id
+// order: none for no ids, an anyhook.ErrInvalid for more than
+// MaxStateEvents, store.Unavailable where query fails.
+func DeliveryStates(ids []string, query func(ids []string) ([]EventState, error)) (map[string][]store.DeliveryState, error) {
 	if len(ids) > MaxStateEvents {
-		return false, fmt.Errorf("delivery states of %d events: at most %d: %w", len(ids), MaxStateEvents, anyhook.ErrInvalid)
+		return map[string][]store.DeliveryState{}, fmt.Errorf("delivery states of %d events: at most %d: %w", len(ids), MaxStateEvents, anyhook.ErrInvalid)
 	}
-	return len(ids) > 0, nil
+	if len(ids) == 0 {
+		return map[string][]store.DeliveryState{}, nil
+	}
+	rs, err := query(ids)
+	if err != nil {
+		return nil, store.Unavailable("delivery states", err)
+	}
+	return StatesByEvent(rs), nil
 }
 
 // StatesColumns lists what ScanState reads.

@@ -44,11 +44,7 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := open(t)
-			l, ok := s.(store.Ledger)
-			if !ok {
-				t.Fatalf("%T does not implement store.Ledger", s)
-			}
+			s, l := openAs[store.Ledger](t, open)
 			tt.fn(t, s, l)
 		})
 	}

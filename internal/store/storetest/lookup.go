@@ -16,11 +16,7 @@ import (
 func RunLookup(t *testing.T, open Open) {
 	t.Run("Delivery", func(t *testing.T) {
 		t.Parallel()
-		s := open(t)
-		dr, ok := s.(store.DeliveryReader)
-		if !ok {
-			t.Fatalf("%T does not implement store.DeliveryReader", s)
-		}
+		s, dr := openAs[store.DeliveryReader](t, open)
 		res := ingest(t, s, newEvent("stripe", "evt_lookup", "billing", "crm"))
 		ev := event(t, s, res[0].ID)
 		for _, want := range ev.Deliveries {
@@ -38,11 +34,7 @@ func RunLookup(t *testing.T, open Open) {
 	})
 	t.Run("QueueRows", func(t *testing.T) {
 		t.Parallel()
-		s := open(t)
-		qr, ok := s.(store.QueueReader)
-		if !ok {
-			t.Fatalf("%T does not implement store.QueueReader", s)
-		}
+		s, qr := openAs[store.QueueReader](t, open)
 		ev := event(t, s, ingest(t, s, newEvent("stripe", "evt_queue", "billing", "crm"))[0].ID)
 		// billing: two failed attempts, the second a transport error; crm: none.
 		c := claim(t, s, "billing", 1, time.Minute)
@@ -74,11 +66,7 @@ func RunLookup(t *testing.T, open Open) {
 	})
 	t.Run("DiscardDestination", func(t *testing.T) {
 		t.Parallel()
-		s := open(t)
-		dd, ok := s.(store.DestinationDiscarder)
-		if !ok {
-			t.Fatalf("%T does not implement store.DestinationDiscarder", s)
-		}
+		s, dd := openAs[store.DestinationDiscarder](t, open)
 		// gone: one pending, one dead, one delivering, one delivered;
 		// kept: one pending.
 		var evs []string

@@ -26,11 +26,7 @@ func RunRejections(t *testing.T, open Open) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := open(t)
-			l, ok := s.(store.RejectionLog)
-			if !ok {
-				t.Fatalf("%T does not implement store.RejectionLog", s)
-			}
+			_, l := openAs[store.RejectionLog](t, open)
 			tt.fn(t, l)
 		})
 	}

@@ -16,11 +16,7 @@ import (
 func RunStats(t *testing.T, open Open) {
 	t.Run("QueueAndActivity", func(t *testing.T) {
 		t.Parallel()
-		s := open(t)
-		sr, ok := s.(store.StatsReader)
-		if !ok {
-			t.Fatalf("%T does not implement store.StatsReader", s)
-		}
+		s, sr := openAs[store.StatsReader](t, open)
 		testStats(t, s, sr)
 	})
 }

@@ -9,6 +9,7 @@ package storetest
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -19,6 +20,17 @@ import (
 // Open returns a fresh, empty store for one test; the backend closes it in
 // t.Cleanup.
 type Open func(t *testing.T) store.Store
+
+// openAs opens a store with open and fails t unless it implements I.
+func openAs[I any](t *testing.T, open Open) (store.Store, I) {
+	t.Helper()
+	s := open(t)
+	i, ok := s.(I)
+	if !ok {
+		t.Fatalf("%T does not implement %v", s, reflect.TypeFor[I]())
+	}
+	return s, i
+}
 
 // Run runs the whole suite against the backend that open makes.
 func Run(t *testing.T, open Open) {
