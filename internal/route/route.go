@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -38,7 +39,18 @@ type Filter struct {
 	prg  cel.Program
 }
 
-var env = func() *cel.Env {
+// compiler is a CEL environment with the filter variables. Its mutex
+// serializes compiling: cel-go v0.33's type checker fills a lazily built
+// symbol catalog on the shared environment while other checks copy it (a
+// data race when two configs, or two tests, compile at once). Compiling
+// happens when a config is loaded, so one at a time costs nothing;
+// evaluation stays concurrent.
+type compiler struct {
+	mu  sync.Mutex
+	env *cel.Env
+}
+
+func newCompiler() *compiler {
 	e, err := cel.NewEnv(
 		cel.Variable("source", cel.StringType),
 		cel.Variable("type", cel.StringType),
@@ -52,16 +64,22 @@ var env = func() *cel.Env {
 	if err != nil {
 		panic("route: " + err.Error()) // the declarations above are fixed
 	}
-	return e
-}()
+	return &compiler{env: e}
+}
+
+var std = newCompiler()
 
 // Compile parses and type-checks expr. Its error is one line naming the
 // column of the first problem.
-func Compile(expr string) (*Filter, error) {
+func Compile(expr string) (*Filter, error) { return std.compile(expr) }
+
+func (c *compiler) compile(expr string) (*Filter, error) {
 	if len(expr) > MaxExpr {
 		return nil, fmt.Errorf("longer than %d bytes", MaxExpr)
 	}
-	ast, iss := env.Compile(expr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ast, iss := c.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		errs := iss.Errors()
 		msgs := make([]string, 0, len(errs))
@@ -73,7 +91,7 @@ func Compile(expr string) (*Filter, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the expression is a %s; a filter must be true or false", t)
 	}
-	prg, err := env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100))
+	prg, err := c.env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100))
 	if err != nil {
 		return nil, fmt.Errorf("invalid CEL expression: %w", err)
 	}

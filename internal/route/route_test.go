@@ -120,6 +120,40 @@ func TestConcurrentMatch(t *testing.T) {
 	}
 }
 
+// TestConcurrentCompile: configs are loaded, and tests compile, from
+// several goroutines at once. The first undeclared name in an environment
+// (an error that consults the checker's catalog) next to a comprehension
+// (which copies the checker's environment) raced inside cel-go; each
+// round takes a fresh environment so that every round can catch it (run
+// with -race).
+func TestConcurrentCompile(t *testing.T) {
+	t.Parallel()
+	exprs := []struct {
+		expr  string
+		valid bool
+	}{
+		{`typo == "x"`, false},
+		{`body.items.all(i, i > 0)`, true},
+		{`headers.exists(k, k == "a")`, true},
+		{`nope && body.x`, false},
+	}
+	for range 20 {
+		c := newCompiler()
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, tc := range exprs {
+			wg.Go(func() {
+				<-start
+				if _, err := c.compile(tc.expr); (err == nil) != tc.valid {
+					t.Errorf("compile(%q): %v, want valid %v", tc.expr, err, tc.valid)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+}
+
 // BenchmarkMatch is one event evaluated by one filter that reads the
 // body: the cost a filtered destination adds per event at ingest, the
 // body's JSON decoding included (shared by every filter of the event).
