@@ -39,6 +39,10 @@ type Event struct {
 	RemoteAddr string
 	// Verification is how the request was authenticated.
 	Verification Verification
+	// Origin is how the event reached the gateway: OriginWebhook (a
+	// request to its source's URL) or OriginBackfill (read from the
+	// provider's API by a backfill, docs/backfill.md).
+	Origin string
 	// Arrivals are the first duplicates' arrivals (at most
 	// store.MaxArrivals, oldest first); Duplicates counts them all.
 	// Filled by Store.Event, not by lists.
@@ -60,6 +64,12 @@ const (
 	VerifyToken     = "token"     // a shared token sent as is (GitLab's X-Gitlab-Token)
 	VerifyNone      = "none"      // nothing: the source says signature: none
 	VerifyFetched   = "fetched"   // read from the provider's API, not received
+)
+
+// Origins of an event (Event.Origin).
+const (
+	OriginWebhook  = "webhook"  // received at POST /webhooks/{source}
+	OriginBackfill = "backfill" // fetched from the provider's API after an outage
 )
 
 // Verification is what was checked before an event was recorded. It names

@@ -567,6 +567,9 @@ func (e *Engine) header(d *Destination, c store.Claim, now time.Time) http.Heade
 	h.Set("X-AnyHook-Delivery", ev.ID)
 	h.Set("X-AnyHook-Attempt", strconv.Itoa(dl.AttemptCount))
 	h.Set("X-AnyHook-Replay", strconv.FormatBool(dl.Replay))
+	if ev.Origin == anyhook.OriginBackfill {
+		h.Set("X-AnyHook-Backfill", "true") // read from the provider's API after an outage
+	}
 	h.Set("X-AnyHook-Source", ev.Source)
 	if ev.DedupKey != "" {
 		h.Set("X-AnyHook-Event-Id", ev.DedupKey)

@@ -25,6 +25,13 @@ import (
 // old leaves keep theirs.
 const LeafVersion = "AnyHook leaf v1\n"
 
+// LeafVersion2 tags the encoding of an event that did not arrive as a
+// webhook (a backfilled one): the v1 record with its origin added. An
+// event received as a webhook keeps the v1 encoding, so every leaf written
+// before origins existed still verifies, and an origin changed either way
+// changes the leaf.
+const LeafVersion2 = "AnyHook leaf v2\n"
+
 // Leaf is what the ledger holds for one event.
 type Leaf struct {
 	HeaderHash tlog.Hash // SHA-256 of CanonicalHeaders
@@ -65,8 +72,25 @@ func CanonicalHeaders(h http.Header) []byte {
 // with str as in CanonicalHeaders. An event without a dedup key has an
 // empty one.
 func Record(id, source, dedupKey string, receivedMicros int64, headerHash, bodyHash tlog.Hash) []byte {
-	b := make([]byte, 0, len(LeafVersion)+12+len(id)+len(source)+len(dedupKey)+8+64)
-	b = append(b, LeafVersion...)
+	return record(LeafVersion, "", id, source, dedupKey, receivedMicros, headerHash, bodyHash)
+}
+
+// RecordV2 is the record of an event whose origin is not a webhook:
+//
+//	LeafVersion2 ("AnyHook leaf v2\n", 16 bytes)
+//	str(origin)
+//
+// followed by the v1 record's fields after its tag, in the same order.
+func RecordV2(origin, id, source, dedupKey string, receivedMicros int64, headerHash, bodyHash tlog.Hash) []byte {
+	return record(LeafVersion2, origin, id, source, dedupKey, receivedMicros, headerHash, bodyHash)
+}
+
+func record(version, origin, id, source, dedupKey string, receivedMicros int64, headerHash, bodyHash tlog.Hash) []byte {
+	b := make([]byte, 0, len(version)+16+len(origin)+len(id)+len(source)+len(dedupKey)+8+64)
+	b = append(b, version...)
+	if version != LeafVersion {
+		b = appendStr(b, origin)
+	}
 	b = appendStr(b, id)
 	b = appendStr(b, source)
 	b = appendStr(b, dedupKey)
@@ -84,7 +108,11 @@ func LeafOf(ev *anyhook.Event) Leaf {
 // hash kept in the ledger stands in for the body.
 func LeafWithBodyHash(ev *anyhook.Event, bodyHash tlog.Hash) Leaf {
 	l := Leaf{HeaderHash: sha256.Sum256(CanonicalHeaders(ev.Header)), BodyHash: bodyHash}
-	l.Hash = tlog.RecordHash(Record(ev.ID, ev.Source, ev.DedupKey, ev.ReceivedAt.UnixMicro(), l.HeaderHash, l.BodyHash))
+	if ev.Origin == "" || ev.Origin == anyhook.OriginWebhook {
+		l.Hash = tlog.RecordHash(Record(ev.ID, ev.Source, ev.DedupKey, ev.ReceivedAt.UnixMicro(), l.HeaderHash, l.BodyHash))
+	} else {
+		l.Hash = tlog.RecordHash(RecordV2(ev.Origin, ev.ID, ev.Source, ev.DedupKey, ev.ReceivedAt.UnixMicro(), l.HeaderHash, l.BodyHash))
+	}
 	return l
 }
 

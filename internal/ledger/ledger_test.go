@@ -1364,3 +1364,82 @@ func TestLeafEncoding(t *testing.T) {
 }
 
 func b64(h [32]byte) string { return base64.StdEncoding.EncodeToString(h[:]) }
+
+// TestLeafEncodingV2 pins the v2 record (an event that did not arrive as a
+// webhook: its origin is on the leaf) with an independent implementation,
+// and checks that a webhook's leaf is still the v1 leaf: old entries keep
+// verifying.
+func TestLeafEncodingV2(t *testing.T) {
+	t.Parallel()
+	ev := anyhook.Event{
+		ID: "0190a5b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", Source: "stripe", DedupKey: "evt_123",
+		ReceivedAt: time.UnixMicro(1764504000123456),
+		Header:     http.Header{"Content-Type": {"application/json"}},
+		Body:       []byte(`{"id":"evt_123"}`),
+	}
+	v1 := ledger.LeafOf(&ev)
+	ev.Origin = anyhook.OriginWebhook
+	if got := ledger.LeafOf(&ev); got != v1 {
+		t.Fatalf("origin webhook changed the leaf: %x, want the v1 leaf %x", got.Hash, v1.Hash)
+	}
+	ev.Origin = anyhook.OriginBackfill
+	str := func(s string) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...) }
+	hh, bh := sha256.Sum256(append(str("Content-Type"), str("application/json")...)), sha256.Sum256(ev.Body)
+	rec := []byte("AnyHook leaf v2\n")
+	rec = append(rec, str("backfill")...)
+	rec = append(rec, str(ev.ID)...)
+	rec = append(rec, str("stripe")...)
+	rec = append(rec, str("evt_123")...)
+	rec = binary.BigEndian.AppendUint64(rec, 1764504000123456)
+	rec = append(append(rec, hh[:]...), bh[:]...)
+	want := sha256.Sum256(append([]byte{0}, rec...))
+	if got := ledger.LeafOf(&ev); got.Hash != want || got.Hash == v1.Hash {
+		t.Fatalf("backfill leaf %x, want %x (and not the v1 leaf)", got.Hash, want)
+	}
+}
+
+// TestOriginsVerify logs webhook events (v1 leaves, as every entry written
+// before origins existed) and backfilled ones (v2) in one log: it
+// verifies; changing an origin in the database, either way, is caught.
+func TestOriginsVerify(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := setup(t, b)
+		old := e.ingest(t, 3)
+		var evs []store.NewEvent
+		for i := range 3 {
+			id := store.NewID()
+			evs = append(evs, store.NewEvent{Event: anyhook.Event{
+				ID: id, Source: "stripe", DedupKey: "evt_bf" + id, ReceivedAt: time.Now(), Method: "POST", Path: "/webhooks/stripe",
+				Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"id":"evt_bf%s","n":%d}`, id, i),
+				Origin: anyhook.OriginBackfill, Verification: anyhook.Verification{Method: anyhook.VerifyFetched, Scheme: "fetched from the provider API", Secret: -1},
+			}})
+		}
+		res, err := e.st.Ingest(t.Context(), evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.commit(t)
+		if rep := e.verify(t, nil); !rep.OK() || rep.Entries != 6 {
+			t.Fatalf("report %+v, problems %v", rep, rep.Problems)
+		}
+		// The old (v1) leaf of a webhook event is what the log holds.
+		recs, err := e.st.LedgerRecords(t.Context(), 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Event.ID != old[0] {
+				continue
+			}
+			l := r.Event
+			rec := ledger.Record(l.ID, l.Source, l.DedupKey, l.ReceivedAt.UnixMicro(), sha256.Sum256(ledger.CanonicalHeaders(l.Header)), sha256.Sum256(l.Body))
+			if tlog.RecordHash(rec) != tlog.Hash(r.Entry.LeafHash) {
+				t.Fatalf("a webhook event's logged leaf is not its v1 record's hash")
+			}
+		}
+		e.exec(t, `UPDATE events SET origin = 'backfill' WHERE id = ?`, old[1])
+		e.exec(t, `UPDATE events SET origin = NULL WHERE id = ?`, res[2].ID)
+		wantOnly(t, e.verify(t, nil), ledger.KindFieldsChanged, old[1], res[2].ID)
+	})
+}

@@ -100,6 +100,15 @@ func VerificationArgs(v anyhook.Verification) (method, scheme, secret any) {
 	return method, scheme, secret
 }
 
+// OriginArg is the stored form of an event's origin: NULL for a webhook
+// (what every event recorded before the column was), else the origin.
+func OriginArg(origin string) any {
+	if origin == "" || origin == anyhook.OriginWebhook {
+		return nil
+	}
+	return origin
+}
+
 // InfoColumns lists, each name prefixed by p, the event columns that
 // EventInfo scans: the remote address and the verification, NULL read as
 // not recorded. They are read for event pages and lists, not for claims.

@@ -29,8 +29,8 @@ import (
 // duplicate.
 const insertEvent = `WITH ev AS (
 	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
-		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18, $19, $20, $21, $22)
+		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed, origin)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18, $19, $20, $21, $22, $23)
 	ON CONFLICT DO NOTHING
 	RETURNING id
 ), dl AS (
@@ -338,7 +338,7 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
 		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale,
 		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, sqlstore.Nullable(ne.ContentKey),
-		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted),
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted), store.OriginArg(ev.Origin),
 	).QueryRow(func(row pgx.Row) error {
 		var id string
 		err := row.Scan(&id)
@@ -376,6 +376,10 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	if err := t.send(ctx, b); err != nil {
 		return store.IngestResult{}, err
 	}
-	t.dups = append(t.dups, dupArrival{eventID: id, at: ev.ReceivedAt, remote: ev.RemoteAddr, headers: arrival, cut: cut})
+	if store.OriginArg(ev.Origin) == nil {
+		// A backfilled copy is not an arrival: the provider did not send
+		// it again.
+		t.dups = append(t.dups, dupArrival{eventID: id, at: ev.ReceivedAt, remote: ev.RemoteAddr, headers: arrival, cut: cut})
+	}
 	return store.IngestResult{ID: id, Duplicate: true}, nil
 }

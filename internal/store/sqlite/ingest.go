@@ -43,7 +43,12 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.IngestResult, error) {
 	ev := &ne.Event
 	// A duplicate by the provider's id first, then by the signed content.
-	for _, k := range [2]struct{ q, key string }{{qCountDup, ev.DedupKey}, {qCountContent, ne.ContentKey}} {
+	keys := [2]struct{ q, key string }{{qCountDup, ev.DedupKey}, {qCountContent, ne.ContentKey}}
+	fetched := store.OriginArg(ev.Origin) != nil
+	if fetched {
+		keys[0].q, keys[1].q = qFindDup, qFindContent
+	}
+	for _, k := range keys {
 		if k.key == "" {
 			continue
 		}
@@ -51,6 +56,9 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 		var n int64
 		err := st.queryRow(k.q, ev.Source, k.key).Scan(&id, &n)
 		if err == nil {
+			if fetched {
+				return store.IngestResult{ID: id, Duplicate: true}, nil
+			}
 			return store.IngestResult{ID: id, Duplicate: true}, arrive(st, id, n, ev)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -84,7 +92,7 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 	_, err = st.exec(qInsertEvent,
 		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
 		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale, sqlstore.Nullable(ne.ContentKey),
-		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted))
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted), store.OriginArg(ev.Origin))
 	if err != nil {
 		return store.IngestResult{}, err
 	}

@@ -146,7 +146,7 @@ func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]sto
 	rows, err := s.r.QueryContext(ctx, `SELECT `+entryCols+`, e.id IS NOT NULL,
 			coalesce(e.id, ''), coalesce(e.source, ''), coalesce(e.dedup_key, ''), coalesce(e.received_at, 0), coalesce(e.method, ''),
 			coalesce(e.path, ''), coalesce(e.headers, x''), coalesce(e.body, x''), coalesce(e.object, ''), coalesce(e.version, ''),
-			coalesce(e.stale, 0), coalesce(e.duplicates, 0), coalesce(e.type, '')
+			coalesce(e.stale, 0), coalesce(e.duplicates, 0), coalesce(e.type, ''), coalesce(e.origin, 'webhook')
 		FROM ledger_entries l LEFT JOIN events e ON e.id = l.event_id
 		WHERE l.idx >= ? ORDER BY l.idx LIMIT ?`, from, limit)
 	if err != nil {

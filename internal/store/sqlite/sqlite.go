@@ -111,12 +111,16 @@ const (
 	qRelease       = `RELEASE item`
 	qCountDup      = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND dedup_key = ? RETURNING id, duplicates`
 	qCountContent  = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND content_key = ? RETURNING id, duplicates`
+	// A backfilled copy of a recorded event is not an arrival (the
+	// provider did not send it again): found, not counted.
+	qFindDup     = `SELECT id, 0 FROM events WHERE source = ? AND dedup_key = ?`
+	qFindContent = `SELECT id, 0 FROM events WHERE source = ? AND content_key = ?`
 	qVersion       = `SELECT version FROM versions WHERE source = ? AND object = ?`
 	qInsertVersion = `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`
 	qRaiseVersion  = `UPDATE versions SET version = ? WHERE source = ? AND object = ?`
 	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
-		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed, origin)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qPaused = `SELECT paused FROM destinations WHERE name = ?`
@@ -134,7 +138,7 @@ var claimQuery = `UPDATE deliveries
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
-	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
+	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qFindDup, qFindContent, qVersion, qInsertVersion, qRaiseVersion,
 		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {

@@ -87,7 +87,7 @@ func deliveryColumnsWith(p, status string) string {
 
 // EventColumns lists what EventDest reads, each name prefixed by p.
 func EventColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates, coalesce($type, '')`)
+	return strings.NewReplacer("$", p).Replace(`$id, $source, coalesce($dedup_key, ''), $received_at, $method, $path, $headers, $body, coalesce($object, ''), coalesce($version, ''), $stale, $duplicates, coalesce($type, ''), coalesce($origin, 'webhook')`)
 }
 
 // DeliveryDest returns the scan destinations of DeliveryColumns into d,
@@ -115,7 +115,7 @@ func ScanDelivery(sc Scanner) (anyhook.Delivery, error) {
 // EventDest is DeliveryDest for an event (EventColumns).
 func EventDest(ev *anyhook.Event) ([]any, func() error) {
 	var headers []byte
-	dest := []any{&ev.ID, &ev.Source, &ev.DedupKey, Time(&ev.ReceivedAt), &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates, &ev.Type}
+	dest := []any{&ev.ID, &ev.Source, &ev.DedupKey, Time(&ev.ReceivedAt), &ev.Method, &ev.Path, &headers, &ev.Body, &ev.Object, &ev.Version, &ev.Stale, &ev.Duplicates, &ev.Type, &ev.Origin}
 	return dest, func() error {
 		if ev.Body == nil {
 			ev.Body = []byte{}

@@ -77,6 +77,7 @@ func Run(t *testing.T, open Open) {
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
+		{"BackfillOrigin", testBackfillOrigin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
