@@ -106,15 +106,15 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 
 // The hot write statements, prepared at Open.
 const (
-	qSavepoint     = `SAVEPOINT item`
-	qRollbackTo    = `ROLLBACK TO item`
-	qRelease       = `RELEASE item`
-	qCountDup      = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND dedup_key = ? RETURNING id, duplicates`
-	qCountContent  = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND content_key = ? RETURNING id, duplicates`
+	qSavepoint    = `SAVEPOINT item`
+	qRollbackTo   = `ROLLBACK TO item`
+	qRelease      = `RELEASE item`
+	qCountDup     = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND dedup_key = ? RETURNING id, duplicates`
+	qCountContent = `UPDATE events SET duplicates = duplicates + 1 WHERE source = ? AND content_key = ? RETURNING id, duplicates`
 	// A backfilled copy of a recorded event is not an arrival (the
 	// provider did not send it again): found, not counted.
-	qFindDup     = `SELECT id, 0 FROM events WHERE source = ? AND dedup_key = ?`
-	qFindContent = `SELECT id, 0 FROM events WHERE source = ? AND content_key = ?`
+	qFindDup       = `SELECT id, 0 FROM events WHERE source = ? AND dedup_key = ?`
+	qFindContent   = `SELECT id, 0 FROM events WHERE source = ? AND content_key = ?`
 	qVersion       = `SELECT version FROM versions WHERE source = ? AND object = ?`
 	qInsertVersion = `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`
 	qRaiseVersion  = `UPDATE versions SET version = ? WHERE source = ? AND object = ?`

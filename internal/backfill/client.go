@@ -1,0 +1,196 @@
+package backfill
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client is what the listers share: an HTTP client for one provider's
+// API, with the source's key, that waits out rate limits.
+type Client struct {
+	// Base is the API's root URL (the source's api_base, or the
+	// provider's own).
+	Base string
+	// Key is the source's api_key. It is sent only to Base and never
+	// written into an error or a log.
+	Key  string
+	HTTP *http.Client // default: 30s timeout
+	// Sleep waits d or until ctx is done; default a timer. Tests inject
+	// one that does not wait.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxRetries bounds the retries of one request after a 429 or a 5xx;
+	// default 8.
+	MaxRetries int
+	// UserAgent is sent with every request.
+	UserAgent string
+
+	onRateLimit func()
+}
+
+// OnRateLimit registers f, called at every 429 waited out.
+func (c *Client) OnRateLimit(f func()) { c.onRateLimit = f }
+
+// APIError is a provider's API refusing a request: its status and the
+// message it gave (with the key, should the provider echo it, removed).
+type APIError struct {
+	Provider string
+	Status   int
+	Message  string
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("%s API answered %d %s", e.Provider, e.Status, http.StatusText(e.Status))
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	switch e.Status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		msg += " (check the source's api_key)"
+	}
+	return msg
+}
+
+// backoff is the wait before retry n (0-based) when the API gave no hint.
+func backoff(n int) time.Duration {
+	return min(time.Second<<n, 30*time.Second)
+}
+
+// retryAfter reads a Retry-After header (seconds, or an HTTP date).
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// maxWait bounds a provider's wait hint: a longer one is an error rather
+// than an hour of silence.
+const maxWait = 5 * time.Minute
+
+// do sends a request built by build (again for each retry) and returns the
+// 2xx response, whose body the caller closes. A 429 or 5xx is retried
+// after the provider's hint (hint, else Retry-After) or a growing back-off;
+// any other status is an *APIError with the message msg reads from its
+// body.
+func (c *Client) do(ctx context.Context, provider string, build func() (*http.Request, error),
+	hint func(h http.Header, now time.Time) (time.Duration, bool), msg func([]byte) string) (*http.Response, error) {
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	sleep := c.Sleep
+	if sleep == nil {
+		sleep = sleepCtx
+	}
+	retries := c.MaxRetries
+	if retries == 0 {
+		retries = 8
+	}
+	for n := 0; ; n++ {
+		req, err := build()
+		if err != nil {
+			return nil, err
+		}
+		req = req.WithContext(ctx)
+		if c.UserAgent != "" {
+			req.Header.Set("User-Agent", c.UserAgent)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("%s API: %w", provider, scrub(err, c.Key))
+		}
+		if resp.StatusCode/100 == 2 {
+			return resp, nil
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		apiErr := &APIError{Provider: provider, Status: resp.StatusCode, Message: redact(msg(body), c.Key)}
+		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+		if !retryable || n >= retries || resp.Header.Get("Stripe-Should-Retry") == "false" {
+			return nil, apiErr
+		}
+		wait, ok := hint(resp.Header, time.Now())
+		if !ok {
+			wait, ok = retryAfter(resp.Header, time.Now())
+		}
+		if !ok {
+			wait = backoff(n)
+		}
+		if wait > maxWait {
+			return nil, fmt.Errorf("%w; it asks to wait %s, longer than %s: run the backfill again later", apiErr, wait, maxWait)
+		}
+		if resp.StatusCode == http.StatusTooManyRequests && c.onRateLimit != nil {
+			c.onRateLimit()
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// redact removes key from s.
+func redact(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "<api_key>")
+}
+
+// scrub is err with the key removed from its text.
+func scrub(err error, key string) error {
+	if key == "" || !strings.Contains(err.Error(), key) {
+		return err
+	}
+	return fmt.Errorf("%s", redact(err.Error(), key))
+}
+
+// errorMessage reads the message of a JSON error body shaped
+// {"error": {"message": …}} (Stripe), {"error": {"detail": …}} (Paddle)
+// or {"message": …} (GitHub); else the start of the body.
+func errorMessage(body []byte) string {
+	var v struct {
+		Message string `json:"message"`
+		Error   struct {
+			Message string `json:"message"`
+			Detail  string `json:"detail"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		for _, m := range []string{v.Error.Message, v.Error.Detail, v.Message} {
+			if m != "" {
+				return m
+			}
+		}
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func noHint(http.Header, time.Time) (time.Duration, bool) { return 0, false }
