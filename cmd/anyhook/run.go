@@ -34,6 +34,7 @@ var commands = []struct{ name, does string }{
 	{"serve", "run the gateway (ingest, delivery, admin API, dashboard)"},
 	{"send", "sign and send an event as a provider would"},
 	{"replay", "mark events for redelivery"},
+	{"backfill", "after an outage, fetch from the provider's API the events it could not deliver"},
 	{"sink", "a destination to try it with: prints each delivery it receives"},
 	{"log", "verify the tamper-evident log (log verify), print its public key (log key), change it (log rotate-key)"},
 	{"bench", "measure ingest and delivery on this machine"},
@@ -79,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return sink(ctx, rest, stdout, stderr)
 	case "replay":
 		return replay(ctx, rest, stdout, stderr)
+	case "backfill":
+		return backfillCommand(ctx, rest, stdout, stderr)
 	case "bench":
 		return bench.Main(ctx, rest, stdout, stderr)
 	case "soak":

@@ -92,22 +92,26 @@ type Options struct {
 	// A replay without a destination goes only to the destinations whose
 	// filter accepts the event, unless it asks to ignore filters.
 	Filters map[string]*routes.Filter
+	// Backfill starts and watches backfills; nil answers their routes
+	// 404.
+	Backfill Backfills
 }
 
 // API is the admin API. Create it with New.
 type API struct {
-	filters map[string]*routes.Filter
-	store   Store
-	token   []byte // sha256 of the token; nil when authentication is off
-	sources map[string][]string
-	dests   []string // sorted, unique
-	known   map[string]bool
-	log     *slog.Logger
-	ready   func(ctx context.Context) error
-	now     func() time.Time
-	routes  []route
-	mux     *http.ServeMux
-	ledger  Ledger
+	filters   map[string]*routes.Filter
+	store     Store
+	token     []byte // sha256 of the token; nil when authentication is off
+	sources   map[string][]string
+	dests     []string // sorted, unique
+	known     map[string]bool
+	log       *slog.Logger
+	ready     func(ctx context.Context) error
+	now       func() time.Time
+	routes    []route
+	mux       *http.ServeMux
+	ledger    Ledger
+	backfills Backfills
 }
 
 // route is one endpoint; the route table builds the mux and is what the
@@ -121,14 +125,15 @@ type route struct {
 // New returns the API described by opt.
 func New(opt Options) *API {
 	a := &API{
-		store:   opt.Store,
-		sources: opt.Sources,
-		known:   map[string]bool{},
-		log:     opt.Logger,
-		ready:   opt.Ready,
-		now:     opt.Now,
-		ledger:  opt.Ledger,
-		filters: opt.Filters,
+		store:     opt.Store,
+		sources:   opt.Sources,
+		known:     map[string]bool{},
+		log:       opt.Logger,
+		ready:     opt.Ready,
+		now:       opt.Now,
+		ledger:    opt.Ledger,
+		filters:   opt.Filters,
+		backfills: opt.Backfill,
 	}
 	if opt.Token != "" {
 		sum := sha256.Sum256([]byte(opt.Token))
@@ -169,6 +174,8 @@ func New(opt Options) *API {
 		{"GET", "/api/log/checkpoint", false, a.logCheckpoint},
 		{"GET", "/api/events/{id}/proof", false, a.eventProof},
 		{"GET", "/api/rejections", false, a.listRejections},
+		{"POST", "/api/sources/{name}/backfill", false, a.startBackfill},
+		{"GET", "/api/sources/{name}/backfill", false, a.getBackfill},
 	}
 	// A browser page on another site must not drive the API, even where
 	// no token is required (a loopback listener) or the browser holds one:

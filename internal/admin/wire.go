@@ -17,6 +17,9 @@ type eventJSON struct {
 	Source   string `json:"source"`
 	DedupKey string `json:"dedup_key"`
 	Type     string `json:"type"` // the provider's event type; "" when none
+	// Origin is how the event reached the gateway: webhook, or backfill
+	// (read from the provider's API after an outage).
+	Origin string `json:"origin"`
 	// NotRouted are the destinations of the source that a filter kept the
 	// event from: they have no delivery of it.
 	NotRouted  []notRoutedJSON `json:"not_routed"`
@@ -143,7 +146,7 @@ func (a *API) toEvent(ev anyhook.Event, full bool) eventJSON {
 		h = http.Header{}
 	}
 	out := eventJSON{
-		ID: ev.ID, Source: ev.Source, DedupKey: ev.DedupKey, Type: ev.Type, NotRouted: []notRoutedJSON{}, ReceivedAt: utc(ev.ReceivedAt),
+		ID: ev.ID, Source: ev.Source, DedupKey: ev.DedupKey, Type: ev.Type, Origin: ev.Origin, NotRouted: []notRoutedJSON{}, ReceivedAt: utc(ev.ReceivedAt),
 		Duplicates: ev.Duplicates, Stale: ev.Stale, Object: ev.Object, Version: ev.Version,
 		Request:    requestJSON{Method: ev.Method, Path: ev.Path, Headers: h, BodySize: len(ev.Body)},
 		RemoteAddr: ev.RemoteAddr, Verification: toVerification(ev.Verification),

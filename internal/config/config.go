@@ -63,6 +63,17 @@ type Source struct {
 	Ordering  *Ordering  `yaml:"ordering"`
 	RateLimit *RateLimit `yaml:"rate_limit"` // default none: no limit
 
+	// APIKey is the key of the provider's API that a backfill reads (or,
+	// for GitHub, asks for redeliveries) with (docs/backfill.md); ${VAR}
+	// like any value. Never logged, stored with events or shown.
+	APIKey string `yaml:"api_key"`
+	// APIBase overrides the provider's API root (tests, self-hosted
+	// GitHub Enterprise); default the provider's own.
+	APIBase string `yaml:"api_base"`
+	// Backfill says what a backfill reads where the API key alone does not
+	// (GitHub: which hook's deliveries).
+	Backfill *BackfillSettings `yaml:"backfill"`
+
 	// Destinations is derived: the destinations that list this source.
 	Destinations []string `yaml:"-"`
 }
@@ -93,6 +104,18 @@ type RateLimit struct {
 	RPS   int `yaml:"rps"`   // required: sustained requests per second, ≥ 1
 	Burst int `yaml:"burst"` // default rps: requests allowed at once
 }
+
+// BackfillSettings name, for a GitHub source, the webhook whose
+// deliveries a backfill lists: a repository's (Repo: owner/name) or an
+// organization's (Org), by its HookID.
+type BackfillSettings struct {
+	Repo   string `yaml:"repo"`
+	Org    string `yaml:"org"`
+	HookID int64  `yaml:"hook_id"`
+}
+
+// BackfillProviders are the providers a backfill can read.
+var BackfillProviders = []string{"stripe", "github"}
 
 // Destination is one user handler.
 type Destination struct {

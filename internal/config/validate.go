@@ -250,6 +250,9 @@ func (c *Config) validateSource(name string, s *Source) error {
 			return c.Errorf(k+".public_url", "%s", err)
 		}
 	}
+	if err := c.validateBackfill(k, s); err != nil {
+		return err
+	}
 	if rl := s.RateLimit; rl != nil {
 		if rl.RPS < 1 {
 			return c.Errorf(k+".rate_limit.rps", "must be at least 1 request per second, not %d", rl.RPS)
@@ -260,6 +263,51 @@ func (c *Config) validateSource(name string, s *Source) error {
 	}
 	if o := s.Ordering; o != nil && o.Stale != "skip" && o.Stale != "deliver" {
 		return c.Errorf(k+".ordering.stale", "must be skip or deliver, not %q", o.Stale)
+	}
+	return nil
+}
+
+// validateBackfill checks api_key, api_base and backfill of source key k.
+func (c *Config) validateBackfill(k string, s *Source) error {
+	if s.APIKey == "" && s.APIBase == "" && s.Backfill == nil {
+		return nil
+	}
+	if !slices.Contains(BackfillProviders, s.Provider) {
+		key := k + ".api_key"
+		switch {
+		case s.APIKey == "" && s.APIBase != "":
+			key = k + ".api_base"
+		case s.APIKey == "" && s.APIBase == "":
+			key = k + ".backfill"
+		}
+		return c.Errorf(key, "provider %s has no backfill (backfill reads %s)", s.Provider, strings.Join(BackfillProviders, ", "))
+	}
+	if s.APIBase != "" {
+		if err := checkHTTPURL(s.APIBase); err != nil {
+			return c.Errorf(k+".api_base", "%s", err)
+		}
+	}
+	b := s.Backfill
+	if s.Provider != "github" {
+		if b != nil {
+			return c.Errorf(k+".backfill", "only a github source names a hook to backfill from; %s reads its events with api_key alone", s.Provider)
+		}
+		return nil
+	}
+	if b == nil {
+		if s.APIKey != "" {
+			return c.Errorf(k+".backfill", "a github source with an api_key names its hook: backfill: {repo: owner/name, hook_id: N} or {org: name, hook_id: N}")
+		}
+		return nil
+	}
+	if (b.Repo == "") == (b.Org == "") {
+		return c.Errorf(k+".backfill", "give either repo: owner/name or org: name")
+	}
+	if owner, name, ok := strings.Cut(b.Repo, "/"); b.Repo != "" && (!ok || owner == "" || name == "" || strings.Contains(name, "/")) {
+		return c.Errorf(k+".backfill.repo", "must be owner/name, not %q", b.Repo)
+	}
+	if b.HookID <= 0 {
+		return c.Errorf(k+".backfill.hook_id", "must be the hook's id (a positive number)")
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/backfill"
 	"github.com/anyhook/anyhook/internal/buildinfo"
 	"github.com/anyhook/anyhook/internal/certs"
 	"github.com/anyhook/anyhook/internal/config"
@@ -55,6 +56,9 @@ type Options struct {
 	// tests wait on it (river's test signals) rather than poll the store
 	// or /metrics.
 	Observer delivery.Observer
+	// BackfillSleep, when set, replaces a backfill's waits after a 429
+	// (tests).
+	BackfillSleep func(ctx context.Context, d time.Duration) error
 }
 
 // Gateway is one running AnyHook process.
@@ -67,6 +71,7 @@ type Gateway struct {
 	engine       *delivery.Engine
 	alerts       *alert.Notifier
 	rejects      *rejectlog.Log // the log of refused requests; nil when the store keeps none
+	backfills    *backfill.Jobs // backfills started through the admin API and dashboard
 	ledger       *ledgerParts   // the tamper-evident log; nil when the store keeps none
 	seqInterval  time.Duration
 	routes       []Route
@@ -163,7 +168,11 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Now:        now,
 	})
 	bySource := sourceDestinations(cfg)
+	bf := NewBackfiller(cfg, ih, st)
+	bf.Sleep = opt.BackfillSleep
+	g.backfills = backfill.NewJobs(bf.Run, now)
 	api := admin.New(admin.Options{
+		Backfill:     backfillAPI{bf, g.backfills},
 		Store:        st,
 		Token:        cfg.AdminToken,
 		Sources:      bySource,
@@ -376,6 +385,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
 	}
+	g.backfills.Stop() // before the batcher it records through
 	g.batcher.Stop()
 	if g.rejects != nil {
 		g.rejects.Stop() // writes what is queued

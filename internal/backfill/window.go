@@ -1,0 +1,46 @@
+package backfill
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// maxWindow bounds a backfill's window: providers keep events for 30
+// days (Stripe) or less.
+const maxWindow = 31 * 24 * time.Hour
+
+// Window reads a backfill's window from since, or from and to, as of now:
+// the command line and the API read it alike.
+func Window(since, from, to string, now time.Time) (start, end time.Time, err error) {
+	switch {
+	case since != "" && (from != "" || to != ""):
+		return start, end, errors.New("give since, or from (and to), not both")
+	case since != "":
+		d, err := time.ParseDuration(since)
+		if err != nil || d <= 0 {
+			return start, end, errors.New("since: " + strconv.Quote(since) + " is not a positive duration such as 24h")
+		}
+		start = now.Add(-d)
+	case from != "":
+		if start, err = time.Parse(time.RFC3339, from); err != nil {
+			return start, end, errors.New("from: " + strconv.Quote(from) + " is not an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+		if to != "" {
+			if end, err = time.Parse(time.RFC3339, to); err != nil {
+				return start, end, errors.New("to: " + strconv.Quote(to) + " is not an RFC 3339 time")
+			}
+			if !start.Before(end) {
+				return start, end, errors.New("from must be before to")
+			}
+		}
+	default:
+		return start, end, errors.New("give since (e.g. 24h) or from (and to)")
+	}
+	if e := end; now.Sub(start) > maxWindow && (e.IsZero() || e.Sub(start) > maxWindow) {
+		return start, end, errors.New("the window is longer than 31 days; providers do not keep events that long")
+	}
+	return start, end, nil
+}
+
+
