@@ -42,5 +42,3 @@ func Window(since, from, to string, now time.Time) (start, end time.Time, err er
 	}
 	return start, end, nil
 }
-
-

@@ -225,6 +225,8 @@ func (d *Dashboard) routes() http.Handler {
 	page("GET /destinations", d.destinations)
 	page("POST /destinations/{name}/{action}", d.setPaused)
 	page("GET /rejections", d.rejections)
+	page("GET /sources", d.sourcesPage)
+	page("POST /sources/{name}/backfill", d.startBackfill)
 	page("/", d.notFound)
 
 	cop := http.NewCrossOriginProtection()

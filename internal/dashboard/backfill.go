@@ -1,0 +1,71 @@
+package dashboard
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/anyhook/anyhook/internal/backfill"
+)
+
+// sourceRow is one source on the sources page, with its latest backfill.
+type sourceRow struct {
+	Name         string
+	Destinations []string
+	Backfill     *backfill.Job // nil: none since the gateway started
+}
+
+// GET /sources (sourcesPage): each source, a backfill button, and the latest backfill
+// as the admin API reports it.
+func (d *Dashboard) sourcesPage(w http.ResponseWriter, r *http.Request) error {
+	var rows []sourceRow
+	running := false
+	for _, name := range slices.Sorted(maps.Keys(d.opt.Sources)) {
+		row := sourceRow{Name: name, Destinations: d.opt.Sources[name]}
+		var job backfill.Job
+		res, err := d.callAPI(r, "GET", "/api/sources/"+url.PathEscape(name)+"/backfill", nil, &job)
+		if err != nil {
+			return err
+		}
+		if res.ok() {
+			row.Backfill = &job
+			running = running || job.State == backfill.StateRunning
+		}
+		rows = append(rows, row)
+	}
+	d.render(w, r, http.StatusOK, "sources", "Sources", struct {
+		Rows    []sourceRow
+		Running bool
+	}{rows, running})
+	return nil
+}
+
+// POST /sources/{name}/backfill since=…&dry_run=on: starts a backfill
+// through POST /api/sources/{name}/backfill.
+func (d *Dashboard) startBackfill(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	since := strings.TrimSpace(r.PostForm.Get("since"))
+	dry := r.PostForm.Get("dry_run") != ""
+	res, err := d.callAPI(r, "POST", "/api/sources/"+url.PathEscape(name)+"/backfill",
+		map[string]any{"since": since, "dry_run": dry}, nil)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Backfill of "+name+" not started: "+res.message())
+	} else {
+		what := "Backfill"
+		if dry {
+			what = "Dry run of a backfill"
+		}
+		setFlash(w, r, false, fmt.Sprintf("%s of %s over the last %s started: it runs in the background; reload this page for its progress.", what, name, since))
+	}
+	back(w, r, "/sources")
+	return nil
+}
