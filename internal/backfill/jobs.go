@@ -19,7 +19,7 @@ const (
 type Job struct {
 	Source     string    `json:"source"`
 	From       time.Time `json:"from"`
-	To         time.Time `json:"to"`
+	To         time.Time `json:"to,omitzero"` // absent: up to now
 	DryRun     bool      `json:"dry_run"`
 	By         string    `json:"by"` // who started it: "api", a dashboard session
 	State      string    `json:"state"`

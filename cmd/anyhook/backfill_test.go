@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/backfill/backfilltest"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/testwait"
+)
+
+// backfillSink is a destination that records, per provider event id, the
+// deliveries it received and their AnyHook headers.
+type backfillSink struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got map[string][]http.Header // provider event id -> headers of each delivery
+}
+
+func newBackfillSink(t *testing.T) *backfillSink {
+	s := &backfillSink{got: map[string][]http.Header{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		s.mu.Lock()
+		id := r.Header.Get("X-AnyHook-Event-Id")
+		s.got[id] = append(s.got[id], r.Header.Clone())
+		s.mu.Unlock()
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *backfillSink) deliveries(id string) []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]http.Header(nil), s.got[id]...)
+}
+
+// waitDelivered waits until every id was delivered at least once.
+func (s *backfillSink) waitDelivered(t *testing.T, ids ...string) {
+	t.Helper()
+	testwait.For(t, fmt.Sprintf("deliveries of %d events", len(ids)), func() bool {
+		for _, id := range ids {
+			if len(s.deliveries(id)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// backfillRun runs anyhook backfill --json and decodes its report.
+func backfillRun(t *testing.T, cfg string, args ...string) backfillReport {
+	t.Helper()
+	code, out, errOut := exe(t, append([]string{"backfill", "--config", cfg, "--json"}, args...)...)
+	var rep backfillReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("backfill %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+	}
+	return rep
+}
+
+// TestBackfillStripe: while the gateway is stopped, Stripe records events
+// it cannot deliver; anyhook backfill finds them through Stripe's API (a
+// fake that stripe-go reads as Stripe, internal/backfill), records the
+// missing ones and counts the others as already had; the restarted
+// gateway delivers each missed event once, marked as a backfill and not a
+// replay; a second backfill adds nothing; a 429 mid-way is waited out; a
+// bad key exits 1 and records nothing; the admin API runs one too; the
+// log verifies with backfilled (v2) leaves.
+func TestBackfillStripe(t *testing.T) {
+	t.Parallel()
+	const key = "sk_test_backfill_key_0123456789"
+	fake := backfilltest.NewStripe(t, key)
+	sink := newBackfillSink(t)
+	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 100ms, grace: 1s, shutdown: 1s}
+log: {checkpoint_interval: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%[1]s], api_key: %[2]s, api_base: %[3]s}
+  stripe_badkey: {provider: stripe, secrets: [%[1]s], api_key: sk_test_not_the_key_987654, api_base: %[3]s}
+  stripe_nokey: {provider: stripe, secrets: [%[1]s]}
+destinations:
+  billing: {url: %[4]s, sources: [stripe, stripe_badkey], backoff: {initial: 50ms, max: 200ms}}
+`, secret, key, fake.URL, sink.URL))
+
+	// Before the outage: two events arrive as webhooks and are delivered.
+	start0 := time.Now().Add(-3 * time.Hour)
+	p := start(t, cfg)
+	var received []string
+	for i := range 2 {
+		id, body := fake.Add("invoice.paid", fmt.Sprintf("in_%d", i), start0.Add(time.Duration(i)*time.Minute))
+		pr := &provider.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+		if err := provider.Sign("stripe", secret, pr, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, err := postEvent(http.DefaultClient, p.url, body, pr.Header); err != nil || code != 200 {
+			t.Fatalf("webhook %s: %d %v", id, code, err)
+		}
+		received = append(received, id)
+	}
+	sink.waitDelivered(t, received...)
+	p.kill()
+
+	// The outage: Stripe holds 250 more events (three pages of 100).
+	var missed []string
+	for i := range 250 {
+		id, _ := fake.Add("customer.updated", fmt.Sprintf("cus_%d", i%10), start0.Add(time.Hour+time.Duration(i)*time.Second))
+		missed = append(missed, id)
+	}
+
+	// A dry run counts and records nothing.
+	rep := backfillRun(t, cfg, "--source", "stripe", "--since", "6h", "--dry-run")
+	if !rep.DryRun || rep.Found != 252 || rep.AlreadyHad != 2 || rep.New != 250 || rep.Pages != 3 {
+		t.Fatalf("dry run: %+v", rep)
+	}
+	// The backfill, with a 429 on its second page.
+	fake.RateLimit(2)
+	rep = backfillRun(t, cfg, "--source", "stripe", "--since", "6h")
+	if rep.Found != 252 || rep.AlreadyHad != 2 || rep.New != 250 || rep.RateLimited != 1 {
+		t.Fatalf("backfill: %+v, want 252 found, 2 already had, 250 new, one 429 waited out", rep)
+	}
+	for _, q := range fake.Queries() {
+		if !strings.Contains(q, "limit=100") {
+			t.Fatalf("a request without limit=100: %q", q)
+		}
+	}
+	// Again: nothing new.
+	if rep = backfillRun(t, cfg, "--source", "stripe", "--from", start0.Add(-time.Minute).UTC().Format(time.RFC3339)); rep.New != 0 || rep.AlreadyHad != 252 {
+		t.Fatalf("second backfill: %+v, want all 252 already had", rep)
+	}
+
+	// A bad key: a clear error, exit 1, nothing recorded.
+	code, out, errOut := exe(t, "backfill", "--config", cfg, "--source", "stripe_badkey", "--since", "6h")
+	if code != 1 || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "api_key") || strings.Contains(errOut, "not_the_key") || out != "" {
+		t.Fatalf("bad key: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// No key: exit 2 naming the source's key.
+	if code, _, errOut := exe(t, "backfill", "--config", cfg, "--source", "stripe_nokey", "--since", "6h"); code != 2 || !strings.Contains(errOut, "sources.stripe_nokey") || !strings.Contains(errOut, "api_key") {
+		t.Fatalf("no key: exit %d, stderr %q", code, errOut)
+	}
+
+	// The gateway comes back and delivers each missed event once, as a
+	// backfill; the events it had are not sent again.
+	p = start(t, cfg)
+	sink.waitDelivered(t, missed...)
+	var evs struct {
+		Items []struct{ ID, Origin string }
+	}
+	getJSON(t, p.url+"/api/events?source=stripe_badkey", &evs)
+	if len(evs.Items) != 0 {
+		t.Fatalf("the failed backfill recorded %d events", len(evs.Items))
+	}
+	getJSON(t, p.url+"/api/events?source=stripe&limit=500", &evs)
+	origins := map[string]int{}
+	for _, e := range evs.Items {
+		origins[e.Origin]++
+	}
+	if origins["webhook"] != 2 || origins["backfill"] != 250 {
+		t.Fatalf("origins %v, want 2 webhook and 250 backfill", origins)
+	}
+	var one struct {
+		Origin       string
+		Verification struct{ Method, Scheme string }
+	}
+	getJSON(t, p.url+"/api/events/"+evs.Items[0].ID, &one)
+	if one.Origin != "backfill" || one.Verification.Method != "fetched" || one.Verification.Scheme != "fetched from the provider API" {
+		t.Fatalf("a backfilled event reads %+v", one)
+	}
+
+	// Through the admin API: one more event missed, found and delivered.
+	late, _ := fake.Add("invoice.paid", "in_late", time.Now().Add(-time.Minute))
+	var job struct {
+		State    string
+		Error    string
+		Progress struct {
+			Found      int
+			AlreadyHad int `json:"already_had"`
+			New        int
+		}
+	}
+	req, _ := http.NewRequest("POST", p.url+"/api/sources/stripe/backfill", strings.NewReader(`{"since": "6h", "wait": true}`))
+	req.Header.Set("Authorization", "Bearer test-token")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || json.Unmarshal(b, &job) != nil || job.State != "done" || job.Progress.New != 1 || job.Progress.AlreadyHad != 252 {
+		t.Fatalf("POST /api/sources/stripe/backfill: %d %s", resp.StatusCode, b)
+	}
+	if bytes.Contains(b, []byte(key)) {
+		t.Fatalf("the API's answer carries the api_key: %s", b)
+	}
+	sink.waitDelivered(t, late)
+
+	for _, id := range append(append(received, missed...), late) {
+		ds := sink.deliveries(id)
+		if len(ds) != 1 {
+			t.Fatalf("event %s delivered %d times, want once", id, len(ds))
+		}
+		backfilled := ds[0].Get("X-AnyHook-Backfill") == "true"
+		if wantBackfill := id != received[0] && id != received[1]; backfilled != wantBackfill || ds[0].Get("X-AnyHook-Replay") != "false" {
+			t.Fatalf("event %s: X-AnyHook-Backfill %q, X-AnyHook-Replay %q", id, ds[0].Get("X-AnyHook-Backfill"), ds[0].Get("X-AnyHook-Replay"))
+		}
+	}
+
+	// The log, with webhook (v1) and backfill (v2) leaves, verifies.
+	testwait.For(t, "every event in a checkpoint", func() bool { return checkpointSize(p.url) >= 253 })
+	if code, out, errOut := exe(t, "log", "verify", "--config", cfg); code != 0 {
+		t.Fatalf("log verify: exit %d: %s %s", code, out, errOut)
+	}
+	if strings.Contains(p.stderr.String(), key) {
+		t.Fatal("the gateway logged the api_key")
+	}
+}
