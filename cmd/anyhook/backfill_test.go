@@ -226,3 +226,74 @@ destinations:
 		t.Fatal("the gateway logged the api_key")
 	}
 }
+
+// TestBackfillGitHub: GitHub's failed deliveries (the gateway was down)
+// are found through the hook's deliveries API and redelivered by GitHub
+// (the fake, which go-github reads as GitHub, internal/backfill): they
+// arrive through the normal signed path and are delivered once; a second
+// backfill finds everything already had and asks for nothing.
+func TestBackfillGitHub(t *testing.T) {
+	t.Parallel()
+	const token, hookSecret = "ghp_backfill_token_0123456789", "gh-hook-secret"
+	fake := backfilltest.NewGitHub(t, token, "/repos/acme/shop", 4242)
+	sink := newBackfillSink(t)
+	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 100ms, grace: 1s, shutdown: 1s}
+sources:
+  github:
+    provider: github
+    secrets: [%s]
+    api_key: %s
+    api_base: %s
+    backfill: {repo: acme/shop, hook_id: 4242}
+destinations:
+  ci: {url: %s, sources: [github], backoff: {initial: 50ms, max: 200ms}}
+`, hookSecret, token, fake.URL, sink.URL))
+	p := start(t, cfg)
+	fake.Target, fake.Secret = p.url+"/webhooks/github", hookSecret
+
+	at := time.Now().Add(-2 * time.Hour)
+	send := func(guid string, body []byte) {
+		req, _ := http.NewRequest("POST", fake.Target, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Delivery", guid)
+		req.Header.Set("X-GitHub-Event", "push")
+		req.Header.Set("X-GitHub-Hook-ID", "4242")
+		req.Header.Set("X-Hub-Signature-256", backfilltest.Sign(hookSecret, body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("webhook %s: %v %v", guid, resp, err)
+		}
+		resp.Body.Close()
+	}
+	var failed []string
+	for i := range 6 {
+		guid := fmt.Sprintf("0000-guid-%d", i)
+		body := fmt.Appendf(nil, `{"ref":"refs/heads/main","after":"%040d"}`, i)
+		if i%3 == 0 { // arrived
+			send(guid, body)
+			fake.Deliver(guid, "push", body, at.Add(time.Duration(i)*time.Minute), 200)
+			continue
+		}
+		fake.Deliver(guid, "push", body, at.Add(time.Duration(i)*time.Minute), 502) // the gateway was down
+		failed = append(failed, "4242:"+guid)
+	}
+	rep := backfillRun(t, cfg, "--source", "github", "--since", "6h")
+	if rep.Found != 6 || rep.AlreadyHad != 2 || rep.Redelivered != 4 || rep.New != 0 {
+		t.Fatalf("backfill: %+v, want 6 found, 2 already had, 4 redelivered", rep)
+	}
+	sink.waitDelivered(t, failed...)
+	if rep = backfillRun(t, cfg, "--source", "github", "--since", "6h"); rep.AlreadyHad != 6 || rep.Redelivered != 0 {
+		t.Fatalf("second backfill: %+v, want all 6 already had", rep)
+	}
+	for _, id := range failed {
+		if ds := sink.deliveries(id); len(ds) != 1 || ds[0].Get("X-AnyHook-Backfill") != "" {
+			t.Fatalf("%s delivered %d times (a redelivery is a webhook: no X-AnyHook-Backfill)", id, len(ds))
+		}
+	}
+	if n := len(fake.Redeliveries()); n != 4 {
+		t.Fatalf("GitHub was asked for %d redeliveries, want 4", n)
+	}
+}

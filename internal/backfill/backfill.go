@@ -55,8 +55,11 @@ type Request struct {
 	From, To time.Time
 	DryRun   bool
 	Lister   Lister
-	Recorder Recorder
-	Lookup   Lookup // for DryRun
+	// Redeliverer replaces Lister for a provider that only redelivers
+	// (GitHub).
+	Redeliverer Redeliverer
+	Recorder    Recorder
+	Lookup      Lookup // for DryRun
 	// Progress, when set, is told of every page fetched and every batch
 	// recorded.
 	Progress func(Progress)
@@ -77,8 +80,13 @@ func Run(ctx context.Context, r Request) (Progress, error) {
 			r.Progress(p)
 		}
 	}
-	if w, ok := r.Lister.(interface{ OnRateLimit(func()) }); ok {
-		w.OnRateLimit(func() { p.RateLimited++; report() })
+	for _, c := range []any{r.Lister, r.Redeliverer} {
+		if w, ok := c.(interface{ OnRateLimit(func()) }); ok {
+			w.OnRateLimit(func() { p.RateLimited++; report() })
+		}
+	}
+	if r.Redeliverer != nil {
+		return p, redeliver(ctx, r, r.Redeliverer, &p, report)
 	}
 	var bodies [][]byte
 	err := r.Lister.List(ctx, r.From, r.To, func(page [][]byte) error {
@@ -117,6 +125,51 @@ func Run(ctx context.Context, r Request) (Progress, error) {
 		report()
 	}
 	return p, nil
+}
+
+// redeliver lists the hook's deliveries of the window, and asks for the
+// latest delivery of each event the gateway does not have (by its dedup
+// key, hook id and delivery GUID) to be sent again. Found counts the
+// events (GUIDs, however many attempts each had); the redelivered ones
+// arrive as webhooks, so New stays 0.
+func redeliver(ctx context.Context, r Request, rd Redeliverer, p *Progress, report func()) error {
+	seen := map[string]bool{}
+	var latest []HookDelivery // the newest delivery of each GUID, newest first
+	err := rd.Deliveries(ctx, r.From, r.To, func(page []HookDelivery) error {
+		p.Pages++
+		for _, d := range page {
+			if !seen[d.GUID] {
+				seen[d.GUID] = true
+				latest = append(latest, d)
+				p.Found++
+			}
+		}
+		report()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.Reverse(latest) // oldest first, as they happened
+	for _, d := range latest {
+		had, err := r.Lookup(ctx, r.Source, rd.DedupKey(d))
+		if err != nil {
+			return err
+		}
+		if had {
+			p.AlreadyHad++
+			report()
+			continue
+		}
+		if !r.DryRun {
+			if err := rd.Redeliver(ctx, d); err != nil {
+				return fmt.Errorf("redelivering %s: %w", d.GUID, err)
+			}
+		}
+		p.Redelivered++
+		report()
+	}
+	return nil
 }
 
 func count(p *Progress, had bool) {

@@ -118,11 +118,15 @@ func (c *Client) do(ctx context.Context, provider string, build func() (*http.Re
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		apiErr := &APIError{Provider: provider, Status: resp.StatusCode, Message: redact(msg(body), c.Key)}
-		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+		wait, hinted := hint(resp.Header, time.Now())
+		// A rate limit: 429, or what the provider's own headers say is one
+		// (GitHub answers 403 with x-ratelimit-remaining: 0).
+		limited := resp.StatusCode == http.StatusTooManyRequests || hinted
+		retryable := limited || resp.StatusCode >= 500
 		if !retryable || n >= retries || resp.Header.Get("Stripe-Should-Retry") == "false" {
 			return nil, apiErr
 		}
-		wait, ok := hint(resp.Header, time.Now())
+		ok := hinted
 		if !ok {
 			wait, ok = retryAfter(resp.Header, time.Now())
 		}
@@ -132,7 +136,7 @@ func (c *Client) do(ctx context.Context, provider string, build func() (*http.Re
 		if wait > maxWait {
 			return nil, fmt.Errorf("%w; it asks to wait %s, longer than %s: run the backfill again later", apiErr, wait, maxWait)
 		}
-		if resp.StatusCode == http.StatusTooManyRequests && c.onRateLimit != nil {
+		if limited && c.onRateLimit != nil {
 			c.onRateLimit()
 		}
 		if err := sleep(ctx, wait); err != nil {

@@ -56,15 +56,19 @@ func (b *Backfiller) Check(source string) error {
 	return nil
 }
 
-// lister is the provider's API client for source.
-func (b *Backfiller) lister(source string) (backfill.Lister, error) {
+// client sets r's API client for source: a Lister, or a Redeliverer.
+func (b *Backfiller) client(source string, r *backfill.Request) error {
 	src := b.cfg.Sources[source]
 	c := backfill.Client{Base: src.APIBase, Key: src.APIKey, Sleep: b.Sleep, UserAgent: userAgent()}
-	switch src.Provider {
-	case "stripe":
-		return &backfill.Stripe{Client: c}, nil
+	switch {
+	case src.Provider == "stripe":
+		r.Lister = &backfill.Stripe{Client: c}
+	case src.Provider == "github" && src.Backfill != nil:
+		r.Redeliverer = &backfill.GitHub{Client: c, Repo: src.Backfill.Repo, Org: src.Backfill.Org, HookID: src.Backfill.HookID}
+	default:
+		return b.cfg.Errorf("sources."+source+".provider", "provider %s has no backfill", src.Provider)
 	}
-	return nil, b.cfg.Errorf("sources."+source+".provider", "provider %s has no backfill", src.Provider)
+	return nil
 }
 
 // Run backfills source over [from, to] (to zero: now); progress, when
@@ -73,14 +77,11 @@ func (b *Backfiller) Run(ctx context.Context, source string, from, to time.Time,
 	if err := b.Check(source); err != nil {
 		return backfill.Progress{}, err
 	}
-	l, err := b.lister(source)
-	if err != nil {
+	r := backfill.Request{Source: source, From: from, To: to, DryRun: dryRun, Recorder: b.rec, Lookup: b.lookup, Progress: progress}
+	if err := b.client(source, &r); err != nil {
 		return backfill.Progress{}, err
 	}
-	return backfill.Run(ctx, backfill.Request{
-		Source: source, From: from, To: to, DryRun: dryRun,
-		Lister: l, Recorder: b.rec, Lookup: b.lookup, Progress: progress,
-	})
+	return backfill.Run(ctx, r)
 }
 
 // lookup reports whether source holds an event with provider event id
