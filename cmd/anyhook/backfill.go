@@ -23,8 +23,9 @@ Events the gateway already has are counted as already had and left as
 they are, so a backfill can be run again: only what is missing becomes new.
 
 The source needs an api_key (and, for GitHub, its hook: backfill:), see
-docs/backfill.md. Stripe: GET /v1/events over the window; GitHub: the
-hook's failed deliveries are redelivered and arrive as webhooks.
+docs/backfill.md. Stripe: GET /v1/events over the window; Paddle: GET
+/events down to the window; GitHub: the hook's failed deliveries are
+redelivered and arrive as webhooks.
 
 --since is a duration ago (6h, 24h); --from and --to are RFC 3339 times
 (--to defaults to now). --dry-run lists and counts, and records nothing.

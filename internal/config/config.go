@@ -115,7 +115,7 @@ type BackfillSettings struct {
 }
 
 // BackfillProviders are the providers a backfill can read.
-var BackfillProviders = []string{"stripe", "github"}
+var BackfillProviders = []string{"stripe", "github", "paddle"}
 
 // Destination is one user handler.
 type Destination struct {

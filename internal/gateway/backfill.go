@@ -63,6 +63,8 @@ func (b *Backfiller) client(source string, r *backfill.Request) error {
 	switch {
 	case src.Provider == "stripe":
 		r.Lister = &backfill.Stripe{Client: c}
+	case src.Provider == "paddle":
+		r.Lister = &backfill.Paddle{Client: c}
 	case src.Provider == "github" && src.Backfill != nil:
 		r.Redeliverer = &backfill.GitHub{Client: c, Repo: src.Backfill.Repo, Org: src.Backfill.Org, HookID: src.Backfill.HookID}
 	default:
