@@ -1,0 +1,143 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/backfill/backfilltest"
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/testwait"
+)
+
+// TestBackfillAPI drives backfills through the admin API and the
+// dashboard of an in-process gateway: refusals say why (unknown source,
+// no api_key naming its key, a bad window); a 429 is waited out through
+// the injected sleeper, never for real; a second backfill of a source
+// while one runs is refused with 409; the dashboard's button starts one
+// and its Sources page tells its outcome.
+func TestBackfillAPI(t *testing.T) {
+	t.Parallel()
+	const key = "sk_test_gateway_backfill_01234"
+	fake := backfilltest.NewStripe(t, key)
+	for i := range 3 {
+		fake.Add("invoice.paid", fmt.Sprintf("in_%d", i), time.Now().Add(-time.Duration(i+1)*time.Minute))
+	}
+	var mu sync.Mutex
+	var waits []time.Duration
+	release := make(chan struct{})
+	sleep := func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+sources:
+  stripe: {provider: stripe, secrets: [whsec_x], api_key: %s, api_base: %s}
+  nokey: {provider: stripe, secrets: [whsec_x]}
+`, key, fake.URL), gateway.Options{BackfillSleep: sleep})
+
+	post := func(path, body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		path, body string
+		code       int
+		says       string
+	}{
+		{"/api/sources/nosuch/backfill", `{"since": "1h"}`, 404, "unknown source"},
+		{"/api/sources/nokey/backfill", `{"since": "1h"}`, 400, "sources.nokey"},
+		{"/api/sources/stripe/backfill", `{"since": "1h", "from": "2026-01-01T00:00:00Z"}`, 400, "not both"},
+		{"/api/sources/stripe/backfill", `{}`, 400, "give since"},
+		{"/api/sources/stripe/backfill", `{"since": "-1h"}`, 400, "positive duration"},
+	} {
+		if code, b := post(c.path, c.body); code != c.code || !strings.Contains(b, c.says) {
+			t.Errorf("POST %s %s: %d %s; want %d saying %q", c.path, c.body, code, b, c.code, c.says)
+		}
+	}
+
+	// A 429 on the first page holds the backfill in the sleeper: it runs,
+	// and a second one is refused.
+	fake.RateLimit(1)
+	if code, b := post("/api/sources/stripe/backfill", `{"since": "1h"}`); code != 202 || !strings.Contains(b, `"state":"running"`) {
+		t.Fatalf("start: %d %s", code, b)
+	}
+	if code, b := post("/api/sources/stripe/backfill", `{"since": "1h"}`); code != 409 {
+		t.Fatalf("a second backfill while one runs: %d %s, want 409", code, b)
+	}
+	close(release)
+	var job struct {
+		State    string
+		Progress struct {
+			Found, New  int
+			RateLimited int `json:"rate_limited"`
+		}
+	}
+	testwait.For(t, "the backfill to finish", func() bool {
+		resp, err := http.Get(base + "/api/sources/stripe/backfill")
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(resp.Body).Decode(&job)
+		resp.Body.Close()
+		return job.State != "running"
+	})
+	if job.State != "done" {
+		t.Fatalf("backfill: %+v", job)
+	}
+	mu.Lock()
+	if job.Progress.Found != 3 || job.Progress.New != 3 || job.Progress.RateLimited != 1 || len(waits) != 1 {
+		t.Fatalf("job %+v, waits %v", job, waits)
+	}
+	mu.Unlock()
+
+	// The dashboard's button, then its page.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(base+"/sources/stripe/backfill", url.Values{"since": {"1h"}, "dry_run": {"on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("dashboard POST: %d", resp.StatusCode)
+	}
+	var page string
+	testwait.For(t, "the dashboard's backfill to finish", func() bool {
+		r, err := http.Get(base + "/sources")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		page = string(b)
+		return strings.Contains(page, `data-state="done"`)
+	})
+	if !strings.Contains(page, `<span class="badge">dry run</span>`) || !strings.Contains(page, "(would be)") || !strings.Contains(page, `data-backfill="stripe"`) || strings.Contains(page, key) {
+		t.Fatalf("the Sources page does not tell the dry run, or shows the key:\n%s", page)
+	}
+	if code, b := post("/api/sources/nokey/backfill", `{"since": "1h"}`); code != 400 || strings.Contains(b, key) {
+		t.Fatalf("no key: %d %s", code, b)
+	}
+}
