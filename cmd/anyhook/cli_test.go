@@ -26,7 +26,7 @@ func exe(t *testing.T, args ...string) (int, string, string) {
 
 // every command, as typed after "anyhook"
 var allCommands = [][]string{
-	{"serve"}, {"send"}, {"replay"}, {"sink"}, {"log"}, {"log", "verify"}, {"log", "key"}, {"log", "rotate-key"},
+	{"serve"}, {"send"}, {"replay"}, {"backfill"}, {"sink"}, {"log"}, {"log", "verify"}, {"log", "key"}, {"log", "rotate-key"},
 	{"bench"}, {"soak"}, {"backup"}, {"version"},
 	{"config", "check"}, {"config", "example"}, {"healthcheck"}, {"completion"},
 }
