@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -80,10 +81,39 @@ func openSQL(t *testing.T, driver, dsn string) *sql.DB {
 	return db
 }
 
+// suite holds the tests that run on every backend, one method a test (in
+// apply_test.go, claim_test.go, stale_test.go, version_test.go and
+// http_test.go). A method takes t and either e, a fresh migrated database,
+// or b, to make its own databases. TestInbox runs each method as the
+// subtest TestInbox/<Method>/<backend>.
+type suite[TTx any] struct{}
+
+// TestInbox runs every method of suite on every backend.
+func TestInbox(t *testing.T) {
+	t.Parallel()
+	tests := reflect.TypeFor[suite[*sql.Tx]]()
+	for i := range tests.NumMethod() {
+		name := tests.Method(i).Name
+		t.Run(name, func(t *testing.T) {
+			run(t, func(t *testing.T, b backend[*sql.Tx]) { callTest(t, suite[*sql.Tx]{}, name, b) },
+				func(t *testing.T, b backend[pgx.Tx]) { callTest(t, suite[pgx.Tx]{}, name, b) })
+		})
+	}
+}
+
+// callTest calls s's method name with t and, as its second parameter asks,
+// b itself or a database set up on b.
+func callTest[TTx any](t *testing.T, s suite[TTx], name string, b backend[TTx]) {
+	m := reflect.ValueOf(s).MethodByName(name)
+	arg := reflect.ValueOf(b)
+	if m.Type().In(1) != arg.Type() {
+		arg = reflect.ValueOf(setup(t, b))
+	}
+	m.Call([]reflect.Value{reflect.ValueOf(t), arg})
+}
+
 // run runs a generic test as parallel subtests on every backend:
-// "sqlite" and "postgres-sql" (database/sql) and "postgres-pgx" (pgx). Pass
-// the same generic function instantiated twice: run(t, testX[*sql.Tx],
-// testX[pgx.Tx]).
+// "sqlite" and "postgres-sql" (database/sql) and "postgres-pgx" (pgx).
 func run(t *testing.T, onSQL func(*testing.T, backend[*sql.Tx]), onPgx func(*testing.T, backend[pgx.Tx])) {
 	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) { t.Parallel(); onSQL(t, sqliteBackend) })

@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // fakeProvider is a downstream service (an email or payment API) that
@@ -71,12 +69,7 @@ func (p *fakeProvider) counts() (calls, effects int) {
 	return p.calls, len(p.keys)
 }
 
-func TestDoSequentialDuplicate(t *testing.T) {
-	run(t, testDoSequentialDuplicate[*sql.Tx], testDoSequentialDuplicate[pgx.Tx])
-}
-
-func testDoSequentialDuplicate[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoSequentialDuplicate(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ev := inbox.Event{Source: "stripe", ID: "evt_1", Body: []byte("{}")}
 	var claims []inbox.Claim
@@ -106,12 +99,7 @@ func testDoSequentialDuplicate[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoRequiresPolicy(t *testing.T) {
-	run(t, testDoRequiresPolicy[*sql.Tx], testDoRequiresPolicy[pgx.Tx])
-}
-
-func testDoRequiresPolicy[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoRequiresPolicy(t *testing.T, e *env[TTx]) {
 	run := func(context.Context, inbox.Claim) error { t.Error("effect ran"); return nil }
 	for _, p := range []inbox.Policy{{}, inbox.Reclaim(0, 3), inbox.Reclaim(time.Minute, 0), inbox.Hold(-time.Second)} {
 		_, err := e.ib.Do(context.Background(), "h", inbox.Event{ID: "evt_1"}, inbox.Effect[TTx]{Policy: p, Run: run})
@@ -127,13 +115,8 @@ func testDoRequiresPolicy[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoConcurrent(t *testing.T) {
-	run(t, testDoConcurrent[*sql.Tx], testDoConcurrent[pgx.Tx])
-}
-
 // 64 goroutines over 8 connections: the side effect runs exactly once.
-func testDoConcurrent[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoConcurrent(t *testing.T, e *env[TTx]) {
 	ib := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
 	ctx := context.Background()
 	const goroutines, rounds = 64, 10
@@ -169,14 +152,10 @@ func testDoConcurrent[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestCrashAfterClaim(t *testing.T) {
-	run(t, testCrashAfterClaim[*sql.Tx], testCrashAfterClaim[pgx.Tx])
-}
-
 // A real process dies right after committing its claim. Before the stale
 // threshold a redelivery is in flight; after it, Reclaim re-runs the effect
 // under a new token, and Hold parks the claim without running it.
-func testCrashAfterClaim[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) CrashAfterClaim(t *testing.T, b backend[TTx]) {
 	for _, policy := range []inbox.Policy{inbox.Reclaim(time.Hour, 3), inbox.Hold(time.Hour)} {
 		name := "reclaim"
 		if policy == inbox.Hold(time.Hour) {
@@ -240,14 +219,10 @@ func testCrashAfterClaim[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestCrashAfterEffect(t *testing.T) {
-	run(t, testCrashAfterEffect[*sql.Tx], testCrashAfterEffect[pgx.Tx])
-}
-
 // A real process dies after its side effect reached the provider, before
 // recording it. Reclaim runs the effect again, and the stable key lets the
 // provider dedupe it; Hold never runs it a second time.
-func testCrashAfterEffect[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) CrashAfterEffect(t *testing.T, b backend[TTx]) {
 	const envProvider = "INBOX_TEST_PROVIDER"
 	for _, name := range []string{"reclaim", "hold"} {
 		t.Run(name, func(t *testing.T) {
@@ -312,12 +287,8 @@ func testCrashAfterEffect[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoFaultPoints(t *testing.T) {
-	run(t, testDoFaultPoints[*sql.Tx], testDoFaultPoints[pgx.Tx])
-}
-
 // Failures injected at each point leave the state a crash there would.
-func testDoFaultPoints[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) DoFaultPoints(t *testing.T, b backend[TTx]) {
 	for _, tc := range []struct {
 		point     inbox.Point
 		ran       int
@@ -356,15 +327,10 @@ func testDoFaultPoints[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestZombieOwner(t *testing.T) {
-	run(t, testZombieOwner[*sql.Tx], testZombieOwner[pgx.Tx])
-}
-
 // Worker A claims and hangs in its effect; the claim goes stale and worker B
 // reclaims it. When A wakes up, while B is still working, its finish fails
 // with ErrLostClaim and its local writes roll back; B then finishes.
-func testZombieOwner[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ZombieOwner(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ev := inbox.Event{ID: "evt_1"}
 	effect := func(who string, inEffect chan<- struct{}, wake <-chan struct{}) inbox.Effect[TTx] {
@@ -423,15 +389,10 @@ func testZombieOwner[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestRacingReclaimers(t *testing.T) {
-	run(t, testRacingReclaimers[*sql.Tx], testRacingReclaimers[pgx.Tx])
-}
-
 // A stale claim and several workers reclaiming it at once: exactly one wins.
 // The winners are held at AfterClaim until every worker has either returned
 // or won, so a second winner cannot hide behind the first one's finish.
-func testRacingReclaimers[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) RacingReclaimers(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ev := inbox.Event{ID: "evt_1"}
 	eff := inbox.Effect[TTx]{Policy: inbox.Reclaim(time.Hour, 100), Run: func(context.Context, inbox.Claim) error { return nil }}
@@ -490,12 +451,7 @@ func testRacingReclaimers[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoErrorClasses(t *testing.T) {
-	run(t, testDoErrorClasses[*sql.Tx], testDoErrorClasses[pgx.Tx])
-}
-
-func testDoErrorClasses[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoErrorClasses(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	boom := errors.New("boom")
 	var attempts []int
@@ -554,12 +510,7 @@ func testDoErrorClasses[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoConflict(t *testing.T) {
-	run(t, testDoConflict[*sql.Tx], testDoConflict[pgx.Tx])
-}
-
-func testDoConflict[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoConflict(t *testing.T, e *env[TTx]) {
 	ran := 0
 	eff := inbox.Effect[TTx]{Policy: inbox.Hold(time.Hour), Run: func(context.Context, inbox.Claim) error { ran++; return nil }}
 	if _, err := e.ib.Do(context.Background(), "h", inbox.Event{ID: "evt_1", Body: []byte("a")}, eff); err != nil {
@@ -571,16 +522,11 @@ func testDoConflict[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestFinishRetriesDeadlock(t *testing.T) {
-	run(t, testFinishRetriesDeadlock[*sql.Tx], testFinishRetriesDeadlock[pgx.Tx])
-}
-
 // The effect succeeded, and the finish transaction is then chosen as the
 // victim of a real deadlock with another transaction: the finish (with
 // Effect.Finish) runs again and commits, the effect does not run again, and
 // the outcome is Processed, not Uncertain.
-func testFinishRetriesDeadlock[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) FinishRetriesDeadlock(t *testing.T, e *env[TTx]) {
 	if e.drv.Dialect() != inboxdriver.Postgres {
 		t.Skip("SQLite has one writer at a time: no deadlock between two transactions")
 	}

@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // staleLog collects what Config.OnStale receives.
@@ -53,17 +51,12 @@ func abandon[TTx any](t *testing.T, e *env[TTx], handler, id string, policy inbo
 	}
 }
 
-func TestSweep(t *testing.T) {
-	run(t, testSweep[*sql.Tx], testSweep[pgx.Tx])
-}
-
 // Claims whose owners died are surfaced by Sweep alone, no delivery
 // needed: Hold and a spent Reclaim are held, a Reclaim with claims left is
 // released, a claim not yet stale is left alone; each is reported once.
 // Then deliveries act on what Sweep left: the released one runs again, the
 // held one waits for a person.
-func testSweep[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) Sweep(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	var log staleLog
 	ib := e.inbox(inbox.Config{OnStale: log.onStale})
@@ -152,14 +145,10 @@ func testSweep[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestSweepFencesTheStaleOwner(t *testing.T) {
-	run(t, testSweepFencesTheStaleOwner[*sql.Tx], testSweepFencesTheStaleOwner[pgx.Tx])
-}
-
 // An owner that hung in its effect past the stale duration wakes up after
 // the sweep parked its claim: its finish fails with ErrLostClaim and its
 // writes roll back, under either policy.
-func testSweepFencesTheStaleOwner[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) SweepFencesTheStaleOwner(t *testing.T, b backend[TTx]) {
 	for _, p := range []inbox.Policy{inbox.Hold(time.Hour), inbox.Reclaim(time.Hour, 3)} {
 		t.Run(p.String(), func(t *testing.T) {
 			t.Parallel()
@@ -193,15 +182,10 @@ func testSweepFencesTheStaleOwner[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestSweepConcurrent(t *testing.T) {
-	run(t, testSweepConcurrent[*sql.Tx], testSweepConcurrent[pgx.Tx])
-}
-
 // Several sweepers (two Inboxes, as two processes would have, four
 // goroutines each) over the same stale claims: each claim is changed and
 // reported exactly once in all.
-func testSweepConcurrent[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) SweepConcurrent(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	const claims = 24
 	for i := range claims {
@@ -260,14 +244,9 @@ func testSweepConcurrent[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestSweeper(t *testing.T) {
-	run(t, testSweeper[*sql.Tx], testSweeper[pgx.Tx])
-}
-
 // The background loop surfaces a claim that goes stale while it runs; Stop
 // is idempotent, and a stopped Sweeper sweeps no more.
-func testSweeper[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) Sweeper(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	log := staleLog{signal: make(chan struct{}, 10)}
 	ib := e.inbox(inbox.Config{OnStale: log.onStale, Logger: testLogger(t)})
@@ -300,14 +279,10 @@ func testSweeper[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestMigrateUpgradesOldSchema(t *testing.T) {
-	run(t, testMigrateUpgradesOldSchema[*sql.Tx], testMigrateUpgradesOldSchema[pgx.Tx])
-}
-
 // A database created by the first version of inbox (no policy columns)
 // keeps its rows through Migrate; an old claim has no stored policy, so
 // Sweep leaves it to a redelivery, which still applies the call's policy.
-func testMigrateUpgradesOldSchema[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) MigrateUpgradesOldSchema(t *testing.T, b backend[TTx]) {
 	dsn := b.newDSN(t)
 	drv := b.open(t, dsn)
 	ctx := context.Background()
@@ -350,10 +325,6 @@ func testMigrateUpgradesOldSchema[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestGatewayGaveUp(t *testing.T) {
-	run(t, testGatewayGaveUp[*sql.Tx], testGatewayGaveUp[pgx.Tx])
-}
-
 // The crash kit's "the sender gave up" scenario: a real process is killed
 // (SIGKILL) in the middle of its effect, after the provider received the
 // call; no delivery of the event ever comes again. The sweep alone surfaces
@@ -361,7 +332,7 @@ func TestGatewayGaveUp(t *testing.T) {
 // provider is never called again; Reclaim releases it, and the re-run a
 // person (or a replay) then sends is deduplicated by the provider on the
 // claim's key.
-func testGatewayGaveUp[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) GatewayGaveUp(t *testing.T, b backend[TTx]) {
 	const envProvider = "INBOX_TEST_PROVIDER"
 	for _, name := range []string{"hold", "reclaim"} {
 		t.Run(name, func(t *testing.T) {
