@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
@@ -265,31 +266,17 @@ destinations:
 `, database, secret, destURL, policy)
 }
 
-func getJSON(t *testing.T, url string, v any) {
+// killDuringDelivery starts a gateway whose destination takes the
+// policy on a stale claim, sends it one event and kills it (kill -9)
+// while the first delivery attempt is in flight, then lets the
+// destination answer. It returns the config, to restart with, the
+// destination and the event id.
+func killDuringDelivery(t *testing.T, policy string) (cfg string, dest *recorder, id string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestKillDuringDeliveryReclaim(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	dest := newRecorder(t, true)
-	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
+	dest = newRecorder(t, true)
+	cfg = writeConfig(t, t.TempDir(), gatewayConfig("sqlite:anyhook.db", dest.URL, policy))
 	p := start(t, cfg)
-	code, id, err := sendEvent(p.url, "evt_kill_reclaim")
+	code, id, err := sendEvent(p.url, "evt_kill_"+policy)
 	if err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
@@ -298,6 +285,12 @@ func TestKillDuringDeliveryReclaim(t *testing.T) {
 	}
 	p.kill() // attempt 1 is in flight: its outcome is unknown
 	close(dest.hold)
+	return cfg, dest, id
+}
+
+func TestKillDuringDeliveryReclaim(t *testing.T) {
+	t.Parallel()
+	cfg, dest, id := killDuringDelivery(t, "reclaim")
 	start(t, cfg)
 	select {
 	case got := <-dest.arrived:
@@ -314,17 +307,7 @@ func TestKillDuringDeliveryReclaim(t *testing.T) {
 
 func TestKillDuringDeliveryHold(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	dest := newRecorder(t, true)
-	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "hold"))
-	p := start(t, cfg)
-	code, id, err := sendEvent(p.url, "evt_kill_hold")
-	if err != nil || code != 200 {
-		t.Fatalf("send = %d, %v", code, err)
-	}
-	<-dest.arrived
-	p.kill()
-	close(dest.hold)
+	cfg, dest, id := killDuringDelivery(t, "hold")
 	p2 := start(t, cfg)
 	var list struct {
 		Items []struct {
@@ -334,7 +317,7 @@ func TestKillDuringDeliveryHold(t *testing.T) {
 		}
 	}
 	testwait.For(t, "the delivery to be held after its lease expired", func() bool {
-		getJSON(t, p2.url+"/api/deliveries?status=held", &list)
+		gatewaytest.AdminJSON(t, p2.url+"/api/deliveries?status=held", &list)
 		return len(list.Items) == 1
 	})
 	if list.Items[0].EventID != id {

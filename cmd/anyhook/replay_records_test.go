@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -47,7 +47,7 @@ func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 				DeliveryID                         string `json:"delivery_id"`
 			}
 		}
-		getJSON(t, f.url+"/api/events/"+id, &ev)
+		gatewaytest.AdminJSON(t, f.url+"/api/events/"+id, &ev)
 		replays := 0
 		var replayID string
 		for _, d := range ev.Deliveries {
@@ -89,14 +89,7 @@ func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 // post POSTs to the gateway's admin API and wants 200.
 func (f *replayFixture) post(t *testing.T, path string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", f.url+path, nil)
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("POST %s: %d", path, resp.StatusCode)
+	if code, b := gatewaytest.Admin(t, "POST", f.url+path, ""); code != 200 {
+		t.Fatalf("POST %s: %d %s", path, code, b)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -77,7 +78,7 @@ destinations:
 func (f *replayFixture) event(t *testing.T, id string) apiEvent {
 	t.Helper()
 	var ev apiEvent
-	getJSON(t, f.url+"/api/events/"+id, &ev)
+	gatewaytest.AdminJSON(t, f.url+"/api/events/"+id, &ev)
 	return ev
 }
 
