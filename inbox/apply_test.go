@@ -76,9 +76,7 @@ func (suite[TTx]) ApplyInFlightThenCommit(t *testing.T, e *env[TTx]) {
 		t.Skip("SQLite locks the whole database: a twin waits for the lock, as busy_timeout says (TestInbox/ApplyWaitsForInFlight, TestInbox/BusyDatabaseIsNotInFlight)")
 	}
 	ctx := context.Background()
-	var faults inboxtest.Faults
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	first := e.inbox(inbox.Config{Hook: faults.Hook})
+	first, pause := e.pausedBeforeCommit()
 	second := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
 	ev := inbox.Event{ID: "evt_1"}
 	var ran atomic.Int32
@@ -86,14 +84,7 @@ func (suite[TTx]) ApplyInFlightThenCommit(t *testing.T, e *env[TTx]) {
 		ran.Add(1)
 		return e.write(ctx, tx, ev.ID, "")
 	}
-	done := make(chan inbox.Outcome)
-	go func() {
-		out, err := first.Apply(ctx, "h", ev, fn)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- out
-	}()
+	done := applyLater(t, first, ev, fn)
 	<-pause.Reached()
 	out, err := second.Apply(ctx, "h", ev, fn)
 	if out != inbox.InFlight || err != nil {
@@ -155,27 +146,13 @@ func (suite[TTx]) ApplyInFlightThenRollback(t *testing.T, e *env[TTx]) {
 // With a long InFlightWait the second delivery waits for the first instead of
 // failing, and learns the first's fate: duplicate after its commit.
 func (suite[TTx]) ApplyWaitsForInFlight(t *testing.T, e *env[TTx]) {
-	ctx := context.Background()
-	var faults inboxtest.Faults
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	first := e.inbox(inbox.Config{Hook: faults.Hook})
+	first, pause := e.pausedBeforeCommit()
 	second := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
 	ev := inbox.Event{ID: "evt_1"}
 	fn := func(ctx context.Context, tx TTx) error { return e.write(ctx, tx, ev.ID, "") }
-	done := make(chan inbox.Outcome)
-	go func() {
-		out, _ := first.Apply(ctx, "h", ev, fn)
-		done <- out
-	}()
+	done := applyLater(t, first, ev, fn)
 	<-pause.Reached()
-	waited := make(chan inbox.Outcome)
-	go func() {
-		out, err := second.Apply(ctx, "h", ev, fn)
-		if err != nil {
-			t.Error(err)
-		}
-		waited <- out
-	}()
+	waited := applyLater(t, second, ev, fn)
 	waitForLockWaiter(t, e)
 	select {
 	case out := <-waited:
@@ -396,19 +373,10 @@ func (suite[TTx]) MigrateIdempotent(t *testing.T, e *env[TTx]) {
 // never reported InFlight; on PostgreSQL they do not wait at all.
 func (suite[TTx]) BusyDatabaseIsNotInFlight(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
-	var faults inboxtest.Faults
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	holder := e.inbox(inbox.Config{Hook: faults.Hook})
-	held := make(chan inbox.Outcome, 1)
-	go func() {
-		out, err := holder.Apply(ctx, "h", inbox.Event{ID: "evt_slow"}, func(ctx context.Context, tx TTx) error {
-			return e.write(ctx, tx, "evt_slow", "")
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		held <- out
-	}()
+	holder, pause := e.pausedBeforeCommit()
+	held := applyLater(t, holder, inbox.Event{ID: "evt_slow"}, func(ctx context.Context, tx TTx) error {
+		return e.write(ctx, tx, "evt_slow", "")
+	})
 	<-pause.Reached()
 
 	ib := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
@@ -467,9 +435,7 @@ func TestSQLiteBusyTimeoutIsAnError(t *testing.T) {
 	if _, err := e.inbox(inbox.Config{Hook: crash.Hook}).Do(ctx, "h", inbox.Event{ID: "evt_claimed"}, eff); !errors.Is(err, inboxtest.ErrInjected) {
 		t.Fatal(err)
 	}
-	var faults inboxtest.Faults
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	holder := e.inbox(inbox.Config{Hook: faults.Hook})
+	holder, pause := e.pausedBeforeCommit()
 	held := make(chan error, 1)
 	go func() {
 		_, err := holder.Apply(ctx, "h", inbox.Event{ID: "evt_slow"}, func(context.Context, *sql.Tx) error { return nil })

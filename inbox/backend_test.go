@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
@@ -23,6 +24,9 @@ import (
 
 // envDSN carries the database of a crash test's parent to its child.
 const envDSN = "INBOX_TEST_DSN"
+
+// envProvider carries the URL of a crash test's fake provider to its child.
+const envProvider = "INBOX_TEST_PROVIDER"
 
 // maxConns is the connection pool size of every backend.
 const maxConns = 8
@@ -167,6 +171,46 @@ func (e *env[TTx]) inbox(cfg inbox.Config) *inbox.Inbox[TTx] {
 		e.t.Fatal(err)
 	}
 	return ib
+}
+
+// bothPolicies runs f as the parallel subtests "reclaim" and "hold", each on
+// a fresh database set up on b, with the policy Reclaim(stale, 3) or
+// Hold(stale).
+func bothPolicies[TTx any](t *testing.T, b backend[TTx], stale time.Duration, f func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool)) {
+	for _, hold := range []bool{false, true} {
+		name, policy := "reclaim", inbox.Reclaim(stale, 3)
+		if hold {
+			name, policy = "hold", inbox.Hold(stale)
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, setup(t, b), policy, hold)
+		})
+	}
+}
+
+// applyLater runs ib.Apply of ev for the handler "h" in a goroutine and
+// sends its outcome on the returned channel; an error fails t.
+func applyLater[TTx any](t *testing.T, ib *inbox.Inbox[TTx], ev inbox.Event, fn func(context.Context, TTx) error) <-chan inbox.Outcome {
+	outcome := make(chan inbox.Outcome, 1)
+	go func() {
+		out, err := ib.Apply(context.Background(), "h", ev, fn)
+		if err != nil {
+			t.Error(err)
+		}
+		outcome <- out
+	}()
+	return outcome
+}
+
+// pausedBeforeCommit returns another Inbox over the same database whose
+// Apply stops before its commit: pause is reached there, and the commit
+// waits until pause is released.
+func (e *env[TTx]) pausedBeforeCommit() (*inbox.Inbox[TTx], *inboxtest.Pause) {
+	e.t.Helper()
+	var faults inboxtest.Faults
+	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
+	return e.inbox(inbox.Config{Hook: faults.Hook}), pause
 }
 
 // reopen connects to the same database with a new pool.

@@ -156,135 +156,118 @@ func (suite[TTx]) DoConcurrent(t *testing.T, e *env[TTx]) {
 // threshold a redelivery is in flight; after it, Reclaim re-runs the effect
 // under a new token, and Hold parks the claim without running it.
 func (suite[TTx]) CrashAfterClaim(t *testing.T, b backend[TTx]) {
-	for _, policy := range []inbox.Policy{inbox.Reclaim(time.Hour, 3), inbox.Hold(time.Hour)} {
-		name := "reclaim"
-		if policy == inbox.Hold(time.Hour) {
-			name = "hold"
+	bothPolicies(t, b, time.Hour, func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool) {
+		ctx := context.Background()
+		ev := inbox.Event{Source: "stripe", ID: "evt_1"}
+		var runs []inbox.Claim
+		eff := inbox.Effect[TTx]{Policy: policy, Run: func(_ context.Context, c inbox.Claim) error {
+			runs = append(runs, c)
+			return nil
+		}}
+		if p, ok := inboxtest.CrashPoint(); ok {
+			ib := e.inbox(inbox.Config{Hook: inboxtest.CrashHook(p)})
+			out, err := ib.Do(ctx, "capture", ev, eff)
+			t.Fatalf("child did not crash: Do = %v, %v", out, err)
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, b)
-			ctx := context.Background()
-			ev := inbox.Event{Source: "stripe", ID: "evt_1"}
-			var runs []inbox.Claim
-			eff := inbox.Effect[TTx]{Policy: policy, Run: func(_ context.Context, c inbox.Claim) error {
-				runs = append(runs, c)
-				return nil
-			}}
-			if p, ok := inboxtest.CrashPoint(); ok {
-				ib := e.inbox(inbox.Config{Hook: inboxtest.CrashHook(p)})
-				out, err := ib.Do(ctx, "capture", ev, eff)
-				t.Fatalf("child did not crash: Do = %v, %v", out, err)
-			}
-			inboxtest.Crash(t, inbox.AfterClaim, envDSN+"="+e.dsn)
+		inboxtest.Crash(t, inbox.AfterClaim, envDSN+"="+e.dsn)
 
-			status, token, attempts := e.row("stripe", "capture", "evt_1")
-			if status != "claimed" || token == "" || attempts != 1 {
-				t.Fatalf("after crash: status %q token %q attempts %d; want a live claim", status, token, attempts)
+		status, token, attempts := e.row("stripe", "capture", "evt_1")
+		if status != "claimed" || token == "" || attempts != 1 {
+			t.Fatalf("after crash: status %q token %q attempts %d; want a live claim", status, token, attempts)
+		}
+		if out, err := e.ib.Do(ctx, "capture", ev, eff); out != inbox.InFlight || err != nil {
+			t.Fatalf("before the threshold: Do = %v, %v; want in-flight", out, err)
+		}
+		if err := inboxtest.AgeClaim(ctx, e.drv, "stripe", "capture", "evt_1", 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.ib.Do(ctx, "capture", ev, eff)
+		if hold {
+			if out != inbox.Held || err != nil || len(runs) != 0 {
+				t.Fatalf("hold: Do = %v, %v, effect ran %d times; want held, not run", out, err, len(runs))
 			}
-			if out, err := e.ib.Do(ctx, "capture", ev, eff); out != inbox.InFlight || err != nil {
-				t.Fatalf("before the threshold: Do = %v, %v; want in-flight", out, err)
+			held, err := e.ib.Held(ctx)
+			if err != nil || len(held) != 1 || held[0].EventID != "evt_1" || held[0].Key != inbox.ClaimKey("stripe", "capture", "evt_1") || held[0].Reason == "" {
+				t.Fatalf("Held() = %+v, %v", held, err)
 			}
-			if err := inboxtest.AgeClaim(ctx, e.drv, "stripe", "capture", "evt_1", 2*time.Hour); err != nil {
+			if out, _ := e.ib.Do(ctx, "capture", ev, eff); out != inbox.Held || len(runs) != 0 {
+				t.Fatalf("redelivery of a held claim = %v; want held, not run", out)
+			}
+			// A person checked: the capture never reached the provider.
+			if err := e.ib.Resolve(ctx, "stripe", "capture", "evt_1", inbox.Rerun); err != nil {
 				t.Fatal(err)
 			}
-			out, err := e.ib.Do(ctx, "capture", ev, eff)
-			if name == "hold" {
-				if out != inbox.Held || err != nil || len(runs) != 0 {
-					t.Fatalf("hold: Do = %v, %v, effect ran %d times; want held, not run", out, err, len(runs))
-				}
-				held, err := e.ib.Held(ctx)
-				if err != nil || len(held) != 1 || held[0].EventID != "evt_1" || held[0].Key != inbox.ClaimKey("stripe", "capture", "evt_1") || held[0].Reason == "" {
-					t.Fatalf("Held() = %+v, %v", held, err)
-				}
-				if out, _ := e.ib.Do(ctx, "capture", ev, eff); out != inbox.Held || len(runs) != 0 {
-					t.Fatalf("redelivery of a held claim = %v; want held, not run", out)
-				}
-				// A person checked: the capture never reached the provider.
-				if err := e.ib.Resolve(ctx, "stripe", "capture", "evt_1", inbox.Rerun); err != nil {
-					t.Fatal(err)
-				}
-				if out, err := e.ib.Do(ctx, "capture", ev, eff); out != inbox.Processed || err != nil || len(runs) != 1 {
-					t.Fatalf("after Rerun: Do = %v, %v, ran %d; want processed once", out, err, len(runs))
-				}
-				return
+			if out, err := e.ib.Do(ctx, "capture", ev, eff); out != inbox.Processed || err != nil || len(runs) != 1 {
+				t.Fatalf("after Rerun: Do = %v, %v, ran %d; want processed once", out, err, len(runs))
 			}
-			if out != inbox.Processed || err != nil || len(runs) != 1 {
-				t.Fatalf("reclaim: Do = %v, %v, effect ran %d times; want processed once", out, err, len(runs))
-			}
-			if c := runs[0]; c.Token == token || c.Attempt != 2 || c.Key != inbox.ClaimKey("stripe", "capture", "evt_1") {
-				t.Fatalf("reclaimed claim %+v; want a new token, attempt 2, the same key", c)
-			}
-		})
-	}
+			return
+		}
+		if out != inbox.Processed || err != nil || len(runs) != 1 {
+			t.Fatalf("reclaim: Do = %v, %v, effect ran %d times; want processed once", out, err, len(runs))
+		}
+		if c := runs[0]; c.Token == token || c.Attempt != 2 || c.Key != inbox.ClaimKey("stripe", "capture", "evt_1") {
+			t.Fatalf("reclaimed claim %+v; want a new token, attempt 2, the same key", c)
+		}
+	})
 }
 
 // A real process dies after its side effect reached the provider, before
 // recording it. Reclaim runs the effect again, and the stable key lets the
 // provider dedupe it; Hold never runs it a second time.
 func (suite[TTx]) CrashAfterEffect(t *testing.T, b backend[TTx]) {
-	const envProvider = "INBOX_TEST_PROVIDER"
-	for _, name := range []string{"reclaim", "hold"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, b)
-			ctx := context.Background()
-			policy := inbox.Reclaim(time.Hour, 3)
-			if name == "hold" {
-				policy = inbox.Hold(time.Hour)
+	bothPolicies(t, b, time.Hour, func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool) {
+		ctx := context.Background()
+		ev := inbox.Event{Source: "stripe", ID: "evt_1"}
+		eff := func(url string) inbox.Effect[TTx] {
+			return inbox.Effect[TTx]{Policy: policy,
+				Run: func(ctx context.Context, c inbox.Claim) error { return send(ctx, url, c.Key) },
+				Finish: func(ctx context.Context, tx TTx, c inbox.Claim) error {
+					return e.write(ctx, tx, ev.ID, "receipt sent")
+				},
 			}
-			ev := inbox.Event{Source: "stripe", ID: "evt_1"}
-			eff := func(url string) inbox.Effect[TTx] {
-				return inbox.Effect[TTx]{Policy: policy,
-					Run: func(ctx context.Context, c inbox.Claim) error { return send(ctx, url, c.Key) },
-					Finish: func(ctx context.Context, tx TTx, c inbox.Claim) error {
-						return e.write(ctx, tx, ev.ID, "receipt sent")
-					},
-				}
-			}
-			if p, ok := inboxtest.CrashPoint(); ok {
-				ib := e.inbox(inbox.Config{Hook: inboxtest.CrashHook(p)})
-				out, err := ib.Do(ctx, "receipt", ev, eff(os.Getenv(envProvider)))
-				t.Fatalf("child did not crash: Do = %v, %v", out, err)
-			}
-			provider := newFakeProvider(t)
-			inboxtest.Crash(t, inbox.AfterEffect, envDSN+"="+e.dsn, envProvider+"="+provider.URL)
+		}
+		if p, ok := inboxtest.CrashPoint(); ok {
+			ib := e.inbox(inbox.Config{Hook: inboxtest.CrashHook(p)})
+			out, err := ib.Do(ctx, "receipt", ev, eff(os.Getenv(envProvider)))
+			t.Fatalf("child did not crash: Do = %v, %v", out, err)
+		}
+		provider := newFakeProvider(t)
+		inboxtest.Crash(t, inbox.AfterEffect, envDSN+"="+e.dsn, envProvider+"="+provider.URL)
 
-			if calls, _ := provider.counts(); calls != 1 {
-				t.Fatalf("child made %d provider calls; want 1", calls)
+		if calls, _ := provider.counts(); calls != 1 {
+			t.Fatalf("child made %d provider calls; want 1", calls)
+		}
+		if status, _, _ := e.row("stripe", "receipt", "evt_1"); status != "claimed" || e.effects(ev.ID) != 0 {
+			t.Fatalf("after crash: status %q, %d local effects; want claimed, 0", status, e.effects(ev.ID))
+		}
+		if err := inboxtest.AgeClaim(ctx, e.drv, "stripe", "receipt", "evt_1", 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.ib.Do(ctx, "receipt", ev, eff(provider.URL))
+		calls, effects := provider.counts()
+		if hold {
+			if out != inbox.Held || err != nil || calls != 1 {
+				t.Fatalf("hold: Do = %v, %v, %d provider calls; want held, 1 call", out, err, calls)
 			}
-			if status, _, _ := e.row("stripe", "receipt", "evt_1"); status != "claimed" || e.effects(ev.ID) != 0 {
-				t.Fatalf("after crash: status %q, %d local effects; want claimed, 0", status, e.effects(ev.ID))
-			}
-			if err := inboxtest.AgeClaim(ctx, e.drv, "stripe", "receipt", "evt_1", 2*time.Hour); err != nil {
+			// A person sees the email went out and marks it done.
+			if err := e.ib.Resolve(ctx, "stripe", "receipt", "evt_1", inbox.MarkDone); err != nil {
 				t.Fatal(err)
 			}
-			out, err := e.ib.Do(ctx, "receipt", ev, eff(provider.URL))
-			calls, effects := provider.counts()
-			if name == "hold" {
-				if out != inbox.Held || err != nil || calls != 1 {
-					t.Fatalf("hold: Do = %v, %v, %d provider calls; want held, 1 call", out, err, calls)
-				}
-				// A person sees the email went out and marks it done.
-				if err := e.ib.Resolve(ctx, "stripe", "receipt", "evt_1", inbox.MarkDone); err != nil {
-					t.Fatal(err)
-				}
-				if out, _ := e.ib.Do(ctx, "receipt", ev, eff(provider.URL)); out != inbox.Duplicate {
-					t.Fatalf("after MarkDone: Do = %v; want duplicate", out)
-				}
-				if calls, _ := provider.counts(); calls != 1 {
-					t.Fatalf("%d provider calls; want 1", calls)
-				}
-				return
+			if out, _ := e.ib.Do(ctx, "receipt", ev, eff(provider.URL)); out != inbox.Duplicate {
+				t.Fatalf("after MarkDone: Do = %v; want duplicate", out)
 			}
-			if out != inbox.Processed || err != nil || calls != 2 || effects != 1 {
-				t.Fatalf("reclaim: Do = %v, %v, %d calls, %d distinct effects; want processed, 2 calls, 1 effect", out, err, calls, effects)
+			if calls, _ := provider.counts(); calls != 1 {
+				t.Fatalf("%d provider calls; want 1", calls)
 			}
-			if n := e.effects(ev.ID); n != 1 {
-				t.Fatalf("%d local effects; want 1", n)
-			}
-		})
-	}
+			return
+		}
+		if out != inbox.Processed || err != nil || calls != 2 || effects != 1 {
+			t.Fatalf("reclaim: Do = %v, %v, %d calls, %d distinct effects; want processed, 2 calls, 1 effect", out, err, calls, effects)
+		}
+		if n := e.effects(ev.ID); n != 1 {
+			t.Fatalf("%d local effects; want 1", n)
+		}
+	})
 }
 
 // Failures injected at each point leave the state a crash there would.

@@ -149,37 +149,33 @@ func (suite[TTx]) Sweep(t *testing.T, e *env[TTx]) {
 // the sweep parked its claim: its finish fails with ErrLostClaim and its
 // writes roll back, under either policy.
 func (suite[TTx]) SweepFencesTheStaleOwner(t *testing.T, b backend[TTx]) {
-	for _, p := range []inbox.Policy{inbox.Hold(time.Hour), inbox.Reclaim(time.Hour, 3)} {
-		t.Run(p.String(), func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, b)
-			ctx := context.Background()
-			inEffect, wake := make(chan struct{}), make(chan struct{})
-			done := make(chan error, 1)
-			go func() {
-				_, err := e.ib.Do(ctx, "h", inbox.Event{ID: "evt_1"}, inbox.Effect[TTx]{
-					Policy: p,
-					Run:    func(context.Context, inbox.Claim) error { close(inEffect); <-wake; return nil },
-					Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, "evt_1", "") },
-				})
-				done <- err
-			}()
-			<-inEffect
-			if err := inboxtest.AgeClaim(ctx, e.drv, "", "h", "evt_1", 2*time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			if found, err := e.ib.Sweep(ctx); len(found) != 1 || err != nil {
-				t.Fatalf("Sweep = %+v, %v; want the hung claim", found, err)
-			}
-			close(wake)
-			if err := <-done; !errors.Is(err, inbox.ErrLostClaim) {
-				t.Fatalf("stale owner's Do: %v; want ErrLostClaim", err)
-			}
-			if n := e.effects("evt_1"); n != 0 {
-				t.Fatalf("stale owner's finish committed %d rows", n)
-			}
-		})
-	}
+	bothPolicies(t, b, time.Hour, func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool) {
+		ctx := context.Background()
+		inEffect, wake := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.ib.Do(ctx, "h", inbox.Event{ID: "evt_1"}, inbox.Effect[TTx]{
+				Policy: policy,
+				Run:    func(context.Context, inbox.Claim) error { close(inEffect); <-wake; return nil },
+				Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, "evt_1", "") },
+			})
+			done <- err
+		}()
+		<-inEffect
+		if err := inboxtest.AgeClaim(ctx, e.drv, "", "h", "evt_1", 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if found, err := e.ib.Sweep(ctx); len(found) != 1 || err != nil {
+			t.Fatalf("Sweep = %+v, %v; want the hung claim", found, err)
+		}
+		close(wake)
+		if err := <-done; !errors.Is(err, inbox.ErrLostClaim) {
+			t.Fatalf("stale owner's Do: %v; want ErrLostClaim", err)
+		}
+		if n := e.effects("evt_1"); n != 0 {
+			t.Fatalf("stale owner's finish committed %d rows", n)
+		}
+	})
 }
 
 // Several sweepers (two Inboxes, as two processes would have, four
@@ -333,91 +329,85 @@ func (suite[TTx]) MigrateUpgradesOldSchema(t *testing.T, b backend[TTx]) {
 // person (or a replay) then sends is deduplicated by the provider on the
 // claim's key.
 func (suite[TTx]) GatewayGaveUp(t *testing.T, b backend[TTx]) {
-	const envProvider = "INBOX_TEST_PROVIDER"
-	for _, name := range []string{"hold", "reclaim"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, b)
-			ctx := context.Background()
-			policy := inbox.Hold(5 * time.Minute)
-			if name == "reclaim" {
-				policy = inbox.Reclaim(5*time.Minute, 3)
+	bothPolicies(t, b, 5*time.Minute, func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool) {
+		ctx := context.Background()
+		ev := inbox.Event{Source: "stripe", ID: "evt_1"}
+		effect := func(url string, block bool) inbox.Effect[TTx] {
+			return inbox.Effect[TTx]{Policy: policy,
+				Run: func(ctx context.Context, c inbox.Claim) error {
+					if err := send(ctx, url, c.Key); err != nil {
+						return err
+					}
+					if block { // the parent kills this process now
+						<-time.After(time.Hour)
+					}
+					return nil
+				},
+				Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, ev.ID, "") },
 			}
-			ev := inbox.Event{Source: "stripe", ID: "evt_1"}
-			effect := func(url string, block bool) inbox.Effect[TTx] {
-				return inbox.Effect[TTx]{Policy: policy,
-					Run: func(ctx context.Context, c inbox.Claim) error {
-						if err := send(ctx, url, c.Key); err != nil {
-							return err
-						}
-						if block { // the parent kills this process now
-							<-time.After(time.Hour)
-						}
-						return nil
-					},
-					Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, ev.ID, "") },
-				}
+		}
+		if _, ok := inboxtest.CrashPoint(); ok {
+			out, err := e.ib.Do(ctx, "capture", ev, effect(os.Getenv(envProvider), true))
+			t.Fatalf("child was not killed: Do = %v, %v", out, err)
+		}
+		called := make(chan struct{})
+		var once sync.Once
+		provider := newFakeProvider(t)
+		relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := send(r.Context(), provider.URL, r.Header.Get("Idempotency-Key")); err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
 			}
-			if _, ok := inboxtest.CrashPoint(); ok {
-				out, err := e.ib.Do(ctx, "capture", ev, effect(os.Getenv(envProvider), true))
-				t.Fatalf("child was not killed: Do = %v, %v", out, err)
-			}
-			called := make(chan struct{})
-			var once sync.Once
-			provider := newFakeProvider(t)
-			relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if err := send(r.Context(), provider.URL, r.Header.Get("Idempotency-Key")); err != nil {
-					http.Error(w, err.Error(), http.StatusBadGateway)
-					return
-				}
-				once.Do(func() { close(called) })
-			}))
-			defer relay.Close()
-			inboxtest.Kill(t, called, envDSN+"="+e.dsn, envProvider+"="+relay.URL)
+			once.Do(func() { close(called) })
+		}))
+		defer relay.Close()
+		inboxtest.Kill(t, called, envDSN+"="+e.dsn, envProvider+"="+relay.URL)
 
-			if status, _, _ := e.row("stripe", "capture", "evt_1"); status != "claimed" {
-				t.Fatalf("after kill -9: %q; want claimed", status)
+		if status, _, _ := e.row("stripe", "capture", "evt_1"); status != "claimed" {
+			t.Fatalf("after kill -9: %q; want claimed", status)
+		}
+		var log staleLog
+		ib := e.inbox(inbox.Config{OnStale: log.onStale})
+		if found, _ := ib.Sweep(ctx); len(found) != 0 {
+			t.Fatalf("Sweep before the stale duration: %+v", found)
+		}
+		// No redelivery ever comes; time passes.
+		if n, err := inboxtest.AgeClaims(ctx, e.drv, 10*time.Minute); n != 1 || err != nil {
+			t.Fatalf("AgeClaims = %d, %v", n, err)
+		}
+		found, err := ib.Sweep(ctx)
+		if err != nil || len(found) != 1 || len(log.got()) != 1 {
+			t.Fatalf("Sweep = %+v, %v, %d reported; want the killed claim, reported", found, err, len(log.got()))
+		}
+		if hold {
+			held, err := ib.Held(ctx)
+			if found[0].Action != inbox.StaleHeld || err != nil || len(held) != 1 || held[0].EventID != "evt_1" {
+				t.Fatalf("hold: found %v, Held() = %+v, %v; want it held", found[0].Action, held, err)
 			}
-			var log staleLog
-			ib := e.inbox(inbox.Config{OnStale: log.onStale})
-			if found, _ := ib.Sweep(ctx); len(found) != 0 {
-				t.Fatalf("Sweep before the stale duration: %+v", found)
+			// A person checks with the provider: captured. Mark it done.
+			if err := ib.Resolve(ctx, held[0].Source, held[0].Handler, held[0].EventID, inbox.MarkDone); err != nil {
+				t.Fatal(err)
 			}
-			// No redelivery ever comes; time passes.
-			if n, err := inboxtest.AgeClaims(ctx, e.drv, 10*time.Minute); n != 1 || err != nil {
-				t.Fatalf("AgeClaims = %d, %v", n, err)
+		} else {
+			released, err := ib.Released(ctx)
+			if found[0].Action != inbox.StaleReleased || err != nil || len(released) != 1 {
+				t.Fatalf("reclaim: found %v, Released() = %+v, %v; want it released", found[0].Action, released, err)
 			}
-			found, err := ib.Sweep(ctx)
-			if err != nil || len(found) != 1 || len(log.got()) != 1 {
-				t.Fatalf("Sweep = %+v, %v, %d reported; want the killed claim, reported", found, err, len(log.got()))
+			// Someone sends the event again (anyhook replay): it runs.
+			if out, err := ib.Do(ctx, "capture", ev, effect(provider.URL, false)); out != inbox.Processed || err != nil {
+				t.Fatalf("re-run after the sweep: Do = %v, %v; want processed", out, err)
 			}
-			if name == "hold" {
-				held, err := ib.Held(ctx)
-				if found[0].Action != inbox.StaleHeld || err != nil || len(held) != 1 || held[0].EventID != "evt_1" {
-					t.Fatalf("hold: found %v, Held() = %+v, %v; want it held", found[0].Action, held, err)
-				}
-				// A person checks with the provider: captured. Mark it done.
-				if err := ib.Resolve(ctx, held[0].Source, held[0].Handler, held[0].EventID, inbox.MarkDone); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				released, err := ib.Released(ctx)
-				if found[0].Action != inbox.StaleReleased || err != nil || len(released) != 1 {
-					t.Fatalf("reclaim: found %v, Released() = %+v, %v; want it released", found[0].Action, released, err)
-				}
-				// Someone sends the event again (anyhook replay): it runs.
-				if out, err := ib.Do(ctx, "capture", ev, effect(provider.URL, false)); out != inbox.Processed || err != nil {
-					t.Fatalf("re-run after the sweep: Do = %v, %v; want processed", out, err)
-				}
-			}
-			calls, effects := provider.counts()
-			want := map[string]int{"hold": 1, "reclaim": 2}[name]
-			if calls != want || effects != 1 {
-				t.Fatalf("provider: %d calls, %d effects; want %d, 1", calls, effects, want)
-			}
-			if status, _, _ := e.row("stripe", "capture", "evt_1"); status != "done" {
-				t.Fatalf("final status %q; want done", status)
-			}
-		})
-	}
+		}
+		calls, effects := provider.counts()
+		want := 2 // the killed call and the re-run
+		if hold {
+			want = 1
+		}
+		if calls != want || effects != 1 {
+			t.Fatalf("provider: %d calls, %d effects; want %d, 1", calls, effects, want)
+		}
+		if status, _, _ := e.row("stripe", "capture", "evt_1"); status != "done" {
+			t.Fatalf("final status %q; want done", status)
+		}
+	})
 }

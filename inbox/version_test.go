@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/inbox"
-	"github.com/anyhook/anyhook/inbox/inboxtest"
 )
 
 // subEvent is a subscription status change as a provider sends it.
@@ -88,9 +87,7 @@ func (suite[TTx]) AdvanceConcurrentBothOrders(t *testing.T, b backend[TTx]) {
 			t.Parallel()
 			e := setup(t, b)
 			ctx := context.Background()
-			var faults inboxtest.Faults
-			pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-			first := e.inbox(inbox.Config{Hook: faults.Hook})
+			first, pause := e.pausedBeforeCommit()
 			second := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
 			firstDone := make(chan error)
 			go func() {
