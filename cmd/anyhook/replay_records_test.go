@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -16,13 +15,7 @@ import (
 func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 	t.Parallel()
 	f := newReplayFixture(t)
-	var ids []string
-	for i := range 2 {
-		ids = append(ids, sendTo(t, f.url, "stripe", fmt.Sprintf("evt_twice_%d", i)))
-	}
-	for _, id := range ids {
-		f.waitDead(t, id)
-	}
+	ids := f.sendDead(t, "evt_twice", 2)
 	// billing (which still answers 500) is paused, so that its replays
 	// wait instead of going dead in their turn before the second run.
 	f.post(t, "/api/destinations/billing/pause")
