@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/anyhook/anyhook/internal/syncio"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -34,7 +35,7 @@ func tryServe(t *testing.T, cfg string) serveOutcome {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = &syncWriter{w: p.stderr}
+	cmd.Stderr = &syncio.Writer{W: p.stderr}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/syncio"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -84,7 +85,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
 		return nil, err
 	}
 	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = &syncWriter{w: p.stderr}
+	cmd.Stderr = &syncio.Writer{W: p.stderr}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -112,17 +113,6 @@ func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
 func (p *proc) kill() {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
 }
 
 // sendEvent posts a Stripe-signed event with id to the gateway.
