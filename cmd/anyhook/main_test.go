@@ -202,6 +202,20 @@ func newRecorder(t *testing.T, hold bool) *recorder {
 	return r
 }
 
+// expect waits for the next delivery to arrive at r, what it is in a
+// failure, and wants it to be of event id.
+func (r *recorder) expect(t *testing.T, id, what string) {
+	t.Helper()
+	select {
+	case got := <-r.arrived:
+		if got != id {
+			t.Fatalf("%s: delivery of %s, want %s", what, got, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: nothing arrived", what)
+	}
+}
+
 func (r *recorder) snapshot() map[string][]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -235,6 +249,15 @@ func (r *recorder) awaitAll(t *testing.T, want map[string]bool) map[string][]str
 			t.Fatalf("%d of %d acknowledged events never delivered", missing, len(want))
 		}
 	}
+}
+
+// sqliteGateway writes to dir the config of a gateway on the SQLite
+// database dir/anyhook.db that delivers to a recorder answering at once
+// (reclaim on a stale claim), and returns the config file and the recorder.
+func sqliteGateway(t *testing.T, dir string) (string, *recorder) {
+	t.Helper()
+	dest := newRecorder(t, false)
+	return writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim")), dest
 }
 
 // gatewayConfig is a config with one stripe source and one billing
@@ -282,14 +305,7 @@ func TestKillDuringDeliveryReclaim(t *testing.T) {
 	t.Parallel()
 	cfg, dest, id := killDuringDelivery(t, "reclaim")
 	start(t, cfg)
-	select {
-	case got := <-dest.arrived:
-		if got != id {
-			t.Fatalf("resent delivery id %s, want %s", got, id)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("not resent after restart")
-	}
+	dest.expect(t, id, "the resend after restart")
 	if a := dest.snapshot()[id]; len(a) != 2 || a[0] != "1" || a[1] != "2" {
 		t.Fatalf("attempt headers = %v, want [1 2]", a)
 	}
@@ -323,8 +339,7 @@ func TestKillDuringDeliveryHold(t *testing.T) {
 func TestKillDuringBurstLosesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	dest := newRecorder(t, false)
-	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
+	cfg, dest := sqliteGateway(t, dir)
 	acked := burstThenKill(t, start(t, cfg), "evt_burst", 400, 16)
 	nAcked := len(acked)
 	start(t, cfg)
@@ -335,8 +350,8 @@ func TestKillDuringBurstLosesNothing(t *testing.T) {
 func TestSIGTERMExitsZero(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	dest := newRecorder(t, false)
-	p := start(t, writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim")))
+	cfg, _ := sqliteGateway(t, dir)
+	p := start(t, cfg)
 	if code, _, err := sendEvent(p.url, "evt_term"); err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}

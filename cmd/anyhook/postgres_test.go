@@ -831,14 +831,7 @@ destinations:
 	next := start(t, config("new.yaml", false)) // knows audit only
 	// Its rescuer re-sends audit's expired claim; charges' expired earlier,
 	// so that rescue round saw it too.
-	select {
-	case got := <-audit.arrived:
-		if got != id {
-			t.Fatalf("audit got %s, want %s", got, id)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("audit's expired claim was not rescued")
-	}
+	audit.expect(t, id, "the rescue of audit's expired claim")
 	var ev struct {
 		Deliveries []struct {
 			Destination string `json:"destination"`
