@@ -77,31 +77,41 @@ func startProc(t *testing.T, cfg string) (*proc, error) {
 	return startCmd(t, exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn"))
 }
 
-// startCmd is startProc for a command of the caller's (a wrapper that sets
-// the umask, say).
-func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
+// launch starts cmd as a proc, killed when t ends, and returns it with the
+// address it says it listens on, once it does.
+func launch(t *testing.T, cmd *exec.Cmd) (*proc, <-chan string, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = &syncio.Writer{W: p.stderr}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	go func() { cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.kill() })
-	line := make(chan string, 1)
+	listening := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if _, addr, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				line <- addr
+				listening <- addr
 			}
 		}
 	}()
+	return p, listening, nil
+}
+
+// startCmd is startProc for a command of the caller's (a wrapper that sets
+// the umask, say).
+func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
+	p, listening, err := launch(t, cmd)
+	if err != nil {
+		return nil, err
+	}
 	select {
-	case p.url = <-line:
+	case p.url = <-listening:
 		return p, nil
 	case <-p.done:
 		return nil, fmt.Errorf("anyhook exited before listening: %s", p.stderr)
