@@ -77,6 +77,12 @@ func Run(t *testing.T, open Open) {
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
+		{"OrderByVersion", testOrderByVersion},
+		{"OrderFailingHeadBlocksOnlyItsObject", testOrderFailingHeadBlocksOnlyItsObject},
+		{"OrderDeadReleasesNext", testOrderDeadReleasesNext},
+		{"OrderHeldBlocks", testOrderHeldBlocks},
+		{"OrderPaused", testOrderPaused},
+		{"OrderConcurrentClaims", testOrderConcurrentClaims},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
