@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"time"
 
@@ -126,3 +127,30 @@ func Behind(qs []Queued) map[string]Blocker {
 // claim up to limit: several deliveries of one object may come first, and
 // only one of them is claimed.
 func OrderCandidates(limit int) int { return 4 * limit }
+
+// FillWaitsBehind sets WaitsBehind on the deliveries among ds that are
+// pending (or paused) to a destination inOrder names and wait behind
+// another delivery of their object, asking s.
+func FillWaitsBehind(ctx context.Context, s interface {
+	WaitsBehind(ctx context.Context, ids []string) (map[string]Blocker, error)
+}, ds []anyhook.Delivery, inOrder map[string]bool) error {
+	var ids []string
+	for _, d := range ds {
+		if inOrder[d.Destination] && (d.Status == anyhook.StatusPending || d.Status == anyhook.StatusPaused) {
+			ids = append(ids, d.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	behind, err := s.WaitsBehind(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range ds {
+		if b, ok := behind[ds[i].ID]; ok {
+			ds[i].WaitsBehind, ds[i].WaitsBehindEvent = b.DeliveryID, b.EventID
+		}
+	}
+	return nil
+}
