@@ -154,3 +154,32 @@ func FillWaitsBehind(ctx context.Context, s interface {
 	}
 	return nil
 }
+
+// OrderCandidate is a due pending delivery ClaimInOrder looks at, and
+// whether its event has an object.
+type OrderCandidate struct {
+	ID        string
+	HasObject bool
+}
+
+// ToClaim chooses, among cands, the deliveries ClaimInOrder claims, at
+// most limit: those without an object, and the heads (Heads) of the
+// objects of the others, whose queues queue reads.
+func ToClaim(cands []OrderCandidate, limit int, queue func(ids []string) ([]Queued, error)) ([]string, error) {
+	var ids, objects []string
+	for _, c := range cands {
+		if c.HasObject {
+			objects = append(objects, c.ID)
+		} else {
+			ids = append(ids, c.ID)
+		}
+	}
+	if len(objects) > 0 {
+		qs, err := queue(objects)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, Heads(qs)...)
+	}
+	return ids[:min(len(ids), limit)], nil
+}

@@ -53,40 +53,24 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 	if err != nil {
 		return nil, store.Unavailable("claim", err)
 	}
-	type cand struct {
-		id     string
-		object bool
+	cands, err := collect(rows, sqlstore.ScanOrderCandidate)
+	if err != nil {
+		return nil, store.Unavailable("claim", err)
 	}
-	cands, err := collect(rows, func(sc scanner) (cand, error) {
-		var c cand
-		return c, sc.Scan(&c.id, &c.object)
+	ids, err := store.ToClaim(cands, limit, func(objects []string) ([]store.Queued, error) {
+		rows, err := tx.Query(ctx, sqlstore.QueuedQuery(sqlstore.Postgres, len(objects)), objects)
+		if err != nil {
+			return nil, err
+		}
+		return collect(rows, sqlstore.ScanQueued)
 	})
 	if err != nil {
 		return nil, store.Unavailable("claim", err)
 	}
-	var ids, objects []string
-	for _, c := range cands {
-		if c.object {
-			objects = append(objects, c.id)
-		} else {
-			ids = append(ids, c.id)
-		}
-	}
-	if len(objects) > 0 {
-		rows, err := tx.Query(ctx, sqlstore.QueuedQuery(sqlstore.Postgres, len(objects)), objects)
-		if err != nil {
-			return nil, store.Unavailable("claim", err)
-		}
-		qs, err := collect(rows, sqlstore.ScanQueued)
-		if err != nil {
-			return nil, store.Unavailable("claim", err)
-		}
-		ids = append(ids, store.Heads(qs)...)
-	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	claims, err := claimRows(ctx, tx, claimByID, destination, ids[:min(len(ids), limit)], micros(lease))
+	claims, err := claimRows(ctx, tx, claimByID, destination, ids, micros(lease))
 	if err != nil {
 		return nil, err
 	}

@@ -32,59 +32,36 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 	var claims []store.Claim
 	err := s.tx(ctx, "claim", func(tx *sql.Tx) error {
 		claims = nil
-		st := s.stmts(ctx, tx)
-		var paused bool
-		err := st.queryRow(qPaused, destination).Scan(&paused)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return store.Unavailable("claim", err)
-		}
-		if paused {
-			return nil
+		if paused, err := s.paused(ctx, tx, destination); paused || err != nil {
+			return err
 		}
 		now := s.now()
-		type cand struct {
-			id     string
-			object bool
-		}
-		cands, err := query(ctx, tx, func(sc scanner) (cand, error) {
-			var c cand
-			return c, sc.Scan(&c.id, &c.object)
-		}, orderCandidates, destination, micros(now), micros(now), store.OrderCandidates(limit))
+		cands, err := query(ctx, tx, sqlstore.ScanOrderCandidate, orderCandidates, destination, micros(now), micros(now), store.OrderCandidates(limit))
 		if err != nil {
 			return store.Unavailable("claim", err)
 		}
-		var ids, objects []any
-		for _, c := range cands {
-			if c.object {
-				objects = append(objects, c.id)
-			} else {
-				ids = append(ids, c.id)
-			}
-		}
-		if len(objects) > 0 {
-			qs, err := query(ctx, tx, sqlstore.ScanQueued, sqlstore.QueuedQuery(sqlstore.SQLite, len(objects)), append([]any{micros(now)}, objects...)...)
-			if err != nil {
-				return store.Unavailable("claim", err)
-			}
-			for _, id := range store.Heads(qs) {
-				ids = append(ids, id)
-			}
+		ids, err := store.ToClaim(cands, limit, func(objects []string) ([]store.Queued, error) {
+			return s.queued(ctx, tx, now, objects)
+		})
+		if err != nil {
+			return store.Unavailable("claim", err)
 		}
 		if len(ids) == 0 {
 			return nil
 		}
-		ids = ids[:min(len(ids), limit)]
+		args := []any{micros(now.Add(lease)), micros(now), micros(now)}
+		for _, id := range ids {
+			args = append(args, id)
+		}
 		ds, err := query(ctx, tx, sqlstore.ScanDelivery, `UPDATE deliveries
 			SET status = 'delivering', attempt_count = attempt_count + 1, lease_until = ?, updated_at = ?, claimed_at = ?
 			WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`) AND status = 'pending'
-			RETURNING `+deliveryCols, append([]any{micros(now.Add(lease)), micros(now), micros(now)}, ids...)...)
+			RETURNING `+deliveryCols, args...)
 		if err != nil {
 			return store.Unavailable("claim", err)
 		}
-		for _, d := range ds {
-			claims = append(claims, store.Claim{Delivery: d})
-		}
-		return s.attachEvents(ctx, tx, claims)
+		claims, err = s.withEvents(ctx, tx, ds)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -97,13 +74,29 @@ func (s *Store) WaitsBehind(ctx context.Context, ids []string) (map[string]store
 	if len(ids) == 0 {
 		return map[string]store.Blocker{}, nil
 	}
-	args := []any{micros(s.now())}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	qs, err := query(ctx, s.r, sqlstore.ScanQueued, sqlstore.QueuedQuery(sqlstore.SQLite, len(ids)), args...)
+	qs, err := s.queued(ctx, s.r, s.now(), ids)
 	if err != nil {
 		return nil, store.Unavailable("waits behind", err)
 	}
 	return store.Behind(qs), nil
+}
+
+// queued reads the queues of the objects of the deliveries ids
+// (sqlstore.QueuedQuery) as of now.
+func (s *Store) queued(ctx context.Context, db querier, now time.Time, ids []string) ([]store.Queued, error) {
+	args := []any{micros(now)}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return query(ctx, db, sqlstore.ScanQueued, sqlstore.QueuedQuery(sqlstore.SQLite, len(ids)), args...)
+}
+
+// paused reports, in tx, whether destination is paused.
+func (s *Store) paused(ctx context.Context, tx *sql.Tx, destination string) (bool, error) {
+	var paused bool
+	err := s.stmts(ctx, tx).queryRow(qPaused, destination).Scan(&paused)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, store.Unavailable("claim", err)
+	}
+	return paused, nil
 }

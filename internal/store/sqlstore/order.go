@@ -36,3 +36,10 @@ func ScanQueued(sc Scanner) (store.Queued, error) {
 	q.Status = anyhook.DeliveryStatus(status)
 	return q, err
 }
+
+// ScanOrderCandidate scans a row of (delivery id, its event has an
+// object).
+func ScanOrderCandidate(sc Scanner) (store.OrderCandidate, error) {
+	var c store.OrderCandidate
+	return c, sc.Scan(&c.ID, &c.HasObject)
+}
