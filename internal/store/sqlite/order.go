@@ -15,10 +15,13 @@ import (
 // object is not blocked (no delivery of it to the destination is
 // delivering, held or waiting for a retry), oldest due first, and says
 // whether each has an object. Parameters: destination, now, now, limit.
+// The object's deliveries are found through its events (events_object,
+// then deliveries_event: the join order and indexes are fixed, as SQLite
+// without statistics would rather walk the destination's queue).
 const orderCandidates = `SELECT d.id, e.object IS NOT NULL FROM deliveries d JOIN events e ON e.id = d.event_id
 	WHERE d.destination = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
 		AND (e.object IS NULL OR NOT EXISTS (
-			SELECT 1 FROM events be JOIN deliveries b ON b.event_id = be.id
+			SELECT 1 FROM events be INDEXED BY events_object CROSS JOIN deliveries b INDEXED BY deliveries_event ON b.event_id = be.id
 			WHERE be.source = e.source AND be.object = e.object AND b.destination = d.destination
 				AND (b.status IN ('delivering', 'held') OR (b.status = 'pending' AND b.next_attempt_at > ?))))
 	ORDER BY d.next_attempt_at LIMIT ?`

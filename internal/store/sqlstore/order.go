@@ -16,15 +16,22 @@ import (
 // n delivery ids; in PostgreSQL, one array of delivery ids ($1), and now
 // is the database's.
 func QueuedQuery(dl Dialect, n int) string {
-	due, ids := "?", "x.id IN (?"+strings.Repeat(", ?", max(n-1, 0))+")"
 	if dl.Numbered {
-		due, ids = "now()", "x.id = ANY($1)"
+		return queuedQuery("now()", "x.id = ANY($1)", "JOIN events e", "JOIN deliveries d")
 	}
+	// SQLite without statistics would rather walk the destination's
+	// whole queue (deliveries_due): the join order and indexes are
+	// fixed (CROSS JOIN keeps the order).
+	return queuedQuery("?", "x.id IN (?"+strings.Repeat(", ?", max(n-1, 0))+")",
+		"CROSS JOIN events e INDEXED BY events_object", "CROSS JOIN deliveries d INDEXED BY deliveries_event")
+}
+
+func queuedQuery(due, ids, events, deliveries string) string {
 	return `SELECT DISTINCT d.id, d.event_id, d.destination, e.source, e.object, coalesce(e.version, ''), d.status,
 		d.status = 'pending' AND d.next_attempt_at <= ` + due + `, d.created_at
 	FROM deliveries x JOIN events xe ON xe.id = x.event_id
-	JOIN events e ON e.source = xe.source AND e.object = xe.object
-	JOIN deliveries d ON d.event_id = e.id AND d.destination = x.destination
+	` + events + ` ON e.source = xe.source AND e.object = xe.object
+	` + deliveries + ` ON d.event_id = e.id AND d.destination = x.destination
 	WHERE ` + ids + ` AND xe.object IS NOT NULL AND d.status IN ('pending', 'delivering', 'held')`
 }
 
