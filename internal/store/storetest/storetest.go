@@ -75,6 +75,12 @@ func Run(t *testing.T, open Open) {
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
+		{"OrderByVersion", testOrderByVersion},
+		{"OrderFailingHeadBlocksOnlyItsObject", testOrderFailingHeadBlocksOnlyItsObject},
+		{"OrderDeadReleasesNext", testOrderDeadReleasesNext},
+		{"OrderHeldBlocks", testOrderHeldBlocks},
+		{"OrderPaused", testOrderPaused},
+		{"OrderConcurrentClaims", testOrderConcurrentClaims},
 	}
 	runTable(t, tests, withStore(open))
 	t.Run("Model", func(t *testing.T) {
