@@ -143,7 +143,7 @@ destinations:
 			} `json:"waits_behind"`
 		} `json:"items"`
 	}
-	apiGet(t, base, "/api/deliveries?destination=ledger", &list)
+	gatewaytest.AdminJSON(t, base+"/api/deliveries?destination=ledger", &list)
 	behind := map[string]string{} // event id → the event it waits behind
 	for _, d := range list.Items {
 		if d.WaitsBehind != nil {
