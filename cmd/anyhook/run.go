@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/anyhook/anyhook/internal/send"
 	"github.com/anyhook/anyhook/internal/soak"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/tracing"
 )
 
 // Exit statuses.
@@ -218,11 +220,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, exitUsage, cfg.Errorf("admin.listen", "%v", err))
 		}
 	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
-	if err != nil {
+	closeListeners := func() {
 		ln.Close()
 		if ls.Admin != nil {
 			ls.Admin.Close()
+		}
+	}
+	// Tracing is off unless the OTEL_* environment configures an
+	// exporter (docs/tracing.md).
+	tr, err := tracing.FromEnv(ctx, os.Getenv, buildinfo.Version(), log)
+	if err != nil {
+		closeListeners()
+		return fail(stderr, exitUsage, err)
+	}
+	gopt := gateway.Options{Config: cfg, Logger: log}
+	if tr != nil {
+		gopt.Tracer = tr.Provider()
+		log.Info("tracing on: exporting spans over OTLP/HTTP")
+	}
+	g, err := gateway.New(ctx, gopt)
+	if err != nil {
+		closeListeners()
+		if tr != nil {
+			tr.Shutdown(context.Background())
 		}
 		return fail(stderr, exitUsage, err)
 	}
@@ -246,6 +266,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := g.Stop(stopCtx); err != nil {
 		// What did not finish stays claimed and is rescued by lease.
 		log.Warn("stop was not clean", "err", err)
+	}
+	if tr != nil {
+		// After the gateway: the spans of the last requests and attempts
+		// are exported too.
+		if err := tr.Shutdown(stopCtx); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
 	}
 	return code
 }
