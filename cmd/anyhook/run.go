@@ -178,7 +178,10 @@ the admin API, the dashboard and /metrics, on the config's listen address
 (with admin.listen set, the admin API, dashboard, /metrics and /readyz are
 served there instead; tls: serves HTTPS). It listens first, then opens the database and applies pending migrations.
 SIGINT or SIGTERM stops it gracefully (exit 0). Exit 2: bad flags, a bad
-config, the address in use or an unreachable database.`
+config, the address in use, an unreachable database or an OTEL_* value it
+cannot use. OpenTelemetry tracing: the standard OTEL_* environment
+variables (OTEL_EXPORTER_OTLP_ENDPOINT …), off unless they name an
+exporter (docs/tracing.md).`
 
 func scheme(tls bool) string {
 	if tls {

@@ -71,7 +71,7 @@ func TestTracingRefusedRequest(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, kv := range server.Attributes {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	if got["http.response.status_code"] != "400" || got["anyhook.outcome"] != ingest.OutcomeRejectedSignature || got["anyhook.source"] != "stripe" {
 		t.Errorf("request span attributes = %v", got)
