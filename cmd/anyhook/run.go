@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -231,7 +230,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Tracing is off unless the OTEL_* environment configures an
 	// exporter (docs/tracing.md).
-	tr, err := tracing.FromEnv(ctx, os.Getenv, buildinfo.Version(), log)
+	tr, err := tracing.FromEnv(ctx, buildinfo.Version(), log)
 	if err != nil {
 		closeListeners()
 		return fail(stderr, exitUsage, err)
@@ -239,7 +238,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	gopt := gateway.Options{Config: cfg, Logger: log}
 	if tr != nil {
 		gopt.Tracer = tr.Provider()
-		log.Info("tracing on: exporting spans over OTLP/HTTP")
+		log.Info("tracing on: exporting spans over OTLP")
 	}
 	g, err := gateway.New(ctx, gopt)
 	if err != nil {

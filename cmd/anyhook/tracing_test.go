@@ -157,11 +157,11 @@ func TestTracingBadEnvironmentExits2(t *testing.T) {
 	t.Parallel()
 	cfg := writeConfig(t, t.TempDir(), gatewayConfig("sqlite:anyhook.db", "http://127.0.0.1:9/", "reclaim"))
 	for env, want := range map[string]string{
-		"OTEL_TRACES_EXPORTER=zipkin":      "OTEL_TRACES_EXPORTER",
-		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc": "OTEL_EXPORTER_OTLP_PROTOCOL",
-		"OTEL_TRACES_SAMPLER=sometimes":    "OTEL_TRACES_SAMPLER",
-		"OTEL_TRACES_SAMPLER_ARG=1.5":      "OTEL_TRACES_SAMPLER_ARG",
-		"OTEL_SDK_DISABLED=perhaps":        "OTEL_SDK_DISABLED",
+		"OTEL_TRACES_EXPORTER=zipkin":        "OTEL_TRACES_EXPORTER",
+		"OTEL_EXPORTER_OTLP_PROTOCOL=thrift": "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_TRACES_SAMPLER=sometimes":      "OTEL_TRACES_SAMPLER",
+		"OTEL_TRACES_SAMPLER_ARG=1.5":        "OTEL_TRACES_SAMPLER_ARG",
+		"OTEL_SDK_DISABLED=perhaps":          "OTEL_SDK_DISABLED",
 	} {
 		cmd := exec.Command(binary, "serve", "--config", cfg)
 		cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=otlp", env)

@@ -14,11 +14,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -73,31 +75,30 @@ func (t *Tracing) Provider() trace.TracerProvider { return t.tp }
 // Shutdown exports the spans still buffered and stops the exporter.
 func (t *Tracing) Shutdown(ctx context.Context) error { return t.tp.Shutdown(ctx) }
 
-// Env is how FromEnv reads the environment (os.Getenv).
-type Env func(string) string
-
-// FromEnv sets up tracing as the OTEL_* variables of getenv say, or
-// returns nil when they configure no exporter: tracing is off unless
-// OTEL_TRACES_EXPORTER is otlp, or an OTLP endpoint
+// FromEnv sets up tracing as the process's OTEL_* environment variables
+// say, or returns nil when they configure no exporter: tracing is off
+// unless OTEL_TRACES_EXPORTER is otlp, or an OTLP endpoint
 // (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is
 // set and OTEL_TRACES_EXPORTER does not say none; OTEL_SDK_DISABLED=true
 // turns it off whatever the rest says. The exporter is OTLP over HTTP
-// (http/protobuf, or http/json); it reads its own variables
+// (http/protobuf, the default, or http/json) or gRPC, as
+// OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL says; it reads its own variables
 // (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE …),
 // as the SDK reads OTEL_TRACES_SAMPLER and OTEL_BSP_*. The resource is
 // service.name anyhook and service.version version, overridden by
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. A value AnyHook cannot
 // use is an error naming the variable. Export failures are logged to log
 // at warn.
-func FromEnv(ctx context.Context, getenv Env, version string, log *slog.Logger) (*Tracing, error) {
-	on, err := enabled(getenv)
+func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Tracing, error) {
+	on, err := enabled()
 	if err != nil || !on {
 		return nil, err
 	}
-	if err := checkProtocol(getenv); err != nil {
+	grpc, err := protocolGRPC()
+	if err != nil {
 		return nil, err
 	}
-	if err := checkSampler(getenv); err != nil {
+	if err := checkSampler(); err != nil {
 		return nil, err
 	}
 	res, err := resource.New(ctx,
@@ -107,7 +108,12 @@ func FromEnv(ctx context.Context, getenv Env, version string, log *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
-	exp, err := otlptracehttp.New(ctx)
+	var exp sdktrace.SpanExporter
+	if grpc {
+		exp, err = otlptracegrpc.New(ctx)
+	} else {
+		exp, err = otlptracehttp.New(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter (OTEL_EXPORTER_OTLP_*): %w", err)
 	}
@@ -118,8 +124,8 @@ func FromEnv(ctx context.Context, getenv Env, version string, log *slog.Logger) 
 }
 
 // enabled says whether the environment asks for an exporter.
-func enabled(getenv Env) (bool, error) {
-	if v := strings.TrimSpace(getenv("OTEL_SDK_DISABLED")); v != "" {
+func enabled() (bool, error) {
+	if v := strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")); v != "" {
 		off, err := strconv.ParseBool(v)
 		if err != nil {
 			return false, fmt.Errorf("OTEL_SDK_DISABLED: %q is not true or false", v)
@@ -128,9 +134,9 @@ func enabled(getenv Env) (bool, error) {
 			return false, nil
 		}
 	}
-	exporters := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))
+	exporters := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))
 	if exporters == "" {
-		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", nil
+		return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", nil
 	}
 	otlp := false
 	for e := range strings.SplitSeq(exporters, ",") {
@@ -146,30 +152,35 @@ func enabled(getenv Env) (bool, error) {
 	return otlp, nil
 }
 
-// checkProtocol refuses an OTLP protocol other than HTTP's.
-func checkProtocol(getenv Env) error {
+// protocolGRPC reads the OTLP protocol: the traces' own variable, else
+// the general one; true for grpc, false for http/protobuf (the default)
+// and http/json.
+func protocolGRPC() (bool, error) {
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		switch v := strings.TrimSpace(getenv(k)); v {
-		case "", "http/protobuf", "http/json":
+		switch v := strings.TrimSpace(os.Getenv(k)); v {
+		case "":
+			continue
+		case "http/protobuf", "http/json":
+			return false, nil
 		case "grpc":
-			return fmt.Errorf("%s: grpc is not supported; use http/protobuf (the OTLP/HTTP port, 4318 by default)", k)
+			return true, nil
 		default:
-			return fmt.Errorf("%s: %q is not http/protobuf or http/json", k, v)
+			return false, fmt.Errorf("%s: %q is not grpc, http/protobuf or http/json", k, v)
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // checkSampler refuses what the SDK would silently replace by its
 // default: an unknown OTEL_TRACES_SAMPLER, or a ratio that is not a
 // number in [0, 1].
-func checkSampler(getenv Env) error {
-	s := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER")))
+func checkSampler() error {
+	s := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER")))
 	switch s {
 	case "", "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
 		return nil
 	case "traceidratio", "parentbased_traceidratio":
-		arg := strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))
+		arg := strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER_ARG"))
 		if arg == "" {
 			return nil
 		}
