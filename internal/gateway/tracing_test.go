@@ -125,8 +125,8 @@ func TestTracingContinuesTheProvidersTrace(t *testing.T) {
 	if c := attr(server, "http.response.status_code").AsInt64(); c != 200 {
 		t.Errorf("ingest span http.response.status_code = %d", c)
 	}
-	if got := attr(server, "anyhook.event.id").AsStringSlice(); !slices.Equal(got, []string{a.ID}) {
-		t.Errorf("ingest span anyhook.event.id = %v, want [%s]", got, a.ID)
+	if got := attr(server, "anyhook.event.ids").AsStringSlice(); !slices.Equal(got, []string{a.ID}) {
+		t.Errorf("ingest span anyhook.event.ids = %v, want [%s]", got, a.ID)
 	}
 	if attr(server, "anyhook.source").AsString() != "stripe" || attr(server, "http.route").AsString() != "/webhooks/{source}" ||
 		attr(server, "anyhook.outcome").AsString() != "accepted" {

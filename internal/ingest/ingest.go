@@ -408,7 +408,7 @@ func (h *Handler) record(parent context.Context, evs []store.NewEvent) ([]store.
 	for i, res := range results {
 		ids[i] = res.ID
 	}
-	trace.SpanFromContext(parent).SetAttributes(tracing.EventID.StringSlice(ids))
+	trace.SpanFromContext(parent).SetAttributes(tracing.EventIDs.StringSlice(ids))
 	return results, nil
 }
 

@@ -36,6 +36,7 @@ const (
 	Verification = attribute.Key("anyhook.verification")
 	Outcome      = attribute.Key("anyhook.outcome")
 	EventID      = attribute.Key("anyhook.event.id")
+	EventIDs     = attribute.Key("anyhook.event.ids")
 	EventCount   = attribute.Key("anyhook.event.count")
 	Duplicates   = attribute.Key("anyhook.event.duplicates")
 	Destination  = attribute.Key("anyhook.destination")
