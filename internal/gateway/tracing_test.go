@@ -23,8 +23,9 @@ import (
 )
 
 // traced runs a gateway like setup's, on the SQLite file db (its log key
-// beside it), whose spans go to an in-memory exporter as each ends.
-func traced(t *testing.T, sk *sink, db string) (*env, *tracetest.InMemoryExporter) {
+// beside it), whose spans go to an in-memory exporter as each ends; extra
+// is appended to the destination's settings.
+func traced(t *testing.T, sk *sink, db string, extra ...string) (*env, *tracetest.InMemoryExporter) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -41,7 +42,7 @@ destinations:
     url: %s/hooks?token=secret-in-url
     sources: [stripe]
     backoff: {initial: 10ms, max: 40ms}
-`, "sqlite:"+db, db+".key", stripeSecret, sk.URL)
+%s`, "sqlite:"+db, db+".key", stripeSecret, sk.URL, strings.Join(extra, ""))
 	sig := newSignals()
 	base, g := gatewaytest.Start(t, yaml, gateway.Options{Observer: sig, Tracer: tp})
 	return &env{url: base, gw: g, store: g.Store(), sink: sk, signals: sig}, exp
@@ -280,5 +281,24 @@ func TestTracingOffPassesTraceparentThrough(t *testing.T) {
 	}
 	if got := e.sink.requests()[1].Header.Get("Traceparent"); got != "" {
 		t.Errorf("tracing off sent a traceparent %q", got)
+	}
+}
+
+// An attempt that got no answer (the destination refuses connections)
+// is an error span without a status code, and says it led to dead.
+func TestTracingAttemptWithoutAnswer(t *testing.T) {
+	t.Parallel()
+	sk := newSink(t)
+	sk.Close() // its port now refuses connections
+	e, exp := traced(t, sk, filepath.Join(t.TempDir(), "anyhook.db"), "    max_attempts: 1\n")
+	a := e.sendStripe(t, "evt_refused")
+	e.waitStatus(t, a.ID, anyhook.StatusDead)
+	s := waitSpans(t, exp, "POST", 1)[0]
+	if s.Status.Code != codes.Error || !strings.Contains(s.Status.Description, "billing") ||
+		attr(s, "error.type").AsString() != "_OTHER" || attr(s, "anyhook.delivery.status").AsString() != "dead" {
+		t.Errorf("attempt span: status %+v, attributes %v", s.Status, s.Attributes)
+	}
+	if attr(s, "http.response.status_code").Type() != attribute.EMPTY {
+		t.Errorf("attempt span without an answer has http.response.status_code %v", attr(s, "http.response.status_code"))
 	}
 }
