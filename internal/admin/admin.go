@@ -61,6 +61,7 @@ type Store interface {
 	Paused(ctx context.Context) (map[string]bool, error)
 	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
 	Ping(ctx context.Context) error
+	WaitsBehind(ctx context.Context, ids []string) (map[string]store.Blocker, error)
 }
 
 // Options configure an API.
@@ -95,6 +96,9 @@ type Options struct {
 	// Backfill starts and watches backfills; nil answers their routes
 	// 404.
 	Backfill Backfills
+	// InOrder are the destinations with order: per_object: their pending
+	// deliveries say what they wait behind (waits_behind).
+	InOrder []string
 }
 
 // API is the admin API. Create it with New.
@@ -105,6 +109,7 @@ type API struct {
 	sources   map[string][]string
 	dests     []string // sorted, unique
 	known     map[string]bool
+	inOrder   map[string]bool // destinations with order: per_object
 	log       *slog.Logger
 	ready     func(ctx context.Context) error
 	now       func() time.Time
@@ -133,7 +138,11 @@ func New(opt Options) *API {
 		now:       opt.Now,
 		ledger:    opt.Ledger,
 		filters:   opt.Filters,
+		inOrder:   map[string]bool{},
 		backfills: opt.Backfill,
+	}
+	for _, d := range opt.InOrder {
+		a.inOrder[d] = true
 	}
 	if opt.Token != "" {
 		sum := sha256.Sum256([]byte(opt.Token))
