@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/backfill/backfilltest"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
@@ -157,11 +158,11 @@ destinations:
 	var evs struct {
 		Items []struct{ ID, Origin string }
 	}
-	getJSON(t, p.url+"/api/events?source=stripe_badkey", &evs)
+	gatewaytest.AdminJSON(t, p.url+"/api/events?source=stripe_badkey", &evs)
 	if len(evs.Items) != 0 {
 		t.Fatalf("the failed backfill recorded %d events", len(evs.Items))
 	}
-	getJSON(t, p.url+"/api/events?source=stripe&limit=500", &evs)
+	gatewaytest.AdminJSON(t, p.url+"/api/events?source=stripe&limit=500", &evs)
 	origins := map[string]int{}
 	for _, e := range evs.Items {
 		origins[e.Origin]++
@@ -173,7 +174,7 @@ destinations:
 		Origin       string
 		Verification struct{ Method, Scheme string }
 	}
-	getJSON(t, p.url+"/api/events/"+evs.Items[0].ID, &one)
+	gatewaytest.AdminJSON(t, p.url+"/api/events/"+evs.Items[0].ID, &one)
 	if one.Origin != "backfill" || one.Verification.Method != "fetched" || one.Verification.Scheme != "fetched from the provider API" {
 		t.Fatalf("a backfilled event reads %+v", one)
 	}
