@@ -77,15 +77,15 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 			return nil // another sequencer went first: start over next round
 		}
 		at := micros(s.now())
+		st := s.stmts(ctx, tx)
 		for _, e := range b.Entries {
-			_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], at, e.Late)
+			_, err := st.exec(qInsertLedgerEntry, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], at, e.Late)
 			if err != nil {
 				return store.Unavailable("sequence", err)
 			}
 		}
 		for i, h := range b.Hashes {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_hashes (idx, hash) VALUES (?, ?)`, b.HashIndex+int64(i), h[:]); err != nil {
+			if _, err := st.exec(qInsertLedgerHash, b.HashIndex+int64(i), h[:]); err != nil {
 				return store.Unavailable("sequence", err)
 			}
 		}

@@ -124,6 +124,10 @@ const (
 				WHERE id = ? AND attempt_count = ? AND status = 'delivering'`
 	qInsertAttempt = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`
+	// The sequencer's: a statement parsed per row cost as much as running it.
+	qInsertLedgerEntry = `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	qInsertLedgerHash = `INSERT INTO ledger_hashes (idx, hash) VALUES (?, ?)`
 )
 
 var claimQuery = `UPDATE deliveries
@@ -135,7 +139,7 @@ var claimQuery = `UPDATE deliveries
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
 	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
-		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival} {
+		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival, qInsertLedgerEntry, qInsertLedgerHash} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return store.Unavailable("prepare", fmt.Errorf("prepare %q: %w", q, err))
