@@ -10,13 +10,42 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-// Ingest implements store.Store.
+// Ingest implements store.Store. The batch runs first without a
+// savepoint per item (two statements per event saved); only when an item
+// fails is the whole transaction rolled back and the batch run again with
+// each item in a savepoint of its own, so that the failing item alone
+// gets the error.
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	res, err := s.ingest(ctx, evs, false)
+	if errors.Is(err, errItemFailed) {
+		res, err = s.ingest(ctx, evs, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// errItemFailed aborts a batch run without savepoints when an item fails.
+var errItemFailed = errors.New("an ingest item failed")
+
+// ingest runs the batch in one transaction; isolated puts each item in a
+// savepoint, and without it the first failing item aborts the batch with
+// errItemFailed.
+func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool) ([]store.IngestResult, error) {
 	res := make([]store.IngestResult, len(evs))
 	err := s.tx(ctx, "ingest", func(tx *sql.Tx) error {
 		now := micros(s.now())
 		st := s.stmts(ctx, tx)
 		for i := range evs {
+			if !isolated {
+				r, err := s.ingestOne(st, &evs[i], now)
+				if err != nil {
+					return errItemFailed
+				}
+				res[i] = r
+				continue
+			}
 			if _, err := st.exec(qSavepoint); err != nil {
 				return store.Unavailable("ingest", err)
 			}
@@ -34,10 +63,7 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return res, err
 }
 
 func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.IngestResult, error) {
