@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -66,9 +67,67 @@ func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool)
 	return res, err
 }
 
+// ingestOne inserts the event first (a new event is the common case) and
+// looks for the event it duplicates only when the insert met a uniqueness
+// conflict; the object's version is compared after the insert, so that a
+// duplicate never raises it.
 func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.IngestResult, error) {
 	ev := &ne.Event
-	// A duplicate by the provider's id first, then by the signed content.
+	headers, err := store.EncodeHeader(ev.Header)
+	if err != nil {
+		return store.IngestResult{}, err
+	}
+	vm, vs, vk := store.VerificationArgs(ev.Verification)
+	res, err := st.exec(qInsertEvent,
+		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
+		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), sqlstore.Nullable(ne.ContentKey),
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted))
+	if err != nil {
+		return store.IngestResult{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return store.IngestResult{}, err
+	} else if n == 0 {
+		return duplicate(st, ne)
+	}
+	stale := false
+	if ev.Object != "" {
+		var mark string
+		err := st.queryRow(qVersion, ev.Source, ev.Object).Scan(&mark)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = st.exec(qInsertVersion, ev.Source, ev.Object, ev.Version)
+		case err == nil:
+			switch c := store.CompareVersions(ev.Version, mark); {
+			case c < 0:
+				stale = true
+				_, err = st.exec(qMarkStale, ev.ID)
+			case c > 0:
+				_, err = st.exec(qRaiseVersion, ev.Version, ev.Source, ev.Object)
+			}
+		}
+		if err != nil {
+			return store.IngestResult{}, err
+		}
+	}
+	status := anyhook.StatusPending
+	if stale && ne.StaleSkip {
+		status = anyhook.StatusSkipped
+	}
+	for _, dest := range ne.Destinations {
+		_, err := st.exec(qInsertDelivery, s.newID(), ev.ID, dest, status, stale && !ne.StaleSkip, now, now, now)
+		if err != nil {
+			return store.IngestResult{}, err
+		}
+	}
+	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
+}
+
+// duplicate counts ne, whose insert met a uniqueness conflict, as a
+// duplicate of the event with its provider's id or else its signed
+// content. A conflict on neither is one on the event id itself: an error.
+func duplicate(st *stmts, ne *store.NewEvent) (store.IngestResult, error) {
+	ev := &ne.Event
 	for _, k := range [2]struct{ q, key string }{{qCountDup, ev.DedupKey}, {qCountContent, ne.ContentKey}} {
 		if k.key == "" {
 			continue
@@ -83,48 +142,7 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 			return store.IngestResult{}, err
 		}
 	}
-	stale := false
-	if ev.Object != "" {
-		var mark string
-		err := st.queryRow(qVersion, ev.Source, ev.Object).Scan(&mark)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			_, err = st.exec(qInsertVersion, ev.Source, ev.Object, ev.Version)
-		case err == nil:
-			switch c := store.CompareVersions(ev.Version, mark); {
-			case c < 0:
-				stale = true
-			case c > 0:
-				_, err = st.exec(qRaiseVersion, ev.Version, ev.Source, ev.Object)
-			}
-		}
-		if err != nil {
-			return store.IngestResult{}, err
-		}
-	}
-	headers, err := store.EncodeHeader(ev.Header)
-	if err != nil {
-		return store.IngestResult{}, err
-	}
-	vm, vs, vk := store.VerificationArgs(ev.Verification)
-	_, err = st.exec(qInsertEvent,
-		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
-		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale, sqlstore.Nullable(ne.ContentKey),
-		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted))
-	if err != nil {
-		return store.IngestResult{}, err
-	}
-	status := anyhook.StatusPending
-	if stale && ne.StaleSkip {
-		status = anyhook.StatusSkipped
-	}
-	for _, dest := range ne.Destinations {
-		_, err := st.exec(qInsertDelivery, s.newID(), ev.ID, dest, status, stale && !ne.StaleSkip, now, now, now)
-		if err != nil {
-			return store.IngestResult{}, err
-		}
-	}
-	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
+	return store.IngestResult{}, fmt.Errorf("event id %s is taken", ev.ID)
 }
 
 const qInsertArrival = `INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut) VALUES (?, ?, ?, ?, ?, ?)`

@@ -114,9 +114,12 @@ const (
 	qVersion       = `SELECT version FROM versions WHERE source = ? AND object = ?`
 	qInsertVersion = `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`
 	qRaiseVersion  = `UPDATE versions SET version = ? WHERE source = ? AND object = ?`
-	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
+	// A new event is inserted not stale (qMarkStale marks it after the
+	// version check); a uniqueness conflict inserts nothing: a duplicate.
+	qInsertEvent = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
 		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	qMarkStale      = `UPDATE events SET stale = 1 WHERE id = ?`
 	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qPaused = `SELECT paused FROM destinations WHERE name = ?`
@@ -139,7 +142,7 @@ var claimQuery = `UPDATE deliveries
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
 	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
-		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival, qInsertLedgerEntry, qInsertLedgerHash} {
+		qInsertEvent, qMarkStale, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival, qInsertLedgerEntry, qInsertLedgerHash} {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return store.Unavailable("prepare", fmt.Errorf("prepare %q: %w", q, err))
