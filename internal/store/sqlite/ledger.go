@@ -78,16 +78,18 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		}
 		at := micros(s.now())
 		st := s.stmts(ctx, tx)
-		for _, e := range b.Entries {
-			_, err := st.exec(qInsertLedgerEntry, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], at, e.Late)
-			if err != nil {
-				return store.Unavailable("sequence", err)
-			}
+		err = insertRows(st, &entryInserts, len(b.Entries), func(i int, args []any) []any {
+			e := &b.Entries[i]
+			return append(args, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], at, e.Late)
+		})
+		if err != nil {
+			return store.Unavailable("sequence", err)
 		}
-		for i, h := range b.Hashes {
-			if _, err := st.exec(qInsertLedgerHash, b.HashIndex+int64(i), h[:]); err != nil {
-				return store.Unavailable("sequence", err)
-			}
+		err = insertRows(st, &hashInserts, len(b.Hashes), func(i int, args []any) []any {
+			return append(args, b.HashIndex+int64(i), b.Hashes[i][:])
+		})
+		if err != nil {
+			return store.Unavailable("sequence", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE ledger_state SET seq_rowid = ? WHERE id = 1`, mark); err != nil {
 			return store.Unavailable("sequence", err)
@@ -292,4 +294,47 @@ func (s *Store) RotateLedgerKey(ctx context.Context, from, to string, bridge sto
 			bridge.Size, bridge.Root[:], bridge.Note, now)
 		return store.Unavailable("rotate ledger key", err)
 	})
+}
+
+// rowsPerInsert are the sizes of the multi-row inserts the sequencer
+// writes its rows with, largest first: n rows take n/32 statements plus
+// one per set bit of n%32 (a statement per row cost about as much as
+// the row itself).
+var rowsPerInsert = [...]int{32, 16, 8, 4, 2, 1}
+
+// entryInserts and hashInserts are the sequencer's inserts, one per size
+// of rowsPerInsert.
+var (
+	entryInserts = multiRows(qInsertLedgerEntry)
+	hashInserts  = multiRows(qInsertLedgerHash)
+)
+
+// multiRows is the one-row insert q (ending in its VALUES tuple) with room
+// for each of rowsPerInsert's numbers of rows.
+func multiRows(q string) (qs [len(rowsPerInsert)]string) {
+	tuple := q[strings.LastIndex(q, "VALUES ")+len("VALUES "):]
+	for k, n := range rowsPerInsert {
+		qs[k] = q + strings.Repeat(", "+tuple, n-1)
+	}
+	return qs
+}
+
+// insertRows inserts n rows with the inserts qs (multiRows) in as few
+// statements of rowsPerInsert's sizes as fit; row appends row i's values
+// to args.
+func insertRows(st *stmts, qs *[len(rowsPerInsert)]string, n int, row func(i int, args []any) []any) error {
+	var args []any
+	for i, k := 0, 0; i < n; i += rowsPerInsert[k] {
+		for rowsPerInsert[k] > n-i {
+			k++
+		}
+		args = args[:0]
+		for j := i; j < i+rowsPerInsert[k]; j++ {
+			args = row(j, args)
+		}
+		if _, err := st.exec(qs[k], args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

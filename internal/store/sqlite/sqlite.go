@@ -127,7 +127,7 @@ const (
 				WHERE id = ? AND attempt_count = ? AND status = 'delivering'`
 	qInsertAttempt = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`
-	// The sequencer's: a statement parsed per row cost as much as running it.
+	// The sequencer's one-row inserts; it runs them as multiRows.
 	qInsertLedgerEntry = `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`
 	qInsertLedgerHash = `INSERT INTO ledger_hashes (idx, hash) VALUES (?, ?)`
@@ -141,8 +141,10 @@ var claimQuery = `UPDATE deliveries
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
-	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
-		qInsertEvent, qMarkStale, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival, qInsertLedgerEntry, qInsertLedgerHash} {
+	qs := []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
+		qInsertEvent, qMarkStale, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival}
+	qs = append(append(qs, entryInserts[:]...), hashInserts[:]...)
+	for _, q := range qs {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return store.Unavailable("prepare", fmt.Errorf("prepare %q: %w", q, err))
