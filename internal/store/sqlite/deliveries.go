@@ -72,43 +72,63 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 	return nil
 }
 
-// Finish implements store.Store.
+// Finish implements store.Store: the outcomes' fenced updates in
+// multi-row statements (chunks), then the attempts of those that held
+// their claim likewise.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
 	if err := store.CheckOutcomes(outs); err != nil {
 		return nil, err
 	}
 	var lost []string
 	err := s.tx(ctx, "finish", func(tx *sql.Tx) error {
-		lost = lost[:0]
 		now := s.now()
 		st := s.stmts(ctx, tx)
-		for _, o := range outs {
-			next := now
-			if o.Status == anyhook.StatusPending {
-				next = now.Add(o.RetryIn)
+		held := make(map[string]bool, len(outs))
+		args := []any{}
+		err := chunks(len(outs), func(k, i, size int) error {
+			args = append(args[:0], micros(now))
+			for _, o := range outs[i : i+size] {
+				next := now
+				if o.Status == anyhook.StatusPending {
+					next = now.Add(o.RetryIn)
+				}
+				args = append(args, o.DeliveryID, o.Status, micros(next), o.Attempt)
 			}
-			res, err := st.exec(qFinish,
-				o.Status, micros(next), micros(now), o.DeliveryID, o.Attempt)
+			rows, err := st.get(finishes[k]).QueryContext(ctx, args...)
 			if err != nil {
-				return store.Unavailable("finish", err)
+				return err
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				lost = append(lost, o.DeliveryID)
-				continue
+			ids, err := sqlstore.Collect(rows, sqlstore.ScanString)
+			rows.Close()
+			for _, id := range ids {
+				held[id] = true
 			}
-			if _, err := st.exec(qInsertAttempt, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
-				o.Result.StatusCode, o.Result.Error, o.Result.ResponseBody); err != nil {
-				return store.Unavailable("finish", err)
+			return err
+		})
+		if err != nil {
+			return store.Unavailable("finish", err)
+		}
+		lost = lost[:0]
+		kept := make([]*store.Outcome, 0, len(outs))
+		for i := range outs {
+			if held[outs[i].DeliveryID] {
+				kept = append(kept, &outs[i])
+			} else {
+				lost = append(lost, outs[i].DeliveryID)
 			}
 		}
-		return nil
+		err = insertRows(st, &attemptInserts, len(kept), func(i int, args []any) []any {
+			o := kept[i]
+			return append(args, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
+				o.Result.StatusCode, o.Result.Error, o.Result.ResponseBody)
+		})
+		return store.Unavailable("finish", err)
 	})
 	return lost, err
 }
 
 func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number int, a anyhook.Attempt) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`,
+	_, err := tx.ExecContext(ctx, attemptInserts[len(attemptInserts)-1],
 		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ResponseBody)
 	if err != nil {
 		return store.Unavailable("rescue", err)

@@ -123,14 +123,28 @@ const (
 	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	qPaused = `SELECT paused FROM destinations WHERE name = ?`
-	qFinish = `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ?
-				WHERE id = ? AND attempt_count = ? AND status = 'delivering'`
-	qInsertAttempt = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`
-	// The sequencer's one-row inserts; it runs them as multiRows.
-	qInsertLedgerEntry = `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`
-	qInsertLedgerHash = `INSERT INTO ledger_hashes (idx, hash) VALUES (?, ?)`
+	// The sequencer's and Finish's, each in multiRows.
+	qInsertLedgerEntry = `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late) VALUES `
+	qInsertLedgerHash  = `INSERT INTO ledger_hashes (idx, hash) VALUES `
+	// qFinish writes outcomes fenced by (delivery, attempt, delivering) and
+	// returns the deliveries it wrote; its rows are (id, status,
+	// next_attempt_at, attempt), named column1… by SQLite. The unary + keeps
+	// the planner off the status indexes: each row of v is looked up by id
+	// (with no statistics it would scan every delivering row per batch).
+	qFinish = `UPDATE deliveries SET status = v.column2, next_attempt_at = v.column3, lease_until = NULL, updated_at = ?
+		FROM (VALUES `
+	qFinishTail = `) AS v
+		WHERE deliveries.id = v.column1 AND deliveries.attempt_count = v.column4 AND +deliveries.status = 'delivering'
+		RETURNING deliveries.id`
+	qInsertAttempt     = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body) VALUES `
+	qInsertAttemptTail = ` ON CONFLICT (delivery_id, number) DO NOTHING`
+)
+
+var (
+	entryInserts   = multiRows(qInsertLedgerEntry, `(?, ?, ?, ?, ?, ?, ?)`, "")
+	hashInserts    = multiRows(qInsertLedgerHash, `(?, ?)`, "")
+	finishes       = multiRows(qFinish, `(?, ?, ?, ?)`, qFinishTail)
+	attemptInserts = multiRows(qInsertAttempt, `(?, ?, ?, ?, ?, ?, ?)`, qInsertAttemptTail)
 )
 
 var claimQuery = `UPDATE deliveries
@@ -142,8 +156,10 @@ var claimQuery = `UPDATE deliveries
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
 	qs := []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
-		qInsertEvent, qMarkStale, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival}
-	qs = append(append(qs, entryInserts[:]...), hashInserts[:]...)
+		qInsertEvent, qMarkStale, qInsertDelivery, qPaused, claimQuery, qInsertArrival}
+	for _, m := range []*multiRow{&entryInserts, &hashInserts, &finishes, &attemptInserts} {
+		qs = append(qs, m[:]...)
+	}
 	for _, q := range qs {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
