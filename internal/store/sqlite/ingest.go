@@ -32,15 +32,17 @@ var errItemFailed = errors.New("an ingest item failed")
 
 // ingest runs the batch in one transaction; isolated puts each item in a
 // savepoint, and without it the first failing item aborts the batch with
-// errItemFailed.
+// errItemFailed. Without savepoints the deliveries of the whole batch are
+// inserted at its end, in multi-row statements.
 func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool) ([]store.IngestResult, error) {
 	res := make([]store.IngestResult, len(evs))
 	err := s.tx(ctx, "ingest", func(tx *sql.Tx) error {
 		now := micros(s.now())
 		st := s.stmts(ctx, tx)
+		var dl []newDelivery
 		for i := range evs {
 			if !isolated {
-				r, err := s.ingestOne(st, &evs[i], now)
+				r, err := s.ingestOne(st, &evs[i], &dl)
 				if err != nil {
 					return errItemFailed
 				}
@@ -50,7 +52,11 @@ func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool)
 			if _, err := st.exec(qSavepoint); err != nil {
 				return store.Unavailable("ingest", err)
 			}
-			r, err := s.ingestOne(st, &evs[i], now)
+			r, err := s.ingestOne(st, &evs[i], &dl)
+			if err == nil {
+				err = s.insertDeliveries(st, dl, now)
+			}
+			dl = dl[:0]
 			if err != nil {
 				if _, rerr := st.exec(qRollbackTo); rerr != nil {
 					return store.Unavailable("ingest", rerr)
@@ -62,16 +68,33 @@ func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool)
 			}
 			res[i] = r
 		}
+		if err := s.insertDeliveries(st, dl, now); err != nil {
+			return errItemFailed
+		}
 		return nil
 	})
 	return res, err
 }
 
+// newDelivery is a delivery an ingested event gets.
+type newDelivery struct {
+	event, destination string
+	status             anyhook.DeliveryStatus
+	stale              bool
+}
+
+func (s *Store) insertDeliveries(st *stmts, dl []newDelivery, now int64) error {
+	return insertRows(st, &deliveryInserts, len(dl), func(i int, args []any) []any {
+		d := &dl[i]
+		return append(args, s.newID(), d.event, d.destination, d.status, d.stale, now, now, now)
+	})
+}
+
 // ingestOne inserts the event first (a new event is the common case) and
 // looks for the event it duplicates only when the insert met a uniqueness
 // conflict; the object's version is compared after the insert, so that a
-// duplicate never raises it.
-func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.IngestResult, error) {
+// duplicate never raises it. The event's deliveries are appended to dl.
+func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, dl *[]newDelivery) (store.IngestResult, error) {
 	ev := &ne.Event
 	headers, err := store.EncodeHeader(ev.Header)
 	if err != nil {
@@ -115,10 +138,7 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 		status = anyhook.StatusSkipped
 	}
 	for _, dest := range ne.Destinations {
-		_, err := st.exec(qInsertDelivery, s.newID(), ev.ID, dest, status, stale && !ne.StaleSkip, now, now, now)
-		if err != nil {
-			return store.IngestResult{}, err
-		}
+		*dl = append(*dl, newDelivery{event: ev.ID, destination: dest, status: status, stale: stale && !ne.StaleSkip})
 	}
 	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
 }

@@ -119,11 +119,10 @@ const (
 	qInsertEvent = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
 		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
-	qMarkStale      = `UPDATE events SET stale = 1 WHERE id = ?`
-	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	qPaused = `SELECT paused FROM destinations WHERE name = ?`
-	// The sequencer's and Finish's, each in multiRows.
+	qMarkStale = `UPDATE events SET stale = 1 WHERE id = ?`
+	qPaused    = `SELECT paused FROM destinations WHERE name = ?`
+	// Ingest's, the sequencer's and Finish's, each in multiRows.
+	qInsertDelivery    = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at) VALUES `
 	qInsertLedgerEntry = `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late) VALUES `
 	qInsertLedgerHash  = `INSERT INTO ledger_hashes (idx, hash) VALUES `
 	// qFinish writes outcomes fenced by (delivery, attempt, delivering) and
@@ -141,10 +140,11 @@ const (
 )
 
 var (
-	entryInserts   = multiRows(qInsertLedgerEntry, `(?, ?, ?, ?, ?, ?, ?)`, "")
-	hashInserts    = multiRows(qInsertLedgerHash, `(?, ?)`, "")
-	finishes       = multiRows(qFinish, `(?, ?, ?, ?)`, qFinishTail)
-	attemptInserts = multiRows(qInsertAttempt, `(?, ?, ?, ?, ?, ?, ?)`, qInsertAttemptTail)
+	deliveryInserts = multiRows(qInsertDelivery, `(?, ?, ?, ?, ?, ?, ?, ?)`, "")
+	entryInserts    = multiRows(qInsertLedgerEntry, `(?, ?, ?, ?, ?, ?, ?)`, "")
+	hashInserts     = multiRows(qInsertLedgerHash, `(?, ?)`, "")
+	finishes        = multiRows(qFinish, `(?, ?, ?, ?)`, qFinishTail)
+	attemptInserts  = multiRows(qInsertAttempt, `(?, ?, ?, ?, ?, ?, ?)`, qInsertAttemptTail)
 )
 
 var claimQuery = `UPDATE deliveries
@@ -156,8 +156,8 @@ var claimQuery = `UPDATE deliveries
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
 	qs := []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qVersion, qInsertVersion, qRaiseVersion,
-		qInsertEvent, qMarkStale, qInsertDelivery, qPaused, claimQuery, qInsertArrival}
-	for _, m := range []*multiRow{&entryInserts, &hashInserts, &finishes, &attemptInserts} {
+		qInsertEvent, qMarkStale, qPaused, claimQuery, qInsertArrival}
+	for _, m := range []*multiRow{&deliveryInserts, &entryInserts, &hashInserts, &finishes, &attemptInserts} {
 		qs = append(qs, m[:]...)
 	}
 	for _, q := range qs {
