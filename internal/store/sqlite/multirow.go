@@ -2,10 +2,10 @@ package sqlite
 
 import "strings"
 
-// rowsPerStatement are the sizes of the multi-row statements the
-// ingest (deliveries), the sequencer and Finish write their rows with, largest first: n rows take
-// n/32 statements plus one per set bit of n%32 (a statement per row cost
-// about as much as the row itself).
+// rowsPerStatement are the sizes of the multi-row statements that ingest
+// (deliveries), the sequencer and Finish write their rows with, largest
+// first: n rows take n/32 statements plus one per set bit of n%32 (a
+// statement per row cost about as much as the row itself).
 var rowsPerStatement = [...]int{32, 16, 8, 4, 2, 1}
 
 // multiRow is one statement in each of rowsPerStatement's sizes.
