@@ -18,8 +18,10 @@ import (
 
 	"modernc.org/sqlite"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/store"
 	sqlitestore "github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
@@ -131,6 +133,76 @@ destinations:
 	} {
 		if b.got > b.budget {
 			t.Errorf("%s per delivered event: %.2f, over the budget of %g", b.what, b.got, b.budget)
+		}
+	}
+}
+
+// TestStatementBudgetBatched counts the store's statements per event when
+// a batch holds many (issue 15): an ingest batch's deliveries and a
+// Finish's outcome updates and attempts go in multi-row statements, so
+// that under load an event costs about one statement of ingest (its own
+// insert) and a fraction of one for its outcome. Measured: 42 statements
+// for 40 events (40 event inserts, deliveries in 32 + 8), 4 for 40
+// outcomes (updates and attempts, 32 + 8 each); before: 5 and 2 per event.
+func TestStatementBudgetBatched(t *testing.T) {
+	t.Parallel()
+	c := newCounts()
+	name := fmt.Sprintf("sqlite-counting-%d", drivers.Add(1))
+	sql.Register(name, &countingDriver{base: registeredSQLite(t), c: c})
+	st, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlitestore.Options{Driver: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const n = 40
+	now := time.Now()
+	evs := make([]store.NewEvent, n)
+	for i := range evs {
+		evs[i] = store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "orders", DedupKey: fmt.Sprint("evt_", i), ReceivedAt: now,
+			Method: "POST", Path: "/webhooks/orders", Body: []byte(`{}`)}, Destinations: []string{"shop"}}
+	}
+	before := c.snapshot()
+	res, err := st.Ingest(t.Context(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Duplicate {
+			t.Fatalf("event %d: %+v", i, r)
+		}
+	}
+	ingest := c.snapshot().minus(before)
+	cs, err := st.Claim(t.Context(), "shop", n, time.Hour)
+	if err != nil || len(cs) != n {
+		t.Fatalf("claimed %d of %d: %v", len(cs), n, err)
+	}
+	outs := make([]store.Outcome, n)
+	for i, cl := range cs {
+		a := cl.Delivery.AttemptCount
+		outs[i] = store.Outcome{DeliveryID: cl.Delivery.ID, Attempt: a, Status: anyhook.StatusDelivered,
+			Result: anyhook.Attempt{Number: a, StartedAt: now, StatusCode: 200}}
+	}
+	before = c.snapshot()
+	if lost, err := st.Finish(t.Context(), outs); err != nil || len(lost) != 0 {
+		t.Fatalf("Finish: lost %v, %v", lost, err)
+	}
+	finish := c.snapshot().minus(before)
+	for _, b := range []struct {
+		what   string
+		d      countSnapshot
+		budget float64 // statements per event
+	}{
+		{"ingest", ingest, 1.25},
+		{"finish", finish, 0.25},
+	} {
+		got, _ := b.d.statements()
+		t.Logf("%s, %d in one batch: %.3f statements and %.2f rows written per event\nstatements:%s", b.what, n,
+			float64(got)/n, float64(b.d.rowTotal())/n, perEvent(b.d.queries, n))
+		if rows := b.d.rowTotal(); rows != 2*n {
+			t.Errorf("%s wrote %d rows for %d events, want %d (a row of its own and a delivery or attempt)", b.what, rows, n, 2*n)
+		}
+		if per := float64(got) / n; per > b.budget {
+			t.Errorf("%s: %.3f statements per event in a batch of %d, over the budget of %g", b.what, per, n, b.budget)
 		}
 	}
 }
