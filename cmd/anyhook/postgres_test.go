@@ -51,11 +51,28 @@ func withPool(dsn string) string {
 // start at once, so the migrations run concurrently too.
 func startN(t *testing.T, n int, database, policy string, destURL func(i int) string) []*proc {
 	t.Helper()
+	return startConfigs(t, n, func(i int) string { return gatewayConfig(database, destURL(i), policy) })
+}
+
+// longLeases makes a test config's leases (timeout + grace) longer than
+// any stall of a loaded machine: a test that counts exactly one request
+// per event must not see a lease run out while a claimed delivery waits
+// for a CPU, which is the at-least-once rescue working as documented.
+func longLeases(config string) string {
+	if !strings.Contains(config, "timeout: 2s") || !strings.Contains(config, "grace: 1s") {
+		panic("longLeases: the test config no longer says timeout: 2s and grace: 1s")
+	}
+	return strings.Replace(strings.Replace(config, "timeout: 2s", "timeout: 60s", 1), "grace: 1s", "grace: 10s", 1)
+}
+
+// startConfigs starts n processes, process i (from 1) with config(i).
+func startConfigs(t *testing.T, n int, config func(i int) string) []*proc {
+	t.Helper()
 	dir := t.TempDir()
 	cfgs := make([]string, n)
 	for i := range n {
 		cfgs[i] = filepath.Join(dir, fmt.Sprintf("anyhook-%d.yaml", i+1))
-		if err := os.WriteFile(cfgs[i], []byte(gatewayConfig(database, destURL(i+1), policy)), 0o600); err != nil {
+		if err := os.WriteFile(cfgs[i], []byte(config(i+1)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -154,7 +171,8 @@ func adminPost(t *testing.T, url string) {
 func TestPostgresIdenticalRequestsThreeProcesses(t *testing.T) {
 	t.Parallel()
 	sink := newRecorder(t, false)
-	ps := startN(t, 3, pgDSN(t), "reclaim", procURL(sink.URL))
+	dsn, dest := pgDSN(t), procURL(sink.URL)
+	ps := startConfigs(t, 3, func(i int) string { return longLeases(gatewayConfig(dsn, dest(i), "reclaim")) })
 	body, h, err := stripeEvent("evt_same_everywhere", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +234,8 @@ func TestPostgresIdenticalRequestsThreeProcesses(t *testing.T) {
 func TestPostgresBacklogSharedThreeProcesses(t *testing.T) {
 	t.Parallel()
 	sink := newRecorder(t, false)
-	ps := startN(t, 3, pgDSN(t), "reclaim", procURL(sink.URL))
+	dsn, dest := pgDSN(t), procURL(sink.URL)
+	ps := startConfigs(t, 3, func(i int) string { return longLeases(gatewayConfig(dsn, dest(i), "reclaim")) })
 	adminPost(t, ps[0].url+"/api/destinations/billing/pause")
 
 	const n, clients = 2000, 16
