@@ -83,11 +83,21 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 	err := s.tx(ctx, "finish", func(tx *sql.Tx) error {
 		now := s.now()
 		st := s.stmts(ctx, tx)
-		held := make(map[string]bool, len(outs))
+		// A second outcome of one delivery finds it no longer delivering
+		// (the first wrote it): lost, as when each ran on its own.
+		first := make(map[string]int, len(outs))
+		uniq := make([]*store.Outcome, 0, len(outs))
+		for i := range outs {
+			if _, ok := first[outs[i].DeliveryID]; !ok {
+				first[outs[i].DeliveryID] = i
+				uniq = append(uniq, &outs[i])
+			}
+		}
+		held := make(map[string]bool, len(uniq))
 		args := []any{}
-		err := chunks(len(outs), func(k, i, size int) error {
+		err := chunks(len(uniq), func(k, i, size int) error {
 			args = append(args[:0], micros(now))
-			for _, o := range outs[i : i+size] {
+			for _, o := range uniq[i : i+size] {
 				next := now
 				if o.Status == anyhook.StatusPending {
 					next = now.Add(o.RetryIn)
@@ -111,7 +121,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		lost = lost[:0]
 		kept := make([]*store.Outcome, 0, len(outs))
 		for i := range outs {
-			if held[outs[i].DeliveryID] {
+			if id := outs[i].DeliveryID; held[id] && first[id] == i {
 				kept = append(kept, &outs[i])
 			} else {
 				lost = append(lost, outs[i].DeliveryID)
