@@ -179,6 +179,12 @@ type Delivery struct {
 	// for good; zero while nobody has.
 	Resolution Resolution
 	Attempts   []Attempt // filled by Store.Event, not by lists
+	// WaitsBehind is, for a pending delivery to a destination with order:
+	// per_object, the delivery of the same object it waits behind, and
+	// WaitsBehindEvent that delivery's event; "" when it waits for
+	// nobody. The admin API and the dashboard fill them
+	// (store.FillWaitsBehind); the store's reads do not.
+	WaitsBehind, WaitsBehindEvent string
 }
 
 // How a person resolved a held or dead delivery (Resolution.Kind).

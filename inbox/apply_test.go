@@ -15,15 +15,9 @@ import (
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
 	"github.com/anyhook/anyhook/inbox/inboxsql"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
-	"github.com/jackc/pgx/v5"
 )
 
-func TestApplySequentialDuplicate(t *testing.T) {
-	run(t, testApplySequentialDuplicate[*sql.Tx], testApplySequentialDuplicate[pgx.Tx])
-}
-
-func testApplySequentialDuplicate[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ApplySequentialDuplicate(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ev := inbox.Event{Source: "stripe", ID: "evt_1", Body: []byte(`{"a":1}`)}
 	ran := 0
@@ -54,12 +48,7 @@ func testApplySequentialDuplicate[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestApplyConflict(t *testing.T) {
-	run(t, testApplyConflict[*sql.Tx], testApplyConflict[pgx.Tx])
-}
-
-func testApplyConflict[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ApplyConflict(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	fn := func(ctx context.Context, tx TTx) error { return e.write(ctx, tx, "evt_1", "") }
 	if _, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1", Body: []byte("one")}, fn); err != nil {
@@ -78,23 +67,16 @@ func testApplyConflict[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestApplyInFlightThenCommit(t *testing.T) {
-	run(t, testApplyInFlightThenCommit[*sql.Tx], testApplyInFlightThenCommit[pgx.Tx])
-}
-
 // The first delivery is paused before its commit; a second delivery on
 // another connection reports InFlight (it must not be acknowledged: the
 // first may still fail) and runs nothing; after the first commits, the
 // second is a duplicate.
-func testApplyInFlightThenCommit[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ApplyInFlightThenCommit(t *testing.T, e *env[TTx]) {
 	if e.drv.Dialect() == inboxdriver.SQLite {
-		t.Skip("SQLite locks the whole database: a twin waits for the lock, as busy_timeout says (TestApplyWaitsForInFlight, TestBusyDatabaseIsNotInFlight)")
+		t.Skip("SQLite locks the whole database: a twin waits for the lock, as busy_timeout says (TestInbox/ApplyWaitsForInFlight, TestInbox/BusyDatabaseIsNotInFlight)")
 	}
 	ctx := context.Background()
-	var faults inboxtest.Faults
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	first := e.inbox(inbox.Config{Hook: faults.Hook})
+	first, pause := e.pausedBeforeCommit()
 	second := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
 	ev := inbox.Event{ID: "evt_1"}
 	var ran atomic.Int32
@@ -102,14 +84,7 @@ func testApplyInFlightThenCommit[TTx any](t *testing.T, b backend[TTx]) {
 		ran.Add(1)
 		return e.write(ctx, tx, ev.ID, "")
 	}
-	done := make(chan inbox.Outcome)
-	go func() {
-		out, err := first.Apply(ctx, "h", ev, fn)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- out
-	}()
+	done := applyLater(t, first, ev, fn)
 	<-pause.Reached()
 	out, err := second.Apply(ctx, "h", ev, fn)
 	if out != inbox.InFlight || err != nil {
@@ -130,16 +105,11 @@ func testApplyInFlightThenCommit[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestApplyInFlightThenRollback(t *testing.T) {
-	run(t, testApplyInFlightThenRollback[*sql.Tx], testApplyInFlightThenRollback[pgx.Tx])
-}
-
 // As above, but the first delivery dies before its commit: the event is
 // then processed once by the next delivery.
-func testApplyInFlightThenRollback[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ApplyInFlightThenRollback(t *testing.T, e *env[TTx]) {
 	if e.drv.Dialect() == inboxdriver.SQLite {
-		t.Skip("SQLite locks the whole database: a twin waits for the lock, as busy_timeout says (TestApplyWaitsForInFlight, TestBusyDatabaseIsNotInFlight)")
+		t.Skip("SQLite locks the whole database: a twin waits for the lock, as busy_timeout says (TestInbox/ApplyWaitsForInFlight, TestInbox/BusyDatabaseIsNotInFlight)")
 	}
 	ctx := context.Background()
 	var faults inboxtest.Faults
@@ -173,35 +143,16 @@ func testApplyInFlightThenRollback[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestApplyWaitsForInFlight(t *testing.T) {
-	run(t, testApplyWaitsForInFlight[*sql.Tx], testApplyWaitsForInFlight[pgx.Tx])
-}
-
 // With a long InFlightWait the second delivery waits for the first instead of
 // failing, and learns the first's fate: duplicate after its commit.
-func testApplyWaitsForInFlight[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
-	ctx := context.Background()
-	var faults inboxtest.Faults
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	first := e.inbox(inbox.Config{Hook: faults.Hook})
+func (suite[TTx]) ApplyWaitsForInFlight(t *testing.T, e *env[TTx]) {
+	first, pause := e.pausedBeforeCommit()
 	second := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
 	ev := inbox.Event{ID: "evt_1"}
 	fn := func(ctx context.Context, tx TTx) error { return e.write(ctx, tx, ev.ID, "") }
-	done := make(chan inbox.Outcome)
-	go func() {
-		out, _ := first.Apply(ctx, "h", ev, fn)
-		done <- out
-	}()
+	done := applyLater(t, first, ev, fn)
 	<-pause.Reached()
-	waited := make(chan inbox.Outcome)
-	go func() {
-		out, err := second.Apply(ctx, "h", ev, fn)
-		if err != nil {
-			t.Error(err)
-		}
-		waited <- out
-	}()
+	waited := applyLater(t, second, ev, fn)
 	waitForLockWaiter(t, e)
 	select {
 	case out := <-waited:
@@ -242,14 +193,9 @@ func waitForLockWaiter[TTx any](t *testing.T, e *env[TTx]) {
 	}
 }
 
-func TestApplyConcurrent(t *testing.T) {
-	run(t, testApplyConcurrent[*sql.Tx], testApplyConcurrent[pgx.Tx])
-}
-
 // 64 goroutines over 8 connections deliver the same event at once, for many
 // events: exactly one effect each, exactly one Processed, never an error.
-func testApplyConcurrent[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ApplyConcurrent(t *testing.T, e *env[TTx]) {
 	ib := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
 	ctx := context.Background()
 	const goroutines, rounds = 64, 20
@@ -295,12 +241,7 @@ type retryableErr struct{}
 func (retryableErr) Error() string    { return "could not serialize access" }
 func (retryableErr) SQLState() string { return "40001" }
 
-func TestApplyRetriesSerializationFailure(t *testing.T) {
-	run(t, testApplyRetriesSerializationFailure[*sql.Tx], testApplyRetriesSerializationFailure[pgx.Tx])
-}
-
-func testApplyRetriesSerializationFailure[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ApplyRetriesSerializationFailure(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ran := 0
 	out, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1"}, func(ctx context.Context, tx TTx) error {
@@ -327,12 +268,7 @@ func testApplyRetriesSerializationFailure[TTx any](t *testing.T, b backend[TTx])
 	}
 }
 
-func TestApplyErrors(t *testing.T) {
-	run(t, testApplyErrors[*sql.Tx], testApplyErrors[pgx.Tx])
-}
-
-func testApplyErrors[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ApplyErrors(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	boom := errors.New("boom")
 	// A plain error rolls everything back and is returned: retryable.
@@ -375,12 +311,7 @@ func testApplyErrors[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestRecordInCallersTransaction(t *testing.T) {
-	run(t, testRecordInCallersTransaction[*sql.Tx], testRecordInCallersTransaction[pgx.Tx])
-}
-
-func testRecordInCallersTransaction[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) RecordInCallersTransaction(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ev := inbox.Event{ID: "evt_1"}
 	attempt := func(commit bool) inbox.Outcome {
@@ -419,12 +350,8 @@ func testRecordInCallersTransaction[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestMigrateIdempotent(t *testing.T) {
-	run(t, testMigrateIdempotent[*sql.Tx], testMigrateIdempotent[pgx.Tx])
-}
-
-func testMigrateIdempotent[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b) // migrated once
+// e is migrated once already; more migrations, at once, change nothing.
+func (suite[TTx]) MigrateIdempotent(t *testing.T, e *env[TTx]) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -439,31 +366,17 @@ func testMigrateIdempotent[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestBusyDatabaseIsNotInFlight(t *testing.T) {
-	run(t, testBusyDatabaseIsNotInFlight[*sql.Tx], testBusyDatabaseIsNotInFlight[pgx.Tx])
-}
-
 // One event's Apply holds its transaction open for a while; unrelated
 // events sent meanwhile from many goroutines, through Apply and Do, are all
 // processed: on SQLite they wait for the database lock as the DSN's
 // busy_timeout says (20 s here), whatever InFlightWait (1 ms here), and are
 // never reported InFlight; on PostgreSQL they do not wait at all.
-func testBusyDatabaseIsNotInFlight[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) BusyDatabaseIsNotInFlight(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
-	var faults inboxtest.Faults
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	holder := e.inbox(inbox.Config{Hook: faults.Hook})
-	held := make(chan inbox.Outcome, 1)
-	go func() {
-		out, err := holder.Apply(ctx, "h", inbox.Event{ID: "evt_slow"}, func(ctx context.Context, tx TTx) error {
-			return e.write(ctx, tx, "evt_slow", "")
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		held <- out
-	}()
+	holder, pause := e.pausedBeforeCommit()
+	held := applyLater(t, holder, inbox.Event{ID: "evt_slow"}, func(ctx context.Context, tx TTx) error {
+		return e.write(ctx, tx, "evt_slow", "")
+	})
 	<-pause.Reached()
 
 	ib := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
@@ -522,9 +435,7 @@ func TestSQLiteBusyTimeoutIsAnError(t *testing.T) {
 	if _, err := e.inbox(inbox.Config{Hook: crash.Hook}).Do(ctx, "h", inbox.Event{ID: "evt_claimed"}, eff); !errors.Is(err, inboxtest.ErrInjected) {
 		t.Fatal(err)
 	}
-	var faults inboxtest.Faults
-	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-	holder := e.inbox(inbox.Config{Hook: faults.Hook})
+	holder, pause := e.pausedBeforeCommit()
 	held := make(chan error, 1)
 	go func() {
 		_, err := holder.Apply(ctx, "h", inbox.Event{ID: "evt_slow"}, func(context.Context, *sql.Tx) error { return nil })

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
@@ -22,6 +24,9 @@ import (
 
 // envDSN carries the database of a crash test's parent to its child.
 const envDSN = "INBOX_TEST_DSN"
+
+// envProvider carries the URL of a crash test's fake provider to its child.
+const envProvider = "INBOX_TEST_PROVIDER"
 
 // maxConns is the connection pool size of every backend.
 const maxConns = 8
@@ -80,10 +85,39 @@ func openSQL(t *testing.T, driver, dsn string) *sql.DB {
 	return db
 }
 
+// suite holds the tests that run on every backend, one method a test (in
+// apply_test.go, claim_test.go, stale_test.go, version_test.go and
+// http_test.go). A method takes t and either e, a fresh migrated database,
+// or b, to make its own databases. TestInbox runs each method as the
+// subtest TestInbox/<Method>/<backend>.
+type suite[TTx any] struct{}
+
+// TestInbox runs every method of suite on every backend.
+func TestInbox(t *testing.T) {
+	t.Parallel()
+	tests := reflect.TypeFor[suite[*sql.Tx]]()
+	for i := range tests.NumMethod() {
+		name := tests.Method(i).Name
+		t.Run(name, func(t *testing.T) {
+			run(t, func(t *testing.T, b backend[*sql.Tx]) { callTest(t, suite[*sql.Tx]{}, name, b) },
+				func(t *testing.T, b backend[pgx.Tx]) { callTest(t, suite[pgx.Tx]{}, name, b) })
+		})
+	}
+}
+
+// callTest calls s's method name with t and, as its second parameter asks,
+// b itself or a database set up on b.
+func callTest[TTx any](t *testing.T, s suite[TTx], name string, b backend[TTx]) {
+	m := reflect.ValueOf(s).MethodByName(name)
+	arg := reflect.ValueOf(b)
+	if m.Type().In(1) != arg.Type() {
+		arg = reflect.ValueOf(setup(t, b))
+	}
+	m.Call([]reflect.Value{reflect.ValueOf(t), arg})
+}
+
 // run runs a generic test as parallel subtests on every backend:
-// "sqlite" and "postgres-sql" (database/sql) and "postgres-pgx" (pgx). Pass
-// the same generic function instantiated twice: run(t, testX[*sql.Tx],
-// testX[pgx.Tx]).
+// "sqlite" and "postgres-sql" (database/sql) and "postgres-pgx" (pgx).
 func run(t *testing.T, onSQL func(*testing.T, backend[*sql.Tx]), onPgx func(*testing.T, backend[pgx.Tx])) {
 	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) { t.Parallel(); onSQL(t, sqliteBackend) })
@@ -137,6 +171,46 @@ func (e *env[TTx]) inbox(cfg inbox.Config) *inbox.Inbox[TTx] {
 		e.t.Fatal(err)
 	}
 	return ib
+}
+
+// bothPolicies runs f as the parallel subtests "reclaim" and "hold", each on
+// a fresh database set up on b, with the policy Reclaim(stale, 3) or
+// Hold(stale).
+func bothPolicies[TTx any](t *testing.T, b backend[TTx], stale time.Duration, f func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool)) {
+	for _, hold := range []bool{false, true} {
+		name, policy := "reclaim", inbox.Reclaim(stale, 3)
+		if hold {
+			name, policy = "hold", inbox.Hold(stale)
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, setup(t, b), policy, hold)
+		})
+	}
+}
+
+// applyLater runs ib.Apply of ev for the handler "h" in a goroutine and
+// sends its outcome on the returned channel; an error fails t.
+func applyLater[TTx any](t *testing.T, ib *inbox.Inbox[TTx], ev inbox.Event, fn func(context.Context, TTx) error) <-chan inbox.Outcome {
+	outcome := make(chan inbox.Outcome, 1)
+	go func() {
+		out, err := ib.Apply(context.Background(), "h", ev, fn)
+		if err != nil {
+			t.Error(err)
+		}
+		outcome <- out
+	}()
+	return outcome
+}
+
+// pausedBeforeCommit returns another Inbox over the same database whose
+// Apply stops before its commit: pause is reached there, and the commit
+// waits until pause is released.
+func (e *env[TTx]) pausedBeforeCommit() (*inbox.Inbox[TTx], *inboxtest.Pause) {
+	e.t.Helper()
+	var faults inboxtest.Faults
+	pause := faults.PauseAt(inbox.ApplyBeforeCommit)
+	return e.inbox(inbox.Config{Hook: faults.Hook}), pause
 }
 
 // reopen connects to the same database with a new pool.

@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // fakeProvider is a downstream service (an email or payment API) that
@@ -71,12 +69,7 @@ func (p *fakeProvider) counts() (calls, effects int) {
 	return p.calls, len(p.keys)
 }
 
-func TestDoSequentialDuplicate(t *testing.T) {
-	run(t, testDoSequentialDuplicate[*sql.Tx], testDoSequentialDuplicate[pgx.Tx])
-}
-
-func testDoSequentialDuplicate[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoSequentialDuplicate(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ev := inbox.Event{Source: "stripe", ID: "evt_1", Body: []byte("{}")}
 	var claims []inbox.Claim
@@ -106,12 +99,7 @@ func testDoSequentialDuplicate[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoRequiresPolicy(t *testing.T) {
-	run(t, testDoRequiresPolicy[*sql.Tx], testDoRequiresPolicy[pgx.Tx])
-}
-
-func testDoRequiresPolicy[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoRequiresPolicy(t *testing.T, e *env[TTx]) {
 	run := func(context.Context, inbox.Claim) error { t.Error("effect ran"); return nil }
 	for _, p := range []inbox.Policy{{}, inbox.Reclaim(0, 3), inbox.Reclaim(time.Minute, 0), inbox.Hold(-time.Second)} {
 		_, err := e.ib.Do(context.Background(), "h", inbox.Event{ID: "evt_1"}, inbox.Effect[TTx]{Policy: p, Run: run})
@@ -127,13 +115,8 @@ func testDoRequiresPolicy[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoConcurrent(t *testing.T) {
-	run(t, testDoConcurrent[*sql.Tx], testDoConcurrent[pgx.Tx])
-}
-
 // 64 goroutines over 8 connections: the side effect runs exactly once.
-func testDoConcurrent[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoConcurrent(t *testing.T, e *env[TTx]) {
 	ib := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
 	ctx := context.Background()
 	const goroutines, rounds = 64, 10
@@ -169,155 +152,126 @@ func testDoConcurrent[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestCrashAfterClaim(t *testing.T) {
-	run(t, testCrashAfterClaim[*sql.Tx], testCrashAfterClaim[pgx.Tx])
-}
-
 // A real process dies right after committing its claim. Before the stale
 // threshold a redelivery is in flight; after it, Reclaim re-runs the effect
 // under a new token, and Hold parks the claim without running it.
-func testCrashAfterClaim[TTx any](t *testing.T, b backend[TTx]) {
-	for _, policy := range []inbox.Policy{inbox.Reclaim(time.Hour, 3), inbox.Hold(time.Hour)} {
-		name := "reclaim"
-		if policy == inbox.Hold(time.Hour) {
-			name = "hold"
+func (suite[TTx]) CrashAfterClaim(t *testing.T, b backend[TTx]) {
+	bothPolicies(t, b, time.Hour, func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool) {
+		ctx := context.Background()
+		ev := inbox.Event{Source: "stripe", ID: "evt_1"}
+		var runs []inbox.Claim
+		eff := inbox.Effect[TTx]{Policy: policy, Run: func(_ context.Context, c inbox.Claim) error {
+			runs = append(runs, c)
+			return nil
+		}}
+		if p, ok := inboxtest.CrashPoint(); ok {
+			ib := e.inbox(inbox.Config{Hook: inboxtest.CrashHook(p)})
+			out, err := ib.Do(ctx, "capture", ev, eff)
+			t.Fatalf("child did not crash: Do = %v, %v", out, err)
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, b)
-			ctx := context.Background()
-			ev := inbox.Event{Source: "stripe", ID: "evt_1"}
-			var runs []inbox.Claim
-			eff := inbox.Effect[TTx]{Policy: policy, Run: func(_ context.Context, c inbox.Claim) error {
-				runs = append(runs, c)
-				return nil
-			}}
-			if p, ok := inboxtest.CrashPoint(); ok {
-				ib := e.inbox(inbox.Config{Hook: inboxtest.CrashHook(p)})
-				out, err := ib.Do(ctx, "capture", ev, eff)
-				t.Fatalf("child did not crash: Do = %v, %v", out, err)
-			}
-			inboxtest.Crash(t, inbox.AfterClaim, envDSN+"="+e.dsn)
+		inboxtest.Crash(t, inbox.AfterClaim, envDSN+"="+e.dsn)
 
-			status, token, attempts := e.row("stripe", "capture", "evt_1")
-			if status != "claimed" || token == "" || attempts != 1 {
-				t.Fatalf("after crash: status %q token %q attempts %d; want a live claim", status, token, attempts)
+		status, token, attempts := e.row("stripe", "capture", "evt_1")
+		if status != "claimed" || token == "" || attempts != 1 {
+			t.Fatalf("after crash: status %q token %q attempts %d; want a live claim", status, token, attempts)
+		}
+		if out, err := e.ib.Do(ctx, "capture", ev, eff); out != inbox.InFlight || err != nil {
+			t.Fatalf("before the threshold: Do = %v, %v; want in-flight", out, err)
+		}
+		if err := inboxtest.AgeClaim(ctx, e.drv, "stripe", "capture", "evt_1", 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.ib.Do(ctx, "capture", ev, eff)
+		if hold {
+			if out != inbox.Held || err != nil || len(runs) != 0 {
+				t.Fatalf("hold: Do = %v, %v, effect ran %d times; want held, not run", out, err, len(runs))
 			}
-			if out, err := e.ib.Do(ctx, "capture", ev, eff); out != inbox.InFlight || err != nil {
-				t.Fatalf("before the threshold: Do = %v, %v; want in-flight", out, err)
+			held, err := e.ib.Held(ctx)
+			if err != nil || len(held) != 1 || held[0].EventID != "evt_1" || held[0].Key != inbox.ClaimKey("stripe", "capture", "evt_1") || held[0].Reason == "" {
+				t.Fatalf("Held() = %+v, %v", held, err)
 			}
-			if err := inboxtest.AgeClaim(ctx, e.drv, "stripe", "capture", "evt_1", 2*time.Hour); err != nil {
+			if out, _ := e.ib.Do(ctx, "capture", ev, eff); out != inbox.Held || len(runs) != 0 {
+				t.Fatalf("redelivery of a held claim = %v; want held, not run", out)
+			}
+			// A person checked: the capture never reached the provider.
+			if err := e.ib.Resolve(ctx, "stripe", "capture", "evt_1", inbox.Rerun); err != nil {
 				t.Fatal(err)
 			}
-			out, err := e.ib.Do(ctx, "capture", ev, eff)
-			if name == "hold" {
-				if out != inbox.Held || err != nil || len(runs) != 0 {
-					t.Fatalf("hold: Do = %v, %v, effect ran %d times; want held, not run", out, err, len(runs))
-				}
-				held, err := e.ib.Held(ctx)
-				if err != nil || len(held) != 1 || held[0].EventID != "evt_1" || held[0].Key != inbox.ClaimKey("stripe", "capture", "evt_1") || held[0].Reason == "" {
-					t.Fatalf("Held() = %+v, %v", held, err)
-				}
-				if out, _ := e.ib.Do(ctx, "capture", ev, eff); out != inbox.Held || len(runs) != 0 {
-					t.Fatalf("redelivery of a held claim = %v; want held, not run", out)
-				}
-				// A person checked: the capture never reached the provider.
-				if err := e.ib.Resolve(ctx, "stripe", "capture", "evt_1", inbox.Rerun); err != nil {
-					t.Fatal(err)
-				}
-				if out, err := e.ib.Do(ctx, "capture", ev, eff); out != inbox.Processed || err != nil || len(runs) != 1 {
-					t.Fatalf("after Rerun: Do = %v, %v, ran %d; want processed once", out, err, len(runs))
-				}
-				return
+			if out, err := e.ib.Do(ctx, "capture", ev, eff); out != inbox.Processed || err != nil || len(runs) != 1 {
+				t.Fatalf("after Rerun: Do = %v, %v, ran %d; want processed once", out, err, len(runs))
 			}
-			if out != inbox.Processed || err != nil || len(runs) != 1 {
-				t.Fatalf("reclaim: Do = %v, %v, effect ran %d times; want processed once", out, err, len(runs))
-			}
-			if c := runs[0]; c.Token == token || c.Attempt != 2 || c.Key != inbox.ClaimKey("stripe", "capture", "evt_1") {
-				t.Fatalf("reclaimed claim %+v; want a new token, attempt 2, the same key", c)
-			}
-		})
-	}
-}
-
-func TestCrashAfterEffect(t *testing.T) {
-	run(t, testCrashAfterEffect[*sql.Tx], testCrashAfterEffect[pgx.Tx])
+			return
+		}
+		if out != inbox.Processed || err != nil || len(runs) != 1 {
+			t.Fatalf("reclaim: Do = %v, %v, effect ran %d times; want processed once", out, err, len(runs))
+		}
+		if c := runs[0]; c.Token == token || c.Attempt != 2 || c.Key != inbox.ClaimKey("stripe", "capture", "evt_1") {
+			t.Fatalf("reclaimed claim %+v; want a new token, attempt 2, the same key", c)
+		}
+	})
 }
 
 // A real process dies after its side effect reached the provider, before
 // recording it. Reclaim runs the effect again, and the stable key lets the
 // provider dedupe it; Hold never runs it a second time.
-func testCrashAfterEffect[TTx any](t *testing.T, b backend[TTx]) {
-	const envProvider = "INBOX_TEST_PROVIDER"
-	for _, name := range []string{"reclaim", "hold"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, b)
-			ctx := context.Background()
-			policy := inbox.Reclaim(time.Hour, 3)
-			if name == "hold" {
-				policy = inbox.Hold(time.Hour)
+func (suite[TTx]) CrashAfterEffect(t *testing.T, b backend[TTx]) {
+	bothPolicies(t, b, time.Hour, func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool) {
+		ctx := context.Background()
+		ev := inbox.Event{Source: "stripe", ID: "evt_1"}
+		eff := func(url string) inbox.Effect[TTx] {
+			return inbox.Effect[TTx]{Policy: policy,
+				Run: func(ctx context.Context, c inbox.Claim) error { return send(ctx, url, c.Key) },
+				Finish: func(ctx context.Context, tx TTx, c inbox.Claim) error {
+					return e.write(ctx, tx, ev.ID, "receipt sent")
+				},
 			}
-			ev := inbox.Event{Source: "stripe", ID: "evt_1"}
-			eff := func(url string) inbox.Effect[TTx] {
-				return inbox.Effect[TTx]{Policy: policy,
-					Run: func(ctx context.Context, c inbox.Claim) error { return send(ctx, url, c.Key) },
-					Finish: func(ctx context.Context, tx TTx, c inbox.Claim) error {
-						return e.write(ctx, tx, ev.ID, "receipt sent")
-					},
-				}
-			}
-			if p, ok := inboxtest.CrashPoint(); ok {
-				ib := e.inbox(inbox.Config{Hook: inboxtest.CrashHook(p)})
-				out, err := ib.Do(ctx, "receipt", ev, eff(os.Getenv(envProvider)))
-				t.Fatalf("child did not crash: Do = %v, %v", out, err)
-			}
-			provider := newFakeProvider(t)
-			inboxtest.Crash(t, inbox.AfterEffect, envDSN+"="+e.dsn, envProvider+"="+provider.URL)
+		}
+		if p, ok := inboxtest.CrashPoint(); ok {
+			ib := e.inbox(inbox.Config{Hook: inboxtest.CrashHook(p)})
+			out, err := ib.Do(ctx, "receipt", ev, eff(os.Getenv(envProvider)))
+			t.Fatalf("child did not crash: Do = %v, %v", out, err)
+		}
+		provider := newFakeProvider(t)
+		inboxtest.Crash(t, inbox.AfterEffect, envDSN+"="+e.dsn, envProvider+"="+provider.URL)
 
-			if calls, _ := provider.counts(); calls != 1 {
-				t.Fatalf("child made %d provider calls; want 1", calls)
+		if calls, _ := provider.counts(); calls != 1 {
+			t.Fatalf("child made %d provider calls; want 1", calls)
+		}
+		if status, _, _ := e.row("stripe", "receipt", "evt_1"); status != "claimed" || e.effects(ev.ID) != 0 {
+			t.Fatalf("after crash: status %q, %d local effects; want claimed, 0", status, e.effects(ev.ID))
+		}
+		if err := inboxtest.AgeClaim(ctx, e.drv, "stripe", "receipt", "evt_1", 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.ib.Do(ctx, "receipt", ev, eff(provider.URL))
+		calls, effects := provider.counts()
+		if hold {
+			if out != inbox.Held || err != nil || calls != 1 {
+				t.Fatalf("hold: Do = %v, %v, %d provider calls; want held, 1 call", out, err, calls)
 			}
-			if status, _, _ := e.row("stripe", "receipt", "evt_1"); status != "claimed" || e.effects(ev.ID) != 0 {
-				t.Fatalf("after crash: status %q, %d local effects; want claimed, 0", status, e.effects(ev.ID))
-			}
-			if err := inboxtest.AgeClaim(ctx, e.drv, "stripe", "receipt", "evt_1", 2*time.Hour); err != nil {
+			// A person sees the email went out and marks it done.
+			if err := e.ib.Resolve(ctx, "stripe", "receipt", "evt_1", inbox.MarkDone); err != nil {
 				t.Fatal(err)
 			}
-			out, err := e.ib.Do(ctx, "receipt", ev, eff(provider.URL))
-			calls, effects := provider.counts()
-			if name == "hold" {
-				if out != inbox.Held || err != nil || calls != 1 {
-					t.Fatalf("hold: Do = %v, %v, %d provider calls; want held, 1 call", out, err, calls)
-				}
-				// A person sees the email went out and marks it done.
-				if err := e.ib.Resolve(ctx, "stripe", "receipt", "evt_1", inbox.MarkDone); err != nil {
-					t.Fatal(err)
-				}
-				if out, _ := e.ib.Do(ctx, "receipt", ev, eff(provider.URL)); out != inbox.Duplicate {
-					t.Fatalf("after MarkDone: Do = %v; want duplicate", out)
-				}
-				if calls, _ := provider.counts(); calls != 1 {
-					t.Fatalf("%d provider calls; want 1", calls)
-				}
-				return
+			if out, _ := e.ib.Do(ctx, "receipt", ev, eff(provider.URL)); out != inbox.Duplicate {
+				t.Fatalf("after MarkDone: Do = %v; want duplicate", out)
 			}
-			if out != inbox.Processed || err != nil || calls != 2 || effects != 1 {
-				t.Fatalf("reclaim: Do = %v, %v, %d calls, %d distinct effects; want processed, 2 calls, 1 effect", out, err, calls, effects)
+			if calls, _ := provider.counts(); calls != 1 {
+				t.Fatalf("%d provider calls; want 1", calls)
 			}
-			if n := e.effects(ev.ID); n != 1 {
-				t.Fatalf("%d local effects; want 1", n)
-			}
-		})
-	}
-}
-
-func TestDoFaultPoints(t *testing.T) {
-	run(t, testDoFaultPoints[*sql.Tx], testDoFaultPoints[pgx.Tx])
+			return
+		}
+		if out != inbox.Processed || err != nil || calls != 2 || effects != 1 {
+			t.Fatalf("reclaim: Do = %v, %v, %d calls, %d distinct effects; want processed, 2 calls, 1 effect", out, err, calls, effects)
+		}
+		if n := e.effects(ev.ID); n != 1 {
+			t.Fatalf("%d local effects; want 1", n)
+		}
+	})
 }
 
 // Failures injected at each point leave the state a crash there would.
-func testDoFaultPoints[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) DoFaultPoints(t *testing.T, b backend[TTx]) {
 	for _, tc := range []struct {
 		point     inbox.Point
 		ran       int
@@ -356,15 +310,10 @@ func testDoFaultPoints[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestZombieOwner(t *testing.T) {
-	run(t, testZombieOwner[*sql.Tx], testZombieOwner[pgx.Tx])
-}
-
 // Worker A claims and hangs in its effect; the claim goes stale and worker B
 // reclaims it. When A wakes up, while B is still working, its finish fails
 // with ErrLostClaim and its local writes roll back; B then finishes.
-func testZombieOwner[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) ZombieOwner(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ev := inbox.Event{ID: "evt_1"}
 	effect := func(who string, inEffect chan<- struct{}, wake <-chan struct{}) inbox.Effect[TTx] {
@@ -423,15 +372,10 @@ func testZombieOwner[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestRacingReclaimers(t *testing.T) {
-	run(t, testRacingReclaimers[*sql.Tx], testRacingReclaimers[pgx.Tx])
-}
-
 // A stale claim and several workers reclaiming it at once: exactly one wins.
 // The winners are held at AfterClaim until every worker has either returned
 // or won, so a second winner cannot hide behind the first one's finish.
-func testRacingReclaimers[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) RacingReclaimers(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	ev := inbox.Event{ID: "evt_1"}
 	eff := inbox.Effect[TTx]{Policy: inbox.Reclaim(time.Hour, 100), Run: func(context.Context, inbox.Claim) error { return nil }}
@@ -490,12 +434,7 @@ func testRacingReclaimers[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoErrorClasses(t *testing.T) {
-	run(t, testDoErrorClasses[*sql.Tx], testDoErrorClasses[pgx.Tx])
-}
-
-func testDoErrorClasses[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoErrorClasses(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	boom := errors.New("boom")
 	var attempts []int
@@ -554,12 +493,7 @@ func testDoErrorClasses[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestDoConflict(t *testing.T) {
-	run(t, testDoConflict[*sql.Tx], testDoConflict[pgx.Tx])
-}
-
-func testDoConflict[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) DoConflict(t *testing.T, e *env[TTx]) {
 	ran := 0
 	eff := inbox.Effect[TTx]{Policy: inbox.Hold(time.Hour), Run: func(context.Context, inbox.Claim) error { ran++; return nil }}
 	if _, err := e.ib.Do(context.Background(), "h", inbox.Event{ID: "evt_1", Body: []byte("a")}, eff); err != nil {
@@ -571,16 +505,11 @@ func testDoConflict[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestFinishRetriesDeadlock(t *testing.T) {
-	run(t, testFinishRetriesDeadlock[*sql.Tx], testFinishRetriesDeadlock[pgx.Tx])
-}
-
 // The effect succeeded, and the finish transaction is then chosen as the
 // victim of a real deadlock with another transaction: the finish (with
 // Effect.Finish) runs again and commits, the effect does not run again, and
 // the outcome is Processed, not Uncertain.
-func testFinishRetriesDeadlock[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) FinishRetriesDeadlock(t *testing.T, e *env[TTx]) {
 	if e.drv.Dialect() != inboxdriver.Postgres {
 		t.Skip("SQLite has one writer at a time: no deadlock between two transactions")
 	}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
-	"github.com/jackc/pgx/v5"
 )
 
 func TestOutcomeHTTPStatus(t *testing.T) {
@@ -51,12 +50,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestHandler(t *testing.T) {
-	run(t, testHandler[*sql.Tx], testHandler[pgx.Tx])
-}
-
-func testHandler[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) Handler(t *testing.T, e *env[TTx]) {
 	ib := e.inbox(inbox.Config{InFlightWait: time.Millisecond})
 	v, err := inbox.NewStandardWebhooks(testSecret)
 	if err != nil {

@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // staleLog collects what Config.OnStale receives.
@@ -53,17 +51,12 @@ func abandon[TTx any](t *testing.T, e *env[TTx], handler, id string, policy inbo
 	}
 }
 
-func TestSweep(t *testing.T) {
-	run(t, testSweep[*sql.Tx], testSweep[pgx.Tx])
-}
-
 // Claims whose owners died are surfaced by Sweep alone, no delivery
 // needed: Hold and a spent Reclaim are held, a Reclaim with claims left is
 // released, a claim not yet stale is left alone; each is reported once.
 // Then deliveries act on what Sweep left: the released one runs again, the
 // held one waits for a person.
-func testSweep[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) Sweep(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	var log staleLog
 	ib := e.inbox(inbox.Config{OnStale: log.onStale})
@@ -152,56 +145,43 @@ func testSweep[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestSweepFencesTheStaleOwner(t *testing.T) {
-	run(t, testSweepFencesTheStaleOwner[*sql.Tx], testSweepFencesTheStaleOwner[pgx.Tx])
-}
-
 // An owner that hung in its effect past the stale duration wakes up after
 // the sweep parked its claim: its finish fails with ErrLostClaim and its
 // writes roll back, under either policy.
-func testSweepFencesTheStaleOwner[TTx any](t *testing.T, b backend[TTx]) {
-	for _, p := range []inbox.Policy{inbox.Hold(time.Hour), inbox.Reclaim(time.Hour, 3)} {
-		t.Run(p.String(), func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, b)
-			ctx := context.Background()
-			inEffect, wake := make(chan struct{}), make(chan struct{})
-			done := make(chan error, 1)
-			go func() {
-				_, err := e.ib.Do(ctx, "h", inbox.Event{ID: "evt_1"}, inbox.Effect[TTx]{
-					Policy: p,
-					Run:    func(context.Context, inbox.Claim) error { close(inEffect); <-wake; return nil },
-					Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, "evt_1", "") },
-				})
-				done <- err
-			}()
-			<-inEffect
-			if err := inboxtest.AgeClaim(ctx, e.drv, "", "h", "evt_1", 2*time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			if found, err := e.ib.Sweep(ctx); len(found) != 1 || err != nil {
-				t.Fatalf("Sweep = %+v, %v; want the hung claim", found, err)
-			}
-			close(wake)
-			if err := <-done; !errors.Is(err, inbox.ErrLostClaim) {
-				t.Fatalf("stale owner's Do: %v; want ErrLostClaim", err)
-			}
-			if n := e.effects("evt_1"); n != 0 {
-				t.Fatalf("stale owner's finish committed %d rows", n)
-			}
-		})
-	}
-}
-
-func TestSweepConcurrent(t *testing.T) {
-	run(t, testSweepConcurrent[*sql.Tx], testSweepConcurrent[pgx.Tx])
+func (suite[TTx]) SweepFencesTheStaleOwner(t *testing.T, b backend[TTx]) {
+	bothPolicies(t, b, time.Hour, func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool) {
+		ctx := context.Background()
+		inEffect, wake := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.ib.Do(ctx, "h", inbox.Event{ID: "evt_1"}, inbox.Effect[TTx]{
+				Policy: policy,
+				Run:    func(context.Context, inbox.Claim) error { close(inEffect); <-wake; return nil },
+				Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, "evt_1", "") },
+			})
+			done <- err
+		}()
+		<-inEffect
+		if err := inboxtest.AgeClaim(ctx, e.drv, "", "h", "evt_1", 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if found, err := e.ib.Sweep(ctx); len(found) != 1 || err != nil {
+			t.Fatalf("Sweep = %+v, %v; want the hung claim", found, err)
+		}
+		close(wake)
+		if err := <-done; !errors.Is(err, inbox.ErrLostClaim) {
+			t.Fatalf("stale owner's Do: %v; want ErrLostClaim", err)
+		}
+		if n := e.effects("evt_1"); n != 0 {
+			t.Fatalf("stale owner's finish committed %d rows", n)
+		}
+	})
 }
 
 // Several sweepers (two Inboxes, as two processes would have, four
 // goroutines each) over the same stale claims: each claim is changed and
 // reported exactly once in all.
-func testSweepConcurrent[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) SweepConcurrent(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	const claims = 24
 	for i := range claims {
@@ -260,14 +240,9 @@ func testSweepConcurrent[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestSweeper(t *testing.T) {
-	run(t, testSweeper[*sql.Tx], testSweeper[pgx.Tx])
-}
-
 // The background loop surfaces a claim that goes stale while it runs; Stop
 // is idempotent, and a stopped Sweeper sweeps no more.
-func testSweeper[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) Sweeper(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	log := staleLog{signal: make(chan struct{}, 10)}
 	ib := e.inbox(inbox.Config{OnStale: log.onStale, Logger: testLogger(t)})
@@ -300,14 +275,10 @@ func testSweeper[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestMigrateUpgradesOldSchema(t *testing.T) {
-	run(t, testMigrateUpgradesOldSchema[*sql.Tx], testMigrateUpgradesOldSchema[pgx.Tx])
-}
-
 // A database created by the first version of inbox (no policy columns)
 // keeps its rows through Migrate; an old claim has no stored policy, so
 // Sweep leaves it to a redelivery, which still applies the call's policy.
-func testMigrateUpgradesOldSchema[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) MigrateUpgradesOldSchema(t *testing.T, b backend[TTx]) {
 	dsn := b.newDSN(t)
 	drv := b.open(t, dsn)
 	ctx := context.Background()
@@ -350,10 +321,6 @@ func testMigrateUpgradesOldSchema[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestGatewayGaveUp(t *testing.T) {
-	run(t, testGatewayGaveUp[*sql.Tx], testGatewayGaveUp[pgx.Tx])
-}
-
 // The crash kit's "the sender gave up" scenario: a real process is killed
 // (SIGKILL) in the middle of its effect, after the provider received the
 // call; no delivery of the event ever comes again. The sweep alone surfaces
@@ -361,92 +328,86 @@ func TestGatewayGaveUp(t *testing.T) {
 // provider is never called again; Reclaim releases it, and the re-run a
 // person (or a replay) then sends is deduplicated by the provider on the
 // claim's key.
-func testGatewayGaveUp[TTx any](t *testing.T, b backend[TTx]) {
-	const envProvider = "INBOX_TEST_PROVIDER"
-	for _, name := range []string{"hold", "reclaim"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, b)
-			ctx := context.Background()
-			policy := inbox.Hold(5 * time.Minute)
-			if name == "reclaim" {
-				policy = inbox.Reclaim(5*time.Minute, 3)
+func (suite[TTx]) GatewayGaveUp(t *testing.T, b backend[TTx]) {
+	bothPolicies(t, b, 5*time.Minute, func(t *testing.T, e *env[TTx], policy inbox.Policy, hold bool) {
+		ctx := context.Background()
+		ev := inbox.Event{Source: "stripe", ID: "evt_1"}
+		effect := func(url string, block bool) inbox.Effect[TTx] {
+			return inbox.Effect[TTx]{Policy: policy,
+				Run: func(ctx context.Context, c inbox.Claim) error {
+					if err := send(ctx, url, c.Key); err != nil {
+						return err
+					}
+					if block { // the parent kills this process now
+						<-time.After(time.Hour)
+					}
+					return nil
+				},
+				Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, ev.ID, "") },
 			}
-			ev := inbox.Event{Source: "stripe", ID: "evt_1"}
-			effect := func(url string, block bool) inbox.Effect[TTx] {
-				return inbox.Effect[TTx]{Policy: policy,
-					Run: func(ctx context.Context, c inbox.Claim) error {
-						if err := send(ctx, url, c.Key); err != nil {
-							return err
-						}
-						if block { // the parent kills this process now
-							<-time.After(time.Hour)
-						}
-						return nil
-					},
-					Finish: func(ctx context.Context, tx TTx, _ inbox.Claim) error { return e.write(ctx, tx, ev.ID, "") },
-				}
+		}
+		if _, ok := inboxtest.CrashPoint(); ok {
+			out, err := e.ib.Do(ctx, "capture", ev, effect(os.Getenv(envProvider), true))
+			t.Fatalf("child was not killed: Do = %v, %v", out, err)
+		}
+		called := make(chan struct{})
+		var once sync.Once
+		provider := newFakeProvider(t)
+		relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := send(r.Context(), provider.URL, r.Header.Get("Idempotency-Key")); err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
 			}
-			if _, ok := inboxtest.CrashPoint(); ok {
-				out, err := e.ib.Do(ctx, "capture", ev, effect(os.Getenv(envProvider), true))
-				t.Fatalf("child was not killed: Do = %v, %v", out, err)
-			}
-			called := make(chan struct{})
-			var once sync.Once
-			provider := newFakeProvider(t)
-			relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if err := send(r.Context(), provider.URL, r.Header.Get("Idempotency-Key")); err != nil {
-					http.Error(w, err.Error(), http.StatusBadGateway)
-					return
-				}
-				once.Do(func() { close(called) })
-			}))
-			defer relay.Close()
-			inboxtest.Kill(t, called, envDSN+"="+e.dsn, envProvider+"="+relay.URL)
+			once.Do(func() { close(called) })
+		}))
+		defer relay.Close()
+		inboxtest.Kill(t, called, envDSN+"="+e.dsn, envProvider+"="+relay.URL)
 
-			if status, _, _ := e.row("stripe", "capture", "evt_1"); status != "claimed" {
-				t.Fatalf("after kill -9: %q; want claimed", status)
+		if status, _, _ := e.row("stripe", "capture", "evt_1"); status != "claimed" {
+			t.Fatalf("after kill -9: %q; want claimed", status)
+		}
+		var log staleLog
+		ib := e.inbox(inbox.Config{OnStale: log.onStale})
+		if found, _ := ib.Sweep(ctx); len(found) != 0 {
+			t.Fatalf("Sweep before the stale duration: %+v", found)
+		}
+		// No redelivery ever comes; time passes.
+		if n, err := inboxtest.AgeClaims(ctx, e.drv, 10*time.Minute); n != 1 || err != nil {
+			t.Fatalf("AgeClaims = %d, %v", n, err)
+		}
+		found, err := ib.Sweep(ctx)
+		if err != nil || len(found) != 1 || len(log.got()) != 1 {
+			t.Fatalf("Sweep = %+v, %v, %d reported; want the killed claim, reported", found, err, len(log.got()))
+		}
+		if hold {
+			held, err := ib.Held(ctx)
+			if found[0].Action != inbox.StaleHeld || err != nil || len(held) != 1 || held[0].EventID != "evt_1" {
+				t.Fatalf("hold: found %v, Held() = %+v, %v; want it held", found[0].Action, held, err)
 			}
-			var log staleLog
-			ib := e.inbox(inbox.Config{OnStale: log.onStale})
-			if found, _ := ib.Sweep(ctx); len(found) != 0 {
-				t.Fatalf("Sweep before the stale duration: %+v", found)
+			// A person checks with the provider: captured. Mark it done.
+			if err := ib.Resolve(ctx, held[0].Source, held[0].Handler, held[0].EventID, inbox.MarkDone); err != nil {
+				t.Fatal(err)
 			}
-			// No redelivery ever comes; time passes.
-			if n, err := inboxtest.AgeClaims(ctx, e.drv, 10*time.Minute); n != 1 || err != nil {
-				t.Fatalf("AgeClaims = %d, %v", n, err)
+		} else {
+			released, err := ib.Released(ctx)
+			if found[0].Action != inbox.StaleReleased || err != nil || len(released) != 1 {
+				t.Fatalf("reclaim: found %v, Released() = %+v, %v; want it released", found[0].Action, released, err)
 			}
-			found, err := ib.Sweep(ctx)
-			if err != nil || len(found) != 1 || len(log.got()) != 1 {
-				t.Fatalf("Sweep = %+v, %v, %d reported; want the killed claim, reported", found, err, len(log.got()))
+			// Someone sends the event again (anyhook replay): it runs.
+			if out, err := ib.Do(ctx, "capture", ev, effect(provider.URL, false)); out != inbox.Processed || err != nil {
+				t.Fatalf("re-run after the sweep: Do = %v, %v; want processed", out, err)
 			}
-			if name == "hold" {
-				held, err := ib.Held(ctx)
-				if found[0].Action != inbox.StaleHeld || err != nil || len(held) != 1 || held[0].EventID != "evt_1" {
-					t.Fatalf("hold: found %v, Held() = %+v, %v; want it held", found[0].Action, held, err)
-				}
-				// A person checks with the provider: captured. Mark it done.
-				if err := ib.Resolve(ctx, held[0].Source, held[0].Handler, held[0].EventID, inbox.MarkDone); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				released, err := ib.Released(ctx)
-				if found[0].Action != inbox.StaleReleased || err != nil || len(released) != 1 {
-					t.Fatalf("reclaim: found %v, Released() = %+v, %v; want it released", found[0].Action, released, err)
-				}
-				// Someone sends the event again (anyhook replay): it runs.
-				if out, err := ib.Do(ctx, "capture", ev, effect(provider.URL, false)); out != inbox.Processed || err != nil {
-					t.Fatalf("re-run after the sweep: Do = %v, %v; want processed", out, err)
-				}
-			}
-			calls, effects := provider.counts()
-			want := map[string]int{"hold": 1, "reclaim": 2}[name]
-			if calls != want || effects != 1 {
-				t.Fatalf("provider: %d calls, %d effects; want %d, 1", calls, effects, want)
-			}
-			if status, _, _ := e.row("stripe", "capture", "evt_1"); status != "done" {
-				t.Fatalf("final status %q; want done", status)
-			}
-		})
-	}
+		}
+		calls, effects := provider.counts()
+		want := 2 // the killed call and the re-run
+		if hold {
+			want = 1
+		}
+		if calls != want || effects != 1 {
+			t.Fatalf("provider: %d calls, %d effects; want %d, 1", calls, effects, want)
+		}
+		if status, _, _ := e.row("stripe", "capture", "evt_1"); status != "done" {
+			t.Fatalf("final status %q; want done", status)
+		}
+	})
 }

@@ -2,7 +2,6 @@ package inbox_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/inbox"
-	"github.com/anyhook/anyhook/inbox/inboxtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // subEvent is a subscription status change as a provider sends it.
@@ -49,12 +46,7 @@ func (e *env[TTx]) sub(id string) (status string, version int64) {
 	return status, version
 }
 
-func TestAdvanceOrder(t *testing.T) {
-	run(t, testAdvanceOrder[*sql.Tx], testAdvanceOrder[pgx.Tx])
-}
-
-func testAdvanceOrder[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) AdvanceOrder(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	for i, c := range []struct {
 		version int64
@@ -84,14 +76,10 @@ func testAdvanceOrder[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestAdvanceConcurrentBothOrders(t *testing.T) {
-	run(t, testAdvanceConcurrentBothOrders[*sql.Tx], testAdvanceConcurrentBothOrders[pgx.Tx])
-}
-
 // v5 and v6 of one subscription in two transactions at once, each order
 // forced by pausing the first before its commit while the second waits on
 // it: the result is v6 either way.
-func testAdvanceConcurrentBothOrders[TTx any](t *testing.T, b backend[TTx]) {
+func (suite[TTx]) AdvanceConcurrentBothOrders(t *testing.T, b backend[TTx]) {
 	v5 := subEvent{ID: "evt_5", Sub: "sub_1", Version: 5, Status: "active"}
 	v6 := subEvent{ID: "evt_6", Sub: "sub_1", Version: 6, Status: "past_due"}
 	for _, order := range [][2]subEvent{{v5, v6}, {v6, v5}} {
@@ -99,9 +87,7 @@ func testAdvanceConcurrentBothOrders[TTx any](t *testing.T, b backend[TTx]) {
 			t.Parallel()
 			e := setup(t, b)
 			ctx := context.Background()
-			var faults inboxtest.Faults
-			pause := faults.PauseAt(inbox.ApplyBeforeCommit)
-			first := e.inbox(inbox.Config{Hook: faults.Hook})
+			first, pause := e.pausedBeforeCommit()
 			second := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
 			firstDone := make(chan error)
 			go func() {
@@ -129,14 +115,9 @@ func testAdvanceConcurrentBothOrders[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestAdvanceConcurrentMany(t *testing.T) {
-	run(t, testAdvanceConcurrentMany[*sql.Tx], testAdvanceConcurrentMany[pgx.Tx])
-}
-
 // Versions 1..32 of one object race in 32 goroutines: the highest wins, and
 // exactly the goroutines that saw Newer wrote.
-func testAdvanceConcurrentMany[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) AdvanceConcurrentMany(t *testing.T, e *env[TTx]) {
 	ib := e.inbox(inbox.Config{InFlightWait: 10 * time.Minute})
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -154,14 +135,9 @@ func testAdvanceConcurrentMany[TTx any](t *testing.T, b backend[TTx]) {
 	}
 }
 
-func TestAdvanceShuffledStream(t *testing.T) {
-	run(t, testAdvanceShuffledStream[*sql.Tx], testAdvanceShuffledStream[pgx.Tx])
-}
-
 // Property: any shuffle of a stream, with redeliveries mixed in, ends in the
 // same state as the ordered stream.
-func testAdvanceShuffledStream[TTx any](t *testing.T, b backend[TTx]) {
-	e := setup(t, b)
+func (suite[TTx]) AdvanceShuffledStream(t *testing.T, e *env[TTx]) {
 	ctx := context.Background()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)

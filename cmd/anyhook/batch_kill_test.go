@@ -16,8 +16,7 @@ import (
 func TestKillMidBatchLeavesNoHalfEvent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	dest := newRecorder(t, false)
-	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
+	cfg, _ := sqliteGateway(t, dir)
 	acked := burstThenKill(t, start(t, cfg), "evt_batch", 3000, 64)
 
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "anyhook.db"))

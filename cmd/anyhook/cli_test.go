@@ -168,8 +168,7 @@ func TestServeAddressInUseTouchesNoDatabase(t *testing.T) {
 func TestDatabaseAndBackupFilesArePrivate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	dest := newRecorder(t, false)
-	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
+	cfg, dest := sqliteGateway(t, dir)
 	// umask 0 would leave files 0666 or 0644 unless the code sets 0600.
 	umask0 := func(args ...string) *exec.Cmd {
 		return exec.Command("sh", append([]string{"-c", `umask 0; exec "$0" "$@"`, binary}, args...)...)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,32 +26,15 @@ type serveOutcome struct {
 // exits. A listening process is killed when t ends.
 func tryServe(t *testing.T, cfg string) serveOutcome {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn")
-	stdout, err := cmd.StdoutPipe()
+	p, listening, err := launch(t, exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = &syncWriter{w: p.stderr}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	listening := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if _, addr, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				listening <- addr
-			}
-		}
-	}()
-	go func() { cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.kill() })
 	select {
 	case p.url = <-listening:
 		return serveOutcome{p: p}
 	case <-p.done:
-		return serveOutcome{code: cmd.ProcessState.ExitCode(), stderr: p.stderr.String()}
+		return serveOutcome{code: p.cmd.ProcessState.ExitCode(), stderr: p.stderr.String()}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("anyhook neither listened nor exited: %s", p.stderr)
 		return serveOutcome{}

@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/syncio"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -75,31 +77,41 @@ func startProc(t *testing.T, cfg string) (*proc, error) {
 	return startCmd(t, exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn"))
 }
 
-// startCmd is startProc for a command of the caller's (a wrapper that sets
-// the umask, say).
-func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
+// launch starts cmd as a proc, killed when t ends, and returns it with the
+// address it says it listens on, once it does.
+func launch(t *testing.T, cmd *exec.Cmd) (*proc, <-chan string, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = &syncWriter{w: p.stderr}
+	cmd.Stderr = &syncio.Writer{W: p.stderr}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	go func() { cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.kill() })
-	line := make(chan string, 1)
+	listening := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if _, addr, ok := strings.Cut(sc.Text(), "listening on "); ok {
-				line <- addr
+				listening <- addr
 			}
 		}
 	}()
+	return p, listening, nil
+}
+
+// startCmd is startProc for a command of the caller's (a wrapper that sets
+// the umask, say).
+func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
+	p, listening, err := launch(t, cmd)
+	if err != nil {
+		return nil, err
+	}
 	select {
-	case p.url = <-line:
+	case p.url = <-listening:
 		return p, nil
 	case <-p.done:
 		return nil, fmt.Errorf("anyhook exited before listening: %s", p.stderr)
@@ -111,17 +123,6 @@ func startCmd(t *testing.T, cmd *exec.Cmd) (*proc, error) {
 func (p *proc) kill() {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
 }
 
 // sendEvent posts a Stripe-signed event with id to the gateway.
@@ -211,6 +212,20 @@ func newRecorder(t *testing.T, hold bool) *recorder {
 	return r
 }
 
+// expect waits for the next delivery to arrive at r, what it is in a
+// failure, and wants it to be of event id.
+func (r *recorder) expect(t *testing.T, id, what string) {
+	t.Helper()
+	select {
+	case got := <-r.arrived:
+		if got != id {
+			t.Fatalf("%s: delivery of %s, want %s", what, got, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: nothing arrived", what)
+	}
+}
+
 func (r *recorder) snapshot() map[string][]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -246,6 +261,15 @@ func (r *recorder) awaitAll(t *testing.T, want map[string]bool) map[string][]str
 	}
 }
 
+// sqliteGateway writes to dir the config of a gateway on the SQLite
+// database dir/anyhook.db that delivers to a recorder answering at once
+// (reclaim on a stale claim), and returns the config file and the recorder.
+func sqliteGateway(t *testing.T, dir string) (string, *recorder) {
+	t.Helper()
+	dest := newRecorder(t, false)
+	return writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim")), dest
+}
+
 // gatewayConfig is a config with one stripe source and one billing
 // destination, on database (sqlite:PATH or postgres://…).
 func gatewayConfig(database, destURL, policy string) string {
@@ -265,31 +289,17 @@ destinations:
 `, database, secret, destURL, policy)
 }
 
-func getJSON(t *testing.T, url string, v any) {
+// killDuringDelivery starts a gateway whose destination takes the
+// policy on a stale claim, sends it one event and kills it (kill -9)
+// while the first delivery attempt is in flight, then lets the
+// destination answer. It returns the config, to restart with, the
+// destination and the event id.
+func killDuringDelivery(t *testing.T, policy string) (cfg string, dest *recorder, id string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestKillDuringDeliveryReclaim(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	dest := newRecorder(t, true)
-	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
+	dest = newRecorder(t, true)
+	cfg = writeConfig(t, t.TempDir(), gatewayConfig("sqlite:anyhook.db", dest.URL, policy))
 	p := start(t, cfg)
-	code, id, err := sendEvent(p.url, "evt_kill_reclaim")
+	code, id, err := sendEvent(p.url, "evt_kill_"+policy)
 	if err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
@@ -298,15 +308,14 @@ func TestKillDuringDeliveryReclaim(t *testing.T) {
 	}
 	p.kill() // attempt 1 is in flight: its outcome is unknown
 	close(dest.hold)
+	return cfg, dest, id
+}
+
+func TestKillDuringDeliveryReclaim(t *testing.T) {
+	t.Parallel()
+	cfg, dest, id := killDuringDelivery(t, "reclaim")
 	start(t, cfg)
-	select {
-	case got := <-dest.arrived:
-		if got != id {
-			t.Fatalf("resent delivery id %s, want %s", got, id)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("not resent after restart")
-	}
+	dest.expect(t, id, "the resend after restart")
 	if a := dest.snapshot()[id]; len(a) != 2 || a[0] != "1" || a[1] != "2" {
 		t.Fatalf("attempt headers = %v, want [1 2]", a)
 	}
@@ -314,17 +323,7 @@ func TestKillDuringDeliveryReclaim(t *testing.T) {
 
 func TestKillDuringDeliveryHold(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	dest := newRecorder(t, true)
-	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "hold"))
-	p := start(t, cfg)
-	code, id, err := sendEvent(p.url, "evt_kill_hold")
-	if err != nil || code != 200 {
-		t.Fatalf("send = %d, %v", code, err)
-	}
-	<-dest.arrived
-	p.kill()
-	close(dest.hold)
+	cfg, dest, id := killDuringDelivery(t, "hold")
 	p2 := start(t, cfg)
 	var list struct {
 		Items []struct {
@@ -334,7 +333,7 @@ func TestKillDuringDeliveryHold(t *testing.T) {
 		}
 	}
 	testwait.For(t, "the delivery to be held after its lease expired", func() bool {
-		getJSON(t, p2.url+"/api/deliveries?status=held", &list)
+		gatewaytest.AdminJSON(t, p2.url+"/api/deliveries?status=held", &list)
 		return len(list.Items) == 1
 	})
 	if list.Items[0].EventID != id {
@@ -350,8 +349,7 @@ func TestKillDuringDeliveryHold(t *testing.T) {
 func TestKillDuringBurstLosesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	dest := newRecorder(t, false)
-	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
+	cfg, dest := sqliteGateway(t, dir)
 	acked := burstThenKill(t, start(t, cfg), "evt_burst", 400, 16)
 	nAcked := len(acked)
 	start(t, cfg)
@@ -362,8 +360,8 @@ func TestKillDuringBurstLosesNothing(t *testing.T) {
 func TestSIGTERMExitsZero(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	dest := newRecorder(t, false)
-	p := start(t, writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim")))
+	cfg, _ := sqliteGateway(t, dir)
+	p := start(t, cfg)
 	if code, _, err := sendEvent(p.url, "evt_term"); err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}

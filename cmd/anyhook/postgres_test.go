@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/testwait"
@@ -133,7 +134,7 @@ func deliveries(t *testing.T, base, status string) []deliveryItem {
 			Items      []deliveryItem `json:"items"`
 			NextCursor string         `json:"next_cursor"`
 		}
-		getJSON(t, base+"/api/deliveries?limit=500&status="+status+"&cursor="+url.QueryEscape(cursor), &page)
+		gatewaytest.AdminJSON(t, base+"/api/deliveries?limit=500&status="+status+"&cursor="+url.QueryEscape(cursor), &page)
 		all = append(all, page.Items...)
 		if page.NextCursor == "" {
 			return all
@@ -150,19 +151,11 @@ func settled(t *testing.T, base string) bool {
 	return len(deliveries(t, base, "pending")) == 0 && len(deliveries(t, base, "delivering")) == 0
 }
 
+// adminPost POSTs {} to an admin API url and wants a 2xx answer.
 func adminPost(t *testing.T, url string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader("{}"))
-	req.Header.Set("Authorization", "Bearer test-token")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
+	if code, b := gatewaytest.Admin(t, "POST", url, "{}"); code/100 != 2 {
+		t.Fatalf("POST %s: %d %s", url, code, b)
 	}
 }
 
@@ -205,7 +198,7 @@ func TestPostgresIdenticalRequestsThreeProcesses(t *testing.T) {
 		Deliveries []deliveryItem `json:"deliveries"`
 	}
 	testwait.For(t, "the event to be delivered", func() bool {
-		getJSON(t, ps[2].url+"/api/events/"+id, &ev)
+		gatewaytest.AdminJSON(t, ps[2].url+"/api/events/"+id, &ev)
 		return len(ev.Deliveries) == 1 && ev.Deliveries[0].Status == "delivered"
 	})
 	if ev.Duplicates != n-1 {
@@ -216,7 +209,7 @@ func TestPostgresIdenticalRequestsThreeProcesses(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"items"`
 	}
-	getJSON(t, ps[1].url+"/api/events", &list)
+	gatewaytest.AdminJSON(t, ps[1].url+"/api/events", &list)
 	if len(list.Items) != 1 || list.Items[0].ID != id {
 		t.Errorf("events = %+v, want only %s", list.Items, id)
 	}
@@ -392,7 +385,7 @@ func TestPostgresKillOneOfThree(t *testing.T) {
 					var ev struct {
 						Deliveries []deliveryItem `json:"deliveries"`
 					}
-					getJSON(t, ps[2].url+"/api/events/"+id, &ev)
+					gatewaytest.AdminJSON(t, ps[2].url+"/api/events/"+id, &ev)
 					d := ev.Deliveries[0]
 					if d.Status != "delivered" || len(d.Attempts) < 2 || !strings.HasPrefix(d.Attempts[0].Error, "outcome unknown") {
 						t.Errorf("rescued delivery %+v: want delivered, its first attempt recorded as outcome unknown", d)
@@ -797,7 +790,7 @@ func TestPostgresOneObjectThreeProcessesNoDeadlock(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"items"`
 	}
-	getJSON(t, ps[0].url+"/api/events?limit=500", &list)
+	gatewaytest.AdminJSON(t, ps[0].url+"/api/events?limit=500", &list)
 	if len(list.Items) != len(ids) {
 		t.Errorf("%d events recorded for %d keys", len(list.Items), len(ids))
 	}
@@ -857,21 +850,14 @@ destinations:
 	next := start(t, config("new.yaml", false)) // knows audit only
 	// Its rescuer re-sends audit's expired claim; charges' expired earlier,
 	// so that rescue round saw it too.
-	select {
-	case got := <-audit.arrived:
-		if got != id {
-			t.Fatalf("audit got %s, want %s", got, id)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("audit's expired claim was not rescued")
-	}
+	audit.expect(t, id, "the rescue of audit's expired claim")
 	var ev struct {
 		Deliveries []struct {
 			Destination string `json:"destination"`
 			Status      string `json:"status"`
 		} `json:"deliveries"`
 	}
-	getJSON(t, next.url+"/api/events/"+id, &ev)
+	gatewaytest.AdminJSON(t, next.url+"/api/events/"+id, &ev)
 	for _, d := range ev.Deliveries {
 		if d.Destination == "charges" && d.Status != "delivering" {
 			t.Fatalf("charges delivery is %s after a rescue by a process without charges; want it left delivering", d.Status)

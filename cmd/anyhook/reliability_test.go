@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
@@ -237,7 +238,7 @@ func TestBackupWhileIngesting(t *testing.T) {
 	p.kill()
 	r := start(t, rcfg)
 	var ev struct{ ID string }
-	getJSON(t, r.url+"/api/events/"+before[0], &ev)
+	gatewaytest.AdminJSON(t, r.url+"/api/events/"+before[0], &ev)
 	if ev.ID != before[0] {
 		t.Fatalf("restored gateway: event %s = %+v", before[0], ev)
 	}
@@ -281,7 +282,7 @@ func TestPgDumpRestore(t *testing.T) {
 	}
 	r := start(t, rcfg)
 	var ev struct{ ID string }
-	getJSON(t, r.url+"/api/events/"+ids[49], &ev)
+	gatewaytest.AdminJSON(t, r.url+"/api/events/"+ids[49], &ev)
 	if ev.ID != ids[49] {
 		t.Fatalf("restored gateway: event %s = %+v", ids[49], ev)
 	}

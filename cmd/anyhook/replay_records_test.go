@@ -1,11 +1,10 @@
 package main
 
 import (
-	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -16,13 +15,7 @@ import (
 func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 	t.Parallel()
 	f := newReplayFixture(t)
-	var ids []string
-	for i := range 2 {
-		ids = append(ids, sendTo(t, f.url, "stripe", fmt.Sprintf("evt_twice_%d", i)))
-	}
-	for _, id := range ids {
-		f.waitDead(t, id)
-	}
+	ids := f.sendDead(t, "evt_twice", 2)
 	// billing (which still answers 500) is paused, so that its replays
 	// wait instead of going dead in their turn before the second run.
 	f.post(t, "/api/destinations/billing/pause")
@@ -47,7 +40,7 @@ func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 				DeliveryID                         string `json:"delivery_id"`
 			}
 		}
-		getJSON(t, f.url+"/api/events/"+id, &ev)
+		gatewaytest.AdminJSON(t, f.url+"/api/events/"+id, &ev)
 		replays := 0
 		var replayID string
 		for _, d := range ev.Deliveries {
@@ -89,14 +82,7 @@ func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 // post POSTs to the gateway's admin API and wants 200.
 func (f *replayFixture) post(t *testing.T, path string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", f.url+path, nil)
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("POST %s: %d", path, resp.StatusCode)
+	if code, b := gatewaytest.Admin(t, "POST", f.url+path, ""); code != 200 {
+		t.Fatalf("POST %s: %d %s", path, code, b)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -53,31 +54,53 @@ type replayFixture struct {
 }
 
 func newReplayFixture(t *testing.T) *replayFixture {
-	var hits atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.WriteHeader(500)
-	}))
-	t.Cleanup(dest.Close)
-	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf(`listen: 127.0.0.1:0
-database: sqlite:anyhook.db
-admin_token: test-token
-delivery: {poll_interval: 100ms, grace: 1s}
+	return replayFixtureWith(t, `
 sources:
   stripe: {provider: stripe, secrets: [%[1]s]}
   stripe_eu: {provider: stripe, secrets: [%[1]s]}
 destinations:
   billing: {url: %[2]s, sources: [stripe, stripe_eu], max_attempts: 1}
   crm: {url: %[2]s, sources: [stripe], max_attempts: 1}
-`, secret, dest.URL))
+`)
+}
+
+// replayFixtureWith is newReplayFixture with the sources and destinations
+// of routes, where %[1]s stands for the Stripe secret and %[2]s for the
+// failing destination's URL.
+func replayFixtureWith(t *testing.T, routes string) *replayFixture {
+	var hits atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(500)
+	}))
+	t.Cleanup(dest.Close)
+	cfg := writeConfig(t, t.TempDir(), `listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 100ms, grace: 1s}`+fmt.Sprintf(routes, secret, dest.URL))
 	p := start(t, cfg)
 	return &replayFixture{cfg: cfg, url: p.url, hits: &hits}
+}
+
+// sendDead sends n events to the source stripe, with ids prefix_0,
+// prefix_1, …, and waits until every delivery of each is dead. It returns
+// their AnyHook ids.
+func (f *replayFixture) sendDead(t *testing.T, prefix string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		ids = append(ids, sendTo(t, f.url, "stripe", fmt.Sprintf("%s_%d", prefix, i)))
+	}
+	for _, id := range ids {
+		f.waitDead(t, id)
+	}
+	return ids
 }
 
 func (f *replayFixture) event(t *testing.T, id string) apiEvent {
 	t.Helper()
 	var ev apiEvent
-	getJSON(t, f.url+"/api/events/"+id, &ev)
+	gatewaytest.AdminJSON(t, f.url+"/api/events/"+id, &ev)
 	return ev
 }
 
@@ -186,13 +209,7 @@ func TestReplayAcceptsAnyID(t *testing.T) {
 func TestReplayStatusDryRunUntilJSON(t *testing.T) {
 	t.Parallel()
 	f := newReplayFixture(t)
-	var ids []string
-	for i := range 3 {
-		ids = append(ids, sendTo(t, f.url, "stripe", fmt.Sprintf("evt_bulk_%d", i)))
-	}
-	for _, id := range ids {
-		f.waitDead(t, id)
-	}
+	ids := f.sendDead(t, "evt_bulk", 3)
 	hits := f.hits.Load()
 
 	rep := f.replayJSON(t, "--status", "dead", "--dry-run")
@@ -257,21 +274,14 @@ func TestReplayStatusDryRunUntilJSON(t *testing.T) {
 // whatever its filter says.
 func TestReplayRespectsFilters(t *testing.T) {
 	t.Parallel()
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
-	t.Cleanup(dest.Close)
-	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf(`listen: 127.0.0.1:0
-database: sqlite:anyhook.db
-admin_token: test-token
-delivery: {poll_interval: 100ms, grace: 1s}
+	f := replayFixtureWith(t, `
 sources:
   stripe: {provider: stripe, secrets: [%[1]s]}
 destinations:
   billing: {url: %[2]s, sources: [stripe], max_attempts: 1}
   crm: {url: %[2]s, sources: [stripe], max_attempts: 1, filter: 'type.startsWith("customer.")'}
-`, secret, dest.URL))
-	p := start(t, cfg)
-	f := &replayFixture{cfg: cfg, url: p.url}
-	id := sendTo(t, p.url, "stripe", "evt_filtered")
+`)
+	id := sendTo(t, f.url, "stripe", "evt_filtered")
 	dests := func(rep replayReport) string {
 		var ds []string
 		for _, d := range rep.Deliveries {

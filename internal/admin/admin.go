@@ -61,6 +61,7 @@ type Store interface {
 	Paused(ctx context.Context) (map[string]bool, error)
 	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
 	Ping(ctx context.Context) error
+	WaitsBehind(ctx context.Context, ids []string) (map[string]store.Blocker, error)
 }
 
 // Options configure an API.
@@ -92,6 +93,9 @@ type Options struct {
 	// A replay without a destination goes only to the destinations whose
 	// filter accepts the event, unless it asks to ignore filters.
 	Filters map[string]*routes.Filter
+	// InOrder are the destinations with order: per_object: their pending
+	// deliveries say what they wait behind (waits_behind).
+	InOrder []string
 }
 
 // API is the admin API. Create it with New.
@@ -102,6 +106,7 @@ type API struct {
 	sources map[string][]string
 	dests   []string // sorted, unique
 	known   map[string]bool
+	inOrder map[string]bool // destinations with order: per_object
 	log     *slog.Logger
 	ready   func(ctx context.Context) error
 	now     func() time.Time
@@ -129,6 +134,10 @@ func New(opt Options) *API {
 		now:     opt.Now,
 		ledger:  opt.Ledger,
 		filters: opt.Filters,
+		inOrder: map[string]bool{},
+	}
+	for _, d := range opt.InOrder {
+		a.inOrder[d] = true
 	}
 	if opt.Token != "" {
 		sum := sha256.Sum256([]byte(opt.Token))

@@ -33,6 +33,9 @@ func (a *API) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := store.FillWaitsBehind(r.Context(), a.store, ds, a.inOrder); err != nil {
+		return err
+	}
 	out := listJSON[deliveryJSON]{Items: make([]deliveryJSON, 0, len(ds)), NextCursor: next}
 	for _, d := range ds {
 		out.Items = append(out.Items, a.toDelivery(d, false))

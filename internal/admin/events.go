@@ -55,6 +55,9 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := store.FillWaitsBehind(r.Context(), a.store, ev.Deliveries, a.inOrder); err != nil {
+		return err
+	}
 	return writeJSON(w, http.StatusOK, a.toEvent(ev, true))
 }
 

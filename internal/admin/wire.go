@@ -102,8 +102,17 @@ type deliveryJSON struct {
 	// or not yet added during a rolling change). Its deliveries wait,
 	// untouched, until a config names it again.
 	Orphaned bool `json:"orphaned"`
+	// WaitsBehind is, for a pending delivery to a destination with order:
+	// per_object, the delivery of its object it waits behind; absent
+	// otherwise.
+	WaitsBehind *waitsBehindJSON `json:"waits_behind,omitzero"`
 	// Attempts is present in an event's deliveries, absent from lists.
 	Attempts []attemptJSON `json:"attempts,omitzero"`
+}
+
+type waitsBehindJSON struct {
+	DeliveryID string `json:"delivery_id"`
+	EventID    string `json:"event_id"`
 }
 
 type attemptJSON struct {
@@ -196,6 +205,9 @@ func (a *API) toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
 	if !d.ClaimedAt.IsZero() {
 		t := utc(d.ClaimedAt)
 		out.ClaimedAt = &t
+	}
+	if d.WaitsBehind != "" {
+		out.WaitsBehind = &waitsBehindJSON{DeliveryID: d.WaitsBehind, EventID: d.WaitsBehindEvent}
 	}
 	if r := d.Resolution; r.Kind != "" {
 		out.Resolution = &resolutionJSON{Kind: r.Kind, At: utc(r.At), By: r.By, Reason: r.Reason, ReplayDeliveryID: r.ReplayedBy}

@@ -22,12 +22,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/syncio"
 )
 
 const usageText = `usage: anyhook bench [flags]
@@ -145,8 +145,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == childCommand {
 		return childMain(ctx, args[1:], os.Stdin, stdout, stderr)
 	}
-	// The gateway process writes its errors to stderr too.
-	stderr = &lockedWriter{w: stderr}
+	// The gateway process writes its errors to stderr too: one write at a
+	// time, from the bench and from the copy of the process's stderr.
+	stderr = &syncio.Writer{W: stderr}
 	o, err := parseFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usageText)
@@ -177,19 +178,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 const secret = "whsec_bench_secret"
-
-// lockedWriter serialises writes from the bench and from the copy of the
-// gateway process's stderr.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // progress writes a line to stderr unless the output is JSON-only.
 type progress struct{ w io.Writer }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/syncio"
 )
 
 // TestMain lets this test binary be the gateway process too: the bench
@@ -149,7 +150,7 @@ func TestChildProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	c, err := startChild(t.Context(), exe, cfg, &lockedWriter{w: &stderr})
+	c, err := startChild(t.Context(), exe, cfg, &syncio.Writer{W: &stderr})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}

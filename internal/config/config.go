@@ -120,7 +120,14 @@ type Destination struct {
 	// Route is Filter compiled and type-checked by Validate; nil without
 	// a filter.
 	Route *route.Filter `yaml:"-"`
+	// Order is "per_object": the deliveries of one (source, object) go
+	// one at a time, in version order; every source listed must have
+	// ordering rules. Default "": no order, deliveries go at once.
+	Order string `yaml:"order"`
 }
+
+// OrderPerObject is the one value of a destination's order.
+const OrderPerObject = "per_object"
 
 // Backoff is the retry schedule: exponential from Initial, capped at Max,
 // jittered.

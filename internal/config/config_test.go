@@ -297,6 +297,12 @@ func TestErrors(t *testing.T) {
 			9, "destinations.d.rate", "per minute (600/m)"},
 		{"drop_headers", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    drop_headers: [\"a b\"]\n",
 			9, "destinations.d.drop_headers[0]", "not a valid header name"},
+		{"order value", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    order: fifo\n",
+			9, "destinations.d.order", `must be per_object, not "fifo"`},
+		{"order empty", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    order: ''\n",
+			9, "destinations.d.order", "is empty"},
+		{"order without ordering rules", minimal + "  g:\n    provider: generic\n    signature: none\ndestinations:\n  d:\n    url: http://x/\n    sources: [stripe, g]\n    order: per_object\n",
+			12, "destinations.d.order", `source "g" (provider generic) has none: set sources.g.ordering.object and .version`},
 		{"filter syntax", minimal + "destinations:\n  billing:\n    url: http://x/\n    sources: [stripe]\n    filter: 'type.startsWith(\"invoice.\") ||'\n",
 			9, "destinations.billing.filter", "invalid CEL expression: column"},
 		{"filter undeclared", minimal + "destinations:\n  billing:\n    url: http://x/\n    sources: [stripe]\n    filter: event_type == 'x'\n",
@@ -647,5 +653,16 @@ func TestOrderingStaleOnly(t *testing.T) {
 	}
 	if _, err := Parse("anyhook.yaml", []byte("sources:\n  g:\n    provider: generic\n    signature: none\n    ordering: {stale: deliver}\n"), nil); err == nil || !strings.Contains(err.Error(), "ordering.object") {
 		t.Fatalf("generic with only a stale policy: err = %v, want ordering.object required", err)
+	}
+}
+
+// order: per_object takes sources whose events carry an object and a
+// version: a provider with built-in ordering, or a generic source whose
+// ordering rule names both.
+func TestOrderPerObject(t *testing.T) {
+	c := mustParse(t, minimal+"  g:\n    provider: generic\n    signature: none\n    ordering: {object: json:id, version: json:v}\n"+
+		"destinations:\n  d:\n    url: http://x/\n    sources: [stripe, g]\n    order: per_object\n  e:\n    url: http://x/\n    sources: [g]\n")
+	if c.Destinations["d"].Order != OrderPerObject || c.Destinations["e"].Order != "" {
+		t.Fatalf("order = %q, %q", c.Destinations["d"].Order, c.Destinations["e"].Order)
 	}
 }

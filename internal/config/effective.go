@@ -74,6 +74,7 @@ var valueKinds = map[string]printAs{
 	"destinations.*.on_stale_claim": shownPlain,
 	"destinations.*.drop_headers[]": shownPlain,
 	"destinations.*.filter":         shownPlain,
+	"destinations.*.order":          shownPlain,
 
 	"alerts[].webhook":               shownCapability,
 	"alerts[].slack":                 shownCapability,

@@ -367,6 +367,27 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 		}
 		d.Route = f
 	}
+	return c.validateOrder(k, d)
+}
+
+// validateOrder checks a destination's order: per_object needs ordering
+// rules (the object and version of each event) on every source it lists.
+func (c *Config) validateOrder(k string, d *Destination) error {
+	switch d.Order {
+	case "":
+		if c.has(k + ".order") {
+			return c.Errorf(k+".order", "is empty; remove the key to deliver without order, or set per_object")
+		}
+		return nil
+	case OrderPerObject:
+	default:
+		return c.Errorf(k+".order", "must be per_object, not %q", d.Order)
+	}
+	for _, name := range d.Sources {
+		if !provider.Ordered(c.Sources[name].ProviderSettings()) {
+			return c.Errorf(k+".order", "per_object needs ordering rules on every source, and source %q (provider %s) has none: set sources.%s.ordering.object and .version", name, c.Sources[name].Provider, name)
+		}
+	}
 	return nil
 }
 

@@ -63,6 +63,7 @@ type Store interface {
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
 	Paused(ctx context.Context) (map[string]bool, error)
 	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
+	WaitsBehind(ctx context.Context, ids []string) (map[string]store.Blocker, error)
 }
 
 // Options configure a Dashboard.
@@ -80,6 +81,9 @@ type Options struct {
 	Sources map[string][]string
 	// Destinations are the configured destination names.
 	Destinations []string
+	// InOrder are the destinations with order: per_object: their pending
+	// deliveries show what they wait behind.
+	InOrder []string
 	// Health reports what the delivery engine has seen of each destination
 	// (failure streaks); nil: not shown.
 	Health func() map[string]delivery.Health
@@ -110,6 +114,7 @@ type Dashboard struct {
 	stats    store.StatsReader // nil when the store has none
 	sources  []string          // sorted
 	dests    []string          // sorted, unique
+	inOrder  map[string]bool   // destinations with order: per_object
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions
@@ -144,6 +149,10 @@ func New(opt Options) (*Dashboard, error) {
 		}
 	}
 	d.dests = slices.Sorted(maps.Keys(known))
+	d.inOrder = map[string]bool{}
+	for _, name := range opt.InOrder {
+		d.inOrder[name] = true
+	}
 	d.sessions = newSessions(opt.Token, d.opt.SessionTTL, d.now)
 	if err := d.parseTemplates(); err != nil {
 		return nil, err

@@ -44,9 +44,9 @@ func setupTLS(t *testing.T, useTLS bool) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	api := admin.New(admin.Options{Store: st, Token: token, Sources: sources})
+	api := admin.New(admin.Options{Store: st, Token: token, Sources: sources, InOrder: []string{"billing"}})
 	d, err := dashboard.New(dashboard.Options{
-		Store: st, API: api.Handler(), Token: token, Sources: sources,
+		Store: st, API: api.Handler(), Token: token, Sources: sources, InOrder: []string{"billing"},
 		Health: func() map[string]delivery.Health {
 			return map[string]delivery.Health{"ci": {Destination: "ci", Streak: 7, Failing: true, Since: time.Now().Add(-time.Minute), LastError: "HTTP 502"}}
 		},

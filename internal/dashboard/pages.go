@@ -549,6 +549,9 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request) error {
 	}
 	slices.Sort(targets)
 	data.ReplayTo = targets
+	if err := store.FillWaitsBehind(r.Context(), d.opt.Store, ev.Deliveries, d.inOrder); err != nil {
+		return err
+	}
 	for _, dl := range ev.Deliveries {
 		v := deliveryView{Delivery: dl}
 		for _, a := range dl.Attempts {
@@ -621,6 +624,9 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 	}
 	ds, next, err := d.opt.Store.ListDeliveries(r.Context(), f)
 	if err != nil {
+		return err
+	}
+	if err := store.FillWaitsBehind(r.Context(), d.opt.Store, ds, d.inOrder); err != nil {
 		return err
 	}
 	data := deliveriesData{Status: f.Status, Destination: f.Destination, Dests: d.dests, Statuses: statusOrder,

@@ -32,6 +32,7 @@ import (
 // Store is what the engine needs of the store.
 type Store interface {
 	Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error)
+	ClaimInOrder(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error)
 	Finish(ctx context.Context, outs []store.Outcome) ([]string, error)
 	Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error)
 }
@@ -53,6 +54,9 @@ type Destination struct {
 	// InsecureSkipVerify turns off TLS certificate verification for this
 	// destination only (tls_insecure_skip_verify).
 	InsecureSkipVerify bool
+	// InOrder sends the deliveries of one (source, object) one at a time,
+	// in version order (order: per_object; Store.ClaimInOrder).
+	InOrder bool
 }
 
 // Options configure an Engine.
@@ -330,7 +334,11 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 			if allowed == 0 {
 				later = time.After(wait)
 			} else {
-				claims, err := e.st.Claim(ctx, d.Name, allowed, e.Lease(d))
+				claim := e.st.Claim
+				if d.InOrder {
+					claim = e.st.ClaimInOrder
+				}
+				claims, err := claim(ctx, d.Name, allowed, e.Lease(d))
 				if err != nil {
 					claims = nil // a failed claim claimed nothing
 					if ctx.Err() == nil {

@@ -30,6 +30,10 @@ func (s *finishStore) Claim(context.Context, string, int, time.Duration) ([]stor
 	return nil, nil
 }
 
+func (s *finishStore) ClaimInOrder(context.Context, string, int, time.Duration) ([]store.Claim, error) {
+	return nil, nil
+}
+
 func (s *finishStore) Rescue(context.Context, func(string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	return nil, nil
 }

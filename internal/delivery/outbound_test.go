@@ -31,6 +31,11 @@ func newFakeStore(claims ...store.Claim) *fakeStore {
 	return &fakeStore{claims: claims, outcomes: make(chan store.Outcome, 16)}
 }
 
+// ClaimInOrder claims as Claim: the fake keeps no objects.
+func (f *fakeStore) ClaimInOrder(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	return f.Claim(ctx, destination, limit, lease)
+}
+
 func (f *fakeStore) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/anyhook/anyhook"
@@ -33,5 +34,26 @@ func TestDeadAlertNamesSourceProviderIDAndLink(t *testing.T) {
 		if msg[k] != v {
 			t.Errorf("alert %s = %v, want %v", k, msg[k], v)
 		}
+	}
+}
+
+// A dead delivery of a destination with order: per_object says that the
+// next delivery of its object is released.
+func TestDeadAlertSaysOrderReleased(t *testing.T) {
+	t.Parallel()
+	alerts := newSink(t)
+	e := setup(t, newSink(t, 500), "    max_attempts: 1\n    order: per_object", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
+	a := e.sendStripe(t, "evt_alert_order") // about pi_1
+	e.waitStatus(t, a.ID, anyhook.StatusDead)
+	alerts.waitRequests(t, 1)
+	alerts.mu.Lock()
+	var msg struct{ Message string }
+	err := json.Unmarshal(alerts.bodies[0], &msg)
+	alerts.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "; the next delivery of object pi_1 (source stripe) is released (order: per_object)"; !strings.HasSuffix(msg.Message, want) {
+		t.Fatalf("alert message %q, want it to end %q", msg.Message, want)
 	}
 }

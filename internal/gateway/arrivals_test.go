@@ -2,9 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -16,29 +14,6 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 )
-
-// apiGet answers GET path of the admin API (token test-token), decoded
-// into v.
-func apiGet(t *testing.T, base, path string, v any) {
-	t.Helper()
-	req, err := http.NewRequest("GET", base+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, raw)
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		t.Fatalf("GET %s: %v in %s", path, err, raw)
-	}
-}
 
 type apiEvent struct {
 	ID           string
@@ -110,7 +85,7 @@ destinations:
 	sk.waitRequests(t, 1)
 
 	var ev apiEvent
-	apiGet(t, base, "/api/events/"+first.ID, &ev)
+	gatewaytest.AdminJSON(t, base+"/api/events/"+first.ID, &ev)
 	if want := map[string]any{"method": "signature", "scheme": "shopify hmac-sha256", "secret_index": 1.0}; !maps.Equal(ev.Verification, want) {
 		t.Errorf("verification = %v, want %v", ev.Verification, want)
 	}
@@ -154,7 +129,7 @@ destinations:
 		t.Fatalf("unsigned: %+v", unsigned)
 	}
 	var uev apiEvent
-	apiGet(t, base, "/api/events/"+unsigned.ID, &uev)
+	gatewaytest.AdminJSON(t, base+"/api/events/"+unsigned.ID, &uev)
 	if want := map[string]any{"method": "none", "scheme": "unsigned (signature: none)"}; !maps.Equal(uev.Verification, want) {
 		t.Errorf("unsigned verification = %v, want %v", uev.Verification, want)
 	}
@@ -164,7 +139,7 @@ destinations:
 
 	// Lists carry the verification too.
 	var list struct{ Items []apiEvent }
-	apiGet(t, base, "/api/events?source=shop", &list)
+	gatewaytest.AdminJSON(t, base+"/api/events?source=shop", &list)
 	if len(list.Items) != 1 || list.Items[0].Verification["scheme"] != "shopify hmac-sha256" || list.Items[0].Arrivals.Count != 0 {
 		t.Errorf("list = %+v", list.Items)
 	}

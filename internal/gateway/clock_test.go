@@ -18,12 +18,7 @@ func TestOneClock(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
 	sk := newSink(t)
-	yaml := fmt.Sprintf(`
-listen: 127.0.0.1:0
-database: sqlite:anyhook.db
-admin_token: test-token
-delivery: {poll_interval: 50ms, grace: 1s}
-sources:
+	yaml := testTop + fmt.Sprintf(`sources:
   stripe: {provider: stripe, secrets: [%s]}
 destinations:
   billing: {url: %s/hooks, sources: [stripe], signing_secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}

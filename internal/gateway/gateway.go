@@ -172,6 +172,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Ledger:       g.ledgerAPI(),
 		Filters:      Filters(cfg, cfg.DestinationOrder),
 		Now:          now,
+		InOrder:      inOrder(cfg),
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -179,6 +180,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Token:        cfg.AdminToken,
 		Sources:      bySource,
 		Destinations: cfg.DestinationOrder,
+		InOrder:      inOrder(cfg),
 		Health:       g.engine.Health,
 		Logger:       log,
 		Version:      buildinfo.Version(),
@@ -237,8 +239,33 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	defer cancel()
 	if ev, err := g.store.Event(ctx, d.EventID); err == nil {
 		a.Source, a.ProviderEventID = ev.Source, ev.DedupKey
+		a.Message += orderNote(g.cfg.Destinations[d.Destination], kind, ev)
 	}
 	g.alerts.Notify(context.Background(), a)
+}
+
+// inOrder names the destinations of cfg with order: per_object.
+func inOrder(cfg *config.Config) []string {
+	var out []string
+	for _, name := range cfg.DestinationOrder {
+		if cfg.Destinations[name].Order == config.OrderPerObject {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// orderNote says, for the alert of a dead or held delivery of event ev to
+// a destination with order: per_object, what it means for the object's
+// later deliveries; "" otherwise.
+func orderNote(dest *config.Destination, kind string, ev anyhook.Event) string {
+	if dest == nil || dest.Order != config.OrderPerObject || ev.Object == "" {
+		return ""
+	}
+	if kind == alert.DeliveryHeld {
+		return fmt.Sprintf("; the later deliveries of object %s (source %s) wait until it is resolved (order: per_object)", ev.Object, ev.Source)
+	}
+	return fmt.Sprintf("; the next delivery of object %s (source %s) is released (order: per_object)", ev.Object, ev.Source)
 }
 
 // eventURL is the event's page in the dashboard, or "" when the config

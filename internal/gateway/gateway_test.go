@@ -88,17 +88,21 @@ type env struct {
 	signals *signals
 }
 
+// testTop is the top of the tests' configs: a new SQLite database, the
+// admin token test-token, and deliveries polled often with a short grace.
+const testTop = `
+listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 50ms, grace: 1s}
+`
+
 // setup runs a gateway on 127.0.0.1:0 with a stripe source delivering to
 // the sink. extra is appended to the destination's settings, top to the
 // file.
 func setup(t *testing.T, sk *sink, extra string, top ...string) *env {
 	t.Helper()
-	yaml := fmt.Sprintf(`
-listen: 127.0.0.1:0
-database: sqlite:anyhook.db
-admin_token: test-token
-delivery: {poll_interval: 50ms, grace: 1s}
-sources:
+	yaml := testTop + fmt.Sprintf(`sources:
   stripe:
     provider: stripe
     secrets: [%s]

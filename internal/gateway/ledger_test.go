@@ -16,6 +16,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
@@ -37,15 +38,9 @@ func TestLogEndToEnd(t *testing.T) {
 		ids = append(ids, a.ID)
 	}
 	getJSON := func(path string, v any) int {
-		req, _ := http.NewRequest("GET", e.url+path, nil)
-		req.Header.Set("Authorization", "Bearer test-token")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		json.NewDecoder(resp.Body).Decode(v)
-		return resp.StatusCode
+		code, b := gatewaytest.Admin(t, "GET", e.url+path, "")
+		json.Unmarshal(b, v)
+		return code
 	}
 	var cp ledger.CheckpointInfo
 	testwait.For(t, "a checkpoint of size 20", func() bool {

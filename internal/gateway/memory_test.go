@@ -3,10 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"database/sql"
-	"io"
-	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,19 +11,6 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 )
-
-func getAuth(t *testing.T, url string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // sqlite::memory: (documented for throwaway runs) is a working gateway:
 // it ingests, delivers, replays, answers the API, /readyz and /metrics.
@@ -51,27 +35,19 @@ destinations:
 	e.waitStatus(t, a.ID, anyhook.StatusDelivered)
 	// Poll and rescue cycles run meanwhile: they must not fail either.
 	time.Sleep(200 * time.Millisecond)
-	if code, body := getAuth(t, base+"/readyz"); code != 200 {
+	if code, body := gatewaytest.Admin(t, "GET", base+"/readyz", ""); code != 200 {
 		t.Fatalf("/readyz = %d %q", code, body)
 	}
-	if code, body := getAuth(t, base+"/api/events/"+a.ID); code != 200 || !strings.Contains(body, "evt_memory") {
+	if code, body := gatewaytest.Admin(t, "GET", base+"/api/events/"+a.ID, ""); code != 200 || !bytes.Contains(body, []byte("evt_memory")) {
 		t.Fatalf("GET /api/events/%s = %d %s", a.ID, code, body)
 	}
-	req, _ := http.NewRequest("POST", base+"/api/events/"+a.ID+"/replay", bytes.NewReader([]byte(`{}`)))
-	req.Header.Set("Authorization", "Bearer test-token")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 202 {
-		t.Fatalf("replay = %d", resp.StatusCode)
+	if code, _ := gatewaytest.Admin(t, "POST", base+"/api/events/"+a.ID+"/replay", `{}`); code != 202 {
+		t.Fatalf("replay = %d", code)
 	}
 	sk.waitRequests(t, 2)
-	code, body := getAuth(t, base+"/metrics")
-	if code != 200 || !strings.Contains(body, "anyhook_store_scrape_error 0\n") ||
-		!strings.Contains(body, `anyhook_ingest_requests_total{outcome="duplicate",source="stripe"} 0`+"\n") {
+	code, body := gatewaytest.Admin(t, "GET", base+"/metrics", "")
+	if code != 200 || !bytes.Contains(body, []byte("anyhook_store_scrape_error 0\n")) ||
+		!bytes.Contains(body, []byte(`anyhook_ingest_requests_total{outcome="duplicate",source="stripe"} 0`+"\n")) {
 		t.Fatalf("/metrics = %d, want the store read and every series there:\n%s", code, body)
 	}
 }
@@ -91,7 +67,7 @@ sources:
 destinations:
   billing: {url: `+sk.URL+`/hooks, sources: [stripe]}
 `, gateway.Options{})
-	if code, body := getAuth(t, base+"/readyz"); code != 200 {
+	if code, body := gatewaytest.Admin(t, "GET", base+"/readyz", ""); code != 200 {
 		t.Fatalf("/readyz of a fresh gateway = %d %q", code, body)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)")
@@ -120,7 +96,7 @@ destinations:
 	if a := e.sendStripe(t, "evt_no_tables"); a.Code != 503 {
 		t.Fatalf("ingest without tables = %+v, want 503", a)
 	}
-	if code, body := getAuth(t, base+"/readyz"); code != 503 || !strings.Contains(body, "store unavailable") {
+	if code, body := gatewaytest.Admin(t, "GET", base+"/readyz", ""); code != 503 || !bytes.Contains(body, []byte("store unavailable")) {
 		t.Fatalf("/readyz = %d %q while the store fails, want 503", code, body)
 	}
 }

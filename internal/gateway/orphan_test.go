@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,24 +16,6 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
-
-// getAPI GETs an admin API path of base into v.
-func getAPI(t *testing.T, base, path string, v any) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", base+path, nil)
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %d", path, resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // dashboardPage logs in to the dashboard at base and returns the page at
 // path.
@@ -117,7 +98,7 @@ destinations:
 			Orphaned    bool   `json:"orphaned"`
 		} `json:"deliveries"`
 	}
-	getAPI(t, e.url, "/api/events/"+a.ID, &ev)
+	gatewaytest.AdminJSON(t, e.url+"/api/events/"+a.ID, &ev)
 	found := false
 	for _, d := range ev.Deliveries {
 		switch d.Destination {
@@ -143,7 +124,7 @@ destinations:
 			Unfinished map[string]int `json:"unfinished"`
 		} `json:"items"`
 	}
-	getAPI(t, e.url, "/api/destinations", &dests)
+	gatewaytest.AdminJSON(t, e.url+"/api/destinations", &dests)
 	orphan := false
 	for _, d := range dests.Items {
 		if d.Name == "billing" {
@@ -168,14 +149,7 @@ destinations:
 		t.Errorf("the pending deliveries page does not count the orphaned delivery it lists:\n%s", page)
 	}
 	// And the metrics see it: due, and no process picks it up.
-	req, _ := http.NewRequest("GET", e.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, mb := gatewaytest.Admin(t, "GET", e.url+"/metrics", "")
 	if m := string(mb); !strings.Contains(m, `anyhook_oldest_due_age_seconds{destination="billing"}`) ||
 		!strings.Contains(m, `anyhook_queue_depth{destination="billing",status="pending"} 1`) {
 		t.Errorf("/metrics lacks the orphaned destination billing:\n%s", m)

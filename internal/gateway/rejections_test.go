@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -78,7 +77,7 @@ destinations:
 	var list struct{ Items []apiRejection }
 	testwait.Value(t, "4 rejections listed", func() (struct{}, error) {
 		list.Items = nil
-		apiGet(t, base, "/api/rejections", &list)
+		gatewaytest.AdminJSON(t, base+"/api/rejections", &list)
 		if len(list.Items) != 4 {
 			return struct{}{}, fmt.Errorf("rejections = %+v", list.Items)
 		}
@@ -106,19 +105,12 @@ destinations:
 	if r := by["rate_limited"]; r.Source != "limited" || !r.KnownSource || r.Status != 429 || r.BodySHA256 != "" {
 		t.Errorf("rate limited: %+v", r)
 	}
-	apiGet(t, base, "/api/rejections?source=stripe&reason=too_large", &list)
+	gatewaytest.AdminJSON(t, base+"/api/rejections?source=stripe&reason=too_large", &list)
 	if len(list.Items) != 1 || list.Items[0].Reason != "too_large" {
 		t.Errorf("filtered: %+v", list.Items)
 	}
 
-	req, _ = http.NewRequest("GET", base+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer test-token")
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	metrics, _ := io.ReadAll(resp.Body)
+	_, metrics := gatewaytest.Admin(t, "GET", base+"/metrics", "")
 	for _, reason := range []string{"rate", "queue", "error"} {
 		if line := `anyhook_rejections_dropped_total{reason="` + reason + `"} 0`; !strings.Contains(string(metrics), line) {
 			t.Errorf("/metrics lacks %s", line)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -23,12 +21,7 @@ import (
 func TestFilters(t *testing.T) {
 	t.Parallel()
 	sk := newSink(t)
-	yaml := fmt.Sprintf(`
-listen: 127.0.0.1:0
-database: sqlite:anyhook.db
-admin_token: test-token
-delivery: {poll_interval: 50ms, grace: 1s}
-sources:
+	yaml := testTop + fmt.Sprintf(`sources:
   stripe:
     provider: stripe
     secrets: [%[1]s]
@@ -85,16 +78,7 @@ destinations:
 
 	api := func(method, path, body string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer test-token")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return gatewaytest.Admin(t, method, base+path, body)
 	}
 	type evJSON struct {
 		ID        string `json:"id"`

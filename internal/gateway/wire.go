@@ -96,6 +96,7 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 
 			InsecureSkipVerify: d.TLSInsecureSkipVerify,
 			Rate:               d.Rate.PerSecond(),
+			InOrder:            d.Order == config.OrderPerObject,
 		})
 	}
 	return out, nil

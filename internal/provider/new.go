@@ -64,6 +64,14 @@ func CredentialHeaders(providerName string) []string {
 	return slices.Clone(kinds[providerName].credentials)
 }
 
+// Ordered reports whether the events of a source with settings s carry
+// an object and a version: the provider derives them itself, or the
+// source's ordering rule names both fields.
+func Ordered(s Settings) bool {
+	o := s.Ordering
+	return kinds[s.Provider].ordered || (o != nil && o.Object != "" && o.Version != "")
+}
+
 // Validate checks s as a config gives a source's settings, defaults
 // applied: a zero Tolerance is refused (New reads it as DefaultTolerance),
 // a URL-bound provider needs PublicURL, and an ordering rule names both

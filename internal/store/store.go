@@ -143,6 +143,21 @@ type Store interface {
 	// engine refuses to send such a claim all the same).
 	Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]Claim, error)
 
+	// ClaimInOrder is Claim for a destination that delivers each object's
+	// events in order (order: per_object). Deliveries of one (source,
+	// object) to destination go one at a time: none is claimed while
+	// another of its object is delivering, held or waiting for a retry,
+	// and then only the earliest pending one, by version (CompareVersions)
+	// then arrival. A delivery whose event has no object is claimed as
+	// Claim would. Concurrent claimers, in one process or several, never
+	// claim two deliveries of one object at once.
+	ClaimInOrder(ctx context.Context, destination string, limit int, lease time.Duration) ([]Claim, error)
+	// WaitsBehind answers, for each of the deliveries ids (those of
+	// destinations with order: per_object; others are not the store's to
+	// tell apart) that is pending and waits behind another delivery of its
+	// object, that delivery: the head of the object's queue (Behind).
+	WaitsBehind(ctx context.Context, ids []string) (map[string]Blocker, error)
+
 	// Finish records outcomes. An outcome whose (delivery, attempt) no
 	// longer holds the claim changes nothing; its delivery id is returned
 	// in lost.

@@ -4,7 +4,10 @@ package gatewaytest
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,4 +43,48 @@ func Start(t testing.TB, yaml string, opt gateway.Options) (string, *gateway.Gat
 	g.Start(context.Background(), ln)
 	t.Cleanup(func() { g.Stop(context.Background()) })
 	return base, g
+}
+
+// AdminToken is the admin_token of the tests' configs.
+const AdminToken = "test-token"
+
+// Admin sends method url to a gateway's admin side with AdminToken as the
+// bearer token and body ("" for none, else sent as JSON), and returns the
+// answer's status and body. It fails t when no answer comes.
+func Admin(t testing.TB, method, url, body string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+AdminToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", method, url, err)
+	}
+	return resp.StatusCode, b
+}
+
+// AdminJSON GETs url as Admin does, wants 200 and decodes the body into v.
+func AdminJSON(t testing.TB, url string, v any) {
+	t.Helper()
+	code, b := Admin(t, "GET", url, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, code, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v in %s", url, err, b)
+	}
 }

@@ -20,22 +20,27 @@ import (
 // workers of every process claim from one queue at once without waiting
 // for each other or claiming a row twice; the lease is the database clock
 // plus the caller's duration.
-var claimDeliveries = `WITH claimed AS (
-	UPDATE deliveries
-	SET status = 'delivering', attempt_count = attempt_count + 1,
-		lease_until = now() + $3::bigint * interval '1 microsecond', updated_at = now(), claimed_at = now()
-	WHERE id IN (
-		SELECT id FROM deliveries
+var claimDeliveries = claimSQL(`SELECT id FROM deliveries
 		WHERE destination = $1 AND status = 'pending' AND next_attempt_at <= now()
 			AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND paused)
 		ORDER BY next_attempt_at
 		LIMIT $2
-		FOR UPDATE SKIP LOCKED)
+		FOR UPDATE SKIP LOCKED`)
+
+// claimSQL is the statement that claims the deliveries ids selects, with
+// the lease $3, and returns them with their events.
+func claimSQL(ids string) string {
+	return `WITH claimed AS (
+	UPDATE deliveries
+	SET status = 'delivering', attempt_count = attempt_count + 1,
+		lease_until = now() + $3::bigint * interval '1 microsecond', updated_at = now(), claimed_at = now()
+	WHERE id IN (` + ids + `)
 	RETURNING *
 )
 SELECT ` + sqlstore.DeliveryColumns("c.") + `, ` + sqlstore.EventColumns("e.") + `, coalesce(l.body_pruned, false)
 FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN ledger_entries l ON l.event_id = c.event_id
 ORDER BY c.next_attempt_at, c.id`
+}
 
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
@@ -50,7 +55,19 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		return nil, store.Unavailable("claim", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, claimDeliveries, destination, limit, micros(lease))
+	claims, err := claimRows(ctx, tx, claimDeliveries, destination, limit, micros(lease))
+	if err != nil {
+		return nil, err
+	}
+	if err := commit(ctx, tx); err != nil {
+		return nil, store.Unavailable("claim", err)
+	}
+	return claims, nil
+}
+
+// claimRows runs a claimSQL statement and reads its claims.
+func claimRows(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]store.Claim, error) {
+	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, store.Unavailable("claim", err)
 	}
@@ -65,9 +82,6 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		return c, edone()
 	})
 	if err != nil {
-		return nil, store.Unavailable("claim", err)
-	}
-	if err := commit(ctx, tx); err != nil {
 		return nil, store.Unavailable("claim", err)
 	}
 	return claims, nil

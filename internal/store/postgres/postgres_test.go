@@ -235,6 +235,30 @@ func TestTwoProcesses(t *testing.T) {
 	storetest.ClaimEachOnce(t, procs, "billing", 6, 5, 51)
 }
 
+// TestTwoProcessesInOrder: claimers of two stores on one database race
+// for the deliveries of a destination with order: per_object; no object
+// ever has two deliveries claimed at once, and each object's go in
+// version order, though they were recorded newest first.
+func TestTwoProcessesInOrder(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	a, b := openDSN(t, dsn), openDSN(t, dsn)
+	const objects, versions = 6, 8
+	var batch []store.NewEvent
+	for o := range objects {
+		for v := versions; v >= 1; v-- {
+			obj, ver := "in_"+strconv.Itoa(o), strconv.Itoa(v)
+			ne := newEvent("stripe", obj+"_"+ver, "billing")
+			ne.Event.Object, ne.Event.Version = obj, ver
+			batch = append(batch, ne)
+		}
+	}
+	if _, err := a.Ingest(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	storetest.ClaimInOrderRace(t, []store.Store{a, b}, "billing", 8, objects, versions)
+}
+
 // TestRescuersDuringConfigChange: two processes rescue at once during a
 // rolling config change; b (the old config) does not know charges, a (the
 // new one) holds its claims. While b's rescue is in progress, holding the

@@ -20,15 +20,10 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 	}
 	var claims []store.Claim
 	err := s.tx(ctx, "claim", func(tx *sql.Tx) error {
+		if paused, err := s.paused(ctx, tx, destination); paused || err != nil {
+			return err
+		}
 		st := s.stmts(ctx, tx)
-		var paused bool
-		err := st.queryRow(qPaused, destination).Scan(&paused)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return store.Unavailable("claim", err)
-		}
-		if paused {
-			return nil
-		}
 		now := s.now()
 		rows, err := st.get(claimQuery).QueryContext(ctx, micros(now.Add(lease)), micros(now), micros(now), destination, micros(now), limit)
 		if err != nil {
@@ -39,15 +34,22 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		if err != nil {
 			return store.Unavailable("claim", err)
 		}
-		for _, d := range ds {
-			claims = append(claims, store.Claim{Delivery: d})
-		}
-		return s.attachEvents(ctx, tx, claims)
+		claims, err = s.withEvents(ctx, tx, ds)
+		return err
 	})
 	if err != nil {
 		return nil, err // rolled back: nothing was claimed
 	}
 	return claims, nil
+}
+
+// withEvents makes the claimed deliveries ds claims, with their events.
+func (s *Store) withEvents(ctx context.Context, tx *sql.Tx, ds []anyhook.Delivery) ([]store.Claim, error) {
+	claims := make([]store.Claim, len(ds))
+	for i, d := range ds {
+		claims[i].Delivery = d
+	}
+	return claims, s.attachEvents(ctx, tx, claims)
 }
 
 func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Claim) error {

@@ -19,22 +19,14 @@ import (
 //
 //	func TestArrivals(t *testing.T) { storetest.RunArrivals(t, open) }
 func RunArrivals(t *testing.T, open Open) {
-	for _, tt := range []struct {
-		name string
-		fn   func(t *testing.T, s store.Store)
-	}{
+	runTable(t, []named[storeTest]{
 		{"VerificationRecorded", testVerificationRecorded},
 		{"ArrivalsRecorded", testArrivalsRecorded},
 		{"ArrivalsBounded", testArrivalsBounded},
 		{"ArrivalsInOneBatch", testArrivalsInOneBatch},
 		{"ConcurrentDuplicateArrivals", testConcurrentDuplicateArrivals},
 		{"ArrivalHeadersCut", testArrivalHeadersCut},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.fn(t, open(t))
-		})
-	}
+	}, withStore(open))
 }
 
 func testVerificationRecorded(t *testing.T, s store.Store) {

@@ -199,14 +199,27 @@ func testContentKeyInOneBatch(t *testing.T, s store.Store) {
 // event, whatever the interleaving (on PostgreSQL the content index makes
 // the later inserts wait for the first transaction).
 func testConcurrentContentKeyIngest(t *testing.T, s store.Store) {
-	const n = 20
+	ingestOneAtOnce(t, s, 20, func(i int) store.NewEvent {
+		return withContent(newEvent("github", fmt.Sprintf("1:delivery-%d", i), "ci"), "c-race")
+	})
+}
+
+func testConcurrentIdenticalIngest(t *testing.T, s store.Store) {
+	ingestOneAtOnce(t, s, 50, func(int) store.NewEvent { return newEvent("stripe", "evt_race", "billing") })
+}
+
+// ingestOneAtOnce ingests n events (the ith is ne(i)) from n goroutines
+// at once, each in a batch of its own, and checks that they make one
+// event: one is new, every answer carries its id, and it has one delivery
+// and n-1 duplicates.
+func ingestOneAtOnce(t *testing.T, s store.Store, n int, ne func(i int) store.NewEvent) {
+	t.Helper()
 	var wg sync.WaitGroup
 	results := make([]store.IngestResult, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			ne := withContent(newEvent("github", fmt.Sprintf("1:delivery-%d", i), "ci"), "c-race")
-			res, err := s.Ingest(context.Background(), []store.NewEvent{ne})
+			res, err := s.Ingest(context.Background(), []store.NewEvent{ne(i)})
 			if err == nil {
 				results[i] = res[0]
 				err = res[0].Err
@@ -225,54 +238,14 @@ func testConcurrentContentKeyIngest(t *testing.T, s store.Store) {
 		}
 	}
 	if len(ids) != 1 {
-		t.Fatalf("%d new events from %d replays, want 1", len(ids), n)
+		t.Fatalf("%d new events from %d concurrent ingests of one, want 1", len(ids), n)
 	}
 	for _, r := range results {
 		if r.ID != ids[0] {
-			t.Fatalf("a replay answered %s, want %s", r.ID, ids[0])
+			t.Fatalf("an ingest answered %s, want %s", r.ID, ids[0])
 		}
 	}
-	if ev := event(t, s, ids[0]); len(ev.Deliveries) != 1 || ev.Duplicates != n-1 {
-		t.Fatalf("deliveries = %d, duplicates = %d; want 1, %d", len(ev.Deliveries), ev.Duplicates, n-1)
-	}
-}
-
-func testConcurrentIdenticalIngest(t *testing.T, s store.Store) {
-	const n = 50
-	var wg sync.WaitGroup
-	results := make([]store.IngestResult, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			res, err := s.Ingest(context.Background(), []store.NewEvent{newEvent("stripe", "evt_race", "billing")})
-			if err == nil {
-				results[i] = res[0]
-				err = res[0].Err
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	newOnes := 0
-	var id string
-	for i, r := range results {
-		if errs[i] != nil {
-			t.Fatalf("ingest %d: %v", i, errs[i])
-		}
-		if !r.Duplicate {
-			newOnes++
-			id = r.ID
-		}
-	}
-	if newOnes != 1 {
-		t.Fatalf("%d new events from %d identical ingests, want 1", newOnes, n)
-	}
-	for _, r := range results {
-		if r.ID != id {
-			t.Fatalf("duplicate answered id %s, want %s", r.ID, id)
-		}
-	}
-	if ev := event(t, s, id); len(ev.Deliveries) != 1 || ev.Duplicates != n-1 {
+	if ev := event(t, s, ids[0]); len(ev.Deliveries) != 1 || ev.Duplicates != int64(n-1) {
 		t.Fatalf("deliveries = %d, duplicates = %d; want 1, %d", len(ev.Deliveries), ev.Duplicates, n-1)
 	}
 }

@@ -22,10 +22,7 @@ import (
 // log's storage) against the backend that open makes; its stores must
 // implement store.Ledger.
 func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s store.Store, l store.Ledger)
-	}{
+	runTable(t, []named[func(*testing.T, store.Store, store.Ledger)]{
 		{"SequenceInIDOrderWithoutGaps", testLedgerSequence},
 		{"SequenceRefusesBadBatch", testLedgerBadBatch},
 		{"Unsequenced", testLedgerUnsequenced},
@@ -40,14 +37,7 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LatenessFromSignedTimes", testLedgerLateness},
 		{"PruningJudgedByRetention", testLedgerPruneVerify},
 		{"LedgerKeys", testLedgerLogKeys},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			s, l := openAs[store.Ledger](t, open)
-			tt.fn(t, s, l)
-		})
-	}
+	}, withAs[store.Ledger](open))
 }
 
 func sequenceAll(t *testing.T, l store.Ledger) int {
@@ -390,14 +380,7 @@ func testLedgerConcurrent(t *testing.T, s store.Store, l store.Ledger) {
 }
 
 func testLedgerCheckpointVerify(t *testing.T, s store.Store, l store.Ledger) {
-	skey, _, err := note.GenerateKey(rand.Reader, "storetest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ledger.ParseKey(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newKey(t)
 	// Signed at the suite's receive time, not by the wall clock: a suite
 	// that runs for minutes on a busy machine would sign more than five
 	// minutes after the events arrived, and Verify would report those a

@@ -412,16 +412,8 @@ func (r *run) opIngest() {
 	r.logf("ingest [%s]", strings.Join(desc, "; "))
 
 	res, err := r.s.Ingest(ctx(r.t), evs)
-	if err != nil {
+	if err := ingestFailure(res, err, len(evs)); err != nil {
 		r.fatalf("Ingest: %v", err)
-	}
-	if len(res) != len(evs) {
-		r.fatalf("Ingest: %d results for %d events", len(res), len(evs))
-	}
-	for i, x := range res {
-		if x.Err != nil {
-			r.fatalf("Ingest item %d: %v", i, x.Err)
-		}
 	}
 	orders := batchOrders(evs)
 	var order []int
@@ -1273,51 +1265,45 @@ func (r *run) drain() {
 
 // ---- Checks ----
 
-// listDeliveries reads every delivery the filter selects, page by page,
-// and checks the order (newest first) and that no page repeats a row.
+// listDeliveries reads every delivery the filter selects (see listAll).
 func (r *run) listDeliveries(f store.DeliveryFilter) []anyhook.Delivery {
-	var all []anyhook.Delivery
-	for pages := 0; ; pages++ {
-		ds, next, err := r.s.ListDeliveries(ctx(r.t), f)
-		if err != nil {
-			r.fatalf("ListDeliveries(%+v): %v", f, err)
-		}
-		all = append(all, ds...)
-		if next == "" {
-			break
-		}
-		if pages > 10000 {
-			r.fatalf("ListDeliveries(%+v): paging does not end", f)
-		}
-		f.Cursor = next
-	}
-	for i := 1; i < len(all); i++ {
-		if all[i].ID >= all[i-1].ID {
-			r.fatalf("ListDeliveries(%+v): %s after %s, want newest first without repeats", f, all[i].ID, all[i-1].ID)
-		}
-	}
-	return all
+	return listAll(r, fmt.Sprintf("ListDeliveries(%+v)", f), func(cursor string) ([]anyhook.Delivery, string, error) {
+		f.Cursor = cursor
+		return r.s.ListDeliveries(ctx(r.t), f)
+	}, func(d anyhook.Delivery) string { return d.ID })
 }
 
+// listEvents reads every event the filter selects (see listAll).
 func (r *run) listEvents(f store.EventFilter) []anyhook.Event {
-	var all []anyhook.Event
+	return listAll(r, fmt.Sprintf("ListEvents(%+v)", f), func(cursor string) ([]anyhook.Event, string, error) {
+		f.Cursor = cursor
+		return r.s.ListEvents(ctx(r.t), f)
+	}, func(e anyhook.Event) string { return e.ID })
+}
+
+// listAll reads every row of a paged list (what, in failures), page by
+// page from the first cursor, and checks the order (newest first, by id)
+// and that no page repeats a row.
+func listAll[T any](r *run, what string, list func(cursor string) ([]T, string, error), id func(T) string) []T {
+	var all []T
+	cursor := ""
 	for pages := 0; ; pages++ {
-		evs, next, err := r.s.ListEvents(ctx(r.t), f)
+		rows, next, err := list(cursor)
 		if err != nil {
-			r.fatalf("ListEvents(%+v): %v", f, err)
+			r.fatalf("%s: %v", what, err)
 		}
-		all = append(all, evs...)
+		all = append(all, rows...)
 		if next == "" {
 			break
 		}
 		if pages > 10000 {
-			r.fatalf("ListEvents(%+v): paging does not end", f)
+			r.fatalf("%s: paging does not end", what)
 		}
-		f.Cursor = next
+		cursor = next
 	}
 	for i := 1; i < len(all); i++ {
-		if all[i].ID >= all[i-1].ID {
-			r.fatalf("ListEvents(%+v): %s after %s, want newest first without repeats", f, all[i].ID, all[i-1].ID)
+		if id(all[i]) >= id(all[i-1]) {
+			r.fatalf("%s: %s after %s, want newest first without repeats", what, id(all[i]), id(all[i-1]))
 		}
 	}
 	return all

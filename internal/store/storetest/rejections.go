@@ -16,20 +16,14 @@ import (
 //
 //	func TestRejections(t *testing.T) { storetest.RunRejections(t, open) }
 func RunRejections(t *testing.T, open Open) {
-	for _, tt := range []struct {
-		name string
-		fn   func(t *testing.T, l store.RejectionLog)
-	}{
+	runTable(t, []named[func(*testing.T, store.RejectionLog)]{
 		{"RoundTripAndFilters", testRejectionsRoundTrip},
 		{"Paging", testRejectionsPaging},
 		{"Prune", testRejectionsPrune},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, l := openAs[store.RejectionLog](t, open)
-			tt.fn(t, l)
-		})
-	}
+	}, func(t *testing.T, fn func(*testing.T, store.RejectionLog)) {
+		_, l := openAs[store.RejectionLog](t, open)
+		fn(t, l)
+	})
 }
 
 func rejection(source string, known bool, reason string, at time.Time) anyhook.Rejection {

@@ -14,11 +14,9 @@ import (
 //
 //	func TestStats(t *testing.T) { storetest.RunStats(t, open) }
 func RunStats(t *testing.T, open Open) {
-	t.Run("QueueAndActivity", func(t *testing.T) {
-		t.Parallel()
-		s, sr := openAs[store.StatsReader](t, open)
-		testStats(t, s, sr)
-	})
+	runTable(t, []named[func(*testing.T, store.Store, store.StatsReader)]{
+		{"QueueAndActivity", testStats},
+	}, withAs[store.StatsReader](open))
 }
 
 func testStats(t *testing.T, s store.Store, sr store.StatsReader) {

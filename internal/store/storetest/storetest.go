@@ -8,6 +8,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
@@ -34,10 +35,7 @@ func openAs[I any](t *testing.T, open Open) (store.Store, I) {
 
 // Run runs the whole suite against the backend that open makes.
 func Run(t *testing.T, open Open) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s store.Store)
-	}{
+	tests := []named[storeTest]{
 		{"IngestRecordsExactBytes", testIngestRecordsExactBytes},
 		{"DuplicateReturnsOriginal", testDuplicateReturnsOriginal},
 		{"DuplicateInOneBatch", testDuplicateInOneBatch},
@@ -77,13 +75,14 @@ func Run(t *testing.T, open Open) {
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
+		{"OrderByVersion", testOrderByVersion},
+		{"OrderFailingHeadBlocksOnlyItsObject", testOrderFailingHeadBlocksOnlyItsObject},
+		{"OrderDeadReleasesNext", testOrderDeadReleasesNext},
+		{"OrderHeldBlocks", testOrderHeldBlocks},
+		{"OrderPaused", testOrderPaused},
+		{"OrderConcurrentClaims", testOrderConcurrentClaims},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.fn(t, open(t))
-		})
-	}
+	runTable(t, tests, withStore(open))
 	t.Run("Model", func(t *testing.T) {
 		t.Parallel()
 		testModel(t, open)
@@ -91,6 +90,40 @@ func Run(t *testing.T, open Open) {
 }
 
 func ctx(t *testing.T) context.Context { return t.Context() }
+
+// named is one test of a table: its subtest name and its function.
+type named[F any] struct {
+	name string
+	fn   F
+}
+
+// storeTest is a test that needs a fresh store and nothing more.
+type storeTest = func(t *testing.T, s store.Store)
+
+// runTable runs each test as a parallel subtest named after it; call runs
+// its function on what it needs, opened afresh for it.
+func runTable[F any](t *testing.T, tests []named[F], call func(t *testing.T, fn F)) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			call(t, tt.fn)
+		})
+	}
+}
+
+// withAs calls a test on a fresh store from open, given also as I (one of
+// the optional interfaces a store implements).
+func withAs[I any](open Open) func(t *testing.T, fn func(*testing.T, store.Store, I)) {
+	return func(t *testing.T, fn func(*testing.T, store.Store, I)) {
+		s, i := openAs[I](t, open)
+		fn(t, s, i)
+	}
+}
+
+// withStore calls a storeTest on a fresh store from open.
+func withStore(open Open) func(t *testing.T, fn storeTest) {
+	return func(t *testing.T, fn storeTest) { fn(t, open(t)) }
+}
 
 // tester is the actor of the suite's replays and resolves.
 var tester = store.Actor{Name: "storetest"}
@@ -117,18 +150,27 @@ func newEvent(source, key string, dests ...string) store.NewEvent {
 func ingest(t *testing.T, s store.Store, evs ...store.NewEvent) []store.IngestResult {
 	t.Helper()
 	res, err := s.Ingest(ctx(t), evs)
-	if err != nil {
+	if err := ingestFailure(res, err, len(evs)); err != nil {
 		t.Fatalf("Ingest: %v", err)
 	}
-	if len(res) != len(evs) {
-		t.Fatalf("Ingest: %d results for %d events", len(res), len(evs))
+	return res
+}
+
+// ingestFailure says what went wrong in an Ingest of n events that
+// answered res, err: nil when every event was recorded.
+func ingestFailure(res []store.IngestResult, err error, n int) error {
+	if err != nil {
+		return err
+	}
+	if len(res) != n {
+		return fmt.Errorf("%d results for %d events", len(res), n)
 	}
 	for i, r := range res {
 		if r.Err != nil {
-			t.Fatalf("Ingest item %d: %v", i, r.Err)
+			return fmt.Errorf("item %d: %w", i, r.Err)
 		}
 	}
-	return res
+	return nil
 }
 
 func event(t *testing.T, s store.Store, id string) anyhook.Event {

@@ -1,0 +1,187 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/testwait"
+)
+
+// objectSink records, per Stripe object, the versions (created) it was
+// sent, in order, and whether two of one object were ever in flight at
+// once. It fails every request for in_a until it has answered 2xx to
+// every event of in_b: in_a's head fails meanwhile.
+type objectSink struct {
+	*httptest.Server
+	mu       sync.Mutex
+	inFlight map[string]int
+	overlap  []string
+	sent     map[string][]int // object → versions, every request
+	ok       map[string][]int // object → versions answered 2xx
+	bWant    int
+	notify   chan struct{}
+}
+
+func newObjectSink(t *testing.T, bWant int) *objectSink {
+	s := &objectSink{inFlight: map[string]int{}, sent: map[string][]int{}, ok: map[string][]int{}, bWant: bWant, notify: make(chan struct{}, 1000)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Created int `json:"created"`
+			Data    struct {
+				Object struct {
+					ID string `json:"id"`
+				} `json:"object"`
+			} `json:"data"`
+		}
+		raw, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Errorf("sink: %v", err)
+		}
+		obj := ev.Data.Object.ID
+		s.mu.Lock()
+		s.inFlight[obj]++
+		if s.inFlight[obj] > 1 {
+			s.overlap = append(s.overlap, fmt.Sprintf("%s@%d", obj, ev.Created))
+		}
+		s.sent[obj] = append(s.sent[obj], ev.Created)
+		code := http.StatusOK
+		if obj == "in_a" && len(s.ok["in_b"]) < s.bWant {
+			code = http.StatusServiceUnavailable
+		} else {
+			s.ok[obj] = append(s.ok[obj], ev.Created)
+		}
+		s.inFlight[obj]--
+		s.mu.Unlock()
+		w.WriteHeader(code)
+		s.notify <- struct{}{}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// waitOK waits until the sink answered 2xx n times in all.
+func (s *objectSink) waitOK(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(testwait.Timeout) // a failure timeout
+	for {
+		s.mu.Lock()
+		got := len(s.ok["in_a"]) + len(s.ok["in_b"])
+		s.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-s.notify:
+		case <-timeout:
+			t.Fatalf("sink answered 2xx %d times, want %d", got, n)
+		}
+	}
+}
+
+// TestOrderPerObject: the events of two objects arrive out of order while
+// the destination is paused; the API says what each waits behind. Once
+// resumed, each object's events reach the sink one at a time in version
+// order, and in_a's failing head holds back only in_a: in_b is delivered
+// meanwhile.
+func TestOrderPerObject(t *testing.T) {
+	t.Parallel()
+	sk := newObjectSink(t, 3)
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 50ms, grace: 1s}
+sources:
+  stripe:
+    provider: stripe
+    secrets: [%s]
+destinations:
+  ledger:
+    url: %s/ledger
+    sources: [stripe]
+    order: per_object
+    max_attempts: 1000
+    backoff: {initial: 5ms, max: 20ms}
+`, stripeSecret, sk.URL)
+	base, g := gatewaytest.Start(t, yaml, gateway.Options{})
+	if err := g.Store().SetPaused(t.Context(), "ledger", true); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{} // "in_a@2" → event id
+	for _, e := range []struct {
+		obj     string
+		version int
+	}{{"in_a", 3}, {"in_b", 20}, {"in_a", 1}, {"in_b", 30}, {"in_a", 2}, {"in_b", 10}} {
+		key := e.obj + "@" + strconv.Itoa(e.version)
+		body := fmt.Appendf(nil, `{"id":"evt_%s_%d","object":"event","type":"invoice.updated","created":%d,"data":{"object":{"id":%q}}}`, e.obj, e.version, e.version, e.obj)
+		a := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, body, time.Now()))
+		if a.Code != 200 {
+			t.Fatalf("%s: %+v", key, a)
+		}
+		ids[key] = a.ID
+	}
+
+	// Paused: each object's earliest version is its head, the others wait
+	// behind it.
+	var list struct {
+		Items []struct {
+			ID          string `json:"id"`
+			EventID     string `json:"event_id"`
+			WaitsBehind *struct {
+				DeliveryID string `json:"delivery_id"`
+				EventID    string `json:"event_id"`
+			} `json:"waits_behind"`
+		} `json:"items"`
+	}
+	gatewaytest.AdminJSON(t, base+"/api/deliveries?destination=ledger", &list)
+	behind := map[string]string{} // event id → the event it waits behind
+	for _, d := range list.Items {
+		if d.WaitsBehind != nil {
+			behind[d.EventID] = d.WaitsBehind.EventID
+		}
+	}
+	want := map[string]string{
+		ids["in_a@2"]: ids["in_a@1"], ids["in_a@3"]: ids["in_a@1"],
+		ids["in_b@20"]: ids["in_b@10"], ids["in_b@30"]: ids["in_b@10"],
+	}
+	if len(behind) != len(want) {
+		t.Fatalf("waits_behind on %d deliveries, want %d: %v", len(behind), len(want), behind)
+	}
+	for ev, head := range want {
+		if behind[ev] != head {
+			t.Fatalf("event %s waits behind %q, want %q", ev, behind[ev], head)
+		}
+	}
+
+	if err := g.Store().SetPaused(t.Context(), "ledger", false); err != nil {
+		t.Fatal(err)
+	}
+	sk.waitOK(t, 6)
+	sk.mu.Lock()
+	defer sk.mu.Unlock()
+	if len(sk.overlap) > 0 {
+		t.Fatalf("two deliveries of one object in flight at once: %v", sk.overlap)
+	}
+	if got := sk.ok["in_b"]; !slices.Equal(got, []int{10, 20, 30}) {
+		t.Fatalf("in_b delivered in the order %v, want 10, 20, 30", got)
+	}
+	if got := sk.ok["in_a"]; !slices.Equal(got, []int{1, 2, 3}) {
+		t.Fatalf("in_a delivered in the order %v, want 1, 2, 3", got)
+	}
+	// in_a's head was tried (and failed) while in_b went on, and nothing
+	// after it was sent before it succeeded.
+	sent := sk.sent["in_a"]
+	if len(sent) < 4 || !slices.IsSorted(sent) {
+		t.Fatalf("in_a requests in the order %v: want its head failing first, then 1, 2, 3", sent)
+	}
+}

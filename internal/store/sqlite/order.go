@@ -1,0 +1,105 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
+)
+
+// orderCandidates selects due pending deliveries of a destination whose
+// object is not blocked (no delivery of it to the destination is
+// delivering, held or waiting for a retry), oldest due first, and says
+// whether each has an object. Parameters: destination, now, now, limit.
+// The object's deliveries are found through its events (events_object,
+// then deliveries_event: the join order and indexes are fixed, as SQLite
+// without statistics would rather walk the destination's queue).
+const orderCandidates = `SELECT d.id, e.object IS NOT NULL FROM deliveries d JOIN events e ON e.id = d.event_id
+	WHERE d.destination = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
+		AND (e.object IS NULL OR NOT EXISTS (
+			SELECT 1 FROM events be INDEXED BY events_object CROSS JOIN deliveries b INDEXED BY deliveries_event ON b.event_id = be.id
+			WHERE be.source = e.source AND be.object = e.object AND b.destination = d.destination
+				AND (b.status IN ('delivering', 'held') OR (b.status = 'pending' AND b.next_attempt_at > ?))))
+	ORDER BY d.next_attempt_at LIMIT ?`
+
+// ClaimInOrder implements store.Store. SQLite runs one write transaction
+// at a time, so what it reads of an object's queue holds until it commits.
+func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var claims []store.Claim
+	err := s.tx(ctx, "claim", func(tx *sql.Tx) error {
+		claims = nil
+		if paused, err := s.paused(ctx, tx, destination); paused || err != nil {
+			return err
+		}
+		now := s.now()
+		cands, err := query(ctx, tx, sqlstore.ScanOrderCandidate, orderCandidates, destination, micros(now), micros(now), store.OrderCandidates(limit))
+		if err != nil {
+			return store.Unavailable("claim", err)
+		}
+		ids, err := store.ToClaim(cands, limit, func(objects []string) ([]store.Queued, error) {
+			return s.queued(ctx, tx, now, objects)
+		})
+		if err != nil {
+			return store.Unavailable("claim", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		args := []any{micros(now.Add(lease)), micros(now), micros(now)}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		ds, err := query(ctx, tx, sqlstore.ScanDelivery, `UPDATE deliveries
+			SET status = 'delivering', attempt_count = attempt_count + 1, lease_until = ?, updated_at = ?, claimed_at = ?
+			WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`) AND status = 'pending'
+			RETURNING `+deliveryCols, args...)
+		if err != nil {
+			return store.Unavailable("claim", err)
+		}
+		claims, err = s.withEvents(ctx, tx, ds)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return claims, nil
+}
+
+// WaitsBehind implements store.Store.
+func (s *Store) WaitsBehind(ctx context.Context, ids []string) (map[string]store.Blocker, error) {
+	if len(ids) == 0 {
+		return map[string]store.Blocker{}, nil
+	}
+	qs, err := s.queued(ctx, s.r, s.now(), ids)
+	if err != nil {
+		return nil, store.Unavailable("waits behind", err)
+	}
+	return store.Behind(qs), nil
+}
+
+// queued reads the queues of the objects of the deliveries ids
+// (sqlstore.QueuedQuery) as of now.
+func (s *Store) queued(ctx context.Context, db querier, now time.Time, ids []string) ([]store.Queued, error) {
+	args := []any{micros(now)}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return query(ctx, db, sqlstore.ScanQueued, sqlstore.QueuedQuery(sqlstore.SQLite, len(ids)), args...)
+}
+
+// paused reports, in tx, whether destination is paused.
+func (s *Store) paused(ctx context.Context, tx *sql.Tx, destination string) (bool, error) {
+	var paused bool
+	err := s.stmts(ctx, tx).queryRow(qPaused, destination).Scan(&paused)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, store.Unavailable("claim", err)
+	}
+	return paused, nil
+}
