@@ -294,7 +294,9 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	// dry: the last claim found fewer due deliveries than it asked for,
 	// so the queue was empty then. A freed slot alone does not claim
 	// again (that claim would find nothing, at the price of a write
-	// transaction); a wake (new deliveries, rescues) or the poll tick does.
+	// transaction); a wake (new deliveries, rescues) or the poll tick does,
+	// and in order a recorded outcome too (it lets the object's next
+	// delivery go).
 	dry := false
 	var lim *limiter
 	if d.Rate > 0 {
@@ -310,6 +312,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				inFlight--
 			case <-finished:
 				open--
+				dry = dry && !d.InOrder
 			default:
 				drained = true
 			}
@@ -374,6 +377,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 			inFlight--
 		case <-finished:
 			open--
+			dry = dry && !d.InOrder
 		}
 	}
 }
