@@ -302,6 +302,13 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	// most claimDefer: a timer, so it ends whatever the clock says.
 	var deferral <-chan time.Time
 	deferralOver := false
+	// dry: the last claim found fewer due deliveries than it asked for,
+	// so the queue was empty then. A freed slot alone does not claim
+	// again (that claim would find nothing, at the price of a write
+	// transaction); a wake (new deliveries, rescues) or the poll tick does,
+	// and in order a recorded outcome too (it lets the object's next
+	// delivery go).
+	dry := false
 	var lim *limiter
 	if d.Rate > 0 {
 		lim = newLimiter(d.Rate, e.opt.Now)
@@ -316,6 +323,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				inFlight--
 			case <-finished:
 				open--
+				dry = dry && !d.InOrder
 			default:
 				drained = true
 			}
@@ -325,6 +333,9 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		// quarter of the slots are free: one claim, one commit, then
 		// serves several.
 		want := min(d.MaxInFlight-inFlight, maxOpen-open)
+		if dry {
+			want = 0
+		}
 		if want > 0 && inFlight > 0 && want < max(1, d.MaxInFlight/4) && !deferralOver {
 			if deferral == nil {
 				deferral = time.After(claimDefer)
@@ -356,13 +367,16 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				if len(claims.claims) == allowed {
 					continue // more may be due at once
 				}
+				dry = true
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.wake[d.Name]:
+			dry = false
 		case <-tick.C:
+			dry = false
 		case <-later:
 		case <-deferral:
 			deferral, deferralOver = nil, true
@@ -370,6 +384,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 			inFlight--
 		case <-finished:
 			open--
+			dry = dry && !d.InOrder
 		}
 	}
 }

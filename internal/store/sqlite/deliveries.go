@@ -74,43 +74,73 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 	return nil
 }
 
-// Finish implements store.Store.
+// Finish implements store.Store: the outcomes' fenced updates in
+// multi-row statements (chunks), then the attempts of those that held
+// their claim likewise.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
 	if err := store.CheckOutcomes(outs); err != nil {
 		return nil, err
 	}
 	var lost []string
 	err := s.tx(ctx, "finish", func(tx *sql.Tx) error {
-		lost = lost[:0]
 		now := s.now()
 		st := s.stmts(ctx, tx)
-		for _, o := range outs {
-			next := now
-			if o.Status == anyhook.StatusPending {
-				next = now.Add(o.RetryIn)
-			}
-			res, err := st.exec(qFinish,
-				o.Status, micros(next), micros(now), o.DeliveryID, o.Attempt)
-			if err != nil {
-				return store.Unavailable("finish", err)
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				lost = append(lost, o.DeliveryID)
-				continue
-			}
-			if _, err := st.exec(qInsertAttempt, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
-				o.Result.StatusCode, o.Result.Error, o.Result.ResponseBody); err != nil {
-				return store.Unavailable("finish", err)
+		// A second outcome of one delivery finds it no longer delivering
+		// (the first wrote it): lost, as when each ran on its own.
+		first := make(map[string]int, len(outs))
+		uniq := make([]*store.Outcome, 0, len(outs))
+		for i := range outs {
+			if _, ok := first[outs[i].DeliveryID]; !ok {
+				first[outs[i].DeliveryID] = i
+				uniq = append(uniq, &outs[i])
 			}
 		}
-		return nil
+		held := make(map[string]bool, len(uniq))
+		args := []any{}
+		err := chunks(len(uniq), func(k, i, size int) error {
+			args = append(args[:0], micros(now))
+			for _, o := range uniq[i : i+size] {
+				next := now
+				if o.Status == anyhook.StatusPending {
+					next = now.Add(o.RetryIn)
+				}
+				args = append(args, o.DeliveryID, o.Status, micros(next), o.Attempt)
+			}
+			rows, err := st.get(finishes[k]).QueryContext(ctx, args...)
+			if err != nil {
+				return err
+			}
+			ids, err := sqlstore.Collect(rows, sqlstore.ScanString)
+			rows.Close()
+			for _, id := range ids {
+				held[id] = true
+			}
+			return err
+		})
+		if err != nil {
+			return store.Unavailable("finish", err)
+		}
+		lost = lost[:0]
+		kept := make([]*store.Outcome, 0, len(outs))
+		for i := range outs {
+			if id := outs[i].DeliveryID; held[id] && first[id] == i {
+				kept = append(kept, &outs[i])
+			} else {
+				lost = append(lost, outs[i].DeliveryID)
+			}
+		}
+		err = insertRows(st, &attemptInserts, len(kept), func(i int, args []any) []any {
+			o := kept[i]
+			return append(args, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
+				o.Result.StatusCode, o.Result.Error, o.Result.ResponseBody)
+		})
+		return store.Unavailable("finish", err)
 	})
 	return lost, err
 }
 
 func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number int, a anyhook.Attempt) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`,
+	_, err := tx.ExecContext(ctx, attemptInserts[len(attemptInserts)-1],
 		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ResponseBody)
 	if err != nil {
 		return store.Unavailable("rescue", err)

@@ -4,23 +4,59 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-// Ingest implements store.Store.
+// Ingest implements store.Store. The batch runs first without a
+// savepoint per item (two statements per event saved); only when an item
+// fails is the whole transaction rolled back and the batch run again with
+// each item in a savepoint of its own, so that the failing item alone
+// gets the error.
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	res, err := s.ingest(ctx, evs, false)
+	if errors.Is(err, errItemFailed) {
+		res, err = s.ingest(ctx, evs, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// errItemFailed aborts a batch run without savepoints when an item fails.
+var errItemFailed = errors.New("an ingest item failed")
+
+// ingest runs the batch in one transaction; isolated puts each item in a
+// savepoint, and without it the first failing item aborts the batch with
+// errItemFailed. Without savepoints the deliveries of the whole batch are
+// inserted at its end, in multi-row statements.
+func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool) ([]store.IngestResult, error) {
 	res := make([]store.IngestResult, len(evs))
 	err := s.tx(ctx, "ingest", func(tx *sql.Tx) error {
 		now := micros(s.now())
 		st := s.stmts(ctx, tx)
+		var dl []newDelivery
 		for i := range evs {
+			if !isolated {
+				r, err := s.ingestOne(st, &evs[i], &dl)
+				if err != nil {
+					return errItemFailed
+				}
+				res[i] = r
+				continue
+			}
 			if _, err := st.exec(qSavepoint); err != nil {
 				return store.Unavailable("ingest", err)
 			}
-			r, err := s.ingestOne(st, &evs[i], now)
+			r, err := s.ingestOne(st, &evs[i], &dl)
+			if err == nil {
+				err = s.insertDeliveries(st, dl, now)
+			}
+			dl = dl[:0]
 			if err != nil {
 				if _, rerr := st.exec(qRollbackTo); rerr != nil {
 					return store.Unavailable("ingest", rerr)
@@ -32,17 +68,89 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 			}
 			res[i] = r
 		}
+		if err := s.insertDeliveries(st, dl, now); err != nil {
+			return errItemFailed
+		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return res, err
 }
 
-func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.IngestResult, error) {
+// newDelivery is a delivery an ingested event gets.
+type newDelivery struct {
+	event, destination string
+	status             anyhook.DeliveryStatus
+	stale              bool
+}
+
+func (s *Store) insertDeliveries(st *stmts, dl []newDelivery, now int64) error {
+	return insertRows(st, &deliveryInserts, len(dl), func(i int, args []any) []any {
+		d := &dl[i]
+		return append(args, s.newID(), d.event, d.destination, d.status, d.stale, now, now, now)
+	})
+}
+
+// ingestOne inserts the event first (a new event is the common case) and
+// looks for the event it duplicates only when the insert met a uniqueness
+// conflict; the object's version is compared after the insert, so that a
+// duplicate never raises it. The event's deliveries are appended to dl.
+func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, dl *[]newDelivery) (store.IngestResult, error) {
+	ev := &ne.Event
+	headers, err := store.EncodeHeader(ev.Header)
+	if err != nil {
+		return store.IngestResult{}, err
+	}
+	vm, vs, vk := store.VerificationArgs(ev.Verification)
+	res, err := st.exec(qInsertEvent,
+		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
+		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), sqlstore.Nullable(ne.ContentKey),
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted), store.OriginArg(ev.Origin))
+	if err != nil {
+		return store.IngestResult{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return store.IngestResult{}, err
+	} else if n == 0 {
+		return duplicate(st, ne)
+	}
+	stale := false
+	if ev.Object != "" {
+		var mark string
+		err := st.queryRow(qVersion, ev.Source, ev.Object).Scan(&mark)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = st.exec(qInsertVersion, ev.Source, ev.Object, ev.Version)
+		case err == nil:
+			switch c := store.CompareVersions(ev.Version, mark); {
+			case c < 0:
+				stale = true
+				_, err = st.exec(qMarkStale, ev.ID)
+			case c > 0:
+				_, err = st.exec(qRaiseVersion, ev.Version, ev.Source, ev.Object)
+			}
+		}
+		if err != nil {
+			return store.IngestResult{}, err
+		}
+	}
+	status := anyhook.StatusPending
+	if stale && ne.StaleSkip {
+		status = anyhook.StatusSkipped
+	}
+	for _, dest := range ne.Destinations {
+		*dl = append(*dl, newDelivery{event: ev.ID, destination: dest, status: status, stale: stale && !ne.StaleSkip})
+	}
+	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
+}
+
+// duplicate counts ne, whose insert met a uniqueness conflict, as a
+// duplicate of the event with its provider's id or else its signed
+// content. A conflict on neither is one on the event id itself: an error.
+func duplicate(st *stmts, ne *store.NewEvent) (store.IngestResult, error) {
 	ev := &ne.Event
 	// A duplicate by the provider's id first, then by the signed content.
+	// An event fetched from the provider's API (a backfill) that is
+	// already recorded is not an arrival: the provider did not send it.
 	keys := [2]struct{ q, key string }{{qCountDup, ev.DedupKey}, {qCountContent, ne.ContentKey}}
 	fetched := store.OriginArg(ev.Origin) != nil
 	if fetched {
@@ -65,48 +173,7 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, now int64) (store.Inges
 			return store.IngestResult{}, err
 		}
 	}
-	stale := false
-	if ev.Object != "" {
-		var mark string
-		err := st.queryRow(qVersion, ev.Source, ev.Object).Scan(&mark)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			_, err = st.exec(qInsertVersion, ev.Source, ev.Object, ev.Version)
-		case err == nil:
-			switch c := store.CompareVersions(ev.Version, mark); {
-			case c < 0:
-				stale = true
-			case c > 0:
-				_, err = st.exec(qRaiseVersion, ev.Version, ev.Source, ev.Object)
-			}
-		}
-		if err != nil {
-			return store.IngestResult{}, err
-		}
-	}
-	headers, err := store.EncodeHeader(ev.Header)
-	if err != nil {
-		return store.IngestResult{}, err
-	}
-	vm, vs, vk := store.VerificationArgs(ev.Verification)
-	_, err = st.exec(qInsertEvent,
-		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), micros(ev.ReceivedAt), ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
-		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale, sqlstore.Nullable(ne.ContentKey),
-		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted), store.OriginArg(ev.Origin))
-	if err != nil {
-		return store.IngestResult{}, err
-	}
-	status := anyhook.StatusPending
-	if stale && ne.StaleSkip {
-		status = anyhook.StatusSkipped
-	}
-	for _, dest := range ne.Destinations {
-		_, err := st.exec(qInsertDelivery, s.newID(), ev.ID, dest, status, stale && !ne.StaleSkip, now, now, now)
-		if err != nil {
-			return store.IngestResult{}, err
-		}
-	}
-	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
+	return store.IngestResult{}, fmt.Errorf("event id %s is taken", ev.ID)
 }
 
 const qInsertArrival = `INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut) VALUES (?, ?, ?, ?, ?, ?)`

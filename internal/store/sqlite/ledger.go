@@ -77,17 +77,19 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 			return nil // another sequencer went first: start over next round
 		}
 		at := micros(s.now())
-		for _, e := range b.Entries {
-			_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], at, e.Late)
-			if err != nil {
-				return store.Unavailable("sequence", err)
-			}
+		st := s.stmts(ctx, tx)
+		err = insertRows(st, &entryInserts, len(b.Entries), func(i int, args []any) []any {
+			e := &b.Entries[i]
+			return append(args, e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], at, e.Late)
+		})
+		if err != nil {
+			return store.Unavailable("sequence", err)
 		}
-		for i, h := range b.Hashes {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_hashes (idx, hash) VALUES (?, ?)`, b.HashIndex+int64(i), h[:]); err != nil {
-				return store.Unavailable("sequence", err)
-			}
+		err = insertRows(st, &hashInserts, len(b.Hashes), func(i int, args []any) []any {
+			return append(args, b.HashIndex+int64(i), b.Hashes[i][:])
+		})
+		if err != nil {
+			return store.Unavailable("sequence", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE ledger_state SET seq_rowid = ? WHERE id = 1`, mark); err != nil {
 			return store.Unavailable("sequence", err)

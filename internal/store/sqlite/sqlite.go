@@ -118,16 +118,37 @@ const (
 	qVersion       = `SELECT version FROM versions WHERE source = ? AND object = ?`
 	qInsertVersion = `INSERT INTO versions (source, object, version) VALUES (?, ?, ?)`
 	qRaiseVersion  = `UPDATE versions SET version = ? WHERE source = ? AND object = ?`
-	qInsertEvent   = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
+	// A new event is inserted not stale (qMarkStale marks it after the
+	// version check); a uniqueness conflict inserts nothing: a duplicate.
+	qInsertEvent = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
 		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed, origin)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qInsertDelivery = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	qPaused = `SELECT paused FROM destinations WHERE name = ?`
-	qFinish = `UPDATE deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, updated_at = ?
-				WHERE id = ? AND attempt_count = ? AND status = 'delivering'`
-	qInsertAttempt = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id, number) DO NOTHING`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	qMarkStale = `UPDATE events SET stale = 1 WHERE id = ?`
+	qPaused    = `SELECT paused FROM destinations WHERE name = ?`
+	// Ingest's, the sequencer's and Finish's, each in multiRows.
+	qInsertDelivery    = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at) VALUES `
+	qInsertLedgerEntry = `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late) VALUES `
+	qInsertLedgerHash  = `INSERT INTO ledger_hashes (idx, hash) VALUES `
+	// qFinish writes outcomes fenced by (delivery, attempt, delivering) and
+	// returns the deliveries it wrote; its rows are (id, status,
+	// next_attempt_at, attempt), named column1… by SQLite. The unary + keeps
+	// the planner off the status indexes: each row of v is looked up by id
+	// (with no statistics it would scan every delivering row per batch).
+	qFinish = `UPDATE deliveries SET status = v.column2, next_attempt_at = v.column3, lease_until = NULL, updated_at = ?
+		FROM (VALUES `
+	qFinishTail = `) AS v
+		WHERE deliveries.id = v.column1 AND deliveries.attempt_count = v.column4 AND +deliveries.status = 'delivering'
+		RETURNING deliveries.id`
+	qInsertAttempt     = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body) VALUES `
+	qInsertAttemptTail = ` ON CONFLICT (delivery_id, number) DO NOTHING`
+)
+
+var (
+	deliveryInserts = multiRows(qInsertDelivery, `(?, ?, ?, ?, ?, ?, ?, ?)`, "")
+	entryInserts    = multiRows(qInsertLedgerEntry, `(?, ?, ?, ?, ?, ?, ?)`, "")
+	hashInserts     = multiRows(qInsertLedgerHash, `(?, ?)`, "")
+	finishes        = multiRows(qFinish, `(?, ?, ?, ?)`, qFinishTail)
+	attemptInserts  = multiRows(qInsertAttempt, `(?, ?, ?, ?, ?, ?, ?)`, qInsertAttemptTail)
 )
 
 var claimQuery = `UPDATE deliveries
@@ -138,8 +159,12 @@ var claimQuery = `UPDATE deliveries
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepared = map[string]*sql.Stmt{}
-	for _, q := range []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qFindDup, qFindContent, qVersion, qInsertVersion, qRaiseVersion,
-		qInsertEvent, qInsertDelivery, qPaused, qFinish, qInsertAttempt, claimQuery, qInsertArrival} {
+	qs := []string{qSavepoint, qRollbackTo, qRelease, qCountDup, qCountContent, qFindDup, qFindContent, qVersion, qInsertVersion, qRaiseVersion,
+		qInsertEvent, qMarkStale, qPaused, claimQuery, qInsertArrival}
+	for _, m := range []*multiRow{&deliveryInserts, &entryInserts, &hashInserts, &finishes, &attemptInserts} {
+		qs = append(qs, m[:]...)
+	}
+	for _, q := range qs {
 		st, err := s.w.PrepareContext(ctx, q)
 		if err != nil {
 			return store.Unavailable("prepare", fmt.Errorf("prepare %q: %w", q, err))

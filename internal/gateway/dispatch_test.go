@@ -1,0 +1,60 @@
+package gateway_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+)
+
+// TestOrderedDispatchWithoutPolling: a dispatcher whose claim came back
+// short waits for a wake instead of claiming after every request (issue
+// 15), but in order a short claim does not mean an empty queue: the
+// object's later deliveries wait behind the one in flight and become due
+// when its outcome is recorded. With the poll tick an hour away and every
+// event ingested before the first is delivered, the recorded outcome alone
+// must let the next one go.
+func TestOrderedDispatchWithoutPolling(t *testing.T) {
+	t.Parallel()
+	sk := newSink(t)
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 1h}
+sources:
+  stripe:
+    provider: stripe
+    secrets: [%s]
+destinations:
+  ledger:
+    url: %s/ledger
+    sources: [stripe]
+    order: per_object
+`, stripeSecret, sk.URL)
+	base, g := gatewaytest.Start(t, yaml, gateway.Options{})
+	// Paused while the events arrive, so that all three wait in the queue
+	// and the first claim after the unpause finds the object's head only.
+	if err := g.Store().SetPaused(t.Context(), "ledger", true); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	for v := 1; v <= n; v++ {
+		body := fmt.Appendf(nil, `{"id":"evt_%d","object":"event","type":"invoice.updated","created":%d,"data":{"object":{"id":"in_a"}}}`, v, v)
+		if a := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, body, time.Now())); a.Code != 200 {
+			t.Fatalf("event %d: %+v", v, a)
+		}
+	}
+	if err := g.Store().SetPaused(t.Context(), "ledger", false); err != nil {
+		t.Fatal(err)
+	}
+	// One more event of another object wakes the dispatcher (an unpause
+	// does not), as new deliveries do.
+	body := []byte(`{"id":"evt_other","object":"event","type":"invoice.updated","created":1,"data":{"object":{"id":"in_b"}}}`)
+	if a := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, body, time.Now())); a.Code != 200 {
+		t.Fatalf("wake event: %+v", a)
+	}
+	sk.waitRequests(t, n+1)
+}
