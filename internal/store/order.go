@@ -19,13 +19,24 @@ type Queued struct {
 	Version        string
 	Status         anyhook.DeliveryStatus // as stored
 	Due            bool                   // pending and due now
-	CreatedAt      time.Time
+	Arrived        time.Time              // the event's received_at
+	CreatedAt      time.Time              // the delivery's
 }
 
 // before orders the deliveries of one object: by version (CompareVersions,
-// as the stale rule compares them), then by arrival.
+// as the stale rule compares them), then by the arrival of their events
+// (received_at, then the event id, a UUIDv7: the order of a batch's
+// items), then by the delivery's creation. A replay delivery is newer
+// than the later events of its version, but its event is not: it goes
+// where its event arrived.
 func before(a, b Queued) int {
 	if c := CompareVersions(a.Version, b.Version); c != 0 {
+		return c
+	}
+	if c := a.Arrived.Compare(b.Arrived); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.EventID, b.EventID); c != 0 {
 		return c
 	}
 	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
