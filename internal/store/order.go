@@ -166,23 +166,28 @@ func FillWaitsBehind(ctx context.Context, s interface {
 	return nil
 }
 
-// OrderCandidate is a due pending delivery ClaimInOrder looks at, and
-// whether its event has an object.
+// OrderCandidate is a due pending delivery ClaimInOrder looks at, with
+// its event's source and object ("" when it has none).
 type OrderCandidate struct {
-	ID        string
-	HasObject bool
+	ID, Source, Object string
 }
 
 // ToClaim chooses, among cands, the deliveries ClaimInOrder claims, at
 // most limit: those without an object, and the heads (Heads) of the
-// objects of the others, whose queues queue reads.
+// objects of the others, whose queues queue reads, given one delivery of
+// each object (several candidates of one object would make it read that
+// object's queue once per candidate).
 func ToClaim(cands []OrderCandidate, limit int, queue func(ids []string) ([]Queued, error)) ([]string, error) {
 	var ids, objects []string
+	seen := map[objectKey]bool{}
 	for _, c := range cands {
-		if c.HasObject {
-			objects = append(objects, c.ID)
-		} else {
+		k := objectKey{c.Source, c.Object}
+		switch {
+		case c.Object == "":
 			ids = append(ids, c.ID)
+		case !seen[k]:
+			seen[k] = true
+			objects = append(objects, c.ID)
 		}
 	}
 	if len(objects) > 0 {

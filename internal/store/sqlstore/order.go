@@ -44,9 +44,9 @@ func ScanQueued(sc Scanner) (store.Queued, error) {
 	return q, err
 }
 
-// ScanOrderCandidate scans a row of (delivery id, its event has an
-// object).
+// ScanOrderCandidate scans a row of (delivery id, its event's source,
+// its object or "").
 func ScanOrderCandidate(sc Scanner) (store.OrderCandidate, error) {
 	var c store.OrderCandidate
-	return c, sc.Scan(&c.ID, &c.HasObject)
+	return c, sc.Scan(&c.ID, &c.Source, &c.Object)
 }
