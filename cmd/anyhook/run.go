@@ -20,6 +20,7 @@ import (
 	"github.com/anyhook/anyhook/internal/send"
 	"github.com/anyhook/anyhook/internal/soak"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/tracing"
 )
 
 // Exit statuses.
@@ -176,7 +177,10 @@ the admin API, the dashboard and /metrics, on the config's listen address
 (with admin.listen set, the admin API, dashboard, /metrics and /readyz are
 served there instead; tls: serves HTTPS). It listens first, then opens the database and applies pending migrations.
 SIGINT or SIGTERM stops it gracefully (exit 0). Exit 2: bad flags, a bad
-config, the address in use or an unreachable database.`
+config, the address in use, an unreachable database or an OTEL_* value it
+cannot use. OpenTelemetry tracing: the standard OTEL_* environment
+variables (OTEL_EXPORTER_OTLP_ENDPOINT …), off unless they name an
+exporter (docs/tracing.md).`
 
 func scheme(tls bool) string {
 	if tls {
@@ -218,11 +222,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, exitUsage, cfg.Errorf("admin.listen", "%v", err))
 		}
 	}
-	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
-	if err != nil {
+	closeListeners := func() {
 		ln.Close()
 		if ls.Admin != nil {
 			ls.Admin.Close()
+		}
+	}
+	// Tracing is off unless the OTEL_* environment configures an
+	// exporter (docs/tracing.md).
+	tr, err := tracing.FromEnv(ctx, buildinfo.Version(), log)
+	if err != nil {
+		closeListeners()
+		return fail(stderr, exitUsage, err)
+	}
+	gopt := gateway.Options{Config: cfg, Logger: log}
+	if tr != nil {
+		gopt.Tracer = tr.Provider()
+		log.Info("tracing on: exporting spans over OTLP")
+	}
+	g, err := gateway.New(ctx, gopt)
+	if err != nil {
+		closeListeners()
+		if tr != nil {
+			tr.Shutdown(context.Background())
 		}
 		return fail(stderr, exitUsage, err)
 	}
@@ -246,6 +268,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := g.Stop(stopCtx); err != nil {
 		// What did not finish stays claimed and is rescued by lease.
 		log.Warn("stop was not clean", "err", err)
+	}
+	if tr != nil {
+		// After the gateway: the spans of the last requests and attempts
+		// are exported too.
+		if err := tr.Shutdown(stopCtx); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
 	}
 	return code
 }

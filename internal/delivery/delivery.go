@@ -27,6 +27,8 @@ import (
 	"github.com/anyhook/anyhook/internal/lifecycle"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Store is what the engine needs of the store.
@@ -86,6 +88,11 @@ type Options struct {
 	Observer Observer
 	// UserAgent is sent on every request.
 	UserAgent string
+	// Tracer, when set, traces claims and attempts (internal/tracing):
+	// each attempt is a client span in the trace of the event's stored
+	// traceparent, and sends its own traceparent. nil: no tracing, at no
+	// cost.
+	Tracer trace.TracerProvider
 }
 
 // Engine runs the dispatchers and the rescuer.
@@ -97,7 +104,8 @@ type Engine struct {
 	client map[string]*http.Client // per destination: Options.Client or its insecure copy
 	wake   map[string]chan struct{}
 	health *health
-	fin    *finisher // batches the outcomes of all destinations
+	fin    *finisher    // batches the outcomes of all destinations
+	tracer trace.Tracer // nil: tracing is off
 
 	run   lifecycle.Runner
 	sends sync.WaitGroup // in-flight requests
@@ -132,6 +140,9 @@ func New(st Store, opt Options) *Engine {
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{},
 		client: map[string]*http.Client{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
+	if opt.Tracer != nil {
+		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
+	}
 	var insecure *http.Client
 	for i := range opt.Destinations {
 		d := &opt.Destinations[i]
@@ -326,27 +337,23 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 			if allowed == 0 {
 				later = time.After(wait)
 			} else {
-				claim := e.st.Claim
-				if d.InOrder {
-					claim = e.st.ClaimInOrder
-				}
-				claims, err := claim(ctx, d.Name, allowed, e.Lease(d))
+				claims, err := e.claim(ctx, d, allowed)
 				if err != nil {
-					claims = nil // a failed claim claimed nothing
+					claims.claims = nil // a failed claim claimed nothing
 					if ctx.Err() == nil {
 						e.log.Warn("claim failed", "destination", d.Name, "err", err)
 					}
 				}
-				lim.giveBack(allowed - len(claims))
-				for _, c := range claims {
+				lim.giveBack(allowed - len(claims.claims))
+				for _, c := range claims.claims {
 					inFlight++
 					open++
 					e.sends.Go(func() {
 						defer func() { finished <- struct{}{} }()
-						e.deliver(sendCtx, d, c, func() { sent <- struct{}{} })
+						e.deliver(sendCtx, d, c, claims.span, func() { sent <- struct{}{} })
 					})
 				}
-				if len(claims) == allowed {
+				if len(claims.claims) == allowed {
 					continue // more may be due at once
 				}
 			}
@@ -426,8 +433,9 @@ const (
 )
 
 // deliver makes one attempt and records its outcome. It calls sent once
-// the request has ended, before the outcome is recorded.
-func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sent func()) {
+// the request has ended, before the outcome is recorded. claim is the
+// span of the claim that took c (invalid when tracing is off).
+func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, claim trace.SpanContext, sent func()) {
 	attempt := c.Delivery.AttemptCount
 	started := e.opt.Now()
 	if c.Event.BodyPruned {
@@ -438,9 +446,17 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sen
 		e.refuse(ctx, d, c, started, "not sent: the event's body was pruned by retention (log.retention); nothing can be sent in its place")
 		return
 	}
-	code, body, retryAfter, err := e.send(ctx, d, c)
+	var span trace.Span
+	sendCtx := ctx
+	if e.tracer != nil {
+		sendCtx, span = e.startAttempt(ctx, d, c, claim)
+	}
+	code, body, retryAfter, err := e.send(sendCtx, d, c)
 	sent()
 	if err != nil && ctx.Err() != nil {
+		if span != nil {
+			endAborted(span, err)
+		}
 		// Shutdown aborted the attempt before an answer came: nobody
 		// knows whether the destination got it, so leave the claim to
 		// the rescuer and the destination's declared policy. An answer
@@ -466,6 +482,9 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, sen
 		} else {
 			out.Result.Error = "HTTP " + strconv.Itoa(code)
 		}
+	}
+	if span != nil {
+		endAttempt(span, code, err, out)
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -521,6 +540,9 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, 
 		return 0, nil, 0, err
 	}
 	req.Header = e.header(d, c, e.opt.Now())
+	if e.tracer != nil {
+		tracing.Inject(ctx, req.Header) // the attempt's span: the destination continues the trace
+	}
 	resp, err := e.client[d.Name].Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -30,6 +30,7 @@ import (
 	"github.com/anyhook/anyhook/internal/rejectlog"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/throttle"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // postgresWriters is how many ingest transactions run at once on
@@ -55,6 +56,9 @@ type Options struct {
 	// tests wait on it (river's test signals) rather than poll the store
 	// or /metrics.
 	Observer delivery.Observer
+	// Tracer, when set, traces ingest and delivery (internal/tracing);
+	// nil: tracing is off.
+	Tracer trace.TracerProvider
 }
 
 // Gateway is one running AnyHook process.
@@ -144,6 +148,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	do.OnFailing = func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) }
 	do.OnRecovered = func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) }
 	do.Observer = mx
+	do.Tracer = opt.Tracer
 	if opt.Observer != nil {
 		do.Observer = observers{mx, opt.Observer}
 	}
@@ -161,6 +166,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Observer:   mx,
 		Rejections: rejected,
 		Now:        now,
+		Tracer:     opt.Tracer,
 	})
 	bySource := sourceDestinations(cfg)
 	api := admin.New(admin.Options{

@@ -12,6 +12,10 @@ import (
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // nopRecorder answers every event as new without keeping anything.
@@ -47,22 +51,65 @@ func BenchmarkHandler(b *testing.B) {
 	for _, prov := range []string{"stripe", "github"} {
 		for _, size := range []int{1 << 10, 64 << 10} {
 			b.Run(fmt.Sprintf("%s/body=%dKiB", prov, size>>10), func(b *testing.B) {
-				benchHandler(b, prov, size)
+				benchHandler(b, prov, size, nil)
 			})
 		}
 	}
 }
 
-func benchHandler(b *testing.B, prov string, size int) {
+// BenchmarkHandlerTracing is BenchmarkHandler's stripe 1 KiB request with
+// tracing off (no tracer provider: the gateway's default), with the API's
+// no-op provider, and on (the SDK sampling every request, its batch
+// processor exporting to nowhere): what tracing costs, and that off costs
+// nothing (BENCHMARKS.md):
+//
+//	go test ./internal/ingest -run '^$' -bench HandlerTracing -benchmem
+func BenchmarkHandlerTracing(b *testing.B) {
+	for _, mode := range []string{"off", "noop", "on"} {
+		b.Run("tracing="+mode, func(b *testing.B) {
+			benchHandler(b, "stripe", 1<<10, tracerProvider(b, mode))
+		})
+	}
+}
+
+// tracerProvider is the tracer provider of a tracing mode: nil (off), the
+// API's no-op one, or the SDK's with a batch processor exporting nowhere.
+func tracerProvider(tb testing.TB, mode string) trace.TracerProvider {
+	switch mode {
+	case "noop":
+		return noop.NewTracerProvider()
+	case "on":
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		tb.Cleanup(func() { tp.Shutdown(context.Background()) })
+		return tp
+	}
+	return nil
+}
+
+func benchHandler(b *testing.B, prov string, size int, tp trace.TracerProvider) {
+	serve := handlerFixture(b, prov, size, tp)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		serve()
+	}
+}
+
+// handlerFixture is a handler for one source of provider prov (tracing to
+// tp; nil: off) in front of a recorder that does nothing, and a function
+// that serves it one signed request of about size bytes (the same each
+// time) and checks it was accepted.
+func handlerFixture(tb testing.TB, prov string, size int, tp trace.TracerProvider) func() {
 	src := &provider.Settings{Provider: prov, Secrets: []string{fuzzSecret}, Tolerance: time.Hour}
 	p, err := provider.New(*src)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	h := ingest.New(ingest.Options{
 		Sources:  []ingest.Source{{Name: prov, Provider: p, MaxBody: 1 << 20, Destinations: []string{"d"}, StaleSkip: true}},
 		Recorder: nopRecorder{},
 		NewID:    func() string { return "0190a0a0-0000-7000-8000-000000000000" },
+		Tracer:   tp,
 	})
 	body := stripeBody(size)
 	pr := &provider.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
@@ -72,18 +119,16 @@ func benchHandler(b *testing.B, prov string, size int) {
 		pr.Header.Set("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
 	}
 	if err := provider.Sign(prov, fuzzSecret, pr, time.Now()); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	w := &discard{h: http.Header{}}
 	rd := bytes.NewReader(body)
 	req, err := http.NewRequest("POST", "http://127.0.0.1/webhooks/"+prov, nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	req.SetPathValue("source", prov)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
+	return func() {
 		rd.Reset(body)
 		r := *req
 		r.Header = pr.Header
@@ -92,7 +137,7 @@ func benchHandler(b *testing.B, prov string, size int) {
 		clear(w.h)
 		h.ServeHTTP(w, &r)
 		if w.code != http.StatusOK {
-			b.Fatalf("status %d", w.code)
+			tb.Fatalf("status %d", w.code)
 		}
 	}
 }

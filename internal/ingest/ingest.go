@@ -21,6 +21,10 @@ import (
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/tracing"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Recorder records verified events durably; a store.Store or a Batcher in
@@ -61,6 +65,12 @@ type Options struct {
 	// Rejections is told of every request answered with a 4xx (the
 	// rejection log); nil: nobody.
 	Rejections RejectionLog
+	// Tracer, when set, traces each request (internal/tracing): a server
+	// span continuing the request's traceparent, with verify and record
+	// children; the event's stored headers then carry the server span's
+	// traceparent, which its deliveries continue. nil: no tracing, at no
+	// cost.
+	Tracer trace.TracerProvider
 }
 
 // RejectionLog keeps a record of refused requests (internal/rejectlog).
@@ -113,6 +123,7 @@ type Handler struct {
 	observer Observer
 	rejected RejectionLog
 	routing  RoutingObserver // nil when the observer is not one
+	tracer   trace.Tracer    // nil: tracing is off
 
 	failMu sync.Mutex
 	failed map[failure]bool // the filter errors already logged
@@ -130,6 +141,9 @@ func New(opt Options) *Handler {
 	h := &Handler{sources: map[string]*Source{}, rec: opt.Recorder, log: opt.Logger,
 		now: opt.Now, newID: opt.NewID, recorded: opt.Recorded, observer: opt.Observer, rejected: opt.Rejections}
 	h.routing, _ = opt.Observer.(RoutingObserver)
+	if opt.Tracer != nil {
+		h.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/ingest")
+	}
 	for i := range opt.Sources {
 		h.sources[opt.Sources[i].Name] = &opt.Sources[i]
 	}
@@ -172,6 +186,27 @@ func (r *rejection) Error() string { return r.msg }
 
 // ServeHTTP implements http.Handler for the route POST /webhooks/{source}.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.tracer == nil {
+		h.answer(w, r)
+		return
+	}
+	ctx, span := h.tracer.Start(tracing.Extract(r.Context(), r.Header), "POST /webhooks/{source}",
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.HTTPRoute("/webhooks/{source}"),
+			semconv.URLPath(r.URL.Path), semconv.ClientAddress(r.RemoteAddr), tracing.Source.String(r.PathValue("source"))))
+	defer span.End()
+	code, outcome := h.answer(w, r.WithContext(ctx))
+	span.SetAttributes(semconv.HTTPResponseStatusCode(code), tracing.Outcome.String(outcome))
+	if code >= 500 {
+		// A server span's 4xx is the client's error, not the server's.
+		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(code)))
+		span.SetStatus(codes.Error, outcome)
+	}
+}
+
+// answer serves the request and returns the status code and outcome of
+// its answer.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request) (code int, outcome string) {
 	name := r.PathValue("source")
 	start := h.now()
 	res, err := h.serve(w, r, name)
@@ -194,7 +229,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				r.Header, rej.body)
 		}
 		writeJSON(w, rej.code, map[string]string{"error": rej.msg})
-		return
+		return rej.code, rej.outcomeName()
 	}
 	if res.challenge != nil {
 		if res.challenge.ContentType != "" {
@@ -203,14 +238,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.Write(res.challenge.Body)
 		h.observe(name, OutcomeChallenge, start)
-		return
+		return http.StatusOK, OutcomeChallenge
 	}
 	writeResult(w, &res.result)
-	outcome := OutcomeAccepted
+	outcome = OutcomeAccepted
 	if res.result.Status == "duplicate" {
 		outcome = OutcomeDuplicate
 	}
 	h.observe(name, outcome, start)
+	return http.StatusOK, outcome
 }
 
 func (r *rejection) outcomeName() string {
@@ -251,7 +287,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusBadRequest, msg: "could not read the request body", err: err}
 	}
 	preq := &provider.Request{Method: r.Method, URL: publicURL(src, r), Header: r.Header, Body: body}
-	verified, err := src.Provider.Verify(preq, received)
+	verified, err := h.verify(r.Context(), src, preq, received)
 	if err != nil {
 		return served{}, &rejection{code: http.StatusBadRequest, msg: safeMessage(err), err: err, outcome: OutcomeRejectedSignature, body: body}
 	}
@@ -268,6 +304,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	header := r.Header.Clone()
 	for _, k := range src.SecretHeaders {
 		header.Del(k)
+	}
+	if h.tracer != nil {
+		// The event keeps the trace context of this request's span: its
+		// deliveries, however much later, continue this trace.
+		tracing.Inject(r.Context(), header)
 	}
 	evs := make([]store.NewEvent, len(ext.Events))
 	for i, pe := range ext.Events {
@@ -290,7 +331,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 			h.route(r.Context(), src, &evs[i])
 		}
 	}
-	results, err := h.rec.Ingest(r.Context(), evs)
+	results, err := h.record(r.Context(), evs)
 	if err != nil {
 		return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event store is unavailable; retry later", err: err, outcome: OutcomeUnavailable}
 	}
@@ -323,6 +364,52 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		h.recorded()
 	}
 	return served{result: out}, nil
+}
+
+// verify checks the request's signature, in a span when tracing is on.
+func (h *Handler) verify(ctx context.Context, src *Source, preq *provider.Request, received time.Time) (anyhook.Verification, error) {
+	if h.tracer == nil {
+		return src.Provider.Verify(preq, received)
+	}
+	_, span := h.tracer.Start(ctx, "verify")
+	defer span.End()
+	verified, err := src.Provider.Verify(preq, received)
+	if err != nil {
+		span.SetStatus(codes.Error, safeMessage(err))
+		return verified, err
+	}
+	span.SetAttributes(tracing.Verification.String(verified.Scheme))
+	return verified, nil
+}
+
+// record hands evs to the recorder and waits until they are durable, in
+// a span when tracing is on.
+func (h *Handler) record(parent context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	if h.tracer == nil {
+		return h.rec.Ingest(parent, evs)
+	}
+	ctx, span := h.tracer.Start(parent, "record", trace.WithAttributes(tracing.EventCount.Int(len(evs))))
+	defer span.End()
+	results, err := h.rec.Ingest(ctx, evs)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return results, err
+	}
+	dups := 0
+	for _, res := range results {
+		if res.Duplicate {
+			dups++
+		}
+	}
+	span.SetAttributes(tracing.Duplicates.Int(dups))
+	// The request's span names its events, so that a trace is found by
+	// the event id (X-AnyHook-Delivery).
+	ids := make([]string, len(results))
+	for i, res := range results {
+		ids[i] = res.ID
+	}
+	trace.SpanFromContext(parent).SetAttributes(tracing.EventIDs.StringSlice(ids))
+	return results, nil
 }
 
 // route evaluates the filters of src's destinations on ne: the
