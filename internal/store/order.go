@@ -19,13 +19,24 @@ type Queued struct {
 	Version        string
 	Status         anyhook.DeliveryStatus // as stored
 	Due            bool                   // pending and due now
-	CreatedAt      time.Time
+	Arrived        time.Time              // the event's received_at
+	CreatedAt      time.Time              // the delivery's
 }
 
 // before orders the deliveries of one object: by version (CompareVersions,
-// as the stale rule compares them), then by arrival.
+// as the stale rule compares them), then by the arrival of their events
+// (received_at, then the event id, a UUIDv7: the order of a batch's
+// items), then by the delivery's creation. A replay delivery is newer
+// than the later events of its version, but its event is not: it goes
+// where its event arrived.
 func before(a, b Queued) int {
 	if c := CompareVersions(a.Version, b.Version); c != 0 {
+		return c
+	}
+	if c := a.Arrived.Compare(b.Arrived); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.EventID, b.EventID); c != 0 {
 		return c
 	}
 	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
@@ -155,23 +166,28 @@ func FillWaitsBehind(ctx context.Context, s interface {
 	return nil
 }
 
-// OrderCandidate is a due pending delivery ClaimInOrder looks at, and
-// whether its event has an object.
+// OrderCandidate is a due pending delivery ClaimInOrder looks at, with
+// its event's source and object ("" when it has none).
 type OrderCandidate struct {
-	ID        string
-	HasObject bool
+	ID, Source, Object string
 }
 
 // ToClaim chooses, among cands, the deliveries ClaimInOrder claims, at
 // most limit: those without an object, and the heads (Heads) of the
-// objects of the others, whose queues queue reads.
+// objects of the others, whose queues queue reads, given one delivery of
+// each object (several candidates of one object would make it read that
+// object's queue once per candidate).
 func ToClaim(cands []OrderCandidate, limit int, queue func(ids []string) ([]Queued, error)) ([]string, error) {
 	var ids, objects []string
+	seen := map[objectKey]bool{}
 	for _, c := range cands {
-		if c.HasObject {
-			objects = append(objects, c.ID)
-		} else {
+		k := objectKey{c.Source, c.Object}
+		switch {
+		case c.Object == "":
 			ids = append(ids, c.ID)
+		case !seen[k]:
+			seen[k] = true
+			objects = append(objects, c.ID)
 		}
 	}
 	if len(objects) > 0 {

@@ -16,21 +16,24 @@ const orderLockClass = 0x61686f72 // "ahor"
 // orderCandidates selects due pending deliveries of a destination ($1)
 // whose object is not blocked (no delivery of it to the destination is
 // delivering, held or waiting for a retry), oldest due first, at most $2,
-// and says whether each has an object. Of those with an object it keeps
-// the ones whose queue's advisory lock it takes without waiting: another
-// claimer holds the others' (the LIMIT subquery is not flattened, so only
-// the candidates are locked). The lock is held until the transaction
-// ends, so the queues read after it (a later statement, a later
-// snapshot) show every claim committed before, and no other claimer
-// claims from them until this one commits.
-var orderCandidates = `SELECT c.id, c.object IS NOT NULL FROM (
+// with each one's source and object ("" when none). The blocked objects
+// are read once, from the destination's few deliveries in flight, held or
+// waiting, not once per candidate through the object's whole queue. Of
+// the candidates with an object it keeps the ones whose queue's advisory
+// lock it takes without waiting: another claimer holds the others' (the
+// LIMIT subquery is not flattened, so only the candidates are locked).
+// The lock is held until the transaction ends, so the queues read after
+// it (a later statement, a later snapshot) show every claim committed
+// before, and no other claimer claims from them until this one commits.
+var orderCandidates = `WITH blocked AS MATERIALIZED (
+	SELECT DISTINCT be.source, be.object FROM deliveries b JOIN events be ON be.id = b.event_id
+	WHERE b.destination = $1 AND be.object IS NOT NULL
+		AND (b.status IN ('delivering', 'held') OR (b.status = 'pending' AND b.next_attempt_at > now())))
+SELECT c.id, c.source, coalesce(c.object, '') FROM (
 	SELECT d.id, d.next_attempt_at, e.source, e.object FROM deliveries d JOIN events e ON e.id = d.event_id
 	WHERE d.destination = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
 		AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND paused)
-		AND (e.object IS NULL OR NOT EXISTS (
-			SELECT 1 FROM events be JOIN deliveries b ON b.event_id = be.id
-			WHERE be.source = e.source AND be.object = e.object AND b.destination = d.destination
-				AND (b.status IN ('delivering', 'held') OR (b.status = 'pending' AND b.next_attempt_at > now()))))
+		AND (e.object IS NULL OR NOT EXISTS (SELECT 1 FROM blocked k WHERE k.source = e.source AND k.object = e.object))
 	ORDER BY d.next_attempt_at LIMIT $2) c
 WHERE c.object IS NULL OR pg_try_advisory_xact_lock(` + strconv.Itoa(orderLockClass) + `, hashtext($1 || chr(1) || c.source || chr(1) || c.object))
 ORDER BY c.next_attempt_at, c.id`

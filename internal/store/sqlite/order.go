@@ -13,17 +13,19 @@ import (
 
 // orderCandidates selects due pending deliveries of a destination whose
 // object is not blocked (no delivery of it to the destination is
-// delivering, held or waiting for a retry), oldest due first, and says
-// whether each has an object. Parameters: destination, now, now, limit.
-// The object's deliveries are found through its events (events_object,
-// then deliveries_event: the join order and indexes are fixed, as SQLite
-// without statistics would rather walk the destination's queue).
-const orderCandidates = `SELECT d.id, e.object IS NOT NULL FROM deliveries d JOIN events e ON e.id = d.event_id
+// delivering, held or waiting for a retry), oldest due first, with each
+// one's source and object. Parameters: destination, now, destination,
+// now, limit. The blocked objects are read once (from the destination's
+// few deliveries in flight, held or waiting, by deliveries_due), not once
+// per candidate through the object's whole queue: a hot object with
+// thousands waiting made every claim walk its queue for each candidate.
+const orderCandidates = `WITH blocked AS MATERIALIZED (
+		SELECT DISTINCT be.source, be.object FROM deliveries b INDEXED BY deliveries_due CROSS JOIN events be ON be.id = b.event_id
+		WHERE b.destination = ? AND be.object IS NOT NULL
+			AND (b.status IN ('delivering', 'held') OR (b.status = 'pending' AND b.next_attempt_at > ?)))
+	SELECT d.id, e.source, coalesce(e.object, '') FROM deliveries d JOIN events e ON e.id = d.event_id
 	WHERE d.destination = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
-		AND (e.object IS NULL OR NOT EXISTS (
-			SELECT 1 FROM events be INDEXED BY events_object CROSS JOIN deliveries b INDEXED BY deliveries_event ON b.event_id = be.id
-			WHERE be.source = e.source AND be.object = e.object AND b.destination = d.destination
-				AND (b.status IN ('delivering', 'held') OR (b.status = 'pending' AND b.next_attempt_at > ?))))
+		AND (e.object IS NULL OR NOT EXISTS (SELECT 1 FROM blocked k WHERE k.source = e.source AND k.object = e.object))
 	ORDER BY d.next_attempt_at LIMIT ?`
 
 // ClaimInOrder implements store.Store. SQLite runs one write transaction
@@ -39,7 +41,7 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 			return err
 		}
 		now := s.now()
-		cands, err := query(ctx, tx, sqlstore.ScanOrderCandidate, orderCandidates, destination, micros(now), micros(now), store.OrderCandidates(limit))
+		cands, err := query(ctx, tx, sqlstore.ScanOrderCandidate, orderCandidates, destination, micros(now), destination, micros(now), store.OrderCandidates(limit))
 		if err != nil {
 			return store.Unavailable("claim", err)
 		}

@@ -28,7 +28,7 @@ func QueuedQuery(dl Dialect, n int) string {
 
 func queuedQuery(due, ids, events, deliveries string) string {
 	return `SELECT DISTINCT d.id, d.event_id, d.destination, e.source, e.object, coalesce(e.version, ''), d.status,
-		d.status = 'pending' AND d.next_attempt_at <= ` + due + `, d.created_at
+		d.status = 'pending' AND d.next_attempt_at <= ` + due + `, e.received_at, d.created_at
 	FROM deliveries x JOIN events xe ON xe.id = x.event_id
 	` + events + ` ON e.source = xe.source AND e.object = xe.object
 	` + deliveries + ` ON d.event_id = e.id AND d.destination = x.destination
@@ -39,14 +39,14 @@ func queuedQuery(due, ids, events, deliveries string) string {
 func ScanQueued(sc Scanner) (store.Queued, error) {
 	var q store.Queued
 	var status string
-	err := sc.Scan(&q.ID, &q.EventID, &q.Destination, &q.Source, &q.Object, &q.Version, &status, &q.Due, Time(&q.CreatedAt))
+	err := sc.Scan(&q.ID, &q.EventID, &q.Destination, &q.Source, &q.Object, &q.Version, &status, &q.Due, Time(&q.Arrived), Time(&q.CreatedAt))
 	q.Status = anyhook.DeliveryStatus(status)
 	return q, err
 }
 
-// ScanOrderCandidate scans a row of (delivery id, its event has an
-// object).
+// ScanOrderCandidate scans a row of (delivery id, its event's source,
+// its object or "").
 func ScanOrderCandidate(sc Scanner) (store.OrderCandidate, error) {
 	var c store.OrderCandidate
-	return c, sc.Scan(&c.ID, &c.HasObject)
+	return c, sc.Scan(&c.ID, &c.Source, &c.Object)
 }

@@ -315,3 +315,18 @@ func ClaimInOrderRace(t *testing.T, stores []store.Store, dest string, workers, 
 		}
 	}
 }
+
+// testOrderReplayKeepsArrivalOrder: equal versions go in the order their
+// events arrived, so the replay of a held head goes before a later event
+// of the same version, as the head itself would have (a replay delivery
+// is newer than that event's delivery, its event is not).
+func testOrderReplayKeepsArrivalOrder(t *testing.T, s store.Store) {
+	res := ingest(t, s, objectEvent("a1", "in_a", "5", "billing"))
+	ingest(t, s, objectEvent("a2", "in_a", "5", "billing"))
+	wantKeys(t, "head", claimInOrder(t, s, "billing", 10, -time.Hour), "a1")
+	rescue(t, s, rule(anyhook.Hold, 8))
+	if _, err := s.Replay(ctx(t), res[0].ID, []string{"billing"}, tester); err != nil {
+		t.Fatal(err)
+	}
+	wantKeys(t, "after the replay of the held head", claimInOrder(t, s, "billing", 10, time.Minute), "a1")
+}

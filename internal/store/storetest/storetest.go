@@ -82,6 +82,7 @@ func Run(t *testing.T, open Open) {
 		{"OrderHeldBlocks", testOrderHeldBlocks},
 		{"OrderPaused", testOrderPaused},
 		{"OrderConcurrentClaims", testOrderConcurrentClaims},
+		{"OrderReplayKeepsArrivalOrder", testOrderReplayKeepsArrivalOrder},
 	}
 	runTable(t, tests, withStore(open))
 	t.Run("Model", func(t *testing.T) {
