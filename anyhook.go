@@ -191,10 +191,11 @@ type Delivery struct {
 	Attempts   []Attempt // filled by Store.Event, not by lists
 	// WaitsBehind is, for a pending delivery to a destination with order:
 	// per_object, the delivery of the same object it waits behind, and
-	// WaitsBehindEvent that delivery's event; "" when it waits for
-	// nobody. The admin API and the dashboard fill them
-	// (store.FillWaitsBehind); the store's reads do not.
-	WaitsBehind, WaitsBehindEvent string
+	// WaitsBehindEvent that delivery's event and WaitsBehindVersion its
+	// ordering version; "" when it waits for nobody. The admin API and
+	// the dashboard fill them (store.FillWaitsBehind); the store's reads
+	// do not.
+	WaitsBehind, WaitsBehindEvent, WaitsBehindVersion string
 }
 
 // How a person resolved a held or dead delivery (Resolution.Kind).

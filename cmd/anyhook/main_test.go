@@ -447,7 +447,12 @@ func TestSinkReceivesDeliveries(t *testing.T) {
 	dir := t.TempDir()
 	cfg := gatewayConfig("sqlite:anyhook.db", addr+"/hooks", "reclaim") + "    signing_secret: " + signing + "\n"
 	p := start(t, writeConfig(t, dir, cfg))
-	code, id, err := sendEvent(p.url, "evt_sink")
+	body := []byte(`{"id":"evt_sink","object":"event","type":"charge.succeeded","created":1700000000,"data":{"object":{"id":"ch_sink"}}}`)
+	pr := &provider.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	if err := provider.Sign("stripe", secret, pr, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	code, id, err := postEvent(http.DefaultClient, p.url, body, pr.Header)
 	if err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
@@ -455,7 +460,7 @@ func TestSinkReceivesDeliveries(t *testing.T) {
 		t.Fatal("sink printed no delivery")
 	}
 	line := lines.Text()
-	for _, want := range []string{"event_id=" + id, "attempt=1", "replay=false", "source=stripe", "provider_event_id=evt_sink", "-> 200", "signature: ok"} {
+	for _, want := range []string{"event_id=" + id, "attempt=1", "replay=false", "source=stripe", "provider_event_id=evt_sink", "-> 200", "object=ch_sink version=1700000000", "signature: ok"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("sink line %q lacks %q", line, want)
 		}

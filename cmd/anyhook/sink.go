@@ -16,7 +16,9 @@ import (
 const sinkUsage = `usage: anyhook sink [--listen ADDR] [--status N] [--signing-secret S]
 
 A destination to try the gateway with: prints one line per delivery it
-receives and answers --status (400 when --signing-secret is given and the
+receives (its event id, attempt, source, provider event id and, when the
+source has ordering rules, object=… version=…, and stale=true on a stale
+event) and answers --status (400 when --signing-secret is given and the
 signature does not match).`
 
 // sink runs `anyhook sink`: a destination to try the gateway with. It
@@ -62,6 +64,14 @@ func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		h := r.Header
+		if o := h.Get("X-AnyHook-Object"); o != "" {
+			// The ordering object and version: how order: per_object
+			// and the stale flag can be checked from these lines.
+			note = " object=" + o + " version=" + h.Get("X-AnyHook-Version") + note
+		}
+		if h.Get("X-AnyHook-Stale") == "true" {
+			note = " stale=true" + note
+		}
 		mu.Lock()
 		// The same id names as the gateway's logs: event_id is the
 		// X-AnyHook-Delivery value (the AnyHook event id).

@@ -79,7 +79,7 @@ func TestWaitsBehind(t *testing.T) {
 			head = d.ID
 		}
 	}
-	link := `waits behind delivery <a class="mono" href="/events/` + earlier.ID + `#d-` + head + `">` + head + `</a>`
+	link := `waits behind delivery <a class="mono" href="/events/` + earlier.ID + `#d-` + head + `">` + head + `</a> (version 1) of the same object`
 	mustContain(t, f.get("/events/"+later.ID), link)
 	mustContain(t, f.get("/deliveries?status=pending"), link)
 	if page := f.get("/events/" + earlier.ID); strings.Contains(page.body, "waits behind") {

@@ -104,6 +104,7 @@ func Heads(qs []Queued) []string {
 // Blocker is the delivery another one waits behind.
 type Blocker struct {
 	DeliveryID, EventID string
+	Version             string // the blocking delivery's ordering version
 }
 
 // Behind returns, for each pending delivery among qs (the unfinished
@@ -127,7 +128,7 @@ func Behind(qs []Queued) map[string]Blocker {
 		h, _ := head(g)
 		for _, q := range g {
 			if q.ID != h.ID && q.Status == anyhook.StatusPending {
-				out[q.ID] = Blocker{DeliveryID: h.ID, EventID: h.EventID}
+				out[q.ID] = Blocker{DeliveryID: h.ID, EventID: h.EventID, Version: h.Version}
 			}
 		}
 	}
@@ -160,7 +161,7 @@ func FillWaitsBehind(ctx context.Context, s interface {
 	}
 	for i := range ds {
 		if b, ok := behind[ds[i].ID]; ok {
-			ds[i].WaitsBehind, ds[i].WaitsBehindEvent = b.DeliveryID, b.EventID
+			ds[i].WaitsBehind, ds[i].WaitsBehindEvent, ds[i].WaitsBehindVersion = b.DeliveryID, b.EventID, b.Version
 		}
 	}
 	return nil

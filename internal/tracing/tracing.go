@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -100,6 +101,9 @@ func FromEnv(ctx context.Context, version string, log *slog.Logger) (*Tracing, e
 		return nil, err
 	}
 	if err := checkSampler(); err != nil {
+		return nil, err
+	}
+	if err := checkExporterVars(); err != nil {
 		return nil, err
 	}
 	res, err := resource.New(ctx,
@@ -191,4 +195,53 @@ func checkSampler() error {
 		return nil
 	}
 	return fmt.Errorf("OTEL_TRACES_SAMPLER: %q is not always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", s)
+}
+
+// checkExporterVars refuses what the OTLP exporter and the batch span
+// processor would only log (on stderr, not in AnyHook's log) and then
+// ignore or misread: an endpoint that is not an http:// or https:// URL
+// (127.0.0.1:4318 parses as the scheme "127.0.0.1"), a header list that
+// is not key=value pairs, a compression other than gzip or none, and a
+// timeout, delay or size that is not a whole number (milliseconds for
+// the timeouts and the delay: 10000, not 10s).
+func checkExporterVars() error {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		v := strings.TrimSpace(os.Getenv(k))
+		if v == "" {
+			continue
+		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s: %q is not an http:// or https:// URL (e.g. http://localhost:4318)", k, v)
+		}
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for kv := range strings.SplitSeq(os.Getenv(k), ",") {
+			if kv = strings.TrimSpace(kv); kv == "" {
+				continue
+			}
+			if name, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(name) == "" {
+				return fmt.Errorf("%s: %q is not key=value (a list is key=value,key2=value2)", k, kv)
+			}
+		}
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"} {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" && v != "gzip" && v != "none" {
+			return fmt.Errorf("%s: %q is not gzip or none", k, v)
+		}
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+		"OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT", "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"} {
+		v := strings.TrimSpace(os.Getenv(k))
+		if v == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			what := "a whole number of milliseconds (10000, not 10s)"
+			if strings.HasSuffix(k, "_SIZE") {
+				what = "a whole number"
+			}
+			return fmt.Errorf("%s: %q is not %s", k, v, what)
+		}
+	}
+	return nil
 }

@@ -17,7 +17,9 @@ import (
 // them all empty, whatever the environment it runs in).
 var otelVars = []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
 	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-	"OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"}
+	"OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG", "OTEL_EXPORTER_OTLP_HEADERS",
+	"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TIMEOUT",
+	"OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_MAX_QUEUE_SIZE"}
 
 // fromEnv is FromEnv with exactly the OTEL_* variables of m set.
 func fromEnv(t *testing.T, m map[string]string) (*tracing.Tracing, error) {
@@ -46,6 +48,8 @@ func TestOffUnlessAnExporterIsNamed(t *testing.T) {
 		"an endpoint":      {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
 		"traces endpoint":  {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"},
 		"SDK not disabled": {"OTEL_SDK_DISABLED": "false", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+		"exporter settings": {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector.example:4318", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=abc, x-team=pay",
+			"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_TIMEOUT": "10000", "OTEL_BSP_SCHEDULE_DELAY": "500", "OTEL_BSP_MAX_QUEUE_SIZE": "4096"},
 	} {
 		tr, err := fromEnv(t, m)
 		if err != nil || tr == nil {
@@ -65,6 +69,15 @@ func TestUnusableValuesNameTheVariable(t *testing.T) {
 		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "sometimes"}:                                                   "OTEL_TRACES_SAMPLER",
 		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}:                "OTEL_TRACES_SAMPLER_ARG",
 		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "half"}: "OTEL_TRACES_SAMPLER_ARG",
+		// What the SDK would only log on stderr and then ignore or misread.
+		{"OTEL_EXPORTER_OTLP_ENDPOINT": "127.0.0.1:4318"}:                               "OTEL_EXPORTER_OTLP_ENDPOINT",
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "htp://collector:4318/v1/traces"}:        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_HEADERS": "api-key"}:       "OTEL_EXPORTER_OTLP_HEADERS",
+		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=b,=c"}: "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}:      "OTEL_EXPORTER_OTLP_COMPRESSION",
+		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}:           "OTEL_EXPORTER_OTLP_TIMEOUT",
+		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_SCHEDULE_DELAY": "5s"}:               "OTEL_BSP_SCHEDULE_DELAY",
+		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "lots"}:             "OTEL_BSP_MAX_QUEUE_SIZE",
 	} {
 		tr, err := fromEnv(t, *m)
 		if err == nil || !strings.Contains(err.Error(), want) {

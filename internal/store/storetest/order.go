@@ -131,7 +131,7 @@ func testOrderFailingHeadBlocksOnlyItsObject(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]store.Blocker{a2.ID: {DeliveryID: a1.Delivery.ID, EventID: a1.Event.ID}}
+	want := map[string]store.Blocker{a2.ID: {DeliveryID: a1.Delivery.ID, EventID: a1.Event.ID, Version: "1"}}
 	if len(behind) != 1 || behind[a2.ID] != want[a2.ID] {
 		t.Fatalf("WaitsBehind = %v, want %v", behind, want)
 	}
