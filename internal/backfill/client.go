@@ -29,6 +29,9 @@ type Client struct {
 	MaxRetries int
 	// UserAgent is sent with every request.
 	UserAgent string
+	// MaxPage bounds the bytes of one page the API answers; default
+	// 64 MiB.
+	MaxPage int64
 
 	onRateLimit func()
 }
@@ -117,7 +120,9 @@ func (c *Client) do(ctx context.Context, provider string, build func() (*http.Re
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		apiErr := &APIError{Provider: provider, Status: resp.StatusCode, Message: redact(msg(body), c.Key)}
+		// The key goes before the message is read (and maybe cut), so no
+		// part of it is left.
+		apiErr := &APIError{Provider: provider, Status: resp.StatusCode, Message: msg([]byte(redact(string(body), c.Key)))}
 		wait, hinted := hint(resp.Header, time.Now())
 		// A rate limit: 429, or what the provider's own headers say is one
 		// (GitHub answers 403 with x-ratelimit-remaining: 0).
@@ -195,6 +200,37 @@ func errorMessage(body []byte) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// decode reads the JSON body of resp, at most MaxPage bytes of it, into v,
+// and closes it.
+func (c *Client) decode(resp *http.Response, v any) error {
+	defer resp.Body.Close()
+	limit := c.MaxPage
+	if limit <= 0 {
+		limit = 64 << 20
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return scrub(err, c.Key)
+	}
+	if int64(len(body)) > limit {
+		return fmt.Errorf("the page is larger than %d bytes", limit)
+	}
+	return json.Unmarshal(body, v)
+}
+
+// cursors remembers the cursors a listing has paged with: an API that
+// hands one out again would be paged forever.
+type cursors map[string]bool
+
+// next records cursor c, and is an error when it was seen before.
+func (s cursors) next(provider, c string) error {
+	if s[c] {
+		return fmt.Errorf("%s API: the page cursor %q repeats (the API pages in a loop); stopping", provider, c)
+	}
+	s[c] = true
+	return nil
 }
 
 func noHint(http.Header, time.Time) (time.Duration, bool) { return 0, false }

@@ -2,7 +2,6 @@ package backfill
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -93,14 +92,17 @@ func githubRateLimit(h http.Header, now time.Time) (time.Duration, bool) {
 // Deliveries implements Redeliverer.
 func (g *GitHub) Deliveries(ctx context.Context, from, to time.Time, page func([]HookDelivery) error) error {
 	next := g.base() + g.hookPath() + "/deliveries?per_page=100"
+	seen := cursors{}
 	for next != "" {
+		if err := seen.next("github", next); err != nil {
+			return err
+		}
 		resp, err := g.do(ctx, "GitHub", g.request(http.MethodGet, next), githubRateLimit, errorMessage)
 		if err != nil {
 			return err
 		}
 		var ds []HookDelivery
-		err = json.NewDecoder(resp.Body).Decode(&ds)
-		resp.Body.Close()
+		err = g.decode(resp, &ds)
 		if err != nil {
 			return fmt.Errorf("github API: the hook's deliveries are not a list of deliveries: %v", err)
 		}
@@ -121,6 +123,10 @@ func (g *GitHub) Deliveries(ctx context.Context, from, to time.Time, page func([
 			return nil // newest first: the rest is older still
 		}
 		next = nextLink(resp.Header.Get("Link"))
+		// The key goes only to api_base: a next page elsewhere is refused.
+		if next != "" && !strings.HasPrefix(next, g.base()+"/") {
+			return fmt.Errorf("github API: the next page is not under the API's base %s; not sending the key there", g.base())
+		}
 	}
 	return nil
 }

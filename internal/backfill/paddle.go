@@ -37,6 +37,7 @@ func (p *Paddle) List(ctx context.Context, from, to time.Time, page func([][]byt
 		base = PaddleBase
 	}
 	after := ""
+	seen := cursors{}
 	for {
 		q := url.Values{"per_page": {"200"}, "order_by": {"id[DESC]"}}
 		if after != "" {
@@ -55,8 +56,7 @@ func (p *Paddle) List(ctx context.Context, from, to time.Time, page func([][]byt
 			return err
 		}
 		var l paddleList
-		err = json.NewDecoder(resp.Body).Decode(&l)
-		resp.Body.Close()
+		err = p.decode(resp, &l)
 		if err != nil {
 			return fmt.Errorf("paddle API: GET /events did not answer a list: %v", err)
 		}
@@ -83,6 +83,9 @@ func (p *Paddle) List(ctx context.Context, from, to time.Time, page func([][]byt
 		}
 		if older || !l.Meta.Pagination.HasMore || len(l.Data) == 0 {
 			return nil
+		}
+		if err := seen.next("paddle", after); err != nil {
+			return err
 		}
 	}
 }

@@ -33,6 +33,7 @@ func (s *Stripe) List(ctx context.Context, from, to time.Time, page func([][]byt
 		base = StripeBase
 	}
 	after := ""
+	seen := cursors{}
 	for {
 		q := url.Values{"limit": {"100"}, "created[gte]": {strconv.FormatInt(from.Unix(), 10)}}
 		if !to.IsZero() {
@@ -54,8 +55,7 @@ func (s *Stripe) List(ctx context.Context, from, to time.Time, page func([][]byt
 			return err
 		}
 		var l stripeList
-		err = json.NewDecoder(resp.Body).Decode(&l)
-		resp.Body.Close()
+		err = s.decode(resp, &l)
 		if err != nil || l.Object != "list" {
 			return fmt.Errorf("stripe API: GET /v1/events did not answer a list: %v", err)
 		}
@@ -74,6 +74,9 @@ func (s *Stripe) List(ctx context.Context, from, to time.Time, page func([][]byt
 		}
 		if err := json.Unmarshal(l.Data[len(l.Data)-1], &last); err != nil || last.ID == "" {
 			return fmt.Errorf("stripe API: an event without an id: %v", err)
+		}
+		if err := seen.next("stripe", last.ID); err != nil {
+			return err
 		}
 		after = last.ID
 	}

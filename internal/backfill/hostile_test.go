@@ -1,0 +1,130 @@
+package backfill_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/backfill"
+)
+
+// hostile is a provider API on 127.0.0.1 that answers every request with
+// answer; it counts requests and, past 50 (a lister looping on its
+// cursor), answers 400 "looping" so a test fails instead of hanging.
+func hostile(t *testing.T, answer http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > 50 {
+			http.Error(w, "looping", http.StatusBadRequest)
+			return
+		}
+		answer(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func noPage([][]byte) error { return nil }
+
+// TestStripeRepeatedCursor: an API answering has_more with the same last
+// event every time is refused after it repeats, not paged forever.
+func TestStripeRepeatedCursor(t *testing.T) {
+	t.Parallel()
+	srv, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"object":"list","has_more":true,"data":[{"id":"evt_same","object":"event","type":"x","created":1}]}`)
+	})
+	l := &backfill.Stripe{Client: backfill.Client{Base: srv.URL, Key: key}}
+	err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+	if err == nil || !strings.Contains(err.Error(), "repeat") || n.Load() > 3 {
+		t.Fatalf("after %d requests: %v; want an error about the repeated cursor", n.Load(), err)
+	}
+}
+
+// TestPaddleRepeatedCursor: the same for Paddle's after cursor.
+func TestPaddleRepeatedCursor(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC().Format(time.RFC3339)
+	srv, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"data":[{"event_id":"evt_same","event_type":"x","occurred_at":%q,"data":{}}],"meta":{"pagination":{"has_more":true}}}`, now)
+	})
+	l := &backfill.Paddle{Client: backfill.Client{Base: srv.URL, Key: key}}
+	err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+	if err == nil || !strings.Contains(err.Error(), "repeat") || n.Load() > 3 {
+		t.Fatalf("after %d requests: %v; want an error about the repeated cursor", n.Load(), err)
+	}
+}
+
+// TestGitHubLinkLoop: a Link rel="next" back to the same page is refused.
+func TestGitHubLinkLoop(t *testing.T) {
+	t.Parallel()
+	var self string
+	srv, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "<"+self+">; rel=\"next\"")
+		fmt.Fprintf(w, `[{"id":1,"guid":"g1","delivered_at":%q}]`, time.Now().UTC().Format(time.RFC3339))
+	})
+	self = srv.URL + "/repos/o/r/hooks/1/deliveries?per_page=100"
+	g := &backfill.GitHub{Client: backfill.Client{Base: srv.URL, Key: key}, Repo: "o/r", HookID: 1}
+	err := g.Deliveries(t.Context(), time.Now().Add(-time.Hour), time.Time{}, func([]backfill.HookDelivery) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "repeat") || n.Load() > 3 {
+		t.Fatalf("after %d requests: %v; want an error about the repeated cursor", n.Load(), err)
+	}
+}
+
+// TestGitHubLinkOtherHost: the key is sent only to api_base, not to
+// wherever a Link header points.
+func TestGitHubLinkOtherHost(t *testing.T) {
+	t.Parallel()
+	var leaked atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Authorization"), key) {
+			leaked.Store(true)
+		}
+		fmt.Fprint(w, `[]`)
+	}))
+	t.Cleanup(other.Close)
+	srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "<"+other.URL+"/steal?page=2>; rel=\"next\"")
+		fmt.Fprint(w, `[]`)
+	})
+	g := &backfill.GitHub{Client: backfill.Client{Base: srv.URL, Key: key}, Repo: "o/r", HookID: 1}
+	err := g.Deliveries(t.Context(), time.Now().Add(-time.Hour), time.Time{}, func([]backfill.HookDelivery) error { return nil })
+	if leaked.Load() || err == nil {
+		t.Fatalf("key sent to the Link's host: %v; err %v", leaked.Load(), err)
+	}
+}
+
+// TestHugePage: a page larger than the bound is an error, not read whole.
+func TestHugePage(t *testing.T) {
+	t.Parallel()
+	srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"object":"list","has_more":false,"data":[{"id":"evt_1","pad":"`)
+		chunk := strings.Repeat("a", 64<<10)
+		for range 64 { // 4 MiB, then the connection ends
+			fmt.Fprint(w, chunk)
+		}
+	})
+	l := &backfill.Stripe{Client: backfill.Client{Base: srv.URL, Key: key, MaxPage: 1 << 20}}
+	err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+	if err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("a 4 MiB page with a 1 MiB bound: %v", err)
+	}
+}
+
+// TestErrorBodyKeyCut: a provider echoing the key in a long plain-text
+// error body, where the message is cut, leaks no part of the key.
+func TestErrorBodyKeyCut(t *testing.T) {
+	t.Parallel()
+	srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, strings.Repeat("x", 170)+" bad key "+key+" for this account", http.StatusUnauthorized)
+	})
+	l := &backfill.Stripe{Client: backfill.Client{Base: srv.URL, Key: key}}
+	err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+	if err == nil || strings.Contains(err.Error(), key[:14]) {
+		t.Fatalf("error leaks part of the key: %v", err)
+	}
+}
