@@ -60,6 +60,9 @@ type Request struct {
 	Redeliverer Redeliverer
 	Recorder    Recorder
 	Lookup      Lookup // for DryRun
+	// MaxEvents bounds the events (or deliveries) one backfill fetches,
+	// all held in memory before any is recorded; default 1,000,000.
+	MaxEvents int
 	// Progress, when set, is told of every page fetched and every batch
 	// recorded.
 	Progress func(Progress)
@@ -92,6 +95,9 @@ func Run(ctx context.Context, r Request) (Progress, error) {
 	err := r.Lister.List(ctx, r.From, r.To, func(page [][]byte) error {
 		p.Pages++
 		p.Found += len(page)
+		if err := r.bound(p.Found); err != nil {
+			return err
+		}
 		bodies = append(bodies, page...)
 		report()
 		return nil
@@ -144,6 +150,9 @@ func redeliver(ctx context.Context, r Request, rd Redeliverer, p *Progress, repo
 				p.Found++
 			}
 		}
+		if err := r.bound(len(seen)); err != nil {
+			return err
+		}
 		report()
 		return nil
 	})
@@ -168,6 +177,18 @@ func redeliver(ctx context.Context, r Request, rd Redeliverer, p *Progress, repo
 		}
 		p.Redelivered++
 		report()
+	}
+	return nil
+}
+
+// bound is an error when a backfill has fetched more than MaxEvents.
+func (r Request) bound(n int) error {
+	limit := r.MaxEvents
+	if limit <= 0 {
+		limit = 1_000_000
+	}
+	if n > limit {
+		return fmt.Errorf("the provider listed more than %d events: backfill a shorter window", limit)
 	}
 	return nil
 }

@@ -128,3 +128,26 @@ func TestErrorBodyKeyCut(t *testing.T) {
 		t.Fatalf("error leaks part of the key: %v", err)
 	}
 }
+
+// TestEndlessPages: an API handing out new cursors forever is stopped at
+// the bound on the events of one backfill, not fetched into memory
+// without end.
+func TestEndlessPages(t *testing.T) {
+	t.Parallel()
+	var id atomic.Int64
+	srv, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		for i := range 100 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"id":"evt_%d","object":"event","type":"x","created":1}`, id.Add(1))
+		}
+		fmt.Fprintf(w, `{"object":"list","has_more":true,"data":[%s]}`, b.String())
+	})
+	l := &backfill.Stripe{Client: backfill.Client{Base: srv.URL, Key: key}}
+	_, err := backfill.Run(t.Context(), backfill.Request{Source: "s", From: time.Now().Add(-time.Hour), Lister: l, MaxEvents: 250})
+	if err == nil || !strings.Contains(err.Error(), "shorter window") || n.Load() > 4 {
+		t.Fatalf("after %d requests: %v; want the bound on events", n.Load(), err)
+	}
+}
