@@ -109,6 +109,9 @@ func (g *GitHub) Deliveries(ctx context.Context, from, to time.Time, page func([
 		var in []HookDelivery
 		older := false
 		for _, d := range ds {
+			if d.GUID == "" || d.DeliveredAt.IsZero() {
+				return fmt.Errorf("github API: a delivery (id %d) without a guid or delivered_at", d.ID)
+			}
 			switch {
 			case d.DeliveredAt.Before(from):
 				older = true

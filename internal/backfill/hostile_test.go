@@ -151,3 +151,36 @@ func TestEndlessPages(t *testing.T) {
 		t.Fatalf("after %d requests: %v; want the bound on events", n.Load(), err)
 	}
 }
+
+// TestPaddleEventWithoutTime: an event without occurred_at is an error,
+// not taken for one older than the window (which would stop the listing
+// early and report the rest as not there).
+func TestPaddleEventWithoutTime(t *testing.T) {
+	t.Parallel()
+	srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"data":[{"event_id":"evt_1","event_type":"x","data":{}}],"meta":{"pagination":{"has_more":true}}}`)
+	})
+	l := &backfill.Paddle{Client: backfill.Client{Base: srv.URL, Key: key}}
+	err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+	if err == nil || !strings.Contains(err.Error(), "occurred_at") {
+		t.Fatalf("an event without occurred_at: %v", err)
+	}
+}
+
+// TestGitHubDeliveryWithoutGUID: a delivery without a guid or
+// delivered_at is an error, not redelivered under the dedup key "1:" nor
+// taken for one older than the window.
+func TestGitHubDeliveryWithoutGUID(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC().Format(time.RFC3339)
+	for _, d := range []string{`{"id":1,"delivered_at":"` + now + `"}`, `{"id":1,"guid":"g1"}`} {
+		srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, "["+d+"]")
+		})
+		g := &backfill.GitHub{Client: backfill.Client{Base: srv.URL, Key: key}, Repo: "o/r", HookID: 1}
+		err := g.Deliveries(t.Context(), time.Now().Add(-time.Hour), time.Time{}, func([]backfill.HookDelivery) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "without") {
+			t.Fatalf("delivery %s: %v", d, err)
+		}
+	}
+}

@@ -67,7 +67,7 @@ func (p *Paddle) List(ctx context.Context, from, to time.Time, page func([][]byt
 				ID         string    `json:"event_id"`
 				OccurredAt time.Time `json:"occurred_at"`
 			}
-			if err := json.Unmarshal(d, &ev); err != nil || ev.ID == "" {
+			if err := json.Unmarshal(d, &ev); err != nil || ev.ID == "" || ev.OccurredAt.IsZero() {
 				return fmt.Errorf("paddle API: an event without an event_id or occurred_at: %v", err)
 			}
 			after = ev.ID
