@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,5 +183,31 @@ func TestGitHubDeliveryWithoutGUID(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "without") {
 			t.Fatalf("delivery %s: %v", d, err)
 		}
+	}
+}
+
+// TestAPIBaseTrailingSlash: api_base with a trailing slash reads the same
+// paths as without.
+func TestAPIBaseTrailingSlash(t *testing.T) {
+	t.Parallel()
+	var paths []string
+	var mu sync.Mutex
+	srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		fmt.Fprint(w, `{"object":"list","data":[],"meta":{"pagination":{"has_more":false}}}`)
+	})
+	from := time.Now().Add(-time.Hour)
+	if err := (&backfill.Stripe{Client: backfill.Client{Base: srv.URL + "/", Key: key}}).List(t.Context(), from, time.Time{}, noPage); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&backfill.Paddle{Client: backfill.Client{Base: srv.URL + "/", Key: key}}).List(t.Context(), from, time.Time{}, noPage); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) != 2 || paths[0] != "/v1/events" || paths[1] != "/events" {
+		t.Fatalf("paths %q, want /v1/events and /events", paths)
 	}
 }

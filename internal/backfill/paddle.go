@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -32,7 +33,7 @@ type paddleList struct {
 
 // List implements Lister.
 func (p *Paddle) List(ctx context.Context, from, to time.Time, page func([][]byte) error) error {
-	base := p.Base
+	base := strings.TrimSuffix(p.Base, "/")
 	if base == "" {
 		base = PaddleBase
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"strconv"
 	"time"
 )
@@ -28,7 +29,7 @@ type stripeList struct {
 
 // List implements Lister.
 func (s *Stripe) List(ctx context.Context, from, to time.Time, page func([][]byte) error) error {
-	base := s.Base
+	base := strings.TrimSuffix(s.Base, "/")
 	if base == "" {
 		base = StripeBase
 	}
