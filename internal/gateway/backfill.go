@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/backfill"
@@ -49,6 +51,10 @@ func (b *Backfiller) Check(source string) error {
 	src := b.cfg.Sources[source]
 	if src == nil {
 		return fmt.Errorf("no source %q in %s", source, b.cfg.Path)
+	}
+	if !slices.Contains(config.BackfillProviders, src.Provider) {
+		// Said first: an api_key would not help.
+		return b.cfg.Errorf("sources."+source+".provider", "provider %s has no backfill (backfill reads %s)", src.Provider, strings.Join(config.BackfillProviders, ", "))
 	}
 	if src.APIKey == "" {
 		return b.cfg.Errorf("sources."+source, "%v", backfill.ErrNoAPIKey)

@@ -50,6 +50,7 @@ database: sqlite:anyhook.db
 sources:
   stripe: {provider: stripe, secrets: [whsec_x], api_key: %s, api_base: %s}
   nokey: {provider: stripe, secrets: [whsec_x]}
+  shop: {provider: shopify, secrets: [shpss_x]}
 `, key, fake.URL), gateway.Options{BackfillSleep: sleep})
 
 	post := func(path, body string) (int, string) {
@@ -69,6 +70,7 @@ sources:
 	}{
 		{"/api/sources/nosuch/backfill", `{"since": "1h"}`, 404, "unknown source"},
 		{"/api/sources/nokey/backfill", `{"since": "1h"}`, 400, "sources.nokey"},
+		{"/api/sources/shop/backfill", `{"since": "1h"}`, 400, "provider shopify has no backfill"},
 		{"/api/sources/stripe/backfill", `{"since": "1h", "from": "2026-01-01T00:00:00Z"}`, 400, "not both"},
 		{"/api/sources/stripe/backfill", `{}`, 400, "give since"},
 		{"/api/sources/stripe/backfill", `{"since": "-1h"}`, 400, "positive duration"},
