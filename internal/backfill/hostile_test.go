@@ -211,3 +211,21 @@ func TestAPIBaseTrailingSlash(t *testing.T) {
 		t.Fatalf("paths %q, want /v1/events and /events", paths)
 	}
 }
+
+// TestRetryAfterOverflow: a Retry-After too large for a time.Duration is
+// a wait too long, not one that wraps around to nothing.
+func TestRetryAfterOverflow(t *testing.T) {
+	t.Parallel()
+	for _, ra := range []string{"999999", "9300000000", "99999999999999999999"} {
+		srv, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", ra)
+			http.Error(w, `{"error":{"message":"slow down"}}`, http.StatusTooManyRequests)
+		})
+		var sl fakeSleep
+		l := &backfill.Stripe{Client: backfill.Client{Base: srv.URL, Key: key, Sleep: sl.sleep}}
+		err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+		if err == nil || !strings.Contains(err.Error(), "longer than") || n.Load() != 1 || len(sl.waits) != 0 {
+			t.Fatalf("Retry-After %s: %d requests, waits %v, %v", ra, n.Load(), sl.waits, err)
+		}
+	}
+}
