@@ -80,6 +80,25 @@ sources:
 		}
 	}
 
+	// A page on another site cannot start one, through the API or the
+	// dashboard's button.
+	for _, path := range []string{"/api/sources/stripe/backfill", "/sources/stripe/backfill"} {
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(`{"since": "1h"}`))
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		req.Header.Set("Origin", "https://evil.example")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("cross-origin POST %s: %d, want 403", path, resp.StatusCode)
+		}
+	}
+	if q := fake.Queries(); len(q) != 0 {
+		t.Fatalf("a refused backfill reached the provider: %v", q)
+	}
+
 	// A 429 on the first page holds the backfill in the sleeper: it runs,
 	// and a second one is refused.
 	fake.RateLimit(1)
