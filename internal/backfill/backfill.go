@@ -6,6 +6,7 @@
 package backfill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,8 @@ type Request struct {
 	// MaxEvents bounds the events (or deliveries) one backfill fetches,
 	// all held in memory before any is recorded; default 1,000,000.
 	MaxEvents int
+	// MaxBytes bounds the bytes of those events; default 1 GiB.
+	MaxBytes int64
 	// Progress, when set, is told of every page fetched and every batch
 	// recorded.
 	Progress func(Progress)
@@ -92,11 +95,18 @@ func Run(ctx context.Context, r Request) (Progress, error) {
 		return p, redeliver(ctx, r, r.Redeliverer, &p, report)
 	}
 	var bodies [][]byte
+	var size int64
 	err := r.Lister.List(ctx, r.From, r.To, func(page [][]byte) error {
 		p.Pages++
 		p.Found += len(page)
+		for _, b := range page {
+			size += int64(len(b))
+		}
 		if err := r.bound(p.Found); err != nil {
 			return err
+		}
+		if limit := cmp.Or(r.MaxBytes, 1<<30); size > limit {
+			return fmt.Errorf("the provider's events are more than %d bytes: backfill a shorter window", limit)
 		}
 		bodies = append(bodies, page...)
 		report()

@@ -229,3 +229,19 @@ func TestRetryAfterOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestEndlessBytes: events within the count bound but too large in all
+// are stopped at the bound on bytes.
+func TestEndlessBytes(t *testing.T) {
+	t.Parallel()
+	var id atomic.Int64
+	pad := strings.Repeat("p", 10<<10)
+	srv, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"object":"list","has_more":true,"data":[{"id":"evt_%d","object":"event","type":"x","created":1,"pad":%q}]}`, id.Add(1), pad)
+	})
+	l := &backfill.Stripe{Client: backfill.Client{Base: srv.URL, Key: key}}
+	_, err := backfill.Run(t.Context(), backfill.Request{Source: "s", From: time.Now().Add(-time.Hour), Lister: l, MaxBytes: 25 << 10})
+	if err == nil || !strings.Contains(err.Error(), "bytes: backfill a shorter window") || n.Load() > 4 {
+		t.Fatalf("after %d requests: %v; want the bound on bytes", n.Load(), err)
+	}
+}
