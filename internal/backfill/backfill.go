@@ -64,6 +64,10 @@ type Request struct {
 	// MaxEvents bounds the events (or deliveries) one backfill fetches,
 	// all held in memory before any is recorded; default 1,000,000.
 	MaxEvents int
+	// MaxPages bounds the pages one backfill fetches (events outside the
+	// window, which neither count nor are held, still cost a page);
+	// default 100,000.
+	MaxPages int
 	// MaxBytes bounds the bytes of those events; default 1 GiB.
 	MaxBytes int64
 	// Progress, when set, is told of every page fetched and every batch
@@ -98,6 +102,9 @@ func Run(ctx context.Context, r Request) (Progress, error) {
 	var size int64
 	err := r.Lister.List(ctx, r.From, r.To, func(page [][]byte) error {
 		p.Pages++
+		if limit := cmp.Or(r.MaxPages, 100_000); p.Pages > limit {
+			return fmt.Errorf("the provider's API answered more than %d pages: backfill a shorter window", limit)
+		}
 		p.Found += len(page)
 		for _, b := range page {
 			size += int64(len(b))
@@ -153,6 +160,9 @@ func redeliver(ctx context.Context, r Request, rd Redeliverer, p *Progress, repo
 	var latest []HookDelivery // the newest delivery of each GUID, newest first
 	err := rd.Deliveries(ctx, r.From, r.To, func(page []HookDelivery) error {
 		p.Pages++
+		if limit := cmp.Or(r.MaxPages, 100_000); p.Pages > limit {
+			return fmt.Errorf("the provider's API answered more than %d pages: backfill a shorter window", limit)
+		}
 		for _, d := range page {
 			if !seen[d.GUID] {
 				seen[d.GUID] = true

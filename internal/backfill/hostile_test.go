@@ -245,3 +245,32 @@ func TestEndlessBytes(t *testing.T) {
 		t.Fatalf("after %d requests: %v; want the bound on bytes", n.Load(), err)
 	}
 }
+
+// TestEndlessPagesOutsideWindow: pages of events newer than the window
+// (which are not counted) handed out forever are stopped at the bound on
+// pages, for a lister and for GitHub's deliveries.
+func TestEndlessPagesOutsideWindow(t *testing.T) {
+	t.Parallel()
+	var id atomic.Int64
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	srv, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		i := id.Add(1)
+		if strings.Contains(r.URL.Path, "deliveries") {
+			w.Header().Set("Link", fmt.Sprintf("<%s%s?page=%d>; rel=\"next\"", "http://"+r.Host, r.URL.Path, i))
+			fmt.Fprintf(w, `[{"id":%d,"guid":"g%d","delivered_at":%q}]`, i, i, future)
+			return
+		}
+		fmt.Fprintf(w, `{"data":[{"event_id":"evt_%d","event_type":"x","occurred_at":%q,"data":{}}],"meta":{"pagination":{"has_more":true}}}`, i, future)
+	})
+	from, to := time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
+	c := backfill.Client{Base: srv.URL, Key: key}
+	_, err := backfill.Run(t.Context(), backfill.Request{Source: "s", From: from, To: to, Lister: &backfill.Paddle{Client: c}, MaxPages: 5})
+	if err == nil || !strings.Contains(err.Error(), "pages") || n.Load() > 6 {
+		t.Fatalf("paddle, after %d requests: %v; want the bound on pages", n.Load(), err)
+	}
+	n.Store(0)
+	_, err = backfill.Run(t.Context(), backfill.Request{Source: "s", From: from, To: to, Redeliverer: &backfill.GitHub{Client: c, Repo: "o/r", HookID: 1}, MaxPages: 5})
+	if err == nil || !strings.Contains(err.Error(), "pages") || n.Load() > 6 {
+		t.Fatalf("github, after %d requests: %v; want the bound on pages", n.Load(), err)
+	}
+}
