@@ -3,6 +3,7 @@ package backfill
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,7 +20,11 @@ func Window(since, from, to string, now time.Time) (start, end time.Time, err er
 	case since != "":
 		d, err := time.ParseDuration(since)
 		if err != nil || d <= 0 {
-			return start, end, errors.New("since: " + strconv.Quote(since) + " is not a positive duration such as 24h")
+			msg := "since: " + strconv.Quote(since) + " is not a positive duration such as 24h"
+			if n, err := strconv.Atoi(strings.TrimSuffix(since, "d")); err == nil && n > 0 && strings.HasSuffix(since, "d") {
+				msg += " (days are written in hours: " + strconv.Itoa(24*n) + "h)"
+			}
+			return start, end, errors.New(msg)
 		}
 		start = now.Add(-d)
 	case from != "":
@@ -33,7 +38,11 @@ func Window(since, from, to string, now time.Time) (start, end time.Time, err er
 			if !start.Before(end) {
 				return start, end, errors.New("from must be before to")
 			}
+		} else if !start.Before(now) {
+			return start, end, errors.New("from: " + strconv.Quote(from) + " is in the future (to defaults to now)")
 		}
+	case to != "":
+		return start, end, errors.New("to needs from: give from (and to), or since")
 	default:
 		return start, end, errors.New("give since (e.g. 24h) or from (and to)")
 	}

@@ -3,6 +3,9 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/backfill"
@@ -48,7 +51,7 @@ func IngestHandler(cfg *config.Config, st store.Store) (*ingest.Handler, error) 
 func (b *Backfiller) Check(source string) error {
 	src := b.cfg.Sources[source]
 	if src == nil {
-		return fmt.Errorf("no source %q in %s", source, b.cfg.Path)
+		return fmt.Errorf("no source %q in %s (its sources: %s)", source, b.cfg.Path, strings.Join(slices.Sorted(maps.Keys(b.cfg.Sources)), ", "))
 	}
 	if src.APIKey == "" {
 		return b.cfg.Errorf("sources."+source, "%v", backfill.ErrNoAPIKey)
