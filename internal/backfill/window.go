@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// maxWindow bounds a backfill's window: providers keep events for 30
-// days (Stripe) or less.
+// maxWindow bounds a backfill's window: Stripe keeps events for 30 days;
+// a longer window (Paddle keeps 90) is read in parts, with from and to.
 const maxWindow = 31 * 24 * time.Hour
 
 // Window reads a backfill's window from since, or from and to, as of now:
@@ -47,7 +47,7 @@ func Window(since, from, to string, now time.Time) (start, end time.Time, err er
 		return start, end, errors.New("give since (e.g. 24h) or from (and to)")
 	}
 	if e := end; now.Sub(start) > maxWindow && (e.IsZero() || e.Sub(start) > maxWindow) {
-		return start, end, errors.New("the window is longer than 31 days; providers do not keep events that long")
+		return start, end, errors.New("the window is longer than 31 days, the most one backfill reads: split it with from and to (Stripe keeps events 30 days, Paddle 90, GitHub lists 3)")
 	}
 	return start, end, nil
 }
