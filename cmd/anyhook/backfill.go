@@ -24,8 +24,8 @@ they are, so a backfill can be run again: only what is missing becomes new.
 
 The source needs an api_key (and, for GitHub, its hook: backfill:), see
 docs/backfill.md. Stripe: GET /v1/events over the window; Paddle: GET
-/events down to the window; GitHub: the hook's failed deliveries are
-redelivered and arrive as webhooks.
+/events down to the window; GitHub: the hook's deliveries the gateway
+does not have are redelivered, and arrive as webhooks.
 
 --since is a duration ago (6h, 24h); --from and --to are RFC 3339 times
 (--to defaults to now). --dry-run lists and counts, and records nothing.
@@ -99,7 +99,7 @@ func backfillCommand(ctx context.Context, args []string, stdout, stderr io.Write
 			*source, p.Pages, plural(p.Pages, "page", "pages"), p.Found, p.AlreadyHad, p.New)
 	})
 	if err != nil {
-		return bad(exitFail, fmt.Errorf("backfill: %s: %w (what was recorded stays; run it again to complete it)", *source, err))
+		return bad(exitFail, fmt.Errorf("backfill: %s: %w (%s)", *source, err, afterFailure(rep.Progress)))
 	}
 	if *asJSON {
 		b, _ := json.Marshal(rep)
@@ -114,7 +114,7 @@ func backfillCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "backfill %s: %d %s found in %d %s; %d already had; %s %d new\n",
 		*source, p.Found, plural(p.Found, "event", "events"), p.Pages, plural(p.Pages, "page", "pages"), p.AlreadyHad, verb, p.New)
 	if p.Redelivered > 0 {
-		fmt.Fprintf(stdout, "asked the provider to redeliver %d failed %s; they arrive as webhooks\n", p.Redelivered, plural(p.Redelivered, "delivery", "deliveries"))
+		fmt.Fprintf(stdout, "asked the provider to redeliver %d %s the gateway does not have; they arrive as webhooks\n", p.Redelivered, plural(p.Redelivered, "delivery", "deliveries"))
 	}
 	if p.RateLimited > 0 {
 		fmt.Fprintf(stdout, "waited out %d rate-limit %s (429)\n", p.RateLimited, plural(p.RateLimited, "answer", "answers"))
@@ -123,4 +123,14 @@ func backfillCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintln(stdout, "dry run: nothing was recorded")
 	}
 	return exitOK
+}
+
+// afterFailure says what a failed backfill left and what to do next: a
+// failure before anything was recorded (a refused key) left nothing, and a
+// rerun alone would fail alike.
+func afterFailure(p backfill.Progress) string {
+	if p.New == 0 {
+		return "nothing was recorded; fix the cause and run it again"
+	}
+	return fmt.Sprintf("the %d new %s recorded before the failure stay; run it again to complete it", p.New, plural(p.New, "event", "events"))
 }

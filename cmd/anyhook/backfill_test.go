@@ -141,10 +141,16 @@ destinations:
 		t.Fatalf("second backfill: %+v, want all 252 already had", rep)
 	}
 
-	// A bad key: a clear error, exit 1, nothing recorded.
+	// A bad key: a clear error, exit 1, nothing recorded, and it says so
+	// (a rerun alone would fail alike).
 	code, out, errOut := exe(t, "backfill", "--config", cfg, "--source", "stripe_badkey", "--since", "6h")
-	if code != 1 || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "api_key") || strings.Contains(errOut, "not_the_key") || out != "" {
+	if code != 1 || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "api_key") || strings.Contains(errOut, "not_the_key") || out != "" ||
+		!strings.Contains(errOut, "nothing was recorded; fix the cause") {
 		t.Fatalf("bad key: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// A mistyped source: exit 2, listing the sources there are.
+	if code, _, errOut := exe(t, "backfill", "--config", cfg, "--source", "strpe", "--since", "6h"); code != 2 || !strings.Contains(errOut, `no source "strpe"`) || !strings.Contains(errOut, "stripe, stripe_badkey") {
+		t.Fatalf("unknown source: exit %d, stderr %q", code, errOut)
 	}
 	// No key: exit 2 naming the source's key.
 	if code, _, errOut := exe(t, "backfill", "--config", cfg, "--source", "stripe_nokey", "--since", "6h"); code != 2 || !strings.Contains(errOut, "sources.stripe_nokey") || !strings.Contains(errOut, "api_key") {

@@ -43,8 +43,8 @@ type Progress struct {
 	Found      int `json:"found"`
 	AlreadyHad int `json:"already_had"`
 	New        int `json:"new"`
-	// Redelivered counts the failed deliveries the provider was asked to
-	// send again (GitHub); they arrive as webhooks later.
+	// Redelivered counts the deliveries the gateway did not have that the
+	// provider was asked to send again (GitHub); they arrive as webhooks later.
 	Redelivered int `json:"redelivered,omitempty"`
 	// RateLimited counts the answers 429 that were waited out.
 	RateLimited int `json:"rate_limited"`

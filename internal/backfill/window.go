@@ -3,11 +3,12 @@ package backfill
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// maxWindow bounds a backfill's window: providers keep events for 30
-// days (Stripe) or less.
+// maxWindow bounds a backfill's window: Stripe keeps events for 30 days;
+// a longer window (Paddle keeps 90) is read in parts, with from and to.
 const maxWindow = 31 * 24 * time.Hour
 
 // Window reads a backfill's window from since, or from and to, as of now:
@@ -19,7 +20,11 @@ func Window(since, from, to string, now time.Time) (start, end time.Time, err er
 	case since != "":
 		d, err := time.ParseDuration(since)
 		if err != nil || d <= 0 {
-			return start, end, errors.New("since: " + strconv.Quote(since) + " is not a positive duration such as 24h")
+			msg := "since: " + strconv.Quote(since) + " is not a positive duration such as 24h"
+			if n, err := strconv.Atoi(strings.TrimSuffix(since, "d")); err == nil && n > 0 && strings.HasSuffix(since, "d") {
+				msg += " (days are written in hours: " + strconv.Itoa(24*n) + "h)"
+			}
+			return start, end, errors.New(msg)
 		}
 		start = now.Add(-d)
 	case from != "":
@@ -33,12 +38,16 @@ func Window(since, from, to string, now time.Time) (start, end time.Time, err er
 			if !start.Before(end) {
 				return start, end, errors.New("from must be before to")
 			}
+		} else if !start.Before(now) {
+			return start, end, errors.New("from: " + strconv.Quote(from) + " is in the future (to defaults to now)")
 		}
+	case to != "":
+		return start, end, errors.New("to needs from: give from (and to), or since")
 	default:
 		return start, end, errors.New("give since (e.g. 24h) or from (and to)")
 	}
 	if e := end; now.Sub(start) > maxWindow && (e.IsZero() || e.Sub(start) > maxWindow) {
-		return start, end, errors.New("the window is longer than 31 days; providers do not keep events that long")
+		return start, end, errors.New("the window is longer than 31 days, the most one backfill reads: split it with from and to (Stripe keeps events 30 days, Paddle 90, GitHub lists 3)")
 	}
 	return start, end, nil
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -50,7 +51,7 @@ func IngestHandler(cfg *config.Config, st store.Store) (*ingest.Handler, error) 
 func (b *Backfiller) Check(source string) error {
 	src := b.cfg.Sources[source]
 	if src == nil {
-		return fmt.Errorf("no source %q in %s", source, b.cfg.Path)
+		return fmt.Errorf("no source %q in %s (its sources: %s)", source, b.cfg.Path, strings.Join(slices.Sorted(maps.Keys(b.cfg.Sources)), ", "))
 	}
 	if !slices.Contains(config.BackfillProviders, src.Provider) {
 		// Said first: an api_key would not help.

@@ -158,6 +158,26 @@ sources:
 	if !strings.Contains(page, `<span class="badge">dry run</span>`) || !strings.Contains(page, "(would be)") || !strings.Contains(page, `data-backfill="stripe"`) || strings.Contains(page, key) {
 		t.Fatalf("the Sources page does not tell the dry run, or shows the key:\n%s", page)
 	}
+	// A backfilled event's page does not claim a request was received.
+	var evs struct{ Items []struct{ ID string } }
+	r, err := http.Get(base + "/api/events?source=stripe&limit=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(r.Body).Decode(&evs)
+	r.Body.Close()
+	if len(evs.Items) != 1 {
+		t.Fatalf("events: %+v", evs)
+	}
+	r, err = http.Get(base + "/events/" + evs.Items[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if !strings.Contains(string(b), `id="request-line" class="muted">None received`) {
+		t.Fatalf("the page of a backfilled event does not say no request was received:\n%s", b)
+	}
 	if code, b := post("/api/sources/nokey/backfill", `{"since": "1h"}`); code != 400 || strings.Contains(b, key) {
 		t.Fatalf("no key: %d %s", code, b)
 	}
