@@ -77,13 +77,7 @@ func TestPaddleLister(t *testing.T) {
 	t.Parallel()
 	fake := backfilltest.NewPaddle(t, paddleKey)
 	base := time.Now().Add(-50 * time.Hour).Truncate(time.Second)
-	var in []string
-	for i := range 700 {
-		id, _ := fake.Add("subscription.updated", "sub_1", base.Add(time.Duration(i)*time.Minute))
-		if i >= 100 && i <= 600 {
-			in = append(in, id)
-		}
-	}
+	in := addMinutely(fake, "subscription.updated", "sub_1", base, 700, 100, 600)
 	fake.RateLimit(2)
 	var sl fakeSleep
 	l := &backfill.Paddle{Client: backfill.Client{Base: fake.URL, Key: paddleKey, Sleep: sl.sleep}}

@@ -110,6 +110,24 @@ func TestStripeFakeWithStripeGo(t *testing.T) {
 	}
 }
 
+// adder is a fake provider API that events are added to.
+type adder interface {
+	Add(typ, objectID string, at time.Time) (id string, body []byte)
+}
+
+// addMinutely adds n events of type typ about objectID to fake, a minute
+// apart from base, and returns the ids of the i-th for lo <= i <= hi.
+func addMinutely(fake adder, typ, objectID string, base time.Time, n, lo, hi int) []string {
+	var in []string
+	for i := range n {
+		id, _ := fake.Add(typ, objectID, base.Add(time.Duration(i)*time.Minute))
+		if i >= lo && i <= hi {
+			in = append(in, id)
+		}
+	}
+	return in
+}
+
 // fakeSleep records waits instead of waiting.
 type fakeSleep struct{ waits []time.Duration }
 
@@ -125,13 +143,7 @@ func TestStripeLister(t *testing.T) {
 	t.Parallel()
 	fake := backfilltest.NewStripe(t, key)
 	base := time.Now().Add(-30 * time.Hour).Truncate(time.Second)
-	var in []string
-	for i := range 230 {
-		id, _ := fake.Add("invoice.paid", "in_1", base.Add(time.Duration(i)*time.Minute))
-		if i >= 5 && i <= 220 {
-			in = append(in, id)
-		}
-	}
+	in := addMinutely(fake, "invoice.paid", "in_1", base, 230, 5, 220)
 	fake.RateLimit(2)
 	var sl fakeSleep
 	l := &backfill.Stripe{Client: backfill.Client{Base: fake.URL, Key: key, Sleep: sl.sleep}}

@@ -9,11 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -25,9 +23,10 @@ import (
 // and POST {hook}/deliveries/{id}/attempts (202), which sends the event
 // again to the hook's URL, signed with X-Hub-Signature-256 as GitHub
 // does, and lists the attempt as a redelivery. Bearer token auth; a bad
-// token is 401 "Bad credentials".
+// token is 401 "Bad credentials"; a rate limit 403 with
+// x-ratelimit-remaining: 0, as GitHub's primary rate limit does.
 type GitHub struct {
-	URL    string
+	server
 	Token  string
 	Hook   string // the hook's path: /repos/o/r/hooks/N or /orgs/o/hooks/N
 	HookID int64
@@ -35,12 +34,9 @@ type GitHub struct {
 	// Target and Secret are the hook's payload URL and secret.
 	Target, Secret string
 
-	mu         sync.Mutex
 	deliveries []ghDelivery // oldest first
 	payloads   map[string][]byte
 	events     map[string]string
-	limited    map[int]bool
-	requests   int
 }
 
 type ghDelivery struct {
@@ -62,10 +58,8 @@ type ghDelivery struct {
 // /repos/OWNER/NAME or an organization's /orgs/ORG), id hookID.
 func NewGitHub(t testing.TB, token, owner string, hookID int64) *GitHub {
 	g := &GitHub{Token: token, HookID: hookID, Hook: owner + "/hooks/" + strconv.FormatInt(hookID, 10),
-		payloads: map[string][]byte{}, events: map[string]string{}, limited: map[int]bool{}}
-	srv := httptest.NewServer(http.HandlerFunc(g.serve))
-	t.Cleanup(srv.Close)
-	g.URL = srv.URL
+		payloads: map[string][]byte{}, events: map[string]string{}}
+	g.start(t, g.serve)
 	return g
 }
 
@@ -92,14 +86,6 @@ func Sign(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// RateLimit makes the n-th request from now answer 403 with
-// x-ratelimit-remaining: 0, as GitHub's primary rate limit does.
-func (g *GitHub) RateLimit(n int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.limited[g.requests+n] = true
 }
 
 // Redeliveries returns the GUIDs redelivered so far.

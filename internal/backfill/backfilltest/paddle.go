@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -24,13 +22,10 @@ import (
 // bad key is 403 forbidden, a rate limit 429 too_many_requests with
 // Retry-After.
 type Paddle struct {
-	URL string
+	server
 	Key string
 
-	mu       sync.Mutex
-	events   []paddleEvent // oldest first; ids grow with time
-	limited  map[int]bool
-	requests int
+	events []paddleEvent // oldest first; ids grow with time
 }
 
 type paddleEvent struct {
@@ -40,10 +35,8 @@ type paddleEvent struct {
 
 // NewPaddle starts the fake with the API key key.
 func NewPaddle(t testing.TB, key string) *Paddle {
-	p := &Paddle{Key: key, limited: map[int]bool{}}
-	srv := httptest.NewServer(http.HandlerFunc(p.serve))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
+	p := &Paddle{Key: key}
+	p.start(t, p.serve)
 	return p
 }
 
@@ -59,13 +52,6 @@ func (p *Paddle) Add(typ, entityID string, at time.Time) (id string, body []byte
 	})
 	p.events = append(p.events, paddleEvent{id: id, raw: body})
 	return id, body
-}
-
-// RateLimit makes the n-th request from now answer 429.
-func (p *Paddle) RateLimit(n int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.limited[p.requests+n] = true
 }
 
 func paddleError(w http.ResponseWriter, code int, errCode, detail string) {

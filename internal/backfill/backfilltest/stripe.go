@@ -11,11 +11,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -26,17 +24,13 @@ import (
 // created as an integer or with [gt], [gte], [lt], [lte]; type and
 // types[]; starting_after and ending_before cursors (an unknown one is 400
 // resource_missing); newest first; a list object with has_more. A bad key
-// is 401, as Stripe answers it.
+// is 401, as Stripe answers it; a rate limit 429 (code rate_limit).
 type Stripe struct {
-	URL string
+	server
 	Key string
 
-	mu     sync.Mutex
-	events []stripeEvent // in creation order
-	// limited: the request numbers (1-based) answered 429.
-	limited  map[int]bool
-	requests int
-	queries  []string
+	events  []stripeEvent // in creation order
+	queries []string
 }
 
 type stripeEvent struct {
@@ -47,10 +41,8 @@ type stripeEvent struct {
 
 // NewStripe starts the fake on 127.0.0.1 with the secret key key.
 func NewStripe(t testing.TB, key string) *Stripe {
-	s := &Stripe{Key: key, limited: map[int]bool{}}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(srv.Close)
-	s.URL = srv.URL
+	s := &Stripe{Key: key}
+	s.start(t, s.serve)
 	return s
 }
 
@@ -71,13 +63,6 @@ func (s *Stripe) Add(typ, objectID string, created time.Time) (id string, body [
 	body, _ = json.MarshalIndent(ev, "", "  ")
 	s.events = append(s.events, stripeEvent{id: id, typ: typ, created: created.Unix(), raw: body})
 	return id, body
-}
-
-// RateLimit makes the n-th request from now (1: the next) answer 429.
-func (s *Stripe) RateLimit(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.limited[s.requests+n] = true
 }
 
 // Queries returns the query strings of the requests served so far.
