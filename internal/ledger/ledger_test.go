@@ -133,6 +133,14 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	}
 }
 
+// forEachEnv runs fn as a parallel subtest on a fresh env of each backend.
+func forEachEnv(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		fn(t, setup(t, b))
+	})
+}
+
 // env is one database with a log over it.
 type env struct {
 	backend
@@ -259,8 +267,7 @@ func wantOnly(t *testing.T, rep *ledger.Report, kind string, ids ...string) {
 
 func TestIntactLogVerifies(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		e.ingest(t, 150)
 		e.commit(t)
 		e.ingest(t, 30) // waiting for the sequencer: fine
@@ -350,8 +357,7 @@ func TestTamper(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			forEachBackend(t, func(t *testing.T, b backend) {
-				e := setup(t, b)
+			forEachEnv(t, func(t *testing.T, e *env) {
 				e.ingest(t, 60)
 				e.commit(t)
 				if rep := e.verify(t, nil); !rep.OK() {
@@ -372,8 +378,7 @@ func TestTamper(t *testing.T) {
 // gets a log position from the sequencer, but is flagged and reported.
 func TestInsertedWhileRunning(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		var mu sync.Mutex
 		var late []string
 		e.seq = ledger.NewSequencer(e.st, ledger.SequencerOptions{OnLate: func(ev anyhook.Event) {
@@ -406,8 +411,7 @@ func TestInsertedWhileRunning(t *testing.T) {
 // all there is.
 func TestLatenessFromSignedTimes(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		clock := time.Now().Truncate(time.Second) // the checkpointer's and the verifier's clock
 		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, Now: func() time.Time { return clock }})
 		verify := func() *ledger.Report {
@@ -523,8 +527,7 @@ func TestCheckpointTimeLine(t *testing.T) {
 
 func TestForgedCheckpoint(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		e.ingest(t, 20)
 		cp := e.commit(t)
 		edits := map[string]func(string) string{
@@ -574,8 +577,7 @@ func TestForgedCheckpoint(t *testing.T) {
 // and re-signed it with the key.
 func TestConsistency(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		e.ingest(t, 100)
 		old := e.commit(t)
 		if old.Size != 100 {
@@ -723,8 +725,7 @@ func TestRollback(t *testing.T) {
 // witness catches the rewrite then: docs/ledger.md, threat model.)
 func TestCheckpointerSignsNoFork(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		e.ingest(t, 5)
 		e.commit(t)
 		e.ingest(t, 5)
@@ -761,8 +762,7 @@ func TestCheckpointerSignsNoFork(t *testing.T) {
 // puts out.
 func TestEveryCheckpointChecked(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		for range 4 {
 			e.ingest(t, 10)
 			e.commit(t)
@@ -804,8 +804,7 @@ func TestEveryCheckpointChecked(t *testing.T) {
 // the checkpoints holding them were deleted, or no checkpointer runs.
 func TestMissingCheckpoints(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		// Sequenced, never checkpointed, fresh.
 		e.ingest(t, 20)
 		if _, err := e.seq.Run(t.Context()); err != nil {
@@ -853,8 +852,7 @@ func TestMissingCheckpoints(t *testing.T) {
 
 func TestPrunedBodiesStillVerify(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		e.ingest(t, 40)
 		e.commit(t)
 		n, err := ledger.Prune(t.Context(), e.st, time.Now().Add(time.Hour))
@@ -891,8 +889,7 @@ func TestPrunedBodiesStillVerify(t *testing.T) {
 // still needs it, is reported. With log.retention 0s every pruned body is.
 func TestPrunedOutsideRetention(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		now := time.Now()
 		const retention = 30 * 24 * time.Hour
 		verify := func(ret time.Duration) *ledger.Report {
@@ -950,8 +947,7 @@ func TestPrunedOutsideRetention(t *testing.T) {
 
 func TestProof(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		e.ingest(t, 37)
 		e.commit(t)
 		pending := e.ingest(t, 1)[0]
@@ -984,8 +980,7 @@ func TestProof(t *testing.T) {
 
 func TestSelfCheckFails(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		var failures []error
 		e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, OnFailure: func(err error) { failures = append(failures, err) }})
 		e.ingest(t, 10)
@@ -1002,7 +997,7 @@ func TestSelfCheckFails(t *testing.T) {
 			t.Fatalf("Once err = %v, want a verification error naming %s", err, fresh[1])
 		}
 		// The stored tree rewritten under the checkpoint.
-		e2 := setup(t, b)
+		e2 := setup(t, e.backend)
 		e2.ingest(t, 10)
 		e2.commit(t)
 		e2.exec(t, `UPDATE ledger_hashes SET hash = ?`, make([]byte, 32))
@@ -1023,8 +1018,7 @@ func TestSelfCheckFails(t *testing.T) {
 
 func TestLoopsDrainAtStop(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		pushed := make(chan []byte, 10)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
@@ -1060,8 +1054,7 @@ func TestLoopsDrainAtStop(t *testing.T) {
 // before keys were recorded): the key must verify its latest checkpoint.
 func TestKeyPinning(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		keys := make([]*ledger.Key, 6)
 		for i := range keys {
 			keys[i] = newKey(t)
@@ -1094,7 +1087,7 @@ func TestKeyPinning(t *testing.T) {
 		}
 
 		// An older database: checkpoints, no recorded key.
-		e2 := setup(t, b)
+		e2 := setup(t, e.backend)
 		e2.ingest(t, 5)
 		e2.commit(t)
 		e2.exec(t, `DELETE FROM ledger_keys`)
@@ -1115,8 +1108,7 @@ func TestKeyPinning(t *testing.T) {
 // after it, is reported.
 func TestKeyRotation(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		if err := ledger.PinKey(t.Context(), e.st, e.key); err != nil {
 			t.Fatal(err)
 		}
@@ -1221,8 +1213,7 @@ func TestKeyRotation(t *testing.T) {
 // counted, the retired key included, and the log verified.
 func TestRetiredKeyHandsNothingOver(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		if err := ledger.PinKey(t.Context(), e.st, e.key); err != nil {
 			t.Fatal(err)
 		}
@@ -1403,8 +1394,7 @@ func TestLeafEncodingV2(t *testing.T) {
 // verifies; changing an origin in the database, either way, is caught.
 func TestOriginsVerify(t *testing.T) {
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		e := setup(t, b)
+	forEachEnv(t, func(t *testing.T, e *env) {
 		old := e.ingest(t, 3)
 		var evs []store.NewEvent
 		for i := range 3 {
