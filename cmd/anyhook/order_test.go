@@ -6,18 +6,15 @@ package main
 // (never two deliveries of one object in flight at once).
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -26,78 +23,39 @@ func orderConfig(database, destURL, policy string) string {
 	return gatewayConfig(database, destURL, policy) + "    order: per_object\n"
 }
 
-// objectSink records, per Stripe object (data.object.id), the versions
-// (created) it was sent in order and those it answered 2xx, and any
-// request that came while another of its object was in flight. While
-// holding, it keeps every request open, unanswered, until released or the
-// sender goes away.
+// objectSink is a gatewaytest.ObjectSink that, while holding, keeps every
+// request open, unanswered, until released or the sender goes away.
 type objectSink struct {
-	*httptest.Server
-	mu       sync.Mutex
-	inFlight map[string]int
-	overlap  []string
-	sent     map[string][]int64
-	ok       map[string][]int64
-	hold     chan struct{}
-	arrived  chan struct{}
+	*gatewaytest.ObjectSink
+	hold chan struct{}
 }
 
 func newObjectSink(t *testing.T, hold bool) *objectSink {
-	s := &objectSink{inFlight: map[string]int{}, sent: map[string][]int64{}, ok: map[string][]int64{}, arrived: make(chan struct{}, 10000)}
+	s := &objectSink{}
 	if hold {
 		s.hold = make(chan struct{})
 	}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var ev struct {
-			Created int64 `json:"created"`
-			Data    struct {
-				Object struct {
-					ID string `json:"id"`
-				} `json:"object"`
-			} `json:"data"`
-		}
-		raw, _ := io.ReadAll(r.Body)
-		json.Unmarshal(raw, &ev)
-		obj := ev.Data.Object.ID
-		s.mu.Lock()
-		s.inFlight[obj]++
-		if s.inFlight[obj] > 1 {
-			s.overlap = append(s.overlap, fmt.Sprintf("%s@%d", obj, ev.Created))
-		}
-		s.sent[obj] = append(s.sent[obj], ev.Created)
+	s.ObjectSink = gatewaytest.NewObjectSink(t, func(r *http.Request, _ string) int {
+		s.Mu.Lock()
 		hold := s.hold
-		s.mu.Unlock()
-		s.arrived <- struct{}{}
-		answered := true
+		s.Mu.Unlock()
 		if hold != nil {
 			select {
 			case <-hold:
 			case <-r.Context().Done():
-				answered = false
+				return 0
 			}
 		}
-		s.mu.Lock()
-		s.inFlight[obj]--
-		if answered {
-			s.ok[obj] = append(s.ok[obj], ev.Created)
-		}
-		s.mu.Unlock()
-		s.arrived <- struct{}{}
-		if answered {
-			w.WriteHeader(200)
-		}
-	}))
-	t.Cleanup(func() {
-		s.release()
-		s.Close()
+		return http.StatusOK
 	})
+	t.Cleanup(s.release) // before the server closes
 	return s
 }
 
 // release lets held requests (and all later ones) through.
 func (s *objectSink) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	if s.hold != nil {
 		close(s.hold)
 		s.hold = nil
@@ -109,24 +67,24 @@ func (s *objectSink) await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	timeout := time.After(testwait.Timeout) // a failure timeout
 	for {
-		s.mu.Lock()
+		s.Mu.Lock()
 		done := cond()
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		if done {
 			return
 		}
 		select {
-		case <-s.arrived:
+		case <-s.Arrived:
 		case <-timeout:
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
 }
 
-// delivered counts the 2xx answers; the caller holds s.mu.
+// delivered counts the 2xx answers; the caller holds s.Mu.
 func (s *objectSink) delivered() int {
 	n := 0
-	for _, v := range s.ok {
+	for _, v := range s.OK {
 		n += len(v)
 	}
 	return n
@@ -137,17 +95,17 @@ func (s *objectSink) delivered() int {
 // was ever sent a version before an earlier one was answered.
 func (s *objectSink) check(t *testing.T, versions map[string][]int64) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.overlap) > 0 {
-		t.Errorf("sent while another delivery of the same object was in flight: %v", s.overlap)
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if len(s.Overlap) > 0 {
+		t.Errorf("sent while another delivery of the same object was in flight: %v", s.Overlap)
 	}
 	for obj, vs := range versions {
 		want := slices.Sorted(slices.Values(vs))
-		if got := s.ok[obj]; !slices.Equal(got, want) {
+		if got := s.OK[obj]; !slices.Equal(got, want) {
 			t.Errorf("%s answered 2xx for versions %v, want %v", obj, got, want)
 		}
-		if got := s.sent[obj]; !slices.IsSorted(got) {
+		if got := s.Sent[obj]; !slices.IsSorted(got) {
 			t.Errorf("%s sent versions in the order %v", obj, got)
 		}
 	}
@@ -207,19 +165,19 @@ func TestOrderKillMidSequence(t *testing.T) {
 			sendObjects(t, []string{p1.url}, versions)
 			// Each object's head is in flight, and nothing after it.
 			sk.await(t, "the three heads to be in flight", func() bool {
-				return len(sk.sent["cus_a"]) > 0 && len(sk.sent["cus_b"]) > 0 && len(sk.sent["cus_c"]) > 0
+				return len(sk.Sent["cus_a"]) > 0 && len(sk.Sent["cus_b"]) > 0 && len(sk.Sent["cus_c"]) > 0
 			})
 			p1.kill()
-			sk.mu.Lock()
+			sk.Mu.Lock()
 			for obj, vs := range versions {
-				if got := sk.sent[obj]; !slices.Equal(got, vs[:1]) {
+				if got := sk.Sent[obj]; !slices.Equal(got, vs[:1]) {
 					t.Errorf("%s: sent %v before the kill, want its head %d alone", obj, got, vs[0])
 				}
 			}
-			sk.mu.Unlock()
+			sk.Mu.Unlock()
 			// The held requests end with their sender, unanswered.
 			sk.await(t, "the killed process's requests to end", func() bool {
-				for _, n := range sk.inFlight {
+				for _, n := range sk.InFlight {
 					if n > 0 {
 						return false
 					}
@@ -230,10 +188,10 @@ func TestOrderKillMidSequence(t *testing.T) {
 			start(t, cfg) // its rescuer reclaims p1's claims once their lease ends
 			sk.await(t, "every version delivered", func() bool { return sk.delivered() == 11 })
 			sk.check(t, versions)
-			sk.mu.Lock()
-			defer sk.mu.Unlock()
+			sk.Mu.Lock()
+			defer sk.Mu.Unlock()
 			for obj, vs := range versions {
-				if got := sk.sent[obj]; len(got) != len(vs)+1 || got[0] != got[1] {
+				if got := sk.Sent[obj]; len(got) != len(vs)+1 || got[0] != got[1] {
 					t.Errorf("%s: sent %v, want its head twice (the lost attempt, then the reclaimed one), then the rest", obj, got)
 				}
 			}

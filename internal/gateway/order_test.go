@@ -1,14 +1,10 @@
 package gateway_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,55 +13,23 @@ import (
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
-// objectSink records, per Stripe object, the versions (created) it was
-// sent, in order, and whether two of one object were ever in flight at
-// once. It fails every request for in_a until it has answered 2xx to
-// every event of in_b: in_a's head fails meanwhile.
+// objectSink is a gatewaytest.ObjectSink that fails every request for
+// in_a until it has answered 2xx to bWant events of in_b: in_a's head
+// fails meanwhile.
 type objectSink struct {
-	*httptest.Server
-	mu       sync.Mutex
-	inFlight map[string]int
-	overlap  []string
-	sent     map[string][]int // object → versions, every request
-	ok       map[string][]int // object → versions answered 2xx
-	bWant    int
-	notify   chan struct{}
+	*gatewaytest.ObjectSink
 }
 
 func newObjectSink(t *testing.T, bWant int) *objectSink {
-	s := &objectSink{inFlight: map[string]int{}, sent: map[string][]int{}, ok: map[string][]int{}, bWant: bWant, notify: make(chan struct{}, 1000)}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var ev struct {
-			Created int `json:"created"`
-			Data    struct {
-				Object struct {
-					ID string `json:"id"`
-				} `json:"object"`
-			} `json:"data"`
+	s := &objectSink{}
+	s.ObjectSink = gatewaytest.NewObjectSink(t, func(_ *http.Request, obj string) int {
+		s.Mu.Lock()
+		defer s.Mu.Unlock()
+		if obj == "in_a" && len(s.OK["in_b"]) < bWant {
+			return http.StatusServiceUnavailable
 		}
-		raw, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			t.Errorf("sink: %v", err)
-		}
-		obj := ev.Data.Object.ID
-		s.mu.Lock()
-		s.inFlight[obj]++
-		if s.inFlight[obj] > 1 {
-			s.overlap = append(s.overlap, fmt.Sprintf("%s@%d", obj, ev.Created))
-		}
-		s.sent[obj] = append(s.sent[obj], ev.Created)
-		code := http.StatusOK
-		if obj == "in_a" && len(s.ok["in_b"]) < s.bWant {
-			code = http.StatusServiceUnavailable
-		} else {
-			s.ok[obj] = append(s.ok[obj], ev.Created)
-		}
-		s.inFlight[obj]--
-		s.mu.Unlock()
-		w.WriteHeader(code)
-		s.notify <- struct{}{}
-	}))
-	t.Cleanup(s.Close)
+		return http.StatusOK
+	})
 	return s
 }
 
@@ -74,14 +38,14 @@ func (s *objectSink) waitOK(t *testing.T, n int) {
 	t.Helper()
 	timeout := time.After(testwait.Timeout) // a failure timeout
 	for {
-		s.mu.Lock()
-		got := len(s.ok["in_a"]) + len(s.ok["in_b"])
-		s.mu.Unlock()
+		s.Mu.Lock()
+		got := len(s.OK["in_a"]) + len(s.OK["in_b"])
+		s.Mu.Unlock()
 		if got >= n {
 			return
 		}
 		select {
-		case <-s.notify:
+		case <-s.Arrived:
 		case <-timeout:
 			t.Fatalf("sink answered 2xx %d times, want %d", got, n)
 		}
@@ -167,20 +131,20 @@ destinations:
 		t.Fatal(err)
 	}
 	sk.waitOK(t, 6)
-	sk.mu.Lock()
-	defer sk.mu.Unlock()
-	if len(sk.overlap) > 0 {
-		t.Fatalf("two deliveries of one object in flight at once: %v", sk.overlap)
+	sk.Mu.Lock()
+	defer sk.Mu.Unlock()
+	if len(sk.Overlap) > 0 {
+		t.Fatalf("two deliveries of one object in flight at once: %v", sk.Overlap)
 	}
-	if got := sk.ok["in_b"]; !slices.Equal(got, []int{10, 20, 30}) {
+	if got := sk.OK["in_b"]; !slices.Equal(got, []int64{10, 20, 30}) {
 		t.Fatalf("in_b delivered in the order %v, want 10, 20, 30", got)
 	}
-	if got := sk.ok["in_a"]; !slices.Equal(got, []int{1, 2, 3}) {
+	if got := sk.OK["in_a"]; !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("in_a delivered in the order %v, want 1, 2, 3", got)
 	}
 	// in_a's head was tried (and failed) while in_b went on, and nothing
 	// after it was sent before it succeeded.
-	sent := sk.sent["in_a"]
+	sent := sk.Sent["in_a"]
 	if len(sent) < 4 || !slices.IsSorted(sent) {
 		t.Fatalf("in_a requests in the order %v: want its head failing first, then 1, 2, 3", sent)
 	}
