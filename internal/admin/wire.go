@@ -116,6 +116,7 @@ type deliveryJSON struct {
 type waitsBehindJSON struct {
 	DeliveryID string `json:"delivery_id"`
 	EventID    string `json:"event_id"`
+	Version    string `json:"version,omitempty"`
 }
 
 type attemptJSON struct {
@@ -210,7 +211,7 @@ func (a *API) toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
 		out.ClaimedAt = &t
 	}
 	if d.WaitsBehind != "" {
-		out.WaitsBehind = &waitsBehindJSON{DeliveryID: d.WaitsBehind, EventID: d.WaitsBehindEvent}
+		out.WaitsBehind = &waitsBehindJSON{DeliveryID: d.WaitsBehind, EventID: d.WaitsBehindEvent, Version: d.WaitsBehindVersion}
 	}
 	if r := d.Resolution; r.Kind != "" {
 		out.Resolution = &resolutionJSON{Kind: r.Kind, At: utc(r.At), By: r.By, Reason: r.Reason, ReplayDeliveryID: r.ReplayedBy}

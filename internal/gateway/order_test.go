@@ -104,19 +104,20 @@ destinations:
 			WaitsBehind *struct {
 				DeliveryID string `json:"delivery_id"`
 				EventID    string `json:"event_id"`
+				Version    string `json:"version"`
 			} `json:"waits_behind"`
 		} `json:"items"`
 	}
 	gatewaytest.AdminJSON(t, base+"/api/deliveries?destination=ledger", &list)
-	behind := map[string]string{} // event id → the event it waits behind
+	behind := map[string]string{} // event id → the event it waits behind @ its version
 	for _, d := range list.Items {
 		if d.WaitsBehind != nil {
-			behind[d.EventID] = d.WaitsBehind.EventID
+			behind[d.EventID] = d.WaitsBehind.EventID + "@" + d.WaitsBehind.Version
 		}
 	}
 	want := map[string]string{
-		ids["in_a@2"]: ids["in_a@1"], ids["in_a@3"]: ids["in_a@1"],
-		ids["in_b@20"]: ids["in_b@10"], ids["in_b@30"]: ids["in_b@10"],
+		ids["in_a@2"]: ids["in_a@1"] + "@1", ids["in_a@3"]: ids["in_a@1"] + "@1",
+		ids["in_b@20"]: ids["in_b@10"] + "@10", ids["in_b@30"]: ids["in_b@10"] + "@10",
 	}
 	if len(behind) != len(want) {
 		t.Fatalf("waits_behind on %d deliveries, want %d: %v", len(behind), len(want), behind)
