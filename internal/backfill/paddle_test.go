@@ -1,7 +1,6 @@
 package backfill_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -81,23 +80,7 @@ func TestPaddleLister(t *testing.T) {
 	fake.RateLimit(2)
 	var sl fakeSleep
 	l := &backfill.Paddle{Client: backfill.Client{Base: fake.URL, Key: paddleKey, Sleep: sl.sleep}}
-	var got []string
-	pages := 0
-	err := l.List(t.Context(), base.Add(100*time.Minute), base.Add(600*time.Minute), func(bodies [][]byte) error {
-		pages++
-		for _, b := range bodies {
-			var ev struct {
-				ID string `json:"event_id"`
-			}
-			json.Unmarshal(b, &ev)
-			got = append(got, ev.ID)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Reverse(got)
+	got, pages := listIDs(t, l, base.Add(100*time.Minute), base.Add(600*time.Minute), "event_id")
 	if !slices.Equal(got, in) || pages != 4 {
 		t.Fatalf("listed %d events in %d pages, want %d in 4 (700 events, stopping at the first before the window)", len(got), pages, len(in))
 	}
@@ -105,7 +88,7 @@ func TestPaddleLister(t *testing.T) {
 		t.Fatalf("429: waits %v, want one of Retry-After's 1s", sl.waits)
 	}
 	bad := &backfill.Paddle{Client: backfill.Client{Base: fake.URL, Key: "pdl_wrong_wrong_wrong"}}
-	err = bad.List(t.Context(), base, time.Time{}, func([][]byte) error { return nil })
+	err := bad.List(t.Context(), base, time.Time{}, func([][]byte) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "api_key") {
 		t.Fatalf("bad key: %v", err)
 	}

@@ -117,6 +117,29 @@ type adder interface {
 
 // addMinutely adds n events of type typ about objectID to fake, a minute
 // apart from base, and returns the ids of the i-th for lo <= i <= hi.
+// listIDs lists [from, to] with l and returns the events' ids (the JSON
+// field idField), oldest first, and the number of pages.
+func listIDs(t *testing.T, l backfill.Lister, from, to time.Time, idField string) (ids []string, pages int) {
+	t.Helper()
+	err := l.List(t.Context(), from, to, func(bodies [][]byte) error {
+		pages++
+		for _, b := range bodies {
+			var ev map[string]any
+			if err := json.Unmarshal(b, &ev); err != nil {
+				return err
+			}
+			id, _ := ev[idField].(string)
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(ids) // the providers list newest first
+	return ids, pages
+}
+
 func addMinutely(fake adder, typ, objectID string, base time.Time, n, lo, hi int) []string {
 	var in []string
 	for i := range n {
@@ -149,21 +172,7 @@ func TestStripeLister(t *testing.T) {
 	l := &backfill.Stripe{Client: backfill.Client{Base: fake.URL, Key: key, Sleep: sl.sleep}}
 	limited := 0
 	l.OnRateLimit(func() { limited++ })
-	var got []string
-	pages := 0
-	err := l.List(t.Context(), base.Add(5*time.Minute), base.Add(220*time.Minute), func(bodies [][]byte) error {
-		pages++
-		for _, b := range bodies {
-			var ev struct{ ID string }
-			json.Unmarshal(b, &ev)
-			got = append(got, ev.ID)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Reverse(got)
+	got, pages := listIDs(t, l, base.Add(5*time.Minute), base.Add(220*time.Minute), "id")
 	if !slices.Equal(got, in) || pages != 3 {
 		t.Fatalf("listed %d events in %d pages, want %d in 3", len(got), pages, len(in))
 	}
@@ -177,7 +186,7 @@ func TestStripeLister(t *testing.T) {
 	}
 
 	bad := &backfill.Stripe{Client: backfill.Client{Base: fake.URL, Key: "sk_test_wrongwrongwrong", Sleep: sl.sleep}}
-	err = bad.List(t.Context(), base, time.Time{}, func([][]byte) error { t.Fatal("a page with a bad key"); return nil })
+	err := bad.List(t.Context(), base, time.Time{}, func([][]byte) error { t.Fatal("a page with a bad key"); return nil })
 	var ae *backfill.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || !strings.Contains(err.Error(), "api_key") || strings.Contains(err.Error(), "wrongwrongwrong") {
 		t.Fatalf("bad key: %v", err)
