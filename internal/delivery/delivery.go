@@ -103,6 +103,7 @@ type Engine struct {
 	dests  map[string]*Destination
 	client map[string]*http.Client // per destination: Options.Client or its insecure copy
 	wake   map[string]chan struct{}
+	slots  map[string]*slots // per destination: its claims against its limits
 	health *health
 	fin    *finisher    // batches the outcomes of all destinations
 	tracer trace.Tracer // nil: tracing is off
@@ -138,7 +139,7 @@ func New(st Store, opt Options) *Engine {
 	if opt.UserAgent == "" {
 		opt.UserAgent = "AnyHook"
 	}
-	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{},
+	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}, slots: map[string]*slots{},
 		client: map[string]*http.Client{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
 	if opt.Tracer != nil {
 		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
@@ -151,6 +152,7 @@ func New(st Store, opt Options) *Engine {
 		}
 		e.dests[d.Name] = d
 		e.wake[d.Name] = make(chan struct{}, 1)
+		e.slots[d.Name] = newSlots(d.MaxInFlight)
 		e.client[d.Name] = opt.Client
 		if d.InsecureSkipVerify {
 			if insecure == nil {
@@ -223,11 +225,16 @@ func (e *Engine) Lease(d *Destination) time.Duration { return d.Timeout + e.opt.
 
 // Wake tells every dispatcher that new deliveries may be due.
 func (e *Engine) Wake() {
-	for _, ch := range e.wake {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+	for d := range e.wake {
+		e.wakeOne(d)
+	}
+}
+
+// wakeOne tells destination's dispatcher that new deliveries may be due.
+func (e *Engine) wakeOne(destination string) {
+	select {
+	case e.wake[destination] <- struct{}{}:
+	default:
 	}
 }
 
@@ -294,10 +301,28 @@ const claimDefer = 2 * time.Millisecond
 const unfinishedFactor = 4
 
 func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
-	sent := make(chan struct{}, d.MaxInFlight) // a request ended
-	maxOpen := unfinishedFactor * d.MaxInFlight
-	finished := make(chan struct{}, maxOpen) // an outcome was recorded (or given up)
-	inFlight, open := 0, 0
+	sl := e.slots[d.Name]
+	start := func(cs []store.Claim, span trace.SpanContext) {
+		for _, c := range cs {
+			e.sends.Go(func() {
+				defer sl.finish()
+				e.deliver(sendCtx, d, c, span, sl.sent)
+			})
+		}
+	}
+	sl.setOpen(true)
+	defer func() {
+		// Claims made at ingest for this destination are sent (within the
+		// shutdown's grace) even though the dispatcher stops: nothing else
+		// would send them before their lease ran out.
+		for sl.setOpen(false) {
+			<-sl.signal
+			handed, _, _, _ := sl.state()
+			start(handed, trace.SpanContext{})
+		}
+		handed, _, _, _ := sl.state()
+		start(handed, trace.SpanContext{})
+	}()
 	// A small claim is put off until deferral fires (deferralOver), at
 	// most claimDefer: a timer, so it ends whatever the clock says.
 	var deferral <-chan time.Time
@@ -316,23 +341,14 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	tick := time.NewTicker(e.opt.PollInterval)
 	defer tick.Stop()
 	for {
-		// Return the slots of ended requests and recorded outcomes.
-		for drained := false; !drained; {
-			select {
-			case <-sent:
-				inFlight--
-			case <-finished:
-				open--
-				dry = dry && !d.InOrder
-			default:
-				drained = true
-			}
-		}
+		// Send what ingest claimed, and see what the limits allow.
+		handed, inFlight, want, finished := sl.state()
+		start(handed, trace.SpanContext{})
+		dry = dry && !(finished && d.InOrder)
 		var later <-chan time.Time // the rate (or a put-off claim) allows the next request then
 		// While requests are in flight, wait (at most claimDefer) until a
 		// quarter of the slots are free: one claim, one commit, then
 		// serves several.
-		want := min(d.MaxInFlight-inFlight, maxOpen-open)
 		if dry {
 			want = 0
 		}
@@ -345,8 +361,14 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		if want > 0 {
 			deferral, deferralOver = nil, false
 			allowed, wait := lim.take(want)
+			if took := sl.take(allowed, false); took < allowed { // ingest took some since
+				lim.giveBack(allowed - took)
+				allowed = took
+			}
 			if allowed == 0 {
-				later = time.After(wait)
+				if wait > 0 {
+					later = time.After(wait)
+				}
 			} else {
 				claims, err := e.claim(ctx, d, allowed)
 				if err != nil {
@@ -356,14 +378,8 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 					}
 				}
 				lim.giveBack(allowed - len(claims.claims))
-				for _, c := range claims.claims {
-					inFlight++
-					open++
-					e.sends.Go(func() {
-						defer func() { finished <- struct{}{} }()
-						e.deliver(sendCtx, d, c, claims.span, func() { sent <- struct{}{} })
-					})
-				}
+				sl.giveBack(allowed-len(claims.claims), false)
+				start(claims.claims, claims.span)
 				if len(claims.claims) == allowed {
 					continue // more may be due at once
 				}
@@ -380,11 +396,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		case <-later:
 		case <-deferral:
 			deferral, deferralOver = nil, true
-		case <-sent:
-			inFlight--
-		case <-finished:
-			open--
-			dry = dry && !d.InOrder
+		case <-sl.signal: // a slot came back, or ingest handed claims
 		}
 	}
 }

@@ -140,12 +140,6 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		}
 		return nil, err
 	}
-	g.batcher = ingest.NewBatcher(st, 256)
-	if _, ok := cfg.PostgresURL(); ok {
-		// PostgreSQL commits concurrent transactions in parallel: overlap
-		// one batch's round trips with the next (measured: BENCHMARKS.md).
-		g.batcher.SetWriters(postgresWriters)
-	}
 	do := deliveryOptions(cfg, dests)
 	do.Logger, do.Now = log, now
 	do.OnDead = func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) }
@@ -158,6 +152,12 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		do.Observer = observers{mx, opt.Observer}
 	}
 	g.engine = delivery.New(st, do)
+	g.batcher = ingest.NewBatcher(g.engine.ClaimAtIngest(st), 256) // wakes the dispatchers it leaves work for
+	if _, ok := cfg.PostgresURL(); ok {
+		// PostgreSQL commits concurrent transactions in parallel: overlap
+		// one batch's round trips with the next (measured: BENCHMARKS.md).
+		g.batcher.SetWriters(postgresWriters)
+	}
 	var rejected ingest.RejectionLog
 	if rl, ok := st.(store.RejectionLog); ok {
 		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx, Now: now})
@@ -167,7 +167,6 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Sources:    sources,
 		Recorder:   g.batcher,
 		Logger:     log,
-		Recorded:   g.engine.Wake,
 		Observer:   mx,
 		Rejections: rejected,
 		Now:        now,

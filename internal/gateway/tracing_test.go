@@ -156,6 +156,7 @@ func TestTracingContinuesTheProvidersTrace(t *testing.T) {
 	}
 
 	attempts := waitSpans(t, exp, "POST", 2)
+	claimedBy := 0 // attempts that link to a claim
 	got := e.sink.requests()
 	if len(attempts) != 2 || len(got) != 2 {
 		t.Fatalf("%d attempt spans, %d requests; want 2 each", len(attempts), len(got))
@@ -176,9 +177,14 @@ func TestTracingContinuesTheProvidersTrace(t *testing.T) {
 				t.Errorf("attempt %d span attribute %s holds the destination URL's query: %s", i+1, kv.Key, kv.Value.String())
 			}
 		}
-		if len(s.Links) != 1 || len(spans(exp, "claim")) == 0 {
-			t.Errorf("attempt %d span links = %v; want its claim", i+1, s.Links)
+		// An attempt links to the claim that took it. The first attempt
+		// is usually claimed as the event is recorded (claim at ingest),
+		// with no claim span of its own; the retry is claimed by the
+		// dispatcher and links to its claim.
+		if len(s.Links) > 1 || (i == 1 && len(s.Links) != 1) {
+			t.Errorf("attempt %d span links = %v; want its claim's (the first attempt may have none)", i+1, s.Links)
 		}
+		claimedBy += len(s.Links)
 		// The destination got this attempt's span as its parent.
 		tp := traceparent(t, got[i].Header.Get("Traceparent"))
 		if tp.TraceID() != server.SpanContext.TraceID() || tp.SpanID() != s.SpanContext.SpanID() {
@@ -210,8 +216,8 @@ func TestTracingContinuesTheProvidersTrace(t *testing.T) {
 			}
 		}
 	}
-	if linked != 2 {
-		t.Errorf("%d claim spans link to the event's trace, want 2 (one per attempt)", linked)
+	if linked != claimedBy {
+		t.Errorf("%d claim spans link to the event's trace, want %d (one per attempt the dispatcher claimed)", linked, claimedBy)
 	}
 }
 

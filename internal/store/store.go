@@ -27,6 +27,17 @@ type NewEvent struct {
 	// Destinations get one pending delivery each, created in the same
 	// transaction as the event.
 	Destinations []string
+	// Lease, when set, is parallel to Destinations: a delivery whose
+	// lease is not zero is created already claimed by the caller, as
+	// Claim would claim it (delivering, its first attempt counted, leased
+	// for that long), in the ingest transaction, so that the caller can
+	// send it at once without a claim of its own (issue 15: "claim at
+	// ingest"; a negative lease is one already expired). A delivery to a paused destination, of a duplicate, or of
+	// a stale event that is skipped is not claimed (it is created as it
+	// would be without a lease, or not at all). IngestResult.Claims holds
+	// the deliveries claimed. The rescuer treats an expired lease of these
+	// as of any claim: the caller must send at once, as after Claim.
+	Lease []time.Duration
 	// When Event.Object is set, the store keeps the highest Event.Version per
 	// (source, object) and marks an event with a strictly lower version
 	// stale. A stale event's deliveries are created skipped when StaleSkip,
@@ -40,6 +51,9 @@ type IngestResult struct {
 	Duplicate bool
 	Stale     bool
 	Err       error // this item failed; its batch-mates may still succeed
+	// Claims are the deliveries NewEvent.Lease claimed, each with the
+	// event as recorded (its body from the NewEvent, not read back).
+	Claims []Claim
 }
 
 // Claim is a delivery leased to one worker together with what it must send.

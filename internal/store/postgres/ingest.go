@@ -22,7 +22,10 @@ import (
 )
 
 // insertEvent inserts an event and, only if it was new, its deliveries: one
-// statement, one round trip. The unique indexes on (source, dedup_key) and
+// statement, one round trip. A delivery with a lease ($24, in microseconds;
+// 0: none) is created claimed (store.NewEvent.Lease) unless its
+// destination is paused or the event skipped as stale; the statement
+// returns the ids of those and the transaction's clock. The unique indexes on (source, dedup_key) and
 // (source, content_key) make a concurrent insert with either key wait for
 // the first one's transaction and then do nothing (ON CONFLICT without a
 // target covers both), so it returns no row and the caller counts a
@@ -34,11 +37,18 @@ const insertEvent = `WITH ev AS (
 	ON CONFLICT DO NOTHING
 	RETURNING id
 ), dl AS (
-	INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at)
-	SELECT d.id, ev.id, d.destination, $14, $15, now(), now(), now()
-	FROM ev CROSS JOIN unnest($12::text[], $13::text[]) AS d (id, destination)
+	INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at,
+		attempt_count, lease_until, claimed_at)
+	SELECT d.id, ev.id, d.destination, CASE WHEN c.claim THEN 'delivering' ELSE $14 END, $15, now(), now(), now(),
+		CASE WHEN c.claim THEN 1 ELSE 0 END,
+		CASE WHEN c.claim THEN now() + d.lease * interval '1 microsecond' END,
+		CASE WHEN c.claim THEN now() END
+	FROM ev CROSS JOIN unnest($12::text[], $13::text[], $24::bigint[]) AS d (id, destination, lease)
+	CROSS JOIN LATERAL (SELECT d.lease <> 0 AND $14 = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = d.destination AND p.paused) AS claim) AS c
+	RETURNING id, status
 )
-SELECT id FROM ev`
+SELECT id, coalesce((SELECT array_agg(dl.id) FROM dl WHERE dl.status = 'delivering'), '{}'), now() FROM ev`
 
 // findOriginal is the event that holds a duplicate's dedup key or, failing
 // that, its content key (either may be NULL). No row means the insert
@@ -329,19 +339,26 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 		status = anyhook.StatusSkipped
 	}
 	ids := make([]string, len(ne.Destinations))
+	leases := make([]int64, len(ne.Destinations))
 	for i := range ids {
 		ids[i] = s.newID()
+		if i < len(ne.Lease) {
+			leases[i] = micros(ne.Lease[i])
+		}
 	}
 	isNew := false
+	var claimed []string
+	var now time.Time
 	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	b.Queue(insertEvent,
 		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
 		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale,
 		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, sqlstore.Nullable(ne.ContentKey),
 		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted), store.OriginArg(ev.Origin),
+		leases,
 	).QueryRow(func(row pgx.Row) error {
 		var id string
-		err := row.Scan(&id)
+		err := row.Scan(&id, &claimed, &now)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -352,7 +369,18 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 		return store.IngestResult{}, err
 	}
 	if isNew {
-		return store.IngestResult{ID: ev.ID, Stale: stale}, nil
+		r := store.IngestResult{ID: ev.ID, Stale: stale}
+		for i, id := range ids {
+			if slices.Contains(claimed, id) {
+				c := store.Claim{Event: *ev}
+				c.Event.Stale = stale
+				c.Delivery = anyhook.Delivery{ID: id, EventID: ev.ID, Destination: ne.Destinations[i], Status: anyhook.StatusDelivering,
+					Stale: stale && !ne.StaleSkip, AttemptCount: 1, NextAttemptAt: now, LeaseUntil: now.Add(ne.Lease[i]),
+					ClaimedAt: now, CreatedAt: now, UpdatedAt: now}
+				r.Claims = append(r.Claims, c)
+			}
+		}
+		return r, nil
 	}
 
 	// A duplicate: undo the version mark this item may have moved, and

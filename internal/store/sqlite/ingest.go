@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -37,12 +38,16 @@ var errItemFailed = errors.New("an ingest item failed")
 func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool) ([]store.IngestResult, error) {
 	res := make([]store.IngestResult, len(evs))
 	err := s.tx(ctx, "ingest", func(tx *sql.Tx) error {
-		now := micros(s.now())
+		now := s.now()
 		st := s.stmts(ctx, tx)
+		paused, err := s.pausedOf(st, evs)
+		if err != nil {
+			return store.Unavailable("ingest", err)
+		}
 		var dl []newDelivery
 		for i := range evs {
 			if !isolated {
-				r, err := s.ingestOne(st, &evs[i], &dl)
+				r, err := s.ingestOne(st, i, &evs[i], paused, &dl)
 				if err != nil {
 					return errItemFailed
 				}
@@ -52,11 +57,10 @@ func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool)
 			if _, err := st.exec(qSavepoint); err != nil {
 				return store.Unavailable("ingest", err)
 			}
-			r, err := s.ingestOne(st, &evs[i], &dl)
+			r, err := s.ingestOne(st, i, &evs[i], paused, &dl)
 			if err == nil {
 				err = s.insertDeliveries(st, dl, now)
 			}
-			dl = dl[:0]
 			if err != nil {
 				if _, rerr := st.exec(qRollbackTo); rerr != nil {
 					return store.Unavailable("ingest", rerr)
@@ -67,34 +71,90 @@ func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool)
 				return store.Unavailable("ingest", err)
 			}
 			res[i] = r
+			if r.Err == nil {
+				claimsOf(dl, evs, res, now)
+			}
+			dl = dl[:0]
 		}
 		if err := s.insertDeliveries(st, dl, now); err != nil {
 			return errItemFailed
 		}
+		claimsOf(dl, evs, res, now)
 		return nil
 	})
 	return res, err
 }
 
-// newDelivery is a delivery an ingested event gets.
+// newDelivery is a delivery an ingested event gets: evs[item]'s, claimed
+// at ingest for lease when lease > 0.
 type newDelivery struct {
-	event, destination string
-	status             anyhook.DeliveryStatus
-	stale              bool
+	id, event, destination string
+	status                 anyhook.DeliveryStatus
+	stale                  bool
+	item                   int
+	lease                  time.Duration
 }
 
-func (s *Store) insertDeliveries(st *stmts, dl []newDelivery, now int64) error {
+func (s *Store) insertDeliveries(st *stmts, dl []newDelivery, now time.Time) error {
+	at := micros(now)
 	return insertRows(st, &deliveryInserts, len(dl), func(i int, args []any) []any {
 		d := &dl[i]
-		return append(args, s.newID(), d.event, d.destination, d.status, d.stale, now, now, now)
+		d.id = s.newID()
+		if d.lease != 0 {
+			return append(args, d.id, d.event, d.destination, anyhook.StatusDelivering, d.stale, at, at, at, 1, micros(now.Add(d.lease)), at)
+		}
+		return append(args, d.id, d.event, d.destination, d.status, d.stale, at, at, at, 0, nil, nil)
 	})
+}
+
+// claimsOf adds the deliveries of dl claimed at ingest to their items'
+// results, as Claim would have returned them.
+func claimsOf(dl []newDelivery, evs []store.NewEvent, res []store.IngestResult, now time.Time) {
+	now = time.UnixMicro(micros(now)) // as stored
+	for _, d := range dl {
+		if d.lease == 0 {
+			continue
+		}
+		ev := evs[d.item].Event
+		ev.Stale = res[d.item].Stale
+		res[d.item].Claims = append(res[d.item].Claims, store.Claim{
+			Delivery: anyhook.Delivery{ID: d.id, EventID: d.event, Destination: d.destination, Status: anyhook.StatusDelivering,
+				Stale: d.stale, AttemptCount: 1, NextAttemptAt: now, LeaseUntil: time.UnixMicro(micros(now.Add(d.lease))),
+				ClaimedAt: now, CreatedAt: now, UpdatedAt: now},
+			Event: ev,
+		})
+	}
+}
+
+// pausedOf reads, once per transaction, whether each destination that an
+// item of evs asks to claim at ingest is paused: a paused destination's
+// deliveries are created pending, as Claim would not take them.
+func (s *Store) pausedOf(st *stmts, evs []store.NewEvent) (map[string]bool, error) {
+	var paused map[string]bool
+	for i := range evs {
+		for j, lease := range evs[i].Lease {
+			dest := evs[i].Destinations[j]
+			if _, seen := paused[dest]; lease == 0 || seen {
+				continue
+			}
+			if paused == nil {
+				paused = map[string]bool{}
+			}
+			var p bool
+			if err := st.queryRow(qPaused, dest).Scan(&p); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, err
+			}
+			paused[dest] = p
+		}
+	}
+	return paused, nil
 }
 
 // ingestOne inserts the event first (a new event is the common case) and
 // looks for the event it duplicates only when the insert met a uniqueness
 // conflict; the object's version is compared after the insert, so that a
 // duplicate never raises it. The event's deliveries are appended to dl.
-func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, dl *[]newDelivery) (store.IngestResult, error) {
+func (s *Store) ingestOne(st *stmts, item int, ne *store.NewEvent, paused map[string]bool, dl *[]newDelivery) (store.IngestResult, error) {
 	ev := &ne.Event
 	headers, err := store.EncodeHeader(ev.Header)
 	if err != nil {
@@ -137,8 +197,12 @@ func (s *Store) ingestOne(st *stmts, ne *store.NewEvent, dl *[]newDelivery) (sto
 	if stale && ne.StaleSkip {
 		status = anyhook.StatusSkipped
 	}
-	for _, dest := range ne.Destinations {
-		*dl = append(*dl, newDelivery{event: ev.ID, destination: dest, status: status, stale: stale && !ne.StaleSkip})
+	for j, dest := range ne.Destinations {
+		d := newDelivery{event: ev.ID, destination: dest, status: status, stale: stale && !ne.StaleSkip, item: item}
+		if j < len(ne.Lease) && status == anyhook.StatusPending && !paused[dest] {
+			d.lease = ne.Lease[j]
+		}
+		*dl = append(*dl, d)
 	}
 	return store.IngestResult{ID: ev.ID, Stale: stale}, nil
 }

@@ -1,0 +1,279 @@
+package delivery_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
+)
+
+// heldSink answers a request when pass lets one through, or every request
+// once release is closed, and counts the requests per delivery id and the
+// most in flight at once.
+type heldSink struct {
+	release  chan struct{}
+	pass     chan struct{}
+	mu       sync.Mutex
+	inFlight int
+	most     int
+	got      map[string]int
+	arrived  chan struct{}
+}
+
+func newHeldSink(t *testing.T) (*heldSink, string) {
+	s := &heldSink{release: make(chan struct{}), pass: make(chan struct{}, 100), got: map[string]int{}, arrived: make(chan struct{}, 100)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.inFlight++
+		s.most = max(s.most, s.inFlight)
+		s.got[r.Header.Get("X-AnyHook-Delivery")]++
+		s.mu.Unlock()
+		s.arrived <- struct{}{}
+		select {
+		case <-s.pass:
+		case <-s.release:
+		}
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-s.release:
+		default:
+			close(s.release)
+		}
+	})
+	return s, srv.URL
+}
+
+func (s *heldSink) wait(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-s.arrived:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a delivery did not arrive")
+		}
+	}
+}
+
+// claimCounter is the SQLite store, counting the dispatcher's claims that
+// took something.
+type claimCounter struct {
+	*sqlite.Store
+	took atomic.Int32
+}
+
+func (c *claimCounter) Claim(ctx context.Context, dest string, limit int, lease time.Duration) ([]store.Claim, error) {
+	cs, err := c.Store.Claim(ctx, dest, limit, lease)
+	if len(cs) > 0 {
+		c.took.Add(1)
+	}
+	return cs, err
+}
+
+func openCounted(t *testing.T) *claimCounter {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &claimCounter{Store: st}
+}
+
+func newEvents(n int, dests ...string) []store.NewEvent {
+	evs := make([]store.NewEvent, n)
+	for i := range evs {
+		evs[i] = store.NewEvent{
+			Event: anyhook.Event{ID: store.NewID(), Source: "s", DedupKey: "k" + strconv.Itoa(i), ReceivedAt: time.Now(),
+				Method: "POST", Path: "/webhooks/s", Header: http.Header{}, Body: []byte(`{"n":` + strconv.Itoa(i) + `}`)},
+			Destinations: dests,
+		}
+	}
+	return evs
+}
+
+// running starts e and returns once its dispatcher has sent one event
+// and gone idle: a claim at ingest then meets no start-up claim of the
+// dispatcher's (with an hour's poll, the dispatcher claims only on wakes).
+func running(t *testing.T, e *delivery.Engine, st store.Store, sink *heldSink) {
+	t.Helper()
+	e.Start(t.Context())
+	sink.pass <- struct{}{}
+	warm := newEvents(1, "dest")
+	warm[0].Event.DedupKey = "warm-up"
+	if _, err := st.Ingest(t.Context(), warm); err != nil {
+		t.Fatal(err)
+	}
+	e.Wake()
+	sink.wait(t, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	for statuses(t, st, warm)[anyhook.StatusDelivered] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the warm-up event was not delivered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func dest(url string, maxInFlight int) delivery.Destination {
+	return delivery.Destination{Name: "dest", URL: url, Timeout: time.Minute, MaxAttempts: 3, Initial: time.Second, Max: time.Second,
+		StalePolicy: anyhook.Hold, MaxInFlight: maxInFlight}
+}
+
+func statuses(t *testing.T, st store.Store, evs []store.NewEvent) map[anyhook.DeliveryStatus]int {
+	t.Helper()
+	n := map[anyhook.DeliveryStatus]int{}
+	for _, ne := range evs {
+		ev, err := st.Event(t.Context(), ne.Event.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ev.Deliveries {
+			n[d.Status]++
+		}
+	}
+	return n
+}
+
+// Deliveries recorded while the destination has free slots are claimed in
+// the ingest transaction and sent without a claim of the dispatcher's; the
+// rest wait pending for the dispatcher; max_in_flight holds across both.
+func TestClaimAtIngestRespectsMaxInFlight(t *testing.T) {
+	t.Parallel()
+	st := openCounted(t)
+	sink, url := newHeldSink(t)
+	e := delivery.New(st, delivery.Options{PollInterval: time.Hour, Destinations: []delivery.Destination{dest(url, 2)}})
+	running(t, e, st, sink)
+	defer e.Stop(time.Second)
+	took := st.took.Load()
+	rec := e.ClaimAtIngest(st)
+
+	evs := newEvents(5, "dest")
+	res, err := rec.Ingest(t.Context(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil || len(r.Claims) != 0 {
+			t.Fatalf("result = %+v; the claims are the engine's, not the caller's", r)
+		}
+	}
+	if n := statuses(t, st, evs); n[anyhook.StatusDelivering] != 2 || n[anyhook.StatusPending] != 3 {
+		t.Fatalf("after ingest: %v; want 2 claimed at ingest (max_in_flight 2), 3 pending", n)
+	}
+	sink.wait(t, 2)
+	if n := st.took.Load() - took; n != 0 {
+		t.Fatalf("the dispatcher claimed %d times while ingest's claims held every slot", n)
+	}
+	close(sink.release)
+	sink.wait(t, 3)
+	deadline := time.Now().Add(30 * time.Second)
+	for statuses(t, st, evs)[anyhook.StatusDelivered] != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not all delivered: %v", statuses(t, st, evs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.most > 2 {
+		t.Errorf("%d requests in flight at once, over max_in_flight 2", sink.most)
+	}
+	for id, n := range sink.got {
+		if n != 1 {
+			t.Errorf("event %s sent %d times", id, n)
+		}
+	}
+	if len(sink.got) != 6 || st.took.Load() == took {
+		t.Errorf("sent %d events, %d claims by the dispatcher; want 6 (the warm-up's and 5), the last 3 by claim", len(sink.got), st.took.Load()-took)
+	}
+}
+
+// Before the engine starts and after it stops, ingest claims nothing: no
+// dispatcher would send it, and a hold destination would hold it.
+func TestClaimAtIngestOnlyWhileRunning(t *testing.T) {
+	t.Parallel()
+	st := openCounted(t)
+	_, url := newHeldSink(t)
+	e := delivery.New(st, delivery.Options{PollInterval: time.Hour, Destinations: []delivery.Destination{dest(url, 4)}})
+	rec := e.ClaimAtIngest(st)
+	before := newEvents(1, "dest")
+	if _, err := rec.Ingest(t.Context(), before); err != nil {
+		t.Fatal(err)
+	}
+	if n := statuses(t, st, before); n[anyhook.StatusPending] != 1 {
+		t.Fatalf("before Start: %v, want pending", n)
+	}
+	e.Start(t.Context())
+	e.Stop(0)
+	after := newEvents(1, "dest")
+	after[0].Event.DedupKey = "after"
+	if _, err := rec.Ingest(t.Context(), after); err != nil {
+		t.Fatal(err)
+	}
+	if n := statuses(t, st, after); n[anyhook.StatusPending] != 1 {
+		t.Fatalf("after Stop: %v, want pending", n)
+	}
+}
+
+// gatedRecorder holds each Ingest until open is closed.
+type gatedRecorder struct {
+	delivery.Recorder
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gatedRecorder) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	close(g.entered)
+	<-g.open
+	return g.Recorder.Ingest(ctx, evs)
+}
+
+// A stop that comes while an ingest holds reserved slots waits for its
+// claims and sends them: nothing claimed at ingest is left for the lease
+// to run out (a hold destination would hold it unsent).
+func TestClaimAtIngestStopSendsWhatIngestClaimed(t *testing.T) {
+	t.Parallel()
+	st := openCounted(t)
+	sink, url := newHeldSink(t)
+	e := delivery.New(st, delivery.Options{PollInterval: time.Hour, Destinations: []delivery.Destination{dest(url, 4)}})
+	running(t, e, st, sink)
+	close(sink.release)
+	g := &gatedRecorder{Recorder: st, entered: make(chan struct{}), open: make(chan struct{})}
+	rec := e.ClaimAtIngest(g)
+	evs := newEvents(3, "dest")
+	ingested := make(chan error, 1)
+	go func() {
+		_, err := rec.Ingest(t.Context(), evs)
+		ingested <- err
+	}()
+	<-g.entered // the slots are reserved
+	stopped := make(chan struct{})
+	go func() { e.Stop(30 * time.Second); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while an ingest held reserved slots")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(g.open)
+	if err := <-ingested; err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	if n := statuses(t, st, evs); n[anyhook.StatusDelivered] != 3 {
+		t.Fatalf("after Stop: %v; want the 3 claimed at ingest delivered", n)
+	}
+}

@@ -1,0 +1,238 @@
+package delivery
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// slots counts one destination's claims against its limits: requests in
+// flight (max_in_flight) and claims whose outcome is not recorded yet
+// (unfinishedFactor × max_in_flight). The dispatcher takes slots for its
+// claims and ingest for the deliveries it claims as it records them
+// (claims at ingest); ended requests and recorded outcomes give them back.
+type slots struct {
+	max, maxOpen int
+
+	mu             sync.Mutex
+	inFlight, open int
+	reserved       int           // taken by ingest, neither handed nor given back yet
+	handed         []store.Claim // claimed at ingest, for the dispatcher to send
+	finished       int           // outcomes recorded since the dispatcher last looked
+	open_          bool          // the dispatcher runs: ingest may claim
+	signal         chan struct{} // cap 1: a slot came back or a claim was handed
+}
+
+func newSlots(maxInFlight int) *slots {
+	return &slots{max: maxInFlight, maxOpen: unfinishedFactor * maxInFlight, signal: make(chan struct{}, 1)}
+}
+
+func (s *slots) notify() {
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+// free is how many more claims the limits allow now.
+func (s *slots) free() int {
+	return max(0, min(s.max-s.inFlight, s.maxOpen-s.open))
+}
+
+// take takes up to n slots and says how many; forIngest also counts them
+// reserved, and takes none while the dispatcher is not running.
+func (s *slots) take(n int, forIngest bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if forIngest && !s.open_ {
+		return 0
+	}
+	n = min(n, s.free())
+	s.inFlight += n
+	s.open += n
+	if forIngest {
+		s.reserved += n
+	}
+	return n
+}
+
+// giveBack returns n slots taken and not used; fromIngest also ends their
+// reservation.
+func (s *slots) giveBack(n int, fromIngest bool) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.inFlight -= n
+	s.open -= n
+	if fromIngest {
+		s.reserved -= n
+	}
+	s.mu.Unlock()
+	s.notify()
+}
+
+// sent gives back a request's slot once it ended; finish the claim's once
+// its outcome is recorded (or given up).
+func (s *slots) sent() {
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+	s.notify()
+}
+
+func (s *slots) finish() {
+	s.mu.Lock()
+	s.open--
+	s.finished++
+	s.mu.Unlock()
+	s.notify()
+}
+
+// hand passes claims made at ingest, whose slots were reserved, to the
+// dispatcher.
+func (s *slots) hand(cs []store.Claim) {
+	s.mu.Lock()
+	s.handed = append(s.handed, cs...)
+	s.reserved -= len(cs)
+	s.mu.Unlock()
+	s.notify()
+}
+
+// state is what the dispatcher reads at the top of its loop: the claims
+// handed to it (taken), the slots in use, and whether an outcome was
+// recorded since the last look.
+func (s *slots) state() (handed []store.Claim, inFlight, free int, finished bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	handed, s.handed = s.handed, nil
+	finished, s.finished = s.finished > 0, 0
+	return handed, s.inFlight, s.free(), finished
+}
+
+// setOpen says whether the dispatcher runs. Closing returns whether
+// reservations are still out: their claims will be handed (or their slots
+// given back) soon, and the stopping dispatcher must send them.
+func (s *slots) setOpen(open bool) (reserved bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open_ = open
+	return s.reserved > 0
+}
+
+// Recorder records events: the store's Ingest, or the ingest batcher's.
+type Recorder interface {
+	Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error)
+}
+
+// ClaimAtIngest returns a Recorder that records through rec and claims,
+// in the same transaction, the new deliveries to destinations that have
+// a free slot now (store.NewEvent.Lease), then hands them to their
+// dispatchers in memory: a new event's delivery goes out without a claim
+// transaction and without reading the event back (issue 15). It claims
+// only for destinations that would send at once: not those with order:
+// per_object (the order decides which delivery is next) or a rate (the
+// rate decides when). Destinations whose deliveries it left pending are
+// woken, as after any ingest.
+func (e *Engine) ClaimAtIngest(rec Recorder) Recorder { return &claimer{e: e, rec: rec} }
+
+type claimer struct {
+	e   *Engine
+	rec Recorder
+}
+
+func (c *claimer) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	reserved := c.reserve(evs)
+	if len(reserved) == 0 {
+		res, err := c.rec.Ingest(ctx, evs)
+		if err == nil {
+			c.wake(evs, res)
+		}
+		return res, err
+	}
+	evs = slices.Clone(evs) // the leases are this call's
+	left := make(map[string]int, len(reserved))
+	for d, n := range reserved {
+		left[d] = n
+	}
+	for i := range evs {
+		ne := &evs[i]
+		ne.Lease = nil
+		for j, d := range ne.Destinations {
+			if left[d] == 0 {
+				continue
+			}
+			left[d]--
+			if ne.Lease == nil {
+				ne.Lease = make([]time.Duration, len(ne.Destinations))
+			}
+			ne.Lease[j] = c.e.Lease(c.e.dests[d])
+		}
+	}
+	res, err := c.rec.Ingest(ctx, evs)
+	byDest := map[string][]store.Claim{}
+	if err == nil {
+		c.wake(evs, res)
+		for i := range res {
+			for _, cl := range res[i].Claims {
+				byDest[cl.Delivery.Destination] = append(byDest[cl.Delivery.Destination], cl)
+			}
+			res[i].Claims = nil
+		}
+	}
+	for d, n := range reserved {
+		sl := c.e.slots[d]
+		cs := byDest[d]
+		sl.giveBack(n-len(cs), true)
+		if len(cs) > 0 {
+			sl.hand(cs)
+		}
+	}
+	return res, err
+}
+
+// reserve takes, per destination of evs that claims at ingest, a slot for
+// each of its deliveries as far as the destination has free ones.
+func (c *claimer) reserve(evs []store.NewEvent) map[string]int {
+	var want map[string]int
+	for i := range evs {
+		for _, d := range evs[i].Destinations {
+			if dd := c.e.dests[d]; dd == nil || dd.InOrder || dd.Rate > 0 {
+				continue
+			}
+			if want == nil {
+				want = map[string]int{}
+			}
+			want[d]++
+		}
+	}
+	var got map[string]int
+	for d, n := range want {
+		if k := c.e.slots[d].take(n, true); k > 0 {
+			if got == nil {
+				got = map[string]int{}
+			}
+			got[d] = k
+		}
+	}
+	return got
+}
+
+// wake wakes the dispatchers of the destinations that got a new pending
+// delivery in res, one not claimed at ingest (a paused destination's, say).
+func (c *claimer) wake(evs []store.NewEvent, res []store.IngestResult) {
+	for i := range res {
+		r := &res[i]
+		if r.Err != nil || r.Duplicate {
+			continue
+		}
+		for _, d := range evs[i].Destinations {
+			if !slices.ContainsFunc(r.Claims, func(cl store.Claim) bool { return cl.Delivery.Destination == d }) {
+				c.e.wakeOne(d)
+			}
+		}
+	}
+}
