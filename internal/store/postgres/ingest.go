@@ -25,7 +25,9 @@ import (
 // statement, one round trip. A delivery with a lease ($24, in microseconds;
 // 0: none) is created claimed (store.NewEvent.Lease) unless its
 // destination is paused or the event skipped as stale; the statement
-// returns the ids of those and the transaction's clock. The unique indexes on (source, dedup_key) and
+// returns the ids of those and the transaction's clock. With $25 it also
+// sets the version mark of (source, object) to the event's version, if the
+// event was new (the pipelined ingest decided that it raises the mark). The unique indexes on (source, dedup_key) and
 // (source, content_key) make a concurrent insert with either key wait for
 // the first one's transaction and then do nothing (ON CONFLICT without a
 // target covers both), so it returns no row and the caller counts a
@@ -47,6 +49,9 @@ const insertEvent = `WITH ev AS (
 	CROSS JOIN LATERAL (SELECT d.lease <> 0 AND $14 = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = d.destination AND p.paused) AS claim) AS c
 	RETURNING id, status
+), vm AS (
+	INSERT INTO versions (source, object, version) SELECT $2, $9, $10 FROM ev WHERE $25
+	ON CONFLICT (source, object) DO UPDATE SET version = EXCLUDED.version
 )
 SELECT id, coalesce((SELECT array_agg(dl.id) FROM dl WHERE dl.status = 'delivering'), '{}'), now() FROM ev`
 
@@ -123,9 +128,16 @@ func (t *ingestTx) send(ctx context.Context, b *pgx.Batch) error {
 // when the caller's context is done.
 const rollbackTimeout = 5 * time.Second
 
-// Ingest implements store.Store: one transaction per batch, a savepoint per
-// item, so one failing item does not fail its batch-mates.
+// Ingest implements store.Store: one transaction per batch, pipelined
+// (ingestPipelined) unless an item fails or two share an object; then a
+// savepoint per item, so one failing item does not fail its batch-mates.
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	if res, ok, err := s.ingestPipelined(ctx, evs); ok {
+		return res, err
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, store.Unavailable("ingest", err)
@@ -334,29 +346,11 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 		}
 	}
 
-	status := anyhook.StatusPending
-	if stale && ne.StaleSkip {
-		status = anyhook.StatusSkipped
-	}
-	ids := make([]string, len(ne.Destinations))
-	leases := make([]int64, len(ne.Destinations))
-	for i := range ids {
-		ids[i] = s.newID()
-		if i < len(ne.Lease) {
-			leases[i] = micros(ne.Lease[i])
-		}
-	}
+	ids, leases := s.deliveryArgs(ne)
 	isNew := false
 	var claimed []string
 	var now time.Time
-	vm, vs, vk := store.VerificationArgs(ev.Verification)
-	b.Queue(insertEvent,
-		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
-		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale,
-		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, sqlstore.Nullable(ne.ContentKey),
-		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted), store.OriginArg(ev.Origin),
-		leases,
-	).QueryRow(func(row pgx.Row) error {
+	b.Queue(insertEvent, insertArgs(ne, headers, stale, ids, leases, false)...).QueryRow(func(row pgx.Row) error {
 		var id string
 		err := row.Scan(&id, &claimed, &now)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -369,29 +363,13 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 		return store.IngestResult{}, err
 	}
 	if isNew {
-		r := store.IngestResult{ID: ev.ID, Stale: stale}
-		for i, id := range ids {
-			if slices.Contains(claimed, id) {
-				c := store.Claim{Event: *ev}
-				c.Event.Stale = stale
-				c.Delivery = anyhook.Delivery{ID: id, EventID: ev.ID, Destination: ne.Destinations[i], Status: anyhook.StatusDelivering,
-					Stale: stale && !ne.StaleSkip, AttemptCount: 1, NextAttemptAt: now, LeaseUntil: now.Add(ne.Lease[i]),
-					ClaimedAt: now, CreatedAt: now, UpdatedAt: now}
-				r.Claims = append(r.Claims, c)
-			}
-		}
-		return r, nil
+		return newResult(ne, stale, ids, claimed, now), nil
 	}
 
 	// A duplicate: undo the version mark this item may have moved, and
 	// find the original (Ingest counts it, and records its arrival, there
-	// after the commit). The headers are those already encoded for the
-	// insert, unless they must be cut.
+	// after the commit).
 	var id string
-	arrival, cut := headers, false
-	if len(arrival) > store.MaxArrivalHeader {
-		arrival, cut = store.ArrivalHeader(ev.Header)
-	}
 	b = &pgx.Batch{}
 	b.Queue("ROLLBACK TO SAVEPOINT item")
 	b.Queue(findOriginal, ev.Source, sqlstore.Nullable(ev.DedupKey), sqlstore.Nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
@@ -404,10 +382,74 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	if err := t.send(ctx, b); err != nil {
 		return store.IngestResult{}, err
 	}
-	if store.OriginArg(ev.Origin) == nil {
-		// A backfilled copy is not an arrival: the provider did not send
-		// it again.
-		t.dups = append(t.dups, dupArrival{eventID: id, at: ev.ReceivedAt, remote: ev.RemoteAddr, headers: arrival, cut: cut})
-	}
+	t.dups = arrived(t.dups, ne, id, headers)
 	return store.IngestResult{ID: id, Duplicate: true}, nil
+}
+
+// newResult is the result of ne recorded as a new event: ids are its
+// deliveries' ids (in ne.Destinations' order), claimed those of them
+// created claimed, at now (the transaction's clock).
+func newResult(ne *store.NewEvent, stale bool, ids, claimed []string, now time.Time) store.IngestResult {
+	ev := &ne.Event
+	r := store.IngestResult{ID: ev.ID, Stale: stale}
+	for i, id := range ids {
+		if !slices.Contains(claimed, id) {
+			continue
+		}
+		c := store.Claim{Event: *ev}
+		c.Event.Stale = stale
+		c.Delivery = anyhook.Delivery{ID: id, EventID: ev.ID, Destination: ne.Destinations[i], Status: anyhook.StatusDelivering,
+			Stale: stale && !ne.StaleSkip, AttemptCount: 1, NextAttemptAt: now, LeaseUntil: now.Add(ne.Lease[i]),
+			ClaimedAt: now, CreatedAt: now, UpdatedAt: now}
+		r.Claims = append(r.Claims, c)
+	}
+	return r
+}
+
+// deliveryArgs are the ids of ne's deliveries and their leases (0: not
+// claimed at ingest), in microseconds, for insertEvent.
+func (s *Store) deliveryArgs(ne *store.NewEvent) (ids []string, leases []int64) {
+	ids = make([]string, len(ne.Destinations))
+	leases = make([]int64, len(ne.Destinations))
+	for i := range ids {
+		ids[i] = s.newID()
+		if i < len(ne.Lease) {
+			leases[i] = micros(ne.Lease[i])
+		}
+	}
+	return ids, leases
+}
+
+// insertArgs are insertEvent's arguments for ne; raise sets the version
+// mark to its version if it is new.
+func insertArgs(ne *store.NewEvent, headers []byte, stale bool, ids []string, leases []int64, raise bool) []any {
+	ev := &ne.Event
+	status := anyhook.StatusPending
+	if stale && ne.StaleSkip {
+		status = anyhook.StatusSkipped
+	}
+	vm, vs, vk := store.VerificationArgs(ev.Verification)
+	return []any{
+		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),
+		sqlstore.Nullable(ev.Object), sqlstore.Nullable(ev.Version), stale,
+		ids, ne.Destinations, string(status), stale && !ne.StaleSkip, sqlstore.Nullable(ne.ContentKey),
+		sqlstore.Nullable(ev.RemoteAddr), vm, vs, vk, sqlstore.Nullable(ev.Type), store.NotRoutedArg(ev.NotRouted), store.OriginArg(ev.Origin),
+		leases, raise,
+	}
+}
+
+// arrived adds the arrival of ne, a duplicate of event id, to dups, for
+// Ingest to count after the commit. The headers are those already encoded
+// for the insert, unless they must be cut. A backfilled copy is not an
+// arrival: the provider did not send it again.
+func arrived(dups []dupArrival, ne *store.NewEvent, id string, headers []byte) []dupArrival {
+	ev := &ne.Event
+	if store.OriginArg(ev.Origin) != nil {
+		return dups
+	}
+	arrival, cut := headers, false
+	if len(arrival) > store.MaxArrivalHeader {
+		arrival, cut = store.ArrivalHeader(ev.Header)
+	}
+	return append(dups, dupArrival{eventID: id, at: ev.ReceivedAt, remote: ev.RemoteAddr, headers: arrival, cut: cut})
 }

@@ -446,3 +446,38 @@ func testConcurrentContentKeysNoDeadlock(t *testing.T, s store.Store) {
 		t.Errorf("%d events for %d keys; want %d", len(distinct), len(ids), want)
 	}
 }
+
+// testStalenessInBatches: the version guard holds for events recorded in
+// one batch — of distinct objects (PostgreSQL reads their marks at once)
+// and of one object twice (recorded item by item) — and a duplicate in a
+// batch never moves a mark.
+func testStalenessInBatches(t *testing.T, s store.Store) {
+	ingest(t, s, versioned("a5", "order-a", "5", false), versioned("b5", "order-b", "5", false))
+	res := ingest(t, s,
+		versioned("a4", "order-a", "4", false), // stale
+		versioned("b6", "order-b", "6", false), // raises b
+		versioned("c1", "order-c", "1", false), // new object
+		versioned("a5", "order-a", "9", false), // a duplicate of a5: must not raise a to 9
+	)
+	if !res[0].Stale || res[1].Stale || res[2].Stale || !res[3].Duplicate {
+		t.Fatalf("results = %+v; want a4 stale, b6 and c1 fresh, a5 a duplicate", res)
+	}
+	res = ingest(t, s,
+		versioned("a6", "order-a", "6", false),  // fresh: a is still 5
+		versioned("b5b", "order-b", "5", false), // stale: b is 6
+		versioned("c0", "order-c", "0", false),  // stale: c is 1
+	)
+	if res[0].Stale || !res[1].Stale || !res[2].Stale {
+		t.Fatalf("results = %+v; want a6 fresh, b5b and c0 stale", res)
+	}
+	// One object twice in a batch (PostgreSQL records such a batch item by
+	// item, in key order, so which of the two came first is the store's
+	// choice): the mark ends at the higher version.
+	res = ingest(t, s, versioned("a8", "order-a", "8", false), versioned("a7", "order-a", "7", false), versioned("a8", "order-a", "8", false))
+	if res[0].Stale || !res[2].Duplicate {
+		t.Fatalf("results = %+v; want a8 fresh, then a duplicate", res)
+	}
+	if r := ingest(t, s, versioned("a7b", "order-a", "7", false))[0]; !r.Stale {
+		t.Fatalf("a7b = %+v; want stale behind 8", r)
+	}
+}

@@ -47,6 +47,7 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentContentKeyIngest", testConcurrentContentKeyIngest},
 		{"ConcurrentIdenticalIngest", testConcurrentIdenticalIngest},
 		{"BatchItemFailureIsolated", testBatchItemFailureIsolated},
+		{"StalenessInBatches", testStalenessInBatches},
 		{"ClaimAtIngest", testClaimAtIngest},
 		{"ClaimAtIngestPausedAndStale", testClaimAtIngestPausedAndStale},
 		{"ClaimAtIngestRescued", testClaimAtIngestRescued},
