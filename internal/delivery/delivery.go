@@ -230,8 +230,12 @@ func (e *Engine) Wake() {
 	}
 }
 
-// wakeOne tells destination's dispatcher that new deliveries may be due.
+// wakeOne tells destination's dispatcher that new deliveries may be due
+// (and ingest that they go first).
 func (e *Engine) wakeOne(destination string) {
+	if sl := e.slots[destination]; sl != nil {
+		sl.setDrained(false)
+	}
 	select {
 	case e.wake[destination] <- struct{}{}:
 	default:
@@ -384,6 +388,9 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 					continue // more may be due at once
 				}
 				dry = true
+				if err == nil {
+					sl.setDrained(true)
+				}
 			}
 		}
 		select {
@@ -393,6 +400,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 			dry = false
 		case <-tick.C:
 			dry = false
+			sl.setDrained(false) // retries may have come due
 		case <-later:
 		case <-deferral:
 			deferral, deferralOver = nil, true

@@ -23,7 +23,14 @@ type slots struct {
 	handed         []store.Claim // claimed at ingest, for the dispatcher to send
 	finished       int           // outcomes recorded since the dispatcher last looked
 	open_          bool          // the dispatcher runs: ingest may claim
-	signal         chan struct{} // cap 1: a slot came back or a claim was handed
+	// drained: the dispatcher's last claim found fewer due deliveries than
+	// it asked for, and nothing said since that more are waiting (a wake
+	// clears it). Ingest claims only then, so that new events never go
+	// ahead of a backlog of older due deliveries (a queue after an
+	// outage, retries that came due): the backlog goes first, in the
+	// dispatcher's order, and claims at ingest resume once it is drained.
+	drained bool
+	signal  chan struct{} // cap 1: a slot came back or a claim was handed
 }
 
 func newSlots(maxInFlight int) *slots {
@@ -47,7 +54,7 @@ func (s *slots) free() int {
 func (s *slots) take(n int, forIngest bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if forIngest && !s.open_ {
+	if forIngest && !(s.open_ && s.drained) {
 		return 0
 	}
 	n = min(n, s.free())
@@ -90,6 +97,13 @@ func (s *slots) finish() {
 	s.finished++
 	s.mu.Unlock()
 	s.notify()
+}
+
+// setDrained records whether the destination's queue was found empty.
+func (s *slots) setDrained(drained bool) {
+	s.mu.Lock()
+	s.drained = drained
+	s.mu.Unlock()
 }
 
 // hand passes claims made at ingest, whose slots were reserved, to the
@@ -135,8 +149,9 @@ type Recorder interface {
 // transaction and without reading the event back (issue 15). It claims
 // only for destinations that would send at once: not those with order:
 // per_object (the order decides which delivery is next) or a rate (the
-// rate decides when). Destinations whose deliveries it left pending are
-// woken, as after any ingest.
+// rate decides when), and only while the destination's queue is drained
+// (no older due delivery waits: they go first). Destinations whose
+// deliveries it left pending are woken, as after any ingest.
 func (e *Engine) ClaimAtIngest(rec Recorder) Recorder { return &claimer{e: e, rec: rec} }
 
 type claimer struct {
