@@ -314,19 +314,11 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 			})
 		}
 	}
-	sl.setOpen(true)
-	defer func() {
-		// Claims made at ingest for this destination are sent (within the
-		// shutdown's grace) even though the dispatcher stops: nothing else
-		// would send them before their lease ran out.
-		for sl.setOpen(false) {
-			<-sl.signal
-			handed, _, _, _ := sl.state()
-			start(handed, trace.SpanContext{})
-		}
-		handed, _, _, _ := sl.state()
-		start(handed, trace.SpanContext{})
-	}()
+	// Claims made at ingest are sent from the hand-off, at once; a
+	// stopping dispatcher waits until the ingest batches that hold its
+	// slots have started theirs (within the shutdown's grace, like any).
+	sl.open(func(cs []store.Claim) { start(cs, trace.SpanContext{}) })
+	defer sl.close()
 	// A small claim is put off until deferral fires (deferralOver), at
 	// most claimDefer: a timer, so it ends whatever the clock says.
 	var deferral <-chan time.Time
@@ -345,9 +337,8 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	tick := time.NewTicker(e.opt.PollInterval)
 	defer tick.Stop()
 	for {
-		// Send what ingest claimed, and see what the limits allow.
-		handed, inFlight, want, finished := sl.state()
-		start(handed, trace.SpanContext{})
+		// See what the limits allow.
+		inFlight, want, finished := sl.state()
 		dry = dry && !(finished && d.InOrder)
 		var later <-chan time.Time // the rate (or a put-off claim) allows the next request then
 		// While requests are in flight, wait (at most claimDefer) until a
@@ -404,7 +395,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		case <-later:
 		case <-deferral:
 			deferral, deferralOver = nil, true
-		case <-sl.signal: // a slot came back, or ingest handed claims
+		case <-sl.signal: // a slot came back
 		}
 	}
 }

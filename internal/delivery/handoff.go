@@ -17,12 +17,15 @@ import (
 type slots struct {
 	max, maxOpen int
 
-	mu             sync.Mutex
-	inFlight, open int
-	reserved       int           // taken by ingest, neither handed nor given back yet
-	handed         []store.Claim // claimed at ingest, for the dispatcher to send
-	finished       int           // outcomes recorded since the dispatcher last looked
-	open_          bool          // the dispatcher runs: ingest may claim
+	mu                   sync.Mutex
+	inFlight, unfinished int
+	reserved             int // taken by ingest, neither handed nor given back yet
+	// send starts the sends of claims made at ingest (set while the
+	// dispatcher runs): at once, in the hand-off, not when the dispatcher
+	// next looks, because their lease runs from the ingest's commit.
+	send     func([]store.Claim)
+	finished int  // outcomes recorded since the dispatcher last looked
+	running  bool // the dispatcher runs: ingest may claim
 	// drained: the dispatcher's last claim found fewer due deliveries than
 	// it asked for, and nothing said since that more are waiting (a wake
 	// clears it). Ingest claims only then, so that new events never go
@@ -30,7 +33,7 @@ type slots struct {
 	// outage, retries that came due): the backlog goes first, in the
 	// dispatcher's order, and claims at ingest resume once it is drained.
 	drained bool
-	signal  chan struct{} // cap 1: a slot came back or a claim was handed
+	signal  chan struct{} // cap 1: a slot came back or a reservation ended
 }
 
 func newSlots(maxInFlight int) *slots {
@@ -46,7 +49,7 @@ func (s *slots) notify() {
 
 // free is how many more claims the limits allow now.
 func (s *slots) free() int {
-	return max(0, min(s.max-s.inFlight, s.maxOpen-s.open))
+	return max(0, min(s.max-s.inFlight, s.maxOpen-s.unfinished))
 }
 
 // take takes up to n slots and says how many; forIngest also counts them
@@ -54,12 +57,12 @@ func (s *slots) free() int {
 func (s *slots) take(n int, forIngest bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if forIngest && !(s.open_ && s.drained) {
+	if forIngest && !(s.running && s.drained) {
 		return 0
 	}
 	n = min(n, s.free())
 	s.inFlight += n
-	s.open += n
+	s.unfinished += n
 	if forIngest {
 		s.reserved += n
 	}
@@ -74,7 +77,7 @@ func (s *slots) giveBack(n int, fromIngest bool) {
 	}
 	s.mu.Lock()
 	s.inFlight -= n
-	s.open -= n
+	s.unfinished -= n
 	if fromIngest {
 		s.reserved -= n
 	}
@@ -93,7 +96,7 @@ func (s *slots) sent() {
 
 func (s *slots) finish() {
 	s.mu.Lock()
-	s.open--
+	s.unfinished--
 	s.finished++
 	s.mu.Unlock()
 	s.notify()
@@ -106,35 +109,47 @@ func (s *slots) setDrained(drained bool) {
 	s.mu.Unlock()
 }
 
-// hand passes claims made at ingest, whose slots were reserved, to the
-// dispatcher.
+// hand sends claims made at ingest, whose slots were reserved, and only
+// then ends their reservation: a stopping dispatcher waits for that, so
+// every send is started before the engine waits for its sends.
 func (s *slots) hand(cs []store.Claim) {
 	s.mu.Lock()
-	s.handed = append(s.handed, cs...)
+	send := s.send
+	s.mu.Unlock()
+	send(cs)
+	s.mu.Lock()
 	s.reserved -= len(cs)
 	s.mu.Unlock()
 	s.notify()
 }
 
-// state is what the dispatcher reads at the top of its loop: the claims
-// handed to it (taken), the slots in use, and whether an outcome was
-// recorded since the last look.
-func (s *slots) state() (handed []store.Claim, inFlight, free int, finished bool) {
+// state is what the dispatcher reads at the top of its loop: the slots in
+// use and free, and whether an outcome was recorded since the last look.
+func (s *slots) state() (inFlight, free int, finished bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	handed, s.handed = s.handed, nil
 	finished, s.finished = s.finished > 0, 0
-	return handed, s.inFlight, s.free(), finished
+	return s.inFlight, s.free(), finished
 }
 
-// setOpen says whether the dispatcher runs. Closing returns whether
-// reservations are still out: their claims will be handed (or their slots
-// given back) soon, and the stopping dispatcher must send them.
-func (s *slots) setOpen(open bool) (reserved bool) {
+// open lets ingest claim, sending what it claims with send; close stops
+// it and waits until no reservation is out (each ends with its claims'
+// sends started, or its slots given back).
+func (s *slots) open(send func([]store.Claim)) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.open_ = open
-	return s.reserved > 0
+	s.running, s.send = true, send
+	s.mu.Unlock()
+}
+
+func (s *slots) close() {
+	s.mu.Lock()
+	s.running = false
+	for s.reserved > 0 {
+		s.mu.Unlock()
+		<-s.signal
+		s.mu.Lock()
+	}
+	s.mu.Unlock()
 }
 
 // Recorder records events: the store's Ingest, or the ingest batcher's.

@@ -14,7 +14,8 @@ func TestSlotsIngestTakesOnlyWhenDrained(t *testing.T) {
 	if n := s.take(2, true); n != 0 {
 		t.Fatalf("took %d before the dispatcher ran", n)
 	}
-	s.setOpen(true)
+	var sent int
+	s.open(func(cs []store.Claim) { sent += len(cs) })
 	if n := s.take(2, true); n != 0 {
 		t.Fatalf("took %d before the dispatcher found its queue empty", n)
 	}
@@ -35,11 +36,9 @@ func TestSlotsIngestTakesOnlyWhenDrained(t *testing.T) {
 	}
 	s.hand(make([]store.Claim, 2))
 	s.giveBack(1, true)
-	if reserved := s.setOpen(false); reserved {
-		t.Fatal("reservations out after every one was handed or given back")
-	}
-	handed, inFlight, free, _ := s.state()
-	if len(handed) != 2 || inFlight != 3 || free != 1 {
-		t.Fatalf("handed %d, in flight %d, free %d; want 2, 3, 1", len(handed), inFlight, free)
+	s.close() // returns: every reservation was handed or given back
+	inFlight, free, _ := s.state()
+	if sent != 2 || inFlight != 3 || free != 1 {
+		t.Fatalf("sent %d, in flight %d, free %d; want 2, 3, 1", sent, inFlight, free)
 	}
 }
