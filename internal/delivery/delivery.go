@@ -230,12 +230,18 @@ func (e *Engine) Wake() {
 	}
 }
 
-// wakeOne tells destination's dispatcher that new deliveries may be due
-// (and ingest that they go first).
+// wakeOne tells destination's dispatcher that deliveries may be due (a
+// rescue, a replay, a resend, a resume), and ingest that they go before
+// new events: the queue is not drained.
 func (e *Engine) wakeOne(destination string) {
 	if sl := e.slots[destination]; sl != nil {
 		sl.setDrained(false)
 	}
+	e.nudge(destination)
+}
+
+// nudge tells destination's dispatcher that deliveries may be due.
+func (e *Engine) nudge(destination string) {
 	select {
 	case e.wake[destination] <- struct{}{}:
 	default:
@@ -356,7 +362,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		if want > 0 {
 			deferral, deferralOver = nil, false
 			allowed, wait := lim.take(want)
-			if took := sl.take(allowed, false); took < allowed { // ingest took some since
+			if took := sl.take(allowed); took < allowed { // ingest took some since
 				lim.giveBack(allowed - took)
 				allowed = took
 			}

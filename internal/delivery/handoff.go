@@ -52,21 +52,34 @@ func (s *slots) free() int {
 	return max(0, min(s.max-s.inFlight, s.maxOpen-s.unfinished))
 }
 
-// take takes up to n slots and says how many; forIngest also counts them
-// reserved, and takes none while the dispatcher is not running.
-func (s *slots) take(n int, forIngest bool) int {
+// take takes up to n slots for the dispatcher and says how many.
+func (s *slots) take(n int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if forIngest && !(s.running && s.drained) {
-		return 0
-	}
 	n = min(n, s.free())
 	s.inFlight += n
 	s.unfinished += n
-	if forIngest {
-		s.reserved += n
-	}
 	return n
+}
+
+// reserve takes up to n slots for ingest and says how many: none unless
+// the dispatcher runs and its queue is drained. When the free slots are
+// fewer than n, the deliveries left over will wait pending: a backlog, so
+// the queue is no longer drained.
+func (s *slots) reserve(n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running || !s.drained {
+		return 0
+	}
+	got := min(n, s.free())
+	if got < n {
+		s.drained = false
+	}
+	s.inFlight += got
+	s.unfinished += got
+	s.reserved += got
+	return got
 }
 
 // giveBack returns n slots taken and not used; fromIngest also ends their
@@ -241,7 +254,7 @@ func (c *claimer) reserve(evs []store.NewEvent) map[string]int {
 	}
 	var got map[string]int
 	for d, n := range want {
-		if k := c.e.slots[d].take(n, true); k > 0 {
+		if k := c.e.slots[d].reserve(n); k > 0 {
 			if got == nil {
 				got = map[string]int{}
 			}
@@ -252,7 +265,11 @@ func (c *claimer) reserve(evs []store.NewEvent) map[string]int {
 }
 
 // wake wakes the dispatchers of the destinations that got a new pending
-// delivery in res, one not claimed at ingest (a paused destination's, say).
+// delivery in res, one not claimed at ingest (a paused destination's, one
+// that found no free slot or a queue not drained). It leaves the queue's
+// drained state alone: deliveries that waited for a slot made it not
+// drained already (reserve), and the others are new events, not a
+// backlog they should wait behind.
 func (c *claimer) wake(evs []store.NewEvent, res []store.IngestResult) {
 	for i := range res {
 		r := &res[i]
@@ -261,7 +278,7 @@ func (c *claimer) wake(evs []store.NewEvent, res []store.IngestResult) {
 		}
 		for _, d := range evs[i].Destinations {
 			if !slices.ContainsFunc(r.Claims, func(cl store.Claim) bool { return cl.Delivery.Destination == d }) {
-				c.e.wakeOne(d)
+				c.e.nudge(d)
 			}
 		}
 	}

@@ -7,38 +7,45 @@ import (
 )
 
 // Ingest claims only while the dispatcher runs and has found its queue
-// empty; a wake (more deliveries waiting) stops it until the dispatcher
+// empty; a wake (older deliveries waiting) or an ingest that found too few
+// free slots (its leftovers wait pending) stops it until the dispatcher
 // has claimed them; the limits hold across both takers.
 func TestSlotsIngestTakesOnlyWhenDrained(t *testing.T) {
 	s := newSlots(4)
-	if n := s.take(2, true); n != 0 {
-		t.Fatalf("took %d before the dispatcher ran", n)
+	if n := s.reserve(2); n != 0 {
+		t.Fatalf("reserved %d before the dispatcher ran", n)
 	}
 	var sent int
 	s.open(func(cs []store.Claim) { sent += len(cs) })
-	if n := s.take(2, true); n != 0 {
-		t.Fatalf("took %d before the dispatcher found its queue empty", n)
+	if n := s.reserve(2); n != 0 {
+		t.Fatalf("reserved %d before the dispatcher found its queue empty", n)
 	}
 	s.setDrained(true)
-	if n := s.take(3, true); n != 3 {
-		t.Fatalf("took %d of 3 with 4 free", n)
+	if n := s.reserve(3); n != 3 {
+		t.Fatalf("reserved %d of 3 with 4 free", n)
 	}
-	if n := s.take(3, false); n != 1 {
+	if n := s.take(3); n != 1 {
 		t.Fatalf("dispatcher took %d with 1 free", n)
 	}
 	s.giveBack(1, false)
 	s.setDrained(false) // a wake: older deliveries wait
-	if n := s.take(1, true); n != 0 {
-		t.Fatalf("ingest took %d while older deliveries waited", n)
+	if n := s.reserve(1); n != 0 {
+		t.Fatalf("reserved %d while older deliveries waited", n)
 	}
-	if n := s.take(1, false); n != 1 {
-		t.Fatalf("dispatcher took %d with 1 free", n)
+	s.setDrained(true)
+	if n := s.reserve(2); n != 1 {
+		t.Fatalf("reserved %d of 2 with 1 free", n)
+	}
+	// The one left over waits pending: the queue is no longer drained.
+	s.giveBack(1, true)
+	if n := s.reserve(1); n != 0 {
+		t.Fatalf("reserved %d while a delivery left over by the last ingest waited", n)
 	}
 	s.hand(make([]store.Claim, 2))
 	s.giveBack(1, true)
 	s.close() // returns: every reservation was handed or given back
 	inFlight, free, _ := s.state()
-	if sent != 2 || inFlight != 3 || free != 1 {
-		t.Fatalf("sent %d, in flight %d, free %d; want 2, 3, 1", sent, inFlight, free)
+	if sent != 2 || inFlight != 2 || free != 2 {
+		t.Fatalf("sent %d, in flight %d, free %d; want 2, 2, 2", sent, inFlight, free)
 	}
 }
