@@ -105,11 +105,16 @@ func newEvents(n int, dests ...string) []store.NewEvent {
 	return evs
 }
 
-// running starts e and returns once its dispatcher has sent one event
-// and gone idle: a claim at ingest then meets no start-up claim of the
-// dispatcher's (with an hour's poll, the dispatcher claims only on wakes).
-func running(t *testing.T, e *delivery.Engine, st store.Store, sink *heldSink) {
+// runningEngine starts an engine on a fresh SQLite store, delivering to
+// a held sink with max_in_flight maxInFlight, and returns once its
+// dispatcher has sent one event and gone idle: a claim at ingest then meets
+// no start-up claim of the dispatcher's (with an hour's poll, the
+// dispatcher claims only on wakes).
+func runningEngine(t *testing.T, maxInFlight int) (*claimCounter, *heldSink, *delivery.Engine) {
 	t.Helper()
+	st := openCounted(t)
+	sink, url := newHeldSink(t)
+	e := delivery.New(st, delivery.Options{PollInterval: time.Hour, Destinations: []delivery.Destination{dest(url, maxInFlight)}})
 	e.Start(t.Context())
 	sink.pass <- struct{}{}
 	warm := newEvents(1, "dest")
@@ -119,10 +124,17 @@ func running(t *testing.T, e *delivery.Engine, st store.Store, sink *heldSink) {
 	}
 	e.Wake()
 	sink.wait(t, 1)
+	waitDelivered(t, st, warm)
+	return st, sink, e
+}
+
+// waitDelivered waits until every delivery of evs is delivered.
+func waitDelivered(t *testing.T, st store.Store, evs []store.NewEvent) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for statuses(t, st, warm)[anyhook.StatusDelivered] != 1 {
+	for statuses(t, st, evs)[anyhook.StatusDelivered] != len(evs) {
 		if time.Now().After(deadline) {
-			t.Fatal("the warm-up event was not delivered")
+			t.Fatalf("not all delivered: %v", statuses(t, st, evs))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -153,10 +165,7 @@ func statuses(t *testing.T, st store.Store, evs []store.NewEvent) map[anyhook.De
 // rest wait pending for the dispatcher; max_in_flight holds across both.
 func TestClaimAtIngestRespectsMaxInFlight(t *testing.T) {
 	t.Parallel()
-	st := openCounted(t)
-	sink, url := newHeldSink(t)
-	e := delivery.New(st, delivery.Options{PollInterval: time.Hour, Destinations: []delivery.Destination{dest(url, 2)}})
-	running(t, e, st, sink)
+	st, sink, e := runningEngine(t, 2)
 	defer e.Stop(time.Second)
 	took := st.took.Load()
 	rec := e.ClaimAtIngest(st)
@@ -180,13 +189,7 @@ func TestClaimAtIngestRespectsMaxInFlight(t *testing.T) {
 	}
 	close(sink.release)
 	sink.wait(t, 3)
-	deadline := time.Now().Add(30 * time.Second)
-	for statuses(t, st, evs)[anyhook.StatusDelivered] != 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("not all delivered: %v", statuses(t, st, evs))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitDelivered(t, st, evs)
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if sink.most > 2 {
@@ -247,10 +250,7 @@ func (g *gatedRecorder) Ingest(ctx context.Context, evs []store.NewEvent) ([]sto
 // to run out (a hold destination would hold it unsent).
 func TestClaimAtIngestStopSendsWhatIngestClaimed(t *testing.T) {
 	t.Parallel()
-	st := openCounted(t)
-	sink, url := newHeldSink(t)
-	e := delivery.New(st, delivery.Options{PollInterval: time.Hour, Destinations: []delivery.Destination{dest(url, 4)}})
-	running(t, e, st, sink)
+	st, sink, e := runningEngine(t, 4)
 	close(sink.release)
 	g := &gatedRecorder{Recorder: st, entered: make(chan struct{}), open: make(chan struct{})}
 	rec := e.ClaimAtIngest(g)
