@@ -370,6 +370,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 					later = time.After(wait)
 				}
 			} else {
+				mark := sl.mark()
 				claims, err := e.claim(ctx, d, allowed)
 				if err != nil {
 					claims.claims = nil // a failed claim claimed nothing
@@ -381,7 +382,11 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				sl.giveBack(allowed-len(claims.claims), false)
 				start(claims.claims, claims.span)
 				if len(claims.claims) == allowed {
+					sl.leftPending()
 					continue // more may be due at once
+				}
+				if err == nil {
+					sl.drained(mark) // ingest may claim again
 				}
 				dry = true
 			}
@@ -391,8 +396,10 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 			return
 		case <-e.wake[d.Name]:
 			dry = false
+			sl.leftPending() // until this claim finds the queue empty
 		case <-tick.C:
 			dry = false
+			sl.leftPending() // retries may have come due
 		case <-later:
 		case <-deferral:
 			deferral, deferralOver = nil, true

@@ -23,11 +23,19 @@ type slots struct {
 	handed         []store.Claim // claimed at ingest, for the dispatcher to send
 	finished       int           // outcomes recorded since the dispatcher last looked
 	open_          bool          // the dispatcher runs: ingest may claim
-	signal         chan struct{} // cap 1: a slot came back or a claim was handed
+	// backlog: deliveries may be waiting for the dispatcher's claim (left
+	// pending by ingest, due retries, rescues), so ingest claims nothing:
+	// a freed slot goes to the oldest due delivery, not to the next
+	// event. Set by leftPending (counted in marks); cleared by drained,
+	// once a claim of the dispatcher came back short and nothing was left
+	// pending since it began.
+	backlog bool
+	marks   uint64
+	signal  chan struct{} // cap 1: a slot came back or a claim was handed
 }
 
 func newSlots(maxInFlight int) *slots {
-	return &slots{max: maxInFlight, maxOpen: unfinishedFactor * maxInFlight, signal: make(chan struct{}, 1)}
+	return &slots{max: maxInFlight, maxOpen: unfinishedFactor * maxInFlight, signal: make(chan struct{}, 1), backlog: true}
 }
 
 func (s *slots) notify() {
@@ -43,11 +51,12 @@ func (s *slots) free() int {
 }
 
 // take takes up to n slots and says how many; forIngest also counts them
-// reserved, and takes none while the dispatcher is not running.
+// reserved, and takes none while the dispatcher is not running or the
+// destination has a backlog.
 func (s *slots) take(n int, forIngest bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if forIngest && !s.open_ {
+	if forIngest && (!s.open_ || s.backlog) {
 		return 0
 	}
 	n = min(n, s.free())
@@ -90,6 +99,31 @@ func (s *slots) finish() {
 	s.finished++
 	s.mu.Unlock()
 	s.notify()
+}
+
+// leftPending says deliveries may wait for the dispatcher's claim.
+func (s *slots) leftPending() {
+	s.mu.Lock()
+	s.backlog = true
+	s.marks++
+	s.mu.Unlock()
+}
+
+// mark is taken before a claim of the dispatcher's; drained(mark) after
+// it came back short ends the backlog, unless a delivery was left pending
+// since (the claim may not have seen it).
+func (s *slots) mark() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.marks
+}
+
+func (s *slots) drained(mark uint64) {
+	s.mu.Lock()
+	if s.marks == mark {
+		s.backlog = false
+	}
+	s.mu.Unlock()
 }
 
 // hand passes claims made at ingest, whose slots were reserved, to the
@@ -231,6 +265,9 @@ func (c *claimer) wake(evs []store.NewEvent, res []store.IngestResult) {
 		}
 		for _, d := range evs[i].Destinations {
 			if !slices.ContainsFunc(r.Claims, func(cl store.Claim) bool { return cl.Delivery.Destination == d }) {
+				if sl := c.e.slots[d]; sl != nil {
+					sl.leftPending()
+				}
 				c.e.wakeOne(d)
 			}
 		}
