@@ -48,6 +48,7 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentIdenticalIngest", testConcurrentIdenticalIngest},
 		{"BatchItemFailureIsolated", testBatchItemFailureIsolated},
 		{"StalenessInBatches", testStalenessInBatches},
+		{"DuplicateInBatchKeepsMark", testDuplicateInBatchKeepsMark},
 		{"ClaimAtIngest", testClaimAtIngest},
 		{"ClaimAtIngestPausedAndStale", testClaimAtIngestPausedAndStale},
 		{"ClaimAtIngestRescued", testClaimAtIngestRescued},
