@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -166,5 +167,54 @@ func testClaimAtIngestFailedItem(t *testing.T, s store.Store) {
 	}
 	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 0 {
 		t.Fatalf("claimed %+v after ingest claimed everything", cs)
+	}
+}
+
+// testClaimAtIngestConcurrentDuplicates: one event arriving many times at
+// once, each copy leased at ingest (several processes, each with a free
+// slot), is recorded once with one delivery, claimed once: exactly one
+// copy returns the claim, and it is the stored delivery.
+func testClaimAtIngestConcurrentDuplicates(t *testing.T, s store.Store) {
+	const n = 16
+	res := make([]store.IngestResult, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			ne := leased(newEvent("stripe", "evt_same", "billing"), time.Minute, "billing")
+			ne.ContentKey = "same-content"
+			r, err := s.Ingest(ctx(t), []store.NewEvent{ne})
+			if err == nil {
+				res[i] = r[0]
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var claims []store.Claim
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("result = %+v", r)
+		}
+		if r.ID != res[0].ID {
+			t.Fatalf("copies recorded as %s and %s", res[0].ID, r.ID)
+		}
+		claims = append(claims, r.Claims...)
+	}
+	if len(claims) != 1 {
+		t.Fatalf("%d claims for one event: %+v", len(claims), claims)
+	}
+	ev := event(t, s, res[0].ID)
+	if len(ev.Deliveries) != 1 || ev.Deliveries[0].ID != claims[0].Delivery.ID || ev.Deliveries[0].Status != anyhook.StatusDelivering || ev.Duplicates != n-1 {
+		t.Fatalf("event = %+v; want one delivery, the claim %s, and %d duplicates", ev, claims[0].Delivery.ID, n-1)
+	}
+	if more := claim(t, s, "billing", 10, time.Minute); len(more) != 0 {
+		t.Fatalf("claimed again: %+v", more)
 	}
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Open) {
 		{"ClaimAtIngestPausedAndStale", testClaimAtIngestPausedAndStale},
 		{"ClaimAtIngestRescued", testClaimAtIngestRescued},
 		{"ClaimAtIngestFailedItem", testClaimAtIngestFailedItem},
+		{"ClaimAtIngestConcurrentDuplicates", testClaimAtIngestConcurrentDuplicates},
 		{"ClaimAndFinish", testClaimAndFinish},
 		{"ClaimLimitNotPositive", testClaimLimitNotPositive},
 		{"RetryIsNotDueEarly", testRetryIsNotDueEarly},
