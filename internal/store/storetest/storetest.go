@@ -54,6 +54,7 @@ func Run(t *testing.T, open Open) {
 		{"ClaimAtIngestRescued", testClaimAtIngestRescued},
 		{"ClaimAtIngestFailedItem", testClaimAtIngestFailedItem},
 		{"ClaimAtIngestConcurrentDuplicates", testClaimAtIngestConcurrentDuplicates},
+		{"ClaimAtIngestInvalidItem", testClaimAtIngestInvalidItem},
 		{"ClaimAndFinish", testClaimAndFinish},
 		{"ClaimLimitNotPositive", testClaimLimitNotPositive},
 		{"RetryIsNotDueEarly", testRetryIsNotDueEarly},
