@@ -277,3 +277,80 @@ func TestClaimAtIngestStopSendsWhatIngestClaimed(t *testing.T) {
 		t.Fatalf("after Stop: %v; want the 3 claimed at ingest delivered", n)
 	}
 }
+
+// countingSink answers 200 at once and counts the requests per delivery
+// id and the most in flight at once.
+type countingSink struct {
+	mu             sync.Mutex
+	inFlight, most int
+	got            map[string]int
+}
+
+func (s *countingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.inFlight++
+	s.most = max(s.most, s.inFlight)
+	s.got[r.Header.Get("X-AnyHook-Delivery")]++
+	s.mu.Unlock()
+	time.Sleep(time.Millisecond) // let requests overlap
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+}
+
+// Concurrent ingests through the claim at ingest, against the dispatcher's
+// own claims (a short poll, so ticks and backlogs come and go): every
+// event is sent exactly once, max_in_flight holds, and Stop returns (no
+// slot is left reserved).
+func TestClaimAtIngestConcurrentIngests(t *testing.T) {
+	t.Parallel()
+	st := openCounted(t)
+	sink := &countingSink{got: map[string]int{}}
+	srv := httptest.NewServer(sink)
+	t.Cleanup(srv.Close)
+	e := delivery.New(st, delivery.Options{PollInterval: 5 * time.Millisecond, Destinations: []delivery.Destination{dest(srv.URL, 3)}})
+	e.Start(t.Context())
+	rec := e.ClaimAtIngest(st)
+	var all []store.NewEvent
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for b := range 25 {
+				evs := newEvents(1+b%4, "dest")
+				for i := range evs {
+					evs[i].Event.DedupKey = "w" + strconv.Itoa(w) + "-b" + strconv.Itoa(b) + "-" + strconv.Itoa(i)
+				}
+				if _, err := rec.Ingest(t.Context(), evs); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				all = append(all, evs...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(60 * time.Second)
+	for statuses(t, st, all)[anyhook.StatusDelivered] != len(all) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not all delivered: %v of %d", statuses(t, st, all), len(all))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.Stop(30 * time.Second)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.most > 3 {
+		t.Errorf("%d requests in flight at once, over max_in_flight 3", sink.most)
+	}
+	if len(sink.got) != len(all) {
+		t.Errorf("%d events sent, want %d", len(sink.got), len(all))
+	}
+	for id, n := range sink.got {
+		if n != 1 {
+			t.Errorf("event %s sent %d times", id, n)
+		}
+	}
+}
