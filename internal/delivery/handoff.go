@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -207,16 +208,29 @@ func (c *claimer) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Ing
 		}
 	}
 	res, err := c.rec.Ingest(ctx, evs)
-	byDest := map[string][]store.Claim{}
-	if err == nil {
-		c.wake(evs, res)
-		for i := range res {
-			for _, cl := range res[i].Claims {
-				byDest[cl.Delivery.Destination] = append(byDest[cl.Delivery.Destination], cl)
-			}
-			res[i].Claims = nil
-		}
+	if err != nil {
+		// The reservations stay out (a stopping dispatcher waits for
+		// them) until the claims the failed ingest may have committed
+		// are found, without holding up the ingest's answer.
+		go c.settle(reserved, c.recover(evs))
+		return res, err
 	}
+	c.wake(evs, res)
+	byDest := map[string][]store.Claim{}
+	for i := range res {
+		for _, cl := range res[i].Claims {
+			byDest[cl.Delivery.Destination] = append(byDest[cl.Delivery.Destination], cl)
+		}
+		res[i].Claims = nil
+	}
+	c.settle(reserved, func() map[string][]store.Claim { return byDest })
+	return res, err
+}
+
+// settle hands each destination the claims made on its reserved slots
+// and gives back the rest.
+func (c *claimer) settle(reserved map[string]int, claims func() map[string][]store.Claim) {
+	byDest := claims()
 	for d, n := range reserved {
 		sl := c.e.slots[d]
 		cs := byDest[d]
@@ -225,7 +239,60 @@ func (c *claimer) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Ing
 			sl.hand(cs)
 		}
 	}
-	return res, err
+}
+
+// eventReader reads an event back with its deliveries (store.Store's
+// Event).
+type eventReader interface {
+	Event(ctx context.Context, id string) (anyhook.Event, error)
+}
+
+// recoverTimeout bounds the reads of recover.
+const recoverTimeout = 5 * time.Second
+
+// recover returns a function that finds the claims an ingest that failed
+// may still have committed: a COMMIT whose answer was lost (the
+// connection dropped) leaves the deliveries claimed with nobody to send
+// them; their lease would run out and a hold destination would hold them,
+// never sent. It reads each leased event back: a delivery of it still
+// delivering in its first attempt, none recorded, and leased beyond now,
+// is a claim of this ingest (no one else claims a delivery before its
+// first attempt ends). What it cannot read is left to the lease.
+func (c *claimer) recover(evs []store.NewEvent) func() map[string][]store.Claim {
+	return func() map[string][]store.Claim {
+		r, ok := c.e.st.(eventReader)
+		if !ok {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+		defer cancel()
+		byDest := map[string][]store.Claim{}
+		for i := range evs {
+			ne := &evs[i]
+			if ne.Lease == nil {
+				continue
+			}
+			ev, err := r.Event(ctx, ne.Event.ID)
+			if err != nil {
+				continue // not recorded, or not readable now
+			}
+			now := c.e.opt.Now()
+			for j, dest := range ne.Destinations {
+				if ne.Lease[j] == 0 {
+					continue
+				}
+				for _, d := range ev.Deliveries {
+					if d.Destination != dest || d.Status != anyhook.StatusDelivering || d.AttemptCount != 1 || len(d.Attempts) > 0 || !d.LeaseUntil.After(now) {
+						continue
+					}
+					cl := store.Claim{Event: ne.Event, Delivery: d}
+					cl.Event.Stale = ev.Stale
+					byDest[dest] = append(byDest[dest], cl)
+				}
+			}
+		}
+		return byDest
+	}
 }
 
 // reserve takes, per destination of evs that claims at ingest, a slot for
