@@ -317,7 +317,7 @@ func TestClaimAtIngestConcurrentIngests(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
-			for b := range 25 {
+			for b := range 8 {
 				evs := newEvents(1+b%4, "dest")
 				for i := range evs {
 					evs[i].Event.DedupKey = "w" + strconv.Itoa(w) + "-b" + strconv.Itoa(b) + "-" + strconv.Itoa(i)
