@@ -209,10 +209,10 @@ func (c *claimer) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Ing
 	}
 	res, err := c.rec.Ingest(ctx, evs)
 	if err != nil {
-		// The reservations stay out (a stopping dispatcher waits for
-		// them) until the claims the failed ingest may have committed
-		// are found, without holding up the ingest's answer.
-		go c.settle(reserved, c.recover(evs))
+		// Before answering: the batcher may record these events again
+		// (request by request), and their claims then must not be
+		// taken for this ingest's.
+		c.settle(reserved, c.recover(evs))
 		return res, err
 	}
 	c.wake(evs, res)
@@ -247,8 +247,9 @@ type eventReader interface {
 	Event(ctx context.Context, id string) (anyhook.Event, error)
 }
 
-// recoverTimeout bounds the reads of recover.
-const recoverTimeout = 5 * time.Second
+// recoverTimeout bounds the reads of recover (a database that does not
+// answer delays a failed ingest's answer that much more).
+const recoverTimeout = 2 * time.Second
 
 // recover returns a function that finds the claims an ingest that failed
 // may still have committed: a COMMIT whose answer was lost (the
