@@ -223,17 +223,17 @@ func (c *claimer) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Ing
 		}
 		res[i].Claims = nil
 	}
-	c.settle(reserved, func() map[string][]store.Claim { return byDest })
+	c.settle(reserved, byDest)
 	return res, err
 }
 
 // settle hands each destination the claims made on its reserved slots
 // and gives back the rest.
-func (c *claimer) settle(reserved map[string]int, claims func() map[string][]store.Claim) {
-	byDest := claims()
+func (c *claimer) settle(reserved map[string]int, byDest map[string][]store.Claim) {
 	for d, n := range reserved {
 		sl := c.e.slots[d]
 		cs := byDest[d]
+		cs = cs[:min(len(cs), n)] // never more than reserved
 		sl.giveBack(n-len(cs), true)
 		if len(cs) > 0 {
 			sl.hand(cs)
@@ -251,49 +251,45 @@ type eventReader interface {
 // answer delays a failed ingest's answer that much more).
 const recoverTimeout = 2 * time.Second
 
-// recover returns a function that finds the claims an ingest that failed
-// may still have committed: a COMMIT whose answer was lost (the
-// connection dropped) leaves the deliveries claimed with nobody to send
-// them; their lease would run out and a hold destination would hold them,
+// recover finds the claims an ingest that failed may still have
+// committed: a COMMIT whose answer was lost (the connection dropped)
+// leaves the deliveries claimed with nobody to send them; their lease would run out and a hold destination would hold them,
 // never sent. It reads each leased event back: a delivery of it still
 // delivering in its first attempt, none recorded, and leased beyond now,
 // is a claim of this ingest (no one else claims a delivery before its
 // first attempt ends). What it cannot read is left to the lease.
-func (c *claimer) recover(evs []store.NewEvent) func() map[string][]store.Claim {
-	return func() map[string][]store.Claim {
-		r, ok := c.e.st.(eventReader)
-		if !ok {
-			return nil
+func (c *claimer) recover(evs []store.NewEvent) map[string][]store.Claim {
+	r, ok := c.e.st.(eventReader)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+	defer cancel()
+	byDest := map[string][]store.Claim{}
+	for i := range evs {
+		ne := &evs[i]
+		if ne.Lease == nil {
+			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
-		defer cancel()
-		byDest := map[string][]store.Claim{}
-		for i := range evs {
-			ne := &evs[i]
-			if ne.Lease == nil {
+		ev, err := r.Event(ctx, ne.Event.ID)
+		if err != nil {
+			continue // not recorded, or not readable now
+		}
+		now := c.e.opt.Now()
+		for _, d := range ev.Deliveries {
+			leased := false
+			for j, dest := range ne.Destinations {
+				leased = leased || (dest == d.Destination && ne.Lease[j] != 0)
+			}
+			if !leased || d.Status != anyhook.StatusDelivering || d.AttemptCount != 1 || len(d.Attempts) > 0 || !d.LeaseUntil.After(now) {
 				continue
 			}
-			ev, err := r.Event(ctx, ne.Event.ID)
-			if err != nil {
-				continue // not recorded, or not readable now
-			}
-			now := c.e.opt.Now()
-			for j, dest := range ne.Destinations {
-				if ne.Lease[j] == 0 {
-					continue
-				}
-				for _, d := range ev.Deliveries {
-					if d.Destination != dest || d.Status != anyhook.StatusDelivering || d.AttemptCount != 1 || len(d.Attempts) > 0 || !d.LeaseUntil.After(now) {
-						continue
-					}
-					cl := store.Claim{Event: ne.Event, Delivery: d}
-					cl.Event.Stale = ev.Stale
-					byDest[dest] = append(byDest[dest], cl)
-				}
-			}
+			cl := store.Claim{Event: ne.Event, Delivery: d}
+			cl.Event.Stale = ev.Stale
+			byDest[d.Destination] = append(byDest[d.Destination], cl)
 		}
-		return byDest
 	}
+	return byDest
 }
 
 // reserve takes, per destination of evs that claims at ingest, a slot for
