@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -276,4 +277,155 @@ func TestClaimAtIngestStopSendsWhatIngestClaimed(t *testing.T) {
 	if n := statuses(t, st, evs); n[anyhook.StatusDelivered] != 3 {
 		t.Fatalf("after Stop: %v; want the 3 claimed at ingest delivered", n)
 	}
+}
+
+// countingSink answers 200 at once and counts the requests per delivery
+// id and the most in flight at once.
+type countingSink struct {
+	mu             sync.Mutex
+	inFlight, most int
+	got            map[string]int
+}
+
+func (s *countingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.inFlight++
+	s.most = max(s.most, s.inFlight)
+	s.got[r.Header.Get("X-AnyHook-Delivery")]++
+	s.mu.Unlock()
+	time.Sleep(time.Millisecond) // let requests overlap
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+}
+
+// Concurrent ingests through the claim at ingest, against the dispatcher's
+// own claims (a short poll, so ticks and backlogs come and go): every
+// event is sent exactly once, max_in_flight holds, and Stop returns (no
+// slot is left reserved).
+func TestClaimAtIngestConcurrentIngests(t *testing.T) {
+	t.Parallel()
+	st := openCounted(t)
+	sink := &countingSink{got: map[string]int{}}
+	srv := httptest.NewServer(sink)
+	t.Cleanup(srv.Close)
+	e := delivery.New(st, delivery.Options{PollInterval: 5 * time.Millisecond, Destinations: []delivery.Destination{dest(srv.URL, 3)}})
+	e.Start(t.Context())
+	rec := e.ClaimAtIngest(st)
+	var all []store.NewEvent
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for b := range 8 {
+				evs := newEvents(1+b%4, "dest")
+				for i := range evs {
+					evs[i].Event.DedupKey = "w" + strconv.Itoa(w) + "-b" + strconv.Itoa(b) + "-" + strconv.Itoa(i)
+				}
+				if _, err := rec.Ingest(t.Context(), evs); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				all = append(all, evs...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	waitDelivered(t, st, all)
+	e.Stop(30 * time.Second)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.most > 3 {
+		t.Errorf("%d requests in flight at once, over max_in_flight 3", sink.most)
+	}
+	if len(sink.got) != len(all) {
+		t.Errorf("%d events sent, want %d", len(sink.got), len(all))
+	}
+	for id, n := range sink.got {
+		if n != 1 {
+			t.Errorf("event %s sent %d times", id, n)
+		}
+	}
+}
+
+// lostAck records through the store, then fails: a COMMIT whose answer
+// was lost (the connection dropped after the server committed).
+type lostAck struct{ delivery.Recorder }
+
+func (l lostAck) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	if _, err := l.Recorder.Ingest(ctx, evs); err != nil {
+		return nil, err
+	}
+	return nil, errors.Join(anyhook.ErrUnavailable, errors.New("ingest: commit: connection reset"))
+}
+
+// An ingest that fails after its transaction committed (the answer to
+// COMMIT lost) still sends what it claimed: left alone, the claims would
+// wait for their lease to run out, and a hold destination would hold them
+// although nothing was sent. Claims of an ingest that did not commit are
+// not looked for in vain: their slots come back.
+func TestClaimAtIngestLostCommitAnswerStillSends(t *testing.T) {
+	t.Parallel()
+	st, sink, e := runningEngine(t, 2)
+	defer e.Stop(time.Second)
+	took := st.took.Load()
+	evs := newEvents(2, "dest")
+	if _, err := e.ClaimAtIngest(lostAck{st}).Ingest(t.Context(), evs); err == nil {
+		t.Fatal("want the lost answer's error")
+	}
+	if n := statuses(t, st, evs); n[anyhook.StatusDelivering] != 2 {
+		t.Fatalf("after the ingest: %v, want both claimed at ingest", n)
+	}
+	sink.wait(t, 2)
+	close(sink.release)
+	waitDelivered(t, st, evs)
+	deadline := time.Now().Add(30 * time.Second)
+	if n := st.took.Load() - took; n != 0 {
+		t.Fatalf("the dispatcher claimed %d times: the claims were sent as made at ingest", n)
+	}
+	// A failed ingest that committed nothing gives its slots back.
+	failed := newEvents(2, "dest")
+	for i := range failed {
+		failed[i].Event.DedupKey = "failed-" + strconv.Itoa(i)
+	}
+	if _, err := e.ClaimAtIngest(failing{}).Ingest(t.Context(), failed); err == nil {
+		t.Fatal("want the failure")
+	}
+	later := newEvents(2, "dest")
+	for i := range later {
+		later[i].Event.DedupKey = "later-" + strconv.Itoa(i)
+	}
+	for {
+		if _, err := e.ClaimAtIngest(st).Ingest(t.Context(), later[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if statuses(t, st, later[:1])[anyhook.StatusDelivering] == 1 {
+			break // the slots came back (the search for claims ended)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failed ingest's slots never came back")
+		}
+		later = later[1:]
+		if len(later) == 0 {
+			later = newEvents(1, "dest")
+			later[0].Event.DedupKey = "later-" + store.NewID()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, ne := range evs {
+		if n := sink.got[ne.Event.ID]; n != 1 {
+			t.Errorf("event %s sent %d times, want 1", ne.Event.ID, n)
+		}
+	}
+}
+
+// failing fails every ingest before recording anything.
+type failing struct{}
+
+func (failing) Ingest(context.Context, []store.NewEvent) ([]store.IngestResult, error) {
+	return nil, errors.Join(anyhook.ErrUnavailable, errors.New("database down"))
 }

@@ -235,7 +235,7 @@ func (e *Engine) Wake() {
 // new events: the queue is not drained.
 func (e *Engine) wakeOne(destination string) {
 	if sl := e.slots[destination]; sl != nil {
-		sl.setDrained(false)
+		sl.undrain()
 	}
 	e.nudge(destination)
 }
@@ -371,6 +371,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 					later = time.After(wait)
 				}
 			} else {
+				mark := sl.mark()
 				claims, err := e.claim(ctx, d, allowed)
 				if err != nil {
 					claims.claims = nil // a failed claim claimed nothing
@@ -382,11 +383,12 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				sl.giveBack(allowed-len(claims.claims), false)
 				start(claims.claims, claims.span)
 				if len(claims.claims) == allowed {
-					continue // more may be due at once
+					sl.undrain() // more may be due
+					continue
 				}
 				dry = true
 				if err == nil {
-					sl.setDrained(true)
+					sl.drainedAt(mark) // ingest may claim again
 				}
 			}
 		}
@@ -397,7 +399,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 			dry = false
 		case <-tick.C:
 			dry = false
-			sl.setDrained(false) // retries may have come due
+			sl.undrain() // retries may have come due
 		case <-later:
 		case <-deferral:
 			deferral, deferralOver = nil, true

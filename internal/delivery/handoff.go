@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -33,6 +34,7 @@ type slots struct {
 	// outage, retries that came due): the backlog goes first, in the
 	// dispatcher's order, and claims at ingest resume once it is drained.
 	drained bool
+	marks   uint64        // counts undrain calls: a claim that began before one does not drain
 	signal  chan struct{} // cap 1: a slot came back or a reservation ended
 }
 
@@ -74,7 +76,7 @@ func (s *slots) reserve(n int) int {
 	}
 	got := min(n, s.free())
 	if got < n {
-		s.drained = false
+		s.undrainLocked() // the leftovers wait pending: a backlog
 	}
 	s.inFlight += got
 	s.unfinished += got
@@ -115,10 +117,33 @@ func (s *slots) finish() {
 	s.notify()
 }
 
-// setDrained records whether the destination's queue was found empty.
-func (s *slots) setDrained(drained bool) {
+// undrain says older deliveries may be waiting for the dispatcher's
+// claim: ingest claims nothing until the dispatcher finds its queue empty.
+func (s *slots) undrain() {
 	s.mu.Lock()
-	s.drained = drained
+	s.undrainLocked()
+	s.mu.Unlock()
+}
+
+func (s *slots) undrainLocked() {
+	s.drained = false
+	s.marks++
+}
+
+// mark is taken before a claim of the dispatcher's; drainedAt(mark), once
+// that claim came back short, lets ingest claim again, unless something
+// undrained the queue since the claim began (it may not have seen it).
+func (s *slots) mark() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.marks
+}
+
+func (s *slots) drainedAt(mark uint64) {
+	s.mu.Lock()
+	if s.marks == mark {
+		s.drained = true
+	}
 	s.mu.Unlock()
 }
 
@@ -216,25 +241,89 @@ func (c *claimer) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Ing
 		}
 	}
 	res, err := c.rec.Ingest(ctx, evs)
-	byDest := map[string][]store.Claim{}
-	if err == nil {
-		c.wake(evs, res)
-		for i := range res {
-			for _, cl := range res[i].Claims {
-				byDest[cl.Delivery.Destination] = append(byDest[cl.Delivery.Destination], cl)
-			}
-			res[i].Claims = nil
-		}
+	if err != nil {
+		// Before answering: the batcher may record these events again
+		// (request by request), and their claims then must not be taken
+		// for this ingest's.
+		c.settle(reserved, c.recover(evs))
+		return res, err
 	}
+	c.wake(evs, res)
+	byDest := map[string][]store.Claim{}
+	for i := range res {
+		for _, cl := range res[i].Claims {
+			byDest[cl.Delivery.Destination] = append(byDest[cl.Delivery.Destination], cl)
+		}
+		res[i].Claims = nil
+	}
+	c.settle(reserved, byDest)
+	return res, nil
+}
+
+// settle hands each destination the claims made on its reserved slots
+// and gives back the rest.
+func (c *claimer) settle(reserved map[string]int, byDest map[string][]store.Claim) {
 	for d, n := range reserved {
 		sl := c.e.slots[d]
 		cs := byDest[d]
+		cs = cs[:min(len(cs), n)] // never more than reserved
 		sl.giveBack(n-len(cs), true)
 		if len(cs) > 0 {
 			sl.hand(cs)
 		}
 	}
-	return res, err
+}
+
+// eventReader reads an event back with its deliveries (store.Store's
+// Event).
+type eventReader interface {
+	Event(ctx context.Context, id string) (anyhook.Event, error)
+}
+
+// recoverTimeout bounds the reads of recover: a database that does not
+// answer delays a failed ingest's answer (a 503) that much more.
+const recoverTimeout = time.Second
+
+// recover finds the claims an ingest that failed may still have
+// committed: a COMMIT whose answer was lost (the connection dropped after
+// the server committed) leaves the deliveries claimed with nobody to send
+// them; their lease would run out and a hold destination would hold them,
+// never sent. It reads each leased event back: a delivery of it still
+// delivering in its first attempt, none recorded, and leased beyond now,
+// is a claim of this ingest (no one else claims a delivery before its
+// first attempt ends). What it cannot read is left to the lease.
+func (c *claimer) recover(evs []store.NewEvent) map[string][]store.Claim {
+	r, ok := c.e.st.(eventReader)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+	defer cancel()
+	byDest := map[string][]store.Claim{}
+	for i := range evs {
+		ne := &evs[i]
+		if ne.Lease == nil {
+			continue
+		}
+		ev, err := r.Event(ctx, ne.Event.ID)
+		if err != nil {
+			continue // not recorded, or not readable now
+		}
+		now := c.e.opt.Now()
+		for _, d := range ev.Deliveries {
+			leased := false
+			for j, dest := range ne.Destinations {
+				leased = leased || (dest == d.Destination && ne.Lease[j] != 0)
+			}
+			if !leased || d.Status != anyhook.StatusDelivering || d.AttemptCount != 1 || len(d.Attempts) > 0 || !d.LeaseUntil.After(now) {
+				continue
+			}
+			cl := store.Claim{Event: ne.Event, Delivery: d}
+			cl.Event.Stale = ev.Stale
+			byDest[d.Destination] = append(byDest[d.Destination], cl)
+		}
+	}
+	return byDest
 }
 
 // reserve takes, per destination of evs that claims at ingest, a slot for

@@ -20,7 +20,7 @@ func TestSlotsIngestTakesOnlyWhenDrained(t *testing.T) {
 	if n := s.reserve(2); n != 0 {
 		t.Fatalf("reserved %d before the dispatcher found its queue empty", n)
 	}
-	s.setDrained(true)
+	s.drainedAt(s.mark()) // the dispatcher's claim found its queue empty
 	if n := s.reserve(3); n != 3 {
 		t.Fatalf("reserved %d of 3 with 4 free", n)
 	}
@@ -28,11 +28,19 @@ func TestSlotsIngestTakesOnlyWhenDrained(t *testing.T) {
 		t.Fatalf("dispatcher took %d with 1 free", n)
 	}
 	s.giveBack(1, false)
-	s.setDrained(false) // a wake: older deliveries wait
+	s.undrain() // a wake: older deliveries wait
 	if n := s.reserve(1); n != 0 {
 		t.Fatalf("reserved %d while older deliveries waited", n)
 	}
-	s.setDrained(true)
+	// A claim that began before a wake does not drain the queue: it may
+	// not have seen what the wake was for.
+	m := s.mark()
+	s.undrain()
+	s.drainedAt(m)
+	if n := s.reserve(1); n != 0 {
+		t.Fatalf("reserved %d after a claim that began before the last wake", n)
+	}
+	s.drainedAt(s.mark())
 	if n := s.reserve(2); n != 1 {
 		t.Fatalf("reserved %d of 2 with 1 free", n)
 	}

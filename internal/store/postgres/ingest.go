@@ -25,14 +25,17 @@ import (
 // statement, one round trip. A delivery with a lease ($24, in microseconds;
 // 0: none) is created claimed (store.NewEvent.Lease) unless its
 // destination is paused or the event skipped as stale; the statement
-// returns the ids of those and the transaction's clock. With $25 it also
-// sets the version mark of (source, object) to the event's version, if the
-// event was new (the pipelined ingest decided that it raises the mark). The unique indexes on (source, dedup_key) and
+// returns the ids of those and when it claimed them: the clock at the
+// statement (t), not the transaction's start, which may lie a lock wait or
+// a batch's items earlier (the lease would start partly spent). With $25
+// it also sets the version mark of (source, object) to the event's
+// version, if the event was new (the pipelined ingest decided that it
+// raises the mark). The unique indexes on (source, dedup_key) and
 // (source, content_key) make a concurrent insert with either key wait for
 // the first one's transaction and then do nothing (ON CONFLICT without a
 // target covers both), so it returns no row and the caller counts a
 // duplicate.
-const insertEvent = `WITH ev AS (
+const insertEvent = `WITH t AS (SELECT clock_timestamp() AS at), ev AS (
 	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
 		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed, origin)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $16, $17, $18, $19, $20, $21, $22, $23)
@@ -43,9 +46,9 @@ const insertEvent = `WITH ev AS (
 		attempt_count, lease_until, claimed_at)
 	SELECT d.id, ev.id, d.destination, CASE WHEN c.claim THEN 'delivering' ELSE $14 END, $15, now(), now(), now(),
 		CASE WHEN c.claim THEN 1 ELSE 0 END,
-		CASE WHEN c.claim THEN now() + d.lease * interval '1 microsecond' END,
-		CASE WHEN c.claim THEN now() END
-	FROM ev CROSS JOIN unnest($12::text[], $13::text[], $24::bigint[]) AS d (id, destination, lease)
+		CASE WHEN c.claim THEN t.at + d.lease * interval '1 microsecond' END,
+		CASE WHEN c.claim THEN t.at END
+	FROM ev CROSS JOIN t CROSS JOIN unnest($12::text[], $13::text[], $24::bigint[]) AS d (id, destination, lease)
 	CROSS JOIN LATERAL (SELECT d.lease <> 0 AND $14 = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = d.destination AND p.paused) AS claim) AS c
 	RETURNING id, status
@@ -53,7 +56,7 @@ const insertEvent = `WITH ev AS (
 	INSERT INTO versions (source, object, version) SELECT $2, $9, $10 FROM ev WHERE $25
 	ON CONFLICT (source, object) DO UPDATE SET version = EXCLUDED.version
 )
-SELECT id, coalesce((SELECT array_agg(dl.id) FROM dl WHERE dl.status = 'delivering'), '{}'), now() FROM ev`
+SELECT id, coalesce((SELECT array_agg(dl.id) FROM dl WHERE dl.status = 'delivering'), '{}'), (SELECT at FROM t) FROM ev`
 
 // findOriginal is the event that holds a duplicate's dedup key or, failing
 // that, its content key (either may be NULL). No row means the insert
@@ -388,7 +391,7 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 
 // newResult is the result of ne recorded as a new event: ids are its
 // deliveries' ids (in ne.Destinations' order), claimed those of them
-// created claimed, at now (the transaction's clock).
+// created claimed, at now (when the statement claimed them).
 func newResult(ne *store.NewEvent, stale bool, ids, claimed []string, now time.Time) store.IngestResult {
 	ev := &ne.Event
 	r := store.IngestResult{ID: ev.ID, Stale: stale}

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,5 +168,94 @@ func testClaimAtIngestFailedItem(t *testing.T, s store.Store) {
 	}
 	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 0 {
 		t.Fatalf("claimed %+v after ingest claimed everything", cs)
+	}
+}
+
+// testClaimAtIngestConcurrentDuplicates: one event arriving many times at
+// once, each copy leased at ingest (several processes, each with a free
+// slot), is recorded once with one delivery, claimed once: exactly one
+// copy returns the claim, and it is the stored delivery.
+func testClaimAtIngestConcurrentDuplicates(t *testing.T, s store.Store) {
+	const n = 16
+	res := make([]store.IngestResult, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			ne := leased(newEvent("stripe", "evt_same", "billing"), time.Minute, "billing")
+			ne.ContentKey = "same-content"
+			r, err := s.Ingest(ctx(t), []store.NewEvent{ne})
+			if err == nil {
+				res[i] = r[0]
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var claims []store.Claim
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("result = %+v", r)
+		}
+		if r.ID != res[0].ID {
+			t.Fatalf("copies recorded as %s and %s", res[0].ID, r.ID)
+		}
+		claims = append(claims, r.Claims...)
+	}
+	if len(claims) != 1 {
+		t.Fatalf("%d claims for one event: %+v", len(claims), claims)
+	}
+	ev := event(t, s, res[0].ID)
+	if len(ev.Deliveries) != 1 || ev.Deliveries[0].ID != claims[0].Delivery.ID || ev.Deliveries[0].Status != anyhook.StatusDelivering || ev.Duplicates != n-1 {
+		t.Fatalf("event = %+v; want one delivery, the claim %s, and %d duplicates", ev, claims[0].Delivery.ID, n-1)
+	}
+	if more := claim(t, s, "billing", 10, time.Minute); len(more) != 0 {
+		t.Fatalf("claimed again: %+v", more)
+	}
+}
+
+// testClaimAtIngestInvalidItem: an item whose text PostgreSQL refuses (a
+// NUL byte in the provider's event id) fails alone, with no claim, and
+// its batch-mates — of objects, so that PostgreSQL reads their marks first
+// — are recorded and claimed once, as their results say (PostgreSQL
+// records such a batch again item by item; the claims of the abandoned
+// run are not returned). SQLite stores the byte.
+func testClaimAtIngestInvalidItem(t *testing.T, s store.Store) {
+	good1 := leased(versioned("evt_g1", "order-1", "1", false), time.Minute, "d")
+	bad := leased(versioned("evt_\x00bad", "order-2", "1", false), time.Minute, "d")
+	good2 := leased(versioned("evt_g2", "order-3", "1", false), time.Minute, "d")
+	res, err := s.Ingest(ctx(t), []store.NewEvent{good1, bad, good2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[1].Err != nil && (!errors.Is(res[1].Err, anyhook.ErrInvalid) || len(res[1].Claims) != 0) {
+		t.Fatalf("bad item = %+v, want invalid with no claim", res[1])
+	}
+	ok := []store.IngestResult{res[0], res[2]}
+	if res[1].Err == nil {
+		ok = append(ok, res[1])
+	}
+	for _, r := range ok {
+		if r.Err != nil || len(r.Claims) != 1 {
+			t.Fatalf("result = %+v, want one claim", r)
+		}
+		if d := delivery(t, s, r.ID, "d"); d.ID != r.Claims[0].Delivery.ID || d.Status != anyhook.StatusDelivering {
+			t.Fatalf("stored = %+v, want the claim %s delivering", d, r.Claims[0].Delivery.ID)
+		}
+		if ev := event(t, s, r.ID); len(ev.Deliveries) != 1 {
+			t.Fatalf("event %s has %d deliveries, want 1", r.ID, len(ev.Deliveries))
+		}
+	}
+	if cs := claim(t, s, "d", 10, time.Minute); len(cs) != 0 {
+		t.Fatalf("claimed %+v after ingest claimed everything", cs)
+	}
+	if r := ingest(t, s, versioned("evt_g1b", "order-1", "0", false))[0]; !r.Stale {
+		t.Fatalf("order-1 v0 = %+v; want stale behind the mark the batch set", r)
 	}
 }

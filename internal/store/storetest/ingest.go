@@ -481,3 +481,41 @@ func testStalenessInBatches(t *testing.T, s store.Store) {
 		t.Fatalf("a7b = %+v; want stale behind 8", r)
 	}
 }
+
+// testDuplicateInBatchKeepsMark: a duplicate of an object's event with a
+// higher version, batched with events of other objects (PostgreSQL records
+// such a batch pipelined, its marks read before the inserts), neither
+// raises the mark nor is reported stale, and concurrent batches of one
+// object leave the mark at the highest version recorded.
+func testDuplicateInBatchKeepsMark(t *testing.T, s store.Store) {
+	ingest(t, s, versioned("a5", "order-a", "5", false))
+	res := ingest(t, s, versioned("a5", "order-a", "9", false), versioned("b1", "order-b", "1", false))
+	if !res[0].Duplicate || res[0].Stale || res[1].Stale || res[1].Duplicate {
+		t.Fatalf("results = %+v; want a duplicate of a5, then b1 fresh", res)
+	}
+	if r := ingest(t, s, versioned("a7", "order-a", "7", false), versioned("b0", "order-b", "0", false)); r[0].Stale || !r[1].Stale {
+		t.Fatalf("results = %+v; want a7 fresh (the duplicate did not raise a to 9), b0 stale", r)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Go(func() {
+			v := strconv.Itoa(10 + i)
+			_, err := s.Ingest(ctx(t), []store.NewEvent{versioned("c"+v, "order-c", v, false), versioned("d"+v, "order-d"+v, "1", false)})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := ingest(t, s, versioned("c49b", "order-c", "49", false), versioned("c48b", "order-c", "48", false))[0]; r.Stale {
+		t.Fatalf("c49b = %+v; want fresh at the highest version, 49", r)
+	}
+	if r := ingest(t, s, versioned("c48c", "order-c", "48", false))[0]; !r.Stale {
+		t.Fatalf("c48c = %+v; want stale behind 49", r)
+	}
+}
