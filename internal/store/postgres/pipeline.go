@@ -26,14 +26,17 @@ const sameOriginal = findOriginal
 // objectKey is a version mark's key.
 type objectKey struct{ source, object string }
 
-// ingestPipelined records evs in at most two round trips (issue 15,
-// "PostgreSQL round trips"): [BEGIN, the advisory locks, the version
-// marks' read] when an event has an object, then [every item's insert
-// (insertEvent, which also raises the marks and claims at ingest), each
-// followed by the search for its original, COMMIT]. Without savepoints: it
-// answers ok false, having changed nothing, when an item fails or when two
-// items share an object (the second's staleness depends on whether the
-// first was new) — Ingest then records the batch item by item.
+// ingestPipelined records evs in two round trips (issue 15, "PostgreSQL
+// round trips"): [BEGIN, the advisory locks, every item's insert
+// (insertEvent, which also raises the marks and claims at ingest)], then
+// [the search for the original of each item that inserted nothing,
+// COMMIT]; three when an event has an object (the version marks are read
+// first, after the locks). Without savepoints: it answers ok false, having
+// changed nothing, when an item fails or when two items share an object
+// (the second's staleness depends on whether the first was new) — Ingest
+// then records the batch item by item. (Looking for every item's original
+// in the first round trip would save the second but cost PostgreSQL a
+// statement per new event, and its CPU is what bounds it: measured.)
 func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res []store.IngestResult, ok bool, err error) {
 	var keys []objectKey
 	seen := map[objectKey]bool{}
@@ -76,6 +79,7 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	b.Queue(genericPlans)
 	for _, l := range ingestLocks(evs) {
 		b.Queue(l.sql, l.args...)
 	}
@@ -135,15 +139,25 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 			it.isNew = err == nil
 			return err
 		})
-		if ev.DedupKey != "" || ne.ContentKey != "" {
-			b.Queue(sameOriginal, ev.Source, sqlstore.Nullable(ev.DedupKey), sqlstore.Nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
-				err := row.Scan(&it.original)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return nil
-				}
-				return err
-			})
+	}
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return fail(err)
+	}
+	// The originals of the items that inserted nothing, in statements of
+	// their own, then COMMIT.
+	b = &pgx.Batch{}
+	for i := range evs {
+		ne, it := &evs[i], &items[i]
+		if it.isNew || (ne.Event.DedupKey == "" && ne.ContentKey == "") {
+			continue
 		}
+		b.Queue(sameOriginal, ne.Event.Source, sqlstore.Nullable(ne.Event.DedupKey), sqlstore.Nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&it.original)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return err
+		})
 	}
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
