@@ -99,6 +99,10 @@ type Options struct {
 	// InOrder are the destinations with order: per_object: their pending
 	// deliveries say what they wait behind (waits_behind).
 	InOrder []string
+	// Queued is told after an action made deliveries due — a replay, a
+	// resend, a resume — so that the delivery engine claims them now
+	// rather than at its next poll; nil: nobody.
+	Queued func()
 }
 
 // API is the admin API. Create it with New.
@@ -117,6 +121,14 @@ type API struct {
 	mux       *http.ServeMux
 	ledger    Ledger
 	backfills Backfills
+	queued    func()
+}
+
+// queue tells Options.Queued that deliveries became due.
+func (a *API) queue() {
+	if a.queued != nil {
+		a.queued()
+	}
 }
 
 // route is one endpoint; the route table builds the mux and is what the
@@ -140,6 +152,7 @@ func New(opt Options) *API {
 		filters:   opt.Filters,
 		inOrder:   map[string]bool{},
 		backfills: opt.Backfill,
+		queued:    opt.Queued,
 	}
 	for _, d := range opt.InOrder {
 		a.inOrder[d] = true

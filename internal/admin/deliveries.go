@@ -70,6 +70,9 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if req.Action == store.ActionResend {
+		a.queue()
+	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: delivery resolved",
 		slog.String("delivery_id", d.ID), slog.String("event_id", d.EventID),
 		slog.String("destination", d.Destination), slog.String("action", req.Action),
@@ -152,6 +155,9 @@ func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 	}
 	if err := a.store.SetPaused(r.Context(), name, paused); err != nil {
 		return err
+	}
+	if !paused {
+		a.queue()
 	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: destination pause changed",
 		slog.String("destination", name), slog.Bool("paused", paused))

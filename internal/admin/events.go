@@ -101,6 +101,7 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	a.queue()
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: event replayed",
 		slog.String("event_id", ev.ID), slog.String("source", ev.Source), slog.Any("destinations", dests),
 		slog.String("actor", by.Name), slog.String("reason", by.Reason))
@@ -240,6 +241,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	a.queue()
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: bulk replay",
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),

@@ -58,3 +58,43 @@ destinations:
 	}
 	sk.waitRequests(t, n+1)
 }
+
+// TestAdminActionsWakeTheDispatcher: a resume and a replay through the
+// admin API (the dashboard's buttons call it) make deliveries due, and the
+// dispatcher claims them at once, not at its next poll (an hour away
+// here, so without the wake neither would arrive).
+func TestAdminActionsWakeTheDispatcher(t *testing.T) {
+	t.Parallel()
+	sk := newSink(t)
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+delivery: {poll_interval: 1h}
+sources:
+  stripe:
+    provider: stripe
+    secrets: [%s]
+destinations:
+  billing:
+    url: %s/billing
+    sources: [stripe]
+`, stripeSecret, sk.URL)
+	base, _ := gatewaytest.Start(t, yaml, gateway.Options{})
+	if code, b := gatewaytest.Admin(t, "POST", base+"/api/destinations/billing/pause", ""); code != 200 {
+		t.Fatalf("pause: %d %s", code, b)
+	}
+	body := []byte(`{"id":"evt_wake","object":"event","type":"invoice.paid","created":1,"data":{"object":{"id":"in_w"}}}`)
+	a := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, body, time.Now()))
+	if a.Code != 200 {
+		t.Fatalf("ingest: %+v", a)
+	}
+	if code, b := gatewaytest.Admin(t, "POST", base+"/api/destinations/billing/resume", ""); code != 200 {
+		t.Fatalf("resume: %d %s", code, b)
+	}
+	sk.waitRequests(t, 1)
+	if code, b := gatewaytest.Admin(t, "POST", base+"/api/events/"+a.ID+"/replay", `{"reason":"test"}`); code != 200 && code != 201 && code != 202 {
+		t.Fatalf("replay: %d %s", code, b)
+	}
+	sk.waitRequests(t, 2)
+}

@@ -187,6 +187,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Filters:      Filters(cfg, cfg.DestinationOrder),
 		Now:          now,
 		InOrder:      inOrder(cfg),
+		Queued:       g.engine.Wake,
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
