@@ -9,16 +9,12 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 )
 
-// TestOrderedDispatchWithoutPolling: a dispatcher whose claim came back
-// short waits for a wake instead of claiming after every request (issue
-// 15), but in order a short claim does not mean an empty queue: the
-// object's later deliveries wait behind the one in flight and become due
-// when its outcome is recorded. With the poll tick an hour away and every
-// event ingested before the first is delivered, the recorded outcome alone
-// must let the next one go.
-func TestOrderedDispatchWithoutPolling(t *testing.T) {
-	t.Parallel()
-	sk := newSink(t)
+// unpolledGateway starts a gateway whose dispatchers poll once an hour: a
+// stripe source and one destination, dest, delivering to sk, with the
+// destination's extra settings (a YAML line, or ""). What it delivers in a
+// test, a wake made due.
+func unpolledGateway(t *testing.T, sk *sink, dest, extra string) (string, *gateway.Gateway) {
+	t.Helper()
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:anyhook.db
@@ -29,12 +25,25 @@ sources:
     provider: stripe
     secrets: [%s]
 destinations:
-  ledger:
-    url: %s/ledger
+  %s:
+    url: %s/%s
     sources: [stripe]
-    order: per_object
-`, stripeSecret, sk.URL)
-	base, g := gatewaytest.Start(t, yaml, gateway.Options{})
+    %s
+`, stripeSecret, dest, sk.URL, dest, extra)
+	return gatewaytest.Start(t, yaml, gateway.Options{})
+}
+
+// TestOrderedDispatchWithoutPolling: a dispatcher whose claim came back
+// short waits for a wake instead of claiming after every request (issue
+// 15), but in order a short claim does not mean an empty queue: the
+// object's later deliveries wait behind the one in flight and become due
+// when its outcome is recorded. With the poll tick an hour away and every
+// event ingested before the first is delivered, the recorded outcome alone
+// must let the next one go.
+func TestOrderedDispatchWithoutPolling(t *testing.T) {
+	t.Parallel()
+	sk := newSink(t)
+	base, g := unpolledGateway(t, sk, "ledger", "order: per_object")
 	// Paused while the events arrive, so that all three wait in the queue
 	// and the first claim after the unpause finds the object's head only.
 	if err := g.Store().SetPaused(t.Context(), "ledger", true); err != nil {
@@ -66,21 +75,7 @@ destinations:
 func TestAdminActionsWakeTheDispatcher(t *testing.T) {
 	t.Parallel()
 	sk := newSink(t)
-	yaml := fmt.Sprintf(`
-listen: 127.0.0.1:0
-database: sqlite:anyhook.db
-admin_token: test-token
-delivery: {poll_interval: 1h}
-sources:
-  stripe:
-    provider: stripe
-    secrets: [%s]
-destinations:
-  billing:
-    url: %s/billing
-    sources: [stripe]
-`, stripeSecret, sk.URL)
-	base, _ := gatewaytest.Start(t, yaml, gateway.Options{})
+	base, _ := unpolledGateway(t, sk, "billing", "")
 	if code, b := gatewaytest.Admin(t, "POST", base+"/api/destinations/billing/pause", ""); code != 200 {
 		t.Fatalf("pause: %d %s", code, b)
 	}
