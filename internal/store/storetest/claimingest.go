@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -177,27 +176,11 @@ func testClaimAtIngestFailedItem(t *testing.T, s store.Store) {
 // copy returns the claim, and it is the stored delivery.
 func testClaimAtIngestConcurrentDuplicates(t *testing.T, s store.Store) {
 	const n = 16
-	res := make([]store.IngestResult, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Go(func() {
-			ne := leased(newEvent("stripe", "evt_same", "billing"), time.Minute, "billing")
-			ne.ContentKey = "same-content"
-			r, err := s.Ingest(ctx(t), []store.NewEvent{ne})
-			if err == nil {
-				res[i] = r[0]
-			}
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	res := ingestOneAtOnce(t, s, n, func(int) store.NewEvent {
+		ne := leased(newEvent("stripe", "evt_same", "billing"), time.Minute, "billing")
+		ne.ContentKey = "same-content"
+		return ne
+	})
 	var claims []store.Claim
 	for _, r := range res {
 		if r.Err != nil {

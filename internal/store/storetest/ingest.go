@@ -211,8 +211,8 @@ func testConcurrentIdenticalIngest(t *testing.T, s store.Store) {
 // ingestOneAtOnce ingests n events (the ith is ne(i)) from n goroutines
 // at once, each in a batch of its own, and checks that they make one
 // event: one is new, every answer carries its id, and it has one delivery
-// and n-1 duplicates.
-func ingestOneAtOnce(t *testing.T, s store.Store, n int, ne func(i int) store.NewEvent) {
+// and n-1 duplicates. It returns the answers, in order.
+func ingestOneAtOnce(t *testing.T, s store.Store, n int, ne func(i int) store.NewEvent) []store.IngestResult {
 	t.Helper()
 	var wg sync.WaitGroup
 	results := make([]store.IngestResult, n)
@@ -248,6 +248,7 @@ func ingestOneAtOnce(t *testing.T, s store.Store, n int, ne func(i int) store.Ne
 	if ev := event(t, s, ids[0]); len(ev.Deliveries) != 1 || ev.Duplicates != int64(n-1) {
 		t.Fatalf("deliveries = %d, duplicates = %d; want 1, %d", len(ev.Deliveries), ev.Duplicates, n-1)
 	}
+	return results
 }
 
 func testBatchItemFailureIsolated(t *testing.T, s store.Store) {
