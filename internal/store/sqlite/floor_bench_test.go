@@ -1,0 +1,183 @@
+package sqlite_test
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
+)
+
+// BenchmarkDurableFloor measures what SQLite itself costs an event, below
+// every layer of the gateway (issue 15: how far can the gateway's CPU per
+// event fall while each event stays durable before its 2xx?). Every
+// sub-benchmark commits batches of 1, 14 (what ingest's group commit forms
+// under anyhook bench's load of 32 connections) or 64 events with
+// synchronous=FULL in WAL mode, on one goroutine, 1 KiB bodies:
+//
+//   - floor=event: the least a durable, deduplicated event needs, in the
+//     same driver: one row (id, source, dedup key, time, headers, body)
+//     under a unique (source, dedup key) index, one commit per batch;
+//   - floor=lifecycle: that, plus a delivery row in the same transaction
+//     and a second transaction per batch that marks the deliveries done
+//     and inserts their attempts: the fewest writes that record an event,
+//     its delivery and its outcome;
+//   - store: the real store doing the same (Ingest with claims at ingest,
+//     then Finish), with its whole schema and its indexes, no log.
+//
+// Each reports events/s and CPU µs/event (this process's getrusage, user
+// and system; the fsync's wait is not CPU). Compare with anyhook bench's
+// "gateway CPU per event" (BENCHMARKS.md):
+//
+//	go test ./internal/store/sqlite -run '^$' -bench DurableFloor -benchtime 20000x
+func BenchmarkDurableFloor(b *testing.B) {
+	for _, n := range []int{1, 14, 64} {
+		b.Run(fmt.Sprintf("batch=%d/floor=event", n), func(b *testing.B) { benchFloor(b, n, false) })
+		b.Run(fmt.Sprintf("batch=%d/floor=lifecycle", n), func(b *testing.B) { benchFloor(b, n, true) })
+		b.Run(fmt.Sprintf("batch=%d/store", n), func(b *testing.B) { benchStoreFloor(b, n) })
+	}
+}
+
+var floorHeaders = []byte("Content-Type: application/json\r\nUser-Agent: bench/1\r\nX-Request-Id: 0123456789abcdef\r\n")
+
+func floorBody() []byte {
+	body := make([]byte, 1024)
+	rand.Read(body)
+	return body
+}
+
+func benchFloor(b *testing.B, batch int, lifecycle bool) {
+	path := filepath.Join(b.TempDir(), "floor.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{
+		`CREATE TABLE events (id TEXT PRIMARY KEY, source TEXT NOT NULL, dedup_key TEXT, received_at INTEGER NOT NULL, headers BLOB NOT NULL, body BLOB NOT NULL)`,
+		`CREATE UNIQUE INDEX events_dedup ON events (source, dedup_key)`,
+		`CREATE TABLE deliveries (id TEXT PRIMARY KEY, event_id TEXT NOT NULL, destination TEXT NOT NULL, status TEXT NOT NULL, next_attempt_at INTEGER NOT NULL)`,
+		`CREATE INDEX deliveries_due ON deliveries (destination, status, next_attempt_at)`,
+		`CREATE TABLE attempts (delivery_id TEXT NOT NULL, number INTEGER NOT NULL, status_code INTEGER NOT NULL, PRIMARY KEY (delivery_id, number))`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := b.Context()
+	ids := make([]string, batch)
+	body := floorBody()
+	run := func(n int) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for i := range n {
+			ids[i] = store.NewID()
+			if _, err := tx.Exec(`INSERT INTO events VALUES (?, 'generic', ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+				ids[i], rand.Text(), time.Now().UnixMicro(), floorHeaders, body); err != nil {
+				return err
+			}
+			if lifecycle {
+				if _, err := tx.Exec(`INSERT INTO deliveries VALUES (?, ?, 'sink', 'delivering', 0)`, ids[i], ids[i]); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.Commit(); err != nil || !lifecycle {
+			return err
+		}
+		tx, err = db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for _, id := range ids[:n] {
+			if _, err := tx.Exec(`UPDATE deliveries SET status = 'delivered' WHERE id = ?`, id); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`INSERT INTO attempts VALUES (?, 1, 200)`, id); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	}
+	measureFloor(b, batch, run)
+}
+
+func benchStoreFloor(b *testing.B, batch int) {
+	st, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := b.Context()
+	body := floorBody()
+	header, err := store.DecodeHeader(floorHeaders)
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs := make([]store.NewEvent, batch)
+	outs := make([]store.Outcome, 0, batch)
+	run := func(n int) error {
+		for i := range n {
+			evs[i] = store.NewEvent{
+				Event:        anyhook.Event{ID: store.NewID(), Source: "generic", DedupKey: rand.Text(), ReceivedAt: time.Now(), Method: "POST", Path: "/webhooks/generic", Header: header, Body: body},
+				Destinations: []string{"sink"},
+				Lease:        []time.Duration{time.Minute},
+			}
+		}
+		res, err := st.Ingest(ctx, evs[:n])
+		if err != nil {
+			return err
+		}
+		outs = outs[:0]
+		for _, r := range res {
+			if r.Err != nil || len(r.Claims) != 1 {
+				return fmt.Errorf("ingest: %v, %d claims", r.Err, len(r.Claims))
+			}
+			d := r.Claims[0].Delivery
+			outs = append(outs, store.Outcome{DeliveryID: d.ID, Attempt: d.AttemptCount, Status: anyhook.StatusDelivered,
+				Result: anyhook.Attempt{Number: d.AttemptCount, StartedAt: time.Now(), StatusCode: 200}})
+		}
+		lost, err := st.Finish(ctx, outs)
+		if err == nil && len(lost) > 0 {
+			err = fmt.Errorf("finish lost %d outcomes", len(lost))
+		}
+		return err
+	}
+	measureFloor(b, batch, run)
+}
+
+// measureFloor runs b.N events through run in batches of batch events and
+// reports events/s and CPU µs per event.
+func measureFloor(b *testing.B, batch int, run func(n int) error) {
+	cpu0 := cpuTime()
+	start := time.Now()
+	b.ResetTimer()
+	for left := b.N; left > 0; left -= batch {
+		if err := run(min(left, batch)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	wall, cpu := time.Since(start), cpuTime()-cpu0
+	b.ReportMetric(float64(b.N)/wall.Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/event")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
