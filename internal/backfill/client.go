@@ -21,8 +21,11 @@ type Client struct {
 	Base string
 	// Key is the source's api_key. It is sent only to Base and never
 	// written into an error or a log.
-	Key  string
-	HTTP *http.Client // default: 30s timeout
+	Key string
+	// HTTP sends the requests; default: a 30s timeout. Its redirect
+	// policy is replaced: a redirect is followed only to the same scheme
+	// and host.
+	HTTP *http.Client
 	// Sleep waits d or until ctx is done; default a timer. Tests inject
 	// one that does not wait.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -96,10 +99,11 @@ const maxWait = 5 * time.Minute
 // body.
 func (c *Client) do(ctx context.Context, provider string, build func() (*http.Request, error),
 	hint func(h http.Header, now time.Time) (time.Duration, bool), msg func([]byte) string) (*http.Response, error) {
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if c.HTTP != nil {
+		*hc = *c.HTTP
 	}
+	hc.CheckRedirect = sameOrigin
 	sleep := c.Sleep
 	if sleep == nil {
 		sleep = sleepCtx
@@ -154,6 +158,22 @@ func (c *Client) do(ctx context.Context, provider string, build func() (*http.Re
 			return nil, err
 		}
 	}
+}
+
+// sameOrigin is the redirect policy of requests that carry the key: a
+// redirect is followed only to the scheme and host (and port) the request
+// was first sent to. net/http's own policy would forward the
+// Authorization header to the same host name over plain http, or on
+// another port.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("redirected from %s://%s to %s://%s: not following it with the api_key", first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -274,3 +274,46 @@ func TestEndlessPagesOutsideWindow(t *testing.T) {
 		t.Fatalf("github, after %d requests: %v; want the bound on pages", n.Load(), err)
 	}
 }
+
+// TestRedirectKeepsTheKey: a provider API (https) that redirects to plain
+// http on the same machine, or to another host, does not get the key
+// sent there. net/http alone would forward the Authorization header to
+// the same host name over http.
+func TestRedirectKeepsTheKey(t *testing.T) {
+	t.Parallel()
+	var leaked atomic.Int64
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Authorization"), key) || strings.Contains(r.URL.RawQuery, key) {
+			leaked.Add(1)
+		}
+		fmt.Fprint(w, `{"object":"list","has_more":false,"data":[]}`)
+	}))
+	t.Cleanup(plain.Close)
+	for _, to := range []string{plain.URL, strings.Replace(plain.URL, "127.0.0.1", "localhost", 1)} {
+		api := httptest.NewTLSServer(http.RedirectHandler(to+"/v1/events", http.StatusFound))
+		t.Cleanup(api.Close)
+		l := &backfill.Stripe{Client: backfill.Client{Base: api.URL, Key: key, HTTP: api.Client()}}
+		err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+		if leaked.Load() != 0 || err == nil || strings.Contains(err.Error(), key) {
+			t.Fatalf("redirect to %s: key sent %d times; err %v", to, leaked.Load(), err)
+		}
+	}
+	// A redirect within the API (same scheme and host) is followed.
+	var same *httptest.Server
+	same = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/moved/v1/events" {
+			http.Redirect(w, r, same.URL+"/moved/v1/events", http.StatusMovedPermanently)
+			return
+		}
+		if !strings.Contains(r.Header.Get("Authorization")+r.URL.RawQuery, key) {
+			http.Error(w, "no key", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, `{"object":"list","has_more":false,"data":[]}`)
+	}))
+	t.Cleanup(same.Close)
+	l := &backfill.Stripe{Client: backfill.Client{Base: same.URL, Key: key, HTTP: same.Client()}}
+	if err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage); err != nil {
+		t.Fatalf("a redirect within the API: %v", err)
+	}
+}

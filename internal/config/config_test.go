@@ -248,6 +248,8 @@ func TestErrors(t *testing.T) {
 		{"empty secret", "sources:\n  a:\n    provider: x\n    secrets: [\"\"]\n", 4, "sources.a.secrets[0]", "is empty"},
 		{"public_url", minimal + "    public_url: /webhooks/x\n", 5, "sources.stripe.public_url", "absolute"},
 		{"api_base", minimal + "    api_key: sk_test_x\n    api_base: api.stripe.com\n", 6, "sources.stripe.api_base", "absolute"},
+		{"api_base over http", minimal + "    api_key: sk_test_x\n    api_base: http://api.stripe.com\n", 6, "sources.stripe.api_base", "must be https://"},
+		{"api_base over http to a private address", minimal + "    api_key: sk_test_x\n    api_base: http://10.0.0.7:8080\n", 6, "sources.stripe.api_base", "not 10.0.0.7"},
 		{"api_key without backfill", "sources:\n  s:\n    provider: shopify\n    secrets: [x]\n    api_key: k\n", 5, "sources.s.api_key", "provider shopify has no backfill"},
 		{"backfill on stripe", minimal + "    api_key: sk_test_x\n    backfill: {repo: a/b, hook_id: 1}\n", 6, "sources.stripe.backfill", "only a github source"},
 		{"github api_key without hook", "sources:\n  gh:\n    provider: github\n    secrets: [x]\n    api_key: ghp_x\n", 2, "sources.gh.backfill", "names its hook"},

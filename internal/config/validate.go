@@ -220,6 +220,8 @@ func (c *Config) validateServer() error {
 	return nil
 }
 
+// isLoopback reports whether host names this machine: localhost, or a
+// loopback IP.
 func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
@@ -283,7 +285,7 @@ func (c *Config) validateBackfill(k string, s *Source) error {
 		return c.Errorf(key, "provider %s has no backfill (backfill reads %s)", s.Provider, strings.Join(BackfillProviders, ", "))
 	}
 	if s.APIBase != "" {
-		if err := checkHTTPURL(s.APIBase); err != nil {
+		if err := checkAPIBase(s.APIBase); err != nil {
 			return c.Errorf(k+".api_base", "%s", err)
 		}
 	}
@@ -503,6 +505,20 @@ func checkHTTPURL(s string) error {
 		return fmt.Errorf("URL has no host")
 	}
 	return nil
+}
+
+// checkAPIBase checks a provider API root: the api_key goes to it, so it
+// is https://, or http:// to a loopback host (a test server, or a proxy on
+// the same machine that adds TLS).
+func checkAPIBase(s string) error {
+	if err := checkHTTPURL(s); err != nil {
+		return err
+	}
+	u, _ := url.Parse(s)
+	if u.Scheme == "https" || isLoopback(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("must be https:// (the api_key is sent to it); http:// is allowed only to a loopback host (localhost, 127.0.0.1, ::1), not %s", u.Hostname())
 }
 
 // SQLitePath returns the SQLite database file, resolved against the config

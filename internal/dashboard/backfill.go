@@ -16,6 +16,8 @@ type sourceRow struct {
 	Name         string
 	Destinations []string
 	Backfill     *backfill.Job // nil: none since the gateway started
+	// NoBackfill says why the source cannot be backfilled ("": it can).
+	NoBackfill string
 }
 
 // GET /sources (sourcesPage): each source, a backfill button, and the latest backfill
@@ -24,7 +26,13 @@ func (d *Dashboard) sourcesPage(w http.ResponseWriter, r *http.Request) error {
 	var rows []sourceRow
 	running := false
 	for _, name := range slices.Sorted(maps.Keys(d.opt.Sources)) {
-		row := sourceRow{Name: name, Destinations: d.opt.Sources[name]}
+		row := sourceRow{Name: name, Destinations: d.opt.Sources[name], NoBackfill: "backfill is not available in this gateway"}
+		if d.opt.CanBackfill != nil {
+			row.NoBackfill = ""
+			if err := d.opt.CanBackfill(name); err != nil {
+				row.NoBackfill = err.Error()
+			}
+		}
 		var job backfill.Job
 		res, err := d.callAPI(r, "GET", "/api/sources/"+url.PathEscape(name)+"/backfill", nil, &job)
 		if err != nil {

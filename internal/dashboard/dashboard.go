@@ -79,6 +79,9 @@ type Options struct {
 	Token string
 	// Sources maps each source name to its destinations.
 	Sources map[string][]string
+	// CanBackfill says why a source cannot be backfilled (nil: it can);
+	// the sources page offers the button only where it can. nil: none can.
+	CanBackfill func(source string) error
 	// Destinations are the configured destination names.
 	Destinations []string
 	// InOrder are the destinations with order: per_object: their pending

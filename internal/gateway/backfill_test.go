@@ -181,4 +181,11 @@ sources:
 	if code, b := post("/api/sources/nokey/backfill", `{"since": "1h"}`); code != 400 || strings.Contains(b, key) {
 		t.Fatalf("no key: %d %s", code, b)
 	}
+	// The Sources page offers no button that cannot work: the source
+	// without an api_key says why instead.
+	_, row, ok := strings.Cut(page, `data-source="nokey"`)
+	row, _, _ = strings.Cut(row, "</tr>")
+	if !ok || strings.Contains(row, "data-backfill") || !strings.Contains(row, "No backfill:") || !strings.Contains(row, "no api_key") {
+		t.Fatalf("the Sources page's row of a source without an api_key:\n%s", row)
+	}
 }

@@ -194,6 +194,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		API:          api.Handler(),
 		Token:        cfg.AdminToken,
 		Sources:      bySource,
+		CanBackfill:  bf.Check,
 		Destinations: cfg.DestinationOrder,
 		InOrder:      inOrder(cfg),
 		Health:       g.engine.Health,
