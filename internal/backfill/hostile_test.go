@@ -317,3 +317,36 @@ func TestRedirectKeepsTheKey(t *testing.T) {
 		t.Fatalf("a redirect within the API: %v", err)
 	}
 }
+
+// TestRedeliverRedirectIsNotARedelivery: a redelivery (a POST) that the
+// API redirects with 301, 302 or 303 would be re-sent by net/http as a
+// GET, and a GET answered 200 is not a redelivery: it is an error, not
+// counted. A 307 or 308 within the API keeps the POST and is followed.
+func TestRedeliverRedirectIsNotARedelivery(t *testing.T) {
+	t.Parallel()
+	const attempts = "/repos/o/r/hooks/1/deliveries/7/attempts"
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		var posts atomic.Int64
+		srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == attempts {
+				http.Redirect(w, r, "/moved"+attempts, code)
+				return
+			}
+			if r.Method == http.MethodPost && strings.Contains(r.Header.Get("Authorization"), key) {
+				posts.Add(1)
+			}
+			w.WriteHeader(http.StatusAccepted) // a GET here is answered 2xx too
+		})
+		g := &backfill.GitHub{Client: backfill.Client{Base: srv.URL, Key: key}, Repo: "o/r", HookID: 1}
+		err := g.Redeliver(t.Context(), backfill.HookDelivery{ID: 7, GUID: "g7"})
+		keeps := code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect
+		switch {
+		case keeps && (err != nil || posts.Load() != 1):
+			t.Errorf("%d within the API: %d POSTs arrived; err %v; want the POST followed", code, posts.Load(), err)
+		case !keeps && err == nil:
+			t.Errorf("%d: the redelivery counted as made though the POST became a GET", code)
+		case err != nil && strings.Contains(err.Error(), key):
+			t.Errorf("%d: the error shows the key: %v", code, err)
+		}
+	}
+}
