@@ -66,7 +66,9 @@ const (
 // Options configure a Notifier. The zero value is usable.
 type Options struct {
 	// Client posts to the sinks. Default: a client of the Notifier's own
-	// with a 10s timeout (never http.DefaultClient).
+	// with a 10s timeout (never http.DefaultClient). Its redirect policy
+	// is replaced: a redirect is followed only when it keeps the POST
+	// (307, 308) and stays on the sink's scheme and host.
 	Client *http.Client
 	Logger *slog.Logger     // default: discard
 	Now    func() time.Time // default: time.Now
@@ -136,6 +138,11 @@ func New(sinks []Sink, opts Options) (*Notifier, error) {
 	if n.client == nil {
 		n.client = newClient()
 	}
+	// The caller's client is copied, not changed: its redirect policy is
+	// replaced by keepPost.
+	c := *n.client
+	c.CheckRedirect = keepPost
+	n.client = &c
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -417,6 +424,22 @@ func title(kind string) string {
 		return "log verification failed"
 	}
 	return strings.ReplaceAll(kind, "_", " ")
+}
+
+// keepPost follows a redirect only when it keeps the POST and its body
+// (307, 308) and stays on the sink's scheme and host; any other redirect
+// is the answer, a failed post. net/http's own policy re-sends a POST
+// redirected with 301, 302 or 303 as a GET, whose 200 would count an
+// alert nobody received; and it follows a 307 to any host with the body
+// (a PagerDuty routing_key) and a Referer naming the sink's URL (a Slack
+// or webhook URL is itself the credential).
+func keepPost(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if len(via) >= 5 || req.Method != first.Method ||
+		req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // safeError strips the URL from a client error: Slack webhook URLs and

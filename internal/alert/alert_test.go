@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -496,5 +497,63 @@ func TestFlappingEndsOnLatestState(t *testing.T) {
 		!strings.Contains(strings.Join(got, " "), "destination_failing/billing+1") ||
 		!strings.Contains(strings.Join(got, " "), "destination_recovered/shipping+0") {
 		t.Errorf("posts = %v", got)
+	}
+}
+
+// TestRedirectIsNotFollowedElsewhere: a sink that redirects is a failed
+// post, not a delivered alert. net/http would re-send a 301/302/303 as a
+// GET (whose 200 counted the alert as sent though none arrived), and a
+// 307/308 to another origin with the body (a PagerDuty routing_key) and
+// a Referer naming the sink's URL (a Slack or webhook URL is the
+// credential). A 307/308 within the sink's origin keeps the POST and is
+// followed.
+func TestRedirectIsNotFollowedElsewhere(t *testing.T) {
+	t.Parallel()
+	var elsewhere sync.Mutex
+	var got []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		elsewhere.Lock()
+		got = append(got, r.Method+" "+r.Header.Get("Referer")+" "+string(b))
+		elsewhere.Unlock()
+	}))
+	t.Cleanup(other.Close)
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		for _, to := range []string{"elsewhere", "same origin"} {
+			var posts atomic.Int64
+			var self string
+			sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.URL.Path == "/moved" && r.Method == http.MethodPost:
+					posts.Add(1)
+				case r.URL.Path == "/moved": // a GET is answered 200 too
+				case to == "elsewhere":
+					http.Redirect(w, r, other.URL+"/moved", code)
+				default:
+					http.Redirect(w, r, self+"/moved", code)
+				}
+			}))
+			self = sink.URL
+			f := setup(t, Sink{Slack: sink.URL + "/services/SECRET-TOKEN"},
+				Sink{PagerDuty: &PagerDuty{RoutingKey: "ROUTING-KEY", URL: sink.URL + "/v2/enqueue"}})
+			f.n.Notify(t.Context(), dead("billing", 1))
+			f.n.Stop()
+			sink.Close()
+			logged := f.logs.all()
+			follow := to == "same origin" && (code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect)
+			switch {
+			case follow && (posts.Load() != 2 || strings.Contains(logged, "alert sink failed")):
+				t.Errorf("%d to the %s: %d posts arrived; logs:\n%s", code, to, posts.Load(), logged)
+			case !follow && strings.Count(logged, "alert sink failed") != 2:
+				t.Errorf("%d to the %s: not logged as failed; logs:\n%s", code, to, logged)
+			case strings.Contains(logged, "SECRET-TOKEN") || strings.Contains(logged, "ROUTING-KEY"):
+				t.Errorf("%d to the %s: logs leak the sink URL or key:\n%s", code, to, logged)
+			}
+		}
+	}
+	elsewhere.Lock()
+	defer elsewhere.Unlock()
+	if len(got) != 0 {
+		t.Errorf("another origin was sent %d requests: %q", len(got), got)
 	}
 }
