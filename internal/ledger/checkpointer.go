@@ -33,7 +33,10 @@ type CheckpointerOptions struct {
 	// PushURL, when set, receives each new signed checkpoint as a POST
 	// (Content-Type: text/plain; charset=utf-8).
 	PushURL string
-	Client  *http.Client // for PushURL; default a client with a 10 s timeout
+	// Client is for PushURL; default a client with a 10 s timeout. Its
+	// redirect policy is replaced: a redirect is followed only when it
+	// keeps the POST (307, 308) on push_url's scheme and host.
+	Client *http.Client
 	// Retention, when > 0, empties the bodies of logged events received
 	// longer ago than this (their hashes stay in the ledger).
 	Retention time.Duration
@@ -73,6 +76,11 @@ func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
 	if opt.Client == nil {
 		opt.Client = &http.Client{Timeout: 10 * time.Second}
 	}
+	// The caller's client is copied, not changed: its redirect policy is
+	// replaced by keepPost.
+	hc := *opt.Client
+	hc.CheckRedirect = keepPost
+	opt.Client = &hc
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -295,6 +303,21 @@ func (c *Checkpointer) push(ctx context.Context, msg []byte) error {
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("push_url answered %s", resp.Status)
+	}
+	return nil
+}
+
+// keepPost follows a push's redirect only when it keeps the POST and its
+// body (307, 308) and stays on push_url's scheme and host; any other
+// redirect is the answer, a failed push. net/http's own policy re-sends a
+// POST redirected with 301, 302 or 303 as a GET, whose 200 would count a
+// checkpoint nobody received; and it follows a 307 to any host with a
+// Referer naming push_url (whose query may hold a token).
+func keepPost(req *http.Request, via []*http.Request) error {
+	first := via[0]
+	if len(via) >= 5 || req.Method != first.Method ||
+		req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host {
+		return http.ErrUseLastResponse
 	}
 	return nil
 }

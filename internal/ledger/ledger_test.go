@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1431,5 +1433,70 @@ func TestOriginsVerify(t *testing.T) {
 		e.exec(t, `UPDATE events SET origin = 'backfill' WHERE id = ?`, old[1])
 		e.exec(t, `UPDATE events SET origin = NULL WHERE id = ?`, res[2].ID)
 		wantOnly(t, e.verify(t, nil), ledger.KindFieldsChanged, old[1], res[2].ID)
+	})
+}
+
+// TestPushRedirectIsAFailure: a push_url that redirects is a failed
+// push, not a pushed checkpoint. net/http would re-send a 301/302/303 as
+// a GET (whose 200 counted the checkpoint as pushed though it never
+// arrived), and follow a 307 to another origin with the checkpoint and a
+// Referer naming push_url (whose query may hold the witness's token). A
+// 307/308 within push_url's origin keeps the POST and is followed.
+func TestPushRedirectIsAFailure(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var elsewhere []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		elsewhere = append(elsewhere, r.Method+" "+r.Header.Get("Referer"))
+		mu.Unlock()
+	}))
+	t.Cleanup(other.Close)
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		for _, to := range []string{"elsewhere", "same origin"} {
+			t.Run(fmt.Sprintf("%d %s", code, to), func(t *testing.T) {
+				t.Parallel()
+				var pushed atomic.Int64
+				var self string
+				witness := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					switch {
+					case r.URL.Path == "/moved" && r.Method == http.MethodPost:
+						if b, _ := io.ReadAll(r.Body); len(b) > 0 {
+							pushed.Add(1)
+						}
+					case r.URL.Path == "/moved": // a GET is answered 200 too
+					case to == "elsewhere":
+						http.Redirect(w, r, other.URL+"/moved", code)
+					default:
+						http.Redirect(w, r, self+"/moved", code)
+					}
+				}))
+				self = witness.URL
+				t.Cleanup(witness.Close)
+				e := setup(t, backends[0])
+				var logged strings.Builder
+				e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key,
+					PushURL: witness.URL + "/push?token=WITNESS-TOKEN", Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+				e.ingest(t, 3)
+				e.commit(t)
+				follow := to == "same origin" && (code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect)
+				failed := strings.Contains(logged.String(), "pushing the checkpoint failed")
+				switch {
+				case follow && (pushed.Load() != 1 || failed):
+					t.Errorf("%d pushes arrived; logs:\n%s", pushed.Load(), &logged)
+				case !follow && !failed:
+					t.Errorf("not logged as failed; logs:\n%s", &logged)
+				case strings.Contains(logged.String(), "WITNESS-TOKEN"):
+					t.Errorf("logs leak push_url:\n%s", &logged)
+				}
+			})
+		}
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(elsewhere) != 0 {
+			t.Errorf("another origin was sent %d requests: %q", len(elsewhere), elsewhere)
+		}
 	})
 }
