@@ -675,3 +675,34 @@ func TestOrderPerObject(t *testing.T) {
 		t.Fatalf("order = %q, %q", c.Destinations["d"].Order, c.Destinations["e"].Order)
 	}
 }
+
+// TestAPIBase: where api_base may send the api_key. https:// anywhere
+// (the scheme in any case), http:// only to a loopback host; never with
+// credentials of its own (the key is api_key; a user name or password in
+// the URL would be shown by errors and config check), a query or a
+// fragment (the API's paths are appended to it). An error never quotes
+// what the URL holds beyond its host.
+func TestAPIBase(t *testing.T) {
+	t.Parallel()
+	for _, base := range []string{"https://api.stripe.com", "HTTPS://api.stripe.com", "https://ghe.example/api/v3/",
+		"http://localhost:12111", "http://127.0.0.2:1", "http://[::1]:8080"} {
+		if _, err := Parse("a.yaml", []byte(minimal+"    api_key: sk_test_x\n    api_base: "+base+"\n"), env()); err != nil {
+			t.Errorf("api_base %s: %v", base, err)
+		}
+	}
+	for base, want := range map[string]string{
+		"http://127.0.0.1.example.com":            "not 127.0.0.1.example.com",
+		"http://localhost.example.com:80":         "not localhost.example.com",
+		"https://SECRETUSER:SECRETPW@ghe.example": "user name or password",
+		"https://SECRETUSER@ghe.example/api/v3":   "user name or password",
+		"http://SECRETUSER:SECRETPW@127.0.0.1:1":  "user name or password",
+		"https://api.stripe.com/?SECRETQ=1":       "query",
+		"https://api.stripe.com/#SECRETF":         "fragment",
+	} {
+		_, err := Parse("a.yaml", []byte(minimal+"    api_key: sk_test_x\n    api_base: "+base+"\n"), env())
+		if err == nil || !strings.Contains(err.Error(), "sources.stripe.api_base") || !strings.Contains(err.Error(), want) ||
+			strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("api_base %s: %v; want an error about sources.stripe.api_base saying %q, quoting nothing of the URL", base, err, want)
+		}
+	}
+}

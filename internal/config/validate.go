@@ -509,12 +509,23 @@ func checkHTTPURL(s string) error {
 
 // checkAPIBase checks a provider API root: the api_key goes to it, so it
 // is https://, or http:// to a loopback host (a test server, or a proxy on
-// the same machine that adds TLS).
+// the same machine that adds TLS). It holds no credentials of its own (a
+// user name in a URL is kept by net/http's errors, which reach the admin
+// API and the dashboard; the key belongs in api_key), and no query or
+// fragment (the API's paths are appended to it).
 func checkAPIBase(s string) error {
 	if err := checkHTTPURL(s); err != nil {
 		return err
 	}
 	u, _ := url.Parse(s)
+	switch {
+	case u.User != nil:
+		return fmt.Errorf("must not hold a user name or password (the key goes in api_key); remove the part before @")
+	case u.RawQuery != "" || u.ForceQuery:
+		return fmt.Errorf("must not have a query (the API's paths and queries are added to it)")
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return fmt.Errorf("must not have a fragment (#…)")
+	}
 	if u.Scheme == "https" || isLoopback(u.Hostname()) {
 		return nil
 	}
