@@ -127,7 +127,7 @@ func (g *GitHub) Deliveries(ctx context.Context, from, to time.Time, page func([
 		}
 		next = nextLink(resp.Header.Get("Link"))
 		// The key goes only to api_base: a next page elsewhere is refused.
-		if next != "" && !strings.HasPrefix(next, g.base()+"/") {
+		if next != "" && !under(next, g.base()) {
 			return fmt.Errorf("github API: the next page is not under the API's base %s; not sending the key there", g.base())
 		}
 	}
@@ -149,6 +149,23 @@ func (g *GitHub) Redeliver(ctx context.Context, d HookDelivery) error {
 	}
 	resp.Body.Close()
 	return nil
+}
+
+// under reports whether URL u is under base: the same scheme and host
+// (and port), case-insensitively as URLs compare them (an api_base
+// written HTTPS://GHE.EXAMPLE pages through GitHub's lower-case links),
+// no user name, and a path below base's.
+func under(u, base string) bool {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	pb, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	return pu.User == nil && strings.EqualFold(pu.Scheme, pb.Scheme) && strings.EqualFold(pu.Host, pb.Host) &&
+		strings.HasPrefix(pu.EscapedPath(), strings.TrimSuffix(pb.EscapedPath(), "/")+"/")
 }
 
 // nextLink is the URL of the rel="next" link of a Link header, "" for

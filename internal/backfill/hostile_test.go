@@ -350,3 +350,38 @@ func TestRedeliverRedirectIsNotARedelivery(t *testing.T) {
 		}
 	}
 }
+
+// TestGitHubLinkBaseCase: scheme and host names are case-insensitive, so
+// an api_base written HTTPS://GHE.EXAMPLE (which the config accepts)
+// pages on through GitHub's lower-case Link; a Link with a user name, on
+// another port or outside the base's path is still refused.
+func TestGitHubLinkBaseCase(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC().Format(time.RFC3339)
+	var next string
+	var page atomic.Int64
+	srv, n := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.RawQuery, "page=2") {
+			w.Header().Set("Link", "<"+next+">; rel=\"next\"")
+		}
+		fmt.Fprintf(w, `[{"id":%d,"guid":"g%[1]d","delivered_at":%q}]`, page.Add(1), now)
+	})
+	host := strings.TrimPrefix(srv.URL, "http://")
+	base := "HTTP://" + strings.ToUpper(strings.Replace(host, "127.0.0.1", "localhost", 1)) + "/API/v3"
+	for link, ok := range map[string]bool{
+		"http://localhost" + host[len("127.0.0.1"):] + "/API/v3/repos/o/r/hooks/1/deliveries?page=2": true,
+		"http://localhost" + host[len("127.0.0.1"):] + "/api/v3/repos/o/r/hooks/1/deliveries?page=2": false,
+		"http://localhost" + host[len("127.0.0.1"):] + "/API/v3x/deliveries?page=2":                  false,
+		"http://u@localhost" + host[len("127.0.0.1"):] + "/API/v3/deliveries?page=2":                 false,
+		"http://localhost:1/API/v3/deliveries?page=2":                                                false,
+		"/API/v3/repos/o/r/hooks/1/deliveries?page=2":                                                false,
+	} {
+		next = link
+		n.Store(0)
+		g := &backfill.GitHub{Client: backfill.Client{Base: base, Key: key}, Repo: "o/r", HookID: 1}
+		err := g.Deliveries(t.Context(), time.Now().Add(-time.Hour), time.Time{}, func([]backfill.HookDelivery) error { return nil })
+		if ok && (err != nil || n.Load() != 2) || !ok && (err == nil || n.Load() != 1) {
+			t.Errorf("api_base %s, Link %s: %d requests, err %v; want it followed: %v", base, link, n.Load(), err, ok)
+		}
+	}
+}
