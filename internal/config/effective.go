@@ -123,11 +123,12 @@ type printer struct {
 }
 
 var (
-	durationType  = reflect.TypeFor[Duration]()
-	sizeType      = reflect.TypeFor[Size]()
-	rateType      = reflect.TypeFor[Rate]()
-	pathIndexRe   = regexp.MustCompile(`\[\d+\]`)
-	secretQueryRe = regexp.MustCompile(`(?i)pass|secret|token|key|sig|auth|cred`)
+	durationType = reflect.TypeFor[Duration]()
+	sizeType     = reflect.TypeFor[Size]()
+	rateType     = reflect.TypeFor[Rate]()
+	pathIndexRe  = regexp.MustCompile(`\[\d+\]`)
+	// A parameter named like a credential; code is Azure Functions' key.
+	secretQueryRe = regexp.MustCompile(`(?i)pass|secret|token|key|sig|auth|cred|^code$`)
 )
 
 // pattern turns a key path ("sources.stripe.secrets[1]") into its
@@ -317,8 +318,14 @@ func redactURL(s string, capability bool) string {
 		}
 		return u.Scheme + "://" + u.Host + "/" + Redacted
 	}
-	if _, ok := u.User.Password(); ok {
+	// A password is redacted; so is an http(s) user name without one (or
+	// with an empty one): APIs that take the key as the user name
+	// (Stripe-style https://KEY:@host) have it there. A database's user
+	// name is a name.
+	if pw, ok := u.User.Password(); ok && pw != "" {
 		u.User = url.UserPassword(u.User.Username(), Redacted)
+	} else if u.User != nil && (u.Scheme == "http" || u.Scheme == "https") {
+		u.User = url.User(Redacted)
 	}
 	if u.RawQuery != "" {
 		q := u.Query()

@@ -161,3 +161,23 @@ func TestEffectiveClassifiesEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectiveRedactsUserNameKeys: many APIs take the key as the user
+// name with no password (https://KEY:@host, https://KEY@host), and Azure
+// Functions as ?code=KEY: config check shows none of them. A user name
+// with a password is a name, and is kept.
+func TestEffectiveRedactsUserNameKeys(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"https://sk_live_SECRET1:@billing.example.com/hooks":          "url: https://<redacted>@billing.example.com/hooks\n",
+		"https://SECRET2@billing.example.com/hooks":                   "url: https://<redacted>@billing.example.com/hooks\n",
+		"https://fn.azurewebsites.net/api/hook?code=SECRET3&x=1":      "url: https://fn.azurewebsites.net/api/hook?code=<redacted>&x=1\n",
+		"https://alice:SECRET4@billing.example.com/hooks?tenant=acme": "url: https://alice:<redacted>@billing.example.com/hooks?tenant=acme\n",
+	} {
+		src := minimal + "destinations:\n  d:\n    url: " + url + "\n    sources: [stripe]\n"
+		out := string(mustParse(t, src).Effective())
+		if strings.Contains(out, "SECRET") || !strings.Contains(out, want) {
+			t.Errorf("url %s: want %q in:\n%s", url, want, out)
+		}
+	}
+}
