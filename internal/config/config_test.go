@@ -706,3 +706,32 @@ func TestAPIBase(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertCredentialsOverTLS: a Slack URL (itself the credential) and a
+// PagerDuty url (the routing_key goes in the body) are https://, or
+// http:// to a loopback host, as api_base is; a generic webhook sink may
+// be plain http:// like a destination. An error never quotes the URL.
+func TestAlertCredentialsOverTLS(t *testing.T) {
+	t.Parallel()
+	ok := []string{
+		"alerts:\n  - slack: https://hooks.slack.com/services/T/B/SECRET\n",
+		"alerts:\n  - slack: http://127.0.0.1:9/services/T/B/SECRET\n",
+		"alerts:\n  - pagerduty: {routing_key: k, url: \"http://[::1]:9/v2/enqueue\"}\n",
+		"alerts:\n  - pagerduty: {routing_key: k}\n",
+		"alerts:\n  - webhook: http://alerts.internal/SECRET\n",
+	}
+	for _, src := range ok {
+		if _, err := Parse("a.yaml", []byte(minimal+src), env()); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	for src, key := range map[string]string{
+		"alerts:\n  - slack: http://hooks.slack.com/services/T/B/SECRET\n":                      "alerts[0].slack",
+		"alerts:\n  - pagerduty: {routing_key: k, url: \"http://pd.example/SECRET/enqueue\"}\n": "alerts[0].pagerduty.url",
+	} {
+		_, err := Parse("a.yaml", []byte(minimal+src), env())
+		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "must be https://") || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: %v; want %s: must be https://, quoting nothing of the URL", src, err, key)
+		}
+	}
+}

@@ -457,14 +457,14 @@ func (c *Config) validateAlert(k string, a Alert) error {
 			return c.Errorf(k+".webhook", "%s", err)
 		}
 	case a.Slack != "":
-		if err := checkHTTPURL(a.Slack); err != nil {
+		if err := overTLS(a.Slack, "the URL itself is the credential"); err != nil {
 			return c.Errorf(k+".slack", "%s", err)
 		}
 	default:
 		if a.PagerDuty.RoutingKey == "" {
 			return c.Errorf(k+".pagerduty.routing_key", "required")
 		}
-		if err := checkHTTPURL(a.PagerDuty.URL); err != nil {
+		if err := overTLS(a.PagerDuty.URL, "the routing_key is sent to it"); err != nil {
 			return c.Errorf(k+".pagerduty.url", "%s", err)
 		}
 	}
@@ -526,10 +526,21 @@ func checkAPIBase(s string) error {
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		return fmt.Errorf("must not have a fragment (#…)")
 	}
+	return overTLS(s, "the api_key is sent to it")
+}
+
+// overTLS checks an http(s) URL that a credential goes to (why says
+// which): it is https://, or http:// to a loopback host, so the
+// credential never crosses a network in the clear.
+func overTLS(s, why string) error {
+	if err := checkHTTPURL(s); err != nil {
+		return err
+	}
+	u, _ := url.Parse(s)
 	if u.Scheme == "https" || isLoopback(u.Hostname()) {
 		return nil
 	}
-	return fmt.Errorf("must be https:// (the api_key is sent to it); http:// is allowed only to a loopback host (localhost, 127.0.0.1, ::1), not %s", u.Hostname())
+	return fmt.Errorf("must be https:// (%s); http:// is allowed only to a loopback host (localhost, 127.0.0.1, ::1), not %s", why, u.Hostname())
 }
 
 // SQLitePath returns the SQLite database file, resolved against the config
