@@ -677,7 +677,9 @@ func TestOrderPerObject(t *testing.T) {
 }
 
 // TestAPIBase: where api_base may send the api_key. https:// anywhere
-// (the scheme in any case), http:// only to a loopback host; never with
+// (the scheme in any case), http:// only to a loopback host (named as the
+// docs list them: localhost. with its trailing dot is refused, on the
+// safe side); never with
 // credentials of its own (the key is api_key; a user name or password in
 // the URL would be shown by errors and config check), a query or a
 // fragment (the API's paths are appended to it). An error never quotes
@@ -693,6 +695,8 @@ func TestAPIBase(t *testing.T) {
 	for base, want := range map[string]string{
 		"http://127.0.0.1.example.com":            "not 127.0.0.1.example.com",
 		"http://localhost.example.com:80":         "not localhost.example.com",
+		"http://localhost.:8080":                  "not localhost.",
+		"https://api.stripe.com@SECRET.example":   "user name or password",
 		"https://SECRETUSER:SECRETPW@ghe.example": "user name or password",
 		"https://SECRETUSER@ghe.example/api/v3":   "user name or password",
 		"http://SECRETUSER:SECRETPW@127.0.0.1:1":  "user name or password",
