@@ -57,3 +57,22 @@ func TestDeadAlertSaysOrderReleased(t *testing.T) {
 		t.Fatalf("alert message %q, want it to end %q", msg.Message, want)
 	}
 }
+
+// An alert's link is for people, and goes to the alert sinks: a user name
+// and password in dashboard_url (a proxy's basic auth) stay out of it.
+func TestAlertLinkHasNoCredentials(t *testing.T) {
+	t.Parallel()
+	alerts := newSink(t)
+	e := setup(t, newSink(t, 500), "    max_attempts: 1",
+		"dashboard_url: https://ops:SECRET-PW@anyhook.example.com/ops/", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
+	a := e.sendStripe(t, "evt_alert_creds")
+	e.waitStatus(t, a.ID, anyhook.StatusDead)
+	alerts.waitRequests(t, 1)
+	alerts.mu.Lock()
+	body := string(alerts.bodies[0])
+	alerts.mu.Unlock()
+	if strings.Contains(body, "SECRET-PW") || strings.Contains(body, "ops:") ||
+		!strings.Contains(body, `"url":"https://anyhook.example.com/ops/events/`+a.ID+`"`) {
+		t.Errorf("alert: %s", body)
+	}
+}

@@ -285,12 +285,20 @@ func orderNote(dest *config.Destination, kind string, ev anyhook.Event) string {
 }
 
 // eventURL is the event's page in the dashboard, or "" when the config
-// does not say where the dashboard is (dashboard_url).
+// does not say where the dashboard is (dashboard_url). It goes to the
+// alert sinks, for people to open: a user name and password in
+// dashboard_url (a proxy's basic auth) are left out, and the browser asks
+// for them.
 func (g *Gateway) eventURL(eventID string) string {
 	if g.cfg.DashboardURL == "" || eventID == "" {
 		return ""
 	}
-	return strings.TrimSuffix(g.cfg.DashboardURL, "/") + "/events/" + url.PathEscape(eventID)
+	base := g.cfg.DashboardURL
+	if u, err := url.Parse(base); err == nil && u.User != nil {
+		u.User = nil
+		base = u.String()
+	}
+	return strings.TrimSuffix(base, "/") + "/events/" + url.PathEscape(eventID)
 }
 
 // healthAlert raises a destination's failing or recovered alert.
