@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/lifecycle"
+	"github.com/anyhook/anyhook/internal/redirect"
 )
 
 // Alert kinds.
@@ -139,9 +140,9 @@ func New(sinks []Sink, opts Options) (*Notifier, error) {
 		n.client = newClient()
 	}
 	// The caller's client is copied, not changed: its redirect policy is
-	// replaced by keepPost.
+	// replaced by redirect.AnswerOtherwise.
 	c := *n.client
-	c.CheckRedirect = keepPost
+	c.CheckRedirect = redirect.AnswerOtherwise
 	n.client = &c
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -424,22 +425,6 @@ func title(kind string) string {
 		return "log verification failed"
 	}
 	return strings.ReplaceAll(kind, "_", " ")
-}
-
-// keepPost follows a redirect only when it keeps the POST and its body
-// (307, 308) and stays on the sink's scheme and host; any other redirect
-// is the answer, a failed post. net/http's own policy re-sends a POST
-// redirected with 301, 302 or 303 as a GET, whose 200 would count an
-// alert nobody received; and it follows a 307 to any host with the body
-// (a PagerDuty routing_key) and a Referer naming the sink's URL (a Slack
-// or webhook URL is itself the credential).
-func keepPost(req *http.Request, via []*http.Request) error {
-	first := via[0]
-	if len(via) >= 5 || req.Method != first.Method ||
-		req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host {
-		return http.ErrUseLastResponse
-	}
-	return nil
 }
 
 // safeError strips the URL from a client error: Slack webhook URLs and

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/anyhook/anyhook/internal/redirect"
 )
 
 // Client is what the listers share: an HTTP client for one provider's
@@ -160,23 +162,11 @@ func (c *Client) do(ctx context.Context, provider string, build func() (*http.Re
 	}
 }
 
-// sameOrigin is the redirect policy of requests that carry the key: a
-// redirect is followed only to the scheme and host (and port) the request
-// was first sent to, and only when it keeps the method. net/http's own
-// policy would forward the Authorization header to the same host name
-// over plain http, or on another port; and it re-sends a POST redirected
-// with 301, 302 or 303 as a GET, whose 2xx would count a GitHub
-// redelivery that was never asked for.
+// sameOrigin is the redirect policy of requests that carry the key
+// (package redirect): the error names why a redirect is not followed.
 func sameOrigin(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	first := via[0]
-	if req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host {
-		return fmt.Errorf("redirected from %s://%s to %s://%s: not following it with the api_key", first.URL.Scheme, first.URL.Host, req.URL.Scheme, req.URL.Host)
-	}
-	if req.Method != first.Method {
-		return fmt.Errorf("%s %s was redirected as a %s: not following it (the API must answer the %s itself, or redirect with 307 or 308)", first.Method, first.URL.Path, req.Method, first.Method)
+	if err := redirect.Check(req, via); err != nil {
+		return fmt.Errorf("%w: not following it with the api_key", err)
 	}
 	return nil
 }

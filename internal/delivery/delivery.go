@@ -26,6 +26,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/lifecycle"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/redirect"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/tracing"
 	"go.opentelemetry.io/otel/trace"
@@ -179,7 +180,7 @@ func NewClient() *http.Client {
 	}
 	return &http.Client{
 		Transport:     t,
-		CheckRedirect: followSameHost,
+		CheckRedirect: redirect.AnswerOtherwise,
 	}
 }
 
@@ -199,24 +200,6 @@ func insecureClient(c *http.Client) *http.Client {
 	t.TLSClientConfig.InsecureSkipVerify = true
 	cc.Transport = t
 	return &cc
-}
-
-// followSameHost follows a redirect only when it keeps the POST and its
-// body (307, 308) and stays on the destination's host and scheme; any
-// other redirect is the answer, a failed attempt. (A 301/302/303 turns the
-// POST into a GET, and a GET answered 2xx must not count as delivered.)
-func followSameHost(req *http.Request, via []*http.Request) error {
-	code := 0
-	if req.Response != nil {
-		code = req.Response.StatusCode
-	}
-	first := via[0].URL
-	if len(via) >= 5 || req.Method != http.MethodPost ||
-		(code != http.StatusTemporaryRedirect && code != http.StatusPermanentRedirect) ||
-		req.URL.Host != first.Host || req.URL.Scheme != first.Scheme {
-		return http.ErrUseLastResponse
-	}
-	return nil
 }
 
 // Lease is how long a claim of d lasts: its timeout plus the grace, so a

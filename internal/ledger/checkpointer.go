@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/redirect"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -77,9 +78,9 @@ func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
 		opt.Client = &http.Client{Timeout: 10 * time.Second}
 	}
 	// The caller's client is copied, not changed: its redirect policy is
-	// replaced by keepPost.
+	// replaced by redirect.AnswerOtherwise.
 	hc := *opt.Client
-	hc.CheckRedirect = keepPost
+	hc.CheckRedirect = redirect.AnswerOtherwise
 	opt.Client = &hc
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
@@ -303,21 +304,6 @@ func (c *Checkpointer) push(ctx context.Context, msg []byte) error {
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("push_url answered %s", resp.Status)
-	}
-	return nil
-}
-
-// keepPost follows a push's redirect only when it keeps the POST and its
-// body (307, 308) and stays on push_url's scheme and host; any other
-// redirect is the answer, a failed push. net/http's own policy re-sends a
-// POST redirected with 301, 302 or 303 as a GET, whose 200 would count a
-// checkpoint nobody received; and it follows a 307 to any host with a
-// Referer naming push_url (whose query may hold a token).
-func keepPost(req *http.Request, via []*http.Request) error {
-	first := via[0]
-	if len(via) >= 5 || req.Method != first.Method ||
-		req.URL.Scheme != first.URL.Scheme || req.URL.Host != first.URL.Host {
-		return http.ErrUseLastResponse
 	}
 	return nil
 }
