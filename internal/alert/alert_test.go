@@ -10,9 +10,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/anyhook/anyhook/internal/redirect/redirecttest"
 )
 
 // recorder is an alert sink: an httptest server that keeps what it is sent.
@@ -509,51 +510,27 @@ func TestFlappingEndsOnLatestState(t *testing.T) {
 // followed.
 func TestRedirectIsNotFollowedElsewhere(t *testing.T) {
 	t.Parallel()
-	var elsewhere sync.Mutex
-	var got []string
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		elsewhere.Lock()
-		got = append(got, r.Method+" "+r.Header.Get("Referer")+" "+string(b))
-		elsewhere.Unlock()
-	}))
-	t.Cleanup(other.Close)
-	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
-		for _, to := range []string{"elsewhere", "same origin"} {
-			var posts atomic.Int64
-			var self string
-			sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				switch {
-				case r.URL.Path == "/moved" && r.Method == http.MethodPost:
-					posts.Add(1)
-				case r.URL.Path == "/moved": // a GET is answered 200 too
-				case to == "elsewhere":
-					http.Redirect(w, r, other.URL+"/moved", code)
-				default:
-					http.Redirect(w, r, self+"/moved", code)
-				}
-			}))
-			self = sink.URL
+	other := redirecttest.NewElsewhere(t)
+	for _, code := range redirecttest.Codes {
+		for _, to := range []*redirecttest.Elsewhere{other, nil} {
+			sink, posts := redirecttest.Server(t, code, to)
 			f := setup(t, Sink{Slack: sink.URL + "/services/SECRET-TOKEN"},
 				Sink{PagerDuty: &PagerDuty{RoutingKey: "ROUTING-KEY", URL: sink.URL + "/v2/enqueue"}})
 			f.n.Notify(t.Context(), dead("billing", 1))
 			f.n.Stop()
 			sink.Close()
 			logged := f.logs.all()
-			follow := to == "same origin" && (code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect)
-			switch {
+			switch follow := redirecttest.Followed(code, to != nil); {
 			case follow && (posts.Load() != 2 || strings.Contains(logged, "alert sink failed")):
-				t.Errorf("%d to the %s: %d posts arrived; logs:\n%s", code, to, posts.Load(), logged)
+				t.Errorf("%d within the sink: %d posts arrived; logs:\n%s", code, posts.Load(), logged)
 			case !follow && strings.Count(logged, "alert sink failed") != 2:
-				t.Errorf("%d to the %s: not logged as failed; logs:\n%s", code, to, logged)
+				t.Errorf("%d (elsewhere: %v): not logged as failed; logs:\n%s", code, to != nil, logged)
 			case strings.Contains(logged, "SECRET-TOKEN") || strings.Contains(logged, "ROUTING-KEY"):
-				t.Errorf("%d to the %s: logs leak the sink URL or key:\n%s", code, to, logged)
+				t.Errorf("%d (elsewhere: %v): logs leak the sink URL or key:\n%s", code, to != nil, logged)
 			}
 		}
 	}
-	elsewhere.Lock()
-	defer elsewhere.Unlock()
-	if len(got) != 0 {
+	if got := other.Requests(); len(got) != 0 {
 		t.Errorf("another origin was sent %d requests: %q", len(got), got)
 	}
 }

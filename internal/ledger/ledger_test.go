@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/redirect/redirecttest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
@@ -1444,44 +1444,25 @@ func TestOriginsVerify(t *testing.T) {
 // 307/308 within push_url's origin keeps the POST and is followed.
 func TestPushRedirectIsAFailure(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var elsewhere []string
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		elsewhere = append(elsewhere, r.Method+" "+r.Header.Get("Referer"))
-		mu.Unlock()
-	}))
-	t.Cleanup(other.Close)
-	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
-		for _, to := range []string{"elsewhere", "same origin"} {
-			t.Run(fmt.Sprintf("%d %s", code, to), func(t *testing.T) {
+	other := redirecttest.NewElsewhere(t)
+	t.Cleanup(func() {
+		if got := other.Requests(); len(got) != 0 {
+			t.Errorf("another origin was sent %d requests: %q", len(got), got)
+		}
+	})
+	for _, code := range redirecttest.Codes {
+		for _, to := range []*redirecttest.Elsewhere{other, nil} {
+			t.Run(fmt.Sprintf("%d elsewhere=%v", code, to != nil), func(t *testing.T) {
 				t.Parallel()
-				var pushed atomic.Int64
-				var self string
-				witness := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					switch {
-					case r.URL.Path == "/moved" && r.Method == http.MethodPost:
-						if b, _ := io.ReadAll(r.Body); len(b) > 0 {
-							pushed.Add(1)
-						}
-					case r.URL.Path == "/moved": // a GET is answered 200 too
-					case to == "elsewhere":
-						http.Redirect(w, r, other.URL+"/moved", code)
-					default:
-						http.Redirect(w, r, self+"/moved", code)
-					}
-				}))
-				self = witness.URL
-				t.Cleanup(witness.Close)
+				witness, pushed := redirecttest.Server(t, code, to)
 				e := setup(t, backends[0])
 				var logged strings.Builder
 				e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key,
 					PushURL: witness.URL + "/push?token=WITNESS-TOKEN", Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 				e.ingest(t, 3)
 				e.commit(t)
-				follow := to == "same origin" && (code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect)
 				failed := strings.Contains(logged.String(), "pushing the checkpoint failed")
-				switch {
+				switch follow := redirecttest.Followed(code, to != nil); {
 				case follow && (pushed.Load() != 1 || failed):
 					t.Errorf("%d pushes arrived; logs:\n%s", pushed.Load(), &logged)
 				case !follow && !failed:
@@ -1492,11 +1473,4 @@ func TestPushRedirectIsAFailure(t *testing.T) {
 			})
 		}
 	}
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(elsewhere) != 0 {
-			t.Errorf("another origin was sent %d requests: %q", len(elsewhere), elsewhere)
-		}
-	})
 }
