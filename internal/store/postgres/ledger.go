@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,12 +25,15 @@ var _ store.Ledger = (*Store)(nil)
 // Sequence: of many processes, one sequences at a time.
 const ledgerLock int64 = 0x61686c6f67 // "ahlog"
 
-// Sequencing finds new events among those received in the last
-// sequenceWindow (an index range scan) and, every sweepEvery, among all
-// events, so that an event whose received_at is far off is not missed.
+// Sequencing takes new events from ledger_pending, where ingest puts each
+// new event's id (migrations/0012_ledger_pending.sql): a round costs what
+// its events cost, however many the log holds. An event that reached the
+// events table without ingest has no pending row; a sweep finds it: every
+// sweepEvery a pass over all event ids starts, sweepChunk ids a round, so
+// that no round reads more than that.
 const (
-	sequenceWindow = 15 * time.Minute
-	sweepEvery     = 5 * time.Minute
+	sweepEvery = 5 * time.Minute
+	sweepChunk = 10000
 )
 
 // Sequence implements store.Ledger.
@@ -38,15 +44,10 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, ledgerLock); err != nil {
 			return store.Unavailable("sequence: lock", err)
 		}
-		var sweep bool
-		if err := tx.QueryRow(ctx, `SELECT swept_at < now() - $1 * interval '1 microsecond' FROM ledger_state WHERE id = 1`,
-			sweepEvery.Microseconds()).Scan(&sweep); err != nil {
-			return store.Unavailable("sequence", err)
-		}
+		// Each pending id is looked up by the events' primary key: a join
+		// left to the planner merged the pending ids with every event id.
 		rows, err := tx.Query(ctx, `SELECT `+sqlstore.EventColumns("e.")+` FROM events e
-			WHERE ($1 OR e.received_at > now() - $2 * interval '1 microsecond')
-				AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
-			ORDER BY e.id LIMIT $3`, sweep, sequenceWindow.Microseconds(), limit)
+			WHERE e.id = ANY(ARRAY(SELECT event_id FROM ledger_pending ORDER BY event_id LIMIT $1)) ORDER BY e.id`, limit)
 		if err != nil {
 			return store.Unavailable("sequence", err)
 		}
@@ -54,10 +55,13 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		if err != nil {
 			return store.Unavailable("sequence", err)
 		}
-		if sweep && len(evs) < limit {
-			if _, err := tx.Exec(ctx, `UPDATE ledger_state SET swept_at = now() WHERE id = 1`); err != nil {
-				return store.Unavailable("sequence", err)
+		if len(evs) < limit {
+			more, err := sweep(ctx, tx, cmp.Or(s.sweepChunk, sweepChunk), limit-len(evs))
+			if err != nil {
+				return err
 			}
+			evs = append(evs, more...)
+			slices.SortFunc(evs, func(a, b anyhook.Event) int { return strings.Compare(a.ID, b.ID) })
 		}
 		if len(evs) == 0 {
 			return nil
@@ -84,6 +88,11 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		for i, h := range b.Hashes {
 			batch.Queue(`INSERT INTO ledger_hashes (idx, hash) VALUES ($1, $2)`, b.HashIndex+int64(i), h[:])
 		}
+		ids := make([]string, len(b.Entries))
+		for i, e := range b.Entries {
+			ids[i] = e.EventID
+		}
+		batch.Queue(`DELETE FROM ledger_pending WHERE event_id = ANY($1)`, ids)
 		if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
 			return store.Unavailable("sequence", err)
 		}
@@ -91,6 +100,57 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		return nil
 	})
 	return n, err
+}
+
+// sweep returns up to room events of the sweep's next chunk of ids that have
+// neither a log entry nor a pending row, when a pass is under way or due,
+// and moves the sweep on: past what it returned when it filled room, else
+// past the chunk, and when the chunk was the last, the pass ends.
+func sweep(ctx context.Context, tx pgx.Tx, chunk, room int) ([]anyhook.Event, error) {
+	var cursor string
+	var due bool
+	if err := tx.QueryRow(ctx, `SELECT sweep_cursor, swept_at < now() - $1 * interval '1 microsecond' FROM ledger_state WHERE id = 1`,
+		sweepEvery.Microseconds()).Scan(&cursor, &due); err != nil {
+		return nil, store.Unavailable("sequence: sweep", err)
+	}
+	if cursor == "" && !due {
+		return nil, nil
+	}
+	// The chunk's last id; none: the chunk runs to the last event.
+	var end *string
+	if err := tx.QueryRow(ctx, `SELECT id FROM events WHERE id > $1 ORDER BY id OFFSET $2 LIMIT 1`, cursor, chunk-1).Scan(&end); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.Unavailable("sequence: sweep", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT `+sqlstore.EventColumns("e.")+` FROM events e
+		WHERE e.id > $1 AND ($2::text IS NULL OR e.id <= $2)
+			AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
+			AND NOT EXISTS (SELECT 1 FROM ledger_pending p WHERE p.event_id = e.id)
+		ORDER BY e.id LIMIT $3`, cursor, end, room)
+	if err != nil {
+		return nil, store.Unavailable("sequence: sweep", err)
+	}
+	found, err := collect(rows, sqlstore.ScanLedgerEvent)
+	if err != nil {
+		return nil, store.Unavailable("sequence: sweep", err)
+	}
+	// A pending row whose event is gone (deleted, or its id rewritten,
+	// behind the gateway's back) would be joined to nothing for ever.
+	if _, err := tx.Exec(ctx, `DELETE FROM ledger_pending p WHERE p.event_id > $1 AND ($2::text IS NULL OR p.event_id <= $2)
+		AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = p.event_id)`, cursor, end); err != nil {
+		return nil, store.Unavailable("sequence: sweep", err)
+	}
+	next, done := "", end == nil
+	switch {
+	case len(found) == room:
+		next, done = found[len(found)-1].ID, false // more may follow in this chunk
+	case end != nil:
+		next = *end
+	}
+	if _, err := tx.Exec(ctx, `UPDATE ledger_state SET sweep_cursor = $1, swept_at = CASE WHEN $2 THEN now() ELSE swept_at END WHERE id = 1`,
+		next, done); err != nil {
+		return nil, store.Unavailable("sequence: sweep", err)
+	}
+	return found, nil
 }
 
 type queryer interface {

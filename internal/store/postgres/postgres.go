@@ -46,6 +46,9 @@ const defaultConnectTimeout = 10 * time.Second
 type Store struct {
 	pool  *pgxpool.Pool
 	newID func() string
+	// sweepChunk is how many event ids one round of the log's sweep
+	// reads (Sequence); default sweepChunk. Tests make it small.
+	sweepChunk int
 }
 
 var _ store.Store = (*Store)(nil)

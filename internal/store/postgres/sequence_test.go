@@ -1,0 +1,155 @@
+package postgres_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/ledger"
+	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// TestSequenceSweepsInChunks: events inserted behind the gateway's back
+// (no ledger_pending row) are logged by the sweep, which reads one chunk
+// of ids a round, so that no round reads every event; a pending row whose
+// event is gone is dropped; once a pass ends, the next starts only after
+// sweepEvery.
+func TestSequenceSweepsInChunks(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	s.SetSweepChunk(4)
+	seq := ledger.NewSequencer(s, ledger.SequencerOptions{})
+	var ids []string
+	for range 12 {
+		id := store.NewID()
+		ids = append(ids, id)
+		if _, err := s.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: id, Source: "s", DedupKey: id, ReceivedAt: time.Now(),
+			Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := c.Exec(t.Context(), q, args...); err != nil {
+			t.Fatalf("%.80s: %v", q, err)
+		}
+	}
+	logged := func() []string {
+		t.Helper()
+		rows, err := c.Query(t.Context(), `SELECT event_id FROM ledger_entries ORDER BY event_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// The first pass of a new database is due at once: let it end.
+	for range 6 {
+		if _, err := seq.Once(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := logged(); !slices.Equal(got, ids) {
+		t.Fatalf("logged %v, want the 12 ingested", got)
+	}
+
+	// Three events written straight into the table, each sorting right
+	// after an ingested one (ids 0, 4 and 8: with them, the events sort
+	// into chunks of four holding one straggler each, then one with none),
+	// and a pending row whose event does not exist.
+	var straggler []string
+	for _, i := range []int{0, 4, 8} {
+		id := ids[i] + "-direct"
+		straggler = append(straggler, id)
+		exec(`INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+			SELECT $1, source, $1, received_at, method, path, headers, body FROM events WHERE id = $2`, id, ids[i])
+	}
+	exec(`INSERT INTO ledger_pending (event_id) VALUES ($1)`, ids[3]+"-gone")
+	if n, err := seq.Once(t.Context()); err != nil || n != 0 {
+		t.Fatalf("a round between passes logged %d (%v), want 0: the stragglers wait for the next pass", n, err)
+	}
+	exec(`UPDATE ledger_state SET swept_at = '-infinity'`) // the next pass is due
+	// 15 events, one chunk a round.
+	for round, want := range []int{1, 1, 1, 0} {
+		n, err := seq.Once(t.Context())
+		if err != nil || n != want {
+			t.Fatalf("round %d of the pass logged %d (%v), want %d", round, n, err, want)
+		}
+	}
+	for _, id := range straggler {
+		if !slices.Contains(logged(), id) {
+			t.Errorf("straggler %s not logged", id)
+		}
+	}
+	if n := query[int64](t, dsn, `SELECT count(*) FROM ledger_pending`); n != 0 {
+		t.Errorf("%d pending rows left (the orphan must go)", n)
+	}
+	if cursor := query[string](t, dsn, `SELECT sweep_cursor FROM ledger_state`); cursor != "" {
+		t.Errorf("sweep_cursor %q after the pass, want ''", cursor)
+	}
+}
+
+// TestMigrateFillsLedgerPending: the upgrade to the pending queue puts in
+// it exactly the events the log does not hold yet, so the sequencer,
+// which no longer looks elsewhere between sweeps, logs them.
+func TestMigrateFillsLedgerPending(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	var ids []string
+	for range 3 {
+		id := store.NewID()
+		ids = append(ids, id)
+		if _, err := s.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: id, Source: "s", DedupKey: id, ReceivedAt: time.Now(),
+			Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ledger.NewSequencer(s, ledger.SequencerOptions{}).Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Back to version 11 with one event recorded but not logged.
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	for _, q := range []string{
+		`DROP TABLE ledger_pending`,
+		`ALTER TABLE ledger_state DROP COLUMN sweep_cursor`,
+		`DELETE FROM schema_migrations WHERE version = 12`,
+		`DELETE FROM ledger_hashes WHERE idx >= 1`, // the tree of one entry
+		`DELETE FROM ledger_entries WHERE idx >= 1`,
+	} {
+		if _, err := c.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s = openDSN(t, dsn)
+	want := ids[1:]
+	rows, err := c.Query(t.Context(), `SELECT event_id FROM ledger_pending ORDER BY event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("pending after the upgrade: %v (%v), want %v", got, err, want)
+	}
+	if n, err := ledger.NewSequencer(s, ledger.SequencerOptions{}).Once(t.Context()); err != nil || n != 2 {
+		t.Fatalf("the round after the upgrade logged %d (%v), want 2", n, err)
+	}
+}
