@@ -55,8 +55,6 @@ const insertEvent = `WITH t AS (SELECT clock_timestamp() AS at), ev AS (
 ), vm AS (
 	INSERT INTO versions (source, object, version) SELECT $2, $9, $10 FROM ev WHERE $25
 	ON CONFLICT (source, object) DO UPDATE SET version = EXCLUDED.version
-), lp AS (
-	INSERT INTO ledger_pending (event_id) SELECT id FROM ev
 )
 SELECT id, coalesce((SELECT array_agg(dl.id) FROM dl WHERE dl.status = 'delivering'), '{}'), (SELECT at FROM t) FROM ev`
 

@@ -44,16 +44,9 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, ledgerLock); err != nil {
 			return store.Unavailable("sequence: lock", err)
 		}
-		// Each pending id is looked up by the events' primary key: a join
-		// left to the planner merged the pending ids with every event id.
-		rows, err := tx.Query(ctx, `SELECT `+sqlstore.EventColumns("e.")+` FROM events e
-			WHERE e.id = ANY(ARRAY(SELECT event_id FROM ledger_pending ORDER BY event_id LIMIT $1)) ORDER BY e.id`, limit)
+		taken, evs, err := takePending(ctx, tx, limit)
 		if err != nil {
-			return store.Unavailable("sequence", err)
-		}
-		evs, err := collect(rows, sqlstore.ScanLedgerEvent)
-		if err != nil {
-			return store.Unavailable("sequence", err)
+			return err
 		}
 		if len(evs) < limit {
 			more, err := sweep(ctx, tx, cmp.Or(s.sweepChunk, sweepChunk), limit-len(evs))
@@ -64,7 +57,7 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 			slices.SortFunc(evs, func(a, b anyhook.Event) int { return strings.Compare(a.ID, b.ID) })
 		}
 		if len(evs) == 0 {
-			return nil
+			return deletePending(ctx, tx, taken)
 		}
 		var size, nhashes int64
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&size); err != nil {
@@ -88,11 +81,7 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		for i, h := range b.Hashes {
 			batch.Queue(`INSERT INTO ledger_hashes (idx, hash) VALUES ($1, $2)`, b.HashIndex+int64(i), h[:])
 		}
-		ids := make([]string, len(b.Entries))
-		for i, e := range b.Entries {
-			ids[i] = e.EventID
-		}
-		batch.Queue(`DELETE FROM ledger_pending WHERE event_id = ANY($1)`, ids)
+		batch.Queue(`DELETE FROM ledger_pending WHERE event_id = ANY($1)`, taken)
 		if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
 			return store.Unavailable("sequence", err)
 		}
@@ -100,6 +89,48 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		return nil
 	})
 	return n, err
+}
+
+// takePending takes up to limit ids from ledger_pending and returns them
+// with the events among them to log. An id whose event the log already
+// holds (logged by a sequencer of a version before the queue, during a
+// rolling upgrade) or whose event is gone (deleted, or its id rewritten,
+// behind the gateway's back) is not returned; when there are such ids,
+// all of them are deleted, so that new events never wait behind them.
+func takePending(ctx context.Context, tx pgx.Tx, limit int) (taken []string, evs []anyhook.Event, err error) {
+	rows, err := tx.Query(ctx, `SELECT event_id FROM ledger_pending ORDER BY event_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, nil, store.Unavailable("sequence", err)
+	}
+	if taken, err = collect(rows, sqlstore.ScanString); err != nil || len(taken) == 0 {
+		return nil, nil, store.Unavailable("sequence", err)
+	}
+	// Each id is looked up by the events' primary key: a join left to the
+	// planner merged the pending ids with every event id.
+	rows, err = tx.Query(ctx, `SELECT `+sqlstore.EventColumns("e.")+` FROM events e
+		WHERE e.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id) ORDER BY e.id`, taken)
+	if err != nil {
+		return nil, nil, store.Unavailable("sequence", err)
+	}
+	if evs, err = collect(rows, sqlstore.ScanLedgerEvent); err != nil {
+		return nil, nil, store.Unavailable("sequence", err)
+	}
+	if len(evs) < len(taken) {
+		if _, err := tx.Exec(ctx, `DELETE FROM ledger_pending p
+			WHERE EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = p.event_id)
+				OR NOT EXISTS (SELECT 1 FROM events e WHERE e.id = p.event_id)`); err != nil {
+			return nil, nil, store.Unavailable("sequence", err)
+		}
+	}
+	return taken, evs, nil
+}
+
+func deletePending(ctx context.Context, tx pgx.Tx, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM ledger_pending WHERE event_id = ANY($1)`, ids)
+	return store.Unavailable("sequence", err)
 }
 
 // sweep returns up to room events of the sweep's next chunk of ids that have
@@ -131,12 +162,6 @@ func sweep(ctx context.Context, tx pgx.Tx, chunk, room int) ([]anyhook.Event, er
 	}
 	found, err := collect(rows, sqlstore.ScanLedgerEvent)
 	if err != nil {
-		return nil, store.Unavailable("sequence: sweep", err)
-	}
-	// A pending row whose event is gone (deleted, or its id rewritten,
-	// behind the gateway's back) would be joined to nothing for ever.
-	if _, err := tx.Exec(ctx, `DELETE FROM ledger_pending p WHERE p.event_id > $1 AND ($2::text IS NULL OR p.event_id <= $2)
-		AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = p.event_id)`, cursor, end); err != nil {
 		return nil, store.Unavailable("sequence: sweep", err)
 	}
 	next, done := "", end == nil

@@ -13,11 +13,11 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// TestSequenceSweepsInChunks: events inserted behind the gateway's back
-// (no ledger_pending row) are logged by the sweep, which reads one chunk
-// of ids a round, so that no round reads every event; a pending row whose
-// event is gone is dropped; once a pass ends, the next starts only after
-// sweepEvery.
+// TestSequenceSweepsInChunks: events that reached the table with triggers
+// off (so no ledger_pending row: a restore in replica mode, say) are
+// logged by the sweep, which reads one chunk of ids a round, so that no
+// round reads every event; a pending row whose event is gone is dropped;
+// once a pass ends, the next starts only after sweepEvery.
 func TestSequenceSweepsInChunks(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
@@ -66,10 +66,11 @@ func TestSequenceSweepsInChunks(t *testing.T) {
 		t.Fatalf("logged %v, want the 12 ingested", got)
 	}
 
-	// Three events written straight into the table, each sorting right
+	// Three events written into the table with triggers off, each sorting right
 	// after an ingested one (ids 0, 4 and 8: with them, the events sort
 	// into chunks of four holding one straggler each, then one with none),
 	// and a pending row whose event does not exist.
+	exec(`SET session_replication_role = replica`) // no triggers
 	var straggler []string
 	for _, i := range []int{0, 4, 8} {
 		id := ids[i] + "-direct"
@@ -77,6 +78,7 @@ func TestSequenceSweepsInChunks(t *testing.T) {
 		exec(`INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
 			SELECT $1, source, $1, received_at, method, path, headers, body FROM events WHERE id = $2`, id, ids[i])
 	}
+	exec(`SET session_replication_role = DEFAULT`)
 	exec(`INSERT INTO ledger_pending (event_id) VALUES ($1)`, ids[3]+"-gone")
 	if n, err := seq.Once(t.Context()); err != nil || n != 0 {
 		t.Fatalf("a round between passes logged %d (%v), want 0: the stragglers wait for the next pass", n, err)
@@ -128,6 +130,8 @@ func TestMigrateFillsLedgerPending(t *testing.T) {
 	}
 	defer c.Close(t.Context())
 	for _, q := range []string{
+		`DROP TRIGGER events_ledger_pending ON events`,
+		`DROP FUNCTION ledger_pending_add()`,
 		`DROP TABLE ledger_pending`,
 		`ALTER TABLE ledger_state DROP COLUMN sweep_cursor`,
 		`DELETE FROM schema_migrations WHERE version = 12`,
@@ -151,5 +155,59 @@ func TestMigrateFillsLedgerPending(t *testing.T) {
 	}
 	if n, err := ledger.NewSequencer(s, ledger.SequencerOptions{}).Once(t.Context()); err != nil || n != 2 {
 		t.Fatalf("the round after the upgrade logged %d (%v), want 2", n, err)
+	}
+}
+
+// TestSequencePendingEdges: a pending id whose event the log already holds
+// (a sequencer of an older version logged it during a rolling upgrade,
+// leaving the id) neither fails a round nor holds up new events; an event
+// a process of an older version inserts (no ingest code for the queue)
+// is queued by the trigger and logged at the next round.
+func TestSequencePendingEdges(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	seq := ledger.NewSequencer(s, ledger.SequencerOptions{})
+	newEvent := func() store.NewEvent {
+		id := store.NewID()
+		return store.NewEvent{Event: anyhook.Event{ID: id, Source: "s", DedupKey: id, ReceivedAt: time.Now(),
+			Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}
+	}
+	old := newEvent()
+	if _, err := s.Ingest(t.Context(), []store.NewEvent{old}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := seq.Once(t.Context()); err != nil || n != 1 {
+		t.Fatalf("first round: %d, %v", n, err)
+	}
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	if _, err := c.Exec(t.Context(), `INSERT INTO ledger_pending (event_id) VALUES ($1)`, old.Event.ID); err != nil {
+		t.Fatal(err)
+	}
+	next := newEvent()
+	if _, err := s.Ingest(t.Context(), []store.NewEvent{next}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := seq.Once(t.Context()); err != nil || n != 1 {
+		t.Fatalf("a round with an already logged id queued: %d, %v; want the new event logged", n, err)
+	}
+	// Inserted as an older version's ingest would: the trigger queues it.
+	direct := store.NewID()
+	if _, err := c.Exec(t.Context(), `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, direct); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := seq.Once(t.Context()); err != nil || n != 1 {
+		t.Fatalf("a round after an insert without the queue: %d, %v; want it logged", n, err)
+	}
+	if _, err := s.LedgerEntry(t.Context(), direct); err != nil {
+		t.Errorf("the directly inserted event: %v", err)
+	}
+	if n := query[int64](t, dsn, `SELECT count(*) FROM ledger_pending`); n != 0 {
+		t.Errorf("%d pending rows left", n)
 	}
 }
