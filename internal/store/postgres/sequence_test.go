@@ -356,3 +356,34 @@ var toVersion11 = []string{
 	`ALTER TABLE ledger_state DROP COLUMN sweep_cursor`,
 	`DELETE FROM schema_migrations WHERE version = 12`,
 }
+
+// TestSequenceQueuesInsertsUnderAnySearchPath: the trigger runs in the
+// session that inserts the event, under its search_path. A session whose
+// search_path does not name the gateway's schema (pg_dump's scripts empty
+// it, a role may have its own) inserted into events before the queue
+// existed; its insert must still succeed, and be queued.
+func TestSequenceQueuesInsertsUnderAnySearchPath(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	var schema string
+	if err := c.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(t.Context(), `SET search_path = ''`); err != nil {
+		t.Fatal(err)
+	}
+	id := store.NewID()
+	if _, err := c.Exec(t.Context(), `INSERT INTO `+pgx.Identifier{schema, "events"}.Sanitize()+` (id, source, dedup_key, received_at, method, path, headers, body)
+		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, id); err != nil {
+		t.Fatalf("insert with search_path '': %v", err)
+	}
+	if n, err := ledger.NewSequencer(s, ledger.SequencerOptions{}).Once(t.Context()); err != nil || n != 1 {
+		t.Fatalf("the round after the insert logged %d (%v), want 1", n, err)
+	}
+}

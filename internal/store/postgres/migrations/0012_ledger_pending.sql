@@ -22,6 +22,14 @@ BEGIN
 	RETURN NULL;
 END
 $$;
+-- A trigger runs in the inserting session, under its search_path; one
+-- without this schema (pg_dump's scripts set it to '', a role may have
+-- its own) would fail every insert into events on "ledger_pending does
+-- not exist". Pinned to the schema the table is in (pg_temp last, so no
+-- temporary table can stand in for it).
+DO $$ BEGIN
+	EXECUTE format('ALTER FUNCTION ledger_pending_add() SET search_path = %I, pg_temp', current_schema());
+END $$;
 
 -- Queue what the log lacks. This reads every event (seconds on a large
 -- database), so it runs before CREATE TRIGGER: the trigger's lock on
