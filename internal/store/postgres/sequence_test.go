@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // TestSequenceSweepsInChunks: events that reached the table with triggers
@@ -129,15 +132,10 @@ func TestMigrateFillsLedgerPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(t.Context())
-	for _, q := range []string{
-		`DROP TRIGGER events_ledger_pending ON events`,
-		`DROP FUNCTION ledger_pending_add()`,
-		`DROP TABLE ledger_pending`,
-		`ALTER TABLE ledger_state DROP COLUMN sweep_cursor`,
-		`DELETE FROM schema_migrations WHERE version = 12`,
+	for _, q := range append(toVersion11,
 		`DELETE FROM ledger_hashes WHERE idx >= 1`, // the tree of one entry
 		`DELETE FROM ledger_entries WHERE idx >= 1`,
-	} {
+	) {
 		if _, err := c.Exec(t.Context(), q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -209,5 +207,183 @@ func TestSequencePendingEdges(t *testing.T) {
 	}
 	if n := query[int64](t, dsn, `SELECT count(*) FROM ledger_pending`); n != 0 {
 		t.Errorf("%d pending rows left", n)
+	}
+}
+
+// TestMigrateQueuesWithoutBlockingIngest: the upgrade to the queue reads
+// every event to find those the log lacks, which on a large database takes
+// a while; processes of the older version keep ingesting meanwhile
+// (rolling upgrade), so that read must not run under the trigger's lock on
+// events (SHARE ROW EXCLUSIVE, which makes every INSERT wait). The read
+// is held up here by a lock on ledger_entries; the events an older process
+// inserts during the upgrade, before the trigger exists, are queued too.
+func TestMigrateQueuesWithoutBlockingIngest(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	if _, err := s.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: store.NewID(), Source: "s", DedupKey: "k", ReceivedAt: time.Now(),
+		Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	exec := func(c *pgx.Conn, q string, args ...any) {
+		t.Helper()
+		if _, err := c.Exec(t.Context(), q, args...); err != nil {
+			t.Fatalf("%.80s: %v", q, err)
+		}
+	}
+	for _, q := range toVersion11 {
+		exec(c, q)
+	}
+	blocker, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close(t.Context())
+	exec(blocker, `BEGIN`)
+	exec(blocker, `LOCK TABLE ledger_entries IN ACCESS EXCLUSIVE MODE`)
+	opened := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	testwait.For(t, "the upgrade waiting to read ledger_entries", func() bool {
+		var waiting bool
+		if err := c.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'ledger_entries'::regclass AND NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	var held []string
+	rows, err := c.Query(t.Context(), `SELECT mode FROM pg_locks WHERE relation = 'events'::regclass AND granted
+		AND mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')`)
+	if err == nil {
+		held, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) > 0 {
+		exec(blocker, `ROLLBACK`)
+		<-opened
+		t.Fatalf("while it reads the events, the upgrade holds %v on events: every insert by a running process waits", held)
+	}
+	// An older process ingests meanwhile: no trigger yet.
+	during := store.NewID()
+	exec(c, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, during)
+	exec(blocker, `COMMIT`)
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	s = openDSN(t, dsn)
+	if n, err := ledger.NewSequencer(s, ledger.SequencerOptions{}).Once(t.Context()); err != nil || n != 2 {
+		t.Fatalf("the round after the upgrade logged %d (%v), want both events", n, err)
+	}
+	if _, err := s.LedgerEntry(t.Context(), during); err != nil {
+		t.Errorf("the event inserted during the upgrade: %v", err)
+	}
+}
+
+// TestMigrateQueuesEventsInsertedDuringIt: an older process's ingest
+// transaction that inserted an event before the upgrade read the events,
+// and commits while the upgrade waits to create the trigger, is in
+// neither; the look under the trigger's lock queues it.
+func TestMigrateQueuesEventsInsertedDuringIt(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn).Close()
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	exec := func(c *pgx.Conn, q string, args ...any) {
+		t.Helper()
+		if _, err := c.Exec(t.Context(), q, args...); err != nil {
+			t.Fatalf("%.80s: %v", q, err)
+		}
+	}
+	for _, q := range toVersion11 {
+		exec(c, q)
+	}
+	old, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close(t.Context())
+	id := store.NewID()
+	exec(old, `BEGIN`)
+	exec(old, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, id)
+	opened := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	testwait.For(t, "the upgrade waiting for the ingest to create the trigger", func() bool {
+		var waiting bool
+		if err := c.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'events'::regclass AND NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	exec(old, `COMMIT`)
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	if n := query[int64](t, dsn, `SELECT count(*) FROM ledger_pending WHERE event_id = '`+id+`'`); n != 1 {
+		t.Fatalf("the event committed during the upgrade: %d pending rows, want 1", n)
+	}
+}
+
+// toVersion11 takes a database back to before migration 12.
+var toVersion11 = []string{
+	`DROP TRIGGER events_ledger_pending ON events`,
+	`DROP FUNCTION ledger_pending_add()`,
+	`DROP TABLE ledger_pending`,
+	`ALTER TABLE ledger_state DROP COLUMN sweep_cursor`,
+	`DELETE FROM schema_migrations WHERE version = 12`,
+}
+
+// TestSequenceQueuesInsertsUnderAnySearchPath: the trigger runs in the
+// session that inserts the event, under its search_path. A session whose
+// search_path does not name the gateway's schema (pg_dump's scripts empty
+// it, a role may have its own) inserted into events before the queue
+// existed; its insert must still succeed, and be queued.
+func TestSequenceQueuesInsertsUnderAnySearchPath(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	var schema string
+	if err := c.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(t.Context(), `SET search_path = ''`); err != nil {
+		t.Fatal(err)
+	}
+	id := store.NewID()
+	if _, err := c.Exec(t.Context(), `INSERT INTO `+pgx.Identifier{schema, "events"}.Sanitize()+` (id, source, dedup_key, received_at, method, path, headers, body)
+		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, id); err != nil {
+		t.Fatalf("insert with search_path '': %v", err)
+	}
+	if n, err := ledger.NewSequencer(s, ledger.SequencerOptions{}).Once(t.Context()); err != nil || n != 1 {
+		t.Fatalf("the round after the insert logged %d (%v), want 1", n, err)
 	}
 }

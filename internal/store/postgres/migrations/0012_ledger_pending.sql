@@ -22,11 +22,34 @@ BEGIN
 	RETURN NULL;
 END
 $$;
-CREATE TRIGGER events_ledger_pending AFTER INSERT ON events
-	FOR EACH ROW EXECUTE FUNCTION ledger_pending_add();
+-- A trigger runs in the inserting session, under its search_path; one
+-- without this schema (pg_dump's scripts set it to '', a role may have
+-- its own) would fail every insert into events on "ledger_pending does
+-- not exist". Pinned to the schema the table is in (pg_temp last, so no
+-- temporary table can stand in for it).
+DO $$ BEGIN
+	EXECUTE format('ALTER FUNCTION ledger_pending_add() SET search_path = %I, pg_temp', current_schema());
+END $$;
 
+-- Queue what the log lacks. This reads every event (seconds on a large
+-- database), so it runs before CREATE TRIGGER: the trigger's lock on
+-- events (SHARE ROW EXCLUSIVE, held to the commit) makes every INSERT
+-- wait, and processes of the older version keep ingesting during a
+-- rolling upgrade (TestMigrateQueuesWithoutBlockingIngest).
 INSERT INTO ledger_pending (event_id)
 	SELECT id FROM events e WHERE NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id);
+CREATE TRIGGER events_ledger_pending AFTER INSERT ON events
+	FOR EACH ROW EXECUTE FUNCTION ledger_pending_add();
+-- Events committed after the read above and before the trigger took its
+-- lock (which waits for every insert in progress) were received just now:
+-- look among the last 15 minutes' only (the older sequencer's window, an
+-- index range on events_received), under the lock. One received long
+-- before (a gateway's clock far behind) is the sweep's, as it was the
+-- older sequencer's full pass.
+INSERT INTO ledger_pending (event_id)
+	SELECT id FROM events e WHERE received_at > now() - interval '15 minutes'
+		AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.event_id = e.id)
+	ON CONFLICT DO NOTHING;
 
 -- Rows that reach the table with triggers off (a restore with
 -- session_replication_role = replica, say) have no pending row: a sweep
