@@ -205,6 +205,19 @@ func TestSequencePendingEdges(t *testing.T) {
 	if _, err := s.LedgerEntry(t.Context(), direct); err != nil {
 		t.Errorf("the directly inserted event: %v", err)
 	}
+	// An id queued and left behind (its event deleted before it was
+	// logged) does not fail a new event that reuses it.
+	reused := store.NewID()
+	if _, err := c.Exec(t.Context(), `INSERT INTO ledger_pending (event_id) VALUES ($1)`, reused); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: reused, Source: "s", DedupKey: reused, ReceivedAt: time.Now(),
+		Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := seq.Once(t.Context()); err != nil || n != 1 {
+		t.Fatalf("a round after an event reused a queued id: %d, %v; want it logged", n, err)
+	}
 	if n := query[int64](t, dsn, `SELECT count(*) FROM ledger_pending`); n != 0 {
 		t.Errorf("%d pending rows left", n)
 	}

@@ -18,7 +18,9 @@ ALTER TABLE ledger_pending SET (autovacuum_vacuum_scale_factor = 0, autovacuum_v
 
 CREATE FUNCTION ledger_pending_add() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	INSERT INTO ledger_pending (event_id) VALUES (NEW.id);
+	-- A queued id left behind (its event deleted before it was logged)
+	-- must not fail a new event that reuses the id.
+	INSERT INTO ledger_pending (event_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
 	RETURN NULL;
 END
 $$;
