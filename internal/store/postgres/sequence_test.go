@@ -31,22 +31,12 @@ func TestSequenceSweepsInChunks(t *testing.T) {
 	for range 12 {
 		id := store.NewID()
 		ids = append(ids, id)
-		if _, err := s.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: id, Source: "s", DedupKey: id, ReceivedAt: time.Now(),
-			Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}}); err != nil {
+		if _, err := s.Ingest(t.Context(), []store.NewEvent{plainEvent(id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := c.Exec(t.Context(), q, args...); err != nil {
-			t.Fatalf("%.80s: %v", q, err)
-		}
-	}
+	c := connect(t, dsn)
+	exec := func(q string, args ...any) { t.Helper(); run(t, c, q, args...) }
 	logged := func() []string {
 		t.Helper()
 		rows, err := c.Query(t.Context(), `SELECT event_id FROM ledger_entries ORDER BY event_id`)
@@ -118,8 +108,7 @@ func TestMigrateFillsLedgerPending(t *testing.T) {
 	for range 3 {
 		id := store.NewID()
 		ids = append(ids, id)
-		if _, err := s.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: id, Source: "s", DedupKey: id, ReceivedAt: time.Now(),
-			Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}}); err != nil {
+		if _, err := s.Ingest(t.Context(), []store.NewEvent{plainEvent(id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,11 +116,7 @@ func TestMigrateFillsLedgerPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Back to version 11 with one event recorded but not logged.
-	c, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
+	c := connect(t, dsn)
 	for _, q := range append(toVersion11,
 		`DELETE FROM ledger_hashes WHERE idx >= 1`, // the tree of one entry
 		`DELETE FROM ledger_entries WHERE idx >= 1`,
@@ -166,11 +151,7 @@ func TestSequencePendingEdges(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	s := openDSN(t, dsn)
 	seq := ledger.NewSequencer(s, ledger.SequencerOptions{})
-	newEvent := func() store.NewEvent {
-		id := store.NewID()
-		return store.NewEvent{Event: anyhook.Event{ID: id, Source: "s", DedupKey: id, ReceivedAt: time.Now(),
-			Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}
-	}
+	newEvent := func() store.NewEvent { return plainEvent(store.NewID()) }
 	old := newEvent()
 	if _, err := s.Ingest(t.Context(), []store.NewEvent{old}); err != nil {
 		t.Fatal(err)
@@ -178,11 +159,7 @@ func TestSequencePendingEdges(t *testing.T) {
 	if n, err := seq.Once(t.Context()); err != nil || n != 1 {
 		t.Fatalf("first round: %d, %v", n, err)
 	}
-	c, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
+	c := connect(t, dsn)
 	if _, err := c.Exec(t.Context(), `INSERT INTO ledger_pending (event_id) VALUES ($1)`, old.Event.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +188,7 @@ func TestSequencePendingEdges(t *testing.T) {
 	if _, err := c.Exec(t.Context(), `INSERT INTO ledger_pending (event_id) VALUES ($1)`, reused); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: reused, Source: "s", DedupKey: reused, ReceivedAt: time.Now(),
-		Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}}); err != nil {
+	if _, err := s.Ingest(t.Context(), []store.NewEvent{plainEvent(reused)}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := seq.Once(t.Context()); err != nil || n != 1 {
@@ -239,42 +215,15 @@ func TestMigrateQueuesWithoutBlockingIngest(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	c, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
-	exec := func(c *pgx.Conn, q string, args ...any) {
-		t.Helper()
-		if _, err := c.Exec(t.Context(), q, args...); err != nil {
-			t.Fatalf("%.80s: %v", q, err)
-		}
-	}
+	c := connect(t, dsn)
 	for _, q := range toVersion11 {
-		exec(c, q)
+		run(t, c, q)
 	}
-	blocker, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Close(t.Context())
-	exec(blocker, `BEGIN`)
-	exec(blocker, `LOCK TABLE ledger_entries IN ACCESS EXCLUSIVE MODE`)
-	opened := make(chan error, 1)
-	go func() {
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
-		if err == nil {
-			s.Close()
-		}
-		opened <- err
-	}()
-	testwait.For(t, "the upgrade waiting to read ledger_entries", func() bool {
-		var waiting bool
-		if err := c.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'ledger_entries'::regclass AND NOT granted)`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting
-	})
+	blocker := connect(t, dsn)
+	run(t, blocker, `BEGIN`)
+	run(t, blocker, `LOCK TABLE ledger_entries IN ACCESS EXCLUSIVE MODE`)
+	opened := upgrade(dsn)
+	waitForLock(t, c, "ledger_entries", "the upgrade waiting to read ledger_entries")
 	var held []string
 	rows, err := c.Query(t.Context(), `SELECT mode FROM pg_locks WHERE relation = 'events'::regclass AND granted
 		AND mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')`)
@@ -285,15 +234,15 @@ func TestMigrateQueuesWithoutBlockingIngest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(held) > 0 {
-		exec(blocker, `ROLLBACK`)
+		run(t, blocker, `ROLLBACK`)
 		<-opened
 		t.Fatalf("while it reads the events, the upgrade holds %v on events: every insert by a running process waits", held)
 	}
 	// An older process ingests meanwhile: no trigger yet.
 	during := store.NewID()
-	exec(c, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+	run(t, c, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
 		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, during)
-	exec(blocker, `COMMIT`)
+	run(t, blocker, `COMMIT`)
 	if err := <-opened; err != nil {
 		t.Fatal(err)
 	}
@@ -314,45 +263,18 @@ func TestMigrateQueuesEventsInsertedDuringIt(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	openDSN(t, dsn).Close()
-	c, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
-	exec := func(c *pgx.Conn, q string, args ...any) {
-		t.Helper()
-		if _, err := c.Exec(t.Context(), q, args...); err != nil {
-			t.Fatalf("%.80s: %v", q, err)
-		}
-	}
+	c := connect(t, dsn)
 	for _, q := range toVersion11 {
-		exec(c, q)
+		run(t, c, q)
 	}
-	old, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close(t.Context())
+	old := connect(t, dsn)
 	id := store.NewID()
-	exec(old, `BEGIN`)
-	exec(old, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+	run(t, old, `BEGIN`)
+	run(t, old, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
 		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, id)
-	opened := make(chan error, 1)
-	go func() {
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
-		if err == nil {
-			s.Close()
-		}
-		opened <- err
-	}()
-	testwait.For(t, "the upgrade waiting for the ingest to create the trigger", func() bool {
-		var waiting bool
-		if err := c.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'events'::regclass AND NOT granted)`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting
-	})
-	exec(old, `COMMIT`)
+	opened := upgrade(dsn)
+	waitForLock(t, c, "events", "the upgrade waiting for the ingest to create the trigger")
+	run(t, old, `COMMIT`)
 	if err := <-opened; err != nil {
 		t.Fatal(err)
 	}
@@ -379,11 +301,7 @@ func TestSequenceQueuesInsertsUnderAnySearchPath(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	s := openDSN(t, dsn)
-	c, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(t.Context())
+	c := connect(t, dsn)
 	var schema string
 	if err := c.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
@@ -399,4 +317,56 @@ func TestSequenceQueuesInsertsUnderAnySearchPath(t *testing.T) {
 	if n, err := ledger.NewSequencer(s, ledger.SequencerOptions{}).Once(t.Context()); err != nil || n != 1 {
 		t.Fatalf("the round after the insert logged %d (%v), want 1", n, err)
 	}
+}
+
+// connect opens a connection of its own to dsn, closed when t ends.
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// run executes q on c, or fails t.
+func run(t *testing.T, c *pgx.Conn, q string, args ...any) {
+	t.Helper()
+	if _, err := c.Exec(t.Context(), q, args...); err != nil {
+		t.Fatalf("%.80s: %v", q, err)
+	}
+}
+
+// plainEvent is a new event of source s whose dedup key is its id.
+func plainEvent(id string) store.NewEvent {
+	return store.NewEvent{Event: anyhook.Event{ID: id, Source: "s", DedupKey: id, ReceivedAt: time.Now(),
+		Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}}
+}
+
+// upgrade opens the store on dsn in the background (applying its
+// migrations) and closes it; the channel gives Open's error.
+func upgrade(dsn string) <-chan error {
+	opened := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	return opened
+}
+
+// waitForLock waits until some session waits for a lock on table (what
+// says who, for the failure message).
+func waitForLock(t *testing.T, c *pgx.Conn, table, what string) {
+	t.Helper()
+	testwait.For(t, what, func() bool {
+		var waiting bool
+		if err := c.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = $1::regclass AND NOT granted)`, table).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
 }
