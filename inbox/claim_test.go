@@ -584,8 +584,13 @@ func (suite[TTx]) FinishRetriesDeadlock(t *testing.T, e *env[TTx]) {
 	if r.out != inbox.Processed || r.err != nil {
 		t.Fatalf("Do = %v, %v; want processed after the deadlock", r.out, r.err)
 	}
-	if ran.Load() != 1 || finishes.Load() != 2 {
-		t.Fatalf("effect ran %d times, finish %d times; want 1, 2", ran.Load(), finishes.Load())
+	// The deadlock makes the finish run again; how many more times is
+	// timing (a full CI run once saw three finishes, under -race and load,
+	// and the Do still processed). What must hold: the effect ran once, the
+	// finish ran again after the deadlock, and one finish committed (the
+	// accounts, below).
+	if ran.Load() != 1 || finishes.Load() < 2 {
+		t.Fatalf("effect ran %d times, finish %d times; want once, and the finish again after the deadlock", ran.Load(), finishes.Load())
 	}
 	if status, _, _ := e.row("", "h", "evt_1"); status != "done" {
 		t.Fatalf("status %q; want done", status)
