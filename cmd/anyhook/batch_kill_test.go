@@ -2,10 +2,14 @@ package main
 
 import (
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // TestKillMidBatchLeavesNoHalfEvent kills the gateway with kill -9 while 64
@@ -53,4 +57,64 @@ func TestKillMidBatchLeavesNoHalfEvent(t *testing.T) {
 		t.Errorf("%d events stored, fewer than the %d acknowledged", stored, len(acked))
 	}
 	t.Logf("%d acknowledged before kill -9, %d stored, none half-written", len(acked), stored)
+}
+
+// TestKillKeepsRecordedOutcomes: outcomes commit without waiting for fsync
+// (the SQLite store's Finish), and kill -9 loses none of them — a commit
+// is in the operating system's hands once it returns. While deliveries
+// are still being recorded, the test reads which are delivered, kills the
+// gateway at once, and reads the file as the kill left it: every one it
+// saw delivered still is.
+func TestKillKeepsRecordedOutcomes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg, _ := sqliteGateway(t, dir)
+	p := start(t, cfg)
+	const n = 300
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				sendEvent(p.url, fmt.Sprintf("evt_outcome_%d", i))
+			}
+		})
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "anyhook.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	delivered := func() map[string]bool {
+		rows, err := db.Query(`SELECT id FROM deliveries WHERE status = 'delivered'`)
+		if err != nil {
+			return nil
+		}
+		defer rows.Close()
+		ids := map[string]bool{}
+		for rows.Next() {
+			var id string
+			if rows.Scan(&id) == nil {
+				ids[id] = true
+			}
+		}
+		return ids
+	}
+	var seen map[string]bool
+	testwait.For(t, "a third of the outcomes recorded", func() bool {
+		seen = delivered()
+		return len(seen) >= n/3
+	})
+	p.kill()
+	wg.Wait()
+	after := delivered()
+	lost := 0
+	for id := range seen {
+		if !after[id] {
+			lost++
+		}
+	}
+	if lost > 0 || after == nil {
+		t.Errorf("%d of %d outcomes seen recorded before kill -9 are gone after it", lost, len(seen))
+	}
+	t.Logf("%d outcomes recorded before kill -9, %d after", len(seen), len(after))
 }

@@ -67,6 +67,11 @@ const (
 	budgetLogStatements = 1   // the log's (statements on ledger_* tables)
 	budgetTransactions  = 2.5 // BEGIN … COMMIT
 	budgetRows          = 7.5 // rows inserted, updated or deleted
+	// Outcomes commit without waiting for fsync (the store's Finish): two
+	// PRAGMA synchronous around each outcome's commit, 2.05 per event one
+	// at a time (the last outcomes, at Stop, in a commit of their own).
+	// Not among the statements: they touch no table.
+	budgetSyncSettings = 2.5
 )
 
 func TestStatementBudgetPerDeliveredEvent(t *testing.T) {
@@ -124,8 +129,8 @@ destinations:
 	d := c.snapshot().minus(before)
 	per := func(v int64) float64 { return float64(v) / n }
 	event, log := d.statements()
-	t.Logf("per delivered event, one at a time: %.2f statements (%.2f of them the log's), %.2f transactions, %.2f rows written\nstatements:%s\nrows written:%s",
-		per(event+log), per(log), per(d.transactions), per(d.rowTotal()), perEvent(d.queries, n), perEvent(d.rows, n))
+	t.Logf("per delivered event, one at a time: %.2f statements (%.2f of them the log's), %.2f transactions, %.2f rows written, %.2f settings of the sync level\nstatements:%s\nrows written:%s",
+		per(event+log), per(log), per(d.transactions), per(d.rowTotal()), per(d.syncSettings()), perEvent(d.queries, n), perEvent(d.rows, n))
 	for _, b := range []struct {
 		what   string
 		got    float64
@@ -135,10 +140,26 @@ destinations:
 		{"statements of the log", per(log), budgetLogStatements},
 		{"transactions", per(d.transactions), budgetTransactions},
 		{"rows written", per(d.rowTotal()), budgetRows},
+		{"settings of the sync level", per(d.syncSettings()), budgetSyncSettings},
 	} {
 		if b.got > b.budget {
 			t.Errorf("%s per delivered event: %.2f, over the budget of %g", b.what, b.got, b.budget)
 		}
+	}
+
+	// Outcomes commit without waiting for fsync, and nothing else does:
+	// an event, its deliveries, a claim and the log commit on the
+	// connection that syncs, so a 2xx follows a durable commit.
+	c.mu.Lock()
+	unsynced := maps.Clone(c.unsynced)
+	c.mu.Unlock()
+	for k, v := range unsynced {
+		if k != "update deliveries" && k != "insert attempts" {
+			t.Errorf("%d rows %q through a connection that does not sync at commit: only outcomes may", v, k)
+		}
+	}
+	if unsynced["update deliveries"] < n || unsynced["insert attempts"] < n {
+		t.Errorf("outcomes through the connection that does not sync: %v; want at least %d outcome updates and attempts", unsynced, n)
 	}
 }
 
@@ -231,9 +252,14 @@ type counts struct {
 	mu           sync.Mutex
 	queries      map[string]int64 // statement text → times run
 	rows         map[string]int64 // table → rows inserted, updated or deleted
+	// unsynced counts the rows written through connections that do not
+	// sync at commit (synchronous=NORMAL), by operation and table.
+	unsynced map[string]int64
 }
 
-func newCounts() *counts { return &counts{queries: map[string]int64{}, rows: map[string]int64{}} }
+func newCounts() *counts {
+	return &counts{queries: map[string]int64{}, rows: map[string]int64{}, unsynced: map[string]int64{}}
+}
 
 func (c *counts) ran(query string) {
 	c.mu.Lock()
@@ -269,9 +295,13 @@ func (s countSnapshot) minus(o countSnapshot) countSnapshot {
 // statements counts the statements run, those of the tamper-evident log
 // apart: a statement whose own tables (outside its subqueries) are
 // ledger_* ones. (The delivery's read of the event looks into
-// ledger_entries in a subquery: it is not the log's.)
+// ledger_entries in a subquery: it is not the log's.) The settings of the
+// connection's sync level are not counted (syncSettings).
 func (s countSnapshot) statements() (event, log int64) {
 	for q, v := range s.queries {
+		if isSyncSetting(q) {
+			continue
+		}
 		if strings.Contains(outermost(q), "ledger_") {
 			log += v
 		} else {
@@ -280,6 +310,21 @@ func (s countSnapshot) statements() (event, log int64) {
 	}
 	return event, log
 }
+
+// syncSettings counts the PRAGMA synchronous statements run: the store
+// sets its writer connection to NORMAL for each outcome's commit and back
+// to FULL after it (they touch no table).
+func (s countSnapshot) syncSettings() int64 {
+	var n int64
+	for q, v := range s.queries {
+		if isSyncSetting(q) {
+			n += v
+		}
+	}
+	return n
+}
+
+func isSyncSetting(q string) bool { return strings.HasPrefix(q, "PRAGMA synchronous") }
 
 // outermost is q without its parenthesised parts.
 func outermost(q string) string {
@@ -347,17 +392,27 @@ func (d *countingDriver) Open(name string) (driver.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("counting driver: %T lacks the hooks or interfaces it wraps", conn)
 	}
+	cc := &countingConn{sqliteConn: sc, c: d.c}
 	h.RegisterPreUpdateHook(func(u sqlite.SQLitePreUpdateData) {
 		d.c.mu.Lock()
 		d.c.rows[u.TableName]++
+		if cc.unsynced {
+			d.c.unsynced[preUpdateOps[u.Op]+" "+u.TableName]++
+		}
 		d.c.mu.Unlock()
 	})
-	return &countingConn{sc, d.c}, nil
+	return cc, nil
 }
+
+// preUpdateOps names SQLite's operation codes (sqlite3.h).
+var preUpdateOps = map[int32]string{9: "delete", 18: "insert", 23: "update"}
 
 type countingConn struct {
 	sqliteConn
 	c *counts
+	// unsynced: the last PRAGMA synchronous run on the connection set
+	// NORMAL (commits do not wait for fsync). Written and read under c.mu.
+	unsynced bool
 }
 
 func (c *countingConn) Prepare(query string) (driver.Stmt, error) {
@@ -388,6 +443,11 @@ func (c *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driv
 
 func (c *countingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	c.c.ran(query)
+	if level, ok := strings.CutPrefix(query, "PRAGMA synchronous = "); ok {
+		c.c.mu.Lock()
+		c.unsynced = level == "NORMAL"
+		c.c.mu.Unlock()
+	}
 	return c.sqliteConn.ExecContext(ctx, query, args)
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -158,20 +159,27 @@ func benchStoreFloor(b *testing.B, batch int) {
 }
 
 // measureFloor runs b.N events through run in batches of batch events and
-// reports events/s and CPU µs per event.
+// reports events/s, CPU µs per event and the 50th and 99th percentiles of
+// a batch's time (what its events' requests would wait for the commits).
 func measureFloor(b *testing.B, batch int, run func(n int) error) {
+	took := make([]time.Duration, 0, b.N/batch+1)
 	cpu0 := cpuTime()
 	start := time.Now()
 	b.ResetTimer()
 	for left := b.N; left > 0; left -= batch {
+		t := time.Now()
 		if err := run(min(left, batch)); err != nil {
 			b.Fatal(err)
 		}
+		took = append(took, time.Since(t))
 	}
 	b.StopTimer()
 	wall, cpu := time.Since(start), cpuTime()-cpu0
 	b.ReportMetric(float64(b.N)/wall.Seconds(), "events/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/event")
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "batch-p50-ms")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "batch-p99-ms")
 }
 
 func cpuTime() time.Duration {

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -42,6 +43,7 @@ type Store struct {
 	// writer connection at Open (read-only afterwards); a transaction
 	// borrows them with Tx.StmtContext instead of parsing SQL each time.
 	prepared map[string]*sql.Stmt
+	cp       *checkpointer // nil for an in-memory database
 }
 
 var _ store.Store = (*Store)(nil)
@@ -59,7 +61,10 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	// A bigger page cache, mmap_size and a rarer wal_autocheckpoint were
 	// measured (anyhook bench, BENCHMARKS.md) and bought no CPU or
 	// throughput here, only resident memory, so only temp_store is set.
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)", "temp_store(MEMORY)"} {
+	// wal_autocheckpoint is raised to a backstop: checkpoints run in the
+	// background (checkpoint.go), not in the commit that crossed the mark.
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)", "temp_store(MEMORY)",
+		fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpointPages)} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -100,6 +105,9 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if err := s.prepare(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if s.r != s.w {
+		s.startCheckpointer()
 	}
 	return s, nil
 }
@@ -209,6 +217,7 @@ func (t *stmts) queryRow(q string, args ...any) *sql.Row {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.cp.close()
 	var errs []error
 	for _, st := range s.prepared {
 		errs = append(errs, st.Close())
@@ -228,6 +237,41 @@ func (s *Store) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error
 	if err != nil {
 		return store.Unavailable(op, err)
 	}
+	return s.commit(op, tx, fn)
+}
+
+// txUnsynced is tx for a transaction whose commit need not wait for
+// fsync (Finish says why that is safe for outcomes): the writer
+// connection runs it with synchronous=NORMAL and is set back to FULL at
+// once, or dropped from the pool if that fails, so that no other
+// transaction ever commits unsynced. (synchronous cannot change inside a
+// transaction.) An in-memory database has nothing to sync.
+func (s *Store) txUnsynced(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	if s.r == s.w {
+		return s.tx(ctx, op, fn)
+	}
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		return store.Unavailable(op, err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return store.Unavailable(op, err)
+	}
+	defer func() {
+		if _, err := c.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`); err != nil {
+			c.Raw(func(any) error { return driver.ErrBadConn }) // the pool closes it
+		}
+	}()
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Unavailable(op, err)
+	}
+	return s.commit(op, tx, fn)
+}
+
+// commit runs fn in tx and commits it.
+func (s *Store) commit(op string, tx *sql.Tx, fn func(*sql.Tx) error) error {
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
@@ -235,6 +279,7 @@ func (s *Store) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error
 	if err := tx.Commit(); err != nil {
 		return store.Unavailable(op, err)
 	}
+	s.cp.committed()
 	return nil
 }
 
