@@ -2,13 +2,11 @@ package sqlite_test
 
 import (
 	"database/sql"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
-	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -19,12 +17,7 @@ import (
 // with immutable=1, which ignores the WAL.
 func TestCheckpointsInTheBackground(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "anyhook.db")
-	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openFile(t)
 	id := store.NewID()
 	res, err := s.Ingest(t.Context(), []store.NewEvent{{Event: anyhook.Event{ID: id, Source: "generic", DedupKey: "k1",
 		ReceivedAt: time.Now(), Method: "POST", Path: "/webhooks/generic", Body: []byte(`{}`)}}})

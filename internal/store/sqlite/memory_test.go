@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"database/sql"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/anyhook/anyhook"
@@ -32,12 +31,7 @@ func TestMemoryStats(t *testing.T)             { storetest.RunStats(t, openMemor
 // although SELECT 1 still answers.
 func TestPingNeedsTheSchema(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "anyhook.db")
-	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openFile(t)
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping of a fresh store: %v", err)
 	}

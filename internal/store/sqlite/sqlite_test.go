@@ -11,12 +11,20 @@ import (
 )
 
 func open(t *testing.T) store.Store {
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
+	s, _ := openFile(t)
+	return s
+}
+
+// openFile opens a store on a new file and returns it with the file's
+// path; the store is closed when the test ends.
+func openFile(t *testing.T) (*sqlite.Store, string) {
+	path := filepath.Join(t.TempDir(), "anyhook.db")
+	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, path
 }
 
 func TestConformance(t *testing.T)       { storetest.Run(t, open) }
