@@ -273,9 +273,20 @@ func (s *Store) txUnsynced(ctx context.Context, op string, fn func(*sql.Tx) erro
 	return s.commit(op, tx, fn)
 }
 
-// commit runs fn in tx and commits it.
+// commit runs fn in tx and commits it. Should fn panic, tx is rolled back
+// on the way out: txUnsynced's restore of the sync level (which cannot
+// run inside a transaction) then succeeds, rather than dropping the
+// connection, which would wait for tx's context to end first.
 func (s *Store) commit(op string, tx *sql.Tx, fn func(*sql.Tx) error) error {
-	if err := fn(tx); err != nil {
+	ended := false
+	defer func() {
+		if !ended {
+			tx.Rollback()
+		}
+	}()
+	err := fn(tx)
+	ended = true
+	if err != nil {
 		tx.Rollback()
 		return err
 	}
