@@ -161,6 +161,16 @@ destinations:
 	if unsynced["update deliveries"] < n || unsynced["insert attempts"] < n {
 		t.Errorf("outcomes through the connection that does not sync: %v; want at least %d outcome updates and attempts", unsynced, n)
 	}
+	// By statement too: a claim also updates deliveries, and it precedes
+	// a send, so it must sync; only Finish's statements may run unsynced.
+	c.mu.Lock()
+	unsyncedStmts := maps.Clone(c.unsyncedStmts)
+	c.mu.Unlock()
+	for q, v := range unsyncedStmts {
+		if !strings.HasPrefix(q, "UPDATE deliveries SET status = v.column2") && !strings.HasPrefix(q, "INSERT INTO attempts ") {
+			t.Errorf("%d times through a connection that does not sync at commit, a statement not of an outcome: %.80q", v, q)
+		}
+	}
 }
 
 // TestStatementBudgetBatched counts the store's statements per event when
@@ -253,17 +263,24 @@ type counts struct {
 	queries      map[string]int64 // statement text → times run
 	rows         map[string]int64 // table → rows inserted, updated or deleted
 	// unsynced counts the rows written through connections that do not
-	// sync at commit (synchronous=NORMAL), by operation and table.
-	unsynced map[string]int64
+	// sync at commit (synchronous=NORMAL), by operation and table;
+	// unsyncedStmts the statements run through them, by text.
+	unsynced      map[string]int64
+	unsyncedStmts map[string]int64
 }
 
 func newCounts() *counts {
-	return &counts{queries: map[string]int64{}, rows: map[string]int64{}, unsynced: map[string]int64{}}
+	return &counts{queries: map[string]int64{}, rows: map[string]int64{}, unsynced: map[string]int64{}, unsyncedStmts: map[string]int64{}}
 }
 
-func (c *counts) ran(query string) {
+// ranOn counts query, run on conn, and apart when conn does not sync at
+// commit (the settings of the sync level aside).
+func (c *counts) ranOn(conn *countingConn, query string) {
 	c.mu.Lock()
 	c.queries[query]++
+	if conn.unsynced && !isSyncSetting(query) {
+		c.unsyncedStmts[query]++
+	}
 	c.mu.Unlock()
 }
 
@@ -429,7 +446,7 @@ func (c *countingConn) PrepareContext(ctx context.Context, query string) (driver
 		s.Close()
 		return nil, fmt.Errorf("counting driver: %T lacks the context methods", s)
 	}
-	return &countingStmt{cs, query, c.c}, nil
+	return &countingStmt{cs, query, c.c, c}, nil
 }
 
 func (c *countingConn) Begin() (driver.Tx, error) {
@@ -442,7 +459,7 @@ func (c *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driv
 }
 
 func (c *countingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	c.c.ran(query)
+	c.c.ranOn(c, query)
 	if level, ok := strings.CutPrefix(query, "PRAGMA synchronous = "); ok {
 		c.c.mu.Lock()
 		c.unsynced = level == "NORMAL"
@@ -452,7 +469,7 @@ func (c *countingConn) ExecContext(ctx context.Context, query string, args []dri
 }
 
 func (c *countingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	c.c.ran(query)
+	c.c.ranOn(c, query)
 	return c.sqliteConn.QueryContext(ctx, query, args)
 }
 
@@ -466,14 +483,15 @@ type countingStmt struct {
 	countedStmt
 	query string
 	c     *counts
+	conn  *countingConn
 }
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	s.c.ran(s.query)
+	s.c.ranOn(s.conn, s.query)
 	return s.countedStmt.ExecContext(ctx, args)
 }
 
 func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	s.c.ran(s.query)
+	s.c.ranOn(s.conn, s.query)
 	return s.countedStmt.QueryContext(ctx, args)
 }

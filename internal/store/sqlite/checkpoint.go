@@ -13,9 +13,12 @@ import (
 // it, and every request of its batch waits for that. Here a goroutine on
 // a reader connection runs PASSIVE checkpoints (they never block the
 // writer nor wait for readers) at most every checkpointEvery while there
-// are commits to copy, and the writer's own automatic checkpoint stays as
-// a backstop at autoCheckpointPages, should the background one fall
-// behind.
+// are commits to copy, and the writer's own automatic checkpoint stays at
+// autoCheckpointPages. Under steady writes that one is what rewinds the
+// WAL (SQLite starts it over only when a write begins with every frame
+// copied, and commits land while a background checkpoint runs): the WAL
+// grows to autoCheckpointPages, and the commit that crosses them copies
+// only what the background checkpoint has not.
 const (
 	checkpointEvery     = 100 * time.Millisecond
 	autoCheckpointPages = 8192 // 32 MiB of WAL at 4 KiB pages

@@ -255,14 +255,17 @@ func (s *Store) txUnsynced(ctx context.Context, op string, fn func(*sql.Tx) erro
 		return store.Unavailable(op, err)
 	}
 	defer c.Close()
-	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
-		return store.Unavailable(op, err)
-	}
+	// Set back whatever the PRAGMA below reports: it can take effect and
+	// still fail (ctx ends just as it finishes, and the driver answers
+	// ctx.Err()), and the connection must not go back to the pool unsynced.
 	defer func() {
 		if _, err := c.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`); err != nil {
 			c.Raw(func(any) error { return driver.ErrBadConn }) // the pool closes it
 		}
 	}()
+	if _, err := c.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return store.Unavailable(op, err)
+	}
 	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Unavailable(op, err)
@@ -270,9 +273,20 @@ func (s *Store) txUnsynced(ctx context.Context, op string, fn func(*sql.Tx) erro
 	return s.commit(op, tx, fn)
 }
 
-// commit runs fn in tx and commits it.
+// commit runs fn in tx and commits it. Should fn panic, tx is rolled back
+// on the way out: txUnsynced's restore of the sync level (which cannot
+// run inside a transaction) then succeeds, rather than dropping the
+// connection, which would wait for tx's context to end first.
 func (s *Store) commit(op string, tx *sql.Tx, fn func(*sql.Tx) error) error {
-	if err := fn(tx); err != nil {
+	ended := false
+	defer func() {
+		if !ended {
+			tx.Rollback()
+		}
+	}()
+	err := fn(tx)
+	ended = true
+	if err != nil {
 		tx.Rollback()
 		return err
 	}
