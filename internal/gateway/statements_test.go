@@ -23,6 +23,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/store"
 	sqlitestore "github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/store/sqlite/sqlitewrap"
 )
 
 // The store's cost per delivered event, as a budget that fails when it
@@ -78,7 +79,7 @@ func TestStatementBudgetPerDeliveredEvent(t *testing.T) {
 	t.Parallel()
 	c := newCounts()
 	name := fmt.Sprintf("sqlite-counting-%d", drivers.Add(1)) // -count=N registers N
-	sql.Register(name, &countingDriver{base: registeredSQLite(t), c: c})
+	sql.Register(name, &countingDriver{c: c})
 	st, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlitestore.Options{Driver: name})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestStatementBudgetBatched(t *testing.T) {
 	t.Parallel()
 	c := newCounts()
 	name := fmt.Sprintf("sqlite-counting-%d", drivers.Add(1))
-	sql.Register(name, &countingDriver{base: registeredSQLite(t), c: c})
+	sql.Register(name, &countingDriver{c: c})
 	st, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlitestore.Options{Driver: name})
 	if err != nil {
 		t.Fatal(err)
@@ -244,17 +245,6 @@ func TestStatementBudgetBatched(t *testing.T) {
 }
 
 var drivers atomic.Int64
-
-// registeredSQLite is the driver database/sql knows as "sqlite".
-func registeredSQLite(t *testing.T) driver.Driver {
-	t.Helper()
-	db, err := sql.Open("sqlite", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	return db.Driver()
-}
 
 // counts is what the store asked of SQLite.
 type counts struct {
@@ -382,34 +372,20 @@ func perEvent(m map[string]int64, n int) string {
 // run through it and, by SQLite's pre-update hook, of the rows each
 // statement writes, per table.
 type countingDriver struct {
-	base driver.Driver
-	c    *counts
-}
-
-// sqliteConn is what database/sql uses of a modernc.org/sqlite connection.
-type sqliteConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ConnPrepareContext
-	driver.ExecerContext
-	driver.QueryerContext
-	driver.SessionResetter
-	driver.Validator
-	driver.Pinger
+	c *counts
 }
 
 func (d *countingDriver) Open(name string) (driver.Conn, error) {
-	conn, err := d.base.Open(name)
+	sc, err := sqlitewrap.Open(name)
 	if err != nil {
 		return nil, err
 	}
-	h, ok1 := conn.(sqlite.HookRegisterer)
-	sc, ok2 := conn.(sqliteConn)
-	if !ok1 || !ok2 {
-		conn.Close()
-		return nil, fmt.Errorf("counting driver: %T lacks the hooks or interfaces it wraps", conn)
+	h, ok := sc.(sqlite.HookRegisterer)
+	if !ok {
+		sc.Close()
+		return nil, fmt.Errorf("counting driver: %T lacks the pre-update hook", sc)
 	}
-	cc := &countingConn{sqliteConn: sc, c: d.c}
+	cc := &countingConn{Conn: sc, c: d.c}
 	h.RegisterPreUpdateHook(func(u sqlite.SQLitePreUpdateData) {
 		d.c.mu.Lock()
 		d.c.rows[u.TableName]++
@@ -425,7 +401,7 @@ func (d *countingDriver) Open(name string) (driver.Conn, error) {
 var preUpdateOps = map[int32]string{9: "delete", 18: "insert", 23: "update"}
 
 type countingConn struct {
-	sqliteConn
+	sqlitewrap.Conn
 	c *counts
 	// unsynced: the last PRAGMA synchronous run on the connection set
 	// NORMAL (commits do not wait for fsync). Written and read under c.mu.
@@ -437,7 +413,7 @@ func (c *countingConn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (c *countingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	s, err := c.sqliteConn.PrepareContext(ctx, query)
+	s, err := c.Conn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +431,7 @@ func (c *countingConn) Begin() (driver.Tx, error) {
 
 func (c *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	c.c.transactions.Add(1)
-	return c.sqliteConn.BeginTx(ctx, opts)
+	return c.Conn.BeginTx(ctx, opts)
 }
 
 func (c *countingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -465,12 +441,12 @@ func (c *countingConn) ExecContext(ctx context.Context, query string, args []dri
 		c.unsynced = level == "NORMAL"
 		c.c.mu.Unlock()
 	}
-	return c.sqliteConn.ExecContext(ctx, query, args)
+	return c.Conn.ExecContext(ctx, query, args)
 }
 
 func (c *countingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.c.ranOn(c, query)
-	return c.sqliteConn.QueryContext(ctx, query, args)
+	return c.Conn.QueryContext(ctx, query, args)
 }
 
 type countedStmt interface {

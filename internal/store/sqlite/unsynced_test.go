@@ -14,6 +14,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/store/sqlite/sqlitewrap"
 )
 
 // TestUnsyncedFinishThatFailsLeavesTheWriterSynced: Finish sets its
@@ -25,7 +26,7 @@ import (
 // synchronous level of the connection at every BEGIN of the ingest that
 // follows.
 func TestUnsyncedFinishThatFailsLeavesTheWriterSynced(t *testing.T) {
-	d := registerSyncFault(t)
+	d := registerSyncFault()
 	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{Driver: syncFaultName})
 	if err != nil {
 		t.Fatal(err)
@@ -73,21 +74,15 @@ var syncFault struct {
 // registerSyncFault registers (once) a wrapper of modernc.org/sqlite that
 // can make PRAGMA synchronous = NORMAL take effect and still fail, and
 // records the connection's level at each BEGIN.
-func registerSyncFault(t *testing.T) *syncFaultDriver {
+func registerSyncFault() *syncFaultDriver {
 	syncFault.once.Do(func() {
-		db, err := sql.Open("sqlite", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		syncFault.d = &syncFaultDriver{base: db.Driver()}
-		db.Close()
+		syncFault.d = &syncFaultDriver{}
 		sql.Register(syncFaultName, syncFault.d)
 	})
 	return syncFault.d
 }
 
 type syncFaultDriver struct {
-	base       driver.Driver
 	failNormal atomic.Bool
 	mu         sync.Mutex
 	began      []int64 // synchronous at each BEGIN since levels was last called
@@ -102,36 +97,21 @@ func (d *syncFaultDriver) levels() []int64 {
 	return l
 }
 
-type faultableConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ConnPrepareContext
-	driver.ExecerContext
-	driver.QueryerContext
-	driver.SessionResetter
-	driver.Validator
-}
-
 func (d *syncFaultDriver) Open(name string) (driver.Conn, error) {
-	c, err := d.base.Open(name)
+	c, err := sqlitewrap.Open(name)
 	if err != nil {
 		return nil, err
 	}
-	fc, ok := c.(faultableConn)
-	if !ok {
-		c.Close()
-		return nil, driver.ErrBadConn
-	}
-	return &syncFaultConn{fc, d}, nil
+	return &syncFaultConn{c, d}, nil
 }
 
 type syncFaultConn struct {
-	faultableConn
+	sqlitewrap.Conn
 	d *syncFaultDriver
 }
 
 func (c *syncFaultConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	r, err := c.faultableConn.ExecContext(ctx, query, args)
+	r, err := c.Conn.ExecContext(ctx, query, args)
 	if err == nil && query == "PRAGMA synchronous = NORMAL" && c.d.failNormal.CompareAndSwap(true, false) {
 		return nil, context.Canceled // it took effect; the caller hears otherwise
 	}
@@ -139,7 +119,7 @@ func (c *syncFaultConn) ExecContext(ctx context.Context, query string, args []dr
 }
 
 func (c *syncFaultConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	rows, err := c.faultableConn.QueryContext(ctx, "PRAGMA synchronous", nil)
+	rows, err := c.Conn.QueryContext(ctx, "PRAGMA synchronous", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +132,7 @@ func (c *syncFaultConn) BeginTx(ctx context.Context, opts driver.TxOptions) (dri
 	c.d.mu.Lock()
 	c.d.began = append(c.d.began, v[0].(int64))
 	c.d.mu.Unlock()
-	return c.faultableConn.BeginTx(ctx, opts)
+	return c.Conn.BeginTx(ctx, opts)
 }
 
 func (c *syncFaultConn) Begin() (driver.Tx, error) {
