@@ -32,8 +32,7 @@ type checkpointer struct {
 	done  sync.WaitGroup
 }
 
-// startCheckpointer starts s's background checkpoints; s.closeCheckpointer
-// stops them.
+// startCheckpointer starts s's background checkpoints; Close stops them.
 func (s *Store) startCheckpointer() {
 	c := &checkpointer{wrote: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.cp = c
@@ -74,8 +73,8 @@ func (c *checkpointer) close() {
 }
 
 // checkpoint runs one PASSIVE checkpoint. A failure is left for the next
-// one (or the writer's backstop): it loses nothing, the WAL holds every
-// commit until it is copied.
+// one (or the writer's automatic one): it loses nothing, the WAL holds
+// every commit until it is copied.
 func (s *Store) checkpoint() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -61,8 +61,8 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	// A bigger page cache, mmap_size and a rarer wal_autocheckpoint were
 	// measured (anyhook bench, BENCHMARKS.md) and bought no CPU or
 	// throughput here, only resident memory, so only temp_store is set.
-	// wal_autocheckpoint is raised to a backstop: checkpoints run in the
-	// background (checkpoint.go), not in the commit that crossed the mark.
+	// wal_autocheckpoint is raised: checkpoints run in the background
+	// (checkpoint.go), not in the commit that crossed 1,000 pages.
 	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)", "temp_store(MEMORY)",
 		fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpointPages)} {
 		q.Add("_pragma", p)
