@@ -385,3 +385,28 @@ func TestGitHubLinkBaseCase(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainHTTPBaseReachesOnlyLoopback: the configuration allows a plain
+// http:// api_base only for a loopback host, but a name such as localhost
+// is the resolver's to answer. Whatever a plain-http base resolves to, the
+// client connects only to a loopback address: 192.0.2.1 (a documentation
+// address) stands for what /etc/hosts or DNS might have answered, and is
+// refused before any connection, with an error that says why and holds no
+// key. 127.0.0.1 and localhost still work.
+func TestPlainHTTPBaseReachesOnlyLoopback(t *testing.T) {
+	t.Parallel()
+	l := &backfill.Stripe{Client: backfill.Client{Base: "http://192.0.2.1:9", Key: key}}
+	err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+	if err == nil || !strings.Contains(err.Error(), "loopback") || strings.Contains(err.Error(), key) {
+		t.Fatalf("a plain-http base at 192.0.2.1: %v", err)
+	}
+	api, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"object":"list","has_more":false,"data":[]}`)
+	})
+	for _, base := range []string{api.URL, strings.Replace(api.URL, "127.0.0.1", "localhost", 1)} {
+		l := &backfill.Stripe{Client: backfill.Client{Base: base, Key: key}}
+		if err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage); err != nil {
+			t.Errorf("a plain-http base at %s: %v", base, err)
+		}
+	}
+}
