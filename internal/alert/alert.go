@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/lifecycle"
+	"github.com/anyhook/anyhook/internal/loopback"
 	"github.com/anyhook/anyhook/internal/redirect"
 )
 
@@ -87,6 +88,11 @@ type Options struct {
 type Notifier struct {
 	sinks  []sink
 	client *http.Client
+	// plain posts to the sinks whose URL or body is a credential (Slack,
+	// PagerDuty) when their URL is plain http://, which the configuration
+	// allows only to a loopback host: it connects only to loopback
+	// addresses, whatever the name resolves to (package loopback).
+	plain  *http.Client
 	log    *slog.Logger
 	now    func() time.Time
 	window time.Duration
@@ -144,6 +150,7 @@ func New(sinks []Sink, opts Options) (*Notifier, error) {
 	c := *n.client
 	c.CheckRedirect = redirect.AnswerOtherwise
 	n.client = &c
+	n.plain = &http.Client{Timeout: c.Timeout, Transport: loopback.Transport(), CheckRedirect: redirect.AnswerOtherwise}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}

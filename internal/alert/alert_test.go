@@ -534,3 +534,28 @@ func TestRedirectIsNotFollowedElsewhere(t *testing.T) {
 		t.Errorf("another origin was sent %d requests: %q", len(got), got)
 	}
 }
+
+// TestPlainHTTPCredentialSinkReachesOnlyLoopback: a Slack URL or a
+// PagerDuty routing key over plain http:// is allowed by the configuration
+// only to a loopback host, but a name such as localhost is the resolver's
+// to answer. Whatever a plain-http credential sink resolves to, the post
+// connects only to a loopback address: 192.0.2.1 (a documentation
+// address) stands for what /etc/hosts or DNS might have answered, and is
+// refused before connecting, with a log line that says why and shows no
+// secret. A Slack sink on 127.0.0.1 still gets its post.
+func TestPlainHTTPCredentialSinkReachesOnlyLoopback(t *testing.T) {
+	t.Parallel()
+	local := newRecorder(t, http.StatusOK)
+	f := setup(t, Sink{Slack: "http://192.0.2.1:9/services/SECRET-TOKEN"},
+		Sink{PagerDuty: &PagerDuty{URL: "http://192.0.2.1:9/v2/enqueue", RoutingKey: "SECRET-KEY"}},
+		Sink{Slack: local.srv.URL + "/services/T000/B000/XXXX"})
+	f.n.Notify(t.Context(), dead("billing", 1))
+	f.n.Stop()
+	logged := f.logs.all()
+	if strings.Count(logged, "loopback") != 2 || strings.Contains(logged, "SECRET") {
+		t.Errorf("want both credential sinks at 192.0.2.1 refused for not being loopback, with no secret in the logs:\n%s", logged)
+	}
+	if n := len(local.posts()); n != 1 {
+		t.Errorf("the Slack sink on 127.0.0.1 got %d posts, want 1", n)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/anyhook/anyhook/internal/loopback"
 )
 
 // sink is one configured destination of alerts.
@@ -19,6 +21,9 @@ type sink interface {
 	name() string // for logs: never the URL, which may be a secret
 	url() string
 	body(m message) ([]byte, error)
+	// credential: the URL or the body is a secret (plain http:// only
+	// to a loopback address).
+	credential() bool
 }
 
 // Sink is one place alerts go, as the config's alerts[i] says; exactly
@@ -69,7 +74,11 @@ func (n *Notifier) post(ctx context.Context, s sink, m message) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", n.ua)
-	resp, err := n.client.Do(req)
+	c := n.client
+	if s.credential() && loopback.Plain(s.url()) {
+		c = n.plain
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return safeError(err)
 	}
@@ -92,6 +101,10 @@ type webhookSink struct{ n, u string }
 func (s webhookSink) name() string { return s.n }
 func (s webhookSink) url() string  { return s.u }
 
+// credential: a webhook sink's URL may be plain http anywhere, as a
+// destination's may.
+func (s webhookSink) credential() bool { return false }
+
 // webhookBody is the JSON a generic webhook receives.
 type webhookBody struct {
 	Alert
@@ -108,6 +121,9 @@ type slackSink struct{ n, u string }
 
 func (s slackSink) name() string { return s.n }
 func (s slackSink) url() string  { return s.u }
+
+// credential: a Slack incoming-webhook URL is its credential.
+func (s slackSink) credential() bool { return true }
 
 // slackEscape escapes the three characters Slack's mrkdwn treats as
 // control characters.
@@ -130,6 +146,9 @@ type pagerDutySink struct{ n, u, routingKey string }
 
 func (s pagerDutySink) name() string { return s.n }
 func (s pagerDutySink) url() string  { return s.u }
+
+// credential: the body carries the routing key.
+func (s pagerDutySink) credential() bool { return true }
 
 type pdEvent struct {
 	RoutingKey  string     `json:"routing_key"`

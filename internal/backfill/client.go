@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/anyhook/anyhook/internal/loopback"
 	"github.com/anyhook/anyhook/internal/redirect"
 )
 
@@ -108,7 +107,7 @@ func (c *Client) do(ctx context.Context, provider string, build func() (*http.Re
 		*hc = *c.HTTP
 	}
 	hc.CheckRedirect = sameOrigin
-	if hc.Transport == nil && strings.HasPrefix(strings.ToLower(c.Base), "http://") {
+	if hc.Transport == nil && loopback.Plain(c.Base) {
 		hc.Transport = loopbackTransport
 	}
 	sleep := c.Sleep
@@ -169,27 +168,9 @@ func (c *Client) do(ctx context.Context, provider string, build func() (*http.Re
 
 // loopbackTransport sends the requests of a plain-http api_base, which the
 // configuration allows only to a loopback host: it connects only to a
-// loopback address. "localhost" is the resolver's to answer (/etc/hosts,
-// DNS), and the key must not leave the machine in the clear whatever it
-// answers. (Redirects keep the scheme and host: sameOrigin.)
-var loopbackTransport = &http.Transport{
-	DialContext:         (&net.Dialer{Timeout: 30 * time.Second, Control: loopbackOnly}).DialContext,
-	MaxIdleConnsPerHost: 2,
-	IdleConnTimeout:     90 * time.Second,
-}
-
-// loopbackOnly refuses, before connecting, a connection to an address
-// that is not loopback.
-func loopbackOnly(network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("a plain http:// api_base must reach a loopback address, and this one resolved to %s: not sending the api_key in the clear", host)
-	}
-	return nil
-}
+// loopback address, whatever the host name resolved to (package
+// loopback). Redirects keep the scheme and host: sameOrigin.
+var loopbackTransport = loopback.Transport()
 
 // sameOrigin is the redirect policy of requests that carry the key
 // (package redirect): the error names why a redirect is not followed.
