@@ -67,13 +67,19 @@ const (
 
 // Options configure a Notifier. The zero value is usable.
 type Options struct {
-	// Client posts to the sinks. Default: a client of the Notifier's own
+	// Client posts to the sinks (but for a Slack or PagerDuty sink on
+	// plain http://: see Observe). Default: a client of the Notifier's own
 	// with a 10s timeout (never http.DefaultClient). Its redirect policy
 	// is replaced: a redirect is followed only when it keeps the POST
 	// (307, 308) and stays on the sink's scheme and host.
 	Client *http.Client
-	Logger *slog.Logger     // default: discard
-	Now    func() time.Time // default: time.Now
+	// Observe, when set, wraps the transport of every post: Client's, and
+	// the loopback-only one that Slack and PagerDuty sinks on plain
+	// http:// post through instead (package loopback), which Client's
+	// transport would not reach (the gateway counts alerts sent with it).
+	Observe func(http.RoundTripper) http.RoundTripper
+	Logger  *slog.Logger     // default: discard
+	Now     func() time.Time // default: time.Now
 	// Window is the rate limit: per (kind, destination), at most one
 	// message per Window after the first. Default 1m.
 	Window time.Duration
@@ -149,8 +155,17 @@ func New(sinks []Sink, opts Options) (*Notifier, error) {
 	// replaced by redirect.AnswerOtherwise.
 	c := *n.client
 	c.CheckRedirect = redirect.AnswerOtherwise
+	var plain http.RoundTripper = loopback.Transport()
+	if opts.Observe != nil {
+		rt := c.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		c.Transport = opts.Observe(rt)
+		plain = opts.Observe(plain)
+	}
 	n.client = &c
-	n.plain = &http.Client{Timeout: c.Timeout, Transport: loopback.Transport(), CheckRedirect: redirect.AnswerOtherwise}
+	n.plain = &http.Client{Timeout: c.Timeout, Transport: plain, CheckRedirect: redirect.AnswerOtherwise}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -559,3 +560,33 @@ func TestPlainHTTPCredentialSinkReachesOnlyLoopback(t *testing.T) {
 		t.Errorf("the Slack sink on 127.0.0.1 got %d posts, want 1", n)
 	}
 }
+
+// TestObserveSeesEveryPost: Observe wraps the transport of the caller's
+// client and the loopback-only one a plain-http Slack or PagerDuty sink
+// posts through, so every post is seen (the gateway's alert metrics).
+func TestObserveSeesEveryPost(t *testing.T) {
+	t.Parallel()
+	local := newRecorder(t, http.StatusOK)
+	var seen atomic.Int64
+	observe := func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			seen.Add(1)
+			return rt.RoundTrip(r)
+		})
+	}
+	n, err := New([]Sink{{Webhook: local.srv.URL + "/hook"}, {Slack: local.srv.URL + "/services/T000/B000/XXXX"},
+		{PagerDuty: &PagerDuty{URL: local.srv.URL + "/v2/enqueue", RoutingKey: "R"}}}, Options{Observe: observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start(t.Context())
+	n.Notify(t.Context(), dead("billing", 1))
+	n.Stop()
+	if got, posts := seen.Load(), len(local.posts()); got != 3 || posts != 3 {
+		t.Errorf("Observe saw %d posts of the %d the sinks got, want 3 of 3", got, posts)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

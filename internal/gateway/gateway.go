@@ -125,8 +125,8 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	}
 	stats, _ := st.(store.StatsReader)
 	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
-	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: mx.AlertTransport(http.DefaultTransport.(*http.Transport).Clone())}
-	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Now: now})
+	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
 	if err != nil {
 		if opt.Store == nil {
 			st.Close()

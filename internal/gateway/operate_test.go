@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 // get fetches path from the gateway with the admin token (or none).
@@ -125,6 +126,28 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	}
 	if strings.Contains(body, "made-up-name") {
 		t.Error("an unknown source name became a label value")
+	}
+}
+
+// TestPlainHTTPSlackAlertCounted: a Slack sink on plain http:// to a
+// loopback host (a local proxy that adds TLS) posts through the loopback-only
+// transport, and its posts are still counted in anyhook_alerts_sent_total.
+func TestPlainHTTPSlackAlertCounted(t *testing.T) {
+	t.Parallel()
+	alerts := newSink(t)
+	e := setup(t, newSink(t, http.StatusInternalServerError), "    max_attempts: 1", "alerts:\n  - slack: "+alerts.URL+"/services/T000/B000/XXXX")
+	a := e.sendStripe(t, "evt_slack_counted")
+	e.waitStatus(t, a.ID, anyhook.StatusDead)
+	alerts.waitRequests(t, 1)
+	deadline := time.Now().Add(testwait.Timeout)
+	for {
+		_, exposition := get(t, e, "/metrics", "test-token")
+		if v, _ := metricValue(t, exposition, `anyhook_alerts_sent_total{result="ok"}`); v >= 1 {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the Slack sink got %d posts, anyhook_alerts_sent_total{result=\"ok\"} = %v, want ≥ 1", len(alerts.requests()), v)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
