@@ -139,16 +139,11 @@ func TestPlainHTTPSlackAlertCounted(t *testing.T) {
 	a := e.sendStripe(t, "evt_slack_counted")
 	e.waitStatus(t, a.ID, anyhook.StatusDead)
 	alerts.waitRequests(t, 1)
-	deadline := time.Now().Add(testwait.Timeout)
-	for {
+	testwait.For(t, `anyhook_alerts_sent_total{result="ok"} ≥ 1 after the Slack sink got its post`, func() bool {
 		_, exposition := get(t, e, "/metrics", "test-token")
-		if v, _ := metricValue(t, exposition, `anyhook_alerts_sent_total{result="ok"}`); v >= 1 {
-			return
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the Slack sink got %d posts, anyhook_alerts_sent_total{result=\"ok\"} = %v, want ≥ 1", len(alerts.requests()), v)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		v, _ := metricValue(t, exposition, `anyhook_alerts_sent_total{result="ok"}`)
+		return v >= 1
+	})
 }
 
 // TestDestinationOutageAlerts: 500 deliveries fail against one
