@@ -87,22 +87,32 @@ func claimRows(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]store.C
 	return claims, nil
 }
 
-// finishDelivery records one outcome if its attempt still holds the claim
-// and answers 1, else changes nothing and answers 0.
-const finishDelivery = `WITH u AS (
-	UPDATE deliveries
-	SET status = $3, next_attempt_at = now() + $4::bigint * interval '1 microsecond', lease_until = NULL, updated_at = now()
-	WHERE id = $1 AND attempt_count = $2 AND status = 'delivering'
-	RETURNING id
+// finishDeliveries records a batch of outcomes in one statement: each
+// outcome whose attempt still holds its claim moves its delivery and adds
+// its attempt row; the others change nothing. It answers the ids it
+// recorded. The outcomes come as parallel arrays, one element each, and
+// no delivery twice (Finish sees to it).
+const finishDeliveries = `WITH o AS (
+	SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::bigint[], $5::timestamptz[], $6::bigint[],
+		$7::integer[], $8::text[], $9::bytea[])
+		AS o (id, attempt, status, retry_us, started_at, duration_us, status_code, error, response_body)
+), u AS (
+	UPDATE deliveries d
+	SET status = o.status, next_attempt_at = now() + o.retry_us * interval '1 microsecond', lease_until = NULL, updated_at = now()
+	FROM o
+	WHERE d.id = o.id AND d.attempt_count = o.attempt AND d.status = 'delivering'
+	RETURNING d.id, o.attempt, o.started_at, o.duration_us, o.status_code, o.error, o.response_body
 ), a AS (
 	INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
-	SELECT id, $2, $5, $6, $7, $8, $9 FROM u
+	SELECT id, attempt, started_at, duration_us, status_code, error, response_body FROM u
 	ON CONFLICT (delivery_id, number) DO NOTHING
 )
-SELECT count(*) FROM u`
+SELECT id FROM u`
 
-// Finish implements store.Store. All outcomes go in one batch, one round
-// trip, run by the server as one implicit transaction.
+// Finish implements store.Store: one statement for the whole batch, so
+// PostgreSQL plans and starts one update and one insert however many
+// outcomes there are (issue 15). The outcomes go in id order; of two for
+// one delivery, the second is lost, as it would be a statement later.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
 	if len(outs) == 0 {
 		return nil, nil
@@ -110,29 +120,45 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 	if err := store.CheckOutcomes(outs); err != nil {
 		return nil, err
 	}
-	var lost []string
-	b := &pgx.Batch{}
-	for _, o := range outs {
+	outs = slices.SortedStableFunc(slices.Values(outs), func(a, b store.Outcome) int { return strings.Compare(a.DeliveryID, b.DeliveryID) })
+	n := len(outs)
+	var (
+		ids, statuses, errs = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		attempts, codes     = make([]int32, 0, n), make([]int32, 0, n)
+		retries, durations  = make([]int64, 0, n), make([]int64, 0, n)
+		started             = make([]time.Time, 0, n)
+		bodies              = make([][]byte, 0, n)
+		lost                []string
+	)
+	for i, o := range outs {
+		if i > 0 && o.DeliveryID == outs[i-1].DeliveryID {
+			// A second outcome for one delivery finds the claim
+			// already answered, as it would one statement later.
+			lost = append(lost, o.DeliveryID)
+			continue
+		}
 		var retryIn time.Duration
 		if o.Status == anyhook.StatusPending {
 			retryIn = o.RetryIn
 		}
 		r := o.Result
-		b.Queue(finishDelivery, o.DeliveryID, o.Attempt, string(o.Status), micros(retryIn),
-			r.StartedAt, r.Duration.Microseconds(), r.StatusCode, text(r.Error), r.ResponseBody,
-		).QueryRow(func(row pgx.Row) error {
-			var n int
-			if err := row.Scan(&n); err != nil {
-				return err
-			}
-			if n == 0 {
-				lost = append(lost, o.DeliveryID)
-			}
-			return nil
-		})
+		ids, attempts, statuses = append(ids, o.DeliveryID), append(attempts, int32(o.Attempt)), append(statuses, string(o.Status))
+		retries, started, durations = append(retries, micros(retryIn)), append(started, r.StartedAt), append(durations, r.Duration.Microseconds())
+		codes, errs, bodies = append(codes, int32(r.StatusCode)), append(errs, text(r.Error)), append(bodies, r.ResponseBody)
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	rows, err := s.pool.Query(ctx, finishDeliveries, ids, attempts, statuses, retries, started, durations, codes, errs, bodies)
+	if err != nil {
 		return nil, store.Unavailable("finish", err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, store.Unavailable("finish", err)
+	}
+	slices.Sort(done)
+	for _, id := range ids {
+		if _, ok := slices.BinarySearch(done, id); !ok {
+			lost = append(lost, id)
+		}
 	}
 	return lost, nil
 }

@@ -100,6 +100,28 @@ func testFinishFencedByAttempt(t *testing.T, s store.Store) {
 	if lost := finish(t, s, delivered(c)); len(lost) != 1 {
 		t.Fatalf("finishing twice: lost = %v, want the second refused", lost)
 	}
+
+	// The same in one batch: of two outcomes for one claim the first is
+	// recorded and the second lost, whatever else the batch holds.
+	ingest(t, s, newEvent("stripe", "evt_2", "billing"), newEvent("stripe", "evt_3", "billing"))
+	cs := claim(t, s, "billing", 2, time.Minute)
+	if len(cs) != 2 {
+		t.Fatalf("claimed %d, want 2", len(cs))
+	}
+	second := retry(cs[1], time.Hour)
+	lost := finish(t, s, delivered(cs[1]), delivered(cs[0]), second, stale)
+	slices.Sort(lost)
+	want := []string{c.Delivery.ID, cs[1].Delivery.ID}
+	slices.Sort(want)
+	if !slices.Equal(lost, want) {
+		t.Fatalf("a batch with two outcomes for one claim and one finished long ago: lost = %v, want %v", lost, want)
+	}
+	for _, x := range cs {
+		d := event(t, s, x.Event.ID).Deliveries[0]
+		if d.Status != anyhook.StatusDelivered || len(d.Attempts) != 1 || d.Attempts[0].StatusCode != 200 {
+			t.Fatalf("%s after the batch: %s with %d attempts, want delivered by the first outcome", d.ID, d.Status, len(d.Attempts))
+		}
+	}
 }
 
 // testFinishRefusesOtherStatuses: an outcome is delivered, pending or dead;
