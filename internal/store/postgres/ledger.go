@@ -73,14 +73,24 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		if err := store.CheckBatch(size, nhashes, evs, b); err != nil {
 			return err
 		}
+		// Set-based: one statement per table, however long the batch.
+		k := len(b.Entries)
+		idxs, ids, late := make([]int64, k), make([]string, k), make([]bool, k)
+		headers, bodies, leaves := make([][]byte, k), make([][]byte, k), make([][]byte, k)
+		for i, e := range b.Entries {
+			idxs[i], ids[i], late[i] = e.Index, e.EventID, e.Late
+			headers[i], bodies[i], leaves[i] = e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:]
+		}
+		hashes := make([][]byte, len(b.Hashes))
+		for i := range b.Hashes {
+			hashes[i] = b.Hashes[i][:]
+		}
 		var batch pgx.Batch
-		for _, e := range b.Entries {
-			batch.Queue(`INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, late) VALUES ($1, $2, $3, $4, $5, $6)`,
-				e.Index, e.EventID, e.HeaderHash[:], e.BodyHash[:], e.LeafHash[:], e.Late)
-		}
-		for i, h := range b.Hashes {
-			batch.Queue(`INSERT INTO ledger_hashes (idx, hash) VALUES ($1, $2)`, b.HashIndex+int64(i), h[:])
-		}
+		batch.Queue(`INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, late)
+			SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[], $5::bytea[], $6::boolean[])`,
+			idxs, ids, headers, bodies, leaves, late)
+		batch.Queue(`INSERT INTO ledger_hashes (idx, hash)
+			SELECT $1::bigint + i - 1, h FROM unnest($2::bytea[]) WITH ORDINALITY AS t (h, i)`, b.HashIndex, hashes)
 		batch.Queue(`DELETE FROM ledger_pending WHERE event_id = ANY($1)`, taken)
 		if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
 			return store.Unavailable("sequence", err)
