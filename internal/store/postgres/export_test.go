@@ -1,4 +1,21 @@
 package postgres
 
+import (
+	"context"
+
+	"github.com/anyhook/anyhook/internal/store"
+)
+
 // SetSweepChunk makes one round of the log's sweep read n event ids.
 func (s *Store) SetSweepChunk(n int) { s.sweepChunk = n }
+
+// IngestPipelined is Ingest's one-statement path alone: ok false when it
+// left the batch to the item-by-item path, having changed nothing.
+func (s *Store) IngestPipelined(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, bool, error) {
+	return s.ingestPipelined(ctx, evs)
+}
+
+// IngestItems is Ingest's item-by-item path alone.
+func (s *Store) IngestItems(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	return s.ingestItems(ctx, evs)
+}

@@ -151,6 +151,11 @@ func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Inges
 	if res, ok, err := s.ingestPipelined(ctx, evs); ok {
 		return res, err
 	}
+	return s.ingestItems(ctx, evs)
+}
+
+// ingestItems records evs in one transaction, each item under a savepoint.
+func (s *Store) ingestItems(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, store.Unavailable("ingest", err)

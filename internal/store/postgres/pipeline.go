@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
@@ -23,26 +25,137 @@ const readMarks = `SELECT v.source, v.object, v.version FROM versions v
 // the same key to commit). For a new event it finds the event itself.
 const sameOriginal = findOriginal
 
+// insertEvents is insertEvent for a whole batch in one statement (issue
+// 15): PostgreSQL plans and starts one insert per table however many
+// events there are. The events come as parallel arrays, one element each
+// ($1–$22, in the batch's order, which is the order they are inserted in:
+// of two with one dedup key the first is the event), their deliveries as
+// four more, one element per delivery ($23–$26: its event's id, its id,
+// destination and lease). It returns a row per event it inserted: the
+// event's id, the ids of its deliveries created claimed, and when.
+const insertEvents = `WITH t AS (SELECT clock_timestamp() AS at), i AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::bytea[], $8::bytea[],
+		$9::text[], $10::text[], $11::boolean[], $12::text[], $13::text[], $14::text[], $15::text[], $16::integer[],
+		$17::text[], $18::text[], $19::text[], $20::text[], $21::boolean[], $22::boolean[])
+	WITH ORDINALITY AS i (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
+		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed, origin, status, delivery_stale, raise, n)
+), ev AS (
+	INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
+		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed, origin)
+	SELECT id, source, dedup_key, received_at, method, path, headers, body, object, version, stale, content_key,
+		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed, origin
+	FROM i ORDER BY n
+	ON CONFLICT DO NOTHING
+	RETURNING id
+), dl AS (
+	INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at,
+		attempt_count, lease_until, claimed_at)
+	SELECT d.id, ev.id, d.destination, CASE WHEN c.claim THEN 'delivering' ELSE i.status END, i.delivery_stale, now(), now(), now(),
+		CASE WHEN c.claim THEN 1 ELSE 0 END,
+		CASE WHEN c.claim THEN t.at + d.lease * interval '1 microsecond' END,
+		CASE WHEN c.claim THEN t.at END
+	FROM unnest($23::text[], $24::text[], $25::text[], $26::bigint[]) AS d (event_id, id, destination, lease)
+	JOIN ev ON ev.id = d.event_id JOIN i ON i.id = d.event_id CROSS JOIN t
+	CROSS JOIN LATERAL (SELECT d.lease <> 0 AND i.status = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = d.destination AND p.paused) AS claim) AS c
+	RETURNING id, event_id, status
+), vm AS (
+	INSERT INTO versions (source, object, version) SELECT i.source, i.object, i.version FROM ev JOIN i ON i.id = ev.id WHERE i.raise
+	ON CONFLICT (source, object) DO UPDATE SET version = EXCLUDED.version
+)
+SELECT ev.id, coalesce((SELECT array_agg(dl.id) FROM dl WHERE dl.event_id = ev.id AND dl.status = 'delivering'), '{}'), (SELECT at FROM t) FROM ev`
+
+// eventColumns are insertEvents' arguments, a slice per parameter.
+type eventColumns struct {
+	ids, sources, methods, paths, statuses                  []string
+	dedupKeys, objects, versions, contentKeys, remoteAddrs  []*string
+	verifyMethods, verifySchemes, types, notRouted, origins []*string
+	receivedAt                                              []time.Time
+	headers, bodies                                         [][]byte
+	stale, deliveryStale, raise                             []bool
+	verifySecrets                                           []*int32
+	deliveryEvents, deliveryIDs, deliveryDests              []string
+	leases                                                  []int64
+}
+
+// add appends ne, its encoded headers, its staleness, whether it raises its
+// mark and its deliveries' ids and leases.
+func (c *eventColumns) add(ne *store.NewEvent, headers []byte, stale, raise bool, ids []string, leases []int64) {
+	ev := &ne.Event
+	status := anyhook.StatusPending
+	if stale && ne.StaleSkip {
+		status = anyhook.StatusSkipped
+	}
+	var secret *int32
+	if ev.Verification.Method != "" && ev.Verification.Secret >= 0 {
+		secret = new(int32(ev.Verification.Secret))
+	}
+	var method, scheme *string
+	if ev.Verification.Method != "" {
+		method, scheme = new(ev.Verification.Method), new(ev.Verification.Scheme)
+	}
+	var notRouted *string
+	if len(ev.NotRouted) > 0 {
+		notRouted = new(strings.Join(ev.NotRouted, ","))
+	}
+	var origin *string
+	if store.OriginArg(ev.Origin) != nil {
+		origin = new(ev.Origin)
+	}
+	c.ids, c.sources, c.methods, c.paths, c.statuses = append(c.ids, ev.ID), append(c.sources, ev.Source), append(c.methods, ev.Method), append(c.paths, ev.Path), append(c.statuses, string(status))
+	c.dedupKeys, c.objects, c.versions = append(c.dedupKeys, nullable(ev.DedupKey)), append(c.objects, nullable(ev.Object)), append(c.versions, nullable(ev.Version))
+	c.contentKeys, c.remoteAddrs, c.types = append(c.contentKeys, nullable(ne.ContentKey)), append(c.remoteAddrs, nullable(ev.RemoteAddr)), append(c.types, nullable(ev.Type))
+	c.verifyMethods, c.verifySchemes, c.verifySecrets = append(c.verifyMethods, method), append(c.verifySchemes, scheme), append(c.verifySecrets, secret)
+	c.notRouted, c.origins = append(c.notRouted, notRouted), append(c.origins, origin)
+	c.receivedAt, c.headers, c.bodies = append(c.receivedAt, ev.ReceivedAt), append(c.headers, headers), append(c.bodies, sqlstore.NonNil(ev.Body))
+	c.stale, c.deliveryStale, c.raise = append(c.stale, stale), append(c.deliveryStale, stale && !ne.StaleSkip), append(c.raise, raise)
+	for j, id := range ids {
+		c.deliveryEvents, c.deliveryIDs = append(c.deliveryEvents, ev.ID), append(c.deliveryIDs, id)
+		c.deliveryDests, c.leases = append(c.deliveryDests, ne.Destinations[j]), append(c.leases, leases[j])
+	}
+}
+
+func (c *eventColumns) args() []any {
+	return []any{c.ids, c.sources, c.dedupKeys, c.receivedAt, c.methods, c.paths, c.headers, c.bodies,
+		c.objects, c.versions, c.stale, c.contentKeys, c.remoteAddrs, c.verifyMethods, c.verifySchemes, c.verifySecrets,
+		c.types, c.notRouted, c.origins, c.statuses, c.deliveryStale, c.raise,
+		c.deliveryEvents, c.deliveryIDs, c.deliveryDests, c.leases}
+}
+
+// nullable is s as a nullable text: nil when empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // objectKey is a version mark's key.
 type objectKey struct{ source, object string }
 
 // ingestPipelined records evs in two round trips (issue 15, "PostgreSQL
-// round trips"): [BEGIN, the advisory locks, every item's insert
-// (insertEvent, which also raises the marks and claims at ingest)], then
+// round trips"): [BEGIN, the advisory locks, one insert of every item
+// (insertEvents, which also raises the marks and claims at ingest)], then
 // [the search for the original of each item that inserted nothing,
 // COMMIT]; three when an event has an object (the version marks are read
 // first, after the locks). Without savepoints: it answers ok false, having
-// changed nothing, when an item fails or when two items share an object
-// (the second's staleness depends on whether the first was new) — Ingest
+// changed nothing, when an item fails, when two items share an object
+// (the second's staleness depends on whether the first was new) or an
+// event id (the second is an error of its own) — Ingest
 // then records the batch item by item. (Looking for every item's original
 // in the first round trip would save the second but cost PostgreSQL a
 // statement per new event, and its CPU is what bounds it: measured.)
 func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res []store.IngestResult, ok bool, err error) {
 	var keys []objectKey
 	seen := map[objectKey]bool{}
+	ids := make(map[string]bool, len(evs))
 	headers := make([][]byte, len(evs))
 	for i := range evs {
 		ev := &evs[i].Event
+		if ids[ev.ID] {
+			return nil, false, nil // the second clashes on its id: the item-by-item path reports it
+		}
+		ids[ev.ID] = true
 		if ev.Object != "" {
 			k := objectKey{ev.Source, ev.Object}
 			if seen[k] {
@@ -115,6 +228,7 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 		now          time.Time
 	}
 	items := make([]item, len(evs))
+	var cols eventColumns
 	for i := range evs {
 		ne, it := &evs[i], &items[i]
 		ev := &ne.Event
@@ -130,16 +244,28 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 		}
 		var leases []int64
 		it.ids, leases = s.deliveryArgs(ne)
-		b.Queue(insertEvent, insertArgs(ne, headers[i], it.stale, it.ids, leases, raise)...).QueryRow(func(row pgx.Row) error {
-			var id string
-			err := row.Scan(&id, &it.claimed, &it.now)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			it.isNew = err == nil
-			return err
-		})
+		cols.add(ne, headers[i], it.stale, raise, it.ids, leases)
 	}
+	inserted := map[string]*item{}
+	for i := range evs {
+		inserted[evs[i].Event.ID] = &items[i]
+	}
+	b.Queue(insertEvents, cols.args()...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			var claimed []string
+			var now time.Time
+			if err := rows.Scan(&id, &claimed, &now); err != nil {
+				return err
+			}
+			it := inserted[id]
+			if it == nil {
+				return fmt.Errorf("ingest: the insert returned an event not in the batch: %s", id)
+			}
+			it.isNew, it.claimed, it.now = true, claimed, now
+		}
+		return rows.Err()
+	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return fail(err)
 	}

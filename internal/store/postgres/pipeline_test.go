@@ -1,0 +1,131 @@
+package postgres_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/postgres"
+)
+
+// TestPipelinedIngestMatchesItemByItem: the one-statement ingest
+// (insertEvents) records a batch exactly as the item-by-item path does —
+// every column, NULL or not, each delivery's status and claim, duplicates
+// found in the batch and in the table, staleness and the version marks —
+// and it takes the batch rather than leaving it to the other path.
+func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
+	t.Parallel()
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	ev := func(id, key, content string) store.NewEvent {
+		return store.NewEvent{
+			Event: anyhook.Event{ID: id, Source: "shop", DedupKey: key, ReceivedAt: at, Method: "POST", Path: "/webhooks/shop",
+				Header: http.Header{"Content-Type": {"application/json"}, "X-Id": {id}}, Body: []byte(`{"id":"` + id + `"}`)},
+			ContentKey: content,
+		}
+	}
+	dests := func(ne store.NewEvent, lease time.Duration, names ...string) store.NewEvent {
+		ne.Destinations = names
+		ne.Lease = make([]time.Duration, len(names))
+		for i := range names {
+			ne.Lease[i] = lease
+		}
+		return ne
+	}
+	object := func(ne store.NewEvent, obj, version string, skip bool) store.NewEvent {
+		ne.Event.Object, ne.Event.Version, ne.StaleSkip = obj, version, skip
+		return ne
+	}
+	base := []store.NewEvent{
+		dests(ev("00000000-0000-7000-8000-000000000001", "evt_old", "c_old"), 0, "billing"),
+		object(ev("00000000-0000-7000-8000-000000000002", "", ""), "obj_1", "5", false),
+		object(ev("00000000-0000-7000-8000-000000000003", "", ""), "obj_3", "4", false),
+	}
+
+	full := dests(ev("00000000-0000-7000-8000-000000000010", "evt_a", "ca"), time.Minute, "billing", "audit", "paused")
+	full.Lease[1] = 0 // audit is not claimed at ingest
+	full.Event.Type, full.Event.RemoteAddr = "charge.succeeded", "192.0.2.7:5000"
+	full.Event.Verification = anyhook.Verification{Method: anyhook.VerifySignature, Scheme: "stripe v1", Secret: 1}
+	bare := ev("00000000-0000-7000-8000-000000000011", "", "")
+	bare.Event.Body, bare.Event.NotRouted, bare.Event.Origin = nil, []string{"audit", "billing"}, anyhook.OriginBackfill
+	bare.Event.Verification = anyhook.Verification{Method: anyhook.VerifyNone, Scheme: "unsigned (signature: none)", Secret: -1}
+	batch := []store.NewEvent{
+		full,
+		bare,
+		dests(ev("00000000-0000-7000-8000-000000000012", "evt_a", ""), time.Minute, "billing"),                          // the first's duplicate, in the batch
+		dests(ev("00000000-0000-7000-8000-000000000013", "evt_new", "c_old"), time.Minute, "billing"),                   // a stored event's, by content
+		dests(ev("00000000-0000-7000-8000-000000000014", "evt_old", ""), time.Minute, "billing"),                        // a stored event's, by dedup key
+		dests(object(ev("00000000-0000-7000-8000-000000000015", "", ""), "obj_1", "3", true), time.Minute, "billing"),   // stale, skipped
+		dests(object(ev("00000000-0000-7000-8000-000000000016", "", ""), "obj_2", "7", false), time.Minute, "billing"),  // raises a new mark
+		dests(object(ev("00000000-0000-7000-8000-000000000017", "", ""), "obj_3", "2", false), -time.Second, "billing"), // stale, flagged; a lease already expired
+	}
+
+	record := func(pipelined bool) (results []string, stored string) {
+		dsn := pgtest.DSN(t)
+		s, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: testConns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Ingest(t.Context(), base); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPaused(t.Context(), "paused", true); err != nil {
+			t.Fatal(err)
+		}
+		var res []store.IngestResult
+		if pipelined {
+			var ok bool
+			res, ok, err = s.IngestPipelined(t.Context(), batch)
+			if !ok {
+				t.Fatalf("the pipelined ingest left the batch to the item-by-item path (err %v)", err)
+			}
+		} else {
+			res, err = s.IngestItems(t.Context(), batch)
+		}
+		if err != nil {
+			t.Fatalf("ingest: %v", err)
+		}
+		for i, r := range res {
+			var claims []string
+			for _, c := range r.Claims {
+				d := c.Delivery
+				claims = append(claims, fmt.Sprintf("%s %s attempt %d lease %v stale %v", d.Destination, d.Status, d.AttemptCount, d.LeaseUntil.Sub(d.NextAttemptAt), d.Stale))
+			}
+			results = append(results, fmt.Sprintf("%d: %s dup %v stale %v err %v claims %q", i, r.ID, r.Duplicate, r.Stale, r.Err, claims))
+		}
+		var b strings.Builder
+		for _, ne := range append(slices.Clone(base), batch...) {
+			e, err := s.Event(t.Context(), ne.Event.ID)
+			if err != nil {
+				fmt.Fprintf(&b, "%s: %v\n", ne.Event.ID, err)
+				continue
+			}
+			fmt.Fprintf(&b, "%s %s key %q at %v %s %s %v body %q type %q not routed %q object %q version %q stale %v dups %d from %q %+v origin %q\n",
+				e.ID, e.Source, e.DedupKey, e.ReceivedAt.UTC(), e.Method, e.Path, e.Header, e.Body, e.Type, e.NotRouted,
+				e.Object, e.Version, e.Stale, e.Duplicates, e.RemoteAddr, e.Verification, e.Origin)
+			ds := slices.Clone(e.Deliveries)
+			slices.SortFunc(ds, func(a, b anyhook.Delivery) int { return strings.Compare(a.Destination, b.Destination) })
+			for _, d := range ds {
+				fmt.Fprintf(&b, "  %s %s stale %v attempt %d leased %v claimed %v\n", d.Destination, d.Status, d.Stale, d.AttemptCount,
+					!d.LeaseUntil.IsZero(), !d.ClaimedAt.IsZero())
+			}
+		}
+		b.WriteString(query[string](t, dsn, `SELECT string_agg(source || ' ' || object || ' ' || version, ', ' ORDER BY source, object) FROM versions`))
+		return results, b.String()
+	}
+	wantRes, want := record(false)
+	gotRes, got := record(true)
+	if !slices.Equal(gotRes, wantRes) {
+		t.Errorf("results differ:\npipelined:\n%s\nitem by item:\n%s", strings.Join(gotRes, "\n"), strings.Join(wantRes, "\n"))
+	}
+	if got != want {
+		t.Errorf("stored differ:\npipelined:\n%s\nitem by item:\n%s", got, want)
+	}
+	t.Logf("results:\n%s\nstored:\n%s", strings.Join(gotRes, "\n"), got)
+}
