@@ -19,3 +19,13 @@ func (s *Store) IngestPipelined(ctx context.Context, evs []store.NewEvent) ([]st
 func (s *Store) IngestItems(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	return s.ingestItems(ctx, evs)
 }
+
+// IngestLocks is the statement that takes evs' advisory locks, and its
+// arguments.
+func IngestLocks(evs []store.NewEvent) (string, []any) {
+	l := ingestLocks(evs)
+	if len(l) != 1 {
+		return "", nil
+	}
+	return l[0].sql, l[0].args
+}

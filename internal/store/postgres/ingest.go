@@ -223,10 +223,15 @@ const (
 	keyLockClass  = 0x61686b79 // "ahky"
 )
 
-// lockStmt takes one transaction-level advisory lock.
-const lockStmt = `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`
+// lockStmt takes transaction-level advisory locks, one per element of
+// the two arrays (class, key), one after the other in the arrays' order:
+// the subquery's ORDER BY comes below the call, which runs once per row
+// as the rows come up.
+const lockStmt = `SELECT count(pg_advisory_xact_lock(l.class, l.key)) FROM (
+	SELECT class, key FROM unnest($1::int4[], $2::int4[]) WITH ORDINALITY AS u (class, key, n) ORDER BY n
+) AS l`
 
-// ingestLocks are the statements that lock, before anything else, every
+// ingestLocks is the statement that locks, before anything else, every
 // version mark (source, object), dedup key and content key of evs: one
 // transaction-level advisory lock each, all in one order (by class, then
 // key), kept until the transaction ends (a savepoint's rollback does not
@@ -268,11 +273,14 @@ func ingestLocks(evs []store.NewEvent) []stmt {
 	}
 	slices.SortFunc(locks, func(a, b lock) int { return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.key, b.key)) })
 	locks = slices.Compact(locks)
-	stmts := make([]stmt, len(locks))
-	for i, l := range locks {
-		stmts[i] = stmt{lockStmt, []any{l.class, l.key}}
+	if len(locks) == 0 {
+		return nil
 	}
-	return stmts
+	classes, keys := make([]int32, len(locks)), make([]int32, len(locks))
+	for i, l := range locks {
+		classes[i], keys[i] = l.class, l.key
+	}
+	return []stmt{{lockStmt, []any{classes, keys}}}
 }
 
 // lockOrder is the order in which Ingest records evs: by (source, dedup

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -17,7 +18,8 @@ import (
 // TestPipelinedIngestMatchesItemByItem: the one-statement ingest
 // (insertEvents) records a batch exactly as the item-by-item path does —
 // every column, NULL or not, each delivery's status and claim, duplicates
-// found in the batch and in the table, staleness and the version marks —
+// found in the batch and in the table, staleness, the version marks and
+// the log's queue (filled by a statement trigger, migration 13) —
 // and it takes the batch rather than leaving it to the other path.
 func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 	t.Parallel()
@@ -117,6 +119,7 @@ func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 			}
 		}
 		b.WriteString(query[string](t, dsn, `SELECT string_agg(source || ' ' || object || ' ' || version, ', ' ORDER BY source, object) FROM versions`))
+		b.WriteString("\nqueued for the log: " + query[string](t, dsn, `SELECT string_agg(event_id, ' ' ORDER BY event_id) FROM ledger_pending`))
 		return results, b.String()
 	}
 	wantRes, want := record(false)
@@ -128,4 +131,64 @@ func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 		t.Errorf("stored differ:\npipelined:\n%s\nitem by item:\n%s", got, want)
 	}
 	t.Logf("results:\n%s\nstored:\n%s", strings.Join(gotRes, "\n"), got)
+}
+
+// TestIngestLocksTakesEveryLock: the one statement that locks a batch's
+// keys and marks (ingestLocks) takes a lock for each of them, held to the
+// end of the transaction, in the order of its arrays (by class, then key).
+func TestIngestLocksTakesEveryLock(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn).Close()
+	evs := []store.NewEvent{newEvent("shop", "evt_1"), newEvent("shop", "evt_2"), newEvent("shop", "evt_1"), newEvent("shop", "evt_3")}
+	evs[1].ContentKey = "c2"
+	evs[3].Event.Object, evs[3].Event.Version = "order_1", "1"
+	sql, args := postgres.IngestLocks(evs)
+	if sql == "" {
+		t.Fatal("no lock statement for a batch with keys")
+	}
+	a, b := connect(t, dsn), connect(t, dsn)
+	run(t, a, `BEGIN`)
+	run(t, a, sql, args...)
+	type lock struct{ class, key int32 }
+	var held []lock
+	rows, err := a.Query(t.Context(), `SELECT classid::int4, objid::int4 FROM pg_locks
+		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 2 AND granted ORDER BY classid::int4, objid::int4`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var l lock
+		if err := rows.Scan(&l.class, &l.key); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	classes, keys := args[0].([]int32), args[1].([]int32)
+	var want []lock
+	for i := range classes {
+		want = append(want, lock{classes[i], keys[i]})
+	}
+	order := func(x, y lock) int { return cmp.Or(cmp.Compare(x.class, y.class), cmp.Compare(x.key, y.key)) }
+	// evt_1 twice is one lock: three dedup keys, a content key, a mark.
+	if len(want) != 5 || !slices.IsSortedFunc(want, order) {
+		t.Fatalf("locks asked for = %v, want 5 in (class, key) order", want)
+	}
+	slices.SortFunc(held, order)
+	if !slices.Equal(held, want) {
+		t.Fatalf("the transaction holds the advisory locks %v, want %v", held, want)
+	}
+	for _, l := range want {
+		var got bool
+		if err := b.QueryRow(t.Context(), `SELECT pg_try_advisory_xact_lock($1, $2)`, l.class, l.key).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got {
+			t.Errorf("another session took lock %v while the ingest transaction held it", l)
+		}
+	}
+	run(t, a, `COMMIT`)
 }
