@@ -283,13 +283,14 @@ func TestMigrateQueuesEventsInsertedDuringIt(t *testing.T) {
 	}
 }
 
-// toVersion11 takes a database back to before migration 12.
+// toVersion11 takes a database back to before migration 12 (and 13,
+// which replaced its trigger).
 var toVersion11 = []string{
 	`DROP TRIGGER events_ledger_pending ON events`,
-	`DROP FUNCTION ledger_pending_add()`,
+	`DROP FUNCTION ledger_pending_add_inserted()`,
 	`DROP TABLE ledger_pending`,
 	`ALTER TABLE ledger_state DROP COLUMN sweep_cursor`,
-	`DELETE FROM schema_migrations WHERE version = 12`,
+	`DELETE FROM schema_migrations WHERE version IN (12, 13)`,
 }
 
 // TestSequenceQueuesInsertsUnderAnySearchPath: the trigger runs in the
