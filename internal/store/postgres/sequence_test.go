@@ -286,8 +286,10 @@ func TestMigrateQueuesEventsInsertedDuringIt(t *testing.T) {
 // toVersion11 takes a database back to before migration 12 (and 13,
 // which replaced its trigger).
 var toVersion11 = []string{
-	`DROP TRIGGER events_ledger_pending ON events`,
+	`DROP TRIGGER events_ledger_queue ON events`,
 	`DROP FUNCTION ledger_pending_add_inserted()`,
+	`DROP TRIGGER events_ledger_pending ON events`,
+	`DROP FUNCTION ledger_pending_add()`,
 	`DROP TABLE ledger_pending`,
 	`ALTER TABLE ledger_state DROP COLUMN sweep_cursor`,
 	`DELETE FROM schema_migrations WHERE version IN (12, 13)`,
@@ -370,4 +372,61 @@ func waitForLock(t *testing.T, c *pgx.Conn, table, what string) {
 		}
 		return waiting
 	})
+}
+
+// TestMigration13WaitsOnlyForInserts: migration 13 swaps the log queue's
+// row trigger for a statement trigger without an ACCESS EXCLUSIVE lock on
+// events (DROP TRIGGER's), which would wait behind any read in progress
+// while every read and insert of the older processes queued behind it.
+// It applies while a read of events is open, and then queues each new
+// event once.
+func TestMigration13WaitsOnlyForInserts(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn).Close()
+	c := connect(t, dsn)
+	for _, q := range []string{ // back to version 12
+		`DROP TRIGGER events_ledger_queue ON events`,
+		`DROP FUNCTION ledger_pending_add_inserted()`,
+		`ALTER TABLE events ENABLE TRIGGER events_ledger_pending`,
+		`DELETE FROM schema_migrations WHERE version = 13`,
+	} {
+		run(t, c, q)
+	}
+	reader := connect(t, dsn)
+	run(t, reader, `BEGIN`)
+	run(t, reader, `SELECT count(*) FROM events`) // ACCESS SHARE on events, held
+	opened := upgrade(dsn)
+	var applied bool
+	var err error
+	testwait.For(t, "the upgrade to apply or to wait for a lock on events", func() bool {
+		select {
+		case err = <-opened:
+			applied = true
+			return true
+		default:
+		}
+		var waiting bool
+		if err := c.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'events'::regclass AND NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	run(t, reader, `COMMIT`)
+	if !applied {
+		t.Fatalf("migration 13 waited for a lock on events behind a read in progress (then: %v)", <-opened)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	triggers := query[string](t, dsn, `SELECT string_agg(tgname || ' ' || tgenabled::text, ', ' ORDER BY tgname) FROM pg_trigger WHERE tgrelid = 'events'::regclass AND NOT tgisinternal`)
+	if triggers != "events_ledger_pending D, events_ledger_queue O" {
+		t.Fatalf("triggers on events = %q, want the row trigger disabled and the statement trigger enabled", triggers)
+	}
+	id := store.NewID()
+	run(t, c, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, id)
+	if n := query[int64](t, dsn, `SELECT count(*) FROM ledger_pending WHERE event_id = '`+id+`'`); n != 1 {
+		t.Fatalf("an event inserted after the upgrade: %d pending rows, want 1", n)
+	}
 }

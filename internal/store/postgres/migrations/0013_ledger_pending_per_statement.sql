@@ -1,13 +1,18 @@
 -- The log's queue is filled once per statement that inserts events, not
 -- once per event (issue 15): ingest inserts a whole batch in one
--- statement, and a row trigger ran a function and an insert of its own
--- for each of its events. The statement trigger sees the rows the
--- statement inserted (its transition table; an insert that ON CONFLICT
--- skipped is not among them) and queues them with one insert. Dropped and
--- created in this migration's transaction: no insert falls between the
--- two, and the lock CREATE TRIGGER takes on events reads nothing.
-DROP TRIGGER events_ledger_pending ON events;
-
+-- statement, and the row trigger of migration 12 ran a function and an
+-- insert of its own for each of its events. The statement trigger sees the
+-- rows the statement inserted (its transition table; a row ON CONFLICT
+-- skipped is not among them) and queues them with one insert.
+--
+-- The row trigger is disabled, not dropped: DROP TRIGGER takes an ACCESS
+-- EXCLUSIVE lock on events, which waits behind any read in progress (a
+-- dump, a slow query of the dashboard) while every read and insert of the
+-- older processes of a rolling upgrade queues behind it. Disabling one
+-- trigger and creating the other take SHARE ROW EXCLUSIVE, which waits only
+-- for the inserts in progress, as migration 12 did
+-- (TestMigration13WaitsOnlyForInserts). Both in this migration's
+-- transaction: no insert falls between them.
 CREATE FUNCTION ledger_pending_add_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	-- A queued id left behind (its event deleted before it was logged)
@@ -22,8 +27,7 @@ DO $$ BEGIN
 	EXECUTE format('ALTER FUNCTION ledger_pending_add_inserted() SET search_path = %I, pg_temp', current_schema());
 END $$;
 
-CREATE TRIGGER events_ledger_pending AFTER INSERT ON events
+ALTER TABLE events DISABLE TRIGGER events_ledger_pending;
+CREATE TRIGGER events_ledger_queue AFTER INSERT ON events
 	REFERENCING NEW TABLE AS inserted_events
 	FOR EACH STATEMENT EXECUTE FUNCTION ledger_pending_add_inserted();
-
-DROP FUNCTION ledger_pending_add();
