@@ -29,3 +29,6 @@ func IngestLocks(evs []store.NewEvent) (string, []any) {
 	}
 	return l[0].sql, l[0].args
 }
+
+// SetStatementBytes caps the bodies and headers of one ingest statement.
+func (s *Store) SetStatementBytes(n int) { s.statementBytes = n }

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -172,7 +171,11 @@ func (s *Store) ingestItems(ctx context.Context, evs []store.NewEvent) ([]store.
 		conn.Release()
 	}()
 	res := make([]store.IngestResult, len(evs))
-	for _, i := range lockOrder(evs) {
+	// In the batch's order, as the pipelined path inserts: of two events
+	// with one key the first is the event, whichever way the batch went
+	// (the advisory locks, taken first, already order concurrent
+	// transactions).
+	for i := range evs {
 		r, err := s.ingestItem(ctx, t, &evs[i])
 		if err != nil {
 			return nil, err
@@ -281,22 +284,6 @@ func ingestLocks(evs []store.NewEvent) []stmt {
 		classes[i], keys[i] = l.class, l.key
 	}
 	return []stmt{{lockStmt, []any{classes, keys}}}
-}
-
-// lockOrder is the order in which Ingest records evs: by (source, dedup
-// key). The advisory locks of ingestLocks already order concurrent
-// transactions; this keeps the index entries' order stable too. Equal keys
-// keep their order: the first is the event, the others its duplicates.
-func lockOrder(evs []store.NewEvent) []int {
-	order := make([]int, len(evs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		ea, eb := &evs[a].Event, &evs[b].Event
-		return cmp.Or(strings.Compare(ea.Source, eb.Source), strings.Compare(ea.DedupKey, eb.DedupKey))
-	})
-	return order
 }
 
 // ingestItem records one item under the savepoint "item". An error of the

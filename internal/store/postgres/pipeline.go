@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +64,14 @@ const insertEvents = `WITH t AS (SELECT clock_timestamp() AS at), i AS (
 	INSERT INTO versions (source, object, version) SELECT i.source, i.object, i.version FROM ev JOIN i ON i.id = ev.id WHERE i.raise
 	ON CONFLICT (source, object) DO UPDATE SET version = EXCLUDED.version
 )
-SELECT ev.id, coalesce((SELECT array_agg(dl.id) FROM dl WHERE dl.event_id = ev.id AND dl.status = 'delivering'), '{}'), (SELECT at FROM t) FROM ev`
+SELECT ev.id, coalesce(c.ids, '{}'), (SELECT at FROM t) FROM ev
+LEFT JOIN (SELECT event_id, array_agg(id) AS ids FROM dl WHERE status = 'delivering' GROUP BY event_id) AS c ON c.event_id = ev.id`
+
+// statementBytes is how many bytes of bodies and headers one insertEvents
+// carries at most, unless one event alone has more. PostgreSQL and pgx
+// take at most 1 GiB in one message, and a group commit of 256 events at
+// the default max_body of 10 MiB would carry 2.5 GiB.
+const statementBytes = 64 << 20
 
 // eventColumns are insertEvents' arguments, a slice per parameter.
 type eventColumns struct {
@@ -228,29 +236,8 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 		now          time.Time
 	}
 	items := make([]item, len(evs))
-	var cols eventColumns
-	for i := range evs {
-		ne, it := &evs[i], &items[i]
-		ev := &ne.Event
-		raise := false
-		if ev.Object != "" {
-			mark, ok := marks[objectKey{ev.Source, ev.Object}]
-			switch c := store.CompareVersions(ev.Version, mark); {
-			case !ok || c > 0:
-				raise = true
-			case c < 0:
-				it.stale = true
-			}
-		}
-		var leases []int64
-		it.ids, leases = s.deliveryArgs(ne)
-		cols.add(ne, headers[i], it.stale, raise, it.ids, leases)
-	}
-	inserted := map[string]*item{}
-	for i := range evs {
-		inserted[evs[i].Event.ID] = &items[i]
-	}
-	b.Queue(insertEvents, cols.args()...).Query(func(rows pgx.Rows) error {
+	inserted := make(map[string]*item, len(evs))
+	scan := func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			var claimed []string
@@ -265,7 +252,39 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 			it.isNew, it.claimed, it.now = true, claimed, now
 		}
 		return rows.Err()
-	})
+	}
+	// One statement per s.statementBytes of bodies and headers (at least
+	// one event each), in the batch's order: PostgreSQL takes a message
+	// of at most 1 GiB, and a later statement of the transaction sees the
+	// earlier ones' rows, so the first of two events with one key is
+	// still the event.
+	var cols eventColumns
+	size := 0
+	for i := range evs {
+		ne, it := &evs[i], &items[i]
+		ev := &ne.Event
+		inserted[ev.ID] = it
+		raise := false
+		if ev.Object != "" {
+			mark, ok := marks[objectKey{ev.Source, ev.Object}]
+			switch c := store.CompareVersions(ev.Version, mark); {
+			case !ok || c > 0:
+				raise = true
+			case c < 0:
+				it.stale = true
+			}
+		}
+		n := len(ev.Body) + len(headers[i])
+		if len(cols.ids) > 0 && size+n > cmp.Or(s.statementBytes, statementBytes) {
+			b.Queue(insertEvents, cols.args()...).Query(scan)
+			cols, size = eventColumns{}, 0
+		}
+		var leases []int64
+		it.ids, leases = s.deliveryArgs(ne)
+		cols.add(ne, headers[i], it.stale, raise, it.ids, leases)
+		size += n
+	}
+	b.Queue(insertEvents, cols.args()...).Query(scan)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return fail(err)
 	}

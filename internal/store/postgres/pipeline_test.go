@@ -20,7 +20,9 @@ import (
 // every column, NULL or not, each delivery's status and claim, duplicates
 // found in the batch and in the table, staleness, the version marks and
 // the log's queue (filled by a statement trigger, migration 13) —
-// and it takes the batch rather than leaving it to the other path.
+// and it takes the batch rather than leaving it to the other path, in one
+// statement or, when the batch's bodies are too large for one, in one per
+// event.
 func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 	t.Parallel()
 	at := time.Now().UTC().Truncate(time.Microsecond)
@@ -65,15 +67,25 @@ func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 		dests(object(ev("00000000-0000-7000-8000-000000000015", "", ""), "obj_1", "3", true), time.Minute, "billing"),   // stale, skipped
 		dests(object(ev("00000000-0000-7000-8000-000000000016", "", ""), "obj_2", "7", false), time.Minute, "billing"),  // raises a new mark
 		dests(object(ev("00000000-0000-7000-8000-000000000017", "", ""), "obj_3", "2", false), -time.Second, "billing"), // stale, flagged; a lease already expired
+		// One content key, two dedup keys, the later one first: the first
+		// in the batch is the event on either path.
+		dests(ev("00000000-0000-7000-8000-000000000018", "evt_z", "c_same"), time.Minute, "billing"),
+		dests(ev("00000000-0000-7000-8000-000000000019", "evt_y", "c_same"), time.Minute, "billing"),
 	}
 
-	record := func(pipelined bool) (results []string, stored string) {
+	// record records batch item by item, or pipelined with the batch in
+	// one insert statement, or in one per event (split).
+	record := func(pipelined, split bool) (results []string, stored string) {
 		dsn := pgtest.DSN(t)
-		s, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: testConns})
+		tr := &statementCounter{}
+		s, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: testConns, Tracer: tr})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
+		if split {
+			s.SetStatementBytes(1)
+		}
 		if _, err := s.Ingest(t.Context(), base); err != nil {
 			t.Fatal(err)
 		}
@@ -81,6 +93,7 @@ func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 			t.Fatal(err)
 		}
 		var res []store.IngestResult
+		before := tr.snapshot()
 		if pipelined {
 			var ok bool
 			res, ok, err = s.IngestPipelined(t.Context(), batch)
@@ -92,6 +105,17 @@ func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatalf("ingest: %v", err)
+		}
+		if pipelined {
+			inserts := 0
+			for q, n := range tr.snapshot().minus(before) {
+				if strings.HasPrefix(q, "WITH t AS (SELECT clock_timestamp() AS at), i AS") {
+					inserts += n
+				}
+			}
+			if want := map[bool]int{false: 1, true: len(batch)}[split]; inserts != want {
+				t.Fatalf("the batch went in %d insert statements, want %d (split %v)", inserts, want, split)
+			}
 		}
 		for i, r := range res {
 			var claims []string
@@ -122,15 +146,17 @@ func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 		b.WriteString("\nqueued for the log: " + query[string](t, dsn, `SELECT string_agg(event_id, ' ' ORDER BY event_id) FROM ledger_pending`))
 		return results, b.String()
 	}
-	wantRes, want := record(false)
-	gotRes, got := record(true)
-	if !slices.Equal(gotRes, wantRes) {
-		t.Errorf("results differ:\npipelined:\n%s\nitem by item:\n%s", strings.Join(gotRes, "\n"), strings.Join(wantRes, "\n"))
+	wantRes, want := record(false, false)
+	for _, split := range []bool{false, true} {
+		gotRes, got := record(true, split)
+		if !slices.Equal(gotRes, wantRes) {
+			t.Errorf("results differ (split %v):\npipelined:\n%s\nitem by item:\n%s", split, strings.Join(gotRes, "\n"), strings.Join(wantRes, "\n"))
+		}
+		if got != want {
+			t.Errorf("stored differ (split %v):\npipelined:\n%s\nitem by item:\n%s", split, got, want)
+		}
 	}
-	if got != want {
-		t.Errorf("stored differ:\npipelined:\n%s\nitem by item:\n%s", got, want)
-	}
-	t.Logf("results:\n%s\nstored:\n%s", strings.Join(gotRes, "\n"), got)
+	t.Logf("results:\n%s\nstored:\n%s", strings.Join(wantRes, "\n"), want)
 }
 
 // TestIngestLocksTakesEveryLock: the one statement that locks a batch's

@@ -49,6 +49,9 @@ type Store struct {
 	// sweepChunk is how many event ids one round of the log's sweep
 	// reads (Sequence); default sweepChunk. Tests make it small.
 	sweepChunk int
+	// statementBytes caps the bodies and headers one ingest statement
+	// carries (insertEvents); default statementBytes. Tests make it small.
+	statementBytes int
 }
 
 var _ store.Store = (*Store)(nil)
