@@ -174,7 +174,10 @@ type Store interface {
 
 	// Finish records outcomes. An outcome whose (delivery, attempt) no
 	// longer holds the claim changes nothing; its delivery id is returned
-	// in lost.
+	// in lost. A call carries one outcome per delivery (the finisher
+	// keeps a delivery's outcomes in separate calls): of several for one
+	// delivery only the first is judged, and the others are lost whatever
+	// their attempt.
 	Finish(ctx context.Context, outs []Outcome) (lost []string, err error)
 
 	// Rescue handles claims whose lease has expired, per the rule of their
