@@ -433,14 +433,21 @@ func (s *Store) deliveryArgs(ne *store.NewEvent) (ids []string, leases []int64) 
 	return ids, leases
 }
 
+// createdStatus is the status ne's deliveries are created in, unless
+// claimed at ingest: skipped for a stale event its source skips, else
+// pending.
+func createdStatus(ne *store.NewEvent, stale bool) anyhook.DeliveryStatus {
+	if stale && ne.StaleSkip {
+		return anyhook.StatusSkipped
+	}
+	return anyhook.StatusPending
+}
+
 // insertArgs are insertEvent's arguments for ne; raise sets the version
 // mark to its version if it is new.
 func insertArgs(ne *store.NewEvent, headers []byte, stale bool, ids []string, leases []int64, raise bool) []any {
 	ev := &ne.Event
-	status := anyhook.StatusPending
-	if stale && ne.StaleSkip {
-		status = anyhook.StatusSkipped
-	}
+	status := createdStatus(ne, stale)
 	vm, vs, vk := store.VerificationArgs(ev.Verification)
 	return []any{
 		ev.ID, ev.Source, sqlstore.Nullable(ev.DedupKey), ev.ReceivedAt, ev.Method, ev.Path, headers, sqlstore.NonNil(ev.Body),

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
@@ -90,10 +89,7 @@ type eventColumns struct {
 // mark and its deliveries' ids and leases.
 func (c *eventColumns) add(ne *store.NewEvent, headers []byte, stale, raise bool, ids []string, leases []int64) {
 	ev := &ne.Event
-	status := anyhook.StatusPending
-	if stale && ne.StaleSkip {
-		status = anyhook.StatusSkipped
-	}
+	status := createdStatus(ne, stale)
 	var secret *int32
 	if ev.Verification.Method != "" && ev.Verification.Secret >= 0 {
 		secret = new(int32(ev.Verification.Secret))
