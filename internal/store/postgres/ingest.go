@@ -58,14 +58,16 @@ const insertEvent = `WITH t AS (SELECT clock_timestamp() AS at), ev AS (
 SELECT id, coalesce((SELECT array_agg(dl.id) FROM dl WHERE dl.status = 'delivering'), '{}'), (SELECT at FROM t) FROM ev`
 
 // findOriginal is the event that holds a duplicate's dedup key or, failing
-// that, its content key (either may be NULL). No row means the insert
-// conflicted on neither (the event id itself): an error of the item. It
-// takes no lock: the ingest transaction locks no event row, so that it
-// cannot wait for another ingest transaction while holding one (below).
+// that, its content key (either may be NULL), other than the events $4
+// (those its batch inserted after it, which its insert cannot have met).
+// No row means the insert conflicted on neither (the event id itself): an
+// error of the item. It takes no lock: the ingest transaction locks no
+// event row, so that it cannot wait for another ingest transaction while
+// holding one (below).
 const findOriginal = `SELECT id FROM (
-	SELECT id, 0 AS rank FROM events WHERE source = $1 AND dedup_key = $2
+	SELECT id, 0 AS rank FROM events WHERE source = $1 AND dedup_key = $2 AND id <> ALL($4::text[])
 	UNION ALL
-	SELECT id, 1 FROM events WHERE source = $1 AND content_key = $3
+	SELECT id, 1 FROM events WHERE source = $1 AND content_key = $3 AND id <> ALL($4::text[])
 ) AS k ORDER BY rank LIMIT 1`
 
 // countDuplicates raises the duplicate counter of one event by the number
@@ -385,7 +387,7 @@ func (s *Store) ingestOne(ctx context.Context, t *ingestTx, ne *store.NewEvent, 
 	var id string
 	b = &pgx.Batch{}
 	b.Queue("ROLLBACK TO SAVEPOINT item")
-	b.Queue(findOriginal, ev.Source, sqlstore.Nullable(ev.DedupKey), sqlstore.Nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
+	b.Queue(findOriginal, ev.Source, sqlstore.Nullable(ev.DedupKey), sqlstore.Nullable(ne.ContentKey), []string{}).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("it clashes with a stored event on neither dedup key: %w", err)

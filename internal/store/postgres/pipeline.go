@@ -285,14 +285,45 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 		return fail(err)
 	}
 	// The originals of the items that inserted nothing, in statements of
-	// their own, then COMMIT.
+	// their own, then COMMIT. An item's insert met only the events stored
+	// before the batch and those the batch inserted before it: a new
+	// event later in the batch with one of its keys is not its original
+	// (A and B share a content key, B and C a dedup key: B is A's
+	// duplicate, and C is new because B was not).
+	type keyOf struct{ source, kind, key string }
+	newAt := map[keyOf][]int{} // the positions of the new events with a key
+	keysOf := func(ne *store.NewEvent) []keyOf {
+		var ks []keyOf
+		if ne.Event.DedupKey != "" {
+			ks = append(ks, keyOf{ne.Event.Source, "d", ne.Event.DedupKey})
+		}
+		if ne.ContentKey != "" {
+			ks = append(ks, keyOf{ne.Event.Source, "c", ne.ContentKey})
+		}
+		return ks
+	}
+	for i := range evs {
+		if items[i].isNew {
+			for _, k := range keysOf(&evs[i]) {
+				newAt[k] = append(newAt[k], i)
+			}
+		}
+	}
 	b = &pgx.Batch{}
 	for i := range evs {
 		ne, it := &evs[i], &items[i]
 		if it.isNew || (ne.Event.DedupKey == "" && ne.ContentKey == "") {
 			continue
 		}
-		b.Queue(sameOriginal, ne.Event.Source, sqlstore.Nullable(ne.Event.DedupKey), sqlstore.Nullable(ne.ContentKey)).QueryRow(func(row pgx.Row) error {
+		later := []string{}
+		for _, k := range keysOf(ne) {
+			for _, j := range newAt[k] {
+				if j > i {
+					later = append(later, evs[j].Event.ID)
+				}
+			}
+		}
+		b.Queue(sameOriginal, ne.Event.Source, sqlstore.Nullable(ne.Event.DedupKey), sqlstore.Nullable(ne.ContentKey), later).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&it.original)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil

@@ -71,6 +71,12 @@ func TestPipelinedIngestMatchesItemByItem(t *testing.T) {
 		// in the batch is the event on either path.
 		dests(ev("00000000-0000-7000-8000-000000000018", "evt_z", "c_same"), time.Minute, "billing"),
 		dests(ev("00000000-0000-7000-8000-000000000019", "evt_y", "c_same"), time.Minute, "billing"),
+		// A chain: the second shares the first's content key, the third
+		// the second's dedup key. The second is the first's duplicate;
+		// the third is new, since the second never held its key.
+		dests(ev("00000000-0000-7000-8000-00000000001a", "evt_k1", "c_k1"), time.Minute, "billing"),
+		dests(ev("00000000-0000-7000-8000-00000000001b", "evt_k2", "c_k1"), time.Minute, "billing"),
+		dests(ev("00000000-0000-7000-8000-00000000001c", "evt_k2", "c_k2"), time.Minute, "billing"),
 	}
 
 	// record records batch item by item, or pipelined with the batch in
