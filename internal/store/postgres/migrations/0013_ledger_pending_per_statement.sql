@@ -9,10 +9,16 @@
 -- EXCLUSIVE lock on events, which waits behind any read in progress (a
 -- dump, a slow query of the dashboard) while every read and insert of the
 -- older processes of a rolling upgrade queues behind it. Disabling one
--- trigger and creating the other take SHARE ROW EXCLUSIVE, which waits only
--- for the inserts in progress, as migration 12 did
--- (TestMigration13WaitsOnlyForInserts). Both in this migration's
+-- trigger and creating the other take SHARE ROW EXCLUSIVE, as migration
+-- 12's CREATE TRIGGER did: it waits for the writes to events in progress
+-- (an ingest, a duplicate count, a body pruning; a manual VACUUM or
+-- ANALYZE), not for reads (TestMigration13WaitsOnlyForInserts), and the
+-- older processes' inserts wait for it meanwhile. Both in this migration's
 -- transaction: no insert falls between them.
+--
+-- The row trigger's function no longer queues anything: a data-only
+-- restore with --disable-triggers ends with ENABLE TRIGGER ALL, which
+-- turns the row trigger back on, and then it only costs a call.
 CREATE FUNCTION ledger_pending_add_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	-- A queued id left behind (its event deleted before it was logged)
@@ -26,6 +32,12 @@ $$;
 DO $$ BEGIN
 	EXECUTE format('ALTER FUNCTION ledger_pending_add_inserted() SET search_path = %I, pg_temp', current_schema());
 END $$;
+
+CREATE OR REPLACE FUNCTION ledger_pending_add() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN NULL; -- the statement trigger queues the event (migration 13)
+END
+$$;
 
 ALTER TABLE events DISABLE TRIGGER events_ledger_pending;
 CREATE TRIGGER events_ledger_queue AFTER INSERT ON events
