@@ -255,7 +255,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		}
 		err = warmUp(rl.url, true)
 		if err == nil {
-			rep.Relay, rep.RelayDelivery, err = timed(ctx, client, rl.url, sk, prefix, reqs, o, nil)
+			rep.Relay, rep.RelayDelivery, err = timed(ctx, client, rl.url, sk, prefix, reqs, o, nil, nil)
 		}
 		client.CloseIdleConnections()
 		if cerr := rl.close(ctx); err == nil {
@@ -302,8 +302,14 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			return rep, fmt.Errorf("--cpuprofile: %w", err)
 		}
 	}
+	var db *dbServer
+	if rep.Database == "postgres" {
+		if db, err = findServer(ctx, o.database); err != nil {
+			say("the database server's CPU is not measured: %v", err)
+		}
+	}
 	say("anyhook (%s): %d events at concurrency %d, %d destination(s)", rep.Database, o.events, o.concurrency, o.destinations)
-	rep.Ingest, rep.Delivery, err = timed(ctx, client, url, sk, prefix, reqs, o, gw)
+	rep.Ingest, rep.Delivery, err = timed(ctx, client, url, sk, prefix, reqs, o, gw, db)
 	if err != nil {
 		rep.Failures = append(rep.Failures, err.Error())
 	}
@@ -327,7 +333,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		st, dl, err := timed(ctx, client, url, sk, prefix, storm, o, gw)
+		st, dl, err := timed(ctx, client, url, sk, prefix, storm, o, gw, db)
 		rep.Storm, rep.StormDelivery = st, dl
 		if err != nil {
 			rep.Failures = append(rep.Failures, "storm: "+err.Error())
@@ -364,13 +370,17 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 
 // timed drives reqs against url and waits until every event reached every
 // destination. gw, when not nil, is the server's process: its own CPU in
-// the same window is the gateway's.
-func timed(ctx context.Context, client *http.Client, url string, sk *sink, prefix string, reqs []request, o *options, gw *child) (*Phase, *Delivery, error) {
+// the same window is the gateway's; db, when not nil, the database
+// server's processes, whose CPU in the window is the database's.
+func timed(ctx context.Context, client *http.Client, url string, sk *sink, prefix string, reqs []request, o *options, gw *child, db *dbServer) (*Phase, *Delivery, error) {
 	sr := sk.expect(prefix, o.events)
-	var g0, g1 time.Duration
-	var gerr error
+	var g0, g1, d0, d1 time.Duration
+	var gerr, derr error
 	if gw != nil {
 		g0, _, gerr = gw.usage()
+	}
+	if db != nil {
+		d0, derr = db.cpu()
 	}
 	cpu0, _ := usage()
 	lr := drive(ctx, client, url, reqs, o.events, o.concurrency)
@@ -381,9 +391,16 @@ func timed(ctx context.Context, client *http.Client, url string, sk *sink, prefi
 	if gw != nil && gerr == nil {
 		g1, _, gerr = gw.usage()
 	}
+	if db != nil && derr == nil {
+		d1, derr = db.cpu()
+	}
 	p := phase(lr, o.events, cpu1-cpu0)
 	if gw != nil && gerr == nil {
 		p.gateway(g1-g0, window, o.events)
+	}
+	if db != nil && derr == nil {
+		p.DatabaseCPUSeconds = (d1 - d0).Seconds()
+		p.DatabaseCPUPerEventUS = float64((d1 - d0).Microseconds()) / float64(o.events)
 	}
 	d := delivery(lr, sr)
 	d.BacklogAtIngestEnd = int(backlog)

@@ -80,6 +80,12 @@ type Phase struct {
 	GatewayCPUSeconds    float64 `json:"gateway_cpu_s,omitempty"`
 	GatewayCPUPerEventUS float64 `json:"gateway_cpu_us_per_event,omitempty"`
 	GatewayCores         float64 `json:"gateway_cores,omitempty"`
+	// DatabaseCPUSeconds is the PostgreSQL server's CPU in the same
+	// window, when it runs on this host (every process of the server:
+	// other clients' work on it counts too); DatabaseCPUPerEventUS that
+	// per event. Zero for SQLite, which runs in the gateway's process.
+	DatabaseCPUSeconds    float64 `json:"database_cpu_s,omitempty"`
+	DatabaseCPUPerEventUS float64 `json:"database_cpu_us_per_event,omitempty"`
 }
 
 // gateway records the gateway process's CPU over a window.
@@ -219,6 +225,10 @@ func (r *Report) print(w io.Writer) {
 	if p := r.Ingest; p != nil {
 		fmt.Fprintf(w, "gateway CPU per event:         %.0f µs (the gateway process's own getrusage, first request → last delivery; %.2f cores)\n",
 			p.GatewayCPUPerEventUS, p.GatewayCores)
+		if p.DatabaseCPUSeconds > 0 {
+			fmt.Fprintf(w, "database CPU per event:        %.0f µs (the PostgreSQL server's processes on this host, its other clients' work included)\n",
+				p.DatabaseCPUPerEventUS)
+		}
 		fmt.Fprintf(w, "client + sink CPU per event:   %.0f µs (this process)\n", 1000*p.CPUPer1kEvents)
 		fmt.Fprintf(w, "whole bench CPU per 1k events: %.3f s (gateway + client + sink, as measured before the gateway had a process of its own)\n",
 			p.CPUPer1kEvents+1000*p.GatewayCPUSeconds/float64(r.Events))
