@@ -19,8 +19,10 @@
 # same for every binary.
 #
 # Usage: scripts/pg-profile.sh [-n EVENTS] [-r ROUNDS] [-p PORT] BINARY...
-#   e.g. go build -o /tmp/before ./cmd/anyhook (at the old commit), then
+#   e.g. git worktree add /tmp/old OLD_COMMIT && (cd /tmp/old && go build -o /tmp/before ./cmd/anyhook)
+#        go build -o /tmp/after ./cmd/anyhook
 #        scripts/pg-profile.sh -r 4 /tmp/before /tmp/after
+# PORT (default 5433) must be free.
 #
 # Not part of the test suite. Needs PostgreSQL's server binaries (initdb,
 # pg_ctl: scripts/postgres.sh installs them) and, when run as root, the
@@ -44,15 +46,33 @@ shift $((OPTIND - 1))
 	exit 2
 }
 
+if pg_isready -q -h 127.0.0.1 -p "$PORT" -t 1 >/dev/null 2>&1; then
+	echo "$0: a server already answers on port $PORT: choose another with -p" >&2
+	exit 2
+fi
+
 bindir=$(dirname "$(readlink -f "$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)")")
 dir=$(mktemp -d /tmp/pg-profile.XXXXXX)
 as_owner() { if [ "$(id -u)" -eq 0 ]; then su postgres -c "$*"; else sh -c "$*"; fi; }
 [ "$(id -u)" -ne 0 ] || chown postgres "$dir"
+bench=
 cleanup() {
+	status=$?
+	set +e
+	# A bench still running (the script was signalled) is stopped first:
+	# it stops its gateway and removes its files.
+	if [ -n "$bench" ]; then
+		kill "$bench" 2>/dev/null && wait "$bench" 2>/dev/null
+	fi
 	as_owner "$bindir/pg_ctl -D $dir/data -m fast stop" >/dev/null 2>&1 || true
+	if [ "$status" -ne 0 ] && [ -f "$dir/log" ]; then
+		echo "$0: the server's log:" >&2
+		cat "$dir/log" >&2
+	fi
 	rm -rf "$dir"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 as_owner "$bindir/initdb -D $dir/data -U postgres --auth=trust" >/dev/null
 cat >>"$dir/data/postgresql.conf" <<EOF
@@ -84,11 +104,16 @@ for round in $(seq 1 "$ROUNDS"); do
 		$psql -c 'SELECT pg_stat_statements_reset()' -c "SELECT pg_stat_reset_shared('wal')" >/dev/null
 		sleep 1
 		c0=$(cpu)
-		out=$("$bin" bench --concurrency 32 --events "$EVENTS" --provider generic --no-baseline \
-			--database "postgres://postgres@127.0.0.1:$PORT/bench?sslmode=disable" 2>&1) || {
-			echo "$out" >&2
+		"$bin" bench --concurrency 32 --events "$EVENTS" --provider generic --no-baseline \
+			--database "postgres://postgres@127.0.0.1:$PORT/bench?sslmode=disable" >"$dir/bench.out" 2>&1 &
+		bench=$!
+		if ! wait "$bench"; then
+			bench=
+			cat "$dir/bench.out" >&2
 			exit 1
-		}
+		fi
+		bench=
+		out=$(cat "$dir/bench.out")
 		sleep 1
 		c1=$(cpu)
 		ingest=$(echo "$out" | awk '/anyhook ingest/ {print $4 " events/s, p99 " $7 " ms, gateway " $(NF-1) " µs/event"}')
