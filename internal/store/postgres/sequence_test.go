@@ -374,13 +374,13 @@ func waitForLock(t *testing.T, c *pgx.Conn, table, what string) {
 	})
 }
 
-// TestMigration13WaitsOnlyForInserts: migration 13 swaps the log queue's
+// TestMigration13DoesNotWaitForReads: migration 13 swaps the log queue's
 // row trigger for a statement trigger without an ACCESS EXCLUSIVE lock on
 // events (DROP TRIGGER's), which would wait behind any read in progress
 // while every read and insert of the older processes queued behind it.
 // It applies while a read of events is open, and then queues each new
 // event once.
-func TestMigration13WaitsOnlyForInserts(t *testing.T) {
+func TestMigration13DoesNotWaitForReads(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	openDSN(t, dsn).Close()

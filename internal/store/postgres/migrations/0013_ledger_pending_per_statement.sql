@@ -12,9 +12,10 @@
 -- trigger and creating the other take SHARE ROW EXCLUSIVE, as migration
 -- 12's CREATE TRIGGER did: it waits for the writes to events in progress
 -- (an ingest, a duplicate count, a body pruning; a manual VACUUM or
--- ANALYZE), not for reads (TestMigration13WaitsOnlyForInserts), and the
--- older processes' inserts wait for it meanwhile. Both in this migration's
--- transaction: no insert falls between them.
+-- ANALYZE), not for reads (TestMigration13DoesNotWaitForReads), and the
+-- older processes' inserts wait for it meanwhile, until the upgrade's
+-- transaction (all pending migrations: one) commits. Both in it: no
+-- insert falls between them.
 --
 -- The row trigger's function no longer queues anything: a data-only
 -- restore with --disable-triggers ends with ENABLE TRIGGER ALL, which
