@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -32,3 +33,10 @@ func IngestLocks(evs []store.NewEvent) (string, []any) {
 
 // SetStatementBytes caps the bodies and headers of one ingest statement.
 func (s *Store) SetStatementBytes(n int) { s.statementBytes = n }
+
+// WithMigrateLockTimeout is o with the upgrade's bound on a wait for a
+// table's lock set to d.
+func WithMigrateLockTimeout(o Options, d time.Duration) Options {
+	o.migrateLockTimeout = d
+	return o
+}

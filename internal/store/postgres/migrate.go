@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"fmt"
+	"time"
 
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
@@ -17,18 +19,55 @@ var migrationFS embed.FS
 // serialises migrations of one database: the bytes of "anyhook".
 const migrateLock int64 = 0x616e79686f6f6b
 
+// migrateLockTimeout bounds each wait of an upgrade for a lock on a table
+// (after the advisory lock): a migration that locks a table (12 and 13
+// lock events against writes) queues behind the writes in progress, and
+// every other writer of the table queues behind it, on every process. A
+// long write (an anti-wraparound vacuum, a bulk update) would stop ingest
+// everywhere for as long; with the bound the upgrade gives its place up,
+// lets the writers through, and tries again.
+const migrateLockTimeout = 2 * time.Second
+
+// lockNotAvailable is the SQLSTATE of a wait that lock_timeout ended.
+const lockNotAvailable = "55P03"
+
 // migrate applies pending migrations, forward only, in one transaction that
 // holds an advisory lock: of many processes starting at once, one applies
 // them and the others wait, then find nothing to do. PostgreSQL DDL is
-// transactional, so a failed migration leaves the schema as it was.
+// transactional, so a failed migration leaves the schema as it was. When
+// it waits longer than migrateLockTimeout for a lock on a table it rolls
+// back, says so, and starts again after a pause (growing to 5 s), until
+// ctx is done.
 func (s *Store) migrate(ctx context.Context) error {
 	ms, err := sqlstore.Migrations(migrationFS)
 	if err != nil {
 		return err
 	}
+	pause := 100 * time.Millisecond
+	for {
+		err := s.migrateOnce(ctx, ms)
+		if sqlState(err) != lockNotAvailable {
+			return err
+		}
+		s.log.Warn("database upgrade: a migration waited longer than the lock timeout for a table others write; trying again",
+			"err", err, "lock_timeout", cmp.Or(s.migrateLockTimeout, migrateLockTimeout), "again_in", pause)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+func (s *Store) migrateOnce(ctx context.Context, ms []sqlstore.Migration) error {
 	return s.tx(ctx, "migrate", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
 			return store.Unavailable("migrate: lock", err)
+		}
+		timeout := cmp.Or(s.migrateLockTimeout, migrateLockTimeout)
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, timeout.Milliseconds())); err != nil {
+			return store.Unavailable("migrate", err)
 		}
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    integer PRIMARY KEY,

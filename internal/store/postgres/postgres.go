@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,11 @@ type Options struct {
 	// Tracer, when set, is told of every statement (pgx's tracing hook:
 	// for tracing, and for tests that act at a chosen statement).
 	Tracer pgx.QueryTracer
+	// Logger is told when the upgrade at Open waits for a table's lock
+	// and tries again; default slog.Default().
+	Logger *slog.Logger
+
+	migrateLockTimeout time.Duration // default migrateLockTimeout; tests make it small
 }
 
 // defaultConnectTimeout applies when the DSN sets no connect_timeout.
@@ -51,7 +57,9 @@ type Store struct {
 	sweepChunk int
 	// statementBytes caps the bodies and headers one ingest statement
 	// carries (insertEvents); default statementBytes. Tests make it small.
-	statementBytes int
+	statementBytes     int
+	migrateLockTimeout time.Duration // Options.migrateLockTimeout
+	log                *slog.Logger
 }
 
 var _ store.Store = (*Store)(nil)
@@ -86,9 +94,12 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("%s: %w", where, store.Unavailable("connect", err))
 	}
-	s := &Store{pool: pool, newID: opt.NewID}
+	s := &Store{pool: pool, newID: opt.NewID, log: opt.Logger, migrateLockTimeout: opt.migrateLockTimeout}
 	if s.newID == nil {
 		s.newID = store.NewID
+	}
+	if s.log == nil {
+		s.log = slog.Default()
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()

@@ -2,7 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,14 +388,7 @@ func TestMigration13DoesNotWaitForReads(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	openDSN(t, dsn).Close()
 	c := connect(t, dsn)
-	for _, q := range []string{ // back to version 12
-		`DROP TRIGGER events_ledger_queue ON events`,
-		`DROP FUNCTION ledger_pending_add_inserted()`,
-		`ALTER TABLE events ENABLE TRIGGER events_ledger_pending`,
-		`DELETE FROM schema_migrations WHERE version = 13`,
-	} {
-		run(t, c, q)
-	}
+	toVersion12(t, c)
 	reader := connect(t, dsn)
 	run(t, reader, `BEGIN`)
 	run(t, reader, `SELECT count(*) FROM events`) // ACCESS SHARE on events, held
@@ -429,4 +425,104 @@ func TestMigration13DoesNotWaitForReads(t *testing.T) {
 	if n := query[int64](t, dsn, `SELECT count(*) FROM ledger_pending WHERE event_id = '`+id+`'`); n != 1 {
 		t.Fatalf("an event inserted after the upgrade: %d pending rows, want 1", n)
 	}
+}
+
+// toVersion12 takes a database back to before migration 13.
+func toVersion12(t *testing.T, c *pgx.Conn) {
+	t.Helper()
+	for _, q := range []string{
+		`DROP TRIGGER events_ledger_queue ON events`,
+		`DROP FUNCTION ledger_pending_add_inserted()`,
+		`ALTER TABLE events ENABLE TRIGGER events_ledger_pending`,
+		`DELETE FROM schema_migrations WHERE version = 13`,
+	} {
+		run(t, c, q)
+	}
+}
+
+// TestMigrationLetsInsertsThroughWhileItWaits: an upgrade that locks
+// events against writes (migration 13) waits for the writes in progress,
+// and every other writer of events, on every process, queues behind its
+// request. Behind a long write (a bulk update, an anti-wraparound vacuum)
+// ingest would stop everywhere for as long. The upgrade gives its place up
+// after its lock timeout, says so, and tries again: other inserts go
+// through meanwhile, and it applies once the long write ends.
+func TestMigrationLetsInsertsThroughWhileItWaits(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn).Close()
+	c := connect(t, dsn)
+	toVersion12(t, c)
+	insert := `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`
+	long := connect(t, dsn)
+	run(t, long, `BEGIN`)
+	run(t, long, insert, store.NewID()) // a write in progress, held
+	committed := false
+	defer func() {
+		if !committed {
+			run(t, long, `COMMIT`)
+		}
+	}()
+
+	var logs lockedBuffer
+	opt := postgres.WithMigrateLockTimeout(postgres.Options{MaxConns: testConns, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, 50*time.Millisecond)
+	opened := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(context.Background(), dsn, opt)
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	testwait.For(t, "the upgrade to wait for the write in progress and try again", func() bool {
+		return strings.Contains(logs.String(), "trying again")
+	})
+
+	// Another process's insert, while the long write is still open.
+	other := connect(t, dsn)
+	done := make(chan error, 1)
+	go func() {
+		_, err := other.Exec(context.Background(), insert, store.NewID())
+		done <- err
+	}()
+	var err error
+	testwait.For(t, "an insert to go through while the upgrade waits", func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if err != nil {
+		t.Fatalf("an insert while the upgrade waits: %v", err)
+	}
+
+	run(t, long, `COMMIT`)
+	committed = true
+	if err := <-opened; err != nil {
+		t.Fatalf("the upgrade after the long write: %v", err)
+	}
+	if v := query[int64](t, dsn, `SELECT max(version) FROM schema_migrations`); v < 13 {
+		t.Fatalf("schema at version %d after the upgrade, want 13 or later", v)
+	}
+}
+
+// lockedBuffer is a log written and read by several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -13,7 +13,8 @@
 -- 12's CREATE TRIGGER did: it waits for the writes to events in progress
 -- (an ingest, a duplicate count, a body pruning; a manual VACUUM or
 -- ANALYZE), not for reads (TestMigration13DoesNotWaitForReads), and the
--- older processes' inserts wait for it meanwhile, until the upgrade's
+-- older processes' inserts wait for it meanwhile (for at most the
+-- upgrade's lock_timeout: migrate.go), until the upgrade's
 -- transaction (all pending migrations: one) commits. Both in it: no
 -- insert falls between them.
 --
