@@ -35,63 +35,74 @@ const lockNotAvailable = "55P03"
 // holds an advisory lock: of many processes starting at once, one applies
 // them and the others wait, then find nothing to do. PostgreSQL DDL is
 // transactional, so a failed migration leaves the schema as it was. When
-// it waits longer than migrateLockTimeout for a lock on a table it rolls
-// back, says so, and starts again after a pause (growing to 5 s), until
-// ctx is done.
+// it waits longer than migrateLockTimeout for a lock on a table, it rolls
+// back to a savepoint taken after the advisory lock, says so, and starts
+// again after a pause (growing to 5 s), until ctx is done. It keeps the
+// advisory lock meanwhile: a process that let it go would let the next
+// one queue its own request for the table at once, and with several
+// starting together the queue would nearly always hold one, so the
+// writers would wait a whole timeout each as if there were none.
 func (s *Store) migrate(ctx context.Context) error {
 	ms, err := sqlstore.Migrations(migrationFS)
 	if err != nil {
 		return err
 	}
-	pause := 100 * time.Millisecond
-	for {
-		err := s.migrateOnce(ctx, ms)
-		if sqlState(err) != lockNotAvailable {
-			return err
-		}
-		s.log.Warn("database upgrade: a migration waited longer than the lock timeout for a table others write; trying again",
-			"err", err, "lock_timeout", cmp.Or(s.migrateLockTimeout, migrateLockTimeout), "again_in", pause)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 5*time.Second)
-	}
-}
-
-func (s *Store) migrateOnce(ctx context.Context, ms []sqlstore.Migration) error {
+	timeout := cmp.Or(s.migrateLockTimeout, migrateLockTimeout)
 	return s.tx(ctx, "migrate", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
 			return store.Unavailable("migrate: lock", err)
 		}
-		timeout := cmp.Or(s.migrateLockTimeout, migrateLockTimeout)
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, timeout.Milliseconds())); err != nil {
 			return store.Unavailable("migrate", err)
 		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version    integer PRIMARY KEY,
-			name       text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return migrationError("schema_migrations", err)
-		}
-		rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
-		if err != nil {
-			return store.Unavailable("migrate", err)
-		}
-		applied, err := collect(rows, sqlstore.ScanInt)
-		if err != nil {
-			return store.Unavailable("migrate", err)
-		}
-		return sqlstore.Apply(ms, applied, func(m sqlstore.Migration) error {
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return migrationError(m.Name, err)
+		for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
+			if _, err := tx.Exec(ctx, `SAVEPOINT migrate`); err != nil {
+				return store.Unavailable("migrate", err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-				return migrationError(m.Name, err)
+			err := applyPending(ctx, tx, ms)
+			if sqlState(err) != lockNotAvailable {
+				return err
 			}
-			return nil
-		})
+			// The rollback to the savepoint gives up the table locks
+			// taken since, so the writers go through while it pauses.
+			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT migrate`); err != nil {
+				return store.Unavailable("migrate", err)
+			}
+			s.log.Warn("database upgrade: a migration waited longer than the lock timeout for a table others write; trying again",
+				"err", err, "lock_timeout", timeout, "again_in", pause)
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(pause):
+			}
+		}
+	})
+}
+
+// applyPending applies the migrations tx's database lacks.
+func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration) error {
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return migrationError("schema_migrations", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return store.Unavailable("migrate", err)
+	}
+	applied, err := collect(rows, sqlstore.ScanInt)
+	if err != nil {
+		return store.Unavailable("migrate", err)
+	}
+	return sqlstore.Apply(ms, applied, func(m sqlstore.Migration) error {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return migrationError(m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return migrationError(m.Name, err)
+		}
+		return nil
 	})
 }
 

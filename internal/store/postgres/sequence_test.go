@@ -526,3 +526,72 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestMigrationsOfManyProcessesKeepTheirTurn: processes started at once (a
+// rolling deploy's new replicas) take turns at the upgrade's advisory
+// lock. The one that gives its place on events up behind a long write
+// keeps the advisory lock through its pause: had it let it go, the next
+// would queue its own request for events at once, the queue would nearly
+// always hold one, and every insert would wait a whole lock timeout.
+func TestMigrationsOfManyProcessesKeepTheirTurn(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn).Close()
+	c := connect(t, dsn)
+	toVersion12(t, c)
+	insert := `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`
+	long := connect(t, dsn)
+	run(t, long, `BEGIN`)
+	run(t, long, insert, store.NewID()) // a write in progress, held
+	committed := false
+	defer func() {
+		if !committed {
+			run(t, long, `COMMIT`)
+		}
+	}()
+
+	const processes = 4
+	var logs lockedBuffer
+	opt := postgres.WithMigrateLockTimeout(postgres.Options{MaxConns: testConns, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, 50*time.Millisecond)
+	opened := make(chan error, processes)
+	for range processes {
+		go func() {
+			s, err := postgres.Open(context.Background(), dsn, opt)
+			if err == nil {
+				s.Close()
+			}
+			opened <- err
+		}()
+	}
+	retries := func() int { return strings.Count(logs.String(), "trying again") }
+	// The holder of the upgrade's advisory lock (the bytes of "anyhook"),
+	// once the others wait for it.
+	turn := func() int32 {
+		var pid int32
+		testwait.For(t, "one upgrade to hold the advisory lock and the others to wait for it", func() bool {
+			var holders, waiting int
+			if err := c.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted), coalesce(min(pid) FILTER (WHERE granted), 0)
+				FROM pg_locks WHERE locktype = 'advisory' AND classid = x'00616e79'::int::oid AND objid = x'686f6f6b'::int::oid AND objsubid = 1`).Scan(&holders, &waiting, &pid); err != nil {
+				t.Fatal(err)
+			}
+			return holders == 1 && waiting == processes-1
+		})
+		return pid
+	}
+	testwait.For(t, "an upgrade to give its place up and try again", func() bool { return retries() >= 1 })
+	first := turn()
+	seen := retries()
+	testwait.For(t, "two more tries", func() bool { return retries() >= seen+2 })
+	if now := turn(); now != first {
+		t.Fatalf("the advisory lock went from backend %d to %d while the upgrade tried again: each pause let the next process queue for events", first, now)
+	}
+
+	run(t, long, `COMMIT`)
+	committed = true
+	for range processes {
+		if err := <-opened; err != nil {
+			t.Fatalf("an upgrade after the long write: %v", err)
+		}
+	}
+}
