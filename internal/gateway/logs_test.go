@@ -21,25 +21,9 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/syncio"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestLogsKeepSecrets runs a gateway logging JSON at debug level through
 // accepted, duplicate, rejected (bad signature, stale, too large), failed
@@ -93,7 +77,7 @@ destinations:
     max_attempts: 2
     backoff: {initial: 10ms, max: 20ms}
 `, adminToken, stripeOld, stripeNew, githubSecret, dest.URL, signingSecret)
-	var logs lockedBuffer
+	var logs syncio.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base, g := gatewaytest.Start(t, yaml, gateway.Options{Logger: log})
 

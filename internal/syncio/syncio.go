@@ -3,6 +3,7 @@
 package syncio
 
 import (
+	"bytes"
 	"io"
 	"sync"
 )
@@ -19,4 +20,25 @@ func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.W.Write(p)
+}
+
+// Buffer is a bytes.Buffer that goroutines may write and read at once (a
+// log written by the code under test and read by the test).
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

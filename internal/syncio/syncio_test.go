@@ -30,3 +30,17 @@ func TestConcurrentWrites(t *testing.T) {
 		t.Fatalf("%d bytes written, want %d, every line whole", len(got), len(want))
 	}
 }
+
+// A Buffer read while it is written (run with -race).
+func TestBufferReadWhileWritten(t *testing.T) {
+	var b syncio.Buffer
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 100 {
+			b.Write([]byte("x"))
+		}
+	})
+	for b.String() != strings.Repeat("x", 100) {
+	}
+	wg.Wait()
+}

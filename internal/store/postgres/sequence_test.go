@@ -16,6 +16,7 @@ import (
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/syncio"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -175,8 +176,7 @@ func TestSequencePendingEdges(t *testing.T) {
 	}
 	// Inserted as an older version's ingest would: the trigger queues it.
 	direct := store.NewID()
-	if _, err := c.Exec(t.Context(), `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
-		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, direct); err != nil {
+	if _, err := c.Exec(t.Context(), insertEvent, direct); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := seq.Once(t.Context()); err != nil || n != 1 {
@@ -243,8 +243,7 @@ func TestMigrateQueuesWithoutBlockingIngest(t *testing.T) {
 	}
 	// An older process ingests meanwhile: no trigger yet.
 	during := store.NewID()
-	run(t, c, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
-		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, during)
+	run(t, c, insertEvent, during)
 	run(t, blocker, `COMMIT`)
 	if err := <-opened; err != nil {
 		t.Fatal(err)
@@ -273,8 +272,7 @@ func TestMigrateQueuesEventsInsertedDuringIt(t *testing.T) {
 	old := connect(t, dsn)
 	id := store.NewID()
 	run(t, old, `BEGIN`)
-	run(t, old, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
-		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, id)
+	run(t, old, insertEvent, id)
 	opened := upgrade(dsn)
 	waitForLock(t, c, "events", "the upgrade waiting for the ingest to create the trigger")
 	run(t, old, `COMMIT`)
@@ -420,8 +418,7 @@ func TestMigration13DoesNotWaitForReads(t *testing.T) {
 		t.Fatalf("triggers on events = %q, want the row trigger disabled and the statement trigger enabled", triggers)
 	}
 	id := store.NewID()
-	run(t, c, `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
-		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`, id)
+	run(t, c, insertEvent, id)
 	if n := query[int64](t, dsn, `SELECT count(*) FROM ledger_pending WHERE event_id = '`+id+`'`); n != 1 {
 		t.Fatalf("an event inserted after the upgrade: %d pending rows, want 1", n)
 	}
@@ -453,19 +450,9 @@ func TestMigrationLetsInsertsThroughWhileItWaits(t *testing.T) {
 	openDSN(t, dsn).Close()
 	c := connect(t, dsn)
 	toVersion12(t, c)
-	insert := `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
-		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`
-	long := connect(t, dsn)
-	run(t, long, `BEGIN`)
-	run(t, long, insert, store.NewID()) // a write in progress, held
-	committed := false
-	defer func() {
-		if !committed {
-			run(t, long, `COMMIT`)
-		}
-	}()
+	commit := holdWrite(t, dsn)
 
-	var logs lockedBuffer
+	var logs syncio.Buffer
 	opt := postgres.WithMigrateLockTimeout(postgres.Options{MaxConns: testConns, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, 50*time.Millisecond)
 	opened := make(chan error, 1)
 	go func() {
@@ -483,7 +470,7 @@ func TestMigrationLetsInsertsThroughWhileItWaits(t *testing.T) {
 	other := connect(t, dsn)
 	done := make(chan error, 1)
 	go func() {
-		_, err := other.Exec(context.Background(), insert, store.NewID())
+		_, err := other.Exec(context.Background(), insertEvent, store.NewID())
 		done <- err
 	}()
 	var err error
@@ -499,32 +486,13 @@ func TestMigrationLetsInsertsThroughWhileItWaits(t *testing.T) {
 		t.Fatalf("an insert while the upgrade waits: %v", err)
 	}
 
-	run(t, long, `COMMIT`)
-	committed = true
+	commit()
 	if err := <-opened; err != nil {
 		t.Fatalf("the upgrade after the long write: %v", err)
 	}
 	if v := query[int64](t, dsn, `SELECT max(version) FROM schema_migrations`); v < 13 {
 		t.Fatalf("schema at version %d after the upgrade, want 13 or later", v)
 	}
-}
-
-// lockedBuffer is a log written and read by several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestMigrationsOfManyProcessesKeepTheirTurn: processes started at once (a
@@ -539,20 +507,10 @@ func TestMigrationsOfManyProcessesKeepTheirTurn(t *testing.T) {
 	openDSN(t, dsn).Close()
 	c := connect(t, dsn)
 	toVersion12(t, c)
-	insert := `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
-		VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`
-	long := connect(t, dsn)
-	run(t, long, `BEGIN`)
-	run(t, long, insert, store.NewID()) // a write in progress, held
-	committed := false
-	defer func() {
-		if !committed {
-			run(t, long, `COMMIT`)
-		}
-	}()
+	commit := holdWrite(t, dsn)
 
 	const processes = 4
-	var logs lockedBuffer
+	var logs syncio.Buffer
 	opt := postgres.WithMigrateLockTimeout(postgres.Options{MaxConns: testConns, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, 50*time.Millisecond)
 	opened := make(chan error, processes)
 	for range processes {
@@ -587,11 +545,28 @@ func TestMigrationsOfManyProcessesKeepTheirTurn(t *testing.T) {
 		t.Fatalf("the advisory lock went from backend %d to %d while the upgrade tried again: each pause let the next process queue for events", first, now)
 	}
 
-	run(t, long, `COMMIT`)
-	committed = true
+	commit()
 	for range processes {
 		if err := <-opened; err != nil {
 			t.Fatalf("an upgrade after the long write: %v", err)
 		}
 	}
+}
+
+// insertEvent inserts an event with the id $1, as an older process would.
+const insertEvent = `INSERT INTO events (id, source, dedup_key, received_at, method, path, headers, body)
+	VALUES ($1, 's', $1, now(), 'POST', '/webhooks/s', '', '{}')`
+
+// holdWrite opens a transaction that has written to events (a write in
+// progress: a long bulk update, say) and returns what commits it, which
+// runs at the end of t if nobody ran it.
+func holdWrite(t *testing.T, dsn string) (commit func()) {
+	t.Helper()
+	long := connect(t, dsn)
+	run(t, long, `BEGIN`)
+	run(t, long, insertEvent, store.NewID())
+	var once sync.Once
+	commit = func() { once.Do(func() { run(t, long, `COMMIT`) }) }
+	t.Cleanup(commit)
+	return commit
 }
