@@ -374,7 +374,8 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 // server's processes, whose CPU in the window is the database's.
 func timed(ctx context.Context, client *http.Client, url string, sk *sink, prefix string, reqs []request, o *options, gw *child, db *dbServer) (*Phase, *Delivery, error) {
 	sr := sk.expect(prefix, o.events)
-	var g0, g1, d0, d1 time.Duration
+	var g0, g1 time.Duration
+	var d0, d1 cpuUse
 	var gerr, derr error
 	if gw != nil {
 		g0, _, gerr = gw.usage()
@@ -399,8 +400,9 @@ func timed(ctx context.Context, client *http.Client, url string, sk *sink, prefi
 		p.gateway(g1-g0, window, o.events)
 	}
 	if db != nil && derr == nil {
-		p.DatabaseCPUSeconds = (d1 - d0).Seconds()
-		p.DatabaseCPUPerEventUS = float64((d1 - d0).Microseconds()) / float64(o.events)
+		d := d1.since(d0)
+		p.DatabaseCPUSeconds = d.Seconds()
+		p.DatabaseCPUPerEventUS = float64(d.Microseconds()) / float64(o.events)
 	}
 	d := delivery(lr, sr)
 	d.BacklogAtIngestEnd = int(backlog)

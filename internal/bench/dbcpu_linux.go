@@ -48,17 +48,24 @@ func findServer(ctx context.Context, dsn string) (*dbServer, error) {
 	return &dbServer{postmaster: st.ppid}, nil
 }
 
-// cpu is the time the server's processes have run so far: the
-// postmaster's, its live children's and those it reaped.
-func (s *dbServer) cpu() (time.Duration, error) {
+// cpuUse is what the server's processes had run at one moment: the
+// postmaster itself, each live child, and the children the postmaster
+// reaped (counted by the kernel in ticks).
+type cpuUse struct {
+	self, reaped time.Duration
+	children     map[int]time.Duration
+}
+
+// cpu reads what the server's processes have run so far.
+func (s *dbServer) cpu() (cpuUse, error) {
 	pm, err := procStat(s.postmaster)
 	if err != nil {
-		return 0, err
+		return cpuUse{}, err
 	}
-	t := onCPU(s.postmaster, pm) + ticks(pm.cutime+pm.cstime)
+	u := cpuUse{self: onCPU(s.postmaster, pm), reaped: ticks(pm.cutime + pm.cstime), children: map[int]time.Duration{}}
 	dir, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return cpuUse{}, err
 	}
 	for _, e := range dir {
 		pid, err := strconv.Atoi(e.Name())
@@ -66,10 +73,30 @@ func (s *dbServer) cpu() (time.Duration, error) {
 			continue
 		}
 		if c, err := procStat(pid); err == nil && c.ppid == s.postmaster {
-			t += onCPU(pid, c)
+			u.children[pid] = onCPU(pid, c)
 		}
 	}
-	return t, nil
+	return u, nil
+}
+
+// since is what the server ran between b and u: each live child's growth
+// (all of it for a child started since), the postmaster's own, and the
+// reaped children's count's growth less what those that were live at b
+// had run by then. A reaped child's count is in ticks and its earlier one
+// in nanoseconds, so that last part can come out below zero by a tick a
+// child: it counts as zero.
+func (u cpuUse) since(b cpuUse) time.Duration {
+	d := u.self - b.self
+	for pid, t := range u.children {
+		d += t - b.children[pid]
+	}
+	reaped := u.reaped - b.reaped
+	for pid, t := range b.children {
+		if _, live := u.children[pid]; !live {
+			reaped -= t
+		}
+	}
+	return d + max(reaped, 0)
 }
 
 // onCPU is how long a live process has run: /proc/PID/schedstat's first

@@ -15,4 +15,8 @@ func findServer(context.Context, string) (*dbServer, error) {
 	return nil, errors.New("measured on Linux only")
 }
 
-func (*dbServer) cpu() (time.Duration, error) { return 0, errors.ErrUnsupported }
+type cpuUse struct{}
+
+func (*dbServer) cpu() (cpuUse, error) { return cpuUse{}, errors.ErrUnsupported }
+
+func (cpuUse) since(cpuUse) time.Duration { return 0 }
