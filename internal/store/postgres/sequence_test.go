@@ -350,16 +350,36 @@ func plainEvent(id string) store.NewEvent {
 
 // upgrade opens the store on dsn in the background (applying its
 // migrations) and closes it; the channel gives Open's error.
-func upgrade(dsn string) <-chan error {
+func upgrade(dsn string) <-chan error { return upgradeWith(dsn, postgres.Options{}) }
+
+// upgradeWith is upgrade with the store's options opt.
+func upgradeWith(dsn string, opt postgres.Options) <-chan error {
 	opened := make(chan error, 1)
 	go func() {
-		s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+		s, err := postgres.Open(context.Background(), dsn, opt)
 		if err == nil {
 			s.Close()
 		}
 		opened <- err
 	}()
 	return opened
+}
+
+// atVersion12 is a database of its own taken back to before migration 13,
+// and a connection to it.
+func atVersion12(t *testing.T) (dsn string, c *pgx.Conn) {
+	t.Helper()
+	dsn = pgtest.DSN(t)
+	openDSN(t, dsn).Close()
+	c = connect(t, dsn)
+	toVersion12(t, c)
+	return dsn, c
+}
+
+// loggedUpgrade is the options of an upgrade whose lock timeout is d and
+// whose log goes to logs.
+func loggedUpgrade(logs *syncio.Buffer, d time.Duration) postgres.Options {
+	return postgres.WithMigrateLockTimeout(postgres.Options{MaxConns: testConns, Logger: slog.New(slog.NewTextHandler(logs, nil))}, d)
 }
 
 // waitForLock waits until some session waits for a lock on table (what
@@ -383,10 +403,7 @@ func waitForLock(t *testing.T, c *pgx.Conn, table, what string) {
 // event once.
 func TestMigration13DoesNotWaitForReads(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	openDSN(t, dsn).Close()
-	c := connect(t, dsn)
-	toVersion12(t, c)
+	dsn, c := atVersion12(t)
 	reader := connect(t, dsn)
 	run(t, reader, `BEGIN`)
 	run(t, reader, `SELECT count(*) FROM events`) // ACCESS SHARE on events, held
@@ -446,22 +463,11 @@ func toVersion12(t *testing.T, c *pgx.Conn) {
 // through meanwhile, and it applies once the long write ends.
 func TestMigrationLetsInsertsThroughWhileItWaits(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	openDSN(t, dsn).Close()
-	c := connect(t, dsn)
-	toVersion12(t, c)
+	dsn, _ := atVersion12(t)
 	commit := holdWrite(t, dsn)
 
 	var logs syncio.Buffer
-	opt := postgres.WithMigrateLockTimeout(postgres.Options{MaxConns: testConns, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, 50*time.Millisecond)
-	opened := make(chan error, 1)
-	go func() {
-		s, err := postgres.Open(context.Background(), dsn, opt)
-		if err == nil {
-			s.Close()
-		}
-		opened <- err
-	}()
+	opened := upgradeWith(dsn, loggedUpgrade(&logs, 50*time.Millisecond))
 	testwait.For(t, "the upgrade to wait for the write in progress and try again", func() bool {
 		return strings.Contains(logs.String(), "trying again")
 	})
@@ -503,24 +509,14 @@ func TestMigrationLetsInsertsThroughWhileItWaits(t *testing.T) {
 // always hold one, and every insert would wait a whole lock timeout.
 func TestMigrationsOfManyProcessesKeepTheirTurn(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	openDSN(t, dsn).Close()
-	c := connect(t, dsn)
-	toVersion12(t, c)
+	dsn, c := atVersion12(t)
 	commit := holdWrite(t, dsn)
 
 	const processes = 4
 	var logs syncio.Buffer
-	opt := postgres.WithMigrateLockTimeout(postgres.Options{MaxConns: testConns, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, 50*time.Millisecond)
-	opened := make(chan error, processes)
+	var opened []<-chan error
 	for range processes {
-		go func() {
-			s, err := postgres.Open(context.Background(), dsn, opt)
-			if err == nil {
-				s.Close()
-			}
-			opened <- err
-		}()
+		opened = append(opened, upgradeWith(dsn, loggedUpgrade(&logs, 50*time.Millisecond)))
 	}
 	retries := func() int { return strings.Count(logs.String(), "trying again") }
 	// The holder of the upgrade's advisory lock (the bytes of "anyhook"),
@@ -546,8 +542,8 @@ func TestMigrationsOfManyProcessesKeepTheirTurn(t *testing.T) {
 	}
 
 	commit()
-	for range processes {
-		if err := <-opened; err != nil {
+	for _, o := range opened {
+		if err := <-o; err != nil {
 			t.Fatalf("an upgrade after the long write: %v", err)
 		}
 	}
