@@ -506,26 +506,35 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, cla
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	lost, ferr := e.fin.finish(fctx, out)
-	log := e.log.With("delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey, "destination", d.Name, "attempt", attempt, "status_code", code)
+	// The attempt's attributes are formatted only for a line that is
+	// written: a logger's With formats them at once, and most attempts
+	// log nothing (delivered is a debug line).
+	logf := func(level slog.Level, msg string, args ...any) {
+		if !e.log.Enabled(ctx, level) {
+			return
+		}
+		e.log.Log(ctx, level, msg, append([]any{"delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey,
+			"destination", d.Name, "attempt", attempt, "status_code", code}, args...)...)
+	}
 	switch {
 	case ferr != nil:
-		log.Error("recording the outcome failed; the lease will expire and the rescuer decides", "err", ferr)
+		logf(slog.LevelError, "recording the outcome failed; the lease will expire and the rescuer decides", "err", ferr)
 		return
 	case lost:
-		log.Warn("outcome not recorded: the claim was lost to a rescuer")
+		logf(slog.LevelWarn, "outcome not recorded: the claim was lost to a rescuer")
 		return
 	}
 	e.observe(d.Name, out.Status, out.Result)
 	switch out.Status {
 	case anyhook.StatusDelivered:
-		log.Debug("delivered", "duration_ms", a.Duration.Milliseconds())
+		logf(slog.LevelDebug, "delivered", "duration_ms", a.Duration.Milliseconds())
 	case anyhook.StatusDead:
-		log.Warn("delivery dead", "err", out.Result.Error)
+		logf(slog.LevelWarn, "delivery dead", "err", out.Result.Error)
 		dd := c.Delivery
 		dd.Status = anyhook.StatusDead
 		e.notify(dd)
 	default:
-		log.Info("attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn.String())
+		logf(slog.LevelInfo, "attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn.String())
 	}
 }
 
