@@ -162,6 +162,14 @@ func benchStoreFloor(b *testing.B, batch int) {
 // reports events/s, CPU µs per event and the 50th and 99th percentiles of
 // a batch's time (what its events' requests would wait for the commits).
 func measureFloor(b *testing.B, batch int, run func(n int) error) {
+	if err := measureFloorErr(b, batch, run); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// measureFloorErr is measureFloor returning run's first error rather than
+// failing b, for a caller that must clean up first.
+func measureFloorErr(b *testing.B, batch int, run func(n int) error) error {
 	took := make([]time.Duration, 0, b.N/batch+1)
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -169,7 +177,7 @@ func measureFloor(b *testing.B, batch int, run func(n int) error) {
 	for left := b.N; left > 0; left -= batch {
 		t := time.Now()
 		if err := run(min(left, batch)); err != nil {
-			b.Fatal(err)
+			return err
 		}
 		took = append(took, time.Since(t))
 	}
@@ -180,6 +188,7 @@ func measureFloor(b *testing.B, batch int, run func(n int) error) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "batch-p50-ms")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "batch-p99-ms")
+	return nil
 }
 
 func cpuTime() time.Duration {

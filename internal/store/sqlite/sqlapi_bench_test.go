@@ -1,0 +1,223 @@
+package sqlite_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// BenchmarkSQLAPI prices database/sql itself (issue 15: "measure
+// database/sql overhead against a lower-level API of the same driver").
+// Both sub-benchmarks run the same prepared statements of an event's
+// lifecycle in the same pure-Go driver (modernc.org/sqlite), in batches of
+// 14 events (what ingest's group commit forms under anyhook bench's load):
+// a transaction inserting each event and its delivery, then one marking
+// the deliveries done and inserting their attempts, as the store does.
+//
+//   - api=database/sql: through *sql.DB, a transaction's Tx.Stmt of
+//     statements prepared once, as the store runs them;
+//   - api=driver: through the driver's own interfaces under database/sql
+//     (driver.Conn, its Tx, driver.StmtExecContext with NamedValues), on
+//     the same connection, so without database/sql's pool, locks, argument
+//     conversion and Result.
+//
+// sync=full commits durably (WAL, synchronous=FULL), as the gateway does;
+// sync=off leaves the disk out, so that the difference is a share of the
+// engine's CPU alone. Each reports CPU µs per event (this process's
+// getrusage) and events/s:
+//
+//	go test ./internal/store/sqlite -run '^$' -bench SQLAPI -benchtime 20000x -benchmem -count 3
+func BenchmarkSQLAPI(b *testing.B) {
+	for _, sync := range []string{"full", "off"} {
+		for _, api := range []string{"database/sql", "driver"} {
+			b.Run(fmt.Sprintf("sync=%s/api=%s", sync, api), func(b *testing.B) { benchSQLAPI(b, sync, api) })
+		}
+	}
+}
+
+// The lifecycle's statements, in the order run takes them.
+var apiStatements = []string{
+	`INSERT INTO events VALUES (?, 'generic', ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	`INSERT INTO deliveries VALUES (?, ?, 'sink', 'delivering', 0)`,
+	`UPDATE deliveries SET status = 'delivered' WHERE id = ?`,
+	`INSERT INTO attempts VALUES (?, 1, 200)`,
+}
+
+// execer runs one of apiStatements (by its index) with args in the
+// current transaction.
+type execer interface {
+	begin(ctx context.Context) error
+	exec(ctx context.Context, stmt int, args ...any) error
+	commit() error
+}
+
+func benchSQLAPI(b *testing.B, sync, api string) {
+	const batch = 14
+	path := filepath.Join(b.TempDir(), "api.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous("+sync+")&_txlock=immediate")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{
+		`CREATE TABLE events (id TEXT PRIMARY KEY, source TEXT NOT NULL, dedup_key TEXT, received_at INTEGER NOT NULL, headers BLOB NOT NULL, body BLOB NOT NULL)`,
+		`CREATE UNIQUE INDEX events_dedup ON events (source, dedup_key)`,
+		`CREATE TABLE deliveries (id TEXT PRIMARY KEY, event_id TEXT NOT NULL, destination TEXT NOT NULL, status TEXT NOT NULL, next_attempt_at INTEGER NOT NULL)`,
+		`CREATE INDEX deliveries_due ON deliveries (destination, status, next_attempt_at)`,
+		`CREATE TABLE attempts (delivery_id TEXT NOT NULL, number INTEGER NOT NULL, status_code INTEGER NOT NULL, PRIMARY KEY (delivery_id, number))`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := b.Context()
+	// measure runs the lifecycle through x in batches.
+	measure := func(x execer) error {
+		ids := make([]string, batch)
+		body := floorBody()
+		return measureFloorErr(b, batch, func(n int) error {
+			if err := x.begin(ctx); err != nil {
+				return err
+			}
+			for i := range n {
+				ids[i] = store.NewID()
+				if err := x.exec(ctx, 0, ids[i], rand.Text(), time.Now().UnixMicro(), floorHeaders, body); err != nil {
+					return err
+				}
+				if err := x.exec(ctx, 1, ids[i], ids[i]); err != nil {
+					return err
+				}
+			}
+			if err := x.commit(); err != nil {
+				return err
+			}
+			if err := x.begin(ctx); err != nil {
+				return err
+			}
+			for _, id := range ids[:n] {
+				if err := x.exec(ctx, 2, id); err != nil {
+					return err
+				}
+				if err := x.exec(ctx, 3, id); err != nil {
+					return err
+				}
+			}
+			return x.commit()
+		})
+	}
+	if api == "database/sql" {
+		err = measureSQL(ctx, db, measure)
+	} else {
+		err = measureDriver(ctx, db, measure)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	var events, attempts int
+	if err := db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM attempts)`).Scan(&events, &attempts); err != nil {
+		b.Fatal(err)
+	}
+	if events != b.N || attempts != b.N {
+		b.Fatalf("%d events and %d attempts recorded for %d events", events, attempts, b.N)
+	}
+}
+
+// sqlExecer runs the statements through database/sql, as the store does.
+type sqlExecer struct {
+	db    *sql.DB
+	stmts []*sql.Stmt
+	tx    *sql.Tx
+	txs   []*sql.Stmt // stmts, lent to tx
+}
+
+func measureSQL(ctx context.Context, db *sql.DB, measure func(execer) error) error {
+	x := &sqlExecer{db: db}
+	defer func() {
+		for _, st := range x.stmts {
+			st.Close()
+		}
+	}()
+	for _, q := range apiStatements {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		x.stmts = append(x.stmts, st)
+	}
+	return measure(x)
+}
+
+func (x *sqlExecer) begin(ctx context.Context) error {
+	tx, err := x.db.BeginTx(ctx, nil)
+	x.tx, x.txs = tx, make([]*sql.Stmt, len(x.stmts))
+	return err
+}
+
+func (x *sqlExecer) exec(ctx context.Context, i int, args ...any) error {
+	if x.txs[i] == nil {
+		x.txs[i] = x.tx.StmtContext(ctx, x.stmts[i])
+	}
+	_, err := x.txs[i].ExecContext(ctx, args...)
+	return err
+}
+
+func (x *sqlExecer) commit() error { return x.tx.Commit() }
+
+// driverExecer runs the statements through the driver's interfaces, on
+// db's one connection, inside sql.Conn.Raw (the only place it may be
+// used).
+type driverExecer struct {
+	conn  driver.Conn
+	stmts []driver.Stmt
+	tx    driver.Tx
+	args  []driver.NamedValue
+}
+
+func measureDriver(ctx context.Context, db *sql.DB, measure func(execer) error) error {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		x := &driverExecer{conn: dc.(driver.Conn)}
+		defer func() {
+			for _, st := range x.stmts {
+				st.Close()
+			}
+		}()
+		for _, q := range apiStatements {
+			st, err := x.conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+			if err != nil {
+				return err
+			}
+			x.stmts = append(x.stmts, st)
+		}
+		return measure(x)
+	})
+}
+
+func (x *driverExecer) begin(ctx context.Context) error {
+	tx, err := x.conn.(driver.ConnBeginTx).BeginTx(ctx, driver.TxOptions{})
+	x.tx = tx
+	return err
+}
+
+func (x *driverExecer) exec(ctx context.Context, i int, args ...any) error {
+	x.args = x.args[:0]
+	for k, a := range args {
+		x.args = append(x.args, driver.NamedValue{Ordinal: k + 1, Value: a})
+	}
+	_, err := x.stmts[i].(driver.StmtExecContext).ExecContext(ctx, x.args)
+	return err
+}
+
+func (x *driverExecer) commit() error { return x.tx.Commit() }
