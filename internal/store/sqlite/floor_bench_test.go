@@ -45,21 +45,17 @@ func BenchmarkDurableFloor(b *testing.B) {
 	}
 }
 
-var floorHeaders = []byte("Content-Type: application/json\r\nUser-Agent: bench/1\r\nX-Request-Id: 0123456789abcdef\r\n")
-
-func floorBody() []byte {
-	body := make([]byte, 1024)
-	rand.Read(body)
-	return body
-}
-
-func benchFloor(b *testing.B, batch int, lifecycle bool) {
+// openFloorDB opens a new database in WAL mode with the given
+// synchronous level and the floor's schema: events under a unique
+// (source, dedup key) index, deliveries with their due index, attempts.
+// It is closed when b ends.
+func openFloorDB(b *testing.B, sync string) *sql.DB {
 	path := filepath.Join(b.TempDir(), "floor.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous("+sync+")&_txlock=immediate")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer db.Close()
+	b.Cleanup(func() { db.Close() })
 	db.SetMaxOpenConns(1)
 	for _, q := range []string{
 		`CREATE TABLE events (id TEXT PRIMARY KEY, source TEXT NOT NULL, dedup_key TEXT, received_at INTEGER NOT NULL, headers BLOB NOT NULL, body BLOB NOT NULL)`,
@@ -72,6 +68,19 @@ func benchFloor(b *testing.B, batch int, lifecycle bool) {
 			b.Fatal(err)
 		}
 	}
+	return db
+}
+
+var floorHeaders = []byte("Content-Type: application/json\r\nUser-Agent: bench/1\r\nX-Request-Id: 0123456789abcdef\r\n")
+
+func floorBody() []byte {
+	body := make([]byte, 1024)
+	rand.Read(body)
+	return body
+}
+
+func benchFloor(b *testing.B, batch int, lifecycle bool) {
+	db := openFloorDB(b, "FULL")
 	ctx := b.Context()
 	ids := make([]string, batch)
 	body := floorBody()

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -60,24 +59,7 @@ type execer interface {
 
 func benchSQLAPI(b *testing.B, sync, api string) {
 	const batch = 14
-	path := filepath.Join(b.TempDir(), "api.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous("+sync+")&_txlock=immediate")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	for _, q := range []string{
-		`CREATE TABLE events (id TEXT PRIMARY KEY, source TEXT NOT NULL, dedup_key TEXT, received_at INTEGER NOT NULL, headers BLOB NOT NULL, body BLOB NOT NULL)`,
-		`CREATE UNIQUE INDEX events_dedup ON events (source, dedup_key)`,
-		`CREATE TABLE deliveries (id TEXT PRIMARY KEY, event_id TEXT NOT NULL, destination TEXT NOT NULL, status TEXT NOT NULL, next_attempt_at INTEGER NOT NULL)`,
-		`CREATE INDEX deliveries_due ON deliveries (destination, status, next_attempt_at)`,
-		`CREATE TABLE attempts (delivery_id TEXT NOT NULL, number INTEGER NOT NULL, status_code INTEGER NOT NULL, PRIMARY KEY (delivery_id, number))`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			b.Fatal(err)
-		}
-	}
+	db := openFloorDB(b, sync)
 	ctx := b.Context()
 	// measure runs the lifecycle through x in batches.
 	measure := func(x execer) error {
@@ -113,12 +95,11 @@ func benchSQLAPI(b *testing.B, sync, api string) {
 			return x.commit()
 		})
 	}
-	if api == "database/sql" {
-		err = measureSQL(ctx, db, measure)
-	} else {
-		err = measureDriver(ctx, db, measure)
+	through := measureSQL
+	if api == "driver" {
+		through = measureDriver
 	}
-	if err != nil {
+	if err := through(ctx, db, measure); err != nil {
 		b.Fatal(err)
 	}
 	var events, attempts int
