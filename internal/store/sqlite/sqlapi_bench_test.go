@@ -15,24 +15,33 @@ import (
 // BenchmarkSQLAPI prices database/sql itself (issue 15: "measure
 // database/sql overhead against a lower-level API of the same driver").
 // Both sub-benchmarks run the same prepared statements of an event's
-// lifecycle in the same pure-Go driver (modernc.org/sqlite), in batches of
-// 14 events (what ingest's group commit forms under anyhook bench's load):
-// a transaction inserting each event and its delivery, then one marking
-// the deliveries done and inserting their attempts, as the store does.
+// lifecycle in the same pure-Go driver (modernc.org/sqlite), on the
+// floor's cut-down schema (openFloorDB: events, deliveries, attempts; not
+// the store's), in batches of 14 events (what ingest's group commit forms
+// under anyhook bench's load): a transaction inserting each event and its
+// delivery, then one marking the deliveries done and inserting their
+// attempts.
 //
 //   - api=database/sql: through *sql.DB, a transaction's Tx.Stmt of
-//     statements prepared once, as the store runs them;
+//     statements prepared once, as the store runs its hot statements;
 //   - api=driver: through the driver's own interfaces under database/sql
 //     (driver.Conn, its Tx, driver.StmtExecContext with NamedValues), on
 //     the same connection, so without database/sql's pool, locks, argument
 //     conversion and Result.
 //
-// sync=full commits durably (WAL, synchronous=FULL), as the gateway does;
-// sync=off leaves the disk out, so that the difference is a share of the
-// engine's CPU alone. Each reports CPU µs per event (this process's
-// getrusage) and events/s:
+// sync=full commits durably (WAL, synchronous=FULL), as ingest does;
+// sync=off leaves out fsync and its kernel time, which varies more than
+// the difference sought. One op is one event: ns/op, B/op and allocs/op
+// are per event, and include the benchmark's own work (ids, dedup keys,
+// the arguments), so only the difference between the two APIs is
+// database/sql's. Compare cpu-µs/event (this process's getrusage, user
+// and system); events/s and the batch percentiles (batch-p50-ms,
+// batch-p99-ms: one batch's two commits) swing with the disk. -count
+// repeats each sub-benchmark back to back; to interleave the rounds:
 //
-//	go test ./internal/store/sqlite -run '^$' -bench SQLAPI -benchtime 20000x -benchmem -count 3
+//	for i in 1 2 3; do for s in full off; do
+//		go test ./internal/store/sqlite -run '^$' -bench "SQLAPI/sync=$s" -benchtime 20000x -benchmem
+//	done; done
 func BenchmarkSQLAPI(b *testing.B) {
 	for _, sync := range []string{"full", "off"} {
 		for _, api := range []string{"database/sql", "driver"} {
@@ -55,44 +64,53 @@ type execer interface {
 	begin(ctx context.Context) error
 	exec(ctx context.Context, stmt int, args ...any) error
 	commit() error
+	rollback() error
 }
 
 func benchSQLAPI(b *testing.B, sync, api string) {
 	const batch = 14
 	db := openFloorDB(b, sync)
 	ctx := b.Context()
-	// measure runs the lifecycle through x in batches.
+	ids := make([]string, batch)
+	body := floorBody()
+	// lifecycle records n events, their deliveries and their outcomes
+	// through x.
+	lifecycle := func(x execer, n int) error {
+		if err := x.begin(ctx); err != nil {
+			return err
+		}
+		for i := range n {
+			ids[i] = store.NewID()
+			if err := x.exec(ctx, 0, ids[i], rand.Text(), time.Now().UnixMicro(), floorHeaders, body); err != nil {
+				return err
+			}
+			if err := x.exec(ctx, 1, ids[i], ids[i]); err != nil {
+				return err
+			}
+		}
+		if err := x.commit(); err != nil {
+			return err
+		}
+		if err := x.begin(ctx); err != nil {
+			return err
+		}
+		for _, id := range ids[:n] {
+			if err := x.exec(ctx, 2, id); err != nil {
+				return err
+			}
+			if err := x.exec(ctx, 3, id); err != nil {
+				return err
+			}
+		}
+		return x.commit()
+	}
 	measure := func(x execer) error {
-		ids := make([]string, batch)
-		body := floorBody()
 		return measureFloorErr(b, batch, func(n int) error {
-			if err := x.begin(ctx); err != nil {
-				return err
+			err := lifecycle(x, n)
+			if err != nil {
+				x.rollback() // the transaction left open, if any
 			}
-			for i := range n {
-				ids[i] = store.NewID()
-				if err := x.exec(ctx, 0, ids[i], rand.Text(), time.Now().UnixMicro(), floorHeaders, body); err != nil {
-					return err
-				}
-				if err := x.exec(ctx, 1, ids[i], ids[i]); err != nil {
-					return err
-				}
-			}
-			if err := x.commit(); err != nil {
-				return err
-			}
-			if err := x.begin(ctx); err != nil {
-				return err
-			}
-			for _, id := range ids[:n] {
-				if err := x.exec(ctx, 2, id); err != nil {
-					return err
-				}
-				if err := x.exec(ctx, 3, id); err != nil {
-					return err
-				}
-			}
-			return x.commit()
+			return err
 		})
 	}
 	through := measureSQL
@@ -102,12 +120,13 @@ func benchSQLAPI(b *testing.B, sync, api string) {
 	if err := through(ctx, db, measure); err != nil {
 		b.Fatal(err)
 	}
-	var events, attempts int
-	if err := db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM attempts)`).Scan(&events, &attempts); err != nil {
+	var events, delivered, attempts int
+	if err := db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM deliveries WHERE status = 'delivered'),
+		(SELECT count(*) FROM attempts)`).Scan(&events, &delivered, &attempts); err != nil {
 		b.Fatal(err)
 	}
-	if events != b.N || attempts != b.N {
-		b.Fatalf("%d events and %d attempts recorded for %d events", events, attempts, b.N)
+	if events != b.N || delivered != b.N || attempts != b.N {
+		b.Fatalf("%d events, %d delivered deliveries and %d attempts recorded for %d events", events, delivered, attempts, b.N)
 	}
 }
 
@@ -151,6 +170,13 @@ func (x *sqlExecer) exec(ctx context.Context, i int, args ...any) error {
 }
 
 func (x *sqlExecer) commit() error { return x.tx.Commit() }
+
+func (x *sqlExecer) rollback() error {
+	if x.tx == nil {
+		return nil
+	}
+	return x.tx.Rollback()
+}
 
 // driverExecer runs the statements through the driver's interfaces, on
 // db's one connection, inside sql.Conn.Raw (the only place it may be
@@ -202,3 +228,10 @@ func (x *driverExecer) exec(ctx context.Context, i int, args ...any) error {
 }
 
 func (x *driverExecer) commit() error { return x.tx.Commit() }
+
+func (x *driverExecer) rollback() error {
+	if x.tx == nil {
+		return nil
+	}
+	return x.tx.Rollback()
+}
