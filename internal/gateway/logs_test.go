@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,7 +29,8 @@ import (
 // TestLogsKeepSecrets runs a gateway logging JSON at debug level through
 // accepted, duplicate, rejected (bad signature, stale, too large), failed
 // and dead deliveries, bad admin tokens and a failed login, then greps the
-// log for every secret and body it saw: none may appear.
+// log for every secret and body it saw: none may appear. It also checks
+// the line of each outcome of an attempt (checkAttemptLines).
 func TestLogsKeepSecrets(t *testing.T) {
 	t.Parallel()
 	const (
@@ -205,6 +207,7 @@ destinations:
 	if !strings.Contains(out, `"level":"DEBUG"`) || !strings.Contains(out, "ingest rejected") || !strings.Contains(out, "delivery dead") {
 		t.Fatalf("the log does not cover the flows (want debug lines, rejections, dead deliveries):\n%s", out)
 	}
+	checkAttemptLines(t, out)
 	for _, s := range forbidden {
 		if s != "" && strings.Contains(out, s) {
 			i := strings.Index(out, s)
@@ -212,4 +215,45 @@ destinations:
 		}
 	}
 	t.Logf("%d log lines checked for %d secrets", strings.Count(out, "\n"), len(forbidden))
+}
+
+// checkAttemptLines checks that the log holds a line of each outcome of
+// an attempt the flows above made, at its level, with the attempt's
+// attributes and the outcome's own.
+func checkAttemptLines(t *testing.T, out string) {
+	t.Helper()
+	want := []struct {
+		msg, level string
+		code       float64
+		extra      []string
+	}{
+		{"attempt failed; retrying", "INFO", 500, []string{"err", "retry_in"}},
+		{"delivery dead", "WARN", 500, []string{"err"}},
+		{"delivered", "DEBUG", 200, []string{"duration_ms"}},
+	}
+	lines := map[string]map[string]any{} // the first line of each message
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %v: %s", err, l)
+		}
+		if msg, _ := m["msg"].(string); lines[msg] == nil {
+			lines[msg] = m
+		}
+	}
+	for _, w := range want {
+		m := lines[w.msg]
+		if m == nil {
+			t.Errorf("no %q line in the log", w.msg)
+			continue
+		}
+		if m["level"] != w.level || m["destination"] != "billing" || m["status_code"] != w.code {
+			t.Errorf("%q: level %v, destination %v, status_code %v; want %s, billing, %v", w.msg, m["level"], m["destination"], m["status_code"], w.level, w.code)
+		}
+		for _, k := range append([]string{"delivery_id", "event_id", "provider_event_id", "attempt"}, w.extra...) {
+			if v, ok := m[k]; !ok || v == "" {
+				t.Errorf("%q has no %s: %v", w.msg, k, m)
+			}
+		}
+	}
 }
