@@ -3,7 +3,10 @@ package sqlite_test
 import (
 	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
+	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -30,7 +33,14 @@ import (
 //     and inserts their attempts: the fewest writes that record an event,
 //     its delivery and its outcome;
 //   - store: the real store doing the same (Ingest with claims at ingest,
-//     then Finish), with its whole schema and its indexes, no log.
+//     then Finish), with its whole schema and its indexes, no log;
+//   - floor=journal: no database at all, what a journal of our own would
+//     cost at least (the unblock BENCHMARKS.md names for issue 15): each
+//     batch's events appended to one file as length- and CRC-framed
+//     records in one write and made durable with one fdatasync, their
+//     dedup keys in an in-memory map (which such a journal would rebuild
+//     at start), then the batch's outcomes appended unsynced (as Finish
+//     commits them).
 //
 // Each reports events/s and CPU µs/event (this process's getrusage, user
 // and system; the fsync's wait is not CPU). Compare with anyhook bench's
@@ -42,6 +52,7 @@ func BenchmarkDurableFloor(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d/floor=event", n), func(b *testing.B) { benchFloor(b, n, false) })
 		b.Run(fmt.Sprintf("batch=%d/floor=lifecycle", n), func(b *testing.B) { benchFloor(b, n, true) })
 		b.Run(fmt.Sprintf("batch=%d/store", n), func(b *testing.B) { benchStoreFloor(b, n) })
+		b.Run(fmt.Sprintf("batch=%d/floor=journal", n), func(b *testing.B) { benchJournalFloor(b, n) })
 	}
 }
 
@@ -162,6 +173,57 @@ func benchStoreFloor(b *testing.B, batch int) {
 		if err == nil && len(lost) > 0 {
 			err = fmt.Errorf("finish lost %d outcomes", len(lost))
 		}
+		return err
+	}
+	measureFloor(b, batch, run)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func benchJournalFloor(b *testing.B, batch int) {
+	f, err := os.OpenFile(filepath.Join(b.TempDir(), "journal"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	body := floorBody()
+	seen := map[string]bool{} // "source\x00dedup key"
+	var buf []byte
+	// record appends one framed record of fields to buf: its length, its
+	// CRC-32C, then each field with its length.
+	record := func(fields ...[]byte) {
+		start := len(buf)
+		buf = append(buf, make([]byte, 8)...)
+		for _, fl := range fields {
+			buf = binary.AppendUvarint(buf, uint64(len(fl)))
+			buf = append(buf, fl...)
+		}
+		binary.LittleEndian.PutUint32(buf[start:], uint32(len(buf)-start-8))
+		binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(buf[start+8:], castagnoli))
+	}
+	ids := make([]string, batch)
+	run := func(n int) error {
+		buf = buf[:0]
+		for i := range n {
+			ids[i] = store.NewID()
+			key := rand.Text()
+			if seen["generic\x00"+key] {
+				continue
+			}
+			seen["generic\x00"+key] = true
+			record([]byte(ids[i]), []byte("generic"), []byte(key), binary.AppendVarint(nil, time.Now().UnixMicro()), floorHeaders, body)
+		}
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return err
+		}
+		buf = buf[:0]
+		for _, id := range ids[:n] {
+			record([]byte(id), []byte("delivered"), binary.AppendVarint(nil, 200))
+		}
+		_, err := f.Write(buf)
 		return err
 	}
 	measureFloor(b, batch, run)
