@@ -64,7 +64,8 @@ func (a *API) startBackfill(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusAccepted, job)
 }
 
-// GET /api/sources/{name}/backfill: the latest backfill of the source.
+// GET /api/sources/{name}/backfill: the latest backfill of the source,
+// started by any process sharing the database.
 func (a *API) getBackfill(w http.ResponseWriter, r *http.Request) error {
 	name, err := a.backfillSource(r)
 	if err != nil {
@@ -72,7 +73,7 @@ func (a *API) getBackfill(w http.ResponseWriter, r *http.Request) error {
 	}
 	job, ok := a.backfills.Get(name)
 	if !ok {
-		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no backfill of source " + strconv.Quote(name) + " since the gateway started"}
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no backfill of source " + strconv.Quote(name) + " was ever started through the API or the dashboard"}
 	}
 	return writeJSON(w, http.StatusOK, job)
 }

@@ -15,7 +15,7 @@ import (
 type sourceRow struct {
 	Name         string
 	Destinations []string
-	Backfill     *backfill.Job // nil: none since the gateway started
+	Backfill     *backfill.Job // nil: none ever started (by any process on the database)
 	// NoBackfill says why the source cannot be backfilled ("": it can).
 	NoBackfill string
 }

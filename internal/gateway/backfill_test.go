@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/anyhook/anyhook/internal/backfill/backfilltest"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -187,5 +189,84 @@ sources:
 	row, _, _ = strings.Cut(row, "</tr>")
 	if !ok || strings.Contains(row, "data-backfill") || !strings.Contains(row, "No backfill:") || !strings.Contains(row, "no api_key") {
 		t.Fatalf("the Sources page's row of a source without an api_key:\n%s", row)
+	}
+}
+
+// TestBackfillSharedByProcesses: two gateways on one PostgreSQL database,
+// as a scaled-out deployment runs. A backfill started through one is
+// running, and refused (409), through the other; when it ends, the other
+// tells its outcome. Before, each process knew only its own backfills: the
+// second answered 404 and started a second one.
+func TestBackfillSharedByProcesses(t *testing.T) {
+	t.Parallel()
+	const key = "sk_test_gateway_backfill_shared"
+	fake := backfilltest.NewStripe(t, key)
+	for i := range 2 {
+		fake.Add("invoice.paid", fmt.Sprintf("in_%d", i), time.Now().Add(-time.Duration(i+1)*time.Minute))
+	}
+	release := make(chan struct{})
+	sleep := func(ctx context.Context, d time.Duration) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
+database: %q
+log: {key_file: %q} # one log, one key
+sources:
+  stripe: {provider: stripe, secrets: [whsec_x], api_key: %s, api_base: %s}
+`, pgtest.DSN(t), filepath.Join(t.TempDir(), "anyhook-log.key"), key, fake.URL)
+	a, _ := gatewaytest.Start(t, yaml, gateway.Options{BackfillSleep: sleep})
+	b, _ := gatewaytest.Start(t, yaml, gateway.Options{BackfillSleep: sleep})
+	type job struct {
+		State    string
+		By       string
+		Error    string
+		Progress struct{ Found, New int }
+	}
+	call := func(method, base string) (int, job) {
+		t.Helper()
+		code, body := gatewaytest.Admin(t, method, base+"/api/sources/stripe/backfill", map[string]string{"POST": `{"since": "1h"}`}[method])
+		var j job
+		if code == 409 {
+			j.Error = string(body)
+		}
+		if code < 300 {
+			if err := json.Unmarshal(body, &j); err != nil {
+				t.Fatalf("%s %s: %d %s: %v", method, base, code, body, err)
+			}
+		}
+		return code, j
+	}
+	if code, _ := call("GET", b); code != 404 {
+		t.Fatalf("GET before any backfill: %d, want 404", code)
+	}
+	fake.RateLimit(1) // a 429 on the first page holds a's backfill in the sleeper
+	if code, j := call("POST", a); code != 202 || j.State != "running" {
+		t.Fatalf("start through a: %d %+v", code, j)
+	}
+	if code, j := call("GET", b); code != 200 || j.State != "running" {
+		t.Fatalf("GET through b while a's runs: %d %+v, want 200 running", code, j)
+	}
+	if code, j := call("POST", b); code != 409 || !strings.Contains(j.Error, "is running") {
+		t.Fatalf("start through b while a's runs: %d %+v, want 409", code, j)
+	}
+	close(release)
+	var got job
+	testwait.For(t, "b to tell a's backfill finished", func() bool {
+		_, got = call("GET", b)
+		return got.State != "running"
+	})
+	if got.State != "done" || got.Progress.Found != 2 || got.Progress.New != 2 {
+		t.Fatalf("b tells %+v, want done with 2 found, 2 new", got)
+	}
+	if code, j := call("GET", a); code != 200 || j.State != "done" || j.Progress.New != 2 {
+		t.Fatalf("GET through a: %d %+v", code, j)
+	}
+	if q := fake.Queries(); len(q) != 2 { // the 429 and the page
+		t.Fatalf("the provider was asked %d times (%v), want 2: one backfill", len(q), q)
 	}
 }

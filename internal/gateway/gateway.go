@@ -175,7 +175,9 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	bySource := sourceDestinations(cfg)
 	bf := NewBackfiller(cfg, ih, st)
 	bf.Sleep = opt.BackfillSleep
-	g.backfills = backfill.NewJobs(bf.Run, now)
+	jo := backfill.JobsOptions{Now: now, Logger: log}
+	jo.Log, _ = st.(store.BackfillLog) // every process sees the latest of each source
+	g.backfills = backfill.NewJobs(bf.Run, jo)
 	api := admin.New(admin.Options{
 		Backfill:     backfillAPI{bf, g.backfills},
 		Store:        st,

@@ -1,0 +1,57 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
+)
+
+var _ store.BackfillLog = (*Store)(nil)
+
+// StartBackfill implements store.BackfillLog: one upsert, whose
+// condition PostgreSQL checks again on the row a concurrent start
+// committed, so that of two starts one wins.
+func (s *Store) StartBackfill(ctx context.Context, b store.Backfill, alive time.Time) (store.Backfill, error) {
+	q, args := sqlstore.StartBackfill(sqlstore.Postgres, b, alive)
+	var run string
+	err := s.pool.QueryRow(ctx, q, args...).Scan(&run)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return b, store.Unavailable("start backfill", err)
+	}
+	cur, ok, err := s.LatestBackfill(ctx, b.Source)
+	if err != nil {
+		return store.Backfill{}, err
+	}
+	if !ok {
+		return store.Backfill{}, store.Unavailable("start backfill", errors.New("the running backfill it found is gone"))
+	}
+	return cur, store.ErrBackfillRunning
+}
+
+// SaveBackfill implements store.BackfillLog.
+func (s *Store) SaveBackfill(ctx context.Context, b store.Backfill) (bool, error) {
+	q, args := sqlstore.SaveBackfill(sqlstore.Postgres, b)
+	tag, err := s.pool.Exec(ctx, q, args...)
+	if err != nil {
+		return false, store.Unavailable("save backfill", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// LatestBackfill implements store.BackfillLog.
+func (s *Store) LatestBackfill(ctx context.Context, source string) (store.Backfill, bool, error) {
+	q, args := sqlstore.LatestBackfill(sqlstore.Postgres, source)
+	b, err := sqlstore.ScanBackfill(s.pool.QueryRow(ctx, q, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Backfill{}, false, nil
+	}
+	if err != nil {
+		return store.Backfill{}, false, store.Unavailable("latest backfill", err)
+	}
+	return b, true, nil
+}

@@ -1,0 +1,154 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// RunBackfills holds a backend's store.BackfillLog (the latest backfill of
+// each source, shared by every process) to the same behaviour:
+//
+//	func TestBackfills(t *testing.T) { storetest.RunBackfills(t, open) }
+func RunBackfills(t *testing.T, open Open) {
+	runTable(t, []named[func(*testing.T, store.BackfillLog)]{
+		{"RoundTrip", testBackfillRoundTrip},
+		{"RunningRefusesAnother", testBackfillRunningRefuses},
+		{"OnlyItsRunSaves", testBackfillOnlyItsRunSaves},
+		{"ConcurrentStartsOneWins", testBackfillConcurrentStarts},
+	}, func(t *testing.T, fn func(*testing.T, store.BackfillLog)) {
+		_, l := openAs[store.BackfillLog](t, open)
+		fn(t, l)
+	})
+}
+
+// backfillAt is a running backfill of source started at at.
+func backfillAt(source, run string, at time.Time) store.Backfill {
+	at = at.UTC().Truncate(time.Microsecond)
+	return store.Backfill{Source: source, Run: run, From: at.Add(-6 * time.Hour), By: "api", State: "running",
+		Progress: []byte(`{"pages":0}`), StartedAt: at, HeardAt: at}
+}
+
+func startBackfill(t *testing.T, l store.BackfillLog, b store.Backfill, alive time.Time) {
+	t.Helper()
+	if got, err := l.StartBackfill(ctx(t), b, alive); err != nil || got.Run != b.Run {
+		t.Fatalf("StartBackfill(%s): %+v, %v; want it started", b.Run, got, err)
+	}
+}
+
+func latestBackfill(t *testing.T, l store.BackfillLog, source string) store.Backfill {
+	t.Helper()
+	b, ok, err := l.LatestBackfill(ctx(t), source)
+	if err != nil || !ok {
+		t.Fatalf("LatestBackfill(%s): %v, %v", source, ok, err)
+	}
+	return b
+}
+
+func testBackfillRoundTrip(t *testing.T, l store.BackfillLog) {
+	if _, ok, err := l.LatestBackfill(ctx(t), "stripe"); ok || err != nil {
+		t.Fatalf("before any: %v, %v; want none", ok, err)
+	}
+	now := time.Now()
+	b := backfillAt("stripe", "r1", now)
+	b.To, b.DryRun = b.StartedAt.Add(-time.Hour), true
+	startBackfill(t, l, b, now.Add(-time.Minute))
+	if got := latestBackfill(t, l, "stripe"); fmt.Sprint(got) != fmt.Sprint(b) {
+		t.Fatalf("read back\n%+v\nwant\n%+v", got, b)
+	}
+	b.State, b.Progress, b.Error = "failed", []byte(`{"pages":3,"found":250}`), "stripe: 401 Unauthorized"
+	b.FinishedAt, b.HeardAt = b.StartedAt.Add(time.Second), b.StartedAt.Add(time.Second)
+	if saved, err := l.SaveBackfill(ctx(t), b); !saved || err != nil {
+		t.Fatalf("SaveBackfill: %v, %v", saved, err)
+	}
+	if got := latestBackfill(t, l, "stripe"); fmt.Sprint(got) != fmt.Sprint(b) {
+		t.Fatalf("after its end\n%+v\nwant\n%+v", got, b)
+	}
+	if _, ok, err := l.LatestBackfill(ctx(t), "paddle"); ok || err != nil {
+		t.Fatalf("another source: %v, %v; want none", ok, err)
+	}
+}
+
+// A running backfill heard from at or after alive keeps another from
+// starting, and is what StartBackfill answers; one not heard from since
+// (its process stopped) is replaced, and so is one that ended.
+func testBackfillRunningRefuses(t *testing.T, l store.BackfillLog) {
+	now := time.Now()
+	first := backfillAt("stripe", "r1", now)
+	startBackfill(t, l, first, now.Add(-time.Minute))
+	got, err := l.StartBackfill(ctx(t), backfillAt("stripe", "r2", now.Add(time.Second)), first.HeardAt)
+	if !errors.Is(err, store.ErrBackfillRunning) || got.Run != "r1" || got.State != "running" {
+		t.Fatalf("a second start while r1 runs: %+v, %v; want r1 and ErrBackfillRunning", got, err)
+	}
+	if b := latestBackfill(t, l, "stripe"); b.Run != "r1" {
+		t.Fatalf("after the refused start the latest is %s, want r1", b.Run)
+	}
+	// r1's process is not heard from after first.HeardAt: a start that
+	// takes alive past it replaces r1.
+	startBackfill(t, l, backfillAt("stripe", "r3", now.Add(time.Minute)), first.HeardAt.Add(time.Microsecond))
+	r3 := latestBackfill(t, l, "stripe")
+	if r3.Run != "r3" {
+		t.Fatalf("the latest is %s, want r3", r3.Run)
+	}
+	r3.State, r3.FinishedAt = "done", r3.StartedAt.Add(time.Second)
+	if saved, err := l.SaveBackfill(ctx(t), r3); !saved || err != nil {
+		t.Fatalf("SaveBackfill(r3): %v, %v", saved, err)
+	}
+	// Ended: the next starts whatever alive says.
+	startBackfill(t, l, backfillAt("stripe", "r4", now.Add(2*time.Minute)), time.Time{})
+}
+
+// Only the latest run writes: a process whose backfill was replaced (it
+// was taken for stopped) cannot write over the new one.
+func testBackfillOnlyItsRunSaves(t *testing.T, l store.BackfillLog) {
+	now := time.Now()
+	old := backfillAt("stripe", "r1", now)
+	startBackfill(t, l, old, now)
+	startBackfill(t, l, backfillAt("stripe", "r2", now.Add(time.Minute)), now.Add(time.Second))
+	old.State, old.Progress = "done", []byte(`{"pages":9}`)
+	if saved, err := l.SaveBackfill(ctx(t), old); saved || err != nil {
+		t.Fatalf("SaveBackfill of the replaced run: %v, %v; want not saved", saved, err)
+	}
+	if b := latestBackfill(t, l, "stripe"); b.Run != "r2" || b.State != "running" {
+		t.Fatalf("the latest is %s (%s), want r2 running", b.Run, b.State)
+	}
+}
+
+// Several processes start a backfill of one source at once: one starts,
+// the others are told it runs, and all name the same run.
+func testBackfillConcurrentStarts(t *testing.T, l store.BackfillLog) {
+	now := time.Now()
+	const n = 8
+	var wg sync.WaitGroup
+	runs := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			got, err := l.StartBackfill(ctx(t), backfillAt("stripe", fmt.Sprintf("r%d", i), now), now.Add(-time.Minute))
+			runs[i], errs[i] = got.Run, err
+		})
+	}
+	wg.Wait()
+	started := 0
+	for i := range n {
+		switch {
+		case errs[i] == nil:
+			started++
+		case !errors.Is(errs[i], store.ErrBackfillRunning):
+			t.Fatalf("start %d: %v", i, errs[i])
+		}
+	}
+	latest := latestBackfill(t, l, "stripe")
+	for i := range n {
+		if runs[i] != latest.Run {
+			t.Errorf("start %d answered run %s, the latest is %s", i, runs[i], latest.Run)
+		}
+	}
+	if started != 1 {
+		t.Fatalf("%d of %d concurrent starts started; want 1", started, n)
+	}
+}
