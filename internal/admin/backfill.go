@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/backfill"
 )
 
@@ -17,9 +18,12 @@ type Backfills interface {
 	// Start checks that source can be backfilled (an error says why not,
 	// naming the config key) and starts a backfill of it in the
 	// background; backfill.ErrRunning while one runs.
+	// anyhook.ErrUnavailable when the database does not answer.
 	Start(source string, from, to time.Time, dryRun bool, by string) (backfill.Job, error)
-	Get(source string) (backfill.Job, bool)
-	Wait(ctx context.Context, source string) (backfill.Job, bool)
+	// Get returns the latest backfill of source, false when none was
+	// started; an error when that cannot be told.
+	Get(source string) (backfill.Job, bool, error)
+	Wait(ctx context.Context, source string) (backfill.Job, bool, error)
 }
 
 type backfillRequest struct {
@@ -52,13 +56,17 @@ func (a *API) startBackfill(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, backfill.ErrRunning):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
+	case errors.Is(err, anyhook.ErrUnavailable):
+		return err // 503, without the database's words
 	case err != nil:
 		return &Error{Status: http.StatusBadRequest, Code: "invalid", Message: err.Error()}
 	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: backfill started", slog.String("source", name),
 		slog.Time("from", from), slog.Time("to", to), slog.Bool("dry_run", req.DryRun), slog.String("by", by))
 	if req.Wait {
-		job, _ = a.backfills.Wait(r.Context(), name)
+		if job, _, err = a.backfills.Wait(r.Context(), name); err != nil {
+			return err
+		}
 		return writeJSON(w, http.StatusOK, job)
 	}
 	return writeJSON(w, http.StatusAccepted, job)
@@ -71,7 +79,10 @@ func (a *API) getBackfill(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	job, ok := a.backfills.Get(name)
+	job, ok, err := a.backfills.Get(name)
+	if err != nil {
+		return err // 503: whether one runs cannot be told
+	}
 	if !ok {
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no backfill of source " + strconv.Quote(name) + " was ever started through the API or the dashboard"}
 	}

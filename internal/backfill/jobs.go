@@ -38,11 +38,14 @@ type RunFunc func(ctx context.Context, source string, from, to time.Time, dryRun
 
 // The pace of a backfill's record in the database: its process writes it
 // every heartbeatEvery while it runs, and a running backfill not written
-// for staleAfter ran in a process that stopped (crashed, killed, its host
-// lost): it is shown failed, and another can start.
+// for StaleAfter (by the database's clock) ran in a process that stopped
+// (crashed, killed, its host lost): it is shown failed, and another can
+// start. A process that cannot write its backfill for giveUpAfter stops
+// it, before another process may take the source over.
 const (
 	heartbeatEvery = 5 * time.Second
-	staleAfter     = 30 * time.Second
+	StaleAfter     = 30 * time.Second
+	giveUpAfter    = StaleAfter - heartbeatEvery
 )
 
 // JobsOptions configure Jobs.
@@ -65,6 +68,8 @@ type Jobs struct {
 	run    RunFunc
 	opt    JobsOptions
 	wg     sync.WaitGroup
+	// The heartbeat's pace: heartbeatEvery and giveUpAfter but in tests.
+	beat, giveUp time.Duration
 
 	mu   sync.Mutex
 	jobs map[string]*local // this process's latest job of each source
@@ -80,6 +85,13 @@ type local struct {
 // ErrRunning refuses a backfill of a source while one runs.
 var ErrRunning = errors.New("a backfill of this source is running; wait for it to finish")
 
+// Why a run ends early, as its job's error says.
+var (
+	errShutdown = errors.New("stopped: the gateway process shut down")
+	errReplaced = errors.New("stopped: another process took the source over, this one having not recorded its progress for " + StaleAfter.String())
+	errCutOff   = errors.New("stopped: its progress could not be recorded in the database for " + giveUpAfter.String() + ", after which another process may take the source over")
+)
+
 // NewJobs returns a Jobs that runs each backfill with run.
 func NewJobs(run RunFunc, opt JobsOptions) *Jobs {
 	if opt.Now == nil {
@@ -89,83 +101,138 @@ func NewJobs(run RunFunc, opt JobsOptions) *Jobs {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Jobs{ctx: ctx, cancel: cancel, run: run, opt: opt, jobs: map[string]*local{}}
+	return &Jobs{ctx: ctx, cancel: cancel, run: run, opt: opt, beat: heartbeatEvery, giveUp: giveUpAfter, jobs: map[string]*local{}}
 }
 
 // Start starts a backfill of source and returns it as it starts. While
 // one of source runs, here or in another process sharing the database, it
-// returns that one and ErrRunning.
+// returns that one and ErrRunning. The database is asked without holding
+// the jobs' lock: a slow one stalls no other source's backfill.
 func (j *Jobs) Start(source string, from, to time.Time, dryRun bool, by string) (Job, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if cur := j.jobs[source]; cur != nil && cur.job.State == StateRunning {
-		return cur.job, ErrRunning
-	}
-	now := j.opt.Now()
-	l := &local{job: Job{Source: source, From: from, To: to, DryRun: dryRun, By: by, State: StateRunning, StartedAt: now},
+	ctx, cancel := context.WithCancelCause(j.ctx)
+	// Times as the database keeps them (microseconds, UTC), so that every
+	// process tells one backfill alike.
+	from, to = from.UTC().Truncate(time.Microsecond), to.UTC().Truncate(time.Microsecond)
+	l := &local{job: Job{Source: source, From: from, To: to, DryRun: dryRun, By: by, State: StateRunning, StartedAt: j.now()},
 		run: store.NewID(), done: make(chan struct{})}
+	j.mu.Lock()
+	prev := j.jobs[source]
+	if prev != nil && prev.job.State == StateRunning {
+		j.mu.Unlock()
+		cancel(nil)
+		return prev.job, ErrRunning
+	}
+	j.jobs[source] = l // holds the source while the database is asked
+	j.mu.Unlock()
 	if j.opt.Log != nil {
-		ctx, cancel := context.WithTimeout(j.ctx, 10*time.Second)
-		cur, err := j.opt.Log.StartBackfill(ctx, l.record(now), now.Add(-staleAfter))
-		cancel()
-		switch {
-		case errors.Is(err, store.ErrBackfillRunning):
-			return j.jobOf(cur), ErrRunning
-		case err != nil:
+		sctx, scancel := context.WithTimeout(j.ctx, 10*time.Second)
+		cur, err := j.opt.Log.StartBackfill(sctx, l.record(), StaleAfter)
+		scancel()
+		if err != nil {
+			j.mu.Lock()
+			j.jobs[source] = prev
+			j.mu.Unlock()
+			cancel(nil)
+			if errors.Is(err, store.ErrBackfillRunning) {
+				return j.jobOf(cur), ErrRunning
+			}
 			return Job{}, err
 		}
 	}
-	j.jobs[source] = l
-	j.wg.Go(func() { j.runJob(l) })
-	return l.job, nil
+	started := l.job // before the run may write its progress
+	j.wg.Go(func() { j.runJob(ctx, cancel, l) })
+	return started, nil
 }
 
 // runJob runs l's backfill, writing it to the database as it goes and
-// when it ends.
-func (j *Jobs) runJob(l *local) {
+// when it ends; cancel (with a cause) ends it early.
+func (j *Jobs) runJob(ctx context.Context, cancel context.CancelCauseFunc, l *local) {
 	defer close(l.done)
 	stop := make(chan struct{})
 	var beats sync.WaitGroup
 	if j.opt.Log != nil {
-		beats.Go(func() {
-			t := time.NewTicker(heartbeatEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					j.save(l)
-				case <-stop:
-					return
-				}
-			}
-		})
+		beats.Go(func() { j.heartbeat(l, cancel, stop) })
 	}
-	job := l.job // the request; only this goroutine and Get's readers touch l
-	p, err := j.run(j.ctx, job.Source, job.From, job.To, job.DryRun, func(p Progress) {
+	job := l.job // the request: only Start wrote it, before this goroutine
+	p, err := j.run(ctx, job.Source, job.From, job.To, job.DryRun, func(p Progress) {
 		j.mu.Lock()
 		l.job.Progress = p
 		j.mu.Unlock()
 	})
 	close(stop)
 	beats.Wait()
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause // why it was stopped, rather than the context's error
+	} else if err != nil && j.ctx.Err() != nil {
+		err = errShutdown
+	}
+	cancel(nil)
 	j.mu.Lock()
-	l.job.Progress, l.job.FinishedAt, l.job.State = p, j.opt.Now(), StateDone
+	l.job.Progress, l.job.FinishedAt, l.job.State = p, j.now(), StateDone
 	if err != nil {
 		l.job.State, l.job.Error = StateFailed, err.Error()
 	}
+	ended := l.job
 	j.mu.Unlock()
-	j.save(l)
+	j.saveEnd(l)
+	j.opt.Logger.Info("backfill ended", "source", ended.Source, "state", ended.State, "error", ended.Error, "dry_run", ended.DryRun,
+		"pages", ended.Progress.Pages, "found", ended.Progress.Found, "already_had", ended.Progress.AlreadyHad, "new", ended.Progress.New,
+		"redelivered", ended.Progress.Redelivered, "took", ended.FinishedAt.Sub(ended.StartedAt).String())
 }
 
-// save writes l as it stands to the database. A failure is logged: the
-// next write, or the end's, carries it; should the end's fail too, the
-// backfill shows as interrupted once staleAfter has passed.
-func (j *Jobs) save(l *local) {
+// now is the jobs' clock, as the database keeps times.
+func (j *Jobs) now() time.Time { return j.opt.Now().UTC().Truncate(time.Microsecond) }
+
+// heartbeat writes l every heartbeatEvery until stop. It ends the run
+// (cancel) when another process's run replaced l's in the database, or
+// when l could not be written for giveUpAfter: by then another process
+// may take the source over, and two would run.
+func (j *Jobs) heartbeat(l *local, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+	t := time.NewTicker(j.beat)
+	defer t.Stop()
+	last := time.Now() // the last write the database took; the local clock measures how long ago
+	for {
+		select {
+		case <-t.C:
+		case <-stop:
+			return
+		}
+		saved, err := j.save(l)
+		switch {
+		case err == nil && saved:
+			last = time.Now()
+		case err == nil:
+			cancel(errReplaced)
+			return
+		case time.Since(last) >= j.giveUp:
+			cancel(errCutOff)
+			return
+		}
+	}
+}
+
+// saveEnd writes l's end, trying again for up to giveUpAfter while the
+// database fails: a backfill whose end is not written shows as
+// interrupted, its counts those of its last heartbeat.
+func (j *Jobs) saveEnd(l *local) {
 	if j.opt.Log == nil {
 		return
 	}
+	deadline := time.Now().Add(j.giveUp)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
+		_, err := j.save(l)
+		if err == nil || time.Now().Add(wait).After(deadline) {
+			return
+		}
+		time.Sleep(wait)
+	}
+}
+
+// save writes l as it stands to the database, and says whether its run
+// is still the source's latest. A failure is logged.
+func (j *Jobs) save(l *local) (bool, error) {
 	j.mu.Lock()
-	b := l.record(j.opt.Now())
+	b := l.record()
 	j.mu.Unlock()
 	// Not j.ctx: the end of a backfill cut by Stop is written too.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -175,26 +242,27 @@ func (j *Jobs) save(l *local) {
 	case err != nil:
 		j.opt.Logger.Warn("backfill: recording its progress failed", "source", b.Source, "err", err)
 	case !saved:
-		j.opt.Logger.Warn("backfill: another backfill of the source replaced this one in the database (this process was taken for stopped)", "source", b.Source)
+		j.opt.Logger.Warn("backfill: another process's backfill of the source replaced this one in the database; stopping it", "source", b.Source)
 	}
+	return saved, err
 }
 
-// record is l's row for the database, heard from at now.
-func (l *local) record(now time.Time) store.Backfill {
+// record is l's row for the database (which sets when it was heard from).
+func (l *local) record() store.Backfill {
 	progress, _ := json.Marshal(l.job.Progress)
 	return store.Backfill{Source: l.job.Source, Run: l.run, From: l.job.From, To: l.job.To, DryRun: l.job.DryRun, By: l.job.By,
-		State: l.job.State, Progress: progress, Error: l.job.Error, StartedAt: l.job.StartedAt, FinishedAt: l.job.FinishedAt, HeardAt: now}
+		State: l.job.State, Progress: progress, Error: l.job.Error, StartedAt: l.job.StartedAt, FinishedAt: l.job.FinishedAt}
 }
 
-// jobOf is the Job of a database row: a running one whose process has not
-// been heard from for staleAfter is shown as failed, since nothing runs it.
+// jobOf is the Job of a database row: a running one not heard from for
+// StaleAfter is shown as failed, since nothing runs it.
 func (j *Jobs) jobOf(b store.Backfill) Job {
 	job := Job{Source: b.Source, From: b.From, To: b.To, DryRun: b.DryRun, By: b.By, State: b.State, Error: b.Error,
 		StartedAt: b.StartedAt, FinishedAt: b.FinishedAt}
 	if err := json.Unmarshal(b.Progress, &job.Progress); err != nil {
 		j.opt.Logger.Warn("backfill: its recorded progress does not read", "source", b.Source, "err", err)
 	}
-	if job.State == StateRunning && b.HeardAt.Before(j.opt.Now().Add(-staleAfter)) {
+	if b.Stale {
 		job.State = StateFailed
 		job.Error = "interrupted: the gateway process running it stopped; nothing was heard from it after " + b.HeardAt.UTC().Format(time.RFC3339)
 	}
@@ -202,9 +270,11 @@ func (j *Jobs) jobOf(b store.Backfill) Job {
 }
 
 // Get returns the latest backfill of source: in the database, started by
-// any process sharing it, or this process's own without one (or while
-// the database does not answer).
-func (j *Jobs) Get(source string) (Job, bool) {
+// any process sharing it; without one, this process's own. false: none
+// was ever started. An error: the database did not answer, and this
+// process runs none of the source (one it ran and ended may no longer be
+// the latest: another process may have started one since).
+func (j *Jobs) Get(source string) (Job, bool, error) {
 	j.mu.Lock()
 	l := j.jobs[source]
 	var mine Job
@@ -214,22 +284,24 @@ func (j *Jobs) Get(source string) (Job, bool) {
 	j.mu.Unlock()
 	if j.opt.Log != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // after Stop too
-		b, ok, err := j.opt.Log.LatestBackfill(ctx, source)
+		b, ok, err := j.opt.Log.LatestBackfill(ctx, source, StaleAfter)
 		cancel()
 		switch {
+		case err != nil && (l == nil || mine.State != StateRunning):
+			return Job{}, false, err
 		case err != nil:
-			j.opt.Logger.Warn("backfill: reading the latest from the database failed; answering with this process's own", "source", source, "err", err)
+			j.opt.Logger.Warn("backfill: reading the latest from the database failed; answering with the one this process runs", "source", source, "err", err)
 		case ok && (l == nil || b.Run != l.run):
-			return j.jobOf(b), true
+			return j.jobOf(b), true, nil
 		}
 	}
-	return mine, l != nil
+	return mine, l != nil, nil
 }
 
 // Wait waits until the latest backfill of source has finished, or ctx is
 // done, and returns it. One that another process runs is read again
 // every pollEvery.
-func (j *Jobs) Wait(ctx context.Context, source string) (Job, bool) {
+func (j *Jobs) Wait(ctx context.Context, source string) (Job, bool, error) {
 	j.mu.Lock()
 	l := j.jobs[source]
 	j.mu.Unlock()
@@ -240,14 +312,14 @@ func (j *Jobs) Wait(ctx context.Context, source string) (Job, bool) {
 		}
 	}
 	for {
-		job, ok := j.Get(source)
-		if !ok || job.State != StateRunning {
-			return job, ok
+		job, ok, err := j.Get(source)
+		if err != nil || !ok || job.State != StateRunning {
+			return job, ok, err
 		}
 		select {
 		case <-time.After(pollEvery):
 		case <-ctx.Done():
-			return job, ok
+			return job, ok, nil
 		}
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/backfill"
+	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
@@ -32,33 +34,38 @@ func (c *clock) add(d time.Duration) {
 }
 
 // TestJobsTakeOverFromAStoppedProcess: two processes (two Jobs, each on its
-// own connection to one SQLite file). The first starts a backfill and stops
-// being heard from (as a process that crashed: its clock, and so the time
-// it last wrote, stays put). While that is recent the second refuses to
-// start another; once it is older than the backfill's heartbeat allows,
-// the second shows it failed (interrupted, not running: nothing runs it)
-// and may start one, which the first, should it come back, cannot write
-// over.
+// own store over one SQLite file; the stores' clocks are the database's
+// clock here). The first starts a backfill and stops being heard from (as a
+// process that froze: its clock, and so the time it last wrote, stays
+// put). While that is recent the second refuses to start another; once it
+// is older than StaleAfter, the second shows it failed (interrupted, not
+// running: nothing runs it) and may start one. The first, coming back,
+// finds its run replaced at its next write and stops it, and cannot
+// write over the new one.
 func TestJobsTakeOverFromAStoppedProcess(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "anyhook.db")
-	open := func() *sqlite.Store {
-		st, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	start := time.Now()
+	clockA, clockB := &clock{now: start}, &clock{now: start}
+	open := func(c *clock) *sqlite.Store {
+		st, err := sqlite.Open(t.Context(), path, sqlite.Options{Now: c.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
 		return st
 	}
-	stA, stB := open(), open()
-	start := time.Now()
-	clockA, clockB := &clock{now: start}, &clock{now: start}
+	stA, stB := open(clockA), open(clockB)
 
+	stopped := make(chan error, 1)
 	hang := func(ctx context.Context, source string, from, to time.Time, dryRun bool, progress func(backfill.Progress)) (backfill.Progress, error) {
 		progress(backfill.Progress{Pages: 1})
 		<-ctx.Done()
+		stopped <- context.Cause(ctx)
 		return backfill.Progress{Pages: 1}, ctx.Err()
 	}
 	a := backfill.NewJobs(hang, backfill.JobsOptions{Now: clockA.Now, Log: stA})
+	defer a.Stop()
 	if _, err := a.Start("stripe", start.Add(-time.Hour), time.Time{}, false, "api"); err != nil {
 		t.Fatal(err)
 	}
@@ -68,33 +75,103 @@ func TestJobsTakeOverFromAStoppedProcess(t *testing.T) {
 	}
 	b := backfill.NewJobs(quick, backfill.JobsOptions{Now: clockB.Now, Log: stB})
 	defer b.Stop()
-	if job, ok := b.Get("stripe"); !ok || job.State != backfill.StateRunning || job.By != "api" {
-		t.Fatalf("b sees %+v, %v; want a's backfill running", job, ok)
+	if job, ok, err := b.Get("stripe"); err != nil || !ok || job.State != backfill.StateRunning || job.By != "api" {
+		t.Fatalf("b sees %+v, %v, %v; want a's backfill running", job, ok, err)
 	}
-	clockB.add(29 * time.Second)
+	clockB.add(backfill.StaleAfter - time.Second)
 	if job, err := b.Start("stripe", start, time.Time{}, false, "dashboard"); !errors.Is(err, backfill.ErrRunning) || job.By != "api" {
-		t.Fatalf("b's start 29 s after a was last heard from: %+v, %v; want a's and ErrRunning", job, err)
+		t.Fatalf("b's start just within StaleAfter of a's last write: %+v, %v; want a's and ErrRunning", job, err)
 	}
 
-	clockB.add(2 * time.Second) // 31 s: past the 30 s a running backfill may go unheard
-	job, ok := b.Get("stripe")
-	if !ok || job.State != backfill.StateFailed || !strings.Contains(job.Error, "interrupted") {
-		t.Fatalf("b sees %+v, %v; want a's backfill failed, interrupted", job, ok)
+	clockB.add(2 * time.Second) // past StaleAfter
+	job, ok, err := b.Get("stripe")
+	if err != nil || !ok || job.State != backfill.StateFailed || !strings.Contains(job.Error, "interrupted") {
+		t.Fatalf("b sees %+v, %v, %v; want a's backfill failed, interrupted", job, ok, err)
 	}
 	if _, err := b.Start("stripe", start, time.Time{}, false, "dashboard"); err != nil {
 		t.Fatalf("b's start once a's is interrupted: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if job, _ := b.Wait(ctx, "stripe"); job.State != backfill.StateDone || job.By != "dashboard" || job.Progress.New != 1 {
-		t.Fatalf("b's backfill: %+v", job)
+	if job, _, err := b.Wait(ctx, "stripe"); err != nil || job.State != backfill.StateDone || job.By != "dashboard" || job.Progress.New != 1 {
+		t.Fatalf("b's backfill: %+v, %v", job, err)
 	}
 
-	// a comes back to end its backfill: the database keeps b's.
-	a.Stop()
-	for name, j := range map[string]*backfill.Jobs{"a": a, "b": b} {
-		if job, _ := j.Get("stripe"); job.State != backfill.StateDone || job.By != "dashboard" {
-			t.Errorf("%s sees %+v after a's end; want b's backfill, done", name, job)
+	// a was only frozen: at its next heartbeat it finds its run replaced
+	// and stops it, rather than running a second backfill of the source.
+	select {
+	case cause := <-stopped:
+		if cause == nil || !strings.Contains(cause.Error(), "another process took the source over") {
+			t.Fatalf("a's run stopped for %v; want replaced", cause)
 		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a's run still runs 30 s after b's replaced it (a heartbeat is due every 5 s)")
+	}
+	for name, j := range map[string]*backfill.Jobs{"a": a, "b": b} {
+		if job, _, err := j.Get("stripe"); err != nil || job.State != backfill.StateDone || job.By != "dashboard" {
+			t.Errorf("%s sees %+v, %v after a's end; want b's backfill, done", name, job, err)
+		}
+	}
+}
+
+// failingSaves is a real store whose SaveBackfill fails while failing is
+// set: the database cut from the process running a backfill.
+type failingSaves struct {
+	*sqlite.Store
+	failing atomic.Bool
+}
+
+func (f *failingSaves) SaveBackfill(ctx context.Context, b store.Backfill) (bool, error) {
+	if f.failing.Load() {
+		return false, store.Unavailable("save backfill", errors.New("connection refused"))
+	}
+	return f.Store.SaveBackfill(ctx, b)
+}
+
+// TestJobsStopWhenCutOff: a process that cannot write its backfill to the
+// database stops it before another process may take the source over
+// (which another may once the backfill goes unheard for StaleAfter), so
+// that two never run; the end it could not write is told as failed, cut
+// off, by the process itself.
+func TestJobsStopWhenCutOff(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := &failingSaves{Store: st}
+	stopped := make(chan error, 1)
+	hang := func(ctx context.Context, source string, from, to time.Time, dryRun bool, progress func(backfill.Progress)) (backfill.Progress, error) {
+		<-ctx.Done()
+		stopped <- context.Cause(ctx)
+		return backfill.Progress{}, ctx.Err()
+	}
+	j := backfill.NewJobs(hang, backfill.JobsOptions{Log: log})
+	backfill.SetPace(j, 20*time.Millisecond, 200*time.Millisecond)
+	defer j.Stop()
+	if _, err := j.Start("stripe", time.Now().Add(-time.Hour), time.Time{}, false, "api"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // heartbeats written
+	select {
+	case cause := <-stopped:
+		t.Fatalf("the run stopped while its heartbeats were written: %v", cause)
+	default:
+	}
+	log.failing.Store(true)
+	select {
+	case cause := <-stopped:
+		if cause == nil || !strings.Contains(cause.Error(), "could not be recorded") {
+			t.Fatalf("the run stopped for %v; want cut off", cause)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run still runs 30 s after its writes began failing (it gives up after 200 ms here)")
+	}
+	log.failing.Store(false)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if job, _, err := j.Wait(ctx, "stripe"); err != nil || job.State != backfill.StateFailed || !strings.Contains(job.Error, "could not be recorded") {
+		t.Fatalf("after the cut: %+v, %v; want failed, cut off", job, err)
 	}
 }

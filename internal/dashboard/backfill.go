@@ -18,6 +18,9 @@ type sourceRow struct {
 	Backfill     *backfill.Job // nil: none ever started (by any process on the database)
 	// NoBackfill says why the source cannot be backfilled ("": it can).
 	NoBackfill string
+	// Unknown says why its latest backfill cannot be told ("": it can),
+	// say the database did not answer.
+	Unknown string
 }
 
 // GET /sources (sourcesPage): each source, a backfill button, and the latest backfill
@@ -38,9 +41,12 @@ func (d *Dashboard) sourcesPage(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if res.ok() {
+		switch {
+		case res.ok():
 			row.Backfill = &job
 			running = running || job.State == backfill.StateRunning
+		case res.status != http.StatusNotFound:
+			row.Unknown = res.message()
 		}
 		rows = append(rows, row)
 	}

@@ -116,9 +116,9 @@ func (a backfillAPI) Start(source string, from, to time.Time, dryRun bool, by st
 }
 
 // Get returns the latest backfill of source.
-func (a backfillAPI) Get(source string) (backfill.Job, bool) { return a.jobs.Get(source) }
+func (a backfillAPI) Get(source string) (backfill.Job, bool, error) { return a.jobs.Get(source) }
 
 // Wait waits for the latest backfill of source to finish.
-func (a backfillAPI) Wait(ctx context.Context, source string) (backfill.Job, bool) {
+func (a backfillAPI) Wait(ctx context.Context, source string) (backfill.Job, bool, error) {
 	return a.jobs.Wait(ctx, source)
 }

@@ -270,3 +270,50 @@ sources:
 		t.Fatalf("the provider was asked %d times (%v), want 2: one backfill", len(q), q)
 	}
 }
+
+// TestBackfillWhileTheDatabaseIsDown: with the database cut, whether a
+// backfill runs cannot be told: GET answers 503 (not 404, "none was ever
+// started"), a start answers 503 (not 400, with the database's words),
+// and the dashboard's Sources page says it cannot tell. When the database
+// is back, the backfill started before the cut is told again.
+func TestBackfillWhileTheDatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	const key = "sk_test_gateway_backfill_outage"
+	fake := backfilltest.NewStripe(t, key)
+	fake.Add("invoice.paid", "in_0", time.Now().Add(-time.Minute))
+	u, err := url.Parse(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := pgtest.Proxy(t, u.Host)
+	u.Host = px.Addr()
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`listen: 127.0.0.1:0
+database: %q
+sources:
+  stripe: {provider: stripe, secrets: [whsec_x], api_key: %s, api_base: %s}
+`, u.String(), key, fake.URL), gateway.Options{})
+	api := base + "/api/sources/stripe/backfill"
+	if code, body := gatewaytest.Admin(t, "POST", api, `{"since": "1h", "wait": true}`); code != 200 || !strings.Contains(string(body), `"state":"done"`) {
+		t.Fatalf("a backfill before the cut: %d %s", code, body)
+	}
+
+	px.Cut()
+	code, body := gatewaytest.Admin(t, "GET", api, "")
+	if code != 503 || strings.Contains(string(body), "dial") || strings.Contains(string(body), u.Host) {
+		t.Errorf("GET with the database cut: %d %s; want 503, without the database's words", code, body)
+	}
+	code, body = gatewaytest.Admin(t, "POST", api, `{"since": "1h"}`)
+	if code != 503 || strings.Contains(string(body), "dial") || strings.Contains(string(body), u.Host) {
+		t.Errorf("POST with the database cut: %d %s; want 503, without the database's words", code, body)
+	}
+	code, body = gatewaytest.Admin(t, "GET", base+"/sources", "")
+	if code != 200 || !strings.Contains(string(body), "cannot tell") || strings.Contains(string(body), "none started") {
+		t.Errorf("the Sources page with the database cut: %d, want it to say it cannot tell:\n%s", code, body)
+	}
+
+	px.Restore()
+	testwait.For(t, "the backfill told again", func() bool {
+		code, body := gatewaytest.Admin(t, "GET", api, "")
+		return code == 200 && strings.Contains(string(body), `"state":"done"`)
+	})
+}

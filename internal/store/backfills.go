@@ -23,9 +23,15 @@ type Backfill struct {
 	Error      string
 	StartedAt  time.Time
 	FinishedAt time.Time // zero while it runs
-	// HeardAt is when the process running it last wrote it: a running
+	// HeardAt is when the process running it last wrote it, by the
+	// database's clock (set by StartBackfill and SaveBackfill): a running
 	// backfill not heard from for long ran in a process that stopped.
 	HeardAt time.Time
+	// Stale, read by LatestBackfill, says it is running and was not heard
+	// from for the staleAfter asked, by the database's clock (so clock
+	// skew between the gateway's hosts cannot make a live one look
+	// stopped).
+	Stale bool
 }
 
 // ErrBackfillRunning answers StartBackfill when the source's latest
@@ -34,15 +40,17 @@ var ErrBackfillRunning = errors.New("a backfill of this source is running")
 
 // BackfillLog keeps the latest backfill of each source.
 type BackfillLog interface {
-	// StartBackfill records b as its source's latest backfill, unless the
-	// latest is running and was heard from at or after alive: then it
-	// returns that one and ErrBackfillRunning. Two processes starting a
-	// backfill of one source at once: one of them starts it.
-	StartBackfill(ctx context.Context, b Backfill, alive time.Time) (Backfill, error)
-	// SaveBackfill writes b over its source's latest backfill if that is
-	// still b's run, and says whether it was.
+	// StartBackfill records b as its source's latest backfill, heard from
+	// now, unless the latest is running and was heard from within
+	// staleAfter: then it returns that one and ErrBackfillRunning. Two
+	// processes starting a backfill of one source at once: one of them
+	// starts it.
+	StartBackfill(ctx context.Context, b Backfill, staleAfter time.Duration) (Backfill, error)
+	// SaveBackfill writes b, heard from now, over its source's latest
+	// backfill if that is still b's run, and says whether it was.
 	SaveBackfill(ctx context.Context, b Backfill) (bool, error)
-	// LatestBackfill returns source's latest backfill; false when none
+	// LatestBackfill returns source's latest backfill, Stale when it is
+	// running and was not heard from within staleAfter; false when none
 	// was ever started.
-	LatestBackfill(ctx context.Context, source string) (Backfill, bool, error)
+	LatestBackfill(ctx context.Context, source string, staleAfter time.Duration) (Backfill, bool, error)
 }

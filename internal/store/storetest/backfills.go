@@ -30,67 +30,86 @@ func RunBackfills(t *testing.T, open Open) {
 func backfillAt(source, run string, at time.Time) store.Backfill {
 	at = at.UTC().Truncate(time.Microsecond)
 	return store.Backfill{Source: source, Run: run, From: at.Add(-6 * time.Hour), By: "api", State: "running",
-		Progress: []byte(`{"pages":0}`), StartedAt: at, HeardAt: at}
+		Progress: []byte(`{"pages":0}`), StartedAt: at}
 }
 
-func startBackfill(t *testing.T, l store.BackfillLog, b store.Backfill, alive time.Time) {
+func startBackfill(t *testing.T, l store.BackfillLog, b store.Backfill, staleAfter time.Duration) {
 	t.Helper()
-	if got, err := l.StartBackfill(ctx(t), b, alive); err != nil || got.Run != b.Run {
+	if got, err := l.StartBackfill(ctx(t), b, staleAfter); err != nil || got.Run != b.Run {
 		t.Fatalf("StartBackfill(%s): %+v, %v; want it started", b.Run, got, err)
 	}
 }
 
-func latestBackfill(t *testing.T, l store.BackfillLog, source string) store.Backfill {
+func latestBackfill(t *testing.T, l store.BackfillLog, source string, staleAfter time.Duration) store.Backfill {
 	t.Helper()
-	b, ok, err := l.LatestBackfill(ctx(t), source)
+	b, ok, err := l.LatestBackfill(ctx(t), source, staleAfter)
 	if err != nil || !ok {
 		t.Fatalf("LatestBackfill(%s): %v, %v", source, ok, err)
 	}
 	return b
 }
 
+// sameBackfill says whether a and b hold the same, but for when they were
+// heard from (the database's clock) and their staleness.
+func sameBackfill(a, b store.Backfill) bool {
+	a.HeardAt, a.Stale, b.HeardAt, b.Stale = time.Time{}, false, time.Time{}, false
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
 func testBackfillRoundTrip(t *testing.T, l store.BackfillLog) {
-	if _, ok, err := l.LatestBackfill(ctx(t), "stripe"); ok || err != nil {
+	if _, ok, err := l.LatestBackfill(ctx(t), "stripe", time.Hour); ok || err != nil {
 		t.Fatalf("before any: %v, %v; want none", ok, err)
 	}
 	now := time.Now()
 	b := backfillAt("stripe", "r1", now)
 	b.To, b.DryRun = b.StartedAt.Add(-time.Hour), true
-	startBackfill(t, l, b, now.Add(-time.Minute))
-	if got := latestBackfill(t, l, "stripe"); fmt.Sprint(got) != fmt.Sprint(b) {
-		t.Fatalf("read back\n%+v\nwant\n%+v", got, b)
+	startBackfill(t, l, b, time.Hour)
+	got := latestBackfill(t, l, "stripe", time.Hour)
+	if !sameBackfill(got, b) || got.Stale {
+		t.Fatalf("read back\n%+v\nwant\n%+v, not stale", got, b)
+	}
+	if d := got.HeardAt.Sub(now); d < -time.Minute || d > time.Minute {
+		t.Fatalf("heard at %s, started at %s: want the database's now", got.HeardAt, now)
 	}
 	b.State, b.Progress, b.Error = "failed", []byte(`{"pages":3,"found":250}`), "stripe: 401 Unauthorized"
-	b.FinishedAt, b.HeardAt = b.StartedAt.Add(time.Second), b.StartedAt.Add(time.Second)
+	b.FinishedAt = b.StartedAt.Add(time.Second)
 	if saved, err := l.SaveBackfill(ctx(t), b); !saved || err != nil {
 		t.Fatalf("SaveBackfill: %v, %v", saved, err)
 	}
-	if got := latestBackfill(t, l, "stripe"); fmt.Sprint(got) != fmt.Sprint(b) {
+	if got := latestBackfill(t, l, "stripe", time.Hour); !sameBackfill(got, b) {
 		t.Fatalf("after its end\n%+v\nwant\n%+v", got, b)
 	}
-	if _, ok, err := l.LatestBackfill(ctx(t), "paddle"); ok || err != nil {
+	// An ended backfill is never stale, however long ago it was heard from.
+	if got := latestBackfill(t, l, "stripe", 0); got.Stale {
+		t.Fatalf("an ended backfill read as stale: %+v", got)
+	}
+	if _, ok, err := l.LatestBackfill(ctx(t), "paddle", time.Hour); ok || err != nil {
 		t.Fatalf("another source: %v, %v; want none", ok, err)
 	}
 }
 
-// A running backfill heard from at or after alive keeps another from
-// starting, and is what StartBackfill answers; one not heard from since
-// (its process stopped) is replaced, and so is one that ended.
+// A running backfill heard from within staleAfter keeps another from
+// starting, and is what StartBackfill answers; one not heard from for
+// longer (its process stopped) reads as stale and is replaced, and so is
+// one that ended. Staleness is judged by the database's clock.
 func testBackfillRunningRefuses(t *testing.T, l store.BackfillLog) {
 	now := time.Now()
-	first := backfillAt("stripe", "r1", now)
-	startBackfill(t, l, first, now.Add(-time.Minute))
-	got, err := l.StartBackfill(ctx(t), backfillAt("stripe", "r2", now.Add(time.Second)), first.HeardAt)
-	if !errors.Is(err, store.ErrBackfillRunning) || got.Run != "r1" || got.State != "running" {
-		t.Fatalf("a second start while r1 runs: %+v, %v; want r1 and ErrBackfillRunning", got, err)
+	startBackfill(t, l, backfillAt("stripe", "r1", now), time.Hour)
+	got, err := l.StartBackfill(ctx(t), backfillAt("stripe", "r2", now.Add(time.Second)), time.Hour)
+	if !errors.Is(err, store.ErrBackfillRunning) || got.Run != "r1" || got.State != "running" || got.Stale {
+		t.Fatalf("a second start while r1 runs: %+v, %v; want r1, not stale, and ErrBackfillRunning", got, err)
 	}
-	if b := latestBackfill(t, l, "stripe"); b.Run != "r1" {
-		t.Fatalf("after the refused start the latest is %s, want r1", b.Run)
+	if b := latestBackfill(t, l, "stripe", time.Hour); b.Run != "r1" || b.Stale {
+		t.Fatalf("after the refused start the latest is %+v, want r1 not stale", b)
 	}
-	// r1's process is not heard from after first.HeardAt: a start that
-	// takes alive past it replaces r1.
-	startBackfill(t, l, backfillAt("stripe", "r3", now.Add(time.Minute)), first.HeardAt.Add(time.Microsecond))
-	r3 := latestBackfill(t, l, "stripe")
+	// r1's process is not heard from again: once more than staleAfter
+	// has passed it reads as stale, and a start replaces it.
+	time.Sleep(50 * time.Millisecond)
+	if b := latestBackfill(t, l, "stripe", 10*time.Millisecond); b.Run != "r1" || !b.Stale {
+		t.Fatalf("r1, not heard from for 50 ms, with 10 ms allowed: %+v, want stale", b)
+	}
+	startBackfill(t, l, backfillAt("stripe", "r3", now.Add(time.Minute)), 10*time.Millisecond)
+	r3 := latestBackfill(t, l, "stripe", time.Hour)
 	if r3.Run != "r3" {
 		t.Fatalf("the latest is %s, want r3", r3.Run)
 	}
@@ -98,8 +117,8 @@ func testBackfillRunningRefuses(t *testing.T, l store.BackfillLog) {
 	if saved, err := l.SaveBackfill(ctx(t), r3); !saved || err != nil {
 		t.Fatalf("SaveBackfill(r3): %v, %v", saved, err)
 	}
-	// Ended: the next starts whatever alive says.
-	startBackfill(t, l, backfillAt("stripe", "r4", now.Add(2*time.Minute)), time.Time{})
+	// Ended: the next starts however recently r3 was heard from.
+	startBackfill(t, l, backfillAt("stripe", "r4", now.Add(2*time.Minute)), time.Hour)
 }
 
 // Only the latest run writes: a process whose backfill was replaced (it
@@ -107,13 +126,14 @@ func testBackfillRunningRefuses(t *testing.T, l store.BackfillLog) {
 func testBackfillOnlyItsRunSaves(t *testing.T, l store.BackfillLog) {
 	now := time.Now()
 	old := backfillAt("stripe", "r1", now)
-	startBackfill(t, l, old, now)
-	startBackfill(t, l, backfillAt("stripe", "r2", now.Add(time.Minute)), now.Add(time.Second))
+	startBackfill(t, l, old, time.Hour)
+	time.Sleep(10 * time.Millisecond)
+	startBackfill(t, l, backfillAt("stripe", "r2", now.Add(time.Minute)), time.Microsecond)
 	old.State, old.Progress = "done", []byte(`{"pages":9}`)
 	if saved, err := l.SaveBackfill(ctx(t), old); saved || err != nil {
 		t.Fatalf("SaveBackfill of the replaced run: %v, %v; want not saved", saved, err)
 	}
-	if b := latestBackfill(t, l, "stripe"); b.Run != "r2" || b.State != "running" {
+	if b := latestBackfill(t, l, "stripe", time.Hour); b.Run != "r2" || b.State != "running" {
 		t.Fatalf("the latest is %s (%s), want r2 running", b.Run, b.State)
 	}
 }
@@ -128,7 +148,7 @@ func testBackfillConcurrentStarts(t *testing.T, l store.BackfillLog) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			got, err := l.StartBackfill(ctx(t), backfillAt("stripe", fmt.Sprintf("r%d", i), now), now.Add(-time.Minute))
+			got, err := l.StartBackfill(ctx(t), backfillAt("stripe", fmt.Sprintf("r%d", i), now), time.Hour)
 			runs[i], errs[i] = got.Run, err
 		})
 	}
@@ -142,7 +162,7 @@ func testBackfillConcurrentStarts(t *testing.T, l store.BackfillLog) {
 			t.Fatalf("start %d: %v", i, errs[i])
 		}
 	}
-	latest := latestBackfill(t, l, "stripe")
+	latest := latestBackfill(t, l, "stripe", time.Hour)
 	for i := range n {
 		if runs[i] != latest.Run {
 			t.Errorf("start %d answered run %s, the latest is %s", i, runs[i], latest.Run)
