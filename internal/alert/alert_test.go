@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/redirect/redirecttest"
+	"github.com/anyhook/anyhook/internal/testclock"
 )
 
 // recorder is an alert sink: an httptest server that keeps what it is sent.
@@ -63,24 +64,6 @@ func (r *recorder) next(t *testing.T) []byte {
 	}
 }
 
-// clock is a manual clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // logs collects log records.
 type logs struct {
 	mu   sync.Mutex
@@ -111,7 +94,7 @@ func (l *logs) all() string {
 
 type fixture struct {
 	n     *Notifier
-	clock *clock
+	clock *testclock.Clock
 	logs  *logs
 	tick  chan time.Time
 }
@@ -121,7 +104,7 @@ type fixture struct {
 func setup(t *testing.T, sinks ...Sink) *fixture {
 	t.Helper()
 	f := &fixture{
-		clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+		clock: testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
 		logs:  &logs{},
 		tick:  make(chan time.Time),
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,25 +12,8 @@ import (
 	"github.com/anyhook/anyhook/internal/backfill"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
+	"github.com/anyhook/anyhook/internal/testclock"
 )
-
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // TestJobsTakeOverFromAStoppedProcess: two processes (two Jobs, each on its
 // own store over one SQLite file; the stores' clocks are the database's
@@ -46,8 +28,8 @@ func TestJobsTakeOverFromAStoppedProcess(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "anyhook.db")
 	start := time.Now()
-	clockA, clockB := &clock{now: start}, &clock{now: start}
-	open := func(c *clock) *sqlite.Store {
+	clockA, clockB := testclock.New(start), testclock.New(start)
+	open := func(c *testclock.Clock) *sqlite.Store {
 		st, err := sqlite.Open(t.Context(), path, sqlite.Options{Now: c.Now})
 		if err != nil {
 			t.Fatal(err)
@@ -78,12 +60,12 @@ func TestJobsTakeOverFromAStoppedProcess(t *testing.T) {
 	if job, ok, err := b.Get("stripe"); err != nil || !ok || job.State != backfill.StateRunning || job.By != "api" {
 		t.Fatalf("b sees %+v, %v, %v; want a's backfill running", job, ok, err)
 	}
-	clockB.add(backfill.StaleAfter - time.Second)
+	clockB.Add(backfill.StaleAfter - time.Second)
 	if job, err := b.Start("stripe", start, time.Time{}, false, "dashboard"); !errors.Is(err, backfill.ErrRunning) || job.By != "api" {
 		t.Fatalf("b's start just within StaleAfter of a's last write: %+v, %v; want a's and ErrRunning", job, err)
 	}
 
-	clockB.add(2 * time.Second) // past StaleAfter
+	clockB.Add(2 * time.Second) // past StaleAfter
 	job, ok, err := b.Get("stripe")
 	if err != nil || !ok || job.State != backfill.StateFailed || !strings.Contains(job.Error, "interrupted") {
 		t.Fatalf("b sees %+v, %v, %v; want a's backfill failed, interrupted", job, ok, err)

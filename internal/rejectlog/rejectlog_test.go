@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/testclock"
 )
 
 // fakeStore keeps what it is given. When gate is set, RecordRejections
@@ -79,24 +80,11 @@ func (c *counter) get(reason string) int {
 	return c.n[reason]
 }
 
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func setup(t *testing.T, st Store, lim Limits) (*Log, *counter, *clock) {
+func setup(t *testing.T, st Store, lim Limits) (*Log, *counter, *testclock.Clock) {
 	t.Helper()
-	c := &clock{t: time.Now().Truncate(time.Minute)}
+	c := testclock.New(time.Now().Truncate(time.Minute))
 	obs := &counter{}
-	l := New(st, Options{Limits: lim, Now: c.now, Observer: obs})
+	l := New(st, Options{Limits: lim, Now: c.Now, Observer: obs})
 	l.Start(t.Context())
 	t.Cleanup(l.Stop)
 	return l, obs, c
@@ -135,7 +123,7 @@ func TestRecordKeepsNoBody(t *testing.T) {
 		t.Fatalf("records = %+v", rs)
 	}
 	sum := sha256.Sum256(body)
-	want := anyhook.Rejection{At: c.now(), Source: "stripe", KnownSource: true, Reason: anyhook.RejectSignature, Status: 400,
+	want := anyhook.Rejection{At: c.Now(), Source: "stripe", KnownSource: true, Reason: anyhook.RejectSignature, Status: 400,
 		Message: "no signature matched", RemoteAddr: "203.0.113.5:40000", UserAgent: "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
 		BodySize: int64(len(body)), BodySHA256: hex.EncodeToString(sum[:]), HeaderCount: 2,
 		HeaderBytes: len("User-Agent") + len("Stripe/1.0 (+https://stripe.com/docs/webhooks)") + 4 + len("Stripe-Signature") + len("t=1,v1=00") + 4}
@@ -183,7 +171,7 @@ func TestCapsPerMinute(t *testing.T) {
 	if got := obs.get(DroppedRate); got != 2+1+2 {
 		t.Errorf("dropped over the caps = %d, want 5", got)
 	}
-	c.add(time.Minute)
+	c.Add(time.Minute)
 	send("stripe", true, 4) // a new minute: 3 kept
 	if got := obs.get(DroppedRate); got != 6 {
 		t.Errorf("dropped after a minute = %d, want 6", got)
