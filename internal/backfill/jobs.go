@@ -65,9 +65,13 @@ type JobsOptions struct {
 type Jobs struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	run    RunFunc
-	opt    JobsOptions
-	wg     sync.WaitGroup
+	// end bounds the database writes of a run's end: cancelled when
+	// Stop's deadline passes, so that shutdown does not wait them out.
+	end       context.Context
+	endCancel context.CancelFunc
+	run       RunFunc
+	opt       JobsOptions
+	wg        sync.WaitGroup
 	// The heartbeat's pace: heartbeatEvery and giveUpAfter but in tests.
 	beat, giveUp time.Duration
 
@@ -80,6 +84,9 @@ type local struct {
 	job  Job
 	run  string        // its id in the database
 	done chan struct{} // closed when it has ended and been written
+	// heard is when its last write that the database took was sent: the
+	// database stamped heard_at at or after it.
+	heard time.Time
 }
 
 // ErrRunning refuses a backfill of a source while one runs.
@@ -101,7 +108,9 @@ func NewJobs(run RunFunc, opt JobsOptions) *Jobs {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Jobs{ctx: ctx, cancel: cancel, run: run, opt: opt, beat: heartbeatEvery, giveUp: giveUpAfter, jobs: map[string]*local{}}
+	end, endCancel := context.WithCancel(context.Background())
+	return &Jobs{ctx: ctx, cancel: cancel, end: end, endCancel: endCancel, run: run, opt: opt,
+		beat: heartbeatEvery, giveUp: giveUpAfter, jobs: map[string]*local{}}
 }
 
 // Start starts a backfill of source and returns it as it starts. While
@@ -124,6 +133,7 @@ func (j *Jobs) Start(source string, from, to time.Time, dryRun bool, by string) 
 	}
 	j.jobs[source] = l // holds the source while the database is asked
 	j.mu.Unlock()
+	l.heard = time.Now()
 	if j.opt.Log != nil {
 		sctx, scancel := context.WithTimeout(j.ctx, 10*time.Second)
 		cur, err := j.opt.Log.StartBackfill(sctx, l.record(), StaleAfter)
@@ -132,6 +142,7 @@ func (j *Jobs) Start(source string, from, to time.Time, dryRun bool, by string) 
 			j.mu.Lock()
 			j.jobs[source] = prev
 			j.mu.Unlock()
+			close(l.done) // a Wait that saw the placeholder
 			cancel(nil)
 			if errors.Is(err, store.ErrBackfillRunning) {
 				return j.jobOf(cur), ErrRunning
@@ -159,13 +170,17 @@ func (j *Jobs) runJob(ctx context.Context, cancel context.CancelCauseFunc, l *lo
 		l.job.Progress = p
 		j.mu.Unlock()
 	})
+	// Why it was stopped, rather than the context's error, decided as it
+	// returns (a heartbeat may still cancel it before it is waited for).
+	if err != nil && ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, context.Canceled) {
+			err = errShutdown
+		} else {
+			err = cause
+		}
+	}
 	close(stop)
 	beats.Wait()
-	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause // why it was stopped, rather than the context's error
-	} else if err != nil && j.ctx.Err() != nil {
-		err = errShutdown
-	}
 	cancel(nil)
 	j.mu.Lock()
 	l.job.Progress, l.job.FinishedAt, l.job.State = p, j.now(), StateDone
@@ -184,28 +199,29 @@ func (j *Jobs) runJob(ctx context.Context, cancel context.CancelCauseFunc, l *lo
 func (j *Jobs) now() time.Time { return j.opt.Now().UTC().Truncate(time.Microsecond) }
 
 // heartbeat writes l every heartbeatEvery until stop. It ends the run
-// (cancel) when another process's run replaced l's in the database, or
-// when l could not be written for giveUpAfter: by then another process
-// may take the source over, and two would run.
+// (cancel) when another process's run replaced l's in the database, and
+// giveUpAfter after the last write the database took was sent, whatever
+// the writes in flight: by StaleAfter another process may take the source
+// over, and two would run. (The database stamped that write at or after it
+// was sent; the local clock measures the time since.)
 func (j *Jobs) heartbeat(l *local, cancel context.CancelCauseFunc, stop <-chan struct{}) {
 	t := time.NewTicker(j.beat)
 	defer t.Stop()
-	last := time.Now() // the last write the database took; the local clock measures how long ago
+	cutoff := time.AfterFunc(j.giveUp-time.Since(l.heard), func() { cancel(errCutOff) })
+	defer cutoff.Stop()
 	for {
 		select {
 		case <-t.C:
 		case <-stop:
 			return
 		}
+		sent := time.Now()
 		saved, err := j.save(l)
 		switch {
 		case err == nil && saved:
-			last = time.Now()
+			cutoff.Reset(j.giveUp - time.Since(sent))
 		case err == nil:
 			cancel(errReplaced)
-			return
-		case time.Since(last) >= j.giveUp:
-			cancel(errCutOff)
 			return
 		}
 	}
@@ -224,7 +240,11 @@ func (j *Jobs) saveEnd(l *local) {
 		if err == nil || time.Now().Add(wait).After(deadline) {
 			return
 		}
-		time.Sleep(wait)
+		select {
+		case <-time.After(wait):
+		case <-j.end.Done(): // Stop's deadline
+			return
+		}
 	}
 }
 
@@ -234,8 +254,9 @@ func (j *Jobs) save(l *local) (bool, error) {
 	j.mu.Lock()
 	b := l.record()
 	j.mu.Unlock()
-	// Not j.ctx: the end of a backfill cut by Stop is written too.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Not j.ctx: the end of a backfill cut by Stop is written too, until
+	// Stop's deadline.
+	ctx, cancel := context.WithTimeout(j.end, 10*time.Second)
 	defer cancel()
 	saved, err := j.opt.Log.SaveBackfill(ctx, b)
 	switch {
@@ -327,9 +348,22 @@ func (j *Jobs) Wait(ctx context.Context, source string) (Job, bool, error) {
 // pollEvery is how often Wait reads a backfill another process runs.
 const pollEvery = 250 * time.Millisecond
 
-// Stop cancels the running backfills and waits for them to return (and
-// their ends to be written).
-func (j *Jobs) Stop() {
+// Stop cancels the running backfills and waits for them to return and
+// their ends to be written, or for ctx to end: the writes still in flight
+// are then abandoned (an end not written shows as interrupted after
+// StaleAfter).
+func (j *Jobs) Stop(ctx context.Context) {
 	j.cancel()
-	j.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		j.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		j.endCancel()
+		<-done
+	}
+	j.endCancel()
 }

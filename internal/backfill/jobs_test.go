@@ -47,7 +47,7 @@ func TestJobsTakeOverFromAStoppedProcess(t *testing.T) {
 		return backfill.Progress{Pages: 1}, ctx.Err()
 	}
 	a := backfill.NewJobs(hang, backfill.JobsOptions{Now: clockA.Now, Log: stA})
-	defer a.Stop()
+	defer a.Stop(context.Background())
 	if _, err := a.Start("stripe", start.Add(-time.Hour), time.Time{}, false, "api"); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestJobsTakeOverFromAStoppedProcess(t *testing.T) {
 		return backfill.Progress{Pages: 1, Found: 1, New: 1}, nil
 	}
 	b := backfill.NewJobs(quick, backfill.JobsOptions{Now: clockB.Now, Log: stB})
-	defer b.Stop()
+	defer b.Stop(context.Background())
 	if job, ok, err := b.Get("stripe"); err != nil || !ok || job.State != backfill.StateRunning || job.By != "api" {
 		t.Fatalf("b sees %+v, %v, %v; want a's backfill running", job, ok, err)
 	}
@@ -96,15 +96,26 @@ func TestJobsTakeOverFromAStoppedProcess(t *testing.T) {
 	}
 }
 
-// failingSaves is a real store whose SaveBackfill fails while failing is
-// set: the database cut from the process running a backfill.
-type failingSaves struct {
+// cutSaves is a real store whose SaveBackfill, while cut is set, hangs
+// until released or its context ends, and then fails: the database cut
+// from the process running a backfill, its writes left without an answer.
+type cutSaves struct {
 	*sqlite.Store
-	failing atomic.Bool
+	cut      atomic.Bool
+	release  chan struct{}
+	answered atomic.Int32          // cut writes that have returned
+	ended    atomic.Pointer[error] // why the last cut write's context ended
 }
 
-func (f *failingSaves) SaveBackfill(ctx context.Context, b store.Backfill) (bool, error) {
-	if f.failing.Load() {
+func (f *cutSaves) SaveBackfill(ctx context.Context, b store.Backfill) (bool, error) {
+	if f.cut.Load() {
+		defer f.answered.Add(1)
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			err := ctx.Err()
+			f.ended.Store(&err)
+		}
 		return false, store.Unavailable("save backfill", errors.New("connection refused"))
 	}
 	return f.Store.SaveBackfill(ctx, b)
@@ -113,8 +124,9 @@ func (f *failingSaves) SaveBackfill(ctx context.Context, b store.Backfill) (bool
 // TestJobsStopWhenCutOff: a process that cannot write its backfill to the
 // database stops it before another process may take the source over
 // (which another may once the backfill goes unheard for StaleAfter), so
-// that two never run; the end it could not write is told as failed, cut
-// off, by the process itself.
+// that two do not run: even while a write hangs unanswered, the run stops
+// once the last write the database took is giveUpAfter old. The end it
+// could not write is told as failed, cut off, by the process itself.
 func TestJobsStopWhenCutOff(t *testing.T) {
 	t.Parallel()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
@@ -122,7 +134,7 @@ func TestJobsStopWhenCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	log := &failingSaves{Store: st}
+	log := &cutSaves{Store: st, release: make(chan struct{})}
 	stopped := make(chan error, 1)
 	hang := func(ctx context.Context, source string, from, to time.Time, dryRun bool, progress func(backfill.Progress)) (backfill.Progress, error) {
 		<-ctx.Done()
@@ -131,7 +143,7 @@ func TestJobsStopWhenCutOff(t *testing.T) {
 	}
 	j := backfill.NewJobs(hang, backfill.JobsOptions{Log: log})
 	backfill.SetPace(j, 20*time.Millisecond, 200*time.Millisecond)
-	defer j.Stop()
+	defer j.Stop(context.Background())
 	if _, err := j.Start("stripe", time.Now().Add(-time.Hour), time.Time{}, false, "api"); err != nil {
 		t.Fatal(err)
 	}
@@ -141,19 +153,57 @@ func TestJobsStopWhenCutOff(t *testing.T) {
 		t.Fatalf("the run stopped while its heartbeats were written: %v", cause)
 	default:
 	}
-	log.failing.Store(true)
+	log.cut.Store(true)
 	select {
 	case cause := <-stopped:
 		if cause == nil || !strings.Contains(cause.Error(), "could not be recorded") {
 			t.Fatalf("the run stopped for %v; want cut off", cause)
 		}
+		if n := log.answered.Load(); n > 0 {
+			t.Fatalf("the run stopped only after %d hanging write(s) were answered; want it stopped while they hang", n)
+		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("the run still runs 30 s after its writes began failing (it gives up after 200 ms here)")
+		t.Fatal("the run still runs 30 s after its writes began hanging (it gives up 200 ms after the last one taken here)")
 	}
-	log.failing.Store(false)
+	// Only now do the hanging writes get their answer.
+	log.cut.Store(false)
+	close(log.release)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if job, _, err := j.Wait(ctx, "stripe"); err != nil || job.State != backfill.StateFailed || !strings.Contains(job.Error, "could not be recorded") {
 		t.Fatalf("after the cut: %+v, %v; want failed, cut off", job, err)
+	}
+}
+
+// TestJobsStopKeepsItsDeadline: stopping the gateway while the database
+// hangs does not wait out the writes of a backfill's end (up to 10 s each,
+// retried): they are abandoned at Stop's deadline, and the end, not
+// written, shows as interrupted after StaleAfter.
+func TestJobsStopKeepsItsDeadline(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := &cutSaves{Store: st, release: make(chan struct{})}
+	started := make(chan struct{})
+	hang := func(ctx context.Context, source string, from, to time.Time, dryRun bool, progress func(backfill.Progress)) (backfill.Progress, error) {
+		close(started)
+		<-ctx.Done()
+		return backfill.Progress{}, ctx.Err()
+	}
+	j := backfill.NewJobs(hang, backfill.JobsOptions{Log: log})
+	if _, err := j.Start("stripe", time.Now().Add(-time.Hour), time.Time{}, false, "api"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	log.cut.Store(true)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	j.Stop(ctx)
+	ended := log.ended.Load()
+	if ended == nil || !errors.Is(*ended, context.Canceled) {
+		t.Fatalf("the end's write ended with %v; want it abandoned at Stop's deadline (context canceled), not waited out", ended)
 	}
 }

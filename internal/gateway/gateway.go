@@ -429,7 +429,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
 	}
-	g.backfills.Stop() // before the batcher it records through
+	g.backfills.Stop(ctx) // before the batcher it records through
 	g.batcher.Stop()
 	if g.rejects != nil {
 		g.rejects.Stop() // writes what is queued

@@ -11,8 +11,8 @@ import (
 func TestClockMovesOnlyByAdd(t *testing.T) {
 	at := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
 	c := New(at)
-	if !c.Now().Equal(at) || !c.Now().Equal(at) {
-		t.Fatalf("Now = %s, want %s until moved", c.Now(), at)
+	if first, again := c.Now(), c.Now(); !first.Equal(at) || !again.Equal(at) {
+		t.Fatalf("Now = %s then %s, want %s until moved", first, again, at)
 	}
 	var wg sync.WaitGroup
 	for range 10 {
