@@ -107,6 +107,16 @@ type cutSaves struct {
 	ended    atomic.Pointer[error] // why the last cut write's context ended
 }
 
+// openCutSaves opens a new SQLite store, not cut, closed when t ends.
+func openCutSaves(t *testing.T) *cutSaves {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &cutSaves{Store: st, release: make(chan struct{})}
+}
+
 func (f *cutSaves) SaveBackfill(ctx context.Context, b store.Backfill) (bool, error) {
 	if f.cut.Load() {
 		defer f.answered.Add(1)
@@ -129,12 +139,7 @@ func (f *cutSaves) SaveBackfill(ctx context.Context, b store.Backfill) (bool, er
 // could not write is told as failed, cut off, by the process itself.
 func TestJobsStopWhenCutOff(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	log := &cutSaves{Store: st, release: make(chan struct{})}
+	log := openCutSaves(t)
 	stopped := make(chan error, 1)
 	hang := func(ctx context.Context, source string, from, to time.Time, dryRun bool, progress func(backfill.Progress)) (backfill.Progress, error) {
 		<-ctx.Done()
@@ -181,12 +186,7 @@ func TestJobsStopWhenCutOff(t *testing.T) {
 // written, shows as interrupted after StaleAfter.
 func TestJobsStopKeepsItsDeadline(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	log := &cutSaves{Store: st, release: make(chan struct{})}
+	log := openCutSaves(t)
 	started := make(chan struct{})
 	hang := func(ctx context.Context, source string, from, to time.Time, dryRun bool, progress func(backfill.Progress)) (backfill.Progress, error) {
 		close(started)
