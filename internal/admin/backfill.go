@@ -61,8 +61,12 @@ func (a *API) startBackfill(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return &Error{Status: http.StatusBadRequest, Code: "invalid", Message: err.Error()}
 	}
+	toAttr := slog.Time("to", to)
+	if to.IsZero() {
+		toAttr = slog.String("to", "now") // the window's end: when it runs
+	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: backfill started", slog.String("source", name),
-		slog.Time("from", from), slog.Time("to", to), slog.Bool("dry_run", req.DryRun), slog.String("by", by))
+		slog.Time("from", from), toAttr, slog.Bool("dry_run", req.DryRun), slog.String("by", by))
 	if req.Wait {
 		if job, _, err = a.backfills.Wait(r.Context(), name); err != nil {
 			return err

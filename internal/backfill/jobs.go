@@ -189,7 +189,9 @@ func (j *Jobs) runJob(ctx context.Context, cancel context.CancelCauseFunc, l *lo
 	}
 	ended := l.job
 	j.mu.Unlock()
-	j.saveEnd(l)
+	if !errors.Is(err, errReplaced) { // the row is another run's now
+		j.saveEnd(l)
+	}
 	j.opt.Logger.Info("backfill ended", "source", ended.Source, "state", ended.State, "error", ended.Error, "dry_run", ended.DryRun,
 		"pages", ended.Progress.Pages, "found", ended.Progress.Found, "already_had", ended.Progress.AlreadyHad, "new", ended.Progress.New,
 		"redelivered", ended.Progress.Redelivered, "took", ended.FinishedAt.Sub(ended.StartedAt).String())
