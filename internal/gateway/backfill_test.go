@@ -20,6 +20,16 @@ import (
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
+// invoices is a fake Stripe API answering key, holding n invoice.paid
+// events (in_0, in_1, …) received a minute apart, the latest a minute ago.
+func invoices(t *testing.T, key string, n int) *backfilltest.Stripe {
+	fake := backfilltest.NewStripe(t, key)
+	for i := range n {
+		fake.Add("invoice.paid", fmt.Sprintf("in_%d", i), time.Now().Add(-time.Duration(i+1)*time.Minute))
+	}
+	return fake
+}
+
 // TestBackfillAPI drives backfills through the admin API and the
 // dashboard of an in-process gateway: refusals say why (unknown source,
 // no api_key naming its key, a bad window); a 429 is waited out through
@@ -29,10 +39,7 @@ import (
 func TestBackfillAPI(t *testing.T) {
 	t.Parallel()
 	const key = "sk_test_gateway_backfill_01234"
-	fake := backfilltest.NewStripe(t, key)
-	for i := range 3 {
-		fake.Add("invoice.paid", fmt.Sprintf("in_%d", i), time.Now().Add(-time.Duration(i+1)*time.Minute))
-	}
+	fake := invoices(t, key, 3)
 	var mu sync.Mutex
 	var waits []time.Duration
 	release := make(chan struct{})
@@ -200,10 +207,7 @@ sources:
 func TestBackfillSharedByProcesses(t *testing.T) {
 	t.Parallel()
 	const key = "sk_test_gateway_backfill_shared"
-	fake := backfilltest.NewStripe(t, key)
-	for i := range 2 {
-		fake.Add("invoice.paid", fmt.Sprintf("in_%d", i), time.Now().Add(-time.Duration(i+1)*time.Minute))
-	}
+	fake := invoices(t, key, 2)
 	release := make(chan struct{})
 	sleep := func(ctx context.Context, d time.Duration) error {
 		select {
@@ -279,8 +283,7 @@ sources:
 func TestBackfillWhileTheDatabaseIsDown(t *testing.T) {
 	t.Parallel()
 	const key = "sk_test_gateway_backfill_outage"
-	fake := backfilltest.NewStripe(t, key)
-	fake.Add("invoice.paid", "in_0", time.Now().Add(-time.Minute))
+	fake := invoices(t, key, 1)
 	u, err := url.Parse(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
