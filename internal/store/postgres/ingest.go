@@ -145,14 +145,18 @@ const rollbackTimeout = 5 * time.Second
 // Ingest implements store.Store: one transaction per batch, pipelined
 // (ingestPipelined) unless an item fails or two share an object; then a
 // savepoint per item, so one failing item does not fail its batch-mates.
+// An item whose fields no store can keep (store.CheckEvent) fails before
+// any of this.
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	if res, ok, err := s.ingestPipelined(ctx, evs); ok {
-		return res, err
-	}
-	return s.ingestItems(ctx, evs)
+	return store.IngestValid(evs, func(evs []store.NewEvent) ([]store.IngestResult, error) {
+		if res, ok, err := s.ingestPipelined(ctx, evs); ok {
+			return res, err
+		}
+		return s.ingestItems(ctx, evs)
+	})
 }
 
 // ingestItems records evs in one transaction, each item under a savepoint.
@@ -310,11 +314,14 @@ func (s *Store) ingestItem(ctx context.Context, t *ingestTx, ne *store.NewEvent)
 }
 
 // itemError classifies the failure of one item: bad data (a NUL byte or
-// invalid UTF-8 in a text field) is invalid; a deadlock or lock timeout is
-// transient, so ingest answers 503 and the provider retries.
+// invalid UTF-8 in a text field) or data past a limit (an index row over
+// the btree's maximum) is invalid, as retrying cannot change it; a
+// deadlock or lock timeout is transient, so ingest answers 503 and the
+// provider retries. store.CheckEvent keeps the fields a request controls
+// from reaching either of the first two.
 func itemError(id string, err error) error {
 	switch state := sqlState(err); {
-	case len(state) >= 2 && state[:2] == "22":
+	case len(state) >= 2 && (state[:2] == "22" || state[:2] == "54"):
 		return fmt.Errorf("event %s: %w: %w", id, anyhook.ErrInvalid, err)
 	case len(state) >= 2 && (state[:2] == "40" || state[:2] == "55"):
 		return fmt.Errorf("event %s: %w: %w", id, anyhook.ErrUnavailable, err)

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net"
 	"net/http"
@@ -314,21 +315,33 @@ func TestRescuersDuringConfigChange(t *testing.T) {
 	}
 }
 
-// A value PostgreSQL's text type refuses fails its own item only, as
-// invalid, not the batch and not as unavailability.
+// A value PostgreSQL refuses — a NUL byte in a text column, an index row
+// over the btree's maximum — fails its own item only, as invalid, not the
+// batch and not as unavailability. The fields a request controls never get
+// here (store.CheckEvent refuses them first); the source name, from the
+// configuration, does, so it stands in for whatever else might.
 func TestUnstorableItemIsolated(t *testing.T) {
 	t.Parallel()
 	s := open(t)
-	bad := newEvent("stripe", "evt_\x00nul", "billing")
-	res, err := s.Ingest(t.Context(), []store.NewEvent{newEvent("stripe", "ok1", "billing"), bad, newEvent("stripe", "ok2", "billing")})
+	nul := newEvent("stripe\x00", "evt_nul", "billing")
+	nul.Event.Path = "/webhooks/stripe"
+	var long strings.Builder
+	for i := 0; long.Len() < 3000; i++ {
+		long.WriteString(rand.Text()) // random: no compression brings it under the limit
+	}
+	wide := newEvent(long.String(), "evt_wide", "billing")
+	res, err := s.Ingest(t.Context(), []store.NewEvent{newEvent("stripe", "ok1", "billing"), nul, wide, newEvent("stripe", "ok2", "billing")})
 	if err != nil {
 		t.Fatalf("Ingest: %v", err)
 	}
-	if res[0].Err != nil || res[2].Err != nil {
+	if res[0].Err != nil || res[3].Err != nil {
 		t.Fatalf("good items failed: %+v", res)
 	}
-	if !errors.Is(res[1].Err, anyhook.ErrInvalid) {
-		t.Fatalf("bad item err = %v, want ErrInvalid", res[1].Err)
+	if !errors.Is(res[1].Err, anyhook.ErrInvalid) || !strings.Contains(res[1].Err.Error(), "22021") {
+		t.Fatalf("NUL item err = %v, want ErrInvalid (22021)", res[1].Err)
+	}
+	if !errors.Is(res[2].Err, anyhook.ErrInvalid) || !strings.Contains(res[2].Err.Error(), "54000") {
+		t.Fatalf("index row too large: err = %v, want ErrInvalid (54000)", res[2].Err)
 	}
 	if _, err := s.Finish(t.Context(), []store.Outcome{{DeliveryID: "x", Attempt: 1, Status: anyhook.StatusHeld}}); !errors.Is(err, anyhook.ErrInvalid) {
 		t.Fatalf("Finish with status held: err = %v, want ErrInvalid", err)

@@ -16,16 +16,19 @@ import (
 // savepoint per item (two statements per event saved); only when an item
 // fails is the whole transaction rolled back and the batch run again with
 // each item in a savepoint of its own, so that the failing item alone
-// gets the error.
+// gets the error. An item whose fields no store can keep
+// (store.CheckEvent) fails before any of this, as on PostgreSQL.
 func (s *Store) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
-	res, err := s.ingest(ctx, evs, false)
-	if errors.Is(err, errItemFailed) {
-		res, err = s.ingest(ctx, evs, true)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return store.IngestValid(evs, func(evs []store.NewEvent) ([]store.IngestResult, error) {
+		res, err := s.ingest(ctx, evs, false)
+		if errors.Is(err, errItemFailed) {
+			res, err = s.ingest(ctx, evs, true)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	})
 }
 
 // errItemFailed aborts a batch run without savepoints when an item fails.

@@ -47,6 +47,8 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentContentKeyIngest", testConcurrentContentKeyIngest},
 		{"ConcurrentIdenticalIngest", testConcurrentIdenticalIngest},
 		{"BatchItemFailureIsolated", testBatchItemFailureIsolated},
+		{"FieldsRefusedAlike", testFieldsRefusedAlike},
+		{"FieldsAtTheirBounds", testFieldsAtTheirBounds},
 		{"StalenessInBatches", testStalenessInBatches},
 		{"DuplicateInBatchKeepsMark", testDuplicateInBatchKeepsMark},
 		{"ClaimAtIngest", testClaimAtIngest},

@@ -1,0 +1,119 @@
+package store
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/anyhook/anyhook"
+)
+
+// Bounds, in bytes, on the fields of an event that are read from the
+// request. The dedup key, the content key and the object are indexed with
+// the source (the dedup and content keys' unique indexes, the version
+// marks' primary key, the per-object index); a PostgreSQL btree holds an
+// index row of at most 2,704 bytes (8 KiB pages), so 1 KiB leaves room
+// for any source name short of 1.5 KiB. Type and version are not indexed;
+// their bounds are generous for every provider (the longest type, a
+// GitHub event and action, is under 60 bytes; a version is an integer or
+// an RFC 3339 time).
+const (
+	MaxDedupKey = 1024
+	MaxObject   = 1024
+	MaxType     = 256
+	MaxVersion  = 256
+)
+
+// FieldError is a field of an event that the stores refuse, identically:
+// not valid UTF-8, holding a NUL byte (PostgreSQL's text refuses both;
+// SQLite would keep them), or over its bound. Its text names the field
+// and what is wrong, never the value, so it may be shown to the sender.
+// It wraps anyhook.ErrInvalid.
+type FieldError struct {
+	Field   string // "event id", "event type", "ordering object", …
+	Problem string // "is 3000 bytes, at most 1024", "holds a NUL byte", …
+}
+
+func (e *FieldError) Error() string { return "the " + e.Field + " " + e.Problem }
+
+// Unwrap makes a FieldError an anyhook.ErrInvalid.
+func (e *FieldError) Unwrap() error { return anyhook.ErrInvalid }
+
+// CheckEvent says whether ne's fields read from the request can be
+// stored as they are by every store: its dedup key, content key, type,
+// ordering object and version and its request path must be valid UTF-8
+// without NUL bytes, the first five within their bounds (Max*). It
+// returns nil or a *FieldError for the first field that cannot. Ingest
+// refuses such an event before it reaches a store; both stores refuse it
+// too (IngestValid), so that what a store keeps never depends on which one
+// it is.
+func CheckEvent(ne *NewEvent) error {
+	ev := &ne.Event
+	for _, f := range [...]struct {
+		name, value string
+		max         int
+	}{
+		{"event id", ev.DedupKey, MaxDedupKey},
+		{"content key", ne.ContentKey, MaxDedupKey},
+		{"event type", ev.Type, MaxType},
+		{"ordering object", ev.Object, MaxObject},
+		{"ordering version", ev.Version, MaxVersion},
+		{"request path", ev.Path, 0},
+	} {
+		switch {
+		case f.max > 0 && len(f.value) > f.max:
+			return &FieldError{f.name, "is " + strconv.Itoa(len(f.value)) + " bytes, at most " + strconv.Itoa(f.max)}
+		case !utf8.ValidString(f.value):
+			return &FieldError{f.name, "is not valid UTF-8"}
+		case strings.IndexByte(f.value, 0) >= 0:
+			return &FieldError{f.name, "holds a NUL byte"}
+		}
+	}
+	return nil
+}
+
+// IngestValid is how both stores' Ingest begins: an item that CheckEvent
+// refuses gets its error (wrapping anyhook.ErrInvalid) as its result and
+// never reaches SQL; the others go to ingest, in their order, and their
+// results are put back in place. When every item is valid it calls ingest
+// with evs itself.
+func IngestValid(evs []NewEvent, ingest func([]NewEvent) ([]IngestResult, error)) ([]IngestResult, error) {
+	var bad map[int]error
+	for i := range evs {
+		if err := CheckEvent(&evs[i]); err != nil {
+			if bad == nil {
+				bad = map[int]error{}
+			}
+			bad[i] = err
+		}
+	}
+	if bad == nil {
+		return ingest(evs)
+	}
+	good := make([]NewEvent, 0, len(evs)-len(bad))
+	for i := range evs {
+		if bad[i] == nil {
+			good = append(good, evs[i])
+		}
+	}
+	var got []IngestResult
+	if len(good) > 0 {
+		var err error
+		if got, err = ingest(good); err != nil {
+			return nil, err
+		}
+		if len(got) != len(good) {
+			return got, nil // short: the caller reports it, as it would for the whole batch
+		}
+	}
+	res := make([]IngestResult, len(evs))
+	for i := range evs {
+		if err := bad[i]; err != nil {
+			res[i] = IngestResult{Err: fmt.Errorf("event %s: %w", evs[i].Event.ID, err)}
+			continue
+		}
+		res[i], got = got[0], got[1:]
+	}
+	return res, nil
+}
