@@ -24,7 +24,9 @@ var fetchedHeader = http.Header{"Content-Type": {"application/json; charset=utf-
 // backfill read from the provider's API, each as the provider serialised
 // it) would have been for source: the same dedup key, type, ordering
 // fields, routing and stale rule, with origin backfill and verification
-// FetchedScheme. Nothing is recorded; RecordFetched does that.
+// FetchedScheme. An event object whose fields no store keeps
+// (store.CheckEvent), as a webhook carrying it would be refused, fails
+// the page. Nothing is recorded; RecordFetched does that.
 func (h *Handler) Fetched(ctx context.Context, source string, bodies [][]byte) ([]store.NewEvent, error) {
 	src, ok := h.sources[source]
 	if !ok {
@@ -54,6 +56,9 @@ func (h *Handler) Fetched(ctx context.Context, source string, bodies [][]byte) (
 			// and the provider's event id is the dedup key.
 			Destinations: src.Destinations,
 			StaleSkip:    src.StaleSkip,
+		}
+		if err := store.CheckEvent(&ne); err != nil {
+			return nil, fmt.Errorf("event %d of the page: %w", i, err)
 		}
 		if len(src.Filters) > 0 {
 			h.route(ctx, src, &ne)

@@ -10,12 +10,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/provider"
@@ -310,6 +313,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		// deliveries, however much later, continue this trace.
 		tracing.Inject(r.Context(), header)
 	}
+	path := requestPath(r)
 	evs := make([]store.NewEvent, len(ext.Events))
 	for i, pe := range ext.Events {
 		b := body
@@ -319,13 +323,22 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		evs[i] = store.NewEvent{
 			Event: anyhook.Event{
 				ID: h.newID(), Source: src.Name, DedupKey: pe.DedupKey, ReceivedAt: received,
-				Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: b,
+				Method: r.Method, Path: path, Header: header, Body: b,
 				Type: pe.Type, Object: pe.Object, Version: pe.Version,
 				RemoteAddr: r.RemoteAddr, Verification: verified,
 			},
 			ContentKey:   pe.ContentKey,
 			Destinations: src.Destinations,
 			StaleSkip:    src.StaleSkip,
+		}
+		// Before anything is stored: no store keeps such a field, and
+		// retrying would not change it.
+		if err := store.CheckEvent(&evs[i]); err != nil {
+			msg := err.Error()
+			if len(ext.Events) > 1 {
+				msg = "event " + strconv.Itoa(i+1) + " of " + strconv.Itoa(len(ext.Events)) + ": " + msg
+			}
+			return served{}, &rejection{code: http.StatusBadRequest, msg: msg, err: err, body: body}
 		}
 		if len(src.Filters) > 0 {
 			h.route(r.Context(), src, &evs[i])
@@ -338,6 +351,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	var out Result
 	fresh := false
 	for i, res := range results {
+		if errors.Is(res.Err, anyhook.ErrInvalid) {
+			// The store refuses it for good: a retry would be refused
+			// again, for ever. (The check above leaves nothing of the
+			// request's for this; the cause is in the log.)
+			return served{}, &rejection{code: http.StatusBadRequest, msg: "the event store refuses a field of the event", err: res.Err, body: body}
+		}
 		if res.Err != nil {
 			return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event could not be recorded; retry later", err: res.Err, outcome: OutcomeUnavailable}
 		}
@@ -440,6 +459,30 @@ func (h *Handler) filterFailed(ctx context.Context, dest string, ev *anyhook.Eve
 		h.log.WarnContext(ctx, "filter failed: the event is not routed to the destination (logged once per destination and error)",
 			"destination", dest, "source", ev.Source, "event_id", ev.ID, "event_type", ev.Type, "err", err)
 	}
+}
+
+// requestPath is the request's path and query as stored: as received,
+// but for the bytes of the query that are not UTF-8 or are control
+// characters, percent-encoded (the path itself comes escaped). Any URL
+// parser reads the same query from either form, and a text column cannot
+// hold the raw bytes.
+func requestPath(r *http.Request) string {
+	p := r.URL.RequestURI()
+	plain := func(c rune) bool { return c >= 0x20 && c != 0x7f && c != utf8.RuneError }
+	if !strings.ContainsFunc(p, func(c rune) bool { return !plain(c) }) {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		c, n := utf8.DecodeRuneInString(p[i:])
+		if plain(c) || n > 1 {
+			b.WriteString(p[i : i+n])
+		} else {
+			fmt.Fprintf(&b, "%%%02X", p[i])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // publicURL is the URL as the provider called it, for URL-bound schemes.
