@@ -238,6 +238,7 @@ func TestErrors(t *testing.T) {
 		{"source null", "sources:\n  a:\n", 2, "sources.a", "must be a mapping"},
 		{"source name", "sources:\n  a/b:\n    provider: stripe\n", 2, "sources.a/b", "invalid name"},
 		{"source dotdot", "sources:\n  ..:\n    provider: stripe\n", 2, "sources...", "invalid name"},
+		{"source name too long", "sources:\n  " + strings.Repeat("s", 201) + ":\n    provider: stripe\n", 2, "sources." + strings.Repeat("s", 201), "name of 201 characters: at most 200"},
 		{"no provider", "sources:\n  a:\n    secrets: [x]\n", 2, "sources.a.provider", "required"},
 		{"bad duration", minimal + "    tolerance: 5\n", 5, "sources.stripe.tolerance", "not a duration"},
 		{"zero tolerance", minimal + "    tolerance: 0s\n", 5, "sources.stripe.tolerance", "greater than 0"},

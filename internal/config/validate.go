@@ -488,8 +488,17 @@ func checkName(c *Config, key, name string) error {
 	if !nameRe.MatchString(name) || name == "." || name == ".." {
 		return c.Errorf(key, "invalid name %q: use letters, digits, '_', '-' and '.'", name)
 	}
+	if len(name) > maxName {
+		return c.Errorf(key, "name of %d characters: at most %d", len(name), maxName)
+	}
 	return nil
 }
+
+// maxName bounds source and destination names. Each is indexed in
+// PostgreSQL before a key of up to 1 KiB (store.MaxDedupKey, MaxObject), in
+// a btree row of at most 2,704 bytes: a name of some kilobytes would make
+// PostgreSQL refuse every event that SQLite takes.
+const maxName = 200
 
 // checkHTTPURL accepts absolute http and https URLs with a host. Its
 // message never quotes the URL: Slack webhook URLs are secrets.
