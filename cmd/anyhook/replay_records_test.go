@@ -66,9 +66,13 @@ func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 			t.Errorf("event %s actions %+v", id, ev.Actions)
 		}
 	}
-	// A reason that is not one line is refused before anything happens.
+	// A reason that is not one line of UTF-8 is refused before anything
+	// happens (PostgreSQL's text would refuse what SQLite keeps).
 	if code, _, errOut := f.replay(t, "--status", "dead", "--reason", "two\nlines"); code != 2 || !strings.Contains(errOut, "--reason") {
 		t.Errorf("--reason with a newline: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := f.replay(t, "--status", "dead", "--reason", "caf\xe9"); code != 2 || !strings.Contains(errOut, "UTF-8") {
+		t.Errorf("--reason in Latin-1: exit %d, %q", code, errOut)
 	}
 	// Resumed, the replays fail (billing still answers 500) and go dead
 	// in their turn: new dead deliveries, which a replay would send.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anyhook/anyhook/internal/loopback"
 	"github.com/anyhook/anyhook/internal/redirect"
@@ -228,7 +229,11 @@ func errorMessage(body []byte) string {
 	}
 	s := strings.TrimSpace(string(body))
 	if len(s) > 200 {
-		s = s[:200] + "…"
+		n := 200
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n-- // not in the middle of a character
+		}
+		s = s[:n] + "…"
 	}
 	return s
 }

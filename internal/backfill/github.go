@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 // GitHubBase is GitHub's API root.
@@ -111,6 +114,11 @@ func (g *GitHub) Deliveries(ctx context.Context, from, to time.Time, page func([
 		for _, d := range ds {
 			if d.GUID == "" || d.DeliveredAt.IsZero() {
 				return fmt.Errorf("github API: a delivery (id %d) without a guid or delivered_at", d.ID)
+			}
+			// Its dedup key is looked up in the store, which holds no
+			// key a webhook could not have (PostgreSQL fails the lookup).
+			if err := store.CheckEvent(&store.NewEvent{Event: anyhook.Event{DedupKey: g.DedupKey(d)}}); err != nil {
+				return fmt.Errorf("github API: a delivery (id %d) whose guid makes a dedup key no webhook has: %w", d.ID, err)
 			}
 			switch {
 			case d.DeliveredAt.Before(from):

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anyhook/anyhook/internal/backfill"
 )
@@ -130,6 +131,21 @@ func TestErrorBodyKeyCut(t *testing.T) {
 	}
 }
 
+// TestErrorBodyCutAtACharacter: a long error page in Japanese is cut
+// between characters, never inside one: the error is UTF-8 text, as the
+// backfill's record of it must be.
+func TestErrorBodyCutAtACharacter(t *testing.T) {
+	t.Parallel()
+	srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "x"+strings.Repeat("エラー", 100), http.StatusBadRequest)
+	})
+	l := &backfill.Stripe{Client: backfill.Client{Base: srv.URL, Key: key}}
+	err := l.List(t.Context(), time.Now().Add(-time.Hour), time.Time{}, noPage)
+	if err == nil || !utf8.ValidString(err.Error()) || !strings.Contains(err.Error(), "エラー…") {
+		t.Fatalf("error %q: want the page's start, cut between characters", err)
+	}
+}
+
 // TestEndlessPages: an API handing out new cursors forever is stopped at
 // the bound on the events of one backfill, not fetched into memory
 // without end.
@@ -170,18 +186,25 @@ func TestPaddleEventWithoutTime(t *testing.T) {
 
 // TestGitHubDeliveryWithoutGUID: a delivery without a guid or
 // delivered_at is an error, not redelivered under the dedup key "1:" nor
-// taken for one older than the window.
+// taken for one older than the window; so is one whose guid makes a
+// dedup key that no webhook could have.
 func TestGitHubDeliveryWithoutGUID(t *testing.T) {
 	t.Parallel()
 	now := time.Now().UTC().Format(time.RFC3339)
-	for _, d := range []string{`{"id":1,"delivered_at":"` + now + `"}`, `{"id":1,"guid":"g1"}`} {
+	for d, says := range map[string]string{
+		`{"id":1,"delivered_at":"` + now + `"}`: "without",
+		`{"id":1,"guid":"g1"}`:                  "without",
+		// No webhook has such a dedup key: PostgreSQL would fail its lookup.
+		`{"id":1,"guid":"g\u0000","delivered_at":"` + now + `"}`:                           "the event id holds a NUL byte",
+		`{"id":1,"guid":"` + strings.Repeat("g", 1100) + `","delivered_at":"` + now + `"}`: "the event id is 1102 bytes, at most 1024",
+	} {
 		srv, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, "["+d+"]")
 		})
 		g := &backfill.GitHub{Client: backfill.Client{Base: srv.URL, Key: key}, Repo: "o/r", HookID: 1}
 		err := g.Deliveries(t.Context(), time.Now().Add(-time.Hour), time.Time{}, func([]backfill.HookDelivery) error { return nil })
-		if err == nil || !strings.Contains(err.Error(), "without") {
-			t.Fatalf("delivery %s: %v", d, err)
+		if err == nil || !strings.Contains(err.Error(), says) {
+			t.Fatalf("delivery %.80s: %v, want an error saying %q", d, err, says)
 		}
 	}
 }

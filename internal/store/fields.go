@@ -61,16 +61,40 @@ func CheckEvent(ne *NewEvent) error {
 		{"ordering version", ev.Version, MaxVersion},
 		{"request path", ev.Path, 0},
 	} {
-		switch {
-		case f.max > 0 && len(f.value) > f.max:
+		if f.max > 0 && len(f.value) > f.max {
 			return &FieldError{f.name, "is " + strconv.Itoa(len(f.value)) + " bytes, at most " + strconv.Itoa(f.max)}
-		case !utf8.ValidString(f.value):
-			return &FieldError{f.name, "is not valid UTF-8"}
-		case strings.IndexByte(f.value, 0) >= 0:
-			return &FieldError{f.name, "holds a NUL byte"}
+		}
+		if p := TextProblem(f.value); p != "" {
+			return &FieldError{f.name, p}
 		}
 	}
 	return nil
+}
+
+// TextProblem says what keeps s from being text that both stores keep
+// alike ("is not valid UTF-8", "holds a NUL byte"), or "" when nothing
+// does. No id, name or key in either store holds such bytes, so a lookup
+// by one finds nothing; PostgreSQL fails the lookup instead, so callers
+// refuse such a value first.
+func TextProblem(s string) string {
+	switch {
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return "holds a NUL byte"
+	}
+	return ""
+}
+
+// Text makes s storable in a text column alike on both stores: bytes that
+// are not UTF-8 and NUL bytes become U+FFFD. For messages that are only
+// shown (an attempt's error, a backfill's), which must never fail the
+// write that records them, and which a person reads as text anyway.
+func Text(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // IngestValid is how both stores' Ingest begins: an item that CheckEvent

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -92,7 +93,8 @@ func LostAttempt(d anyhook.Delivery) anyhook.Attempt {
 }
 
 // CheckReason validates the optional reason of a replay or resolve: one
-// line of at most MaxReason bytes, without control characters. It returns
+// line of at most MaxReason bytes of UTF-8, without control characters
+// (PostgreSQL's text would refuse other bytes that SQLite keeps). It returns
 // it trimmed; the error says what is wrong, for the caller to prefix with
 // where the reason came from.
 func CheckReason(s string) (string, error) {
@@ -102,6 +104,9 @@ func CheckReason(s string) (string, error) {
 	}
 	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "", fmt.Errorf("must be one line of text, without control characters: %w", anyhook.ErrInvalid)
+	}
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("must be UTF-8 text: %w", anyhook.ErrInvalid)
 	}
 	return s, nil
 }

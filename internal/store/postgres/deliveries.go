@@ -507,9 +507,6 @@ func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
 	return m, nil
 }
 
-// text makes s storable in a text column, which refuses NUL bytes and
-// invalid UTF-8: an attempt's error message must never fail the batch that
-// records it.
-func text(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
+// text is store.Text: an attempt's error message must never fail the
+// batch that records it.
+func text(s string) string { return store.Text(s) }

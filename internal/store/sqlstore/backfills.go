@@ -43,7 +43,7 @@ func StartBackfill(d Dialect, b store.Backfill, now time.Time, staleAfter time.D
 			error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at, heard_at = excluded.heard_at
 		WHERE backfills.state <> 'running' OR backfills.` + stale + `
 		RETURNING heard_at`
-	all := []any{b.Source, b.Run, d.Time(b.From), nullTime(d, b.To), b.DryRun, b.By, b.State, string(b.Progress), b.Error,
+	all := []any{b.Source, b.Run, d.Time(b.From), nullTime(d, b.To), b.DryRun, store.Text(b.By), b.State, string(b.Progress), store.Text(b.Error),
 		d.Time(b.StartedAt), nullTime(d, b.FinishedAt)}
 	all = append(append(all, args...), sargs...)
 	return d.Rebind(q), all
@@ -54,7 +54,7 @@ func StartBackfill(d Dialect, b store.Backfill, now time.Time, staleAfter time.D
 func SaveBackfill(d Dialect, b store.Backfill, now time.Time) (string, []any) {
 	heard, args := heardNow(d, now)
 	q := `UPDATE backfills SET state = ?, progress = ?, error = ?, finished_at = ?, heard_at = ` + heard + ` WHERE source = ? AND run = ?`
-	all := append([]any{b.State, string(b.Progress), b.Error, nullTime(d, b.FinishedAt)}, args...)
+	all := append([]any{b.State, string(b.Progress), store.Text(b.Error), nullTime(d, b.FinishedAt)}, args...)
 	return d.Rebind(q), append(all, b.Source, b.Run)
 }
 

@@ -20,6 +20,7 @@ func RunBackfills(t *testing.T, open Open) {
 		{"RunningRefusesAnother", testBackfillRunningRefuses},
 		{"OnlyItsRunSaves", testBackfillOnlyItsRunSaves},
 		{"ConcurrentStartsOneWins", testBackfillConcurrentStarts},
+		{"ErrorTextKeptAlike", testBackfillErrorText},
 	}, func(t *testing.T, fn func(*testing.T, store.BackfillLog)) {
 		_, l := openAs[store.BackfillLog](t, open)
 		fn(t, l)
@@ -170,5 +171,26 @@ func testBackfillConcurrentStarts(t *testing.T, l store.BackfillLog) {
 	}
 	if started != 1 {
 		t.Fatalf("%d of %d concurrent starts started; want 1", started, n)
+	}
+}
+
+// testBackfillErrorText: a backfill's error quotes what the provider's API
+// answered, which may be cut in the middle of a character or hold any
+// byte. Saving it never fails for that (PostgreSQL's text refuses such
+// bytes), and both stores read back the same text: those bytes as U+FFFD.
+func testBackfillErrorText(t *testing.T, l store.BackfillLog) {
+	b := backfillAt("stripe", "r1", time.Now())
+	b.By = "dashboard session \xff"
+	if got, err := l.StartBackfill(ctx(t), b, time.Hour); err != nil || got.Run != b.Run {
+		t.Fatalf("StartBackfill: %+v, %v", got, err)
+	}
+	b.State, b.Error = "failed", "stripe API: 502: <h1>\xe3\x82\xb5\xe3\x83\xbc\xe3\x83\x90\xe3\x83\xbc\xe3\x82\xa8\xe3\x83\xa9\xe3\x83\xbc\x00\xe3\x82"
+	b.FinishedAt = b.StartedAt.Add(time.Second)
+	if saved, err := l.SaveBackfill(ctx(t), b); !saved || err != nil {
+		t.Fatalf("SaveBackfill: %v, %v", saved, err)
+	}
+	got := latestBackfill(t, l, "stripe", time.Hour)
+	if want := "stripe API: 502: <h1>サーバーエラー\uFFFD\uFFFD"; got.Error != want || got.By != "dashboard session \uFFFD" {
+		t.Fatalf("read back error %q by %q; want %q by the session, the bytes that are not text as U+FFFD", got.Error, got.By, want)
 	}
 }
