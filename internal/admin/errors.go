@@ -8,12 +8,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 // maxBody bounds every request body.
@@ -85,6 +89,10 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // error (unless the handler already began its answer) and logs it.
 func (a *API) adapt(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := CheckURL(r.URL); err != nil {
+			a.render(w, r, err)
+			return
+		}
 		start := a.now()
 		tw := &trackingWriter{ResponseWriter: w}
 		err := h(tw, r)
@@ -100,6 +108,28 @@ func (a *API) adapt(h handlerFunc) http.Handler {
 		}
 		a.render(w, r, err)
 	})
+}
+
+// CheckURL refuses a URL whose path or query, decoded, is not text that
+// the stores keep (store.TextProblem): no id, name or key they hold has
+// such bytes, and PostgreSQL would fail the lookup (503) where SQLite
+// finds nothing. The dashboard refuses its URLs with it too.
+func CheckURL(u *url.URL) *Error {
+	if p := store.TextProblem(u.Path); p != "" {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid", Message: "the URL path " + p}
+	}
+	q := u.Query()
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if p := store.TextProblem(name); p != "" {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Message: "a query parameter's name " + p}
+		}
+		for _, v := range q[name] {
+			if p := store.TextProblem(v); p != "" {
+				return badParam(name, "%s", p)
+			}
+		}
+	}
+	return nil
 }
 
 // render writes err as a JSON error and logs what the client is not told.

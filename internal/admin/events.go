@@ -203,6 +203,9 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		Since:       parseTime(q, "since", strings.TrimSpace(req.Since)),
 		Until:       parseTime(q, "until", strings.TrimSpace(req.Until)),
 	}
+	if p := store.TextProblem(f.Source); p != "" {
+		q.fail(badParam("source", "%s", p)) // PostgreSQL would fail the query; no source has such a name
+	}
 	if f.Status != "" && !f.Status.Valid() {
 		q.fail(badParam("status", "unknown status %q (want pending, delivering, delivered, dead, held, skipped, paused or resolved)", f.Status))
 	}

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -303,6 +304,10 @@ func classify(err error) *pageError {
 
 func (d *Dashboard) adapt(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e := admin.CheckURL(r.URL); e != nil {
+			d.renderError(w, r, &pageError{e.Status, e.Message})
+			return
+		}
 		if err := h(w, r); err != nil {
 			d.renderError(w, r, err)
 		}
