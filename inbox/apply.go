@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
 )
@@ -150,13 +152,20 @@ func (ib *Inbox[TTx]) recordFailure(ctx context.Context, handler string, ev Even
 	return err
 }
 
+// errText is the text of err as stored: at most 1000 bytes, cut between
+// characters, with bytes that are not UTF-8 and NUL bytes as U+FFFD
+// (PostgreSQL's text refuses them, and the failure would go unrecorded).
 func errText(err error) string {
 	if err == nil {
 		return ""
 	}
-	s := err.Error()
+	s := strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "\uFFFD")
 	if len(s) > 1000 {
-		s = s[:1000]
+		n := 1000
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
 	}
 	return s
 }

@@ -502,3 +502,37 @@ func TestMigrateDetectsWrongDialect(t *testing.T) {
 		}
 	}
 }
+
+// ApplyUnstorableText: an event id that PostgreSQL's text or its primary
+// key cannot hold — a NUL byte, bytes that are not UTF-8, more than
+// MaxEventID bytes — is ErrInvalid on every database (SQLite would keep
+// it, PostgreSQL fail: the sender retried for ever), with nothing written;
+// and a permanent failure whose message holds such bytes, long and cut
+// inside a character, is recorded all the same, as the same text on every
+// database.
+func (suite[TTx]) ApplyUnstorableText(t *testing.T, e *env[TTx]) {
+	ctx := context.Background()
+	for _, id := range []string{"evt_\x00", "evt_\xff\xfe", strings.Repeat("i", inbox.MaxEventID+1)} {
+		if _, err := e.ib.Apply(ctx, "h", inbox.Event{ID: id}, func(context.Context, TTx) error { return nil }); !errors.Is(err, inbox.ErrInvalid) {
+			t.Errorf("id %.20q: %v; want ErrInvalid", id, err)
+		}
+	}
+	if n := e.countRows("inbox_events"); n != 0 {
+		t.Fatalf("%d rows for refused ids", n)
+	}
+	if _, err := e.ib.Apply(ctx, "h", inbox.Event{ID: strings.Repeat("i", inbox.MaxEventID)}, func(context.Context, TTx) error { return nil }); err != nil {
+		t.Fatalf("an id of MaxEventID bytes: %v", err)
+	}
+	cause := errors.New("caf\xe9 \x00 " + strings.Repeat("é", 600)) // 1,207 bytes: cut at 1,000, inside an é
+	out, err := e.ib.Apply(ctx, "h", inbox.Event{ID: "evt_1"}, func(context.Context, TTx) error { return inbox.Permanent(cause) })
+	if out != inbox.Failed || !errors.Is(err, cause) {
+		t.Fatalf("Apply = %v, %v; want failed", out, err)
+	}
+	var stored string
+	if err := e.drv.QueryRow(ctx, e.sql(`SELECT error FROM inbox_events WHERE handler = 'h' AND event_id = 'evt_1'`)).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if want := ("caf\uFFFD \uFFFD " + strings.Repeat("é", 600))[:999]; stored != want {
+		t.Fatalf("stored error %q…; want %q…", stored[:20], want[:20])
+	}
+}

@@ -163,8 +163,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The id is the dedup key, so it must be one the verifier covered
 	// (see EventIDFunc).
 	id, err := h.cfg.EventID(body, r.Header)
-	if err == nil && id == "" {
-		err = &SignatureError{Reason: "empty event id"}
+	if p := idProblem(id); err == nil && p != "" {
+		err = &SignatureError{Reason: "event id " + p} // for good: a retry would be refused again
 	}
 	if err != nil {
 		h.reject(w, r, http.StatusBadRequest, withReason("invalid event id", err), err)

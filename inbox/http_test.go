@@ -361,3 +361,36 @@ func TestHandlerRetryAfter(t *testing.T) {
 		t.Fatalf("effect ran %d times; want 1", runs)
 	}
 }
+
+// HandlerUnstorableID: a validly signed delivery whose event id no
+// database keeps alike (bytes that are not UTF-8 in webhook-id) is
+// answered 400 saying why, before Handle: a 503 would have the sender
+// retry for ever on PostgreSQL what SQLite accepts.
+func (suite[TTx]) HandlerUnstorableID(t *testing.T, e *env[TTx]) {
+	v, err := inbox.NewStandardWebhooks(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := inbox.NewHandler(inbox.HandlerConfig{Verifier: v, MaxBody: 1024, Logger: testLogger(t),
+		Handle: func(ctx context.Context, d inbox.Delivery) (inbox.Outcome, error) {
+			t.Errorf("Handle called with id %q", d.Event.ID)
+			return 0, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	body := `{"id":"x"}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+	req.Header = signed(t, testSecret, "evt_\xff\xfe", time.Now(), []byte(body))
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(msg), "event id not valid UTF-8") {
+		t.Fatalf("answer %d %q; want 400 naming the event id", resp.StatusCode, msg)
+	}
+}

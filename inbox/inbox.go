@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
 )
@@ -40,7 +41,10 @@ type Event struct {
 	// the dedup key; may be empty if the receiver has a single sender.
 	Source string
 	// ID is the dedup key: the X-AnyHook-Delivery header behind AnyHook, the
-	// provider's event id otherwise. Required.
+	// provider's event id otherwise. Required: valid UTF-8 without a NUL
+	// byte, at most MaxEventID bytes (PostgreSQL's text and its primary key
+	// index refuse others, which SQLite would keep; ErrInvalid on every
+	// database, so that none retries for ever what another accepts).
 	ID string
 	// Body, when non-nil, is hashed and stored; a later delivery of the same
 	// ID with a different body is reported as Conflict. Nil skips the check.
@@ -405,14 +409,34 @@ func (ib *Inbox[TTx]) hook(ctx context.Context, p Point) error {
 	return nil
 }
 
+// MaxEventID bounds Event.ID in bytes: the id is indexed with the source
+// and the handler name, and a PostgreSQL btree row holds at most 2,704.
+const MaxEventID = 1024
+
 func validKey(handler string, ev Event) error {
 	if handler == "" {
 		return fmt.Errorf("%w: empty handler name", ErrInvalid)
 	}
-	if ev.ID == "" {
-		return fmt.Errorf("%w: empty event id", ErrInvalid)
+	if p := idProblem(ev.ID); p != "" {
+		return fmt.Errorf("%w: event id %s", ErrInvalid, p)
 	}
 	return nil
+}
+
+// idProblem says what keeps id from being an event id every database
+// keeps alike, or "".
+func idProblem(id string) string {
+	switch {
+	case id == "":
+		return "empty"
+	case len(id) > MaxEventID:
+		return "of " + strconv.Itoa(len(id)) + " bytes, at most " + strconv.Itoa(MaxEventID)
+	case !utf8.ValidString(id):
+		return "not valid UTF-8"
+	case strings.IndexByte(id, 0) >= 0:
+		return "with a NUL byte"
+	}
+	return ""
 }
 
 func newToken() string {

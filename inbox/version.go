@@ -45,10 +45,14 @@ func (o Order) String() string {
 // any order of arrival.
 //
 // Use it inside Apply's function, with the object's version (Stripe's
-// created timestamp, a sequence number from X-AnyHook-Version).
+// created timestamp, a sequence number from X-AnyHook-Version). entity
+// and id follow Event.ID's rules (ErrInvalid otherwise, on every database).
 func (ib *Inbox[TTx]) Advance(ctx context.Context, tx TTx, entity, id string, version int64) (Order, error) {
 	if entity == "" || id == "" {
 		return 0, fmt.Errorf("%w: empty entity or id", ErrInvalid)
+	}
+	if p := idProblem(entity + id); p != "" {
+		return 0, fmt.Errorf("%w: entity and id %s", ErrInvalid, p)
 	}
 	x := ib.drv.WrapTx(tx)
 	n, err := x.Exec(ctx, ib.q(`INSERT INTO inbox_versions AS v (entity, id, version, updated_at) VALUES ($1, $2, $3, {now})

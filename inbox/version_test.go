@@ -74,6 +74,14 @@ func (suite[TTx]) AdvanceOrder(t *testing.T, e *env[TTx]) {
 	}); !errors.Is(err, inbox.ErrInvalid) {
 		t.Fatalf("empty entity: %v; want ErrInvalid", err)
 	}
+	// An object id no database keeps alike (here a NUL byte: PostgreSQL
+	// would fail, SQLite keep it) is refused alike.
+	if _, err := e.ib.Apply(ctx, "x", inbox.Event{ID: "e2"}, func(ctx context.Context, tx TTx) error {
+		_, err := e.ib.Advance(ctx, tx, "subscription", "sub_\x00", 1)
+		return err
+	}); !errors.Is(err, inbox.ErrInvalid) {
+		t.Fatalf("an id with a NUL byte: %v; want ErrInvalid", err)
+	}
 }
 
 // v5 and v6 of one subscription in two transactions at once, each order
