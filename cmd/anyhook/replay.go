@@ -129,6 +129,13 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bad(exitUsage, fmt.Errorf("replay: --reason: %w", err))
 	}
 	o.reason = reason
+	// No stored id or name has bytes that are not text; PostgreSQL would
+	// fail the lookup where SQLite finds nothing.
+	for _, v := range []struct{ flag, value string }{{"--event", o.event}, {"--source", o.source}, {"--destination", o.dest}} {
+		if p := store.TextProblem(v.value); p != "" {
+			return bad(exitUsage, fmt.Errorf("replay: %s %s", v.flag, p))
+		}
+	}
 	var f store.DeliveryFilter
 	if o.status != "" {
 		f = store.DeliveryFilter{Status: anyhook.DeliveryStatus(o.status), Source: o.source, Destination: o.dest}

@@ -74,6 +74,9 @@ func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 	if code, _, errOut := f.replay(t, "--status", "dead", "--reason", "caf\xe9"); code != 2 || !strings.Contains(errOut, "UTF-8") {
 		t.Errorf("--reason in Latin-1: exit %d, %q", code, errOut)
 	}
+	if code, _, errOut := f.replay(t, "--event", "evt_\xff"); code != 2 || !strings.Contains(errOut, "--event is not valid UTF-8") {
+		t.Errorf("--event in Latin-1: exit %d, %q", code, errOut)
+	}
 	// Resumed, the replays fail (billing still answers 500) and go dead
 	// in their turn: new dead deliveries, which a replay would send.
 	f.post(t, "/api/destinations/billing/resume")
