@@ -19,7 +19,10 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/anyhook/anyhook"
@@ -107,11 +110,36 @@ func (c *compiler) compile(expr string) (*Filter, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the expression is a %s; a filter must be true or false", t)
 	}
-	prg, err := c.env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100))
+	prg, err := c.env.Program(ast, cel.CostLimit(CostLimit), cel.CostTracking(concatCost{}), cel.InterruptCheckFrequency(100))
 	if err != nil {
 		return nil, fmt.Errorf("invalid CEL expression: %w", err)
 	}
 	return &Filter{expr: expr, prg: prg, reads: bodyPaths(ast.NativeRep().Expr())}, nil
+}
+
+// concatCost charges a concatenation of strings or bytes by their size,
+// as CEL does for the overload it resolves when compiling: on body's
+// values (dyn) CEL picks the overload while evaluating and charges one
+// unit, so a filter could build strings of any size within its limit.
+type concatCost struct{}
+
+func (concatCost) CallCost(function, overloadID string, args []ref.Val, _ ref.Val) *uint64 {
+	if function != operators.Add || overloadID == overloads.AddString || overloadID == overloads.AddBytes || len(args) != 2 {
+		return nil
+	}
+	var n int
+	for _, a := range args {
+		switch v := a.(type) {
+		case types.String:
+			n += len(v)
+		case types.Bytes:
+			n += len(v)
+		default:
+			return nil
+		}
+	}
+	c := uint64((n + bytesPerCost - 1) / bytesPerCost)
+	return &c
 }
 
 // String returns the expression.
