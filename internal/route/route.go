@@ -162,7 +162,7 @@ type Input struct {
 	json    bool // the body is one JSON value, at ev.Body[start:end]
 	start   int
 	end     int
-	dec     decoder
+	dec     *decoder // made when a filter first reads the body
 	act     activation
 }
 
@@ -233,7 +233,10 @@ func (in *Input) decode(p *paths) (v any, spent int, over bool) {
 	if !in.json {
 		return nil, 0, false
 	}
-	d := &in.dec
+	if in.dec == nil {
+		in.dec = &decoder{}
+	}
+	d := in.dec
 	d.b, d.left, d.over, d.depth, d.deepest = in.ev.Body[:in.end], MaxDecoded, false, 0, 0
 	v, _ = d.value(in.start, p)
 	if d.over || !d.spend(costSlot) {
