@@ -257,6 +257,7 @@ var ErrNotBool = errors.New("the filter's value is not true or false")
 func (f *Filter) Match(in *Input) (bool, error) {
 	in.act = activation{in: in, reads: f.reads}
 	a := &in.act
+	defer func() { in.act = activation{} }() // the decoded body is garbage now
 	out, det, err := f.prg.Eval(a)
 	if a.over {
 		return false, ErrCost
