@@ -6,12 +6,12 @@
 //
 // The variables are source, type, id (the provider's event id), object,
 // version (strings), headers (lower-case names to the first value) and
-// body (the parsed JSON; null when the body is not JSON).
+// body (the parsed JSON; null when the body is not JSON). Of the body, an
+// evaluation decodes only what its expression reads, within a budget
+// counted against the cost limit.
 package route
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,24 +19,43 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/anyhook/anyhook"
 )
 
 // CostLimit bounds one evaluation, in CEL's cost units (about one per
-// operation and per element a comprehension visits). An expression that
-// goes over it fails, and a failed evaluation is no match.
+// operation and per element a comprehension visits), decoding the body
+// included. An expression that goes over it fails, and a failed
+// evaluation is no match.
 const CostLimit = 100_000
+
+// bytesPerCost is how many bytes of decoded body cost one unit: CEL's own
+// rate for the bytes of a string it reads.
+const bytesPerCost = 10
+
+// MaxDecoded bounds the bytes one evaluation materialises of the body
+// (its Go values: strings, numbers, maps and lists, as route estimates
+// them): what the whole cost limit buys.
+const MaxDecoded = CostLimit * bytesPerCost
+
+// ErrCost is the evaluation error of a filter that reads more of the body
+// than MaxDecoded, or whose decoding and evaluation together cost more
+// than CostLimit.
+var ErrCost = errors.New("cost limit exceeded: the filter reads too much of the body")
 
 // MaxExpr bounds the length of an expression, in bytes.
 const MaxExpr = 4096
 
 // Filter is a compiled expression; safe for concurrent use.
 type Filter struct {
-	expr string
-	prg  cel.Program
+	expr  string
+	prg   cel.Program
+	reads *paths // what the expression reads of body
 }
 
 // compiler is a CEL environment with the filter variables. Its mutex
@@ -91,11 +110,36 @@ func (c *compiler) compile(expr string) (*Filter, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the expression is a %s; a filter must be true or false", t)
 	}
-	prg, err := c.env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100))
+	prg, err := c.env.Program(ast, cel.CostLimit(CostLimit), cel.CostTracking(concatCost{}), cel.InterruptCheckFrequency(100))
 	if err != nil {
 		return nil, fmt.Errorf("invalid CEL expression: %w", err)
 	}
-	return &Filter{expr: expr, prg: prg}, nil
+	return &Filter{expr: expr, prg: prg, reads: bodyPaths(ast.NativeRep().Expr())}, nil
+}
+
+// concatCost charges a concatenation of strings or bytes by their size,
+// as CEL does for the overload it resolves when compiling: on body's
+// values (dyn) CEL picks the overload while evaluating and charges one
+// unit, so a filter could build strings of any size within its limit.
+type concatCost struct{}
+
+func (concatCost) CallCost(function, overloadID string, args []ref.Val, _ ref.Val) *uint64 {
+	if function != operators.Add || overloadID == overloads.AddString || overloadID == overloads.AddBytes || len(args) != 2 {
+		return nil
+	}
+	var n int
+	for _, a := range args {
+		switch v := a.(type) {
+		case types.String:
+			n += len(v)
+		case types.Bytes:
+			n += len(v)
+		default:
+			return nil
+		}
+	}
+	c := uint64((n + bytesPerCost - 1) / bytesPerCost)
+	return &c
 }
 
 // String returns the expression.
@@ -108,21 +152,37 @@ type Event struct {
 	Body                              []byte
 }
 
-// Input is one event prepared for evaluation: its headers and body are
-// decoded at most once, on first use, however many filters read them. Not
-// safe for concurrent use.
+// Input is one event prepared for evaluation: its headers are decoded at
+// most once, on first use, and its body checked once, however many
+// filters read them. Not safe for concurrent use.
 type Input struct {
 	ev      *Event
 	headers map[string]string
-	body    any
-	parsed  bool
+	checked bool
+	json    bool // the body is one JSON value, at ev.Body[start:end]
+	start   int
+	end     int
+	dec     *decoder // made when a filter first reads the body
+	act     activation
 }
 
 // NewInput prepares ev for evaluation.
 func NewInput(ev *Event) *Input { return &Input{ev: ev} }
 
+// activation is one evaluation's variables: body decoded lazily, as the
+// filter reads it.
+type activation struct {
+	in     *Input
+	reads  *paths
+	body   any
+	parsed bool
+	spent  int  // bytes of budget the body's decoding took
+	over   bool // it went over MaxDecoded
+}
+
 // ResolveName implements interpreter.Activation.
-func (in *Input) ResolveName(name string) (any, bool) {
+func (a *activation) ResolveName(name string) (any, bool) {
+	in := a.in
 	switch name {
 	case "source":
 		return in.ev.Source, true
@@ -145,55 +205,47 @@ func (in *Input) ResolveName(name string) (any, bool) {
 		}
 		return in.headers, true
 	case "body":
-		if !in.parsed {
-			in.parsed = true
-			in.body = parseBody(in.ev.Body)
+		if !a.parsed {
+			a.parsed = true
+			a.body, a.spent, a.over = in.decode(a.reads)
 		}
-		if in.body == nil {
+		if a.over {
+			return types.NewErr("%s", ErrCost), true
+		}
+		if a.body == nil {
 			return types.NullValue, true
 		}
-		return in.body, true
+		return a.body, true
 	}
 	return nil, false
 }
 
 // Parent implements interpreter.Activation.
-func (in *Input) Parent() interpreter.Activation { return nil }
+func (a *activation) Parent() interpreter.Activation { return nil }
 
-// parseBody decodes a JSON body with integral numbers as int64 (so that
-// amount > 10000 compares integers) and others as float64; nil when the
-// body is not one JSON value.
-func parseBody(b []byte) any {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil
+// decode materialises what p reads of the body: nil when the body is not
+// one JSON value; over when it would take more than MaxDecoded.
+func (in *Input) decode(p *paths) (v any, spent int, over bool) {
+	if !in.checked {
+		in.checked = true
+		in.start, in.end, in.json = check(in.ev.Body)
 	}
-	if _, err := dec.Token(); err == nil {
-		return nil // trailing data: not one JSON value
+	if !in.json {
+		return nil, 0, false
 	}
-	return numbers(v)
-}
-
-func numbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = numbers(e)
-		}
+	if in.dec == nil {
+		in.dec = &decoder{}
 	}
-	return v
+	d := in.dec
+	d.b, d.left, d.over, d.depth, d.deepest = in.ev.Body[:in.end], MaxDecoded, false, 0, 0
+	v, _ = d.value(in.start, p)
+	if d.over || !d.spend(costSlot) {
+		// An unfinished decoding leaves its parts in the buffers.
+		d.elems.take(0, nil)
+		d.members.take(0, nil)
+		return nil, MaxDecoded, true
+	}
+	return v, MaxDecoded - d.left, false
 }
 
 // ErrNotBool is the evaluation error of an expression whose value is not
@@ -203,9 +255,19 @@ var ErrNotBool = errors.New("the filter's value is not true or false")
 // Match evaluates f on in. An error (a missing key, a type mismatch, the
 // cost limit) means no match; the caller logs it.
 func (f *Filter) Match(in *Input) (bool, error) {
-	out, _, err := f.prg.Eval(in)
+	in.act = activation{in: in, reads: f.reads}
+	a := &in.act
+	defer func() { in.act = activation{} }() // the decoded body is garbage now
+	out, det, err := f.prg.Eval(a)
+	if a.over {
+		return false, ErrCost
+	}
 	if err != nil {
 		return false, err
+	}
+	// The body's decoding counts against the same limit as the rest.
+	if c := det.ActualCost(); c != nil && *c+uint64((a.spent+bytesPerCost-1)/bytesPerCost) > CostLimit {
+		return false, ErrCost
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
