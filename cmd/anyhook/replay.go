@@ -298,17 +298,15 @@ func resolveEvent(ctx context.Context, st store.Store, id, source string, source
 	case !errors.Is(err, anyhook.ErrNotFound):
 		return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
 	}
-	if dr, ok := st.(store.DeliveryReader); ok {
-		d, err := dr.Delivery(ctx, id)
-		switch {
-		case err == nil:
-			if ev, err = st.Event(ctx, d.EventID); err != nil {
-				return ev, "", nil, exitFail, fmt.Errorf("replay: %w", err)
-			}
-			return ev, "delivery_id", &d, exitUsage, check(ev, "delivery id")
-		case !errors.Is(err, anyhook.ErrNotFound):
-			return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
+	d, err := st.Delivery(ctx, id)
+	switch {
+	case err == nil:
+		if ev, err = st.Event(ctx, d.EventID); err != nil {
+			return ev, "", nil, exitFail, fmt.Errorf("replay: %w", err)
 		}
+		return ev, "delivery_id", &d, exitUsage, check(ev, "delivery id")
+	case !errors.Is(err, anyhook.ErrNotFound):
+		return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
 	}
 	evs, err := findProviderID(ctx, st, id, source, sources)
 	if err != nil {

@@ -108,7 +108,6 @@ type destRow struct {
 func (r destRow) Count(s string) int { return r.Depth[anyhook.DeliveryStatus(s)] }
 
 type overviewData struct {
-	HaveStats     bool
 	Window        string
 	Received      int
 	Delivered     int
@@ -140,24 +139,11 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 		}
 		data.Ledger = &ls
 	}
-	if d.stats == nil {
-		counts, err := d.opt.Store.Counts(r.Context())
-		if err != nil {
-			return err
-		}
-		for _, st := range statusOrder {
-			data.Queue = append(data.Queue, statusCount{st, counts[st]})
-		}
-		data.Destinations = rows
-		d.render(w, r, http.StatusOK, "overview", "Overview", data)
-		return nil
-	}
-	data.HaveStats = true
-	act, err := d.stats.Activity(r.Context(), store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: d.dests})
+	act, err := d.opt.Store.Activity(r.Context(), store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: d.dests})
 	if err != nil {
 		return err
 	}
-	qs, err := d.stats.QueueStats(r.Context(), d.dests)
+	qs, err := d.opt.Store.QueueStats(r.Context(), d.dests)
 	if err != nil {
 		return err
 	}
@@ -226,7 +212,7 @@ func (d *Dashboard) destRows(r *http.Request) ([]destRow, error) {
 // rolling change): their deliveries wait untouched until a config names
 // the destination again.
 func (d *Dashboard) orphanRows(r *http.Request) ([]destRow, error) {
-	qs, err := d.stats.QueueStats(r.Context(), nil)
+	qs, err := d.opt.Store.QueueStats(r.Context(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -245,26 +231,23 @@ func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if d.stats != nil {
-		qs, err := d.stats.QueueStats(r.Context(), d.dests)
-		if err != nil {
-			return err
-		}
-		for i := range rows {
-			rows[i].Depth = qs.Depth[rows[i].Name]
-			rows[i].LastDelivered = qs.LastDelivered[rows[i].Name]
-		}
-		orphans, err := d.orphanRows(r)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, orphans...)
+	qs, err := d.opt.Store.QueueStats(r.Context(), d.dests)
+	if err != nil {
+		return err
 	}
+	for i := range rows {
+		rows[i].Depth = qs.Depth[rows[i].Name]
+		rows[i].LastDelivered = qs.LastDelivered[rows[i].Name]
+	}
+	orphans, err := d.orphanRows(r)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, orphans...)
 	d.render(w, r, http.StatusOK, "destinations", "Destinations", struct {
-		Rows      []destRow
-		HaveStats bool
-		Statuses  []anyhook.DeliveryStatus
-	}{rows, d.stats != nil, store.UnfinishedStatuses})
+		Rows     []destRow
+		Statuses []anyhook.DeliveryStatus
+	}{rows, store.UnfinishedStatuses})
 	return nil
 }
 
@@ -333,8 +316,8 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		data.Rows[i].Event = ev
 		ids[i] = ev.ID
 	}
-	if d.stats != nil && len(ids) > 0 {
-		states, err := d.stats.DeliveryStates(r.Context(), ids)
+	if len(ids) > 0 {
+		states, err := d.opt.Store.DeliveryStates(r.Context(), ids)
 		if err != nil {
 			return err
 		}
@@ -373,8 +356,8 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 // status, newest first; for a status no delivery has, that would read every
 // event to find nothing, so the (cheap) queue counts answer first.
 func (d *Dashboard) listEvents(r *http.Request, f store.EventFilter) ([]anyhook.Event, string, error) {
-	if f.Status != "" && d.stats != nil && slices.Contains(store.UnfinishedStatuses, f.Status) {
-		qs, err := d.stats.QueueStats(r.Context(), nil)
+	if f.Status != "" && slices.Contains(store.UnfinishedStatuses, f.Status) {
+		qs, err := d.opt.Store.QueueStats(r.Context(), nil)
 		if err != nil {
 			return nil, "", err
 		}
@@ -636,8 +619,8 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 	for i, dl := range ds {
 		data.Rows[i].Delivery, ids[i] = dl, dl.ID
 	}
-	if qr, ok := d.opt.Store.(store.QueueReader); ok && len(ids) > 0 {
-		extra, err := qr.QueueRows(r.Context(), ids)
+	if len(ids) > 0 {
+		extra, err := d.opt.Store.QueueRows(r.Context(), ids)
 		if err != nil {
 			return err
 		}
@@ -645,25 +628,23 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 			data.Rows[i].QueueRow = extra[data.Rows[i].ID]
 		}
 	}
-	if d.stats != nil {
-		// Every destination's, as the list below: also those the config
-		// no longer names (orphaned), which the filter offers too.
-		qs, err := d.stats.QueueStats(r.Context(), nil)
-		if err != nil {
-			return err
+	// Every destination's, as the list below: also those the config no
+	// longer names (orphaned), which the filter offers too.
+	qs, err := d.opt.Store.QueueStats(r.Context(), nil)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
+		if !slices.Contains(d.dests, name) {
+			data.Orphans = append(data.Orphans, name)
 		}
-		for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
-			if !slices.Contains(d.dests, name) {
-				data.Orphans = append(data.Orphans, name)
-			}
+	}
+	if slices.Contains(store.UnfinishedStatuses, f.Status) {
+		data.Total = qs.Total(f.Status)
+		if f.Destination != "" {
+			data.Total = qs.Depth[f.Destination][f.Status]
 		}
-		if slices.Contains(store.UnfinishedStatuses, f.Status) {
-			data.Total = qs.Total(f.Status)
-			if f.Destination != "" {
-				data.Total = qs.Depth[f.Destination][f.Status]
-			}
-			data.HaveTotal = true
-		}
+		data.HaveTotal = true
 	}
 	if f.Destination != "" && !slices.Contains(d.dests, f.Destination) && !slices.Contains(data.Orphans, f.Destination) {
 		data.Orphans = append(data.Orphans, f.Destination) // keep the filter showing what was asked

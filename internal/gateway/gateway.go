@@ -74,9 +74,9 @@ type Gateway struct {
 	batcher      *ingest.Batcher
 	engine       *delivery.Engine
 	alerts       *alert.Notifier
-	rejects      *rejectlog.Log // the log of refused requests; nil when the store keeps none
+	rejects      *rejectlog.Log // the log of refused requests
 	backfills    *backfill.Jobs // backfills started through the admin API and dashboard
-	ledger       *ledgerParts   // the tamper-evident log; nil when the store keeps none
+	ledger       *ledgerParts   // the tamper-evident log
 	seqInterval  time.Duration
 	routes       []Route
 	handler      http.Handler // listen's: everything, or ingest only with admin.listen
@@ -123,8 +123,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	stats, _ := st.(store.StatsReader)
-	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
+	mx := metrics.New(metrics.Options{Stats: st, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
 	if err != nil {
@@ -158,26 +157,21 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		// one batch's round trips with the next (measured: BENCHMARKS.md).
 		g.batcher.SetWriters(postgresWriters)
 	}
-	var rejected ingest.RejectionLog
-	if rl, ok := st.(store.RejectionLog); ok {
-		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx, Now: now})
-		rejected = g.rejects
-	}
+	g.rejects = rejectlog.New(st, rejectlog.Options{Logger: log, Observer: mx, Now: now})
 	ih := ingest.New(ingest.Options{
 		Sources:    sources,
 		Recorder:   g.batcher,
 		Logger:     log,
 		Observer:   mx,
-		Rejections: rejected,
+		Rejections: g.rejects,
 		Now:        now,
 		Tracer:     opt.Tracer,
 	})
 	bySource := sourceDestinations(cfg)
 	bf := NewBackfiller(cfg, ih, st)
 	bf.Sleep = opt.BackfillSleep
-	jo := backfill.JobsOptions{Now: now, Logger: log}
-	jo.Log, _ = st.(store.BackfillLog) // every process sees the latest of each source
-	g.backfills = backfill.NewJobs(bf.Run, jo)
+	// Log: every process sees the latest backfill of each source.
+	g.backfills = backfill.NewJobs(bf.Run, backfill.JobsOptions{Now: now, Logger: log, Log: st})
 	api := admin.New(admin.Options{
 		Backfill:     backfillAPI{bf, g.backfills},
 		Store:        st,
@@ -185,7 +179,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Sources:      bySource,
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
-		Ledger:       g.ledgerAPI(),
+		Ledger:       g.ledger.reader,
 		Filters:      Filters(cfg, cfg.DestinationOrder),
 		Now:          now,
 		InOrder:      inOrder(cfg),
@@ -220,7 +214,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return loopbackHostsOnly(h, log)
 	}
 	g.routes = []Route{
-		{Pattern: "POST /webhooks/{source}", On: OnIngest, handler: limitSources(ih, sourceBuckets(cfg), now, rejected)},
+		{Pattern: "POST /webhooks/{source}", On: OnIngest, handler: limitSources(ih, sourceBuckets(cfg), now, g.rejects)},
 		{Pattern: "/api/", On: OnAdmin, handler: guarded(api.Handler())},
 		{Pattern: "/healthz", On: OnBoth, handler: api.Handler()},
 		{Pattern: "/readyz", On: OnAdmin, handler: api.Handler()},
@@ -373,9 +367,7 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 func (g *Gateway) StartListeners(ctx context.Context, ls Listeners) {
 	g.alerts.Start(context.WithoutCancel(ctx)) // Stop flushes; a signal must not drop alerts
 	g.batcher.Start(ctx)
-	if g.rejects != nil {
-		g.rejects.Start(ctx)
-	}
+	g.rejects.Start(ctx)
 	g.engine.Start(ctx)
 	g.startLedger(ctx)
 	g.serveErr = make(chan error, 2)
@@ -431,9 +423,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	}
 	g.backfills.Stop(ctx) // before the batcher it records through
 	g.batcher.Stop()
-	if g.rejects != nil {
-		g.rejects.Stop() // writes what is queued
-	}
+	g.rejects.Stop() // writes what is queued
 	g.stopLedger()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
 	g.alerts.Stop()

@@ -62,10 +62,9 @@ type Checkpoint struct {
 	CreatedAt time.Time
 }
 
-// Ledger is the storage of the tamper-evident ledger. A backend that offers
-// it implements it next to store.Store; internal/ledger type-asserts for
-// it. Entries and stored hashes are append-only: nothing here changes or
-// deletes them.
+// Ledger is the storage of the tamper-evident ledger (internal/ledger), a
+// part of Store. Entries and stored hashes are append-only: nothing here
+// changes or deletes them.
 type Ledger interface {
 	// Sequence appends up to limit events that have no ledger entry yet,
 	// oldest commit first, sorted by id within the batch. In one

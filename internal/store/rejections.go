@@ -16,9 +16,9 @@ type RejectionReader interface {
 	ListRejections(ctx context.Context, f RejectionFilter) ([]anyhook.Rejection, string, error)
 }
 
-// RejectionLog is an optional part of the storage contract: a bounded
-// table of refused requests, apart from the event tables (never read by
-// ingest, never used for dedup). Callers find it with a type assertion.
+// RejectionLog is the part of Store that keeps a bounded table of refused
+// requests, apart from the event tables (never read by ingest, never used
+// for dedup).
 type RejectionLog interface {
 	RejectionReader
 	// RecordRejections appends rs in one transaction; the store assigns

@@ -19,8 +19,6 @@ import (
 // The tamper-evident ledger's storage (store.Ledger). Tables:
 // migrations/0002_ledger.sql.
 
-var _ store.Ledger = (*Store)(nil)
-
 // ledgerLock is the key of the transaction-level advisory lock held by
 // Sequence: of many processes, one sequences at a time.
 const ledgerLock int64 = 0x61686c6f67 // "ahlog"

@@ -16,8 +16,6 @@ import (
 
 // The tamper-evident ledger's storage (store.Ledger). Tables: migrations/0002_ledger.sql.
 
-var _ store.Ledger = (*Store)(nil)
-
 // Sequence implements store.Ledger. New events are found by rowid, which
 // SQLite hands out in commit order (it has one writer), past the watermark
 // in ledger_state. The batch is read and hashed on a read snapshot, so the
