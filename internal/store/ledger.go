@@ -107,7 +107,7 @@ type Ledger interface {
 
 	// PruneBodies empties the bodies of up to limit logged events received
 	// before receivedBefore that have no delivery still needing the body
-	// (NeedsBody: pending, delivering, paused, held, or dead and not
+	// (sqlstore.NeedsBody: pending, delivering, paused, held, or dead and not
 	// discarded), marking their entries BodyPruned; events, headers, dedup
 	// keys and hashes stay. It is atomic with Replay, ReplayDeliveries and
 	// Resolve: an event gets a new delivery and keeps its body, or is
@@ -115,7 +115,7 @@ type Ledger interface {
 	PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error)
 	// PrunedStillNeeded returns up to limit entries, in index order (Index
 	// and EventID filled), marked BodyPruned although their event has a
-	// delivery that still needs the body (NeedsBody): pruning that
+	// delivery that still needs the body (sqlstore.NeedsBody): pruning that
 	// PruneBodies never does.
 	PrunedStillNeeded(ctx context.Context, limit int) ([]LedgerEntry, error)
 

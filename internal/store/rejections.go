@@ -52,9 +52,3 @@ func RejectionCursor(s string) (int64, error) {
 	}
 	return n, nil
 }
-
-// PruneRejectionsSQL deletes, of the rejections whose known column is the
-// first parameter (repeated as the second), all but the latest (the third
-// parameter) rows. The same text serves both dialects once its
-// placeholders are written in them.
-const PruneRejectionsSQL = `DELETE FROM rejections WHERE known = ? AND id < (SELECT id FROM rejections WHERE known = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`

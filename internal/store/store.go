@@ -134,10 +134,6 @@ type BulkReplay struct {
 	Pruned []string
 }
 
-// NotResolved is the SQL condition (both dialects) on a delivery d that a
-// bulk replay may select: a resolved one (replayed or discarded) is done.
-const NotResolved = `d.status <> 'resolved'`
-
 // Store is the storage contract. A backend implements every part of it
 // (sqlite and postgres assert so at compile time, and storetest.Exercise
 // holds both to the same behaviour); a consumer declares only the part or
