@@ -216,7 +216,11 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 	default:
 		dests = cfg.Sources[ev.Source].Destinations
 		if !o.ignoreFilters {
-			dests, rep.Filtered = route.Split(gateway.Filters(cfg, dests), route.NewInput(route.FromEvent(&ev)), dests, nil)
+			filters, err := gateway.Filters(cfg, dests)
+			if err != nil {
+				return rep, exitUsage, err
+			}
+			dests, rep.Filtered = route.Split(filters, route.NewInput(route.FromEvent(&ev)), dests, nil)
 			if len(dests) == 0 {
 				return rep, exitFail, fmt.Errorf("replay: no destination's filter accepts event %s (%s); name a --destination or pass --ignore-filters", ev.ID, strings.Join(rep.Filtered, ", "))
 			}

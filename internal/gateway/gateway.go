@@ -116,6 +116,10 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
+	filters, err := Filters(cfg, cfg.DestinationOrder)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
 	st := opt.Store
 	if st == nil {
 		st, err = Open(ctx, cfg)
@@ -180,7 +184,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
 		Ledger:       g.ledger.reader,
-		Filters:      Filters(cfg, cfg.DestinationOrder),
+		Filters:      filters,
 		Now:          now,
 		InOrder:      inOrder(cfg),
 		Queued:       g.engine.Wake,
@@ -316,7 +320,7 @@ func (g *Gateway) TLS() (ingest, admin *tls.Config) { return g.ingestTLS, g.admi
 // buildTLS loads the listeners' certificates (or sets up ACME).
 func (g *Gateway) buildTLS() error {
 	build := func(t *config.TLS, key string) (*tls.Config, error) {
-		o, err := certs.FromConfig(g.cfg, t, g.log)
+		o, err := certOptions(g.cfg, t, g.log)
 		if err != nil || o == nil {
 			return nil, err
 		}
