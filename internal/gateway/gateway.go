@@ -29,6 +29,7 @@ import (
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/rejectlog"
+	"github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/throttle"
 	"go.opentelemetry.io/otel/trace"
@@ -84,6 +85,10 @@ type Gateway struct {
 	ingestTLS    *tls.Config  // nil: plain HTTP
 	adminTLS     *tls.Config
 	servers      []*http.Server
+	// closers close what New opened, in reverse order (close); owned
+	// says the store is the gateway's to close.
+	closers []func() error
+	owned   bool
 
 	mu       sync.Mutex
 	serveErr chan error
@@ -120,28 +125,67 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
+	g := &Gateway{cfg: cfg, log: log, now: now, seqInterval: opt.SequenceInterval}
+	if err := g.open(ctx, opt); err != nil {
+		return nil, err
+	}
+	if err := g.build(ctx, opt, sources, dests, filters); err != nil {
+		g.close() // the error that stopped New is the one to report
+		return nil, err
+	}
+	// A store given in Options is the caller's until New succeeds; from
+	// here on Stop closes it as it closes one New opened.
+	g.owned = true
+	return g, nil
+}
+
+// open opens the store, unless opt gives one, and registers its close.
+func (g *Gateway) open(ctx context.Context, opt Options) error {
 	st := opt.Store
 	if st == nil {
-		st, err = Open(ctx, cfg)
-		if err != nil {
-			return nil, err
+		var err error
+		if st, err = Open(ctx, g.cfg); err != nil {
+			return err
 		}
+		g.owned = true
 	}
+	g.store = st
+	g.onClose(func() error {
+		if !g.owned {
+			return nil
+		}
+		return st.Close()
+	})
+	return nil
+}
+
+// onClose registers c, which close runs after those registered later.
+func (g *Gateway) onClose(c func() error) { g.closers = append(g.closers, c) }
+
+// close runs the closers, the last registered first, and forgets them.
+func (g *Gateway) close() error {
+	var errs []error
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		errs = append(errs, g.closers[i]())
+	}
+	g.closers = nil
+	return errors.Join(errs...)
+}
+
+// build makes the gateway's parts over its open store: the metrics, the
+// alerts, the ledger, the delivery engine, ingest, the admin API and the
+// dashboard, the routes and TLS. It starts nothing.
+func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Source, dests []delivery.Destination, filters map[string]*route.Filter) error {
+	cfg, log, now, st := g.cfg, g.log, g.now, g.store
 	mx := metrics.New(metrics.Options{Stats: st, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
 	if err != nil {
-		if opt.Store == nil {
-			st.Close()
-		}
-		return nil, &ConfigError{err}
+		return &ConfigError{err}
 	}
-	g := &Gateway{cfg: cfg, log: log, now: now, store: st, alerts: alerts, seqInterval: opt.SequenceInterval}
+	g.alerts = alerts
 	if err := g.newLedger(ctx, st); err != nil {
-		if opt.Store == nil {
-			st.Close()
-		}
-		return nil, err
+		return err
 	}
 	do := deliveryOptions(cfg, dests)
 	do.Logger, do.Now = log, now
@@ -204,10 +248,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Now:          now,
 	})
 	if err != nil {
-		if opt.Store == nil {
-			st.Close()
-		}
-		return nil, err
+		return err
 	}
 	// Without a token, what it would guard answers only requests for a
 	// loopback name (DNS rebinding; see loopbackHostsOnly).
@@ -232,13 +273,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	} else {
 		g.handler = guardAuth(muxFor(g.routes, ""), failures, now, log)
 	}
-	if err := g.buildTLS(); err != nil {
-		if opt.Store == nil {
-			st.Close()
-		}
-		return nil, err
-	}
-	return g, nil
+	return g.buildTLS()
 }
 
 func (g *Gateway) alert(kind string, d anyhook.Delivery) {
@@ -431,7 +466,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	g.stopLedger()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
 	g.alerts.Stop()
-	errs = append(errs, g.store.Close())
+	errs = append(errs, g.close())
 	g.log.Info("stopped")
 	return errors.Join(errs...)
 }
