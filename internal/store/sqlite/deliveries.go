@@ -81,8 +81,8 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 // Its commit does not wait for fsync (txUnsynced): it is in the WAL at
 // once, so a killed process loses nothing, and it is durable as soon as
 // any later commit syncs the WAL (an ingest, a claim: the WAL is synced
-// whole, in order) or the background checkpoint runs, normally within
-// checkpointEvery. Only a power loss or an operating-system crash in
+// whole, in order) or the background WAL copy runs, normally within
+// walCopyEvery. Only a power loss or an operating-system crash in
 // between can undo an outcome, and its delivery is then what a crash
 // between the send and the outcome leaves: delivering, rescued at its
 // lease's end as its destination's on_stale_claim says (reclaim: sent again
