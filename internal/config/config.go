@@ -155,14 +155,14 @@ type Backoff struct {
 	Max     Duration `yaml:"max"`     // default 2h
 }
 
-// Alert is one sink; exactly one field is set.
+// Alert is one alert channel; exactly one field is set.
 type Alert struct {
 	Webhook   string     `yaml:"webhook"`
 	Slack     string     `yaml:"slack"`
 	PagerDuty *PagerDuty `yaml:"pagerduty"`
 }
 
-// PagerDuty is an Events v2 sink.
+// PagerDuty is an Events v2 alert channel.
 type PagerDuty struct {
 	RoutingKey string `yaml:"routing_key"` // required: the integration key
 	// URL is the Events v2 endpoint; default

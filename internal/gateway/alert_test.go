@@ -58,7 +58,7 @@ func TestDeadAlertSaysOrderReleased(t *testing.T) {
 	}
 }
 
-// An alert's link is for people, and goes to the alert sinks: a user name
+// An alert's link is for people, and goes to the alert channels: a user name
 // and password in dashboard_url (a proxy's basic auth) stay out of it.
 func TestAlertLinkHasNoCredentials(t *testing.T) {
 	t.Parallel()

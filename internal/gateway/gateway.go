@@ -179,7 +179,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	cfg, log, now, st := g.cfg, g.log, g.now, g.store
 	mx := metrics.New(metrics.Options{Stats: st, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
+	alerts, err := alert.New(alertChannels(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
 	if err != nil {
 		return &ConfigError{err}
 	}
@@ -321,7 +321,7 @@ func orderNote(dest *config.Destination, kind string, ev anyhook.Event) string {
 
 // eventURL is the event's page in the dashboard, or "" when the config
 // does not say where the dashboard is (dashboard_url). It goes to the
-// alert sinks, for people to open: a user name and password in
+// alert channels, for people to open: a user name and password in
 // dashboard_url (a proxy's basic auth) are left out, and the browser asks
 // for them.
 func (g *Gateway) eventURL(eventID string) string {

@@ -378,7 +378,7 @@ func TestDeadAfterMaxAttemptsAlertsOnce(t *testing.T) {
 	}
 	e.gw.Stop(context.Background()) // flushes pending alerts
 	if n := len(alerts.requests()); n != 1 || len(got) != 1 {
-		t.Fatalf("alert sink called %d times, want once", n)
+		t.Fatalf("alert channel called %d times, want once", n)
 	}
 }
 

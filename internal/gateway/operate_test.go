@@ -129,7 +129,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	}
 }
 
-// TestPlainHTTPSlackAlertCounted: a Slack sink on plain http:// to a
+// TestPlainHTTPSlackAlertCounted: a Slack channel on plain http:// to a
 // loopback host (a local proxy that adds TLS) posts through the loopback-only
 // transport, and its posts are still counted in anyhook_alerts_sent_total.
 func TestPlainHTTPSlackAlertCounted(t *testing.T) {
@@ -139,7 +139,7 @@ func TestPlainHTTPSlackAlertCounted(t *testing.T) {
 	a := e.sendStripe(t, "evt_slack_counted")
 	e.waitStatus(t, a.ID, anyhook.StatusDead)
 	alerts.waitRequests(t, 1)
-	testwait.For(t, `anyhook_alerts_sent_total{result="ok"} ≥ 1 after the Slack sink got its post`, func() bool {
+	testwait.For(t, `anyhook_alerts_sent_total{result="ok"} ≥ 1 after the Slack channel got its post`, func() bool {
 		_, exposition := get(t, e, "/metrics", "test-token")
 		v, _ := metricValue(t, exposition, `anyhook_alerts_sent_total{result="ok"}`)
 		return v >= 1
@@ -147,7 +147,7 @@ func TestPlainHTTPSlackAlertCounted(t *testing.T) {
 }
 
 // TestDestinationOutageAlerts: 500 deliveries fail against one
-// destination; the alert sink gets a handful of messages (not 500), the
+// destination; the alert channel gets a handful of messages (not 500), the
 // first saying the destination is failing, and once it answers again a
 // recovered message follows.
 func TestDestinationOutageAlerts(t *testing.T) {

@@ -111,11 +111,11 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 	return out, nil
 }
 
-// alertSinks gives the alert sinks of cfg.Alerts, in order.
-func alertSinks(cfg *config.Config) []alert.Sink {
-	out := make([]alert.Sink, len(cfg.Alerts))
+// alertChannels gives the alert channels of cfg.Alerts, in order.
+func alertChannels(cfg *config.Config) []alert.Channel {
+	out := make([]alert.Channel, len(cfg.Alerts))
 	for i, a := range cfg.Alerts {
-		out[i] = alert.Sink{Webhook: a.Webhook, Slack: a.Slack}
+		out[i] = alert.Channel{Webhook: a.Webhook, Slack: a.Slack}
 		if pd := a.PagerDuty; pd != nil {
 			out[i].PagerDuty = &alert.PagerDuty{RoutingKey: pd.RoutingKey, URL: pd.URL}
 		}
@@ -172,7 +172,7 @@ func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.Checkpointe
 // config.Validate, without opening the store or listening: it builds every
 // source's provider (so a Stripe secret that does not start with whsec_
 // fails here as it does at start), checks every destination's signing
-// secret and builds the alert sinks. `anyhook config check` runs it, and
+// secret and builds the alert channels. `anyhook config check` runs it, and
 // serve before it listens, so that a mistake in the config is reported as
 // such even when the address is in use. The error is a *ConfigError.
 func Check(cfg *config.Config) error {
@@ -182,7 +182,7 @@ func Check(cfg *config.Config) error {
 	if _, err := deliveryDestinations(cfg); err != nil {
 		return &ConfigError{err}
 	}
-	if _, err := alert.New(alertSinks(cfg), alert.Options{}); err != nil {
+	if _, err := alert.New(alertChannels(cfg), alert.Options{}); err != nil {
 		return &ConfigError{err}
 	}
 	return nil
