@@ -270,14 +270,8 @@ func TestPostgresBacklogSharedThreeProcesses(t *testing.T) {
 
 	adminPost(t, ps[1].url+"/api/destinations/billing/resume")
 	seen := map[string]bool{}
-	deadline := time.After(60 * time.Second)
 	for len(seen) < n {
-		select {
-		case id := <-sink.arrived:
-			seen[id] = true
-		case <-deadline:
-			t.Fatalf("%d of %d events delivered", len(seen), n)
-		}
+		seen[sink.next(t)] = true
 	}
 	testwait.For(t, "every delivery to settle (none pending or in flight)", func() bool { return settled(t, ps[2].url) })
 
@@ -290,10 +284,8 @@ func TestPostgresBacklogSharedThreeProcesses(t *testing.T) {
 	if len(got) != n {
 		t.Errorf("the sink got %d distinct events, want %d", len(got), n)
 	}
-	sink.mu.Lock()
-	senders := fmt.Sprint(sink.senders)
-	busy := len(sink.senders)
-	sink.mu.Unlock()
+	senders := fmt.Sprint(sink.senders())
+	busy := len(sink.senders())
 	t.Logf("requests per process: %s", senders)
 	if busy < 2 {
 		t.Errorf("only %d process delivered (%s); the work was not shared", busy, senders)
@@ -654,14 +646,8 @@ func throughput(t *testing.T, procs, events, clients, size int) (ingest, deliver
 	began = time.Now()
 	adminPost(t, ps[0].url+"/api/destinations/billing/resume")
 	seen := map[string]bool{}
-	deadline := time.After(5 * time.Minute)
 	for len(seen) < events {
-		select {
-		case id := <-sink.arrived:
-			seen[id] = true
-		case <-deadline:
-			t.Fatalf("%d of %d events delivered", len(seen), events)
-		}
+		seen[sink.next(t)] = true
 	}
 	deliver = float64(events) / time.Since(began).Seconds()
 	for id, a := range sink.snapshot() {
@@ -669,9 +655,7 @@ func throughput(t *testing.T, procs, events, clients, size int) (ingest, deliver
 			t.Errorf("event %s delivered %d times", id, len(a))
 		}
 	}
-	sink.mu.Lock()
-	t.Logf("requests per process: %v", sink.senders)
-	sink.mu.Unlock()
+	t.Logf("requests per process: %v", sink.senders())
 	return ingest, deliver
 }
 
@@ -842,11 +826,11 @@ destinations:
 	if err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
-	<-charges.arrived
-	<-audit.arrived
+	charges.Next(t)
+	audit.Next(t)
 	old.kill() // both attempts in flight: outcomes unknown
 
-	close(audit.hold)
+	audit.Release()
 	next := start(t, config("new.yaml", false)) // knows audit only
 	// Its rescuer re-sends audit's expired claim; charges' expired earlier,
 	// so that rescue round saw it too.

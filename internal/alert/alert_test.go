@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,53 +14,35 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/redirect/redirecttest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/testclock"
 )
 
-// recorder is an alert channel: an httptest server that keeps what it is sent.
-type recorder struct {
-	srv    *httptest.Server
-	status int
-
-	mu     sync.Mutex
-	bodies [][]byte
-	ctypes []string
-	got    chan []byte // every body, for tests that wait for one
-}
+// recorder is an alert channel (sinktest.Sink) answering status with a
+// two-line body.
+type recorder struct{ srv *sinktest.Sink }
 
 func newRecorder(t *testing.T, status int) *recorder {
 	t.Helper()
-	r := &recorder{status: status, got: make(chan []byte, 10000)}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.bodies = append(r.bodies, b)
-		r.ctypes = append(r.ctypes, req.Header.Get("Content-Type"))
-		r.mu.Unlock()
-		r.got <- b
-		w.WriteHeader(r.status)
-		fmt.Fprint(w, "no_service\nsecond line")
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
+	return &recorder{sinktest.Start(t, sinktest.Options{
+		Answer: func(*http.Request, []byte) int { return status },
+		Reply:  func(int) string { return "no_service\nsecond line" },
+	})}
 }
 
+// posts are the bodies posted so far.
 func (r *recorder) posts() [][]byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([][]byte(nil), r.bodies...)
+	var out [][]byte
+	for _, q := range r.srv.Requests() {
+		out = append(out, q.Body)
+	}
+	return out
 }
 
-// next waits for the next post. The timeout only guards against a hang.
+// next waits for the next post.
 func (r *recorder) next(t *testing.T) []byte {
 	t.Helper()
-	select {
-	case b := <-r.got:
-		return b
-	case <-time.After(30 * time.Second):
-		t.Fatal("no post arrived")
-		return nil
-	}
+	return r.srv.Next(t).Body
 }
 
 // logs collects log records.
@@ -163,8 +144,8 @@ func TestStormIsFolded(t *testing.T) {
 	if first.Time.IsZero() || !strings.Contains(first.Text, "destination billing") {
 		t.Errorf("first = %+v", first)
 	}
-	if r.ctypes[0] != "application/json" {
-		t.Errorf("Content-Type = %q", r.ctypes[0])
+	if ct := r.srv.Requests()[0].Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q", ct)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	sqlitestore "github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/store/sqlite/sqlitewrap"
@@ -36,10 +37,8 @@ import (
 //
 // The log is sequenced once, at Stop (SequenceInterval: an hour): its
 // rounds run each second in production, and how many ran during the test
-// depended on the machine's speed (a loaded machine counted 6.3 of the
-// log's statements and 5.2 transactions per event where a quiet one
-// counted 4.4 and 4.5). What is counted is the log's work for these 40
-// events, in one round, and the same on any machine.
+// would depend on the machine's speed. What is counted is the log's work
+// for these 40 events, in one round, and the same on any machine.
 //
 // Measured at issue 15 under heavy load (load average 25–70 on 2 CPUs),
 // before its optimizations: 12.0–12.7 statements of ingest and delivery
@@ -84,7 +83,7 @@ func TestStatementBudgetPerDeliveredEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, g := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:anyhook.db
@@ -114,13 +113,13 @@ destinations:
 		}
 	}
 	send("warm")
-	sk.waitRequests(t, 1)
+	sk.Wait(t, 1)
 
 	const n = 40
 	before := c.snapshot()
 	for i := range n {
 		send(fmt.Sprintf("evt_%d", i))
-		sk.waitRequests(t, 2+i)
+		sk.Wait(t, 2+i)
 	}
 	// Stop writes what is left: the last outcomes, the last sequencing
 	// and checkpoint.
