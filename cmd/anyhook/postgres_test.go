@@ -1,7 +1,7 @@
 package main
 
 // Several real `anyhook serve` processes on one PostgreSQL database (SPEC
-// §1, issue 3): deduplication, shared delivery, rescue after kill -9 and
+// §1): deduplication, shared delivery, rescue after kill -9 and
 // the loss of the database, each checked at the binary level. Every test
 // has its own fresh database (pgtest.DSN) and runs in parallel. Without a
 // reachable PostgreSQL server they skip with a hint (fail under CI=true).
@@ -702,9 +702,9 @@ func deadlocks(t *testing.T, dsn string) int64 {
 // and rounds of identical and overlapping requests that all concern ONE
 // object: every request is answered 200, each key makes one event, and
 // PostgreSQL detects no deadlock (a deadlock is a 503 or, while it is being
-// detected, a wait of deadlock_timeout). Issue 12 A2: one transaction held
-// the version mark and waited on a dedup key that another held while it
-// waited on the mark.
+// detected, a wait of deadlock_timeout). The deadlock this guards against:
+// one transaction held the version mark and waited on a dedup key that
+// another held while it waited on the mark.
 func TestPostgresOneObjectThreeProcessesNoDeadlock(t *testing.T) {
 	t.Parallel()
 	sink := newRecorder(t, false)
@@ -781,7 +781,7 @@ func TestPostgresOneObjectThreeProcessesNoDeadlock(t *testing.T) {
 	t.Logf("%d keys, %d requests in %d rounds; slowest answer %v", len(ids), rounds*keys*copies, rounds, slowest)
 }
 
-// Issue 12 A8(c): during a rolling config change, a process whose config
+// During a rolling config change, a process whose config
 // lacks a destination must not rescue that destination's claims with a
 // policy it guesses (reclaim re-sends a charge that may have happened). A
 // process that knows the destination applies its declared hold.

@@ -41,7 +41,7 @@ func dashboardPage(t *testing.T, base, path string) string {
 	return string(b)
 }
 
-// Issue 12 A8(d): a destination removed from the config while deliveries
+// A destination removed from the config while deliveries
 // to it are queued loses nothing; the API and dashboard show the
 // deliveries as orphaned; configuring the destination again resumes them.
 func TestRemovedDestinationOrphansThenResumes(t *testing.T) {

@@ -257,7 +257,7 @@ func TestStaleEvents(t *testing.T) {
 	}
 }
 
-// TestStripeLateEventDeliveredByDefault (issue 13 item 7): Stripe event
+// TestStripeLateEventDeliveredByDefault: Stripe event
 // types share an object, so a late payment_intent.succeeded can be older
 // than the payment_intent.updated already seen. By default it is delivered,
 // flagged X-AnyHook-Stale: true, never silently skipped.

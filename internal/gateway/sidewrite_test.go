@@ -21,7 +21,7 @@ type brokenWriter struct{}
 
 func (brokenWriter) Write([]byte) (int, error) { return 0, errors.New("write failed") }
 
-// Issue 12 C: a side write that fails after a destination's 2xx — the
+// A side write that fails after a destination's 2xx — the
 // tamper-evident log (its tables broken), the alerts (a channel that never
 // answers), the process log (a writer that fails) — must not make the
 // gateway send the delivery again: the 2xx is recorded and the delivery is

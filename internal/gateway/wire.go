@@ -71,8 +71,8 @@ func ingestSources(cfg *config.Config) ([]ingest.Source, error) {
 			Destinations: src.Destinations,
 			Filters:      filters,
 			// Stale events are delivered, flagged, unless the source
-			// says stale: skip (issue 13: skipping by default silently
-			// dropped late payment events that share an object).
+			// says stale: skip: skipping by default would silently drop
+			// late payment events that share an object.
 			StaleSkip:     src.Ordering != nil && src.Ordering.Stale == "skip",
 			SecretHeaders: provider.CredentialHeaders(src.Provider),
 		})

@@ -31,9 +31,9 @@ type NewEvent struct {
 	// lease is not zero is created already claimed by the caller, as
 	// Claim would claim it (delivering, its first attempt counted, leased
 	// for that long), in the ingest transaction, so that the caller can
-	// send it at once without a claim of its own (issue 15: "claim at
-	// ingest"; a negative lease is one already expired). A delivery to a paused destination, of a duplicate, or of
-	// a stale event that is skipped is not claimed (it is created as it
+	// send it at once without a claim of its own (a negative lease is one
+	// already expired). A delivery to a paused destination, of a
+	// duplicate, or of a stale event that is skipped is not claimed (it is created as it
 	// would be without a lease, or not at all). IngestResult.Claims holds
 	// the deliveries claimed. The rescuer treats an expired lease of these
 	// as of any claim: the caller must send at once, as after Claim.

@@ -111,7 +111,7 @@ SELECT id FROM u`
 
 // Finish implements store.Store: one statement for the whole batch, so
 // PostgreSQL plans and starts one update and one insert however many
-// outcomes there are (issue 15). The outcomes go in id order; of two for
+// outcomes there are. The outcomes go in id order; of two for
 // one delivery, the second is lost, as it would be a statement later.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
 	if len(outs) == 0 {

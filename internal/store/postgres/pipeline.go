@@ -137,9 +137,9 @@ func nullable(s string) *string {
 // objectKey is a version mark's key.
 type objectKey struct{ source, object string }
 
-// ingestPipelined records evs in two round trips (issue 15, "PostgreSQL
-// round trips"): [BEGIN, the advisory locks, one insert of every item
-// (insertEvents, which also raises the marks and claims at ingest)], then
+// ingestPipelined records evs in two round trips: [BEGIN, the advisory
+// locks, one insert of every item (insertEvents, which also raises the
+// marks and claims at ingest)], then
 // [the search for the original of each item that inserted nothing,
 // COMMIT]; three when an event has an object (the version marks are read
 // first, after the locks). Without savepoints: it answers ok false, having
