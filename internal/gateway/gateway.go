@@ -250,6 +250,14 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	if err != nil {
 		return err
 	}
+	g.route(ih, api.Handler(), dash.Handler(), mx)
+	return g.buildTLS()
+}
+
+// route builds the route table and the listeners' handlers over ingest,
+// the admin API, the dashboard and the metrics.
+func (g *Gateway) route(ih, api, dash http.Handler, mx *metrics.Metrics) {
+	cfg, log, now := g.cfg, g.log, g.now
 	// Without a token, what it would guard answers only requests for a
 	// loopback name (DNS rebinding; see loopbackHostsOnly).
 	guarded := func(h http.Handler) http.Handler {
@@ -260,11 +268,11 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	}
 	g.routes = []Route{
 		{Pattern: "POST /webhooks/{source}", On: OnIngest, handler: limitSources(ih, sourceBuckets(cfg), now, g.rejects)},
-		{Pattern: "/api/", On: OnAdmin, handler: guarded(api.Handler())},
-		{Pattern: "/healthz", On: OnBoth, handler: api.Handler()},
-		{Pattern: "/readyz", On: OnAdmin, handler: api.Handler()},
+		{Pattern: "/api/", On: OnAdmin, handler: guarded(api)},
+		{Pattern: "/healthz", On: OnBoth, handler: api},
+		{Pattern: "/readyz", On: OnAdmin, handler: api},
 		{Pattern: "GET /metrics", On: OnAdmin, handler: guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler()))},
-		{Pattern: "/", On: OnAdmin, handler: guarded(dash.Handler())}, // the dashboard: every other path
+		{Pattern: "/", On: OnAdmin, handler: guarded(dash)}, // the dashboard: every other path
 	}
 	failures := throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses)
 	if cfg.AdminSeparate() {
@@ -273,7 +281,6 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	} else {
 		g.handler = guardAuth(muxFor(g.routes, ""), failures, now, log)
 	}
-	return g.buildTLS()
 }
 
 func (g *Gateway) alert(kind string, d anyhook.Delivery) {
