@@ -6,51 +6,44 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/backfill/backfilltest"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
-// backfillSink is a destination that records, per provider event id, the
-// deliveries it received and their AnyHook headers.
-type backfillSink struct {
-	*httptest.Server
-	mu  sync.Mutex
-	got map[string][]http.Header // provider event id -> headers of each delivery
+// backfillSink is a destination (sinktest.Sink) whose deliveries the tests
+// read per provider event id.
+type backfillSink struct{ *sinktest.Sink }
+
+func newBackfillSink(t *testing.T) *backfillSink { return &backfillSink{sinktest.New(t)} }
+
+// eventHeaders are the headers of the deliveries of provider event id
+// among rs.
+func eventHeaders(rs []sinktest.Request, id string) []http.Header {
+	var out []http.Header
+	for _, r := range rs {
+		if r.Header.Get("X-AnyHook-Event-Id") == id {
+			out = append(out, r.Header)
+		}
+	}
+	return out
 }
 
-func newBackfillSink(t *testing.T) *backfillSink {
-	s := &backfillSink{got: map[string][]http.Header{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		s.mu.Lock()
-		id := r.Header.Get("X-AnyHook-Event-Id")
-		s.got[id] = append(s.got[id], r.Header.Clone())
-		s.mu.Unlock()
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *backfillSink) deliveries(id string) []http.Header {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]http.Header(nil), s.got[id]...)
-}
+// deliveries are the headers of each delivery of provider event id.
+func (s *backfillSink) deliveries(id string) []http.Header { return eventHeaders(s.Requests(), id) }
 
 // waitDelivered waits until every id was delivered at least once.
 func (s *backfillSink) waitDelivered(t *testing.T, ids ...string) {
 	t.Helper()
-	testwait.For(t, fmt.Sprintf("deliveries of %d events", len(ids)), func() bool {
+	s.Await(t, fmt.Sprintf("deliveries of %d events", len(ids)), func(rs []sinktest.Request) bool {
 		for _, id := range ids {
-			if len(s.deliveries(id)) == 0 {
+			if len(eventHeaders(rs, id)) == 0 {
 				return false
 			}
 		}

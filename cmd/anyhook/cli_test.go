@@ -180,7 +180,7 @@ func TestDatabaseAndBackupFilesArePrivate(t *testing.T) {
 	if code, _, err := sendEvent(p.url, "evt_private"); err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
-	<-dest.arrived
+	dest.Next(t)
 	out, err := umask0("backup", "--config", cfg, "--out", filepath.Join(dir, "backup.db")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("backup: %v: %s", err, out)

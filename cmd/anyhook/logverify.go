@@ -15,7 +15,6 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/ledger"
-	"github.com/anyhook/anyhook/internal/store"
 )
 
 const logUsage = `usage: anyhook log <command> [flags]
@@ -134,10 +133,6 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, exitUsage, err)
 	}
 	defer st.Close()
-	l, ok := st.(store.Ledger)
-	if !ok {
-		return fail(stderr, exitUsage, fmt.Errorf("log verify: database %s keeps no log", cfg.Database))
-	}
 	// Entries outside every checkpoint for longer than this are reported:
 	// an hour, or two checkpoint intervals when those are longer.
 	grace := max(ledger.DefaultCheckpointGrace, 2*cfg.Ledger.CheckpointInterval.D())
@@ -148,7 +143,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if ret == 0 { // log.retention: 0s keeps every body
 		ret = ledger.RetainForever
 	}
-	rep, err := ledger.Verify(ctx, l, ledger.VerifyOptions{Verifier: v, Origin: origin, Since: since, Lag: *lag, CheckpointGrace: grace,
+	rep, err := ledger.Verify(ctx, st, ledger.VerifyOptions{Verifier: v, Origin: origin, Since: since, Lag: *lag, CheckpointGrace: grace,
 		Retention: ret, Now: time.Now})
 	if err != nil {
 		return fail(stderr, exitUsage, err)
@@ -204,11 +199,7 @@ func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fail(stderr, exitUsage, err)
 	}
 	defer st.Close()
-	l, ok := st.(store.Ledger)
-	if !ok {
-		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: database %s keeps no log", cfg.Database))
-	}
-	cp, err := ledger.Rotate(ctx, l, old, next, ledger.RotateOptions{Origin: cfg.Ledger.Origin})
+	cp, err := ledger.Rotate(ctx, st, old, next, ledger.RotateOptions{Origin: cfg.Ledger.Origin})
 	var km *ledger.KeyMismatchError
 	switch {
 	case errors.As(err, &km):

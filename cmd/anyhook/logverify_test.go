@@ -29,21 +29,15 @@ func runCmd(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// logStore is what both backends' stores are.
-type logStore interface {
-	store.Store
-	store.Ledger
-}
-
 // logBackends are the databases TestLogVerifyCommand runs on: a SQLite
 // file, and a fresh PostgreSQL database (see pgtest). open returns the
 // config's database setting, the store a gateway would write through, and
 // a connection behind its back for tampering.
 var logBackends = []struct {
 	name string
-	open func(t *testing.T, dir string) (database string, st logStore, raw *sql.DB)
+	open func(t *testing.T, dir string) (database string, st store.Store, raw *sql.DB)
 }{
-	{"sqlite", func(t *testing.T, dir string) (string, logStore, *sql.DB) {
+	{"sqlite", func(t *testing.T, dir string) (string, store.Store, *sql.DB) {
 		st, err := sqlite.Open(t.Context(), filepath.Join(dir, "anyhook.db"), sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +48,7 @@ var logBackends = []struct {
 		}
 		return "sqlite:anyhook.db", st, raw
 	}},
-	{"postgres", func(t *testing.T, _ string) (string, logStore, *sql.DB) {
+	{"postgres", func(t *testing.T, _ string) (string, store.Store, *sql.DB) {
 		dsn := pgtest.DSN(t)
 		st, err := postgres.Open(t.Context(), withPool(dsn), postgres.Options{})
 		if err != nil {
@@ -81,7 +75,7 @@ func TestLogVerifyCommand(t *testing.T) {
 	}
 }
 
-func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (string, logStore, *sql.DB)) {
+func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (string, store.Store, *sql.DB)) {
 	dir := t.TempDir()
 	database, st, raw := open(t, dir)
 	defer raw.Close()

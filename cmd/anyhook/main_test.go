@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/syncio"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
@@ -167,98 +167,68 @@ func postEvent(c *http.Client, url string, body []byte, h http.Header) (int, str
 	return resp.StatusCode, a.ID, nil
 }
 
-// recorder is a destination that counts requests per X-AnyHook-Delivery.
-type recorder struct {
-	*httptest.Server
-	mu       sync.Mutex
-	attempts map[string][]string // delivery id -> X-AnyHook-Attempt values
-	senders  map[string]int      // ?proc= of the destination URL -> requests
-	arrived  chan string
-	hold     chan struct{} // when set, requests block until it is closed
+// recorder is a destination (sinktest.Sink) whose requests the tests read
+// per X-AnyHook-Delivery.
+type recorder struct{ *sinktest.Sink }
+
+// newRecorder starts a recorder; with hold, its requests wait, unanswered,
+// until Release.
+func newRecorder(t *testing.T, hold bool) *recorder {
+	return &recorder{sinktest.Start(t, sinktest.Options{Hold: hold})}
 }
 
-func newRecorder(t *testing.T, hold bool) *recorder {
-	r := &recorder{attempts: map[string][]string{}, senders: map[string]int{}, arrived: make(chan string, 10000)}
-	if hold {
-		r.hold = make(chan struct{})
-	}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		io.Copy(io.Discard, req.Body)
-		id := req.Header.Get("X-AnyHook-Delivery")
-		r.mu.Lock()
-		r.attempts[id] = append(r.attempts[id], req.Header.Get("X-AnyHook-Attempt"))
-		r.senders[req.URL.Query().Get("proc")]++
-		r.mu.Unlock()
-		r.arrived <- id
-		if r.hold != nil {
-			select {
-			case <-r.hold:
-			case <-req.Context().Done():
-				return
-			}
-		}
-		w.WriteHeader(200)
-	}))
-	t.Cleanup(func() {
-		if r.hold != nil {
-			select {
-			case <-r.hold:
-			default:
-				close(r.hold)
-			}
-		}
-		r.Close()
-	})
-	return r
+// next waits for the next request, in arrival order, and returns its
+// delivery id.
+func (r *recorder) next(t *testing.T) string {
+	t.Helper()
+	return r.Next(t).Header.Get("X-AnyHook-Delivery")
 }
 
 // expect waits for the next delivery to arrive at r, what it is in a
 // failure, and wants it to be of event id.
 func (r *recorder) expect(t *testing.T, id, what string) {
 	t.Helper()
-	select {
-	case got := <-r.arrived:
-		if got != id {
-			t.Fatalf("%s: delivery of %s, want %s", what, got, id)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: nothing arrived", what)
+	if got := r.next(t); got != id {
+		t.Fatalf("%s: delivery of %s, want %s", what, got, id)
 	}
 }
 
-func (r *recorder) snapshot() map[string][]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// attempts are the X-AnyHook-Attempt values of rs, per delivery id.
+func attempts(rs []sinktest.Request) map[string][]string {
 	m := map[string][]string{}
-	for k, v := range r.attempts {
-		m[k] = append([]string(nil), v...)
+	for _, r := range rs {
+		id := r.Header.Get("X-AnyHook-Delivery")
+		m[id] = append(m[id], r.Header.Get("X-AnyHook-Attempt"))
 	}
 	return m
 }
 
-// awaitAll waits up to a minute for r to have received every event of
-// want, failing t with how many never came, and returns what it received.
+// snapshot is what r received so far: the attempts per delivery id.
+func (r *recorder) snapshot() map[string][]string { return attempts(r.Requests()) }
+
+// senders counts r's requests per ?proc= of the destination URL.
+func (r *recorder) senders() map[string]int {
+	m := map[string]int{}
+	for _, q := range r.Requests() {
+		m[q.URL.Query().Get("proc")]++
+	}
+	return m
+}
+
+// awaitAll waits for r to have received every event of want, failing t
+// with how many never came, and returns what it received.
 func (r *recorder) awaitAll(t *testing.T, want map[string]bool) map[string][]string {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		got := r.snapshot()
-		missing := 0
+	rs := r.Await(t, fmt.Sprintf("every one of %d acknowledged events delivered", len(want)), func(rs []sinktest.Request) bool {
+		got := attempts(rs)
 		for id := range want {
 			if len(got[id]) == 0 {
-				missing++
+				return false
 			}
 		}
-		if missing == 0 {
-			return got
-		}
-		select {
-		case <-r.arrived:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("%d of %d acknowledged events never delivered", missing, len(want))
-		}
-	}
+		return true
+	})
+	return attempts(rs)
 }
 
 // sqliteGateway writes to dir the config of a gateway on the SQLite
@@ -303,11 +273,11 @@ func killDuringDelivery(t *testing.T, policy string) (cfg string, dest *recorder
 	if err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
-	if got := <-dest.arrived; got != id {
+	if got := dest.next(t); got != id {
 		t.Fatalf("delivery id %s, want %s", got, id)
 	}
 	p.kill() // attempt 1 is in flight: its outcome is unknown
-	close(dest.hold)
+	dest.Release()
 	return cfg, dest, id
 }
 
@@ -471,16 +441,7 @@ func TestSinkReceivesDeliveries(t *testing.T) {
 // delivery carries the same X-AnyHook-Delivery and X-AnyHook-Replay: true.
 func TestReplayCommand(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var replays []string
-	arrived := make(chan struct{}, 10)
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		replays = append(replays, r.Header.Get("X-AnyHook-Delivery")+" replay="+r.Header.Get("X-AnyHook-Replay"))
-		mu.Unlock()
-		arrived <- struct{}{}
-	}))
-	t.Cleanup(dest.Close)
+	dest := sinktest.New(t)
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim"))
 	p := start(t, cfg)
@@ -488,7 +449,7 @@ func TestReplayCommand(t *testing.T) {
 	if err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
-	<-arrived
+	dest.Next(t)
 
 	run := func(args ...string) (int, string) {
 		var out bytes.Buffer
@@ -503,13 +464,11 @@ func TestReplayCommand(t *testing.T) {
 	if code, out := run("--event", id); code != 0 || !strings.Contains(out, "to billing: 1 delivery") {
 		t.Fatalf("replay: exit %d %q", code, out)
 	}
-	select {
-	case <-arrived:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the replay was not delivered")
+	dest.Next(t) // the replay
+	var replays []string
+	for _, r := range dest.Requests() {
+		replays = append(replays, r.Header.Get("X-AnyHook-Delivery")+" replay="+r.Header.Get("X-AnyHook-Replay"))
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if want := []string{id + " replay=false", id + " replay=true"}; fmt.Sprint(replays) != fmt.Sprint(want) {
 		t.Fatalf("deliveries %v, want %v", replays, want)
 	}

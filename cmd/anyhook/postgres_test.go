@@ -1,7 +1,7 @@
 package main
 
 // Several real `anyhook serve` processes on one PostgreSQL database (SPEC
-// §1, issue 3): deduplication, shared delivery, rescue after kill -9 and
+// §1): deduplication, shared delivery, rescue after kill -9 and
 // the loss of the database, each checked at the binary level. Every test
 // has its own fresh database (pgtest.DSN) and runs in parallel. Without a
 // reachable PostgreSQL server they skip with a hint (fail under CI=true).
@@ -270,14 +270,8 @@ func TestPostgresBacklogSharedThreeProcesses(t *testing.T) {
 
 	adminPost(t, ps[1].url+"/api/destinations/billing/resume")
 	seen := map[string]bool{}
-	deadline := time.After(60 * time.Second)
 	for len(seen) < n {
-		select {
-		case id := <-sink.arrived:
-			seen[id] = true
-		case <-deadline:
-			t.Fatalf("%d of %d events delivered", len(seen), n)
-		}
+		seen[sink.next(t)] = true
 	}
 	testwait.For(t, "every delivery to settle (none pending or in flight)", func() bool { return settled(t, ps[2].url) })
 
@@ -290,10 +284,8 @@ func TestPostgresBacklogSharedThreeProcesses(t *testing.T) {
 	if len(got) != n {
 		t.Errorf("the sink got %d distinct events, want %d", len(got), n)
 	}
-	sink.mu.Lock()
-	senders := fmt.Sprint(sink.senders)
-	busy := len(sink.senders)
-	sink.mu.Unlock()
+	senders := fmt.Sprint(sink.senders())
+	busy := len(sink.senders())
 	t.Logf("requests per process: %s", senders)
 	if busy < 2 {
 		t.Errorf("only %d process delivered (%s); the work was not shared", busy, senders)
@@ -654,14 +646,8 @@ func throughput(t *testing.T, procs, events, clients, size int) (ingest, deliver
 	began = time.Now()
 	adminPost(t, ps[0].url+"/api/destinations/billing/resume")
 	seen := map[string]bool{}
-	deadline := time.After(5 * time.Minute)
 	for len(seen) < events {
-		select {
-		case id := <-sink.arrived:
-			seen[id] = true
-		case <-deadline:
-			t.Fatalf("%d of %d events delivered", len(seen), events)
-		}
+		seen[sink.next(t)] = true
 	}
 	deliver = float64(events) / time.Since(began).Seconds()
 	for id, a := range sink.snapshot() {
@@ -669,9 +655,7 @@ func throughput(t *testing.T, procs, events, clients, size int) (ingest, deliver
 			t.Errorf("event %s delivered %d times", id, len(a))
 		}
 	}
-	sink.mu.Lock()
-	t.Logf("requests per process: %v", sink.senders)
-	sink.mu.Unlock()
+	t.Logf("requests per process: %v", sink.senders())
 	return ingest, deliver
 }
 
@@ -718,9 +702,9 @@ func deadlocks(t *testing.T, dsn string) int64 {
 // and rounds of identical and overlapping requests that all concern ONE
 // object: every request is answered 200, each key makes one event, and
 // PostgreSQL detects no deadlock (a deadlock is a 503 or, while it is being
-// detected, a wait of deadlock_timeout). Issue 12 A2: one transaction held
-// the version mark and waited on a dedup key that another held while it
-// waited on the mark.
+// detected, a wait of deadlock_timeout). The deadlock this guards against:
+// one transaction held the version mark and waited on a dedup key that
+// another held while it waited on the mark.
 func TestPostgresOneObjectThreeProcessesNoDeadlock(t *testing.T) {
 	t.Parallel()
 	sink := newRecorder(t, false)
@@ -797,7 +781,7 @@ func TestPostgresOneObjectThreeProcessesNoDeadlock(t *testing.T) {
 	t.Logf("%d keys, %d requests in %d rounds; slowest answer %v", len(ids), rounds*keys*copies, rounds, slowest)
 }
 
-// Issue 12 A8(c): during a rolling config change, a process whose config
+// During a rolling config change, a process whose config
 // lacks a destination must not rescue that destination's claims with a
 // policy it guesses (reclaim re-sends a charge that may have happened). A
 // process that knows the destination applies its declared hold.
@@ -842,11 +826,11 @@ destinations:
 	if err != nil || code != 200 {
 		t.Fatalf("send = %d, %v", code, err)
 	}
-	<-charges.arrived
-	<-audit.arrived
+	charges.Next(t)
+	audit.Next(t)
 	old.kill() // both attempts in flight: outcomes unknown
 
-	close(audit.hold)
+	audit.Release()
 	next := start(t, config("new.yaml", false)) // knows audit only
 	// Its rescuer re-sends audit's expired claim; charges' expired earlier,
 	// so that rescue round saw it too.

@@ -223,7 +223,11 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 	default:
 		dests = cfg.Sources[ev.Source].Destinations
 		if !o.ignoreFilters {
-			dests, rep.Filtered = route.Split(gateway.Filters(cfg, dests), route.NewInput(route.FromEvent(&ev)), dests, nil)
+			filters, err := gateway.Filters(cfg, dests)
+			if err != nil {
+				return rep, exitUsage, err
+			}
+			dests, rep.Filtered = route.Split(filters, route.NewInput(route.FromEvent(&ev)), dests, nil)
 			if len(dests) == 0 {
 				return rep, exitFail, fmt.Errorf("replay: no destination's filter accepts event %s (%s); name a --destination or pass --ignore-filters", ev.ID, strings.Join(rep.Filtered, ", "))
 			}
@@ -305,17 +309,15 @@ func resolveEvent(ctx context.Context, st store.Store, id, source string, source
 	case !errors.Is(err, anyhook.ErrNotFound):
 		return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
 	}
-	if dr, ok := st.(store.DeliveryReader); ok {
-		d, err := dr.Delivery(ctx, id)
-		switch {
-		case err == nil:
-			if ev, err = st.Event(ctx, d.EventID); err != nil {
-				return ev, "", nil, exitFail, fmt.Errorf("replay: %w", err)
-			}
-			return ev, "delivery_id", &d, exitUsage, check(ev, "delivery id")
-		case !errors.Is(err, anyhook.ErrNotFound):
-			return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
+	d, err := st.Delivery(ctx, id)
+	switch {
+	case err == nil:
+		if ev, err = st.Event(ctx, d.EventID); err != nil {
+			return ev, "", nil, exitFail, fmt.Errorf("replay: %w", err)
 		}
+		return ev, "delivery_id", &d, exitUsage, check(ev, "delivery id")
+	case !errors.Is(err, anyhook.ErrNotFound):
+		return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
 	}
 	evs, err := findProviderID(ctx, st, id, source, sources)
 	if err != nil {

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -50,7 +49,7 @@ type apiEvent struct {
 // that always fails, so that every delivery goes dead at once.
 type replayFixture struct {
 	cfg, url string
-	hits     *atomic.Int64
+	dest     *sinktest.Sink // the destination, failing every request
 }
 
 func newReplayFixture(t *testing.T) *replayFixture {
@@ -68,18 +67,13 @@ destinations:
 // of routes, where %[1]s stands for the Stripe secret and %[2]s for the
 // failing destination's URL.
 func replayFixtureWith(t *testing.T, routes string) *replayFixture {
-	var hits atomic.Int64
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.WriteHeader(500)
-	}))
-	t.Cleanup(dest.Close)
+	dest := sinktest.Start(t, sinktest.Options{Answer: func(*http.Request, []byte) int { return http.StatusInternalServerError }})
 	cfg := writeConfig(t, t.TempDir(), `listen: 127.0.0.1:0
 database: sqlite:anyhook.db
 admin_token: test-token
 delivery: {poll_interval: 100ms, grace: 1s}`+fmt.Sprintf(routes, secret, dest.URL))
 	p := start(t, cfg)
-	return &replayFixture{cfg: cfg, url: p.url, hits: &hits}
+	return &replayFixture{cfg: cfg, url: p.url, dest: dest}
 }
 
 // sendDead sends n events to the source stripe, with ids prefix_0,
@@ -210,7 +204,7 @@ func TestReplayStatusDryRunUntilJSON(t *testing.T) {
 	t.Parallel()
 	f := newReplayFixture(t)
 	ids := f.sendDead(t, "evt_bulk", 3)
-	hits := f.hits.Load()
+	hits := len(f.dest.Requests())
 
 	rep := f.replayJSON(t, "--status", "dead", "--dry-run")
 	if !rep.DryRun || rep.Count != 6 || len(rep.Deliveries) != 6 {
@@ -242,7 +236,7 @@ func TestReplayStatusDryRunUntilJSON(t *testing.T) {
 			t.Fatalf("dry runs created deliveries for %s: %+v", id, got.Deliveries)
 		}
 	}
-	if f.hits.Load() != hits {
+	if len(f.dest.Requests()) != hits {
 		t.Fatal("a dry run sent something")
 	}
 	if code, _, errOut := f.replay(t, "--status", "dead", "--since", "1h", "--until", "2h"); code != 2 || !strings.Contains(errOut, "--since must be before --until") {

@@ -62,6 +62,10 @@ type Store interface {
 	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
 	Ping(ctx context.Context) error
 	WaitsBehind(ctx context.Context, ids []string) (map[string]store.Blocker, error)
+	QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error)
+	store.DeliveryReader
+	store.DestinationDiscarder
+	store.RejectionReader
 }
 
 // Options configure an API.

@@ -127,15 +127,13 @@ func (a *API) listDestinations(w http.ResponseWriter, r *http.Request) error {
 		slices.Sort(d.Sources)
 		out.Items = append(out.Items, d)
 	}
-	if sr, ok := a.store.(store.StatsReader); ok {
-		qs, err := sr.QueueStats(r.Context(), nil)
-		if err != nil {
-			return err
-		}
-		for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
-			if !a.known[name] {
-				out.Items = append(out.Items, destinationJSON{Name: name, Paused: paused[name], Sources: []string{}, Unfinished: qs.Depth[name]})
-			}
+	qs, err := a.store.QueueStats(r.Context(), nil)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
+		if !a.known[name] {
+			out.Items = append(out.Items, destinationJSON{Name: name, Paused: paused[name], Sources: []string{}, Unfinished: qs.Depth[name]})
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
@@ -197,12 +195,8 @@ func (a *API) discardDestination(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	dd, ok := a.store.(store.DestinationDiscarder)
-	if !ok {
-		return &Error{Status: http.StatusNotImplemented, Code: "unsupported", Message: "this store cannot discard a destination's deliveries"}
-	}
 	by := actor(r, reason)
-	n, err := dd.DiscardDestination(r.Context(), name, by)
+	n, err := a.store.DiscardDestination(r.Context(), name, by)
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-var errNoRejections = &Error{Status: http.StatusNotFound, Code: "rejections_disabled", Message: "this gateway's store keeps no rejection log"}
-
 // rejectionJSON is one refused request of the rejection log: sizes, a hash
 // and the answer, never a body or a secret.
 type rejectionJSON struct {
@@ -30,10 +28,6 @@ type rejectionJSON struct {
 
 // GET /api/rejections?source=&reason=&since=&until=&limit=&cursor=
 func (a *API) listRejections(w http.ResponseWriter, r *http.Request) error {
-	rr, ok := a.store.(store.RejectionReader)
-	if !ok {
-		return errNoRejections
-	}
 	q := &query{v: r.URL.Query()}
 	q.only("source", "reason", "since", "until", "limit", "cursor")
 	f := store.RejectionFilter{
@@ -54,7 +48,7 @@ func (a *API) listRejections(w http.ResponseWriter, r *http.Request) error {
 	if q.err != nil {
 		return q.err
 	}
-	rs, next, err := rr.ListRejections(r.Context(), f)
+	rs, next, err := a.store.ListRejections(r.Context(), f)
 	if err != nil {
 		return err
 	}

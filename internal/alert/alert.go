@@ -1,6 +1,6 @@
 // Package alert tells people when something needs them (SPEC §10): a
 // delivery gone dead or held, a destination failing or recovered, a log
-// that does not verify. A Notifier posts alerts to the configured sinks
+// that does not verify. A Notifier posts alerts to the configured channels
 // (a generic JSON webhook, a Slack incoming webhook, PagerDuty Events v2)
 // from its own goroutine, so that raising an alert never holds up a
 // delivery, and folds bursts together: per (kind, destination), the first
@@ -67,14 +67,14 @@ const (
 
 // Options configure a Notifier. The zero value is usable.
 type Options struct {
-	// Client posts to the sinks (but for a Slack or PagerDuty sink on
+	// Client posts to the channels (but for a Slack or PagerDuty channel on
 	// plain http://: see Observe). Default: a client of the Notifier's own
 	// with a 10s timeout (never http.DefaultClient). Its redirect policy
 	// is replaced: a redirect is followed only when it keeps the POST
-	// (307, 308) and stays on the sink's scheme and host.
+	// (307, 308) and stays on the channel's scheme and host.
 	Client *http.Client
 	// Observe, when set, wraps the transport of every post: Client's, and
-	// the loopback-only one that Slack and PagerDuty sinks on plain
+	// the loopback-only one that Slack and PagerDuty channels on plain
 	// http:// post through instead (package loopback), which Client's
 	// transport would not reach (the gateway counts alerts sent with it).
 	Observe func(http.RoundTripper) http.RoundTripper
@@ -89,12 +89,12 @@ type Options struct {
 	UserAgent string
 }
 
-// Notifier sends alerts to the configured sinks. Notify queues; the
+// Notifier sends alerts to the configured channels. Notify queues; the
 // goroutine started by Start posts. Its methods are safe for concurrent use.
 type Notifier struct {
-	sinks  []sink
-	client *http.Client
-	// plain posts to the sinks whose URL or body is a credential (Slack,
+	channels []channel
+	client   *http.Client
+	// plain posts to the channels whose URL or body is a credential (Slack,
 	// PagerDuty) when their URL is plain http://, which the configuration
 	// allows only to a loopback host: it connects only to loopback
 	// addresses, whatever the name resolves to (package loopback).
@@ -128,16 +128,16 @@ type state struct {
 	seen     map[string]struct{}
 }
 
-// message is what a sink sends: an alert, standing for More others
+// message is what a channel sends: an alert, standing for More others
 // folded into it.
 type message struct {
 	Alert
 	More int
 }
 
-// New returns a Notifier for the sinks of a validated configuration. With
-// no sinks, Notify does nothing.
-func New(sinks []Sink, opts Options) (*Notifier, error) {
+// New returns a Notifier for the channels of a validated configuration. With
+// no channels, Notify does nothing.
+func New(channels []Channel, opts Options) (*Notifier, error) {
 	n := &Notifier{
 		client: opts.Client,
 		log:    opts.Logger,
@@ -181,12 +181,12 @@ func New(sinks []Sink, opts Options) (*Notifier, error) {
 	if n.ua == "" {
 		n.ua = "AnyHook"
 	}
-	for i, a := range sinks {
-		s, err := newSink(i, a)
+	for i, a := range channels {
+		s, err := newChannel(i, a)
 		if err != nil {
 			return nil, err
 		}
-		n.sinks = append(n.sinks, s)
+		n.channels = append(n.channels, s)
 	}
 	return n, nil
 }
@@ -206,13 +206,13 @@ func newClient() *http.Client {
 	}
 }
 
-// Notify queues a for the sinks and returns at once. Within a window, an
+// Notify queues a for the channels and returns at once. Within a window, an
 // exact repeat of an alert already seen (same kind, destination and
 // delivery, event or message) is dropped, and further alerts of the same
 // kind and destination are folded into one summary. Alerts raised after
 // Stop are logged and dropped.
 func (n *Notifier) Notify(ctx context.Context, a Alert) {
-	if len(n.sinks) == 0 {
+	if len(n.channels) == 0 {
 		return
 	}
 	now := n.now()
@@ -369,9 +369,9 @@ func (n *Notifier) loop(ctx, end context.Context, tick <-chan time.Time) {
 	}
 }
 
-// send posts every queued message to every sink, once each: a failure is
+// send posts every queued message to every channel, once each: a failure is
 // logged, not retried (the next alert or summary follows soon enough, and
-// retrying a dead sink forever would pile up).
+// retrying a dead channel forever would pile up).
 func (n *Notifier) send(ctx context.Context) {
 	for ctx.Err() == nil {
 		n.mu.Lock()
@@ -382,10 +382,12 @@ func (n *Notifier) send(ctx context.Context) {
 			return
 		}
 		for _, m := range q {
-			for _, s := range n.sinks {
+			for _, s := range n.channels {
 				if ctx.Err() != nil {
 					return
 				}
+				// The log lines keep their old words ("sink"): operators
+				// match them.
 				if err := n.post(ctx, s, m); err != nil {
 					n.log.Warn("alert sink failed", "sink", s.name(), "kind", m.Kind,
 						"destination", m.Destination, "event_id", m.EventID, "delivery_id", m.DeliveryID, "more", m.More, "err", err)
@@ -398,7 +400,7 @@ func (n *Notifier) send(ctx context.Context) {
 	}
 }
 
-// text is the one-line human rendering of m, shared by the sinks.
+// text is the one-line human rendering of m, shared by the channels.
 func (m message) text() string {
 	var b strings.Builder
 	b.WriteString("AnyHook: ")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,53 +14,35 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/redirect/redirecttest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/testclock"
 )
 
-// recorder is an alert sink: an httptest server that keeps what it is sent.
-type recorder struct {
-	srv    *httptest.Server
-	status int
-
-	mu     sync.Mutex
-	bodies [][]byte
-	ctypes []string
-	got    chan []byte // every body, for tests that wait for one
-}
+// recorder is an alert channel (sinktest.Sink) answering status with a
+// two-line body.
+type recorder struct{ srv *sinktest.Sink }
 
 func newRecorder(t *testing.T, status int) *recorder {
 	t.Helper()
-	r := &recorder{status: status, got: make(chan []byte, 10000)}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.bodies = append(r.bodies, b)
-		r.ctypes = append(r.ctypes, req.Header.Get("Content-Type"))
-		r.mu.Unlock()
-		r.got <- b
-		w.WriteHeader(r.status)
-		fmt.Fprint(w, "no_service\nsecond line")
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
+	return &recorder{sinktest.Start(t, sinktest.Options{
+		Answer: func(*http.Request, []byte) int { return status },
+		Reply:  func(int) string { return "no_service\nsecond line" },
+	})}
 }
 
+// posts are the bodies posted so far.
 func (r *recorder) posts() [][]byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([][]byte(nil), r.bodies...)
+	var out [][]byte
+	for _, q := range r.srv.Requests() {
+		out = append(out, q.Body)
+	}
+	return out
 }
 
-// next waits for the next post. The timeout only guards against a hang.
+// next waits for the next post.
 func (r *recorder) next(t *testing.T) []byte {
 	t.Helper()
-	select {
-	case b := <-r.got:
-		return b
-	case <-time.After(30 * time.Second):
-		t.Fatal("no post arrived")
-		return nil
-	}
+	return r.srv.Next(t).Body
 }
 
 // logs collects log records.
@@ -99,16 +80,16 @@ type fixture struct {
 	tick  chan time.Time
 }
 
-// setup returns a started Notifier over sinks with a manual clock and a
+// setup returns a started Notifier over channels with a manual clock and a
 // manual flush tick; it is stopped at the end of the test.
-func setup(t *testing.T, sinks ...Sink) *fixture {
+func setup(t *testing.T, channels ...Channel) *fixture {
 	t.Helper()
 	f := &fixture{
 		clock: testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
 		logs:  &logs{},
 		tick:  make(chan time.Time),
 	}
-	n, err := New(sinks, Options{Now: f.clock.Now, Logger: slog.New(f.logs)})
+	n, err := New(channels, Options{Now: f.clock.Now, Logger: slog.New(f.logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +125,7 @@ func dead(dest string, i int) Alert {
 func TestStormIsFolded(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, Sink{Webhook: r.srv.URL})
+	f := setup(t, Channel{Webhook: r.srv.URL})
 	for i := range 500 {
 		f.n.Notify(t.Context(), dead("billing", i))
 	}
@@ -163,15 +144,15 @@ func TestStormIsFolded(t *testing.T) {
 	if first.Time.IsZero() || !strings.Contains(first.Text, "destination billing") {
 		t.Errorf("first = %+v", first)
 	}
-	if r.ctypes[0] != "application/json" {
-		t.Errorf("Content-Type = %q", r.ctypes[0])
+	if ct := r.srv.Requests()[0].Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q", ct)
 	}
 }
 
 func TestWindow(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, Sink{Webhook: r.srv.URL})
+	f := setup(t, Channel{Webhook: r.srv.URL})
 	ctx := t.Context()
 
 	f.n.Notify(ctx, dead("billing", 1))
@@ -216,7 +197,7 @@ func TestWindow(t *testing.T) {
 func TestDestinationsAndKindsNotMerged(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, Sink{Webhook: r.srv.URL})
+	f := setup(t, Channel{Webhook: r.srv.URL})
 	for i := range 10 {
 		f.n.Notify(t.Context(), dead("billing", i))
 		f.n.Notify(t.Context(), dead("shipping", i))
@@ -240,7 +221,7 @@ func TestDestinationsAndKindsNotMerged(t *testing.T) {
 func TestSlackBody(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, Sink{Slack: r.srv.URL + "/services/T000/B000/XXXX"})
+	f := setup(t, Channel{Slack: r.srv.URL + "/services/T000/B000/XXXX"})
 	f.n.Notify(t.Context(), Alert{Kind: DestinationFailing, Destination: "billing",
 		Message: "5 failures in a row: <503> & timeouts"})
 	var body map[string]any
@@ -260,7 +241,7 @@ func TestSlackBody(t *testing.T) {
 func TestPagerDutyBodies(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusAccepted)
-	f := setup(t, Sink{PagerDuty: &PagerDuty{RoutingKey: "R0UT1NG", URL: r.srv.URL + "/v2/enqueue"}})
+	f := setup(t, Channel{PagerDuty: &PagerDuty{RoutingKey: "R0UT1NG", URL: r.srv.URL + "/v2/enqueue"}})
 	ctx := t.Context()
 
 	f.n.Notify(ctx, Alert{Kind: DestinationFailing, Destination: "billing", Message: "503 for 5m"})
@@ -303,7 +284,7 @@ func TestPagerDutyBodies(t *testing.T) {
 		t.Errorf("%d posts, want 2 (trigger, resolve)", n)
 	}
 
-	held := pagerDutySink{routingKey: "k"}
+	held := pagerDutyChannel{routingKey: "k"}
 	b, err := held.body(message{Alert: Alert{Kind: DeliveryHeld, Destination: "ship", DeliveryID: "dl_1"}, More: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -318,20 +299,20 @@ func TestPagerDutyBodies(t *testing.T) {
 	}
 }
 
-func TestFailingSinkIsLoggedNotRetried(t *testing.T) {
+func TestFailingChannelIsLoggedNotRetried(t *testing.T) {
 	t.Parallel()
 	bad := newRecorder(t, http.StatusInternalServerError)
 	good := newRecorder(t, http.StatusOK)
-	f := setup(t, Sink{Slack: bad.srv.URL + "/services/SECRET-TOKEN"}, Sink{Webhook: good.srv.URL})
+	f := setup(t, Channel{Slack: bad.srv.URL + "/services/SECRET-TOKEN"}, Channel{Webhook: good.srv.URL})
 	for _, d := range []string{"a", "b", "c"} {
 		f.n.Notify(t.Context(), dead(d, 1))
 	}
 	f.n.Stop()
 	if n := len(bad.posts()); n != 3 {
-		t.Errorf("failing sink got %d posts, want 3 (one per alert, no retries)", n)
+		t.Errorf("failing channel got %d posts, want 3 (one per alert, no retries)", n)
 	}
 	if n := len(good.posts()); n != 3 {
-		t.Errorf("healthy sink got %d posts, want 3", n)
+		t.Errorf("healthy channel got %d posts, want 3", n)
 	}
 	logged := f.logs.all()
 	if strings.Count(logged, "alert sink failed") != 3 || !strings.Contains(logged, "sink=slack#0") ||
@@ -339,16 +320,16 @@ func TestFailingSinkIsLoggedNotRetried(t *testing.T) {
 		t.Errorf("logs:\n%s", logged)
 	}
 	if strings.Contains(logged, "SECRET-TOKEN") {
-		t.Errorf("logs leak the sink URL:\n%s", logged)
+		t.Errorf("logs leak the channel URL:\n%s", logged)
 	}
 }
 
-func TestUnreachableSinkDoesNotLeakURL(t *testing.T) {
+func TestUnreachableChannelDoesNotLeakURL(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
 	url := r.srv.URL + "/services/SECRET-TOKEN"
 	r.srv.Close() // nothing listens any more
-	f := setup(t, Sink{Slack: url})
+	f := setup(t, Channel{Slack: url})
 	f.n.Notify(t.Context(), dead("billing", 1))
 	f.n.Stop()
 	logged := f.logs.all()
@@ -360,7 +341,7 @@ func TestUnreachableSinkDoesNotLeakURL(t *testing.T) {
 func TestStopDrains(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, Sink{Webhook: r.srv.URL})
+	f := setup(t, Channel{Webhook: r.srv.URL})
 	for i := range 20 {
 		f.n.Notify(t.Context(), dead(fmt.Sprintf("d%d", i), i))
 	}
@@ -381,7 +362,7 @@ func TestStopDrains(t *testing.T) {
 func TestNotifyBeforeStart(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	n, err := New([]Sink{{Webhook: r.srv.URL}}, Options{})
+	n, err := New([]Channel{{Webhook: r.srv.URL}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +375,7 @@ func TestNotifyBeforeStart(t *testing.T) {
 	n.Stop()
 }
 
-func TestNoSinks(t *testing.T) {
+func TestNoChannels(t *testing.T) {
 	t.Parallel()
 	n, err := New(nil, Options{})
 	if err != nil {
@@ -404,14 +385,14 @@ func TestNoSinks(t *testing.T) {
 	n.Stop() // never started: returns at once
 }
 
-func TestNewRejectsBadSinks(t *testing.T) {
+func TestNewRejectsBadChannels(t *testing.T) {
 	t.Parallel()
-	for _, a := range []Sink{
+	for _, a := range []Channel{
 		{},
 		{Webhook: "http://a/", Slack: "http://b/"},
 		{PagerDuty: &PagerDuty{}},
 	} {
-		if _, err := New([]Sink{a}, Options{}); err == nil {
+		if _, err := New([]Channel{a}, Options{}); err == nil {
 			t.Errorf("New(%+v) = nil error", a)
 		}
 	}
@@ -450,7 +431,7 @@ func TestCancelStopsAtOnce(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(block) })
-	n, err := New([]Sink{{Webhook: srv.URL}}, Options{})
+	n, err := New([]Channel{{Webhook: srv.URL}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,13 +439,13 @@ func TestCancelStopsAtOnce(t *testing.T) {
 	n.Start(ctx)
 	n.Notify(ctx, dead("billing", 1))
 	cancel()
-	n.Stop() // returns although the sink never answers
+	n.Stop() // returns although the channel never answers
 }
 
 func TestFlappingEndsOnLatestState(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	f := setup(t, Sink{Webhook: r.srv.URL})
+	f := setup(t, Channel{Webhook: r.srv.URL})
 	ctx := t.Context()
 	failing := Alert{Kind: DestinationFailing, Destination: "billing", Message: "503"}
 	recovered := Alert{Kind: DestinationRecovered, Destination: "billing"}
@@ -485,32 +466,32 @@ func TestFlappingEndsOnLatestState(t *testing.T) {
 	}
 }
 
-// TestRedirectIsNotFollowedElsewhere: a sink that redirects is a failed
+// TestRedirectIsNotFollowedElsewhere: a channel that redirects is a failed
 // post, not a delivered alert. net/http would re-send a 301/302/303 as a
 // GET (whose 200 counted the alert as sent though none arrived), and a
 // 307/308 to another origin with the body (a PagerDuty routing_key) and
-// a Referer naming the sink's URL (a Slack or webhook URL is the
-// credential). A 307/308 within the sink's origin keeps the POST and is
+// a Referer naming the channel's URL (a Slack or webhook URL is the
+// credential). A 307/308 within the channel's origin keeps the POST and is
 // followed.
 func TestRedirectIsNotFollowedElsewhere(t *testing.T) {
 	t.Parallel()
 	other := redirecttest.NewElsewhere(t)
 	for _, code := range redirecttest.Codes {
 		for _, to := range []*redirecttest.Elsewhere{other, nil} {
-			sink, posts := redirecttest.Server(t, code, to)
-			f := setup(t, Sink{Slack: sink.URL + "/services/SECRET-TOKEN"},
-				Sink{PagerDuty: &PagerDuty{RoutingKey: "ROUTING-KEY", URL: sink.URL + "/v2/enqueue"}})
+			channel, posts := redirecttest.Server(t, code, to)
+			f := setup(t, Channel{Slack: channel.URL + "/services/SECRET-TOKEN"},
+				Channel{PagerDuty: &PagerDuty{RoutingKey: "ROUTING-KEY", URL: channel.URL + "/v2/enqueue"}})
 			f.n.Notify(t.Context(), dead("billing", 1))
 			f.n.Stop()
-			sink.Close()
+			channel.Close()
 			logged := f.logs.all()
 			switch follow := redirecttest.Followed(code, to != nil); {
 			case follow && (posts.Load() != 2 || strings.Contains(logged, "alert sink failed")):
-				t.Errorf("%d within the sink: %d posts arrived; logs:\n%s", code, posts.Load(), logged)
+				t.Errorf("%d within the channel: %d posts arrived; logs:\n%s", code, posts.Load(), logged)
 			case !follow && strings.Count(logged, "alert sink failed") != 2:
 				t.Errorf("%d (elsewhere: %v): not logged as failed; logs:\n%s", code, to != nil, logged)
 			case strings.Contains(logged, "SECRET-TOKEN") || strings.Contains(logged, "ROUTING-KEY"):
-				t.Errorf("%d (elsewhere: %v): logs leak the sink URL or key:\n%s", code, to != nil, logged)
+				t.Errorf("%d (elsewhere: %v): logs leak the channel URL or key:\n%s", code, to != nil, logged)
 			}
 		}
 	}
@@ -519,33 +500,33 @@ func TestRedirectIsNotFollowedElsewhere(t *testing.T) {
 	}
 }
 
-// TestPlainHTTPCredentialSinkReachesOnlyLoopback: a Slack URL or a
+// TestPlainHTTPCredentialChannelReachesOnlyLoopback: a Slack URL or a
 // PagerDuty routing key over plain http:// is allowed by the configuration
 // only to a loopback host, but a name such as localhost is the resolver's
-// to answer. Whatever a plain-http credential sink resolves to, the post
+// to answer. Whatever a plain-http credential channel resolves to, the post
 // connects only to a loopback address: 192.0.2.1 (a documentation
 // address) stands for what /etc/hosts or DNS might have answered, and is
 // refused before connecting, with a log line that says why and shows no
-// secret. A Slack sink on 127.0.0.1 still gets its post.
-func TestPlainHTTPCredentialSinkReachesOnlyLoopback(t *testing.T) {
+// secret. A Slack channel on 127.0.0.1 still gets its post.
+func TestPlainHTTPCredentialChannelReachesOnlyLoopback(t *testing.T) {
 	t.Parallel()
 	local := newRecorder(t, http.StatusOK)
-	f := setup(t, Sink{Slack: "http://192.0.2.1:9/services/SECRET-TOKEN"},
-		Sink{PagerDuty: &PagerDuty{URL: "http://192.0.2.1:9/v2/enqueue", RoutingKey: "SECRET-KEY"}},
-		Sink{Slack: local.srv.URL + "/services/T000/B000/XXXX"})
+	f := setup(t, Channel{Slack: "http://192.0.2.1:9/services/SECRET-TOKEN"},
+		Channel{PagerDuty: &PagerDuty{URL: "http://192.0.2.1:9/v2/enqueue", RoutingKey: "SECRET-KEY"}},
+		Channel{Slack: local.srv.URL + "/services/T000/B000/XXXX"})
 	f.n.Notify(t.Context(), dead("billing", 1))
 	f.n.Stop()
 	logged := f.logs.all()
 	if strings.Count(logged, "loopback") != 2 || strings.Contains(logged, "SECRET") {
-		t.Errorf("want both credential sinks at 192.0.2.1 refused for not being loopback, with no secret in the logs:\n%s", logged)
+		t.Errorf("want both credential channels at 192.0.2.1 refused for not being loopback, with no secret in the logs:\n%s", logged)
 	}
 	if n := len(local.posts()); n != 1 {
-		t.Errorf("the Slack sink on 127.0.0.1 got %d posts, want 1", n)
+		t.Errorf("the Slack channel on 127.0.0.1 got %d posts, want 1", n)
 	}
 }
 
 // TestObserveSeesEveryPost: Observe wraps the transport of the caller's
-// client and the loopback-only one a plain-http Slack or PagerDuty sink
+// client and the loopback-only one a plain-http Slack or PagerDuty channel
 // posts through, so every post is seen (the gateway's alert metrics).
 func TestObserveSeesEveryPost(t *testing.T) {
 	t.Parallel()
@@ -557,7 +538,7 @@ func TestObserveSeesEveryPost(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	}
-	n, err := New([]Sink{{Webhook: local.srv.URL + "/hook"}, {Slack: local.srv.URL + "/services/T000/B000/XXXX"},
+	n, err := New([]Channel{{Webhook: local.srv.URL + "/hook"}, {Slack: local.srv.URL + "/services/T000/B000/XXXX"},
 		{PagerDuty: &PagerDuty{URL: local.srv.URL + "/v2/enqueue", RoutingKey: "R"}}}, Options{Observe: observe})
 	if err != nil {
 		t.Fatal(err)
@@ -566,7 +547,7 @@ func TestObserveSeesEveryPost(t *testing.T) {
 	n.Notify(t.Context(), dead("billing", 1))
 	n.Stop()
 	if got, posts := seen.Load(), len(local.posts()); got != 3 || posts != 3 {
-		t.Errorf("Observe saw %d posts of the %d the sinks got, want 3 of 3", got, posts)
+		t.Errorf("Observe saw %d posts of the %d the channels got, want 3 of 3", got, posts)
 	}
 }
 

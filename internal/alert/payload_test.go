@@ -25,7 +25,7 @@ func full() message {
 // docs/configuration.md say it is: the same keys, no more, no fewer.
 func TestWebhookPayloadIsDocumented(t *testing.T) {
 	t.Parallel()
-	b, err := webhookSink{}.body(full())
+	b, err := webhookChannel{}.body(full())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestWebhookPayloadIsDocumented(t *testing.T) {
 func TestSlackAndPagerDutyCarryIDsAndLink(t *testing.T) {
 	t.Parallel()
 	m := full()
-	b, err := slackSink{}.body(m)
+	b, err := slackChannel{}.body(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestSlackAndPagerDutyCarryIDsAndLink(t *testing.T) {
 			t.Errorf("slack text %q lacks %q", slack.Text, want)
 		}
 	}
-	b, err = pagerDutySink{routingKey: "k"}.body(m)
+	b, err = pagerDutyChannel{routingKey: "k"}.body(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestSlackAndPagerDutyCarryIDsAndLink(t *testing.T) {
 	}
 	// Without a URL, no link.
 	m.URL = ""
-	b, _ = slackSink{}.body(m)
+	b, _ = slackChannel{}.body(m)
 	if strings.Contains(string(b), "dashboard") {
 		t.Errorf("slack body %s links nowhere", b)
 	}

@@ -15,8 +15,8 @@ import (
 // dbServer is the PostgreSQL server of a run when it runs on this host
 // where /proc shows it: what its processes spend (every backend of every
 // client, and its own helpers: WAL writer, checkpointer, autovacuum) is
-// the database's share of an event, next to the gateway's (issue 15, goal
-// 4: the two compete for the same CPUs).
+// the database's share of an event, next to the gateway's (the two
+// compete for the same CPUs).
 type dbServer struct{ postmaster int }
 
 // findServer finds the server behind dsn: the process that serves a

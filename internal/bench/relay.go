@@ -13,7 +13,7 @@ import (
 )
 
 // relayWorkers is how many requests the relay has in flight to the sink
-// (issue 15's relay: 64 workers).
+// (BENCHMARKS.md, Method: the relay's 64 workers).
 const relayWorkers = 64
 
 // relay is the non-durable ceiling: it reads the body, answers 200, then

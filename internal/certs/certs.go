@@ -19,8 +19,6 @@ import (
 
 	"golang.org/x/crypto/acme"
 	"golang.org/x/crypto/acme/autocert"
-
-	"github.com/anyhook/anyhook/internal/config"
 )
 
 // Options say where a listener's certificates come from; exactly one of
@@ -41,35 +39,6 @@ type ACME struct {
 	CA      string         // the ACME directory URL
 	Roots   *x509.CertPool // the roots the CA's HTTPS server chains to; nil: the system's
 	Storage string         // directory of the account key and certificates
-}
-
-// FromConfig returns the Options of a tls: block of cfg (nil: plain HTTP).
-func FromConfig(cfg *config.Config, t *config.TLS, log *slog.Logger) (*Options, error) {
-	if t == nil {
-		return nil, nil
-	}
-	o := &Options{Logger: log}
-	if t.ACME != nil {
-		a := &ACME{Domains: t.ACME.Domains, Email: t.ACME.Email, CA: t.ACME.CA, Storage: cfg.ACMEStoragePath()}
-		if t.ACME.CARoot != "" {
-			pool, err := config.LoadCertPool(cfg.FilePath(t.ACME.CARoot))
-			if err != nil {
-				return nil, cfg.Errorf("tls.acme.ca_root", "%v", err)
-			}
-			a.Roots = pool
-		}
-		o.ACME = a
-		return o, nil
-	}
-	o.CertFile, o.KeyFile = cfg.FilePath(t.CertFile), cfg.FilePath(t.KeyFile)
-	if t.ClientCA != "" {
-		pool, err := config.LoadCertPool(cfg.FilePath(t.ClientCA))
-		if err != nil {
-			return nil, cfg.Errorf("admin.tls.client_ca", "%v", err)
-		}
-		o.ClientCAs = pool
-	}
-	return o, nil
 }
 
 // Config builds the listener's *tls.Config. With certificate files, they

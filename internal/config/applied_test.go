@@ -19,7 +19,6 @@ var consumedInConfig = map[string]string{
 	"Destination.Sources":      "Source.Destinations",
 	"Destination.OnStaleClaim": "Destination.StalePolicy",
 	"LedgerSettings.KeyFile":   "Config.LedgerKeyPath",
-	"Destination.Filter":       "Destination.Route",
 	"Source.Type":              "Source.ProviderSettings",
 	// A source's provider settings reach the provider package through
 	// Source.ProviderSettings (TestProviderSettings checks each one).

@@ -7,7 +7,6 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/alert"
-	"github.com/anyhook/anyhook/internal/route"
 )
 
 // Config is the whole file. Field comments give the defaults.
@@ -140,9 +139,6 @@ type Destination struct {
 	// events it is true for are delivered here. Default: every event of
 	// the sources.
 	Filter string `yaml:"filter"`
-	// Route is Filter compiled and type-checked by Validate; nil without
-	// a filter.
-	Route *route.Filter `yaml:"-"`
 	// Order is "per_object": the deliveries of one (source, object) go
 	// one at a time, in version order; every source listed must have
 	// ordering rules. Default "": no order, deliveries go at once.
@@ -159,14 +155,14 @@ type Backoff struct {
 	Max     Duration `yaml:"max"`     // default 2h
 }
 
-// Alert is one sink; exactly one field is set.
+// Alert is one alert channel; exactly one field is set.
 type Alert struct {
 	Webhook   string     `yaml:"webhook"`
 	Slack     string     `yaml:"slack"`
 	PagerDuty *PagerDuty `yaml:"pagerduty"`
 }
 
-// PagerDuty is an Events v2 sink.
+// PagerDuty is an Events v2 alert channel.
 type PagerDuty struct {
 	RoutingKey string `yaml:"routing_key"` // required: the integration key
 	// URL is the Events v2 endpoint; default

@@ -406,16 +406,15 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 	if d.MaxInFlight < 1 {
 		return c.Errorf(k+".max_in_flight", "must be at least 1, not %d", d.MaxInFlight)
 	}
-	d.Route = nil
 	if c.has(k+".filter") && strings.TrimSpace(d.Filter) == "" {
 		return c.Errorf(k+".filter", "is empty; remove the key to deliver every event of the sources")
 	}
 	if d.Filter != "" {
-		f, err := route.Compile(d.Filter)
-		if err != nil {
+		// Compiled here only to be checked: the wiring compiles it again
+		// (gateway.Filters), and the config holds plain data.
+		if _, err := route.Compile(d.Filter); err != nil {
 			return c.Errorf(k+".filter", "%s", err)
 		}
-		d.Route = f
 	}
 	return c.validateOrder(k, d)
 }

@@ -63,7 +63,7 @@ func metric(t *testing.T, base, series string) string {
 }
 
 // TestBrowserRecords drives what the screens say after a crash, a dead
-// destination, replays and a pause (issue 13): the attempt a crash lost
+// destination, replays and a pause: the attempt a crash lost
 // shows when it was sent; "Replay all dead" with a reason empties the dead
 // queue, the overview and the dead gauge, and a second one replays
 // nothing; the event page says per destination what happened and who

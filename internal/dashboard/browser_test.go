@@ -9,13 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/testwait"
@@ -54,34 +53,21 @@ func needChromium(t *testing.T) {
 	t.Skip(msg)
 }
 
-// recorder is a destination that answers with code and keeps the
-// requests' headers.
-type recorder struct {
-	*httptest.Server
-	mu      sync.Mutex
-	headers []http.Header
-}
+// recorder is a destination (sinktest.Sink) that answers with code.
+type recorder struct{ *sinktest.Sink }
 
 func newRecorder(t *testing.T, code int) *recorder {
-	rc := &recorder{}
-	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		rc.mu.Lock()
-		rc.headers = append(rc.headers, r.Header.Clone())
-		rc.mu.Unlock()
-		w.WriteHeader(code)
-		fmt.Fprintf(w, `{"ok":%v}`, code < 300)
-	}))
-	t.Cleanup(rc.Close)
-	return rc
+	return &recorder{sinktest.Start(t, sinktest.Options{
+		Answer: func(*http.Request, []byte) int { return code },
+		Reply:  func(code int) string { return fmt.Sprintf(`{"ok":%v}`, code < 300) },
+	})}
 }
 
+// replays counts the replays the recorder received.
 func (rc *recorder) replays() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	n := 0
-	for _, h := range rc.headers {
-		if h.Get("X-AnyHook-Replay") == "true" {
+	for _, r := range rc.Requests() {
+		if r.Header.Get("X-AnyHook-Replay") == "true" {
 			n++
 		}
 	}

@@ -24,9 +24,8 @@
 //
 // # Reads and actions
 //
-// Pages read the store directly (Store, and the optional
-// store.StatsReader for aggregates: index range scans, never a scan of
-// all events). Actions (replay, resolve, pause) go through the admin API
+// Pages read the store directly (Store; its aggregates, store.StatsReader,
+// are index range scans, never a scan of all events). Actions (replay, resolve, pause) go through the admin API
 // in-process, so the two can never disagree on validation, and the API's
 // log records them the same way.
 package dashboard
@@ -63,14 +62,16 @@ type Store interface {
 	ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error)
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
 	Paused(ctx context.Context) (map[string]bool, error)
-	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
 	WaitsBehind(ctx context.Context, ids []string) (map[string]store.Blocker, error)
+	store.DeliveryReader
+	store.QueueReader
+	store.RejectionReader
+	store.StatsReader
 }
 
 // Options configure a Dashboard.
 type Options struct {
-	// Store is required. When it also implements store.StatsReader, the
-	// overview shows charts and the lists show delivery states.
+	// Store is required.
 	Store Store
 	// API is the admin API handler; actions are sent to it in-process,
 	// with Token. Required.
@@ -115,10 +116,9 @@ type LedgerStatus struct {
 // Dashboard serves the pages. Create it with New.
 type Dashboard struct {
 	opt      Options
-	stats    store.StatsReader // nil when the store has none
-	sources  []string          // sorted
-	dests    []string          // sorted, unique
-	inOrder  map[string]bool   // destinations with order: per_object
+	sources  []string        // sorted
+	dests    []string        // sorted, unique
+	inOrder  map[string]bool // destinations with order: per_object
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessions
@@ -141,7 +141,6 @@ func New(opt Options) (*Dashboard, error) {
 	if opt.SessionTTL <= 0 {
 		d.opt.SessionTTL = 12 * time.Hour
 	}
-	d.stats, _ = opt.Store.(store.StatsReader)
 	d.sources = slices.Sorted(maps.Keys(opt.Sources))
 	known := map[string]bool{}
 	for _, n := range opt.Destinations {

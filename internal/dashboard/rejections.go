@@ -16,16 +16,15 @@ var rejectReasons = []string{anyhook.RejectSignature, anyhook.RejectUnknownSourc
 	anyhook.RejectTooLarge, anyhook.RejectRateLimited}
 
 type rejectionsData struct {
-	Available bool // the store keeps a rejection log
-	Source    string
-	Other     bool // Source is not a configured source
-	Reason    string
-	Sources   []string
-	Reasons   []string
-	Rows      []rejectionRow
-	NextURL   string
-	FirstURL  string
-	Paged     bool
+	Source   string
+	Other    bool // Source is not a configured source
+	Reason   string
+	Sources  []string
+	Reasons  []string
+	Rows     []rejectionRow
+	NextURL  string
+	FirstURL string
+	Paged    bool
 }
 
 type rejectionRow struct {
@@ -51,35 +50,31 @@ func (d *Dashboard) rejections(w http.ResponseWriter, r *http.Request) error {
 	}
 	data := rejectionsData{Source: f.Source, Reason: f.Reason, Sources: d.sources, Reasons: rejectReasons, Paged: f.Cursor != "",
 		Other: f.Source != "" && !slices.Contains(d.sources, f.Source)}
-	rr, ok := d.opt.Store.(store.RejectionReader)
-	if ok {
-		data.Available = true
-		rs, next, err := rr.ListRejections(r.Context(), f)
-		if err != nil {
-			return err
+	rs, next, err := d.opt.Store.ListRejections(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	for _, x := range rs {
+		row := rejectionRow{Rejection: x, When: millis(x.At)}
+		if x.BodySize >= 0 {
+			row.Size = byteSize(x.BodySize)
 		}
-		for _, x := range rs {
-			row := rejectionRow{Rejection: x, When: millis(x.At)}
-			if x.BodySize >= 0 {
-				row.Size = byteSize(x.BodySize)
-			}
-			data.Rows = append(data.Rows, row)
-		}
-		q := url.Values{}
-		if f.Source != "" {
-			q.Set("source", f.Source)
-		}
-		if f.Reason != "" {
-			q.Set("reason", f.Reason)
-		}
-		data.FirstURL = "/rejections"
-		if len(q) > 0 {
-			data.FirstURL += "?" + q.Encode()
-		}
-		if next != "" {
-			q.Set("cursor", next)
-			data.NextURL = "/rejections?" + q.Encode()
-		}
+		data.Rows = append(data.Rows, row)
+	}
+	q := url.Values{}
+	if f.Source != "" {
+		q.Set("source", f.Source)
+	}
+	if f.Reason != "" {
+		q.Set("reason", f.Reason)
+	}
+	data.FirstURL = "/rejections"
+	if len(q) > 0 {
+		data.FirstURL += "?" + q.Encode()
+	}
+	if next != "" {
+		q.Set("cursor", next)
+		data.NextURL = "/rejections?" + q.Encode()
 	}
 	d.render(w, r, http.StatusOK, "rejections", "Refused requests", data)
 	return nil

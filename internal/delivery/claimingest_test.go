@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -14,59 +13,25 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
-// heldSink answers a request when pass lets one through, or every request
-// once release is closed, and counts the requests per delivery id and the
-// most in flight at once.
-type heldSink struct {
-	release  chan struct{}
-	pass     chan struct{}
-	mu       sync.Mutex
-	inFlight int
-	most     int
-	got      map[string]int
-	arrived  chan struct{}
-}
+// heldSink is a held destination (sinktest.Sink): Pass lets one request
+// through, Release every one.
+type heldSink struct{ *sinktest.Sink }
 
 func newHeldSink(t *testing.T) (*heldSink, string) {
-	s := &heldSink{release: make(chan struct{}), pass: make(chan struct{}, 100), got: map[string]int{}, arrived: make(chan struct{}, 100)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.inFlight++
-		s.most = max(s.most, s.inFlight)
-		s.got[r.Header.Get("X-AnyHook-Delivery")]++
-		s.mu.Unlock()
-		s.arrived <- struct{}{}
-		select {
-		case <-s.pass:
-		case <-s.release:
-		}
-		s.mu.Lock()
-		s.inFlight--
-		s.mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() {
-		select {
-		case <-s.release:
-		default:
-			close(s.release)
-		}
-	})
-	return s, srv.URL
+	s := &heldSink{sinktest.Start(t, sinktest.Options{Hold: true})}
+	return s, s.URL
 }
 
+// wait waits for the next n requests to arrive.
 func (s *heldSink) wait(t *testing.T, n int) {
 	t.Helper()
 	for range n {
-		select {
-		case <-s.arrived:
-		case <-time.After(30 * time.Second):
-			t.Fatal("a delivery did not arrive")
-		}
+		s.Next(t)
 	}
 }
 
@@ -117,7 +82,7 @@ func runningEngine(t *testing.T, maxInFlight int) (*claimCounter, *heldSink, *de
 	sink, url := newHeldSink(t)
 	e := delivery.New(st, delivery.Options{PollInterval: time.Hour, Destinations: []delivery.Destination{dest(url, maxInFlight)}})
 	e.Start(t.Context())
-	sink.pass <- struct{}{}
+	sink.Pass()
 	warm := newEvents(1, "dest")
 	warm[0].Event.DedupKey = "warm-up"
 	if _, err := st.Ingest(t.Context(), warm); err != nil {
@@ -188,21 +153,20 @@ func TestClaimAtIngestRespectsMaxInFlight(t *testing.T) {
 	if n := st.took.Load() - took; n != 0 {
 		t.Fatalf("the dispatcher claimed %d times while ingest's claims held every slot", n)
 	}
-	close(sink.release)
+	sink.Release()
 	sink.wait(t, 3)
 	waitDelivered(t, st, evs)
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if sink.most > 2 {
-		t.Errorf("%d requests in flight at once, over max_in_flight 2", sink.most)
+	if most := sink.MostInFlight(); most > 2 {
+		t.Errorf("%d requests in flight at once, over max_in_flight 2", most)
 	}
-	for id, n := range sink.got {
+	got := sink.Count("X-AnyHook-Delivery")
+	for id, n := range got {
 		if n != 1 {
 			t.Errorf("event %s sent %d times", id, n)
 		}
 	}
-	if len(sink.got) != 6 || st.took.Load() == took {
-		t.Errorf("sent %d events, %d claims by the dispatcher; want 6 (the warm-up's and 5), the last 3 by claim", len(sink.got), st.took.Load()-took)
+	if len(got) != 6 || st.took.Load() == took {
+		t.Errorf("sent %d events, %d claims by the dispatcher; want 6 (the warm-up's and 5), the last 3 by claim", len(got), st.took.Load()-took)
 	}
 }
 
@@ -252,7 +216,7 @@ func (g *gatedRecorder) Ingest(ctx context.Context, evs []store.NewEvent) ([]sto
 func TestClaimAtIngestStopSendsWhatIngestClaimed(t *testing.T) {
 	t.Parallel()
 	st, sink, e := runningEngine(t, 4)
-	close(sink.release)
+	sink.Release()
 	g := &gatedRecorder{Recorder: st, entered: make(chan struct{}), open: make(chan struct{})}
 	rec := e.ClaimAtIngest(g)
 	evs := newEvents(3, "dest")
@@ -279,26 +243,6 @@ func TestClaimAtIngestStopSendsWhatIngestClaimed(t *testing.T) {
 	}
 }
 
-// countingSink answers 200 at once and counts the requests per delivery
-// id and the most in flight at once.
-type countingSink struct {
-	mu             sync.Mutex
-	inFlight, most int
-	got            map[string]int
-}
-
-func (s *countingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.inFlight++
-	s.most = max(s.most, s.inFlight)
-	s.got[r.Header.Get("X-AnyHook-Delivery")]++
-	s.mu.Unlock()
-	time.Sleep(time.Millisecond) // let requests overlap
-	s.mu.Lock()
-	s.inFlight--
-	s.mu.Unlock()
-}
-
 // Concurrent ingests through the claim at ingest, against the dispatcher's
 // own claims (a short poll, so ticks and backlogs come and go): every
 // event is sent exactly once, max_in_flight holds, and Stop returns (no
@@ -306,10 +250,11 @@ func (s *countingSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestClaimAtIngestConcurrentIngests(t *testing.T) {
 	t.Parallel()
 	st := openCounted(t)
-	sink := &countingSink{got: map[string]int{}}
-	srv := httptest.NewServer(sink)
-	t.Cleanup(srv.Close)
-	e := delivery.New(st, delivery.Options{PollInterval: 5 * time.Millisecond, Destinations: []delivery.Destination{dest(srv.URL, 3)}})
+	sink := sinktest.Start(t, sinktest.Options{Answer: func(*http.Request, []byte) int {
+		time.Sleep(time.Millisecond) // let requests overlap
+		return http.StatusOK
+	}})
+	e := delivery.New(st, delivery.Options{PollInterval: 5 * time.Millisecond, Destinations: []delivery.Destination{dest(sink.URL, 3)}})
 	e.Start(t.Context())
 	rec := e.ClaimAtIngest(st)
 	var all []store.NewEvent
@@ -335,15 +280,14 @@ func TestClaimAtIngestConcurrentIngests(t *testing.T) {
 	wg.Wait()
 	waitDelivered(t, st, all)
 	e.Stop(30 * time.Second)
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if sink.most > 3 {
-		t.Errorf("%d requests in flight at once, over max_in_flight 3", sink.most)
+	if most := sink.MostInFlight(); most > 3 {
+		t.Errorf("%d requests in flight at once, over max_in_flight 3", most)
 	}
-	if len(sink.got) != len(all) {
-		t.Errorf("%d events sent, want %d", len(sink.got), len(all))
+	got := sink.Count("X-AnyHook-Delivery")
+	if len(got) != len(all) {
+		t.Errorf("%d events sent, want %d", len(got), len(all))
 	}
-	for id, n := range sink.got {
+	for id, n := range got {
 		if n != 1 {
 			t.Errorf("event %s sent %d times", id, n)
 		}
@@ -379,7 +323,7 @@ func TestClaimAtIngestLostCommitAnswerStillSends(t *testing.T) {
 		t.Fatalf("after the ingest: %v, want both claimed at ingest", n)
 	}
 	sink.wait(t, 2)
-	close(sink.release)
+	sink.Release()
 	waitDelivered(t, st, evs)
 	deadline := time.Now().Add(30 * time.Second)
 	if n := st.took.Load() - took; n != 0 {
@@ -414,10 +358,9 @@ func TestClaimAtIngestLostCommitAnswerStillSends(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
+	got := sink.Count("X-AnyHook-Delivery")
 	for _, ne := range evs {
-		if n := sink.got[ne.Event.ID]; n != 1 {
+		if n := got[ne.Event.ID]; n != 1 {
 			t.Errorf("event %s sent %d times, want 1", ne.Event.ID, n)
 		}
 	}

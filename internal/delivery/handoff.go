@@ -199,7 +199,7 @@ type Recorder interface {
 // in the same transaction, the new deliveries to destinations that have
 // a free slot now (store.NewEvent.Lease), then hands them to their
 // dispatchers in memory: a new event's delivery goes out without a claim
-// transaction and without reading the event back (issue 15). It claims
+// transaction and without reading the event back. It claims
 // only for destinations that would send at once: not those with order:
 // per_object (the order decides which delivery is next) or a rate (the
 // rate decides when), and only while the destination's queue is drained

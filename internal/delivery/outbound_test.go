@@ -299,7 +299,7 @@ func TestHugeResponseBodyIsCut(t *testing.T) {
 	}
 }
 
-// The attempt's error reaches the API, the dashboard and alert sinks: it
+// The attempt's error reaches the API, the dashboard and alert channels: it
 // names the destination, never its URL, which can hold a token.
 func TestAttemptErrorHidesTheURL(t *testing.T) {
 	t.Parallel()

@@ -30,7 +30,7 @@ func (a *answeredThenAborted) RoundTrip(req *http.Request) (*http.Response, erro
 	return resp, nil
 }
 
-// Issue 12 A8(b): a 2xx that arrived before a shutdown aborted the send is
+// A 2xx that arrived before a shutdown aborted the send is
 // recorded, so an acknowledged delivery is not sent again after restart.
 func TestShutdownRecordsAnsweredAttempt(t *testing.T) {
 	t.Parallel()

@@ -6,22 +6,21 @@ import (
 	"testing"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
 // A dead delivery's alert names what a person searches for: the source,
 // the provider's event id, and the event's page in the dashboard.
 func TestDeadAlertNamesSourceProviderIDAndLink(t *testing.T) {
 	t.Parallel()
-	alerts := newSink(t)
-	e := setup(t, newSink(t, 500), "    max_attempts: 1",
+	alerts := sinktest.New(t)
+	e := setup(t, sinktest.New(t, 500), "    max_attempts: 1",
 		"dashboard_url: https://anyhook.example.com/ops/", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
 	a := e.sendStripe(t, "evt_alert_link")
 	d := e.waitStatus(t, a.ID, anyhook.StatusDead)
-	alerts.waitRequests(t, 1)
-	alerts.mu.Lock()
+	alerts.Wait(t, 1)
 	var msg map[string]any
-	err := json.Unmarshal(alerts.bodies[0], &msg)
-	alerts.mu.Unlock()
+	err := json.Unmarshal(alerts.Requests()[0].Body, &msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,15 +40,13 @@ func TestDeadAlertNamesSourceProviderIDAndLink(t *testing.T) {
 // next delivery of its object is released.
 func TestDeadAlertSaysOrderReleased(t *testing.T) {
 	t.Parallel()
-	alerts := newSink(t)
-	e := setup(t, newSink(t, 500), "    max_attempts: 1\n    order: per_object", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
+	alerts := sinktest.New(t)
+	e := setup(t, sinktest.New(t, 500), "    max_attempts: 1\n    order: per_object", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
 	a := e.sendStripe(t, "evt_alert_order") // about pi_1
 	e.waitStatus(t, a.ID, anyhook.StatusDead)
-	alerts.waitRequests(t, 1)
-	alerts.mu.Lock()
+	alerts.Wait(t, 1)
 	var msg struct{ Message string }
-	err := json.Unmarshal(alerts.bodies[0], &msg)
-	alerts.mu.Unlock()
+	err := json.Unmarshal(alerts.Requests()[0].Body, &msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,19 +55,17 @@ func TestDeadAlertSaysOrderReleased(t *testing.T) {
 	}
 }
 
-// An alert's link is for people, and goes to the alert sinks: a user name
+// An alert's link is for people, and goes to the alert channels: a user name
 // and password in dashboard_url (a proxy's basic auth) stay out of it.
 func TestAlertLinkHasNoCredentials(t *testing.T) {
 	t.Parallel()
-	alerts := newSink(t)
-	e := setup(t, newSink(t, 500), "    max_attempts: 1",
+	alerts := sinktest.New(t)
+	e := setup(t, sinktest.New(t, 500), "    max_attempts: 1",
 		"dashboard_url: https://ops:SECRET-PW@anyhook.example.com/ops/", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
 	a := e.sendStripe(t, "evt_alert_creds")
 	e.waitStatus(t, a.ID, anyhook.StatusDead)
-	alerts.waitRequests(t, 1)
-	alerts.mu.Lock()
-	body := string(alerts.bodies[0])
-	alerts.mu.Unlock()
+	alerts.Wait(t, 1)
+	body := string(alerts.Requests()[0].Body)
 	if strings.Contains(body, "SECRET-PW") || strings.Contains(body, "ops:") ||
 		!strings.Contains(body, `"url":"https://anyhook.example.com/ops/events/`+a.ID+`"`) {
 		t.Errorf("alert: %s", body)

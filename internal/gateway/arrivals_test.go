@@ -13,6 +13,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
 type apiEvent struct {
@@ -42,7 +43,7 @@ type apiEvent struct {
 // and every arrival with the headers that differed; delivered once.
 func TestArrivalsAndVerification(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:anyhook.db
@@ -82,7 +83,7 @@ destinations:
 	if first.Status != "accepted" || retry.Status != "duplicate" || resend.Status != "duplicate" || retry.ID != first.ID || resend.ID != first.ID {
 		t.Fatalf("answers: %+v %+v %+v", first, retry, resend)
 	}
-	sk.waitRequests(t, 1)
+	sk.Wait(t, 1)
 
 	var ev apiEvent
 	gatewaytest.AdminJSON(t, base+"/api/events/"+first.ID, &ev)

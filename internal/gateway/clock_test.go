@@ -8,6 +8,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
 // TestOneClock: the gateway hands Options.Now to its parts. On a clock
@@ -17,7 +18,7 @@ import (
 func TestOneClock(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	yaml := testTop + fmt.Sprintf(`sources:
   stripe: {provider: stripe, secrets: [%s]}
 destinations:
@@ -36,7 +37,7 @@ destinations:
 	if !ev.ReceivedAt.Equal(at) {
 		t.Errorf("received at %s, want %s (the gateway's clock)", ev.ReceivedAt, at)
 	}
-	got := sk.waitRequests(t, 1)
+	got := sk.Wait(t, 1)
 	if ts, want := got[0].Header.Get("Webhook-Timestamp"), strconv.FormatInt(at.Unix(), 10); ts != want {
 		t.Errorf("Webhook-Timestamp = %s, want %s (the gateway's clock)", ts, want)
 	}

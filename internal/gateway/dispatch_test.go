@@ -7,13 +7,14 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
 // unpolledGateway starts a gateway whose dispatchers poll once an hour: a
 // stripe source and one destination, dest, delivering to sk, with the
 // destination's extra settings (a YAML line, or ""). What it delivers in a
 // test, a wake made due.
-func unpolledGateway(t *testing.T, sk *sink, dest, extra string) (string, *gateway.Gateway) {
+func unpolledGateway(t *testing.T, sk *sinktest.Sink, dest, extra string) (string, *gateway.Gateway) {
 	t.Helper()
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -42,7 +43,7 @@ destinations:
 // must let the next one go.
 func TestOrderedDispatchWithoutPolling(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, g := unpolledGateway(t, sk, "ledger", "order: per_object")
 	// Paused while the events arrive, so that all three wait in the queue
 	// and the first claim after the unpause finds the object's head only.
@@ -65,7 +66,7 @@ func TestOrderedDispatchWithoutPolling(t *testing.T) {
 	if a := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, body, time.Now())); a.Code != 200 {
 		t.Fatalf("wake event: %+v", a)
 	}
-	sk.waitRequests(t, n+1)
+	sk.Wait(t, n+1)
 }
 
 // TestAdminActionsWakeTheDispatcher: a resume and a replay through the
@@ -74,7 +75,7 @@ func TestOrderedDispatchWithoutPolling(t *testing.T) {
 // here, so without the wake neither would arrive).
 func TestAdminActionsWakeTheDispatcher(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, _ := unpolledGateway(t, sk, "billing", "")
 	if code, b := gatewaytest.Admin(t, "POST", base+"/api/destinations/billing/pause", ""); code != 200 {
 		t.Fatalf("pause: %d %s", code, b)
@@ -87,9 +88,9 @@ func TestAdminActionsWakeTheDispatcher(t *testing.T) {
 	if code, b := gatewaytest.Admin(t, "POST", base+"/api/destinations/billing/resume", ""); code != 200 {
 		t.Fatalf("resume: %d %s", code, b)
 	}
-	sk.waitRequests(t, 1)
+	sk.Wait(t, 1)
 	if code, b := gatewaytest.Admin(t, "POST", base+"/api/events/"+a.ID+"/replay", `{"reason":"test"}`); code != 200 && code != 201 && code != 202 {
 		t.Fatalf("replay: %d %s", code, b)
 	}
-	sk.waitRequests(t, 2)
+	sk.Wait(t, 2)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/rejectlog"
+	"github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/throttle"
 	"go.opentelemetry.io/otel/trace"
@@ -74,9 +75,9 @@ type Gateway struct {
 	batcher      *ingest.Batcher
 	engine       *delivery.Engine
 	alerts       *alert.Notifier
-	rejects      *rejectlog.Log // the log of refused requests; nil when the store keeps none
+	rejects      *rejectlog.Log // the log of refused requests
 	backfills    *backfill.Jobs // backfills started through the admin API and dashboard
-	ledger       *ledgerParts   // the tamper-evident log; nil when the store keeps none
+	ledger       *ledgerParts   // the tamper-evident log
 	seqInterval  time.Duration
 	routes       []Route
 	handler      http.Handler // listen's: everything, or ingest only with admin.listen
@@ -84,6 +85,10 @@ type Gateway struct {
 	ingestTLS    *tls.Config  // nil: plain HTTP
 	adminTLS     *tls.Config
 	servers      []*http.Server
+	// closers close what New opened, in reverse order (close); owned
+	// says the store is the gateway's to close.
+	closers []func() error
+	owned   bool
 
 	mu       sync.Mutex
 	serveErr chan error
@@ -116,29 +121,71 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	st := opt.Store
-	if st == nil {
-		st, err = Open(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-	}
-	stats, _ := st.(store.StatsReader)
-	mx := metrics.New(metrics.Options{Stats: stats, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
-	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	alerts, err := alert.New(alertSinks(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
+	filters, err := Filters(cfg, cfg.DestinationOrder)
 	if err != nil {
-		if opt.Store == nil {
-			st.Close()
-		}
 		return nil, &ConfigError{err}
 	}
-	g := &Gateway{cfg: cfg, log: log, now: now, store: st, alerts: alerts, seqInterval: opt.SequenceInterval}
-	if err := g.newLedger(ctx, st); err != nil {
-		if opt.Store == nil {
-			st.Close()
-		}
+	g := &Gateway{cfg: cfg, log: log, now: now, seqInterval: opt.SequenceInterval}
+	if err := g.open(ctx, opt); err != nil {
 		return nil, err
+	}
+	if err := g.build(ctx, opt, sources, dests, filters); err != nil {
+		g.close() // the error that stopped New is the one to report
+		return nil, err
+	}
+	// A store given in Options is the caller's until New succeeds; from
+	// here on Stop closes it as it closes one New opened.
+	g.owned = true
+	return g, nil
+}
+
+// open opens the store, unless opt gives one, and registers its close.
+func (g *Gateway) open(ctx context.Context, opt Options) error {
+	st := opt.Store
+	if st == nil {
+		var err error
+		if st, err = Open(ctx, g.cfg); err != nil {
+			return err
+		}
+		g.owned = true
+	}
+	g.store = st
+	g.onClose(func() error {
+		if !g.owned {
+			return nil
+		}
+		return st.Close()
+	})
+	return nil
+}
+
+// onClose registers c, which close runs after those registered later.
+func (g *Gateway) onClose(c func() error) { g.closers = append(g.closers, c) }
+
+// close runs the closers, the last registered first, and forgets them.
+func (g *Gateway) close() error {
+	var errs []error
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		errs = append(errs, g.closers[i]())
+	}
+	g.closers = nil
+	return errors.Join(errs...)
+}
+
+// build makes the gateway's parts over its open store: the metrics, the
+// alerts, the ledger, the delivery engine, ingest, the admin API and the
+// dashboard, the routes and TLS. It starts nothing.
+func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Source, dests []delivery.Destination, filters map[string]*route.Filter) error {
+	cfg, log, now, st := g.cfg, g.log, g.now, g.store
+	mx := metrics.New(metrics.Options{Stats: st, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
+	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	alerts, err := alert.New(alertChannels(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
+	if err != nil {
+		return &ConfigError{err}
+	}
+	g.alerts = alerts
+	if err := g.newLedger(ctx, st); err != nil {
+		return err
 	}
 	do := deliveryOptions(cfg, dests)
 	do.Logger, do.Now = log, now
@@ -158,26 +205,21 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		// one batch's round trips with the next (measured: BENCHMARKS.md).
 		g.batcher.SetWriters(postgresWriters)
 	}
-	var rejected ingest.RejectionLog
-	if rl, ok := st.(store.RejectionLog); ok {
-		g.rejects = rejectlog.New(rl, rejectlog.Options{Logger: log, Observer: mx, Now: now})
-		rejected = g.rejects
-	}
+	g.rejects = rejectlog.New(st, rejectlog.Options{Logger: log, Observer: mx, Now: now})
 	ih := ingest.New(ingest.Options{
 		Sources:    sources,
 		Recorder:   g.batcher,
 		Logger:     log,
 		Observer:   mx,
-		Rejections: rejected,
+		Rejections: g.rejects,
 		Now:        now,
 		Tracer:     opt.Tracer,
 	})
 	bySource := sourceDestinations(cfg)
 	bf := NewBackfiller(cfg, ih, st)
 	bf.Sleep = opt.BackfillSleep
-	jo := backfill.JobsOptions{Now: now, Logger: log}
-	jo.Log, _ = st.(store.BackfillLog) // every process sees the latest of each source
-	g.backfills = backfill.NewJobs(bf.Run, jo)
+	// Log: every process sees the latest backfill of each source.
+	g.backfills = backfill.NewJobs(bf.Run, backfill.JobsOptions{Now: now, Logger: log, Log: st})
 	api := admin.New(admin.Options{
 		Backfill:     backfillAPI{bf, g.backfills},
 		Store:        st,
@@ -185,8 +227,8 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Sources:      bySource,
 		Destinations: cfg.DestinationOrder,
 		Logger:       log,
-		Ledger:       g.ledgerAPI(),
-		Filters:      Filters(cfg, cfg.DestinationOrder),
+		Ledger:       g.ledger.reader,
+		Filters:      filters,
 		Now:          now,
 		InOrder:      inOrder(cfg),
 		Queued:       g.engine.Wake,
@@ -206,11 +248,16 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		Now:          now,
 	})
 	if err != nil {
-		if opt.Store == nil {
-			st.Close()
-		}
-		return nil, err
+		return err
 	}
+	g.route(ih, api.Handler(), dash.Handler(), mx)
+	return g.buildTLS()
+}
+
+// route builds the route table and the listeners' handlers over ingest,
+// the admin API, the dashboard and the metrics.
+func (g *Gateway) route(ih, api, dash http.Handler, mx *metrics.Metrics) {
+	cfg, log, now := g.cfg, g.log, g.now
 	// Without a token, what it would guard answers only requests for a
 	// loopback name (DNS rebinding; see loopbackHostsOnly).
 	guarded := func(h http.Handler) http.Handler {
@@ -220,12 +267,12 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return loopbackHostsOnly(h, log)
 	}
 	g.routes = []Route{
-		{Pattern: "POST /webhooks/{source}", On: OnIngest, handler: limitSources(ih, sourceBuckets(cfg), now, rejected)},
-		{Pattern: "/api/", On: OnAdmin, handler: guarded(api.Handler())},
-		{Pattern: "/healthz", On: OnBoth, handler: api.Handler()},
-		{Pattern: "/readyz", On: OnAdmin, handler: api.Handler()},
+		{Pattern: "POST /webhooks/{source}", On: OnIngest, handler: limitSources(ih, sourceBuckets(cfg), now, g.rejects)},
+		{Pattern: "/api/", On: OnAdmin, handler: guarded(api)},
+		{Pattern: "/healthz", On: OnBoth, handler: api},
+		{Pattern: "/readyz", On: OnAdmin, handler: api},
 		{Pattern: "GET /metrics", On: OnAdmin, handler: guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler()))},
-		{Pattern: "/", On: OnAdmin, handler: guarded(dash.Handler())}, // the dashboard: every other path
+		{Pattern: "/", On: OnAdmin, handler: guarded(dash)}, // the dashboard: every other path
 	}
 	failures := throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses)
 	if cfg.AdminSeparate() {
@@ -234,13 +281,6 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	} else {
 		g.handler = guardAuth(muxFor(g.routes, ""), failures, now, log)
 	}
-	if err := g.buildTLS(); err != nil {
-		if opt.Store == nil {
-			st.Close()
-		}
-		return nil, err
-	}
-	return g, nil
 }
 
 func (g *Gateway) alert(kind string, d anyhook.Delivery) {
@@ -288,7 +328,7 @@ func orderNote(dest *config.Destination, kind string, ev anyhook.Event) string {
 
 // eventURL is the event's page in the dashboard, or "" when the config
 // does not say where the dashboard is (dashboard_url). It goes to the
-// alert sinks, for people to open: a user name and password in
+// alert channels, for people to open: a user name and password in
 // dashboard_url (a proxy's basic auth) are left out, and the browser asks
 // for them.
 func (g *Gateway) eventURL(eventID string) string {
@@ -322,7 +362,7 @@ func (g *Gateway) TLS() (ingest, admin *tls.Config) { return g.ingestTLS, g.admi
 // buildTLS loads the listeners' certificates (or sets up ACME).
 func (g *Gateway) buildTLS() error {
 	build := func(t *config.TLS, key string) (*tls.Config, error) {
-		o, err := certs.FromConfig(g.cfg, t, g.log)
+		o, err := certOptions(g.cfg, t, g.log)
 		if err != nil || o == nil {
 			return nil, err
 		}
@@ -373,9 +413,7 @@ func (g *Gateway) Start(ctx context.Context, ln net.Listener) {
 func (g *Gateway) StartListeners(ctx context.Context, ls Listeners) {
 	g.alerts.Start(context.WithoutCancel(ctx)) // Stop flushes; a signal must not drop alerts
 	g.batcher.Start(ctx)
-	if g.rejects != nil {
-		g.rejects.Start(ctx)
-	}
+	g.rejects.Start(ctx)
 	g.engine.Start(ctx)
 	g.startLedger(ctx)
 	g.serveErr = make(chan error, 2)
@@ -431,13 +469,11 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	}
 	g.backfills.Stop(ctx) // before the batcher it records through
 	g.batcher.Stop()
-	if g.rejects != nil {
-		g.rejects.Stop() // writes what is queued
-	}
+	g.rejects.Stop() // writes what is queued
 	g.stopLedger()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
 	g.alerts.Stop()
-	errs = append(errs, g.store.Close())
+	errs = append(errs, g.close())
 	g.log.Info("stopped")
 	return errors.Join(errs...)
 }

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -19,70 +17,18 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
 const stripeSecret = "whsec_test_secret"
 
-// sink is a destination that records what it receives and answers with the
-// next scripted status (200 once the script runs out).
-type sink struct {
-	*httptest.Server
-	mu     sync.Mutex
-	script []int
-	got    []*http.Request
-	bodies [][]byte
-	notify chan struct{}
-}
-
-func newSink(t *testing.T, script ...int) *sink {
-	s := &sink{script: script, notify: make(chan struct{}, 1000)}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		s.got = append(s.got, r)
-		s.bodies = append(s.bodies, body)
-		code := http.StatusOK
-		if len(s.script) > 0 {
-			code, s.script = s.script[0], s.script[1:]
-		}
-		s.mu.Unlock()
-		w.WriteHeader(code)
-		fmt.Fprintf(w, "answer %d", code)
-		s.notify <- struct{}{}
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *sink) requests() []*http.Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*http.Request(nil), s.got...)
-}
-
-// waitRequests waits until the sink has seen n requests.
-func (s *sink) waitRequests(t *testing.T, n int) []*http.Request {
-	t.Helper()
-	timeout := time.After(testwait.Timeout) // a failure timeout
-	for {
-		if got := s.requests(); len(got) >= n {
-			return got
-		}
-		select {
-		case <-s.notify:
-		case <-timeout:
-			t.Fatalf("sink saw %d requests, want %d", len(s.requests()), n)
-		}
-	}
-}
-
 type env struct {
 	url   string
 	gw    *gateway.Gateway
 	store store.Store
-	sink  *sink
+	sink  *sinktest.Sink
 	// signals, when set, reports each delivery attempt the gateway
 	// recorded: waits wake on it rather than poll.
 	signals *signals
@@ -100,7 +46,7 @@ delivery: {poll_interval: 50ms, grace: 1s}
 // setup runs a gateway on 127.0.0.1:0 with a stripe source delivering to
 // the sink. extra is appended to the destination's settings, top to the
 // file.
-func setup(t *testing.T, sk *sink, extra string, top ...string) *env {
+func setup(t *testing.T, sk *sinktest.Sink, extra string, top ...string) *env {
 	t.Helper()
 	yaml := testTop + fmt.Sprintf(`sources:
   stripe:
@@ -189,7 +135,7 @@ func (e *env) waitStatus(t *testing.T, eventID string, want anyhook.DeliveryStat
 
 func TestSameEventTwice(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	first := e.sendStripe(t, "evt_twice")
 	second := e.sendStripe(t, "evt_twice")
 	if first.Code != 200 || first.Status != "accepted" || first.ID == "" {
@@ -203,14 +149,14 @@ func TestSameEventTwice(t *testing.T) {
 	if len(evs) != 1 {
 		t.Fatalf("%d events, want 1", len(evs))
 	}
-	if n := len(e.sink.requests()); n != 1 {
+	if n := len(e.sink.Requests()); n != 1 {
 		t.Fatalf("sink got %d requests, want 1", n)
 	}
 }
 
 func TestHundredIdenticalAtOnce(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	body := []byte(`{"id":"evt_storm","object":"event","created":1700000000}`)
 	proto := stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body, time.Now())
 	const n = 100
@@ -252,7 +198,7 @@ func TestHundredIdenticalAtOnce(t *testing.T) {
 
 func TestForgedRequestDoesNotPoisonDedup(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	body := []byte(`{"id":"evt_target","object":"event"}`)
 	forged := do(t, stripeRequest(t, e.url+"/webhooks/stripe", "whsec_attacker", body, time.Now()))
 	if forged.Code != 400 || forged.Error == "" {
@@ -273,10 +219,10 @@ func TestForgedRequestDoesNotPoisonDedup(t *testing.T) {
 
 func TestRetriedUntilDelivered(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t, 500, 500, 200), "")
+	e := setup(t, sinktest.New(t, 500, 500, 200), "")
 	a := e.sendStripe(t, "evt_retry")
 	d := e.waitStatus(t, a.ID, anyhook.StatusDelivered)
-	got := e.sink.requests()
+	got := e.sink.Requests()
 	if len(got) != 3 {
 		t.Fatalf("sink got %d requests, want 3", len(got))
 	}
@@ -312,7 +258,7 @@ func TestRetriedUntilDelivered(t *testing.T) {
 
 func TestIngestRejections(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	body := []byte(`{"id":"evt_x","object":"event"}`)
 
 	unknown := do(t, stripeRequest(t, e.url+"/webhooks/nope", stripeSecret, body, time.Now()))
@@ -342,7 +288,7 @@ func TestIngestRejections(t *testing.T) {
 
 func TestStoreDownAnswers503(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	e.store.Close()
 	a := e.sendStripe(t, "evt_down")
 	if a.Code != 503 {
@@ -360,42 +306,38 @@ func TestStoreDownAnswers503(t *testing.T) {
 
 func TestDeadAfterMaxAttemptsAlertsOnce(t *testing.T) {
 	t.Parallel()
-	alerts := newSink(t)
-	e := setup(t, newSink(t, 500, 500, 500, 500, 500), "    max_attempts: 3",
+	alerts := sinktest.New(t)
+	e := setup(t, sinktest.New(t, 500, 500, 500, 500, 500), "    max_attempts: 3",
 		"alerts:\n  - webhook: "+alerts.URL+"/alerts")
 	a := e.sendStripe(t, "evt_dead")
 	d := e.waitStatus(t, a.ID, anyhook.StatusDead)
-	if d.AttemptCount != 3 || len(e.sink.requests()) != 3 {
-		t.Fatalf("dead after %d attempts, sink saw %d; want 3 and 3", d.AttemptCount, len(e.sink.requests()))
+	if d.AttemptCount != 3 || len(e.sink.Requests()) != 3 {
+		t.Fatalf("dead after %d attempts, sink saw %d; want 3 and 3", d.AttemptCount, len(e.sink.Requests()))
 	}
-	got := alerts.waitRequests(t, 1)
-	alerts.mu.Lock()
+	got := alerts.Wait(t, 1)
 	var msg map[string]any
-	err := json.Unmarshal(alerts.bodies[0], &msg)
-	alerts.mu.Unlock()
+	err := json.Unmarshal(alerts.Requests()[0].Body, &msg)
 	if err != nil || msg["kind"] != "delivery_dead" || msg["delivery_id"] != d.ID || msg["destination"] != "billing" {
 		t.Fatalf("alert = %v (%v), want delivery_dead for %s", msg, err, d.ID)
 	}
 	e.gw.Stop(context.Background()) // flushes pending alerts
-	if n := len(alerts.requests()); n != 1 || len(got) != 1 {
-		t.Fatalf("alert sink called %d times, want once", n)
+	if n := len(alerts.Requests()); n != 1 || len(got) != 1 {
+		t.Fatalf("alert channel called %d times, want once", n)
 	}
 }
 
 func TestOutboundSignatureVerifiesWithStandardWebhooks(t *testing.T) {
 	t.Parallel()
 	const signing = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	e := setup(t, newSink(t), "    signing_secret: "+signing)
+	e := setup(t, sinktest.New(t), "    signing_secret: "+signing)
 	req := stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, []byte(`{"id":"evt_signed","object":"event"}`), time.Now())
 	req.Header.Set("Authorization", "Bearer gateway-credential")
 	req.Header.Set("Cookie", "session=1")
 	req.Header.Set("Webhook-Signature", "v1,forged")
 	req.Header.Set("X-AnyHook-Replay", "true") // a sender cannot speak for the gateway
 	a := do(t, req)
-	r := e.sink.waitRequests(t, 1)[0]
-	e.sink.mu.Lock()
-	body := e.sink.bodies[0]
-	e.sink.mu.Unlock()
+	r := e.sink.Wait(t, 1)[0]
+	body := r.Body
 	wh, err := standardwebhooks.NewWebhook(signing)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
 // noHost sends a request without a Host header (HTTP/1.0).
@@ -63,7 +64,7 @@ func rawRequest(t *testing.T, addr, method, target, host string, h http.Header, 
 // neither read nor act; ingest and the probes answer every Host.
 func TestTokenlessGatewayAnswersOnlyLoopbackHosts(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, g := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:anyhook.db
@@ -201,7 +202,7 @@ destinations:
 // its public name).
 func TestTokenHostsUnrestricted(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	addr := strings.TrimPrefix(e.url, "http://")
 	bearer := http.Header{"Authorization": {"Bearer test-token"}}
 	for _, host := range []string{"hooks.example.com", "rebind.attacker.example:8080", "10.0.0.1", "127.0.0.1", ""} {

@@ -10,15 +10,13 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// ledgerParts are the tamper-evident ledger's background parts (docs/ledger.md);
-// nil when the store keeps no log.
+// ledgerParts are the tamper-evident ledger's background parts (docs/ledger.md).
 type ledgerParts struct {
 	reader ledger.Reader
 	seq    *ledger.Sequencer
@@ -31,12 +29,8 @@ type ledgerParts struct {
 
 // newLedger loads (or creates) the signing key, makes sure it is the ledger's
 // key (recorded in the database by the first process to start), and builds
-// the sequencer and checkpointer over st, when st keeps a ledger.
-func (g *Gateway) newLedger(ctx context.Context, st store.Store) error {
-	l, ok := st.(store.Ledger)
-	if !ok {
-		return nil
-	}
+// the sequencer and checkpointer over l.
+func (g *Gateway) newLedger(ctx context.Context, l store.Ledger) error {
 	_, statErr := os.Stat(g.cfg.LedgerKeyPath())
 	created := errors.Is(statErr, fs.ErrNotExist)
 	key, err := ledger.LoadOrCreateKey(g.cfg.LedgerKeyPath(), g.cfg.Ledger.Origin)
@@ -76,12 +70,9 @@ func (g *Gateway) newLedger(ctx context.Context, st store.Store) error {
 }
 
 // ledgerStatus is the ledger's state for the dashboard: the latest checkpoint
-// and the last problem this process saw. Nil without a ledger.
+// and the last problem this process saw.
 func (g *Gateway) ledgerStatus(ctx context.Context) (dashboard.LedgerStatus, error) {
 	var ls dashboard.LedgerStatus
-	if g.ledger == nil {
-		return ls, nil
-	}
 	cp, err := g.ledger.reader.Store.LatestCheckpoint(ctx)
 	switch {
 	case err == nil:
@@ -96,33 +87,19 @@ func (g *Gateway) ledgerStatus(ctx context.Context) (dashboard.LedgerStatus, err
 }
 
 func (g *Gateway) ledgerAlert(eventID, msg string) {
-	if g.ledger != nil {
-		g.ledger.mu.Lock()
-		g.ledger.problem, g.ledger.problemAt = msg, g.now()
-		g.ledger.mu.Unlock()
-	}
+	g.ledger.mu.Lock()
+	g.ledger.problem, g.ledger.problemAt = msg, g.now()
+	g.ledger.mu.Unlock()
 	g.alerts.Notify(context.Background(), alert.Alert{Kind: alert.LedgerVerificationFailed, EventID: eventID, Message: msg, Time: g.now(), URL: g.eventURL(eventID)})
 }
 
-// ledgerAPI is what the admin API serves the ledger from; nil without a ledger.
-func (g *Gateway) ledgerAPI() admin.Ledger {
-	if g.ledger == nil {
-		return nil
-	}
-	return g.ledger.reader
-}
-
 func (g *Gateway) startLedger(ctx context.Context) {
-	if g.ledger != nil {
-		g.ledger.seq.Start(ctx)
-		g.ledger.cpr.Start(ctx)
-	}
+	g.ledger.seq.Start(ctx)
+	g.ledger.cpr.Start(ctx)
 }
 
 // stopLedger sequences what ingest committed and signs a last checkpoint.
 func (g *Gateway) stopLedger() {
-	if g.ledger != nil {
-		g.ledger.seq.Stop()
-		g.ledger.cpr.Stop()
-	}
+	g.ledger.seq.Stop()
+	g.ledger.cpr.Stop()
 }

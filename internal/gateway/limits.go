@@ -27,7 +27,7 @@ const (
 
 // limitSources puts each source's token bucket (sourceBuckets: its
 // rate_limit) in front of ingest: over it, 429 with Retry-After, before the
-// body is read, and a record in rejected (when not nil).
+// body is read, and a record in rejected.
 func limitSources(next http.Handler, buckets map[string]*throttle.Bucket, now func() time.Time, rejected ingest.RejectionLog) http.Handler {
 	if len(buckets) == 0 {
 		return next
@@ -40,11 +40,9 @@ func limitSources(next http.Handler, buckets map[string]*throttle.Bucket, now fu
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusTooManyRequests)
 				json.NewEncoder(w).Encode(map[string]string{"error": msg})
-				if rejected != nil {
-					rejected.Record(anyhook.Rejection{Source: r.PathValue("source"), KnownSource: true,
-						Reason: anyhook.RejectRateLimited, Status: http.StatusTooManyRequests, Message: msg,
-						RemoteAddr: r.RemoteAddr, BodySize: r.ContentLength}, r.Header, nil)
-				}
+				rejected.Record(anyhook.Rejection{Source: r.PathValue("source"), KnownSource: true,
+					Reason: anyhook.RejectRateLimited, Status: http.StatusTooManyRequests, Message: msg,
+					RemoteAddr: r.RemoteAddr, BodySize: r.ContentLength}, r.Header, nil)
 				return
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -94,7 +95,7 @@ func clientFrom(ip string) *http.Client {
 
 func TestAdminBruteForceSlowed(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	attacker, friend := clientFrom("127.0.0.7"), clientFrom("127.0.0.8")
 	get := func(c *http.Client, token string) *http.Response {
 		t.Helper()
@@ -178,7 +179,7 @@ func TestAdminBruteForceSlowed(t *testing.T) {
 
 func TestChunkedBodyOverMaxBody(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "") // max_body: 64KiB
+	e := setup(t, sinktest.New(t), "") // max_body: 64KiB
 	body := io.MultiReader(strings.NewReader(`{"id":"evt_big","pad":"`), strings.NewReader(strings.Repeat("x", 200<<10)), strings.NewReader(`"}`))
 	req, _ := http.NewRequest("POST", e.url+"/webhooks/stripe", io.NopCloser(body))
 	req.Header.Set("Stripe-Signature", "t=1,v1=00")
@@ -205,7 +206,7 @@ func TestChunkedBodyOverMaxBody(t *testing.T) {
 // cut to the limit and acknowledged.
 func TestMaxBodyBoundary(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "") // max_body: 64KiB
+	e := setup(t, sinktest.New(t), "") // max_body: 64KiB
 	const max = 64 << 10
 	signed := func(id string, size int) []byte {
 		head, tail := `{"id":"`+id+`","object":"event","created":1700000000,"pad":"`, `"}`
@@ -256,7 +257,7 @@ func TestMaxBodyBoundary(t *testing.T) {
 // waits for that.
 func TestSlowloris(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
 	if err != nil {
 		t.Fatal(err)

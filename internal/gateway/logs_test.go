@@ -9,10 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/syncio"
 	"github.com/anyhook/anyhook/internal/testwait"
@@ -47,21 +46,20 @@ func TestLogsKeepSecrets(t *testing.T) {
 
 	var failing atomic.Bool
 	failing.Store(true)
-	var mu sync.Mutex
-	var outbound []http.Header
-	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		outbound = append(outbound, r.Header.Clone())
-		mu.Unlock()
-		if failing.Load() {
-			w.WriteHeader(500)
-			io.WriteString(w, respMarker)
-			return
-		}
-		io.WriteString(w, "ok")
-	}))
-	t.Cleanup(dest.Close)
+	dest := sinktest.Start(t, sinktest.Options{
+		Answer: func(*http.Request, []byte) int {
+			if failing.Load() {
+				return http.StatusInternalServerError
+			}
+			return http.StatusOK
+		},
+		Reply: func(code int) string {
+			if code == http.StatusOK {
+				return "ok"
+			}
+			return respMarker
+		},
+	})
 
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -195,14 +193,12 @@ destinations:
 	})
 	g.Stop(context.Background())
 
-	mu.Lock()
-	for _, h := range outbound {
-		if s := h.Get("Webhook-Signature"); s != "" {
+	for _, r := range dest.Requests() {
+		if s := r.Header.Get("Webhook-Signature"); s != "" {
 			_, sig, _ := strings.Cut(s, ",")
 			forbid(sig) // what the gateway signed outbound
 		}
 	}
-	mu.Unlock()
 	out := logs.String()
 	if !strings.Contains(out, `"level":"DEBUG"`) || !strings.Contains(out, "ingest rejected") || !strings.Contains(out, "delivery dead") {
 		t.Fatalf("the log does not cover the flows (want debug lines, rejections, dead deliveries):\n%s", out)

@@ -10,13 +10,14 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
 // sqlite::memory: (documented for throwaway runs) is a working gateway:
 // it ingests, delivers, replays, answers the API, /readyz and /metrics.
 func TestInMemoryDatabaseWorks(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, g := gatewaytest.Start(t, `
 listen: 127.0.0.1:0
 database: "sqlite::memory:"
@@ -44,7 +45,7 @@ destinations:
 	if code, _ := gatewaytest.Admin(t, "POST", base+"/api/events/"+a.ID+"/replay", `{}`); code != 202 {
 		t.Fatalf("replay = %d", code)
 	}
-	sk.waitRequests(t, 2)
+	sk.Wait(t, 2)
 	code, body := gatewaytest.Admin(t, "GET", base+"/metrics", "")
 	if code != 200 || !bytes.Contains(body, []byte("anyhook_store_scrape_error 0\n")) ||
 		!bytes.Contains(body, []byte(`anyhook_ingest_requests_total{outcome="duplicate",source="stripe"} 0`+"\n")) {
@@ -57,7 +58,7 @@ destinations:
 func TestReadyzFailsWhenTheStoreDoes(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "anyhook.db")
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, g := gatewaytest.Start(t, `
 listen: 127.0.0.1:0
 database: sqlite:`+path+`

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -33,7 +34,7 @@ func get(t *testing.T, e *env, path, token string) (int, string) {
 
 func TestRoutes(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	for _, c := range []struct {
 		path, token string
 		code        int
@@ -74,7 +75,7 @@ func metricValue(t *testing.T, exposition, series string) (float64, bool) {
 
 func TestMetricsAfterTraffic(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	a := e.sendStripe(t, "evt_m1")
 	if a.Status != "accepted" {
 		t.Fatalf("send: %+v", a)
@@ -129,17 +130,17 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	}
 }
 
-// TestPlainHTTPSlackAlertCounted: a Slack sink on plain http:// to a
+// TestPlainHTTPSlackAlertCounted: a Slack channel on plain http:// to a
 // loopback host (a local proxy that adds TLS) posts through the loopback-only
 // transport, and its posts are still counted in anyhook_alerts_sent_total.
 func TestPlainHTTPSlackAlertCounted(t *testing.T) {
 	t.Parallel()
-	alerts := newSink(t)
-	e := setup(t, newSink(t, http.StatusInternalServerError), "    max_attempts: 1", "alerts:\n  - slack: "+alerts.URL+"/services/T000/B000/XXXX")
+	alerts := sinktest.New(t)
+	e := setup(t, sinktest.New(t, http.StatusInternalServerError), "    max_attempts: 1", "alerts:\n  - slack: "+alerts.URL+"/services/T000/B000/XXXX")
 	a := e.sendStripe(t, "evt_slack_counted")
 	e.waitStatus(t, a.ID, anyhook.StatusDead)
-	alerts.waitRequests(t, 1)
-	testwait.For(t, `anyhook_alerts_sent_total{result="ok"} ≥ 1 after the Slack sink got its post`, func() bool {
+	alerts.Wait(t, 1)
+	testwait.For(t, `anyhook_alerts_sent_total{result="ok"} ≥ 1 after the Slack channel got its post`, func() bool {
 		_, exposition := get(t, e, "/metrics", "test-token")
 		v, _ := metricValue(t, exposition, `anyhook_alerts_sent_total{result="ok"}`)
 		return v >= 1
@@ -147,7 +148,7 @@ func TestPlainHTTPSlackAlertCounted(t *testing.T) {
 }
 
 // TestDestinationOutageAlerts: 500 deliveries fail against one
-// destination; the alert sink gets a handful of messages (not 500), the
+// destination; the alert channel gets a handful of messages (not 500), the
 // first saying the destination is failing, and once it answers again a
 // recovered message follows.
 func TestDestinationOutageAlerts(t *testing.T) {
@@ -157,8 +158,8 @@ func TestDestinationOutageAlerts(t *testing.T) {
 	for i := range script {
 		script[i] = http.StatusInternalServerError
 	}
-	alerts := newSink(t)
-	e := setup(t, newSink(t, script...), "    max_attempts: 1", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
+	alerts := sinktest.New(t)
+	e := setup(t, sinktest.New(t, script...), "    max_attempts: 1", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
 
 	var wg sync.WaitGroup
 	ids := make(chan string, n)
@@ -204,9 +205,10 @@ func TestDestinationOutageAlerts(t *testing.T) {
 	}
 
 	e.gw.Stop(context.Background()) // sends the summaries still waiting for their window
-	alerts.mu.Lock()
-	bodies := append([][]byte(nil), alerts.bodies...)
-	alerts.mu.Unlock()
+	var bodies [][]byte
+	for _, r := range alerts.Requests() {
+		bodies = append(bodies, r.Body)
+	}
 	var kinds []string
 	var health []map[string]any
 	for _, b := range bodies {

@@ -14,6 +14,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -40,12 +41,12 @@ func dashboardPage(t *testing.T, base, path string) string {
 	return string(b)
 }
 
-// Issue 12 A8(d): a destination removed from the config while deliveries
+// A destination removed from the config while deliveries
 // to it are queued loses nothing; the API and dashboard show the
 // deliveries as orphaned; configuring the destination again resumes them.
 func TestRemovedDestinationOrphansThenResumes(t *testing.T) {
 	t.Parallel()
-	billing, audit := newSink(t), newSink(t)
+	billing, audit := sinktest.New(t), sinktest.New(t)
 	dir := t.TempDir()
 	db, key := filepath.Join(dir, "anyhook.db"), filepath.Join(dir, "anyhook-log.key")
 	config := func(withBilling bool) string {
@@ -86,7 +87,7 @@ destinations:
 	if a.Code != 200 {
 		t.Fatalf("send = %+v", a)
 	}
-	audit.waitRequests(t, 1)
+	audit.Wait(t, 1)
 	stop()
 
 	// billing is removed from the config.
@@ -159,7 +160,7 @@ destinations:
 	// billing is back in the config: its waiting delivery goes out.
 	e, stop = run(true)
 	defer stop()
-	got := billing.waitRequests(t, 1)
+	got := billing.Wait(t, 1)
 	if id := got[0].Header.Get("X-AnyHook-Delivery"); id != a.ID {
 		t.Fatalf("billing got %s, want %s", id, a.ID)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/send"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
@@ -44,7 +45,7 @@ var providerCases = []struct {
 
 // multiSetup runs a gateway with one source per provider (named after it)
 // plus the given extra sources, all delivering to sk.
-func multiSetup(t *testing.T, sk *sink, extraSources string) *env {
+func multiSetup(t *testing.T, sk *sinktest.Sink, extraSources string) *env {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("listen: 127.0.0.1:0\ndatabase: sqlite:anyhook.db\ndelivery: {poll_interval: 50ms}\nsources:\n")
@@ -92,7 +93,7 @@ func (e *env) count(t *testing.T, source string) int {
 // the event id; a timestamp outside the tolerance is refused.
 func TestEveryProviderEndToEnd(t *testing.T) {
 	t.Parallel()
-	e := multiSetup(t, newSink(t), "")
+	e := multiSetup(t, sinktest.New(t), "")
 	for _, pc := range providerCases {
 		t.Run(pc.name, func(t *testing.T) {
 			url := e.url + "/webhooks/" + pc.name
@@ -161,7 +162,7 @@ func hubspotBatch(t *testing.T, url string, eventIDs ...int) *http.Request {
 
 func TestHubSpotBatches(t *testing.T) {
 	t.Parallel()
-	e := multiSetup(t, newSink(t), "")
+	e := multiSetup(t, sinktest.New(t), "")
 	url := e.url + "/webhooks/hubspot"
 	statuses := func(req *http.Request) []string {
 		t.Helper()
@@ -209,7 +210,7 @@ func TestHubSpotBatches(t *testing.T) {
 // that says stale: skip skips it.
 func TestStaleEvents(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	e := multiSetup(t, sk, "  orders:\n    provider: generic\n    signature: none\n    id: header:X-Request-Id\n    ordering: {object: json:order.id, version: json:order.updated_at, stale: skip}\n")
 	shop := []string{"--provider", "shopify", "--secret", "shpss_secret", "--url", e.url + "/webhooks/shopify", "--object", "42"}
 	for _, v := range []string{"2026-11-30T10:00:00Z", "2026-11-30T09:00:00Z", "2026-11-30T10:00:00Z"} {
@@ -240,7 +241,7 @@ func TestStaleEvents(t *testing.T) {
 	}
 	stale := testwait.Value(t, "a delivery flagged stale", func() ([]http.Header, error) {
 		var stale []http.Header
-		for _, r := range sk.requests() {
+		for _, r := range sk.Requests() {
 			if r.Header.Get("X-AnyHook-Stale") == "true" {
 				stale = append(stale, r.Header)
 			}
@@ -256,13 +257,13 @@ func TestStaleEvents(t *testing.T) {
 	}
 }
 
-// TestStripeLateEventDeliveredByDefault (issue 13 item 7): Stripe event
+// TestStripeLateEventDeliveredByDefault: Stripe event
 // types share an object, so a late payment_intent.succeeded can be older
 // than the payment_intent.updated already seen. By default it is delivered,
 // flagged X-AnyHook-Stale: true, never silently skipped.
 func TestStripeLateEventDeliveredByDefault(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	e := multiSetup(t, sk, "")
 	stripe := []string{"--provider", "stripe", "--secret", "whsec_stripe", "--url", e.url + "/webhooks/stripe", "--object", "pi_1"}
 	for i, created := range []string{"1700000200", "1700000100"} { // the updated, then the late succeeded
@@ -278,7 +279,7 @@ func TestStripeLateEventDeliveredByDefault(t *testing.T) {
 		e.waitStatus(t, ev.ID, anyhook.StatusDelivered)
 	}
 	late := 0
-	for _, r := range sk.requests() {
+	for _, r := range sk.Requests() {
 		if r.Header.Get("X-AnyHook-Source") == "stripe" && r.Header.Get("X-AnyHook-Stale") == "true" {
 			late++
 			if r.Header.Get("X-AnyHook-Event-Id") != "evt_late_1" {
@@ -295,7 +296,7 @@ func TestStripeLateEventDeliveredByDefault(t *testing.T) {
 // neither stored (so not shown by the API or dashboard) nor forwarded.
 func TestGitLabTokenNeitherStoredNorForwarded(t *testing.T) {
 	t.Parallel()
-	e := multiSetup(t, newSink(t), "")
+	e := multiSetup(t, sinktest.New(t), "")
 	if code, out := runSend(t, "--provider", "gitlab", "--secret", "gitlab-token", "--url", e.url+"/webhooks/gitlab"); code != 0 {
 		t.Fatalf("send: %d %s", code, out)
 	}
@@ -308,7 +309,7 @@ func TestGitLabTokenNeitherStoredNorForwarded(t *testing.T) {
 	if v := stored.Header.Get("X-Gitlab-Token"); v != "" || stored.Header.Get("X-Gitlab-Event") == "" {
 		t.Fatalf("stored headers: X-Gitlab-Token %q (want none), X-Gitlab-Event %q", v, stored.Header.Get("X-Gitlab-Event"))
 	}
-	for _, r := range e.sink.requests() {
+	for _, r := range e.sink.Requests() {
 		if r.Header.Get("X-Gitlab-Token") != "" {
 			t.Fatal("the GitLab token was forwarded to the destination")
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/ledger"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
@@ -24,7 +25,7 @@ import (
 // dead, saying why, and the destination gets nothing.
 func TestPrunedEventNeverSent(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	db := filepath.Join(t.TempDir(), "anyhook.db")
 	base, g := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -81,7 +82,7 @@ destinations:
 		}
 		return struct{}{}, fmt.Errorf("deliveries %+v", ev.Deliveries)
 	})
-	if got := sk.requests(); len(got) != 1 {
+	if got := sk.Requests(); len(got) != 1 {
 		t.Fatalf("the destination got %d requests, want only the original", len(got))
 	}
 }

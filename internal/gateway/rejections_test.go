@@ -12,6 +12,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
@@ -35,7 +36,7 @@ type apiRejection struct {
 // the start.
 func TestRejectionsThroughAPI(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:anyhook.db

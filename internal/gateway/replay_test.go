@@ -12,6 +12,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -30,7 +31,7 @@ var replaySignature = provider.Signature{Header: "X-Signature", Algorithm: "sha2
 // replaySetup runs a gateway on the named backend ("sqlite" or
 // "postgres", a fresh database either way) with the replay sources, all
 // delivering to sk.
-func replaySetup(t *testing.T, backend string, sk *sink) *env {
+func replaySetup(t *testing.T, backend string, sk *sinktest.Sink) *env {
 	t.Helper()
 	db := "sqlite:anyhook.db"
 	if backend == "postgres" {
@@ -224,7 +225,7 @@ func TestReplayWithFreshUnsignedHeaders(t *testing.T) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			sk := newSink(t)
+			sk := sinktest.New(t)
 			e := replaySetup(t, backend, sk)
 			var originals []string
 			for _, tc := range replayCases() {
@@ -259,7 +260,7 @@ func TestReplayWithFreshUnsignedHeaders(t *testing.T) {
 				e.waitStatus(t, id, anyhook.StatusDelivered)
 			}
 			sent := map[string]int{}
-			for _, r := range sk.waitRequests(t, len(originals)) {
+			for _, r := range sk.Wait(t, len(originals)) {
 				sent[r.Header.Get("X-AnyHook-Delivery")]++
 			}
 			for _, id := range originals {
@@ -283,7 +284,7 @@ func TestGenuineEventsSharingABody(t *testing.T) {
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := replaySetup(t, backend, newSink(t))
+			e := replaySetup(t, backend, sinktest.New(t))
 			body := `{"id":450789469,"financial_status":"paid","updated_at":"2026-01-02T10:00:00-05:00"}`
 			shopify := func(topic, eventID string) *provider.Request {
 				return signed(t, "shopify", replayShopify, e.url+"/webhooks/shopify",

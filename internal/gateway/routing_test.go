@@ -11,6 +11,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
 // TestFilters: each destination's filter decides, at ingest, which events
@@ -20,7 +21,7 @@ import (
 // filter, a replay without one respects it unless told otherwise.
 func TestFilters(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	yaml := testTop + fmt.Sprintf(`sources:
   stripe:
     provider: stripe
@@ -55,7 +56,7 @@ destinations:
 	intent := send("evt_pi", "payment_intent.succeeded", 100)
 
 	// audit gets all four, billing two; broken none.
-	got := sk.waitRequests(t, 6)
+	got := sk.Wait(t, 6)
 	byPath := map[string][]string{}
 	for _, r := range got {
 		byPath[r.URL.Path] = append(byPath[r.URL.Path], r.Header.Get("X-AnyHook-Event-Id")+" "+r.Header.Get("X-AnyHook-Event-Type"))

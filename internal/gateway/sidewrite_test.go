@@ -13,6 +13,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
 // brokenWriter fails every write, as a full disk or a closed pipe would.
@@ -20,8 +21,8 @@ type brokenWriter struct{}
 
 func (brokenWriter) Write([]byte) (int, error) { return 0, errors.New("write failed") }
 
-// Issue 12 C: a side write that fails after a destination's 2xx — the
-// tamper-evident log (its tables broken), the alerts (a sink that never
+// A side write that fails after a destination's 2xx — the
+// tamper-evident log (its tables broken), the alerts (a channel that never
 // answers), the process log (a writer that fails) — must not make the
 // gateway send the delivery again: the 2xx is recorded and the delivery is
 // delivered, once.
@@ -32,7 +33,7 @@ func TestSideWriteFailuresNeverRedeliver(t *testing.T) {
 	t.Cleanup(alerts.Close) // after the gateway stopped
 	// Five failures make the destination "failing" (an alert), the sixth
 	// attempt succeeds ("recovered", another alert).
-	sk := newSink(t, 500, 500, 500, 500, 500)
+	sk := sinktest.New(t, 500, 500, 500, 500, 500)
 	db := filepath.Join(t.TempDir(), "anyhook.db")
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
 database: sqlite:%s
@@ -82,7 +83,7 @@ destinations:
 		t.Fatalf("attempts = %+v, want five failures and one 200", got)
 	}
 	perEvent := map[string]int{}
-	for _, r := range sk.requests() {
+	for _, r := range sk.Requests() {
 		perEvent[r.Header.Get("X-AnyHook-Delivery")]++
 	}
 	if perEvent[first.ID] != 6 || perEvent[second.ID] != 1 {

@@ -21,45 +21,31 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	sqlitestore "github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/store/sqlite/sqlitewrap"
 )
 
 // The store's cost per delivered event, as a budget that fails when it
-// rises (issue 15: "count SQL statements and rows written per delivered
-// event and make that count a test-enforced budget"). Events go one at a
-// time — each is delivered before the next is sent — so that nothing is
-// batched: the count is the unbatched worst case, and steady from run to
-// run. Under load the group committer, the claims and the sequencer share
-// their statements among many events (BENCHMARKS.md).
+// rises: a statement, a transaction or a row more per event is a cost
+// every event pays. Events go one at a time — each is delivered before
+// the next is sent — so that nothing is batched: the count is the
+// unbatched worst case, and steady from run to run. Under load the group
+// committer, the claims and the sequencer share their statements among
+// many events.
 //
 // The log is sequenced once, at Stop (SequenceInterval: an hour): its
 // rounds run each second in production, and how many ran during the test
-// depended on the machine's speed (a loaded machine counted 6.3 of the
-// log's statements and 5.2 transactions per event where a quiet one
-// counted 4.4 and 4.5). What is counted is the log's work for these 40
-// events, in one round, and the same on any machine.
+// would depend on the machine's speed. What is counted is the log's work
+// for these 40 events, in one round, and the same on any machine.
 //
-// Measured at issue 15 under heavy load (load average 25–70 on 2 CPUs),
-// before its optimizations: 12.0–12.7 statements of ingest and delivery
-// (~2 claims per event, each with its paused check: the claim that found
-// the event and one after it that found nothing), 3.25–3.33 of the log,
-// 4.05–4.6 transactions, 8.05–8.12 rows written. After them (BENCHMARKS.md,
-// "Issue 15: optimizations"), the same in every run, with and without
-// -race: 7.08 statements of ingest and delivery — INSERT events, INSERT
-// deliveries, one claim with its paused check and event read, the outcome
-// UPDATE and INSERT attempts (a dispatcher whose claim came back short
-// waits for a wake; no savepoint per item; no duplicate probe before the
-// insert) —, 0.47 of the log (multi-row inserts), 3.10 transactions, 8.10
-// rows (deliveries 3: insert, claim, outcome; ledger_hashes 2; events,
-// attempts, ledger_entries 1). With the claim at ingest (the delivery is
-// created claimed in the ingest transaction and handed to the dispatcher
-// in memory): 5.08 statements — INSERT events, the paused check (once per
-// ingest batch), INSERT deliveries, the outcome UPDATE, INSERT attempts —,
-// 0.47 of the log, 2.10 transactions (ingest, outcome, the log's share),
-// 7.10 rows (deliveries 2). Each budget sits under the measured figure
-// + 0.5, so that one more statement, transaction or row per event fails.
+// Per event now: INSERT events, the paused check (once per ingest batch),
+// INSERT deliveries, the outcome UPDATE, INSERT attempts, and the log's
+// share of its multi-row inserts. Each budget sits under the measured
+// figure + 0.5, so that one more statement, transaction or row per event
+// fails; the figures and their history are in BENCHMARKS.md ("Statements
+// per delivered event").
 //
 // Lower a budget when a change lowers the count; raise one only with a
 // measured reason.
@@ -84,7 +70,7 @@ func TestStatementBudgetPerDeliveredEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	base, g := gatewaytest.Start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 database: sqlite:anyhook.db
@@ -114,13 +100,13 @@ destinations:
 		}
 	}
 	send("warm")
-	sk.waitRequests(t, 1)
+	sk.Wait(t, 1)
 
 	const n = 40
 	before := c.snapshot()
 	for i := range n {
 		send(fmt.Sprintf("evt_%d", i))
-		sk.waitRequests(t, 2+i)
+		sk.Wait(t, 2+i)
 	}
 	// Stop writes what is left: the last outcomes, the last sequencing
 	// and checkpoint.
@@ -175,7 +161,7 @@ destinations:
 }
 
 // TestStatementBudgetBatched counts the store's statements per event when
-// a batch holds many (issue 15): an ingest batch's deliveries and a
+// a batch holds many: an ingest batch's deliveries and a
 // Finish's outcome updates and attempts go in multi-row statements, so
 // that under load an event costs about one statement of ingest (its own
 // insert) and a fraction of one for its outcome. Measured: 42 statements

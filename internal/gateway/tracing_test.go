@@ -18,6 +18,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/testwait"
 )
@@ -25,7 +26,7 @@ import (
 // traced runs a gateway like setup's, on the SQLite file db (its log key
 // beside it), whose spans go to an in-memory exporter as each ends; extra
 // is appended to the destination's settings.
-func traced(t *testing.T, sk *sink, db string, extra ...string) (*env, *tracetest.InMemoryExporter) {
+func traced(t *testing.T, sk *sinktest.Sink, db string, extra ...string) (*env, *tracetest.InMemoryExporter) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -102,7 +103,7 @@ func traceparent(t *testing.T, v string) trace.SpanContext {
 // with the provider's tracestate.
 func TestTracingContinuesTheProvidersTrace(t *testing.T) {
 	t.Parallel()
-	e, exp := traced(t, newSink(t, 503, 200), filepath.Join(t.TempDir(), "anyhook.db"))
+	e, exp := traced(t, sinktest.New(t, 503, 200), filepath.Join(t.TempDir(), "anyhook.db"))
 	const (
 		incomingTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 		incomingSpan  = "00f067aa0ba902b7"
@@ -157,7 +158,7 @@ func TestTracingContinuesTheProvidersTrace(t *testing.T) {
 
 	attempts := waitSpans(t, exp, "POST", 2)
 	claimedBy := 0 // attempts that link to a claim
-	got := e.sink.requests()
+	got := e.sink.Requests()
 	if len(attempts) != 2 || len(got) != 2 {
 		t.Fatalf("%d attempt spans, %d requests; want 2 each", len(attempts), len(got))
 	}
@@ -227,7 +228,7 @@ func TestTracingContinuesTheProvidersTrace(t *testing.T) {
 func TestTracingContinuesAfterRestart(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "anyhook.db")
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	first, exp1 := traced(t, sk, db)
 	a := first.sendStripe(t, "evt_restart")
 	first.waitStatus(t, a.ID, anyhook.StatusDelivered)
@@ -243,7 +244,7 @@ func TestTracingContinuesAfterRestart(t *testing.T) {
 	if _, err := second.store.Replay(t.Context(), a.ID, []string{"billing"}, store.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	got := sk.waitRequests(t, 2)
+	got := sk.Wait(t, 2)
 	replayed := got[1]
 	if replayed.Header.Get("X-AnyHook-Replay") != "true" {
 		t.Fatalf("second request is not the replay: %v", replayed.Header)
@@ -266,14 +267,14 @@ func TestTracingContinuesAfterRestart(t *testing.T) {
 // provider's traceparent is passed on untouched, as any other header.
 func TestTracingOffPassesTraceparentThrough(t *testing.T) {
 	t.Parallel()
-	e := setup(t, newSink(t), "")
+	e := setup(t, sinktest.New(t), "")
 	body := []byte(`{"id":"evt_untraced","object":"event","type":"invoice.paid","created":1700000000,"data":{"object":{"id":"in_1"}}}`)
 	req := stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, body, time.Now())
 	const incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	req.Header.Set("Traceparent", incoming)
 	a := do(t, req)
 	e.waitStatus(t, a.ID, anyhook.StatusDelivered)
-	if got := e.sink.requests()[0].Header.Get("Traceparent"); got != incoming {
+	if got := e.sink.Requests()[0].Header.Get("Traceparent"); got != incoming {
 		t.Errorf("destination got traceparent %q, want the provider's %q", got, incoming)
 	}
 	a = e.sendStripe(t, "evt_no_trace")
@@ -285,7 +286,7 @@ func TestTracingOffPassesTraceparentThrough(t *testing.T) {
 	if v := ev.Header.Get("Traceparent"); v != "" {
 		t.Errorf("tracing off stored a traceparent %q", v)
 	}
-	if got := e.sink.requests()[1].Header.Get("Traceparent"); got != "" {
+	if got := e.sink.Requests()[1].Header.Get("Traceparent"); got != "" {
 		t.Errorf("tracing off sent a traceparent %q", got)
 	}
 }
@@ -294,7 +295,7 @@ func TestTracingOffPassesTraceparentThrough(t *testing.T) {
 // is an error span without a status code, and says it led to dead.
 func TestTracingAttemptWithoutAnswer(t *testing.T) {
 	t.Parallel()
-	sk := newSink(t)
+	sk := sinktest.New(t)
 	sk.Close() // its port now refuses connections
 	e, exp := traced(t, sk, filepath.Join(t.TempDir(), "anyhook.db"), "    max_attempts: 1\n")
 	a := e.sendStripe(t, "evt_refused")

@@ -3,16 +3,21 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"github.com/anyhook/anyhook/internal/route"
+	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/backfill"
 	"github.com/anyhook/anyhook/internal/buildinfo"
+	"github.com/anyhook/anyhook/internal/certs"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
@@ -54,16 +59,20 @@ func ingestSources(cfg *config.Config) ([]ingest.Source, error) {
 		if err != nil {
 			return nil, cfg.SourceError(name, err)
 		}
+		filters, err := Filters(cfg, src.Destinations)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, ingest.Source{
 			Name:         name,
 			Provider:     p,
 			MaxBody:      src.MaxBody.Bytes(),
 			PublicURL:    src.PublicURL,
 			Destinations: src.Destinations,
-			Filters:      Filters(cfg, src.Destinations),
+			Filters:      filters,
 			// Stale events are delivered, flagged, unless the source
-			// says stale: skip (issue 13: skipping by default silently
-			// dropped late payment events that share an object).
+			// says stale: skip: skipping by default would silently drop
+			// late payment events that share an object.
 			StaleSkip:     src.Ordering != nil && src.Ordering.Stale == "skip",
 			SecretHeaders: provider.CredentialHeaders(src.Provider),
 		})
@@ -102,11 +111,11 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 	return out, nil
 }
 
-// alertSinks gives the alert sinks of cfg.Alerts, in order.
-func alertSinks(cfg *config.Config) []alert.Sink {
-	out := make([]alert.Sink, len(cfg.Alerts))
+// alertChannels gives the alert channels of cfg.Alerts, in order.
+func alertChannels(cfg *config.Config) []alert.Channel {
+	out := make([]alert.Channel, len(cfg.Alerts))
 	for i, a := range cfg.Alerts {
-		out[i] = alert.Sink{Webhook: a.Webhook, Slack: a.Slack}
+		out[i] = alert.Channel{Webhook: a.Webhook, Slack: a.Slack}
 		if pd := a.PagerDuty; pd != nil {
 			out[i].PagerDuty = &alert.PagerDuty{RoutingKey: pd.RoutingKey, URL: pd.URL}
 		}
@@ -163,7 +172,7 @@ func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.Checkpointe
 // config.Validate, without opening the store or listening: it builds every
 // source's provider (so a Stripe secret that does not start with whsec_
 // fails here as it does at start), checks every destination's signing
-// secret and builds the alert sinks. `anyhook config check` runs it, and
+// secret and builds the alert channels. `anyhook config check` runs it, and
 // serve before it listens, so that a mistake in the config is reported as
 // such even when the address is in use. The error is a *ConfigError.
 func Check(cfg *config.Config) error {
@@ -173,7 +182,7 @@ func Check(cfg *config.Config) error {
 	if _, err := deliveryDestinations(cfg); err != nil {
 		return &ConfigError{err}
 	}
-	if _, err := alert.New(alertSinks(cfg), alert.Options{}); err != nil {
+	if _, err := alert.New(alertChannels(cfg), alert.Options{}); err != nil {
 		return &ConfigError{err}
 	}
 	return nil
@@ -183,17 +192,77 @@ func Check(cfg *config.Config) error {
 // say they are: AnyHook and the build's version (internal/buildinfo).
 func userAgent() string { return "AnyHook/" + buildinfo.Version() }
 
-// Filters returns the filters of the named destinations that have one
-// (compiled by config.Validate), by name; nil when none has.
-func Filters(cfg *config.Config, destinations []string) map[string]*route.Filter {
+// Filters compiles the filters of the named destinations that have one,
+// by name; nil when none has. config.Validate has compiled each already
+// (its error names file, key and line), so an error here is one of a
+// config that was not validated.
+func Filters(cfg *config.Config, destinations []string) (map[string]*route.Filter, error) {
 	var m map[string]*route.Filter
 	for _, d := range destinations {
-		if dc := cfg.Destinations[d]; dc != nil && dc.Route != nil {
-			if m == nil {
-				m = map[string]*route.Filter{}
-			}
-			m[d] = dc.Route
+		dc := cfg.Destinations[d]
+		if dc == nil || dc.Filter == "" {
+			continue
 		}
+		f, err := route.Compile(dc.Filter)
+		if err != nil {
+			return nil, cfg.Errorf("destinations."+d+".filter", "%s", err)
+		}
+		if m == nil {
+			m = map[string]*route.Filter{}
+		}
+		m[d] = f
 	}
-	return m
+	return m, nil
+}
+
+// certOptions are the certs.Options of a tls: block of cfg (nil: plain
+// HTTP).
+func certOptions(cfg *config.Config, t *config.TLS, log *slog.Logger) (*certs.Options, error) {
+	if t == nil {
+		return nil, nil
+	}
+	o := &certs.Options{Logger: log}
+	if t.ACME != nil {
+		a := &certs.ACME{Domains: t.ACME.Domains, Email: t.ACME.Email, CA: t.ACME.CA, Storage: cfg.ACMEStoragePath()}
+		if t.ACME.CARoot != "" {
+			pool, err := config.LoadCertPool(cfg.FilePath(t.ACME.CARoot))
+			if err != nil {
+				return nil, cfg.Errorf("tls.acme.ca_root", "%v", err)
+			}
+			a.Roots = pool
+		}
+		o.ACME = a
+		return o, nil
+	}
+	o.CertFile, o.KeyFile = cfg.FilePath(t.CertFile), cfg.FilePath(t.KeyFile)
+	if t.ClientCA != "" {
+		pool, err := config.LoadCertPool(cfg.FilePath(t.ClientCA))
+		if err != nil {
+			return nil, cfg.Errorf("admin.tls.client_ca", "%v", err)
+		}
+		o.ClientCAs = pool
+	}
+	return o, nil
+}
+
+// backfillSources are the backfill settings of each source of cfg; a
+// source that cannot be backfilled says why, naming its key.
+func backfillSources(cfg *config.Config) map[string]backfill.Source {
+	out := make(map[string]backfill.Source, len(cfg.Sources))
+	for name, src := range cfg.Sources {
+		b := backfill.Source{Provider: src.Provider, Client: backfill.Client{Base: src.APIBase, Key: src.APIKey, UserAgent: userAgent()}}
+		switch {
+		case !slices.Contains(config.BackfillProviders, src.Provider):
+			// Said first: an api_key would not help.
+			b.Refused = cfg.Errorf("sources."+name+".provider", "provider %s has no backfill (backfill reads %s)", src.Provider, strings.Join(config.BackfillProviders, ", "))
+		case src.APIKey == "":
+			b.Refused = cfg.Errorf("sources."+name, "%v", backfill.ErrNoAPIKey)
+		case src.Provider == "github" && src.Backfill == nil:
+			b.Refused = cfg.Errorf("sources."+name+".provider", "provider %s has no backfill", src.Provider)
+		case src.Backfill != nil:
+			b.Repo, b.Org, b.HookID = src.Backfill.Repo, src.Backfill.Org, src.Backfill.HookID
+		}
+		out[name] = b
+	}
+	return out
 }

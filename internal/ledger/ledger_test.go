@@ -42,7 +42,7 @@ type backend struct {
 	name string
 	// open returns the gateway's store and a connection behind its back,
 	// for tampering.
-	open func(t *testing.T, dir string) (ledgerStore, *sql.DB)
+	open func(t *testing.T, dir string) (store.Store, *sql.DB)
 	// rebind turns ? placeholders into the backend's own.
 	rebind func(q string) string
 	// text and bytes convert a bytes column (body, headers) to text and
@@ -55,16 +55,10 @@ type backend struct {
 	rescan string
 }
 
-// ledgerStore is what both backends' stores are.
-type ledgerStore interface {
-	store.Store
-	store.Ledger
-}
-
 var backends = []backend{
 	{
 		name: "sqlite",
-		open: func(t *testing.T, dir string) (ledgerStore, *sql.DB) {
+		open: func(t *testing.T, dir string) (store.Store, *sql.DB) {
 			path := filepath.Join(dir, "anyhook.db")
 			st, err := sqlite.Open(t.Context(), path, sqlite.Options{})
 			if err != nil {
@@ -86,7 +80,7 @@ var backends = []backend{
 	},
 	{
 		name: "postgres",
-		open: func(t *testing.T, _ string) (ledgerStore, *sql.DB) {
+		open: func(t *testing.T, _ string) (store.Store, *sql.DB) {
 			dsn := pgtest.DSN(t)
 			// Small pools: the tests run in parallel on one server.
 			st, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 2})
@@ -146,7 +140,7 @@ func forEachEnv(t *testing.T, fn func(t *testing.T, e *env)) {
 // env is one database with a log over it.
 type env struct {
 	backend
-	st  ledgerStore
+	st  store.Store
 	key *ledger.Key
 	seq *ledger.Sequencer
 	cpr *ledger.Checkpointer

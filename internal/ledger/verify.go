@@ -549,7 +549,7 @@ func (v *verifier) checkCoverage() {
 }
 
 // checkPruned: bodies pruned although a delivery still needs them
-// (retention never prunes those: store.NeedsBody).
+// (retention never prunes those: sqlstore.NeedsBody).
 func (v *verifier) checkPruned(ctx context.Context) error {
 	needed, err := v.st.PrunedStillNeeded(ctx, 10000)
 	if err != nil {

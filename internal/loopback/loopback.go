@@ -1,6 +1,6 @@
 // Package loopback keeps on this machine a credential that travels over
 // plain HTTP. The configuration allows http:// for a URL that carries a
-// credential (a backfill's api_base, a Slack or PagerDuty alert sink)
+// credential (a backfill's api_base, a Slack or PagerDuty alert channel)
 // only when its host is a loopback one — a test server, or a local proxy
 // that adds TLS — but a host name such as localhost is the resolver's to
 // answer (/etc/hosts, DNS). A Transport of this package connects only to

@@ -101,7 +101,7 @@ func New(opt Options) *Metrics {
 		}, []string{"destination", "status"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anyhook_alerts_sent_total",
-			Help: "Alert messages posted to sinks, by result (ok, error).",
+			Help: "Alert messages posted to alert channels, by result (ok, error).",
 		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.ingest, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.alerts)

@@ -1,6 +1,6 @@
 // Package redirect is the one redirect policy of the requests AnyHook
 // sends with something to keep: a body to deliver (a destination, an
-// alert sink, the log's checkpoint push) or a credential (the backfill's
+// alert channel, the log's checkpoint push) or a credential (the backfill's
 // api_key). net/http's default policy re-sends a POST redirected with
 // 301, 302 or 303 as a GET, whose 2xx would count as delivered what
 // nobody received; it follows a 307 to any host with the body and a

@@ -13,8 +13,8 @@ import (
 // mark), each event sent as several identical signed requests at once to
 // every running gateway, and each burst repeating half of the previous
 // one's events next to new ones. It is the contention of several processes
-// on one database (issue 12 A2: identical requests on two processes
-// deadlocked, 503, or waited seconds for the deadlock detector).
+// on one database, where identical requests on two processes could
+// deadlock (a 503) or wait seconds for the deadlock detector.
 const (
 	hotObject        = "stripe_obj_hot"
 	stressNew        = 3 // new events per burst

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -109,18 +108,6 @@ func OriginArg(origin string) any {
 	return origin
 }
 
-// InfoColumns lists, each name prefixed by p, the event columns that
-// EventInfo scans: the remote address and the verification, NULL read as
-// not recorded. They are read for event pages and lists, not for claims.
-func InfoColumns(p string) string {
-	return strings.NewReplacer("$", p).Replace(`coalesce($remote_addr, ''), coalesce($verify_method, ''), coalesce($verify_scheme, ''), coalesce($verify_secret, -1), coalesce($not_routed, '')`)
-}
-
-// InfoDest returns the scan destinations of InfoColumns for ev.
-func InfoDest(ev *anyhook.Event) []any {
-	return []any{&ev.RemoteAddr, &ev.Verification.Method, &ev.Verification.Scheme, &ev.Verification.Secret, &namesScanner{&ev.NotRouted}}
-}
-
 // NotRoutedArg is the stored form of an event's NotRouted: the names
 // comma-separated (destination names have no commas), nil for none.
 func NotRoutedArg(names []string) any {
@@ -128,27 +115,6 @@ func NotRoutedArg(names []string) any {
 		return nil
 	}
 	return strings.Join(names, ",")
-}
-
-// namesScanner scans NotRoutedArg's form back into a list.
-type namesScanner struct{ names *[]string }
-
-func (n *namesScanner) Scan(src any) error {
-	var s string
-	switch v := src.(type) {
-	case string:
-		s = v
-	case []byte:
-		s = string(v)
-	case nil:
-	default:
-		return fmt.Errorf("not_routed: unexpected %T", src)
-	}
-	*n.names = nil
-	if s != "" {
-		*n.names = strings.Split(s, ",")
-	}
-	return nil
 }
 
 // TypePattern turns a type glob (invoice.*: * is any run of characters,

@@ -38,7 +38,8 @@ type Backfill struct {
 // backfill is running and its process was heard from lately.
 var ErrBackfillRunning = errors.New("a backfill of this source is running")
 
-// BackfillLog keeps the latest backfill of each source.
+// BackfillLog is the part of Store that keeps the latest backfill of each
+// source.
 type BackfillLog interface {
 	// StartBackfill records b as its source's latest backfill, heard from
 	// now, unless the latest is running and was heard from within

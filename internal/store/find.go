@@ -18,11 +18,12 @@ const (
 // EventGetter reads one event and one delivery by id.
 type EventGetter interface {
 	Event(ctx context.Context, id string) (anyhook.Event, error)
+	DeliveryReader
 }
 
 // FindByID finds the event id names when it is an AnyHook event id or
-// the id of one of its deliveries (through DeliveryReader, when s has
-// it), in that order; the delivery it names is returned too. matched is
+// the id of one of its deliveries, in that order; the delivery it names
+// is returned too. matched is
 // MatchedEventID or MatchedDeliveryID. An id that is neither is
 // ErrNotFound: look it up as a provider event id (EventFilter.Q).
 func FindByID(ctx context.Context, s EventGetter, id string) (ev anyhook.Event, matched string, via *anyhook.Delivery, err error) {
@@ -33,11 +34,7 @@ func FindByID(ctx context.Context, s EventGetter, id string) (ev anyhook.Event, 
 	if err == nil || !errors.Is(err, anyhook.ErrNotFound) {
 		return ev, MatchedEventID, nil, err
 	}
-	dr, ok := s.(DeliveryReader)
-	if !ok {
-		return ev, "", nil, err
-	}
-	d, err := dr.Delivery(ctx, id)
+	d, err := s.Delivery(ctx, id)
 	if err != nil {
 		return ev, "", nil, err
 	}

@@ -157,46 +157,6 @@ func Note(verb string, by Actor, now time.Time) string {
 	return n
 }
 
-// Resolvable is the SQL condition (both dialects) on a delivery d that a
-// replay of its event to its destination resolves.
-const Resolvable = `d.status IN ('held', 'dead')`
-
-// NeedsBody is the SQL condition (the same in both dialects) on a delivery
-// d that still needs its event's body: one that is unfinished (pending,
-// delivering; paused is stored pending), held for a person, or dead, so a
-// person may still resend or replay it. A resolved delivery (replayed,
-// discarded) does not. Retention never prunes the body of an event with
-// such a delivery (Ledger.PruneBodies), and log verification reports a
-// pruned body that one still needs.
-const NeedsBody = `d.status IN ('pending', 'delivering', 'paused', 'held', 'dead')`
-
-// pausedCond is the SQL condition that the destination of the delivery
-// whose columns are prefixed by p is paused.
-func pausedCond(p string) string {
-	return `EXISTS (SELECT 1 FROM destinations ps WHERE ps.name = ` + p + `destination AND ps.paused)`
-}
-
-// StatusExpr is the SQL expression (both dialects) of the status of the
-// delivery whose columns are prefixed by p, as it is shown: a stored
-// pending delivery of a paused destination is paused (docs/design.md,
-// "Pause: a status derived at read time").
-func StatusExpr(p string) string {
-	return `CASE WHEN ` + p + `status = 'pending' AND ` + pausedCond(p) + ` THEN 'paused' ELSE ` + p + `status END`
-}
-
-// StatusCond translates a filter on the shown status st into the stored
-// status to compare the column with and an extra condition ("" for none)
-// on the delivery whose columns are prefixed by p.
-func StatusCond(p string, st anyhook.DeliveryStatus) (stored anyhook.DeliveryStatus, extra string) {
-	switch st {
-	case anyhook.StatusPending:
-		return anyhook.StatusPending, `NOT ` + pausedCond(p)
-	case anyhook.StatusPaused:
-		return anyhook.StatusPending, pausedCond(p)
-	}
-	return st, ""
-}
-
 // PrunedError is the refusal to send event id again because retention
 // emptied its body.
 func PrunedError(id string) error {

@@ -62,10 +62,9 @@ type Checkpoint struct {
 	CreatedAt time.Time
 }
 
-// Ledger is the storage of the tamper-evident ledger. A backend that offers
-// it implements it next to store.Store; internal/ledger type-asserts for
-// it. Entries and stored hashes are append-only: nothing here changes or
-// deletes them.
+// Ledger is the storage of the tamper-evident ledger (internal/ledger), a
+// part of Store. Entries and stored hashes are append-only: nothing here
+// changes or deletes them.
 type Ledger interface {
 	// Sequence appends up to limit events that have no ledger entry yet,
 	// oldest commit first, sorted by id within the batch. In one
@@ -108,7 +107,7 @@ type Ledger interface {
 
 	// PruneBodies empties the bodies of up to limit logged events received
 	// before receivedBefore that have no delivery still needing the body
-	// (NeedsBody: pending, delivering, paused, held, or dead and not
+	// (sqlstore.NeedsBody: pending, delivering, paused, held, or dead and not
 	// discarded), marking their entries BodyPruned; events, headers, dedup
 	// keys and hashes stay. It is atomic with Replay, ReplayDeliveries and
 	// Resolve: an event gets a new delivery and keeps its body, or is
@@ -116,7 +115,7 @@ type Ledger interface {
 	PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error)
 	// PrunedStillNeeded returns up to limit entries, in index order (Index
 	// and EventID filled), marked BodyPruned although their event has a
-	// delivery that still needs the body (NeedsBody): pruning that
+	// delivery that still needs the body (sqlstore.NeedsBody): pruning that
 	// PruneBodies never does.
 	PrunedStillNeeded(ctx context.Context, limit int) ([]LedgerEntry, error)
 

@@ -7,8 +7,8 @@ import (
 )
 
 // DeliveryReader reads one delivery by its id (ErrNotFound when there is
-// none), without its attempts. Both stores implement it; it lets a person
-// paste whichever id they have (see docs/operations.md, "Ids").
+// none), without its attempts: it lets a person paste whichever id they
+// have (see docs/operations.md, "Ids").
 type DeliveryReader interface {
 	Delivery(ctx context.Context, id string) (anyhook.Delivery, error)
 }
@@ -21,14 +21,13 @@ type QueueRow struct {
 }
 
 // QueueReader reads the queue rows of the given deliveries (at most
-// 500); a delivery that does not exist is absent from the map. Both
-// stores implement it.
+// 500); a delivery that does not exist is absent from the map.
 type QueueReader interface {
 	QueueRows(ctx context.Context, deliveryIDs []string) (map[string]QueueRow, error)
 }
 
 // DestinationDiscarder discards in bulk the deliveries of a destination
-// the config no longer names (orphaned). Both stores implement it.
+// the config no longer names (orphaned).
 type DestinationDiscarder interface {
 	// DiscardDestination resolves (resolution discarded, by the actor)
 	// every pending (paused included), held or dead delivery to

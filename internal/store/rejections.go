@@ -16,9 +16,9 @@ type RejectionReader interface {
 	ListRejections(ctx context.Context, f RejectionFilter) ([]anyhook.Rejection, string, error)
 }
 
-// RejectionLog is an optional part of the storage contract: a bounded
-// table of refused requests, apart from the event tables (never read by
-// ingest, never used for dedup). Callers find it with a type assertion.
+// RejectionLog is the part of Store that keeps a bounded table of refused
+// requests, apart from the event tables (never read by ingest, never used
+// for dedup).
 type RejectionLog interface {
 	RejectionReader
 	// RecordRejections appends rs in one transaction; the store assigns
@@ -52,9 +52,3 @@ func RejectionCursor(s string) (int64, error) {
 	}
 	return n, nil
 }
-
-// PruneRejectionsSQL deletes, of the rejections whose known column is the
-// first parameter (repeated as the second), all but the latest (the third
-// parameter) rows. The same text serves both dialects once its
-// placeholders are written in them.
-const PruneRejectionsSQL = `DELETE FROM rejections WHERE known = ? AND id < (SELECT id FROM rejections WHERE known = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`

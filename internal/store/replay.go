@@ -25,7 +25,7 @@ func DryRunReplay(ctx context.Context, st ReplayLister, f DeliveryFilter) (DryRu
 	seen := map[pair]bool{}
 	var pairs []pair
 	// Only an event all of whose deliveries are done can have lost its
-	// body (store.NeedsBody): one with a selected delivery still to send
+	// body (sqlstore.NeedsBody): one with a selected delivery still to send
 	// or to resolve has it.
 	needs := map[string]bool{}
 	for {

@@ -7,12 +7,11 @@ import (
 	"github.com/anyhook/anyhook"
 )
 
-// StatsReader is an optional part of the storage contract: the cheap
-// aggregates behind the dashboard's overview and the /metrics gauges. Each
-// query is bounded by the rows of unfinished deliveries or of the asked
-// window, read through an index; none scans the whole history, so both
-// stay fast with millions of events. Callers find it with a type
-// assertion and do without charts when a backend lacks it.
+// StatsReader is the part of Store that reads the cheap aggregates behind
+// the dashboard's overview and the /metrics gauges. Each query is bounded
+// by the rows of unfinished deliveries or of the asked window, read
+// through an index; none scans the whole history, so both stay fast with
+// millions of events.
 type StatsReader interface {
 	// QueueStats counts the unfinished deliveries (pending, delivering,
 	// held, dead, paused) of every destination by status (listed in

@@ -31,9 +31,9 @@ type NewEvent struct {
 	// lease is not zero is created already claimed by the caller, as
 	// Claim would claim it (delivering, its first attempt counted, leased
 	// for that long), in the ingest transaction, so that the caller can
-	// send it at once without a claim of its own (issue 15: "claim at
-	// ingest"; a negative lease is one already expired). A delivery to a paused destination, of a duplicate, or of
-	// a stale event that is skipped is not claimed (it is created as it
+	// send it at once without a claim of its own (a negative lease is one
+	// already expired). A delivery to a paused destination, of a
+	// duplicate, or of a stale event that is skipped is not claimed (it is created as it
 	// would be without a lease, or not at all). IngestResult.Claims holds
 	// the deliveries claimed. The rescuer treats an expired lease of these
 	// as of any claim: the caller must send at once, as after Claim.
@@ -134,12 +134,26 @@ type BulkReplay struct {
 	Pruned []string
 }
 
-// NotResolved is the SQL condition (both dialects) on a delivery d that a
-// bulk replay may select: a resolved one (replayed or discarded) is done.
-const NotResolved = `d.status <> 'resolved'`
-
-// Store is the contract both backends implement.
+// Store is the storage contract. A backend implements every part of it
+// (sqlite and postgres assert so at compile time, and storetest.Exercise
+// holds both to the same behaviour); a consumer declares only the part or
+// the methods it uses, so nothing checks at run time what a store can do.
 type Store interface {
+	Queue
+	Operator
+	Reader
+	StatsReader
+	Ledger
+	RejectionLog
+	BackfillLog
+
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// Queue is the delivery queue's engine side: events in, claims out,
+// outcomes back, expired claims rescued.
+type Queue interface {
 	// Ingest records each new event and its deliveries in one durable
 	// transaction and reports, per item in order, whether it was new or a
 	// duplicate of an event with the same (source, dedup key) or the same
@@ -166,11 +180,6 @@ type Store interface {
 	// Claim would. Concurrent claimers, in one process or several, never
 	// claim two deliveries of one object at once.
 	ClaimInOrder(ctx context.Context, destination string, limit int, lease time.Duration) ([]Claim, error)
-	// WaitsBehind answers, for each of the deliveries ids (those of
-	// destinations with order: per_object; others are not the store's to
-	// tell apart) that is pending and waits behind another delivery of its
-	// object, that delivery: the head of the object's queue (Behind).
-	WaitsBehind(ctx context.Context, ids []string) (map[string]Blocker, error)
 
 	// Finish records outcomes. An outcome whose (delivery, attempt) no
 	// longer holds the claim changes nothing; its delivery id is returned
@@ -188,7 +197,11 @@ type Store interface {
 	// change) is left as it is, for a process that knows its policy. It
 	// returns the deliveries it changed, in their new state.
 	Rescue(ctx context.Context, rule func(destination string) (StaleRule, bool)) ([]anyhook.Delivery, error)
+}
 
+// Operator is what a person does to the queue through the API, the
+// dashboard and the CLI: replay, resolve, pause, discard.
+type Operator interface {
 	// Replay creates a new replay delivery of event for each destination
 	// and, in the same transaction, resolves every held or dead delivery
 	// of the event to that destination (StatusResolved, resolution
@@ -198,6 +211,7 @@ type Store interface {
 	// atomically with pruning: either the deliveries are created and the
 	// body is kept (PruneBodies skips the event), or nothing is created.
 	Replay(ctx context.Context, eventID string, destinations []string, by Actor) ([]anyhook.Delivery, error)
+
 	// ReplayDeliveries replays, as Replay does, each (event, destination)
 	// among the deliveries the filter selects (Limit is ignored) once,
 	// however many deliveries that pair already has, in (event id,
@@ -207,6 +221,7 @@ type Store interface {
 	// skipped and listed in BulkReplay.Pruned (atomically with pruning, as
 	// Replay), and the others are replayed.
 	ReplayDeliveries(ctx context.Context, f DeliveryFilter, by Actor) (BulkReplay, error)
+
 	// Resolve acts on a held or dead delivery (Action* constants) and
 	// records the action: resend makes it pending, due now; discard
 	// resolves it (StatusResolved); mark_delivered makes it delivered with
@@ -219,17 +234,26 @@ type Store interface {
 	// returns nothing for it, and its pending deliveries are shown (by
 	// every read, and selected by filters) as StatusPaused.
 	SetPaused(ctx context.Context, destination string, paused bool) error
-	Paused(ctx context.Context) (map[string]bool, error)
+	DestinationDiscarder
+}
 
+// Reader reads events and deliveries as the API and the pages show them.
+type Reader interface {
+	// Paused says which destinations are paused.
+	Paused(ctx context.Context) (map[string]bool, error)
 	Event(ctx context.Context, id string) (anyhook.Event, error)
 	ListEvents(ctx context.Context, f EventFilter) (evs []anyhook.Event, next string, err error)
 	ListDeliveries(ctx context.Context, f DeliveryFilter) (ds []anyhook.Delivery, next string, err error)
 	// Counts returns the number of deliveries per status (as shown:
 	// paused for the pending deliveries of a paused destination).
 	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
-
-	Ping(ctx context.Context) error
-	Close() error
+	// WaitsBehind answers, for each of the deliveries ids (those of
+	// destinations with order: per_object; others are not the store's to
+	// tell apart) that is pending and waits behind another delivery of its
+	// object, that delivery: the head of the object's queue (Behind).
+	WaitsBehind(ctx context.Context, ids []string) (map[string]Blocker, error)
+	DeliveryReader
+	QueueReader
 }
 
 // Page trims a page read with limit+1 rows to limit and returns the cursor

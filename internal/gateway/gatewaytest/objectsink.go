@@ -3,26 +3,27 @@ package gatewaytest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/anyhook/anyhook/internal/sinktest"
 )
 
-// ObjectSink is a destination on 127.0.0.1 that records, per Stripe
-// object (data.object.id), the versions (created) it was sent, in order,
-// and those it answered 2xx, and any request that came while another of
-// its object was in flight. Answer decides each request's status; 0
-// leaves it unanswered. Mu guards the records.
+// ObjectSink is a destination on 127.0.0.1 (a sinktest.Sink) that
+// records, per Stripe object (data.object.id), the versions (created) it
+// was sent, in order, and those it answered 2xx, and any request that
+// came while another of its object was in flight. Answer decides each
+// request's status; 0 leaves it unanswered. Mu guards the records.
 type ObjectSink struct {
-	*httptest.Server
+	*sinktest.Sink
 	Mu       sync.Mutex
 	InFlight map[string]int
 	Overlap  []string           // "object@version" of each request sent while another was in flight
 	Sent     map[string][]int64 // object → versions, every request
 	OK       map[string][]int64 // object → versions answered 2xx
-	// Arrived gets a value as each request arrives and once it is answered.
+	// Arrived gets a value as each request arrives and once its answer is
+	// decided.
 	Arrived chan struct{}
 }
 
@@ -30,7 +31,7 @@ type ObjectSink struct {
 // with answer(r, obj) (called without Mu held), until the test ends.
 func NewObjectSink(t testing.TB, answer func(r *http.Request, obj string) int) *ObjectSink {
 	s := &ObjectSink{InFlight: map[string]int{}, Sent: map[string][]int64{}, OK: map[string][]int64{}, Arrived: make(chan struct{}, 10000)}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Sink = sinktest.Start(t, sinktest.Options{Answer: func(r *http.Request, raw []byte) int {
 		var ev struct {
 			Created int64 `json:"created"`
 			Data    struct {
@@ -39,7 +40,6 @@ func NewObjectSink(t testing.TB, answer func(r *http.Request, obj string) int) *
 				} `json:"object"`
 			} `json:"data"`
 		}
-		raw, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			t.Errorf("sink: %v", err)
 		}
@@ -59,11 +59,8 @@ func NewObjectSink(t testing.TB, answer func(r *http.Request, obj string) int) *
 			s.OK[obj] = append(s.OK[obj], ev.Created)
 		}
 		s.Mu.Unlock()
-		if code != 0 {
-			w.WriteHeader(code)
-		}
 		s.Arrived <- struct{}{}
-	}))
-	t.Cleanup(s.Close)
+		return code
+	}})
 	return s
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-var _ store.BackfillLog = (*Store)(nil)
-
 // StartBackfill implements store.BackfillLog: one upsert, whose
 // condition PostgreSQL checks again on the row a concurrent start
 // committed, so that of two starts one wins.

@@ -12,7 +12,7 @@ import (
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
-// Issue 12 A8(a): the caller of Claim gives up (shutdown) while the COMMIT
+// The caller of Claim gives up (shutdown) while the COMMIT
 // is in flight and the database has already carried it out. Claim must
 // not report a failure for a claim that stands: the engine would send
 // nothing, and the lease would expire into held (under hold) although

@@ -111,7 +111,7 @@ SELECT id FROM u`
 
 // Finish implements store.Store: one statement for the whole batch, so
 // PostgreSQL plans and starts one update and one insert however many
-// outcomes there are (issue 15). The outcomes go in id order; of two for
+// outcomes there are. The outcomes go in id order; of two for
 // one delivery, the second is lost, as it would be a statement later.
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
 	if len(outs) == 0 {
@@ -309,7 +309,7 @@ func replayPairs(ctx context.Context, tx pgx.Tx, ids, events, dests []string, by
 	b.Queue(`UPDATE deliveries d SET status = 'resolved', resolution = $4, resolved_at = now(), resolved_by = $5,
 			resolution_reason = $6, replayed_by = r.id, note = $7 || ' (replay delivery ' || r.id || ')', lease_until = NULL, updated_at = now()
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS r (id, event_id, destination)
-		WHERE d.event_id = r.event_id AND d.destination = r.destination AND `+store.Resolvable,
+		WHERE d.event_id = r.event_id AND d.destination = r.destination AND `+sqlstore.Resolvable,
 		ids, events, dests, anyhook.ResolvedReplayed, actor, reason, text(store.Note("replayed", by, now)))
 	b.Queue(`INSERT INTO actions (id, event_id, delivery_id, destination, action, actor, reason, at)
 		SELECT r.action, r.event_id, r.id, r.destination, $5, $6, $7, now()
@@ -408,9 +408,9 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 func replayWhere(f store.DeliveryFilter) (string, []any) {
 	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
 	if where == "" {
-		return " WHERE " + store.NotResolved, args
+		return " WHERE " + sqlstore.NotResolved, args
 	}
-	return where + " AND " + store.NotResolved, args
+	return where + " AND " + sqlstore.NotResolved, args
 }
 
 // prunedAmong locks the events ids (sorted) against pruning, as sendable

@@ -131,9 +131,8 @@ func (t *ingestTx) send(ctx context.Context, b *pgx.Batch) error {
 // genericPlans makes the ingest transaction's statements run on their
 // generic plans. insertEvent's many parameters and unnested arrays make
 // PostgreSQL's plan cache judge a custom plan cheaper, so it planned the
-// statement anew for every event: measured (BENCHMARKS.md), PostgreSQL
-// spent 1,270 µs of CPU per event that way and 630 µs with generic plans,
-// and ingest went from 977 to 1,724 events/s. SET LOCAL ends with the
+// statement anew for every event, which about doubled its CPU per event
+// (BENCHMARKS.md, stop 24). SET LOCAL ends with the
 // transaction: the pool's other statements keep the default. PostgreSQL
 // 12 or later.
 const genericPlans = `SET LOCAL plan_cache_mode = force_generic_plan`
@@ -248,8 +247,8 @@ const lockStmt = `SELECT count(pg_advisory_xact_lock(l.class, l.key)) FROM (
 // anything the other waits for: an insert only waits on a unique index
 // entry of a transaction that shares its key, and that one took the key's
 // lock first, as it took every mark. Without them, identical requests on
-// several processes deadlocked on "mark, then key" against "key, then mark"
-// (issue 12), and one event reaching a source under two dedup keys with
+// several processes deadlocked on "mark, then key" against "key, then mark",
+// and one event reaching a source under two dedup keys with
 // one content key (a GitHub repository and organization hook) deadlocked
 // on the two keys taken crosswise. Two keys whose hashes collide only share
 // a lock.

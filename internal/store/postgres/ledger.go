@@ -19,8 +19,6 @@ import (
 // The tamper-evident ledger's storage (store.Ledger). Tables:
 // migrations/0002_ledger.sql.
 
-var _ store.Ledger = (*Store)(nil)
-
 // ledgerLock is the key of the transaction-level advisory lock held by
 // Sequence: of many processes, one sequences at a time.
 const ledgerLock int64 = 0x61686c6f67 // "ahlog"
@@ -328,7 +326,7 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 		n = 0
 		rows, err := tx.Query(ctx, `SELECT e.id FROM ledger_entries l JOIN events e ON e.id = l.event_id
 			WHERE NOT l.body_pruned AND e.received_at < $1
-				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+store.NeedsBody+`)
+				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+sqlstore.NeedsBody+`)
 			ORDER BY l.idx LIMIT $2
 			FOR UPDATE OF e SKIP LOCKED`, receivedBefore, limit)
 		if err != nil {
@@ -342,7 +340,7 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 			return nil
 		}
 		rows, err = tx.Query(ctx, `UPDATE events e SET body = ''::bytea
-			WHERE e.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+store.NeedsBody+`)
+			WHERE e.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+sqlstore.NeedsBody+`)
 			RETURNING e.id`, ids)
 		if err != nil {
 			return store.Unavailable("prune bodies", err)
@@ -362,7 +360,7 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 // PrunedStillNeeded implements store.Ledger.
 func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.LedgerEntry, error) {
 	rows, err := s.pool.Query(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l
-		WHERE l.body_pruned AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
+		WHERE l.body_pruned AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+sqlstore.NeedsBody+`)
 		ORDER BY l.idx LIMIT $1`, limit)
 	if err != nil {
 		return nil, store.Unavailable("pruned still needed", err)

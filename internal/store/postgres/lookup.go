@@ -11,17 +11,10 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-var _ store.DeliveryReader = (*Store)(nil)
-
 // Delivery implements store.DeliveryReader.
 func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, error) {
 	return sqlstore.Delivery(id, s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, id), pgx.ErrNoRows)
 }
-
-var (
-	_ store.QueueReader          = (*Store)(nil)
-	_ store.DestinationDiscarder = (*Store)(nil)
-)
 
 // QueueRows implements store.QueueReader.
 func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.QueueRow, error) {

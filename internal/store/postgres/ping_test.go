@@ -8,7 +8,6 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/pgtest"
-	"github.com/anyhook/anyhook/internal/store/storetest"
 )
 
 // Ping answers from the schema: a database that lost its tables is down,
@@ -32,5 +31,3 @@ func TestPingNeedsTheSchema(t *testing.T) {
 		t.Fatalf("Ping without the schema = %v, want ErrUnavailable", err)
 	}
 }
-
-func TestLookupConformance(t *testing.T) { storetest.RunLookup(t, open) }

@@ -137,9 +137,9 @@ func nullable(s string) *string {
 // objectKey is a version mark's key.
 type objectKey struct{ source, object string }
 
-// ingestPipelined records evs in two round trips (issue 15, "PostgreSQL
-// round trips"): [BEGIN, the advisory locks, one insert of every item
-// (insertEvents, which also raises the marks and claims at ingest)], then
+// ingestPipelined records evs in two round trips: [BEGIN, the advisory
+// locks, one insert of every item (insertEvents, which also raises the
+// marks and claims at ingest)], then
 // [the search for the original of each item that inserted nothing,
 // COMMIT]; three when an event has an object (the version marks are read
 // first, after the locks). Without savepoints: it answers ok false, having
@@ -208,15 +208,18 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 			sources[i], objects[i] = k.source, k.object
 		}
 		b.Queue(readMarks, sources, objects).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var k objectKey
-				var v string
-				if err := rows.Scan(&k.source, &k.object, &v); err != nil {
-					return err
-				}
-				marks[k] = v
+			type mark struct {
+				key     objectKey
+				version string
 			}
-			return rows.Err()
+			ms, err := collect(rows, func(sc scanner) (mark, error) {
+				var m mark
+				return m, sc.Scan(&m.key.source, &m.key.object, &m.version)
+			})
+			for _, m := range ms {
+				marks[m.key] = m.version
+			}
+			return err
 		})
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return fail(err)
@@ -233,21 +236,27 @@ func (s *Store) ingestPipelined(ctx context.Context, evs []store.NewEvent) (res 
 	}
 	items := make([]item, len(evs))
 	inserted := make(map[string]*item, len(evs))
+	type insertedRow struct {
+		id      string
+		claimed []string
+		now     time.Time
+	}
 	scan := func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id string
-			var claimed []string
-			var now time.Time
-			if err := rows.Scan(&id, &claimed, &now); err != nil {
-				return err
-			}
-			it := inserted[id]
-			if it == nil {
-				return fmt.Errorf("ingest: the insert returned an event not in the batch: %s", id)
-			}
-			it.isNew, it.claimed, it.now = true, claimed, now
+		rs, err := collect(rows, func(sc scanner) (insertedRow, error) {
+			var r insertedRow
+			return r, sc.Scan(&r.id, &r.claimed, &r.now)
+		})
+		if err != nil {
+			return err
 		}
-		return rows.Err()
+		for _, r := range rs {
+			it := inserted[r.id]
+			if it == nil {
+				return fmt.Errorf("ingest: the insert returned an event not in the batch: %s", r.id)
+			}
+			it.isNew, it.claimed, it.now = true, r.claimed, r.now
+		}
+		return nil
 	}
 	// One statement per s.statementBytes of bodies and headers (at least
 	// one event each), in the batch's order: PostgreSQL takes a message

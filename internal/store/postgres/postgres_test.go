@@ -41,10 +41,8 @@ func open(t *testing.T) store.Store { return openDSN(t, pgtest.DSN(t)) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, open)
+	storetest.Exercise(t, open)
 }
-
-func TestLedgerConformance(t *testing.T) { t.Parallel(); storetest.RunLedger(t, open) }
 
 func newEvent(source, key string, dests ...string) store.NewEvent {
 	return store.NewEvent{

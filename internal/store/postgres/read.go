@@ -24,12 +24,12 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 	}
 	var as []attempt
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+eventCols+`, coalesce((SELECT l.body_pruned FROM ledger_entries l WHERE l.event_id = events.id), false), `+store.InfoColumns("")+`
+	b.Queue(`SELECT `+eventCols+`, coalesce((SELECT l.body_pruned FROM ledger_entries l WHERE l.event_id = events.id), false), `+sqlstore.InfoColumns("")+`
 		FROM events WHERE id = $1`, id).Query(func(rows pgx.Rows) error {
 		evs, err := collect(rows, func(sc scanner) (anyhook.Event, error) {
 			var ev anyhook.Event
 			dest, done := sqlstore.EventDest(&ev)
-			if err := sc.Scan(append(append(dest, &ev.BodyPruned), store.InfoDest(&ev)...)...); err != nil {
+			if err := sc.Scan(append(append(dest, &ev.BodyPruned), sqlstore.InfoDest(&ev)...)...); err != nil {
 				return ev, err
 			}
 			return ev, done()
@@ -97,7 +97,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		c.Add(`coalesce(type, '') ILIKE ? ESCAPE '\'`, store.TypePattern(f.Type))
 	}
 	if f.Status != "" {
-		stored, extra := store.StatusCond("d.", f.Status)
+		stored, extra := sqlstore.StatusCond("d.", f.Status)
 		if extra != "" {
 			extra = " AND " + extra
 		}
@@ -107,7 +107,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	c.AddTime("received_at < ?", f.Until)
 	c.AddString("id < ?", f.Cursor)
 	limit := store.PageLimit(f.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+`, `+store.InfoColumns("")+` FROM events`+c.String()+` ORDER BY id DESC LIMIT `+strconv.Itoa(limit+1), c.Args()...)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+`, `+sqlstore.InfoColumns("")+` FROM events`+c.String()+` ORDER BY id DESC LIMIT `+strconv.Itoa(limit+1), c.Args()...)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}

@@ -11,8 +11,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-var _ store.RejectionLog = (*Store)(nil)
-
 // RecordRejections implements store.RejectionLog: one pipelined batch, in
 // one implicit transaction.
 func (s *Store) RecordRejections(ctx context.Context, rs []anyhook.Rejection) error {

@@ -22,23 +22,18 @@ import (
 
 // TestStatementBudgetBatched: the statements the PostgreSQL store sends
 // for a batch of events — its ingest, its outcomes, its round of the log —
-// as a budget per event that fails when it rises (issue 15: "count SQL
-// statements per delivered event and make that count a test-enforced
-// budget"; internal/gateway's statement tests do the same for SQLite).
+// as a budget per event that fails when it rises (internal/gateway's
+// statement tests do the same for SQLite).
 // PostgreSQL's CPU bounds the gateway on it, and each statement costs it a
 // parse of the message, a plan or a cached plan's check, an executor's
 // start and end, whatever its rows.
 //
-// Measured before the set-based statements (stop 27), for 40 events: the
-// ingest sent BEGIN, the generic-plans setting, a lock statement per key
-// and an insert per event, then COMMIT (83 statements, 2.08 per event);
-// Finish one statement per outcome (40, 1.0 per event); the log's round
-// one insert per entry and per stored hash (131, 3.28 per event). After: the
-// ingest 5 statements for the batch, Finish 1, the log's round 15 (3 of
-// them the sweep for rows inserted with triggers off, which a new
-// database's first round runs): 0.125, 0.025 and 0.375 per event. Each
-// budget is a little over the measured figure, so that a statement per
-// event more fails it.
+// For 40 events: the ingest sends 5 statements for the batch, Finish 1,
+// the log's round 15 (3 of them the sweep for rows inserted with triggers
+// off, which a new database's first round runs). Each budget is a little
+// over the measured figure, so that a statement per event more fails it;
+// the figures before the set-based statements are in BENCHMARKS.md
+// (stop 27).
 func TestStatementBudgetBatched(t *testing.T) {
 	t.Parallel()
 	tr := &statementCounter{}

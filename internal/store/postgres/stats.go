@@ -13,8 +13,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-var _ store.StatsReader = (*Store)(nil)
-
 func statusStrings(sts []anyhook.DeliveryStatus) []string {
 	out := make([]string, len(sts))
 	for i, s := range sts {

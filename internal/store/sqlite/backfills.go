@@ -10,8 +10,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-var _ store.BackfillLog = (*Store)(nil)
-
 // StartBackfill implements store.BackfillLog.
 func (s *Store) StartBackfill(ctx context.Context, b store.Backfill, staleAfter time.Duration) (store.Backfill, error) {
 	var cur store.Backfill

@@ -81,8 +81,8 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 // Its commit does not wait for fsync (txUnsynced): it is in the WAL at
 // once, so a killed process loses nothing, and it is durable as soon as
 // any later commit syncs the WAL (an ingest, a claim: the WAL is synced
-// whole, in order) or the background checkpoint runs, normally within
-// checkpointEvery. Only a power loss or an operating-system crash in
+// whole, in order) or the background WAL copy runs, normally within
+// walCopyEvery. Only a power loss or an operating-system crash in
 // between can undo an outcome, and its delivery is then what a crash
 // between the send and the outcome leaves: delivering, rescued at its
 // lease's end as its destination's on_stale_claim says (reclaim: sent again
@@ -223,7 +223,7 @@ func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries AS d SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,
 			resolution_reason = ?, replayed_by = ?, note = ?, lease_until = NULL, updated_at = ?
-		WHERE d.event_id = ? AND d.destination = ? AND `+store.Resolvable,
+		WHERE d.event_id = ? AND d.destination = ? AND `+sqlstore.Resolvable,
 		anyhook.ResolvedReplayed, at, store.ActorName(by), by.Reason, id, store.Note("replayed", by, now)+" (replay delivery "+id+")", at,
 		eventID, dest); err != nil {
 		return "", store.Unavailable("replay", err)
@@ -270,7 +270,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 	err := s.tx(ctx, "replay deliveries", func(tx *sql.Tx) error {
 		out = store.BulkReplay{}
 		where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
-		where = and(where, store.NotResolved)
+		where = and(where, sqlstore.NotResolved)
 		type pair struct {
 			event, dest string
 			pruned      bool

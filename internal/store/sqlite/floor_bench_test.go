@@ -19,8 +19,8 @@ import (
 )
 
 // BenchmarkDurableFloor measures what SQLite itself costs an event, below
-// every layer of the gateway (issue 15: how far can the gateway's CPU per
-// event fall while each event stays durable before its 2xx?). Every
+// every layer of the gateway: how far could the gateway's CPU per event
+// fall while each event stays durable before its 2xx? Every
 // sub-benchmark commits batches of 1, 14 (what ingest's group commit forms
 // under anyhook bench's load of 32 connections) or 64 events with
 // synchronous=FULL in WAL mode, on one goroutine, 1 KiB bodies:
@@ -35,7 +35,7 @@ import (
 //   - store: the real store doing the same (Ingest with claims at ingest,
 //     then Finish), with its whole schema and its indexes, no log;
 //   - floor=journal: no database at all, what a journal of our own would
-//     cost at least (the unblock BENCHMARKS.md names for issue 15): each
+//     cost at least (the alternative BENCHMARKS.md weighs, stop 25): each
 //     batch's events appended to one file as length- and CRC-framed
 //     records in one write and made durable with one fdatasync, their
 //     dedup keys in an in-memory map (which such a journal would rebuild

@@ -16,8 +16,6 @@ import (
 
 // The tamper-evident ledger's storage (store.Ledger). Tables: migrations/0002_ledger.sql.
 
-var _ store.Ledger = (*Store)(nil)
-
 // Sequence implements store.Ledger. New events are found by rowid, which
 // SQLite hands out in commit order (it has one writer), past the watermark
 // in ledger_state. The batch is read and hashed on a read snapshot, so the
@@ -224,7 +222,7 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 	err := s.tx(ctx, "prune bodies", func(tx *sql.Tx) error {
 		items, err := query(ctx, tx, sqlstore.ScanEntryID, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
 			WHERE l.body_pruned = 0 AND e.received_at < ?
-				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
+				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+sqlstore.NeedsBody+`)
 			ORDER BY l.idx LIMIT ?`, micros(receivedBefore), limit)
 		if err != nil {
 			return store.Unavailable("prune bodies", err)
@@ -246,7 +244,7 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 // PrunedStillNeeded implements store.Ledger.
 func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.LedgerEntry, error) {
 	out, err := query(ctx, s.r, sqlstore.ScanEntryID, `SELECT l.idx, l.event_id FROM ledger_entries l
-		WHERE l.body_pruned = 1 AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+store.NeedsBody+`)
+		WHERE l.body_pruned = 1 AND EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+sqlstore.NeedsBody+`)
 		ORDER BY l.idx LIMIT ?`, limit)
 	return out, store.Unavailable("pruned still needed", err)
 }

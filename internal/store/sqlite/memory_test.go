@@ -23,9 +23,7 @@ func openMemory(t *testing.T) store.Store {
 // sqlite::memory: is the same store: the whole conformance suite passes
 // on it (its reads share the writer's one connection, so a read path that
 // held a connection across a write would deadlock here).
-func TestMemoryConformance(t *testing.T)       { storetest.Run(t, openMemory) }
-func TestMemoryLedgerConformance(t *testing.T) { storetest.RunLedger(t, openMemory) }
-func TestMemoryStats(t *testing.T)             { storetest.RunStats(t, openMemory) }
+func TestMemoryConformance(t *testing.T) { storetest.Exercise(t, openMemory) }
 
 // Ping answers from the schema: a database that lost its tables is down,
 // although SELECT 1 still answers.
@@ -47,6 +45,3 @@ func TestPingNeedsTheSchema(t *testing.T) {
 		t.Fatalf("Ping without the schema = %v, want ErrUnavailable", err)
 	}
 }
-
-func TestLookupConformance(t *testing.T)       { storetest.RunLookup(t, open) }
-func TestMemoryLookupConformance(t *testing.T) { storetest.RunLookup(t, openMemory) }

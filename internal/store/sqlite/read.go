@@ -16,8 +16,8 @@ import (
 func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 	var ev anyhook.Event
 	dest, done := sqlstore.EventDest(&ev)
-	err := s.r.QueryRowContext(ctx, `SELECT `+eventCols+`, `+prunedCol+`, `+store.InfoColumns("")+` FROM events WHERE id = ?`, id).
-		Scan(append(append(dest, &ev.BodyPruned), store.InfoDest(&ev)...)...)
+	err := s.r.QueryRowContext(ctx, `SELECT `+eventCols+`, `+prunedCol+`, `+sqlstore.InfoColumns("")+` FROM events WHERE id = ?`, id).
+		Scan(append(append(dest, &ev.BodyPruned), sqlstore.InfoDest(&ev)...)...)
 	if err == nil {
 		err = done()
 	}
@@ -63,7 +63,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		// make the query read every event to find none.
 		from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
 		order = ` GROUP BY d.event_id ORDER BY d.event_id DESC`
-		stored, extra := store.StatusCond("d.", f.Status)
+		stored, extra := sqlstore.StatusCond("d.", f.Status)
 		w.Add("d.status = ?", string(stored))
 		w.Raw(extra)
 		w.AddString("d.event_id < ?", f.Cursor)
@@ -78,7 +78,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
 	limit := store.PageLimit(f.Limit)
-	evs, err := query(ctx, s.r, sqlstore.ScanEventInfo, `SELECT `+sqlstore.EventColumns("events.")+`, `+store.InfoColumns("events.")+
+	evs, err := query(ctx, s.r, sqlstore.ScanEventInfo, `SELECT `+sqlstore.EventColumns("events.")+`, `+sqlstore.InfoColumns("events.")+
 		from+w.String()+order+` LIMIT `+strconv.Itoa(limit+1), w.Args()...)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)

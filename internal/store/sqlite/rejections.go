@@ -9,8 +9,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-var _ store.RejectionLog = (*Store)(nil)
-
 // RecordRejections implements store.RejectionLog.
 func (s *Store) RecordRejections(ctx context.Context, rs []anyhook.Rejection) error {
 	if len(rs) == 0 {

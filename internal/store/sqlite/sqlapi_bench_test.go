@@ -12,8 +12,8 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// BenchmarkSQLAPI prices database/sql itself (issue 15: "measure
-// database/sql overhead against a lower-level API of the same driver").
+// BenchmarkSQLAPI prices database/sql itself, against a lower-level API
+// of the same driver.
 // Both sub-benchmarks run the same prepared statements of an event's
 // lifecycle in the same pure-Go driver (modernc.org/sqlite), on the
 // floor's cut-down schema (openFloorDB: events, deliveries, attempts; not

@@ -43,7 +43,7 @@ type Store struct {
 	// writer connection at Open (read-only afterwards); a transaction
 	// borrows them with Tx.StmtContext instead of parsing SQL each time.
 	prepared map[string]*sql.Stmt
-	cp       *checkpointer // nil for an in-memory database
+	wal      *walCopier // nil for an in-memory database
 }
 
 var _ store.Store = (*Store)(nil)
@@ -61,10 +61,10 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	// A bigger page cache, mmap_size and a rarer wal_autocheckpoint were
 	// measured (anyhook bench, BENCHMARKS.md) and bought no CPU or
 	// throughput here, only resident memory, so only temp_store is set.
-	// wal_autocheckpoint is raised: checkpoints run in the background
-	// (checkpoint.go), not in the commit that crossed 1,000 pages.
+	// wal_autocheckpoint is raised: the WAL is copied in the background
+	// (walcopy.go), not in the commit that crossed 1,000 pages.
 	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "foreign_keys(1)", "temp_store(MEMORY)",
-		fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpointPages)} {
+		fmt.Sprintf("wal_autocheckpoint(%d)", autoCopyPages)} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -107,7 +107,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if s.r != s.w {
-		s.startCheckpointer()
+		s.startWALCopier()
 	}
 	return s, nil
 }
@@ -217,7 +217,7 @@ func (t *stmts) queryRow(q string, args ...any) *sql.Row {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	s.cp.close()
+	s.wal.close()
 	var errs []error
 	for _, st := range s.prepared {
 		errs = append(errs, st.Close())
@@ -293,7 +293,7 @@ func (s *Store) commit(op string, tx *sql.Tx, fn func(*sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return store.Unavailable(op, err)
 	}
-	s.cp.committed()
+	s.wal.committed()
 	return nil
 }
 

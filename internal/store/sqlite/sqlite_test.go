@@ -27,8 +27,7 @@ func openFile(t *testing.T) (*sqlite.Store, string) {
 	return s, path
 }
 
-func TestConformance(t *testing.T)       { storetest.Run(t, open) }
-func TestLedgerConformance(t *testing.T) { storetest.RunLedger(t, open) }
+func TestConformance(t *testing.T) { storetest.Exercise(t, open) }
 
 // TestMigrateConcurrently: processes opening a new file at once (gateways
 // started together) all open it; the migrations run once.

@@ -12,8 +12,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-var _ store.StatsReader = (*Store)(nil)
-
 // placeholders is "?, ?, …" for n values.
 func placeholders(n int) string {
 	if n == 0 {

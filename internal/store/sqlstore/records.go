@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook"
@@ -45,18 +46,18 @@ func AttemptDest(a *anyhook.Attempt) ([]any, func()) {
 }
 
 // ScanEventInfo scans one row of EventColumns followed by
-// store.InfoColumns (the lists of events).
+// InfoColumns (the lists of events).
 func ScanEventInfo(sc Scanner) (anyhook.Event, error) {
 	var ev anyhook.Event
 	dest, done := EventDest(&ev)
-	if err := sc.Scan(append(dest, store.InfoDest(&ev)...)...); err != nil {
+	if err := sc.Scan(append(dest, InfoDest(&ev)...)...); err != nil {
 		return ev, err
 	}
 	return ev, done()
 }
 
 // CountsQuery counts the deliveries by shown status (Store.Counts).
-var CountsQuery = `SELECT ` + store.StatusExpr("deliveries.") + `, count(*) FROM deliveries GROUP BY 1`
+var CountsQuery = `SELECT ` + StatusExpr("deliveries.") + `, count(*) FROM deliveries GROUP BY 1`
 
 // StatusCount is one row of CountsQuery.
 type StatusCount struct {
@@ -147,4 +148,37 @@ func QueueRows(ids []string, query func(ids []string) ([]QueueRowScan, error)) (
 		return nil, store.Unavailable("queue rows", err)
 	}
 	return QueueRowMap(qs), nil
+}
+
+// InfoColumns lists, each name prefixed by p, the event columns that
+// EventInfo scans: the remote address and the verification, NULL read as
+// not recorded. They are read for event pages and lists, not for claims.
+func InfoColumns(p string) string {
+	return strings.NewReplacer("$", p).Replace(`coalesce($remote_addr, ''), coalesce($verify_method, ''), coalesce($verify_scheme, ''), coalesce($verify_secret, -1), coalesce($not_routed, '')`)
+}
+
+// InfoDest returns the scan destinations of InfoColumns for ev.
+func InfoDest(ev *anyhook.Event) []any {
+	return []any{&ev.RemoteAddr, &ev.Verification.Method, &ev.Verification.Scheme, &ev.Verification.Secret, &namesScanner{&ev.NotRouted}}
+}
+
+// namesScanner scans store.NotRoutedArg's form back into a list.
+type namesScanner struct{ names *[]string }
+
+func (n *namesScanner) Scan(src any) error {
+	var s string
+	switch v := src.(type) {
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	case nil:
+	default:
+		return fmt.Errorf("not_routed: unexpected %T", src)
+	}
+	*n.names = nil
+	if s != "" {
+		*n.names = strings.Split(s, ",")
+	}
+	return nil
 }

@@ -64,7 +64,7 @@ func PruneRejections(dl Dialect, keepKnown, keepUnknown int) []Stmt {
 			out = append(out, Stmt{dl.Rebind(`DELETE FROM rejections WHERE known = ?`), []any{k.known}})
 			continue
 		}
-		out = append(out, Stmt{dl.Rebind(store.PruneRejectionsSQL), []any{k.known, k.known, k.keep - 1}})
+		out = append(out, Stmt{dl.Rebind(pruneRejectionsSQL), []any{k.known, k.known, k.keep - 1}})
 	}
 	return out
 }
@@ -86,3 +86,9 @@ func ListRejections(dl Dialect, f store.RejectionFilter, query func(q string, ar
 	out, next := store.Page(out, limit, func(r anyhook.Rejection) string { return strconv.FormatInt(r.ID, 10) })
 	return out, next, nil
 }
+
+// pruneRejectionsSQL deletes, of the rejections whose known column is the
+// first parameter (repeated as the second), all but the latest (the third
+// parameter) rows. The same text serves both dialects once its
+// placeholders are written in them.
+const pruneRejectionsSQL = `DELETE FROM rejections WHERE known = ? AND id < (SELECT id FROM rejections WHERE known = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`

@@ -70,9 +70,9 @@ func (d timeDest) Scan(src any) error {
 
 // DeliveryColumns lists what ScanDelivery reads, each name prefixed by p
 // ("deliveries." for the table itself). The status is the shown one
-// (store.StatusExpr): paused for a pending delivery of a paused
+// (StatusExpr): paused for a pending delivery of a paused
 // destination.
-func DeliveryColumns(p string) string { return deliveryColumnsWith(p, store.StatusExpr(p)) }
+func DeliveryColumns(p string) string { return deliveryColumnsWith(p, StatusExpr(p)) }
 
 // StoredDeliveryColumns is DeliveryColumns with the status as stored: what
 // the rescuer reports (pending = reclaimed, whether paused or not).
@@ -238,7 +238,7 @@ func (w *Where) String() string {
 func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
 	w := NewWhere(dl)
 	if f.Status != "" {
-		stored, extra := store.StatusCond("d.", f.Status)
+		stored, extra := StatusCond("d.", f.Status)
 		w.Add("d.status = ?", string(stored))
 		w.Raw(extra)
 	}

@@ -88,7 +88,7 @@ func DeliveryStates(ids []string, query func(ids []string) ([]EventState, error)
 }
 
 // StatesColumns lists what ScanState reads.
-var StatesColumns = `event_id, id, destination, ` + store.StatusExpr("deliveries.") + `, replay`
+var StatesColumns = `event_id, id, destination, ` + StatusExpr("deliveries.") + `, replay`
 
 // EventState is one row of StatesColumns: a delivery's state and its
 // event.

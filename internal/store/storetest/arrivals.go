@@ -13,12 +13,10 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// RunArrivals holds a backend to what it records of each request beyond
-// the event itself (issue 13): how it was verified, where it came from,
-// and the arrivals of its duplicates, bounded per event:
-//
-//	func TestArrivals(t *testing.T) { storetest.RunArrivals(t, open) }
-func RunArrivals(t *testing.T, open Open) {
+// runArrivals holds a backend to what it records of each request beyond
+// the event itself: how it was verified, where it came from, and the
+// arrivals of its duplicates, bounded per event.
+func runArrivals(t *testing.T, open Open) {
 	runTable(t, []named[storeTest]{
 		{"VerificationRecorded", testVerificationRecorded},
 		{"ArrivalsRecorded", testArrivalsRecorded},

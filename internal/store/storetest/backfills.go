@@ -10,11 +10,9 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// RunBackfills holds a backend's store.BackfillLog (the latest backfill of
-// each source, shared by every process) to the same behaviour:
-//
-//	func TestBackfills(t *testing.T) { storetest.RunBackfills(t, open) }
-func RunBackfills(t *testing.T, open Open) {
+// runBackfills holds a backend's store.BackfillLog (the latest backfill
+// of each source, shared by every process) to the same behaviour.
+func runBackfills(t *testing.T, open Open) {
 	runTable(t, []named[func(*testing.T, store.BackfillLog)]{
 		{"RoundTrip", testBackfillRoundTrip},
 		{"RunningRefusesAnother", testBackfillRunningRefuses},
@@ -22,8 +20,7 @@ func RunBackfills(t *testing.T, open Open) {
 		{"ConcurrentStartsOneWins", testBackfillConcurrentStarts},
 		{"ErrorTextKeptAlike", testBackfillErrorText},
 	}, func(t *testing.T, fn func(*testing.T, store.BackfillLog)) {
-		_, l := openAs[store.BackfillLog](t, open)
-		fn(t, l)
+		fn(t, open(t))
 	})
 }
 

@@ -18,10 +18,10 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// RunLedger runs the conformance tests of store.Ledger (the tamper-evident
-// log's storage) against the backend that open makes; its stores must
-// implement store.Ledger.
-func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
+// runLedger runs the conformance tests of store.Ledger (the tamper-evident
+// log's storage). Each test gets the store and, to say which part it is
+// about, the store as a store.Ledger.
+func runLedger(t *testing.T, open Open) {
 	runTable(t, []named[func(*testing.T, store.Store, store.Ledger)]{
 		{"SequenceInIDOrderWithoutGaps", testLedgerSequence},
 		{"SequenceRefusesBadBatch", testLedgerBadBatch},
@@ -37,7 +37,10 @@ func RunLedger(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LatenessFromSignedTimes", testLedgerLateness},
 		{"PruningJudgedByRetention", testLedgerPruneVerify},
 		{"LedgerKeys", testLedgerLogKeys},
-	}, withAs[store.Ledger](open))
+	}, func(t *testing.T, fn func(*testing.T, store.Store, store.Ledger)) {
+		s := open(t)
+		fn(t, s, s)
+	})
 }
 
 func sequenceAll(t *testing.T, l store.Ledger) int {

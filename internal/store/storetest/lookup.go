@@ -11,16 +11,17 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// RunLookup checks store.DeliveryReader: a delivery is found by its id,
-// an unknown id is ErrNotFound.
-func RunLookup(t *testing.T, open Open) {
+// runLookup checks the lookups by id: store.DeliveryReader (a delivery is
+// found by its id, an unknown id is ErrNotFound), store.QueueReader and
+// store.DestinationDiscarder.
+func runLookup(t *testing.T, open Open) {
 	t.Run("Delivery", func(t *testing.T) {
 		t.Parallel()
-		s, dr := openAs[store.DeliveryReader](t, open)
+		s := open(t)
 		res := ingest(t, s, newEvent("stripe", "evt_lookup", "billing", "crm"))
 		ev := event(t, s, res[0].ID)
 		for _, want := range ev.Deliveries {
-			got, err := dr.Delivery(ctx(t), want.ID)
+			got, err := s.Delivery(ctx(t), want.ID)
 			if err != nil {
 				t.Fatalf("Delivery(%s): %v", want.ID, err)
 			}
@@ -28,13 +29,13 @@ func RunLookup(t *testing.T, open Open) {
 				t.Errorf("Delivery(%s) = %+v, want %+v", want.ID, got, want)
 			}
 		}
-		if _, err := dr.Delivery(ctx(t), ev.ID); !errors.Is(err, anyhook.ErrNotFound) {
+		if _, err := s.Delivery(ctx(t), ev.ID); !errors.Is(err, anyhook.ErrNotFound) {
 			t.Errorf("Delivery(an event id) = %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("QueueRows", func(t *testing.T) {
 		t.Parallel()
-		s, qr := openAs[store.QueueReader](t, open)
+		s := open(t)
 		ev := event(t, s, ingest(t, s, newEvent("stripe", "evt_queue", "billing", "crm"))[0].ID)
 		// billing: two failed attempts, the second a transport error; crm: none.
 		c := claim(t, s, "billing", 1, time.Minute)
@@ -51,7 +52,7 @@ func RunLookup(t *testing.T, open Open) {
 				crm = d.ID
 			}
 		}
-		rows, err := qr.QueueRows(ctx(t), []string{billing, crm, "nope"})
+		rows, err := s.QueueRows(ctx(t), []string{billing, crm, "nope"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func RunLookup(t *testing.T, open Open) {
 	})
 	t.Run("DiscardDestination", func(t *testing.T) {
 		t.Parallel()
-		s, dd := openAs[store.DestinationDiscarder](t, open)
+		s := open(t)
 		// gone: one pending, one dead, one delivering, one delivered;
 		// kept: one pending.
 		var evs []string
@@ -81,7 +82,7 @@ func RunLookup(t *testing.T, open Open) {
 		finish(t, s, delivered(c[0]))
 		delivering := claim(t, s, "gone", 1, time.Minute)[0].Delivery.ID
 		by := store.Actor{Name: "api", Reason: "billing-v1 was retired"}
-		n, err := dd.DiscardDestination(ctx(t), "gone", by)
+		n, err := s.DiscardDestination(ctx(t), "gone", by)
 		if err != nil || n != 2 {
 			t.Fatalf("DiscardDestination = %d, %v; want 2 (the pending and the dead)", n, err)
 		}
@@ -114,7 +115,7 @@ func RunLookup(t *testing.T, open Open) {
 		if !maps.Equal(statuses, want) || actions != 2 {
 			t.Errorf("after the discard: %v, %d discard actions; want %v and 2", statuses, actions, want)
 		}
-		if n, err := dd.DiscardDestination(ctx(t), "gone", by); err != nil || n != 0 {
+		if n, err := s.DiscardDestination(ctx(t), "gone", by); err != nil || n != 0 {
 			t.Errorf("DiscardDestination again = %d, %v; want 0", n, err)
 		}
 	})

@@ -11,18 +11,15 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// RunRejections holds a backend's store.RejectionLog (the bounded log of
-// refused requests) to the same behaviour:
-//
-//	func TestRejections(t *testing.T) { storetest.RunRejections(t, open) }
-func RunRejections(t *testing.T, open Open) {
+// runRejections holds a backend's store.RejectionLog (the bounded log of
+// refused requests) to the same behaviour.
+func runRejections(t *testing.T, open Open) {
 	runTable(t, []named[func(*testing.T, store.RejectionLog)]{
 		{"RoundTripAndFilters", testRejectionsRoundTrip},
 		{"Paging", testRejectionsPaging},
 		{"Prune", testRejectionsPrune},
 	}, func(t *testing.T, fn func(*testing.T, store.RejectionLog)) {
-		_, l := openAs[store.RejectionLog](t, open)
-		fn(t, l)
+		fn(t, open(t))
 	})
 }
 

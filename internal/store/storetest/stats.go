@@ -9,20 +9,18 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// RunStats holds a backend's store.StatsReader (the dashboard's and the
-// metrics' aggregates) to the same behaviour:
-//
-//	func TestStats(t *testing.T) { storetest.RunStats(t, open) }
-func RunStats(t *testing.T, open Open) {
-	runTable(t, []named[func(*testing.T, store.Store, store.StatsReader)]{
+// runStats holds a backend's store.StatsReader (the dashboard's and the
+// metrics' aggregates) to the same behaviour.
+func runStats(t *testing.T, open Open) {
+	runTable(t, []named[storeTest]{
 		{"QueueAndActivity", testStats},
-	}, withAs[store.StatsReader](open))
+	}, withStore(open))
 }
 
-func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
+func testStats(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	dests := []string{"billing", "ci"}
-	empty, err := sr.QueueStats(ctx, dests)
+	empty, err := s.QueueStats(ctx, dests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +53,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	finish("billing", anyhook.StatusDelivered) // the oldest (a) goes first
 	finish("ci", anyhook.StatusDead)
 
-	qs, err := sr.QueueStats(ctx, dests)
+	qs, err := s.QueueStats(ctx, dests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +66,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	// A destination not asked about (removed from the config: its
 	// deliveries are orphaned) is counted all the same; only its last
 	// delivery and due time are not looked up.
-	if billingOnly, err := sr.QueueStats(ctx, []string{"billing"}); err != nil {
+	if billingOnly, err := s.QueueStats(ctx, []string{"billing"}); err != nil {
 		t.Fatal(err)
 	} else if got := billingOnly.Depth["ci"][anyhook.StatusDead]; got != 1 || billingOnly.Total(anyhook.StatusDead) != 1 {
 		t.Errorf("asked about billing only: ci dead = %d (depth %v), want 1: every destination's deliveries count", got, billingOnly.Depth)
@@ -97,7 +95,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	if err := s.SetPaused(ctx, "billing", true); err != nil {
 		t.Fatal(err)
 	}
-	paused, err := sr.QueueStats(ctx, dests)
+	paused, err := s.QueueStats(ctx, dests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +110,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	if !paused.OldestPending.IsZero() || paused.OldestPendingAge() != 0 {
 		t.Errorf("oldest pending while the only pending delivery's destination is paused: %v", paused.OldestPending)
 	}
-	states, err := sr.DeliveryStates(ctx, []string{evs[1].Event.ID})
+	states, err := s.DeliveryStates(ctx, []string{evs[1].Event.ID})
 	if err != nil || len(states[evs[1].Event.ID]) != 1 || states[evs[1].Event.ID][0].Status != anyhook.StatusPaused {
 		t.Errorf("delivery states of paused billing's event = %+v, %v; want paused", states, err)
 	}
@@ -128,7 +126,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 		RetryIn: time.Hour, Result: anyhook.Attempt{Number: 1, StartedAt: time.Now(), StatusCode: 500, Error: "HTTP 500"}}}); err != nil {
 		t.Fatal(err)
 	}
-	later, err := sr.QueueStats(ctx, dests)
+	later, err := s.QueueStats(ctx, dests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +134,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 		t.Errorf("a retry due in an hour is reported overdue since %v", later.DueSince["billing"])
 	}
 
-	act, err := sr.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
+	act, err := s.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +153,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 	}
 
 	ids := []string{evs[0].Event.ID, evs[2].Event.ID, "no-such-event"}
-	states, err = sr.DeliveryStates(ctx, ids)
+	states, err = s.DeliveryStates(ctx, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +181,7 @@ func testStats(t *testing.T, s store.Store, sr store.StatsReader) {
 			t.Fatal(err)
 		}
 	}
-	act, err = sr.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
+	act, err = s.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
 	if err != nil {
 		t.Fatal(err)
 	}

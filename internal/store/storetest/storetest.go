@@ -1,7 +1,8 @@
 // Package storetest is the conformance suite of the store contract. Every
-// backend runs the very same tests:
+// backend runs the very same tests, every part of store.Store, through one
+// entry point:
 //
-//	func TestConformance(t *testing.T) { storetest.Run(t, open) }
+//	func TestConformance(t *testing.T) { storetest.Exercise(t, open) }
 //
 // where open returns a fresh, empty store for each test.
 package storetest
@@ -10,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"reflect"
 	"testing"
 	"time"
 
@@ -22,19 +22,31 @@ import (
 // t.Cleanup.
 type Open func(t *testing.T) store.Store
 
-// openAs opens a store with open and fails t unless it implements I.
-func openAs[I any](t *testing.T, open Open) (store.Store, I) {
-	t.Helper()
-	s := open(t)
-	i, ok := s.(I)
-	if !ok {
-		t.Fatalf("%T does not implement %v", s, reflect.TypeFor[I]())
+// Exercise runs the whole suite against the backend that open makes: the
+// queue, operator and reader tests and the model at the top, each other
+// part of the contract in a subtest of its own (Ledger, Stats, Arrivals,
+// Backfills, Rejections, Lookup). Every test runs in parallel on a store
+// of its own.
+func Exercise(t *testing.T, open Open) {
+	runQueue(t, open)
+	for _, part := range []named[func(*testing.T, Open)]{
+		{"Ledger", runLedger},
+		{"Stats", runStats},
+		{"Arrivals", runArrivals},
+		{"Backfills", runBackfills},
+		{"Rejections", runRejections},
+		{"Lookup", runLookup},
+	} {
+		t.Run(part.name, func(t *testing.T) {
+			t.Parallel()
+			part.fn(t, open)
+		})
 	}
-	return s, i
 }
 
-// Run runs the whole suite against the backend that open makes.
-func Run(t *testing.T, open Open) {
+// runQueue runs the tests of the queue, the operator's actions and the
+// reads, and the model.
+func runQueue(t *testing.T, open Open) {
 	tests := []named[storeTest]{
 		{"IngestRecordsExactBytes", testIngestRecordsExactBytes},
 		{"DuplicateReturnsOriginal", testDuplicateReturnsOriginal},
@@ -120,15 +132,6 @@ func runTable[F any](t *testing.T, tests []named[F], call func(t *testing.T, fn 
 			t.Parallel()
 			call(t, tt.fn)
 		})
-	}
-}
-
-// withAs calls a test on a fresh store from open, given also as I (one of
-// the optional interfaces a store implements).
-func withAs[I any](open Open) func(t *testing.T, fn func(*testing.T, store.Store, I)) {
-	return func(t *testing.T, fn func(*testing.T, store.Store, I)) {
-		s, i := openAs[I](t, open)
-		fn(t, s, i)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 	"github.com/anyhook/anyhook/internal/loopback"
 )
 
-// sink is one configured destination of alerts.
-type sink interface {
+// channel is one configured destination of alerts.
+type channel interface {
 	name() string // for logs: never the URL, which may be a secret
 	url() string
 	body(m message) ([]byte, error)
@@ -26,15 +26,15 @@ type sink interface {
 	credential() bool
 }
 
-// Sink is one place alerts go, as the config's alerts[i] says; exactly
+// Channel is one place alerts go, as the config's alerts[i] says; exactly
 // one field is set.
-type Sink struct {
+type Channel struct {
 	Webhook   string     // the alert as JSON to this URL
 	Slack     string     // a Slack incoming-webhook URL
 	PagerDuty *PagerDuty // a PagerDuty Events v2 integration
 }
 
-// PagerDuty is an Events v2 sink.
+// PagerDuty is an Events v2 channel.
 type PagerDuty struct {
 	RoutingKey string // required: the integration key
 	URL        string // the Events v2 endpoint; "" is PagerDutyURL
@@ -43,12 +43,12 @@ type PagerDuty struct {
 // PagerDutyURL is the default Events v2 endpoint.
 const PagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
 
-func newSink(i int, a Sink) (sink, error) {
+func newChannel(i int, a Channel) (channel, error) {
 	switch {
 	case a.Webhook != "" && a.Slack == "" && a.PagerDuty == nil:
-		return webhookSink{n: "webhook#" + strconv.Itoa(i), u: a.Webhook}, nil
+		return webhookChannel{n: "webhook#" + strconv.Itoa(i), u: a.Webhook}, nil
 	case a.Slack != "" && a.Webhook == "" && a.PagerDuty == nil:
-		return slackSink{n: "slack#" + strconv.Itoa(i), u: a.Slack}, nil
+		return slackChannel{n: "slack#" + strconv.Itoa(i), u: a.Slack}, nil
 	case a.PagerDuty != nil && a.Webhook == "" && a.Slack == "":
 		if a.PagerDuty.RoutingKey == "" {
 			return nil, fmt.Errorf("alerts[%d].pagerduty.routing_key: required", i)
@@ -57,20 +57,20 @@ func newSink(i int, a Sink) (sink, error) {
 		if u == "" {
 			u = PagerDutyURL
 		}
-		return pagerDutySink{n: "pagerduty#" + strconv.Itoa(i), u: u, routingKey: a.PagerDuty.RoutingKey}, nil
+		return pagerDutyChannel{n: "pagerduty#" + strconv.Itoa(i), u: u, routingKey: a.PagerDuty.RoutingKey}, nil
 	}
 	return nil, fmt.Errorf("alerts[%d]: exactly one of webhook, slack or pagerduty must be set", i)
 }
 
 // post sends m to s once.
-func (n *Notifier) post(ctx context.Context, s sink, m message) error {
+func (n *Notifier) post(ctx context.Context, s channel, m message) error {
 	body, err := s.body(m)
 	if err != nil {
 		return err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url(), bytes.NewReader(body))
 	if err != nil {
-		return errors.New("invalid sink URL")
+		return errors.New("invalid channel URL")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", n.ua)
@@ -95,15 +95,15 @@ func (n *Notifier) post(ctx context.Context, s sink, m message) error {
 	return nil
 }
 
-// webhookSink POSTs the alert as JSON.
-type webhookSink struct{ n, u string }
+// webhookChannel POSTs the alert as JSON.
+type webhookChannel struct{ n, u string }
 
-func (s webhookSink) name() string { return s.n }
-func (s webhookSink) url() string  { return s.u }
+func (s webhookChannel) name() string { return s.n }
+func (s webhookChannel) url() string  { return s.u }
 
-// credential: a webhook sink's URL may be plain http anywhere, as a
+// credential: a webhook channel's URL may be plain http anywhere, as a
 // destination's may.
-func (s webhookSink) credential() bool { return false }
+func (s webhookChannel) credential() bool { return false }
 
 // webhookBody is the JSON a generic webhook receives.
 type webhookBody struct {
@@ -112,24 +112,24 @@ type webhookBody struct {
 	Text string `json:"text"` // the one-line human rendering
 }
 
-func (s webhookSink) body(m message) ([]byte, error) {
+func (s webhookChannel) body(m message) ([]byte, error) {
 	return json.Marshal(webhookBody{Alert: m.Alert, More: m.More, Text: m.text()})
 }
 
-// slackSink posts to a Slack incoming webhook.
-type slackSink struct{ n, u string }
+// slackChannel posts to a Slack incoming webhook.
+type slackChannel struct{ n, u string }
 
-func (s slackSink) name() string { return s.n }
-func (s slackSink) url() string  { return s.u }
+func (s slackChannel) name() string { return s.n }
+func (s slackChannel) url() string  { return s.u }
 
 // credential: a Slack incoming-webhook URL is its credential.
-func (s slackSink) credential() bool { return true }
+func (s slackChannel) credential() bool { return true }
 
 // slackEscape escapes the three characters Slack's mrkdwn treats as
 // control characters.
 var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-func (s slackSink) body(m message) ([]byte, error) {
+func (s slackChannel) body(m message) ([]byte, error) {
 	text := slackEscape.Replace(m.text())
 	if m.URL != "" && !strings.ContainsAny(m.URL, "<>|") {
 		text += " <" + m.URL + "|open in the dashboard>"
@@ -139,16 +139,16 @@ func (s slackSink) body(m message) ([]byte, error) {
 	}{text})
 }
 
-// pagerDutySink sends PagerDuty Events API v2 events: a trigger per
+// pagerDutyChannel sends PagerDuty Events API v2 events: a trigger per
 // (kind, destination) incident, and a resolve of the destination's
 // "failing" incident when it recovers.
-type pagerDutySink struct{ n, u, routingKey string }
+type pagerDutyChannel struct{ n, u, routingKey string }
 
-func (s pagerDutySink) name() string { return s.n }
-func (s pagerDutySink) url() string  { return s.u }
+func (s pagerDutyChannel) name() string { return s.n }
+func (s pagerDutyChannel) url() string  { return s.u }
 
 // credential: the body carries the routing key.
-func (s pagerDutySink) credential() bool { return true }
+func (s pagerDutyChannel) credential() bool { return true }
 
 type pdEvent struct {
 	RoutingKey  string     `json:"routing_key"`
@@ -184,7 +184,7 @@ func pdDedupKey(kind, destination string) string {
 	return truncate(k, 255)
 }
 
-func (s pagerDutySink) body(m message) ([]byte, error) {
+func (s pagerDutyChannel) body(m message) ([]byte, error) {
 	if m.Kind == DestinationRecovered {
 		return json.Marshal(pdEvent{
 			RoutingKey:  s.routingKey,

@@ -10,12 +10,12 @@ import (
 	"github.com/anyhook/anyhook/internal/testwait"
 )
 
-// TestCheckpointsInTheBackground: a commit reaches the database file
+// TestWALCopiedInTheBackground: a commit reaches the database file
 // itself (not only the WAL) without waiting for the writer's automatic
-// checkpoint, which SQLite would run inside a later commit only once the
+// WAL copy, which SQLite would run inside a later commit only once the
 // WAL held 1,000 pages, and without closing the store. The file is read
 // with immutable=1, which ignores the WAL.
-func TestCheckpointsInTheBackground(t *testing.T) {
+func TestWALCopiedInTheBackground(t *testing.T) {
 	t.Parallel()
 	s, path := openFile(t)
 	id := store.NewID()

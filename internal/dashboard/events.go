@@ -1,0 +1,161 @@
+package dashboard
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+type eventRow struct {
+	anyhook.Event
+	States []store.DeliveryState
+}
+
+type eventsData struct {
+	Source, Status, Q, Type string
+	Sources                 []string
+	Statuses                []anyhook.DeliveryStatus
+	Rows                    []eventRow
+	NextURL                 string
+	FirstURL                string
+	Paged                   bool // not the first page
+	Partial                 string
+}
+
+// eventFilter reads the list's query parameters.
+func eventFilter(v url.Values) (store.EventFilter, error) {
+	f := store.EventFilter{
+		Source: strings.TrimSpace(v.Get("source")),
+		Status: anyhook.DeliveryStatus(strings.TrimSpace(v.Get("status"))),
+		Q:      strings.TrimSpace(v.Get("q")),
+		Type:   strings.TrimSpace(v.Get("type")),
+		Cursor: strings.TrimSpace(v.Get("cursor")),
+		Limit:  50,
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return f, &pageError{http.StatusBadRequest, fmt.Sprintf("unknown status %q", f.Status)}
+	}
+	return f, nil
+}
+
+// GET /events?source=&status=&q=&type=&cursor=  (X-AnyHook-Partial: rows only)
+func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
+	f, err := eventFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	partial := r.Header.Get("X-AnyHook-Partial") != ""
+	// The search box takes whichever id a person has: the event id (what
+	// a handler logs as X-AnyHook-Delivery), a delivery id, or the
+	// provider's event id. One match opens the event.
+	var evs []anyhook.Event
+	var next string
+	ev, found, err := store.SearchByID(r.Context(), d.opt.Store, f)
+	if err != nil {
+		return err
+	}
+	if found {
+		evs = []anyhook.Event{ev}
+	} else if evs, next, err = d.listEvents(r, f); err != nil {
+		return err
+	}
+	if f.Q != "" && f.Cursor == "" && !partial && len(evs) == 1 && next == "" {
+		http.Redirect(w, r, "/events/"+url.PathEscape(evs[0].ID), http.StatusSeeOther)
+		return nil
+	}
+	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
+		Statuses: statusOrder, Paged: f.Cursor != ""}
+	data.Rows = make([]eventRow, len(evs))
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		data.Rows[i].Event = ev
+		ids[i] = ev.ID
+	}
+	if len(ids) > 0 {
+		states, err := d.opt.Store.DeliveryStates(r.Context(), ids)
+		if err != nil {
+			return err
+		}
+		for i := range data.Rows {
+			data.Rows[i].States = states[data.Rows[i].ID]
+		}
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"source": f.Source, "status": string(f.Status), "q": f.Q, "type": f.Type} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	data.FirstURL = "/events"
+	if len(q) > 0 {
+		data.FirstURL += "?" + q.Encode()
+	}
+	data.Partial = data.FirstURL
+	if next != "" {
+		q.Set("cursor", next)
+		data.NextURL = "/events?" + q.Encode()
+	}
+	if partial {
+		return d.renderPartial(w, "events", "rows", data)
+	}
+	d.render(w, r, http.StatusOK, "events", "Events", data)
+	return nil
+}
+
+// listEvents is ListEvents, except that a search by provider event id
+// without a source asks each source in turn: the dedup index is
+// (source, dedup_key), so a search scoped to a source is an index lookup
+// while an unscoped one would read every event.
+//
+// A status filter makes the store look for events with a delivery in that
+// status, newest first; for a status no delivery has, that would read every
+// event to find nothing, so the (cheap) queue counts answer first.
+func (d *Dashboard) listEvents(r *http.Request, f store.EventFilter) ([]anyhook.Event, string, error) {
+	if f.Status != "" && slices.Contains(store.UnfinishedStatuses, f.Status) {
+		qs, err := d.opt.Store.QueueStats(r.Context(), nil)
+		if err != nil {
+			return nil, "", err
+		}
+		if qs.Total(f.Status) == 0 {
+			return nil, "", nil
+		}
+	}
+	if f.Q == "" || f.Source != "" || len(d.sources) == 0 {
+		return d.opt.Store.ListEvents(r.Context(), f)
+	}
+	var all []anyhook.Event
+	for _, src := range d.sources {
+		g := f
+		g.Source, g.Cursor, g.Limit = src, "", 500
+		evs, _, err := d.opt.Store.ListEvents(r.Context(), g)
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(all, evs...)
+	}
+	if len(all) == 0 {
+		// Perhaps an event of a source the config no longer names (removed
+		// or renamed): ask without a source, as the API does.
+		return d.opt.Store.ListEvents(r.Context(), f)
+	}
+	slices.SortFunc(all, func(a, b anyhook.Event) int { return cmp.Compare(b.ID, a.ID) })
+	if f.Cursor != "" {
+		i, _ := slices.BinarySearchFunc(all, f.Cursor, func(e anyhook.Event, c string) int { return cmp.Compare(c, e.ID) })
+		for i < len(all) && all[i].ID >= f.Cursor {
+			i++
+		}
+		all = all[i:]
+	}
+	var next string
+	if len(all) > f.Limit {
+		all = all[:f.Limit]
+		next = all[len(all)-1].ID
+	}
+	return all, next, nil
+}

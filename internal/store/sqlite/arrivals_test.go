@@ -1,9 +1,0 @@
-package sqlite_test
-
-import (
-	"testing"
-
-	"github.com/anyhook/anyhook/internal/store/storetest"
-)
-
-func TestArrivalsConformance(t *testing.T) { storetest.RunArrivals(t, open) }
