@@ -28,23 +28,18 @@ func ours(p string) bool { return p == module || strings.HasPrefix(p, module+"/"
 
 // The workshop is what is not the product: the test kits and the tools
 // (docs/design.md, "Packages"). Each is known by its folder (internal/testkit/,
-// internal/tools/) or, until it lives there, by its name.
+// internal/tools/), or a kit beside what it fakes by its name (…test).
 
-// testKit says whether p is a test kit: under internal/testkit/, named
-// …test (pgtest, storetest, gatewaytest, inboxtest …), or one of the kits
-// named otherwise.
+// testKit says whether p is a test kit: under internal/testkit/, or named
+// …test beside the package it fakes (storetest, gatewaytest, inboxtest …).
 func testKit(p string) bool {
 	r := rel(p)
-	return strings.HasPrefix(r, "internal/testkit/") || strings.HasSuffix(path.Base(r), "test") ||
-		slices.Contains([]string{"internal/testclock", "internal/testwait", "internal/faultnet", "internal/syncio"}, r)
+	return strings.HasPrefix(r, "internal/testkit/") || strings.HasSuffix(path.Base(r), "test")
 }
 
 // tool says whether p is a tool behind a command of its own (anyhook
-// bench, soak, send): under internal/tools/, or one of them by name.
-func tool(p string) bool {
-	r := rel(p)
-	return strings.HasPrefix(r, "internal/tools/") || slices.Contains([]string{"internal/bench", "internal/soak", "internal/send"}, r)
-}
+// bench, soak, send): under internal/tools/.
+func tool(p string) bool { return strings.HasPrefix(rel(p), "internal/tools/") }
 
 func workshop(p string) bool { return testKit(p) || tool(p) }
 
@@ -152,14 +147,14 @@ func TestLayersKnowTheWorkshop(t *testing.T) {
 		rel       string
 		kit, tool bool
 	}{
-		{"internal/pgtest", true, false},
-		{"internal/testwait", true, false},
+		{"internal/testkit/pgtest", true, false},
+		{"internal/testkit/testwait", true, false},
 		{"internal/store/storetest", true, false},
 		{"internal/gateway/gatewaytest", true, false},
 		{"internal/testkit/clock", true, false},
 		{"internal/testkit/faultnet", true, false},
 		{"inbox/inboxtest", true, false},
-		{"internal/bench", false, true},
+		{"internal/tools/bench", false, true},
 		{"internal/tools/soak", false, true},
 		{"internal/store", false, false},
 		{"internal/delivery", false, false},

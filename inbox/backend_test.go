@@ -15,7 +15,7 @@ import (
 	"github.com/anyhook/anyhook/inbox/inboxpgx"
 	"github.com/anyhook/anyhook/inbox/inboxsql"
 	"github.com/anyhook/anyhook/inbox/inboxtest"
-	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxpgx"
-	"github.com/anyhook/anyhook/internal/pgtest"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // The sender gives up (its request's context ends) while the claim's

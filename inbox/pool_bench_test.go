@@ -13,7 +13,7 @@ import (
 	"github.com/anyhook/anyhook/inbox"
 	"github.com/anyhook/anyhook/inbox/inboxdriver"
 	"github.com/anyhook/anyhook/inbox/inboxsql"
-	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // BenchmarkPoolSizing measures what the size of a database/sql pool does to

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # postgres.sh makes sure a PostgreSQL server answers at 127.0.0.1:5432 for
 # user postgres with trust authentication, as the PostgreSQL tests expect
-# (internal/pgtest). It is idempotent: when such a server already answers it
+# (internal/testkit/pgtest). It is idempotent: when such a server already answers it
 # changes nothing.
 #
 #   - server not answering: start the Debian cluster

@@ -13,8 +13,8 @@ import (
 	"github.com/anyhook/anyhook/internal/backfill/backfilltest"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
-	"github.com/anyhook/anyhook/internal/sinktest"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // backfillSink is a destination (sinktest.Sink) whose deliveries the tests

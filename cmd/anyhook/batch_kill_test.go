@@ -9,7 +9,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // TestKillMidBatchLeavesNoHalfEvent kills the gateway with kill -9 while 64

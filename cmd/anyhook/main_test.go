@@ -18,9 +18,9 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
-	"github.com/anyhook/anyhook/internal/sinktest"
-	"github.com/anyhook/anyhook/internal/syncio"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/syncio"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // binary is the anyhook command built once for the tests that cross

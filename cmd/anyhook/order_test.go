@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // orderConfig is gatewayConfig with billing in order per object.

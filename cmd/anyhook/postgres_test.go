@@ -23,9 +23,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/provider"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // pgDSN is a fresh database for t, with a pool of at most 4 connections

@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // reliabilityConfig is a config with one stripe source delivering to

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // `anyhook replay --status dead` run twice sends each dead event once: the

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/sinktest"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // sendTo posts a Stripe event with id to source of the gateway at url and

@@ -12,14 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/bench"
 	"github.com/anyhook/anyhook/internal/buildinfo"
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
-	"github.com/anyhook/anyhook/internal/send"
-	"github.com/anyhook/anyhook/internal/soak"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/tools/bench"
+	"github.com/anyhook/anyhook/internal/tools/send"
+	"github.com/anyhook/anyhook/internal/tools/soak"
 	"github.com/anyhook/anyhook/internal/tracing"
 )
 

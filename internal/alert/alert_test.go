@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/redirect/redirecttest"
-	"github.com/anyhook/anyhook/internal/sinktest"
-	"github.com/anyhook/anyhook/internal/testclock"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/testclock"
 )
 
 // recorder is an alert channel (sinktest.Sink) answering status with a

@@ -12,7 +12,7 @@ import (
 	"github.com/anyhook/anyhook/internal/backfill"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
-	"github.com/anyhook/anyhook/internal/testclock"
+	"github.com/anyhook/anyhook/internal/testkit/testclock"
 )
 
 // TestJobsTakeOverFromAStoppedProcess: two processes (two Jobs, each on its

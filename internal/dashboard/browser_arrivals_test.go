@@ -18,7 +18,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // arrivalsGateway runs a gateway for the arrivals browser test: a stripe

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 )
 
 // A dead delivery's alert names what a person searches for: the source,

@@ -13,7 +13,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
-	"github.com/anyhook/anyhook/internal/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 )
 
 type apiEvent struct {

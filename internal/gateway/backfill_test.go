@@ -16,8 +16,8 @@ import (
 	"github.com/anyhook/anyhook/internal/backfill/backfilltest"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/pgtest"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // invoices is a fake Stripe API answering key, holding n invoice.paid

@@ -15,8 +15,8 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 )
 
 // setupYAML runs a gateway on 127.0.0.1:0 from a whole config file.

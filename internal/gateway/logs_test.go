@@ -19,10 +19,10 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
-	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
-	"github.com/anyhook/anyhook/internal/syncio"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/syncio"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // TestLogsKeepSecrets runs a gateway logging JSON at debug level through

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/sinktest"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // get fetches path from the gateway with the admin token (or none).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // objectSink is a gatewaytest.ObjectSink that fails every request for

@@ -14,9 +14,9 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/ledger"
-	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // TestPrunedEventNeverSent: a pending delivery of an event whose body

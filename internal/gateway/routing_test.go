@@ -11,7 +11,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 )
 
 // TestFilters: each destination's filter decides, at ingest, which events

@@ -21,10 +21,10 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/sinktest"
 	"github.com/anyhook/anyhook/internal/store"
 	sqlitestore "github.com/anyhook/anyhook/internal/store/sqlite"
-	"github.com/anyhook/anyhook/internal/store/sqlite/sqlitewrap"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/sqlitewrap"
 )
 
 // The store's cost per delivered event, as a budget that fails when it

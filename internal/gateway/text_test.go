@@ -9,7 +9,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
-	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // TestURLsThatAreNotText: an admin API or dashboard URL whose path or

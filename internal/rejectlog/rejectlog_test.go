@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/testclock"
+	"github.com/anyhook/anyhook/internal/testkit/testclock"
 )
 
 // fakeStore keeps what it is given. When gate is set, RecordRejections

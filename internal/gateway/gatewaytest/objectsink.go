@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/anyhook/anyhook/internal/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 )
 
 // ObjectSink is a destination on 127.0.0.1 (a sinktest.Sink) that

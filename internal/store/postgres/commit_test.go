@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // The caller of Claim gives up (shutdown) while the COMMIT

@@ -7,9 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/storetest"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // TestMigrate6EmptiesTheQueues is the SQLite test of the same name: an

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // Ping answers from the schema: a database that lost its tables is down,

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // TestPipelinedIngestMatchesItemByItem: the one-statement ingest

@@ -17,10 +17,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook"
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
 	"github.com/anyhook/anyhook/internal/store/storetest"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // Small pools: the tests run in parallel against one server, and other

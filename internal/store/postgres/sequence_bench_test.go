@@ -7,9 +7,9 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/ledger"
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // BenchmarkSequenceRound measures one round of the log's sequencer on

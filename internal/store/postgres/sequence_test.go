@@ -13,11 +13,11 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/ledger"
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
-	"github.com/anyhook/anyhook/internal/syncio"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/syncio"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // TestSequenceSweepsInChunks: events that reached the table with triggers

@@ -15,9 +15,9 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/ledger"
-	"github.com/anyhook/anyhook/internal/pgtest"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // TestStatementBudgetBatched: the statements the PostgreSQL store sends

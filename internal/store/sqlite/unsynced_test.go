@@ -14,7 +14,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
-	"github.com/anyhook/anyhook/internal/store/sqlite/sqlitewrap"
+	"github.com/anyhook/anyhook/internal/testkit/sqlitewrap"
 )
 
 // TestUnsyncedFinishThatFailsLeavesTheWriterSynced: Finish sets its

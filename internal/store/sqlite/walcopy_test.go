@@ -7,7 +7,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // TestWALCopiedInTheBackground: a commit reaches the database file

@@ -15,7 +15,7 @@ import (
 // the realistic samples as they say, with the type each provider reads.
 func TestREADMEFilters(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/cli"
-	"github.com/anyhook/anyhook/internal/faultnet"
+	"github.com/anyhook/anyhook/internal/testkit/faultnet"
 )
 
 const usageText = `usage: anyhook soak [flags]

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/anyhook/anyhook/internal/faultnet"
+	"github.com/anyhook/anyhook/internal/testkit/faultnet"
 )
 
 // ServerDSN is the maintenance connection string.

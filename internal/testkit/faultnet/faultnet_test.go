@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/faultnet"
+	"github.com/anyhook/anyhook/internal/testkit/faultnet"
 )
 
 // TestProxyCut: a cut closes live connections and refuses new ones until

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/anyhook/anyhook/internal/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
 // TestFindServer: the server of the tests' DSN runs on this host; its CPU

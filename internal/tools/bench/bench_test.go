@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/pgtest"
-	"github.com/anyhook/anyhook/internal/syncio"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
+	"github.com/anyhook/anyhook/internal/testkit/syncio"
 )
 
 // TestMain lets this test binary be the gateway process too: the bench

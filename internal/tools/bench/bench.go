@@ -27,7 +27,7 @@ import (
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/store"
-	"github.com/anyhook/anyhook/internal/syncio"
+	"github.com/anyhook/anyhook/internal/testkit/syncio"
 )
 
 const usageText = `usage: anyhook bench [flags]

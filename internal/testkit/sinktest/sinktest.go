@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anyhook/anyhook/internal/testwait"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 // Options say how a Sink answers.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/anyhook/anyhook/internal/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 )
 
 func post(t *testing.T, url, body string) (int, string) {

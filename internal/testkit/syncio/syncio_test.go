@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/anyhook/anyhook/internal/syncio"
+	"github.com/anyhook/anyhook/internal/testkit/syncio"
 )
 
 // Writes from many goroutines at once reach the one bytes.Buffer whole and
