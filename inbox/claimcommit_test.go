@@ -22,8 +22,10 @@ import (
 // claim stayed claimed with nobody working on it, and under Hold it was
 // held once stale, although the effect never ran. Now the commit is seen
 // through and the claim released unrun (the next delivery runs it).
-func TestClaimCommitOutlivesCancel(t *testing.T) {
-	t.Parallel()
+// heldInbox is an inbox on a fresh PostgreSQL database reached through a
+// pgtest.CommitHold (its replies held from the next COMMIT on, once
+// armed), and a direct pool on the same database.
+func heldInbox(t *testing.T) (*inbox.Inbox[pgx.Tx], *pgtest.CommitHold, *pgxpool.Pool) {
 	dsn := pgtest.DSN(t)
 	h := pgtest.HoldCommit(t, dsn)
 	cfg, err := pgxpool.ParseConfig(h.DSN)
@@ -37,12 +39,12 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	t.Cleanup(h.Proxy.ReleaseReplies) // before the pool closes
 	direct, err := pgxpool.New(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(direct.Close)
-
 	ib, err := inbox.New(inboxpgx.New(pool), inbox.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +52,12 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	if err := ib.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return ib, h, direct
+}
+
+func TestClaimCommitOutlivesCancel(t *testing.T) {
+	t.Parallel()
+	ib, h, direct := heldInbox(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	var ran atomic.Bool
 	type result struct {
@@ -94,32 +102,7 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 // asked, and releases the claim unrun instead (ErrClaimLate).
 func TestClaimAnsweredLateReleased(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	h := pgtest.HoldCommit(t, dsn)
-	cfg, err := pgxpool.ParseConfig(h.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Tracer = h.Tracer
-	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	t.Cleanup(h.Proxy.ReleaseReplies) // before the pool closes
-	direct, err := pgxpool.New(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(direct.Close)
-	ib, err := inbox.New(inboxpgx.New(pool), inbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ib.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	ib, h, direct := heldInbox(t)
 	var ran atomic.Bool
 	type result struct {
 		out inbox.Outcome
