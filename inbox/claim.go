@@ -176,7 +176,11 @@ type Effect[TTx any] struct {
 // holds or takes over is reported to Config.OnStale. Taking the claim, and
 // recording the result after the effect ran, use a context that is not
 // cancelled with ctx; if ctx ends while the claim is taken, the claim is
-// released unrun and Do returns Released with ctx's error. A serialization failure or
+// released unrun and Do returns Released with ctx's error. So is a claim
+// whose answer came back too close to its stale time (the database stalled
+// between taking it and answering): a redelivery or the sweep may take it
+// over at once, and the effect would run twice at the same time; Do
+// returns Released with ErrClaimLate. A serialization failure or
 // deadlock in the finish (inbox's statement or e.Finish's) re-runs the
 // finish transaction, e.Finish included but not e.Run, up to
 // Config.Retries times, like Apply.
@@ -203,6 +207,7 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	// carried it out, leaving a claim nobody works on, to be held when
 	// stale although the effect never ran. If the caller has gone once the
 	// claim stands, the claim is released below, unrun.
+	asked := time.Now() // the claim's age is counted from later, in the database
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	out, err := ib.retry(cctx, func() (Outcome, error) {
 		var err error
@@ -232,11 +237,19 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	if stale != nil {
 		ib.reportStale(ctx, *stale)
 	}
-	if ctx.Err() != nil {
-		// The caller gave up while the claim was taken: nothing ran, so
-		// the next delivery may run it at once.
-		cause := context.Cause(ctx)
+	late := time.Since(asked) > e.Policy.after-staleMargin(e.Policy.after)
+	if ctx.Err() != nil || late {
+		// The caller gave up while the claim was taken, or the claim is
+		// about to go stale: nothing ran, so the next delivery may run
+		// it at once.
+		cause := ErrClaimLate
+		if ctx.Err() != nil {
+			cause = context.Cause(ctx)
+		}
 		if err := ib.settleRetry(context.WithoutCancel(ctx), handler, ev, c, statusReleased, cause); err != nil {
+			if errors.Is(err, ErrLostClaim) {
+				return InFlight, wrap(cause) // taken over, stale, by another owner: nothing ran here
+			}
 			return Uncertain, wrap(errors.Join(cause, err))
 		}
 		return Released, wrap(cause)
@@ -275,6 +288,14 @@ func (ib *Inbox[TTx]) Do(ctx context.Context, handler string, ev Event, e Effect
 	// The claim stays until it is stale: nothing changes before then.
 	hintRetry(ctx, e.Policy.after)
 	return Uncertain, runErr
+}
+
+// staleMargin is how long before a claim of a policy of duration after
+// goes stale Do no longer starts its effect: a tenth of it and at least
+// 250 ms, but never more than half (the database's clock and this
+// process's may run apart a little).
+func staleMargin(after time.Duration) time.Duration {
+	return min(max(after/10, 250*time.Millisecond), after/2)
 }
 
 // claimTimeout bounds taking a claim, which the caller cannot cancel (Do):

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,8 +22,10 @@ import (
 // claim stayed claimed with nobody working on it, and under Hold it was
 // held once stale, although the effect never ran. Now the commit is seen
 // through and the claim released unrun (the next delivery runs it).
-func TestClaimCommitOutlivesCancel(t *testing.T) {
-	t.Parallel()
+// heldInbox is an inbox on a fresh PostgreSQL database reached through a
+// pgtest.CommitHold (its replies held from the next COMMIT on, once
+// armed), and a direct pool on the same database.
+func heldInbox(t *testing.T) (*inbox.Inbox[pgx.Tx], *pgtest.CommitHold, *pgxpool.Pool) {
 	dsn := pgtest.DSN(t)
 	h := pgtest.HoldCommit(t, dsn)
 	cfg, err := pgxpool.ParseConfig(h.DSN)
@@ -36,12 +39,12 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	t.Cleanup(h.Proxy.ReleaseReplies) // before the pool closes
 	direct, err := pgxpool.New(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(direct.Close)
-
 	ib, err := inbox.New(inboxpgx.New(pool), inbox.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +52,12 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	if err := ib.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return ib, h, direct
+}
+
+func TestClaimCommitOutlivesCancel(t *testing.T) {
+	t.Parallel()
+	ib, h, direct := heldInbox(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	var ran atomic.Bool
 	type result struct {
@@ -83,5 +92,46 @@ func TestClaimCommitOutlivesCancel(t *testing.T) {
 	}
 	if !ran.Load() && r.out != inbox.Released {
 		t.Fatalf("Do = %v, %v; want Released: the claim was released unrun", r.out, r.err)
+	}
+}
+
+// The database stalls between taking a claim and answering for longer
+// than the claim's stale duration: a redelivery or the sweep may take the
+// claim over the moment the answer arrives, and an effect started then
+// would run twice at once. Do measures the wait itself, from before it
+// asked, and releases the claim unrun instead (ErrClaimLate).
+func TestClaimAnsweredLateReleased(t *testing.T) {
+	t.Parallel()
+	ib, h, direct := heldInbox(t)
+	var ran atomic.Bool
+	type result struct {
+		out inbox.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	h.Tracer.Armed.Store(true)
+	go func() {
+		out, err := ib.Do(t.Context(), "email", inbox.Event{Source: "s", ID: "evt_1", Body: []byte("{}")}, inbox.Effect[pgx.Tx]{
+			Policy: inbox.Reclaim(time.Second, 3),
+			Run:    func(context.Context, inbox.Claim) error { ran.Store(true); return nil },
+		})
+		done <- result{out, err}
+	}()
+	<-h.Committing
+	testwait.For(t, "the claim to be committed and then stale, by the database's clock", func() bool {
+		var stale bool
+		err := direct.QueryRow(t.Context(), `SELECT claimed_at + stale_after < (extract(epoch from clock_timestamp()) * 1000000)::bigint
+			FROM inbox_events`).Scan(&stale)
+		return err == nil && stale
+	})
+	h.Proxy.ReleaseReplies()
+	r := <-done
+	var status string
+	if err := direct.QueryRow(t.Context(), `SELECT status FROM inbox_events`).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() || r.out != inbox.Released || !errors.Is(r.err, inbox.ErrClaimLate) || status != "released" {
+		t.Fatalf("Do = %v, %v, effect run %v, claim %s; want Released with ErrClaimLate, not run, the claim released for the next delivery",
+			r.out, r.err, ran.Load(), status)
 	}
 }

@@ -27,6 +27,12 @@ var (
 	// ErrLostClaim: the finish of a claim was refused because the claim is no
 	// longer this worker's (it went stale and was reclaimed, held, or resolved).
 	ErrLostClaim = errors.New("inbox: claim lost to another owner")
+	// ErrClaimLate: Do released its claim unrun because the claim's answer
+	// came back too close to its stale time (the database stalled between
+	// taking the claim and answering): another owner could take it over
+	// while the effect ran. Outcome Released (or InFlight, when another
+	// owner already has) carries it; the next delivery runs the effect.
+	ErrClaimLate = errors.New("inbox: claim answered too close to its stale time; released unrun")
 	// ErrNoPolicy: Do was called without a stale policy (Reclaim or Hold).
 	ErrNoPolicy = errors.New("inbox: no stale policy declared")
 	// ErrInvalid: a required argument is missing or out of range.

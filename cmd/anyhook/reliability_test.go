@@ -120,7 +120,7 @@ func runSoak(t *testing.T, want []string, args ...string) {
 	if code != 0 {
 		t.Fatalf("anyhook soak exited %d", code)
 	}
-	want = append(want, "lost = 0", "unexplained duplicates = 0",
+	want = append(want, "lost = 0", "unexplained duplicates = 0", "in-flight overlaps = 0 ", "unflagged version inversions = 0 ",
 		"5xx outside fault windows = 0", "slow answers (> 2s) outside fault windows = 0", "no answer outside fault windows = 0",
 		"hot object stripe_obj_hot: ", "PASS")
 	for _, w := range want {
@@ -139,10 +139,11 @@ func TestSoakSQLite(t *testing.T) {
 
 // TestSoakPostgres runs two gateway processes on one database, with the
 // hot-object bursts (identical requests to both at once, overlapping
-// events of one object) all along, and checks PostgreSQL's deadlock count.
+// events of one object) all along, a database stall longer than a lease
+// first among the faults, and checks PostgreSQL's deadlock count.
 func TestSoakPostgres(t *testing.T) {
 	t.Parallel()
-	runSoak(t, []string{"PostgreSQL deadlocks = 0 "}, "--database", pgtest.DSN(t))
+	runSoak(t, []string{"PostgreSQL deadlocks = 0 ", "database stall: "}, "--database", pgtest.DSN(t))
 }
 
 func TestServeRefusesOpenAdminWithoutToken(t *testing.T) {

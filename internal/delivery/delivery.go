@@ -37,6 +37,7 @@ type Store interface {
 	Claim(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error)
 	ClaimInOrder(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error)
 	Finish(ctx context.Context, outs []store.Outcome) ([]string, error)
+	Release(ctx context.Context, rs []store.Release) ([]string, error)
 	Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error)
 }
 
@@ -202,8 +203,9 @@ func insecureClient(c *http.Client) *http.Client {
 	return &cc
 }
 
-// Lease is how long a claim of d lasts: its timeout plus the grace, so a
-// live worker's attempt always ends first.
+// Lease is how long a claim of d lasts: its timeout plus the grace. A live
+// worker's attempt always ends first: it is sent only while enough of the
+// lease is left, and its timeout is cut to what is left (lease.go).
 func (e *Engine) Lease(d *Destination) time.Duration { return d.Timeout + e.opt.Grace }
 
 // Wake tells every dispatcher that new deliveries may be due.
@@ -295,18 +297,37 @@ const unfinishedFactor = 4
 
 func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	sl := e.slots[d.Name]
-	start := func(cs []store.Claim, span trace.SpanContext) {
+	// start sends claims whose attempts must end by deadline (lease.go).
+	start := func(cs []store.Claim, span trace.SpanContext, deadline time.Time) {
+		if len(cs) == 0 {
+			return
+		}
+		if now := e.opt.Now(); !e.canSend(d, deadline, now) {
+			// The claim came back too late for any of its deliveries
+			// (they share the deadline): one release for all of them.
+			left := deadline.Sub(now)
+			for range cs {
+				sl.sent()
+			}
+			e.sends.Go(func() {
+				e.release(sendCtx, d, cs, left)
+				for range cs {
+					sl.finish()
+				}
+			})
+			return
+		}
 		for _, c := range cs {
 			e.sends.Go(func() {
 				defer sl.finish()
-				e.deliver(sendCtx, d, c, span, sl.sent)
+				e.deliver(sendCtx, d, c, deadline, span, sl.sent)
 			})
 		}
 	}
 	// Claims made at ingest are sent from the hand-off, at once; a
 	// stopping dispatcher waits until the ingest batches that hold its
 	// slots have started theirs (within the shutdown's grace, like any).
-	sl.open(func(cs []store.Claim) { start(cs, trace.SpanContext{}) })
+	sl.open(func(cs []store.Claim, deadline time.Time) { start(cs, trace.SpanContext{}, deadline) })
 	defer sl.close()
 	// A small claim is put off until deferral fires (deferralOver), at
 	// most claimDefer: a timer, so it ends whatever the clock says.
@@ -355,6 +376,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				}
 			} else {
 				mark := sl.mark()
+				asked := e.opt.Now() // the lease starts later, at the store
 				claims, err := e.claim(ctx, d, allowed)
 				if err != nil {
 					claims.claims = nil // a failed claim claimed nothing
@@ -364,7 +386,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 				}
 				lim.giveBack(allowed - len(claims.claims))
 				sl.giveBack(allowed-len(claims.claims), false)
-				start(claims.claims, claims.span)
+				start(claims.claims, claims.span, e.deadline(d, asked))
 				if len(claims.claims) == allowed {
 					sl.undrain() // more may be due
 					continue
@@ -449,10 +471,12 @@ const (
 	maxDrain    = 64 << 10
 )
 
-// deliver makes one attempt and records its outcome. It calls sent once
-// the request has ended, before the outcome is recorded. claim is the
-// span of the claim that took c (invalid when tracing is off).
-func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, claim trace.SpanContext, sent func()) {
+// deliver makes one attempt and records its outcome, or releases c
+// unsent when too little is left before deadline, when the attempt must
+// have ended (lease.go). It calls sent once the request has ended (or was
+// not made), before the outcome is recorded. claim is the span of the
+// claim that took c (invalid when tracing is off).
+func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, deadline time.Time, claim trace.SpanContext, sent func()) {
 	attempt := c.Delivery.AttemptCount
 	started := e.opt.Now()
 	if c.Event.BodyPruned {
@@ -463,12 +487,18 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, cla
 		e.refuse(ctx, d, c, started, "not sent: the event's body was pruned by retention (log.retention); nothing can be sent in its place")
 		return
 	}
+	timeout, ok := e.sendTimeout(d, deadline, started)
+	if !ok {
+		sent()
+		e.release(ctx, d, []store.Claim{c}, timeout)
+		return
+	}
 	var span trace.Span
 	sendCtx := ctx
 	if e.tracer != nil {
 		sendCtx, span = e.startAttempt(ctx, d, c, claim)
 	}
-	code, body, retryAfter, err := e.send(sendCtx, d, c)
+	code, body, retryAfter, err := e.send(sendCtx, d, c, timeout)
 	sent()
 	if err != nil && ctx.Err() != nil {
 		if span != nil {
@@ -555,11 +585,11 @@ func (e *Engine) refuse(ctx context.Context, d *Destination, c store.Claim, star
 	e.notify(dd)
 }
 
-// send POSTs the event to d. It returns the status code, the first 4 KiB of
-// the response, the server's Retry-After, and an error when no response
-// arrived.
-func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, []byte, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+// send POSTs the event to d, giving up after timeout. It returns the
+// status code, the first 4 KiB of the response, the server's Retry-After,
+// and an error when no response arrived.
+func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (int, []byte, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(c.Event.Body))
 	if err != nil {
@@ -572,7 +602,7 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim) (int, 
 	resp, err := e.client[d.Name].Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("timeout after %v", d.Timeout)
+			err = fmt.Errorf("timeout after %v", timeout)
 		}
 		// Not the *url.Error text: the destination's URL can hold a secret
 		// (a token in its path or query), and this text reaches alerts.

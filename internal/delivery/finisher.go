@@ -23,14 +23,19 @@ import (
 // next batch, so each caller learns its own fate. A failed batch is
 // retried outcome by outcome, so one bad outcome fails nobody else.
 type finisher struct {
-	st Store
+	st recorder
 	c  *groupcommit.Committer[store.Outcome, bool]
 }
 
 // finishTimeout bounds one Finish call.
 const finishTimeout = 30 * time.Second
 
-func newFinisher(st Store, max int) *finisher {
+// recorder is what the finisher needs of the store.
+type recorder interface {
+	Finish(ctx context.Context, outs []store.Outcome) ([]string, error)
+}
+
+func newFinisher(st recorder, max int) *finisher {
 	f := &finisher{st: st}
 	f.c = groupcommit.New(f.commit, groupcommit.Options[store.Outcome]{
 		Max:   max,

@@ -72,7 +72,7 @@ func claimed(b *testing.B, st store.Store, n int) []store.Outcome {
 	return outs
 }
 
-func benchFinisher(b *testing.B, st Store, outs []store.Outcome) {
+func benchFinisher(b *testing.B, st recorder, outs []store.Outcome) {
 	f := newFinisher(st, maxFinishBatch)
 	f.Start(b.Context())
 	defer f.Stop()

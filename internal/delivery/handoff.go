@@ -22,9 +22,10 @@ type slots struct {
 	inFlight, unfinished int
 	reserved             int // taken by ingest, neither handed nor given back yet
 	// send starts the sends of claims made at ingest (set while the
-	// dispatcher runs): at once, in the hand-off, not when the dispatcher
-	// next looks, because their lease runs from the ingest's commit.
-	send     func([]store.Claim)
+	// dispatcher runs), whose attempts must end by deadline: at once, in
+	// the hand-off, not when the dispatcher next looks, because their
+	// lease runs from the ingest's commit.
+	send     func(cs []store.Claim, deadline time.Time)
 	finished int  // outcomes recorded since the dispatcher last looked
 	running  bool // the dispatcher runs: ingest may claim
 	// drained: the dispatcher's last claim found fewer due deliveries than
@@ -147,14 +148,15 @@ func (s *slots) drainedAt(mark uint64) {
 	s.mu.Unlock()
 }
 
-// hand sends claims made at ingest, whose slots were reserved, and only
-// then ends their reservation: a stopping dispatcher waits for that, so
-// every send is started before the engine waits for its sends.
-func (s *slots) hand(cs []store.Claim) {
+// hand sends claims made at ingest, whose slots were reserved and whose
+// attempts must end by deadline, and only then ends their reservation: a
+// stopping dispatcher waits for that, so every send is started before
+// the engine waits for its sends.
+func (s *slots) hand(cs []store.Claim, deadline time.Time) {
 	s.mu.Lock()
 	send := s.send
 	s.mu.Unlock()
-	send(cs)
+	send(cs, deadline)
 	s.mu.Lock()
 	s.reserved -= len(cs)
 	s.mu.Unlock()
@@ -173,7 +175,7 @@ func (s *slots) state() (inFlight, free int, finished bool) {
 // open lets ingest claim, sending what it claims with send; close stops
 // it and waits until no reservation is out (each ends with its claims'
 // sends started, or its slots given back).
-func (s *slots) open(send func([]store.Claim)) {
+func (s *slots) open(send func(cs []store.Claim, deadline time.Time)) {
 	s.mu.Lock()
 	s.running, s.send = true, send
 	s.mu.Unlock()
@@ -240,12 +242,13 @@ func (c *claimer) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Ing
 			ne.Lease[j] = c.e.Lease(c.e.dests[d])
 		}
 	}
+	asked := c.e.opt.Now() // the leases start later, in the store
 	res, err := c.rec.Ingest(ctx, evs)
 	if err != nil {
 		// Before answering: the batcher may record these events again
 		// (request by request), and their claims then must not be taken
 		// for this ingest's.
-		c.settle(reserved, c.recover(evs))
+		c.settle(reserved, c.recover(evs), asked)
 		return res, err
 	}
 	c.wake(evs, res)
@@ -256,20 +259,20 @@ func (c *claimer) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.Ing
 		}
 		res[i].Claims = nil
 	}
-	c.settle(reserved, byDest)
+	c.settle(reserved, byDest, asked)
 	return res, nil
 }
 
-// settle hands each destination the claims made on its reserved slots
-// and gives back the rest.
-func (c *claimer) settle(reserved map[string]int, byDest map[string][]store.Claim) {
+// settle hands each destination the claims made on its reserved slots,
+// by an ingest that went to the store at asked, and gives back the rest.
+func (c *claimer) settle(reserved map[string]int, byDest map[string][]store.Claim, asked time.Time) {
 	for d, n := range reserved {
 		sl := c.e.slots[d]
 		cs := byDest[d]
 		cs = cs[:min(len(cs), n)] // never more than reserved
 		sl.giveBack(n-len(cs), true)
 		if len(cs) > 0 {
-			sl.hand(cs)
+			sl.hand(cs, c.e.deadline(c.e.dests[d], asked))
 		}
 	}
 }

@@ -30,7 +30,7 @@ func TestClaimAtIngestDoesNotOvertakeABacklog(t *testing.T) {
 		MaxAttempts: 3, Initial: time.Second, Max: time.Second, StalePolicy: anyhook.Hold, MaxInFlight: 2}}})
 	sl := e.slots["dest"]
 	handed := 0
-	sl.open(func(cs []store.Claim) { handed += len(cs) })
+	sl.open(func(cs []store.Claim, _ time.Time) { handed += len(cs) })
 	sl.drainedAt(sl.mark()) // the dispatcher's first claim found nothing
 	rec := e.ClaimAtIngest(st)
 	n := 0

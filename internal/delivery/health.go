@@ -17,7 +17,14 @@ type Observer interface {
 	// Rescued is told of each expired claim the rescuer changed, in its
 	// new status (pending, dead or held).
 	Rescued(destination string, status anyhook.DeliveryStatus)
+	// Released is told of each claim the engine gave back unsent
+	// (Store.Release), and why (Release* constants).
+	Released(destination, reason string)
 }
+
+// Why a claim was released: ReleaseLease, it came back with too little of
+// its lease left to send it.
+const ReleaseLease = "lease"
 
 // DefaultFailingAfter is how many consecutive failed attempts make a
 // destination failing when Options.FailingAfter is 0.

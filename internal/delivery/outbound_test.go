@@ -58,6 +58,11 @@ func (f *fakeStore) Finish(ctx context.Context, outs []store.Outcome) ([]string,
 	return nil, nil
 }
 
+// Release releases nothing: the fake's claims are never sent late.
+func (f *fakeStore) Release(ctx context.Context, rs []store.Release) ([]string, error) {
+	return nil, errors.New("fake store: a claim was released")
+}
+
 func (f *fakeStore) Rescue(ctx context.Context, rule func(string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	return nil, nil
 }

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"testing"
+	"time"
 
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -16,7 +17,7 @@ func TestSlotsIngestTakesOnlyWhenDrained(t *testing.T) {
 		t.Fatalf("reserved %d before the dispatcher ran", n)
 	}
 	var sent int
-	s.open(func(cs []store.Claim) { sent += len(cs) })
+	s.open(func(cs []store.Claim, _ time.Time) { sent += len(cs) })
 	if n := s.reserve(2); n != 0 {
 		t.Fatalf("reserved %d before the dispatcher found its queue empty", n)
 	}
@@ -49,7 +50,7 @@ func TestSlotsIngestTakesOnlyWhenDrained(t *testing.T) {
 	if n := s.reserve(1); n != 0 {
 		t.Fatalf("reserved %d while a delivery left over by the last ingest waited", n)
 	}
-	s.hand(make([]store.Claim, 2))
+	s.hand(make([]store.Claim, 2), time.Time{})
 	s.giveBack(1, true)
 	s.close() // returns: every reservation was handed or given back
 	inFlight, free, _ := s.state()

@@ -493,3 +493,9 @@ func (o observers) Rescued(destination string, status anyhook.DeliveryStatus) {
 		x.Rescued(destination, status)
 	}
 }
+
+func (o observers) Released(destination, reason string) {
+	for _, x := range o {
+		x.Released(destination, reason)
+	}
+}

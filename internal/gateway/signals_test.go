@@ -32,6 +32,10 @@ func (s *signals) Rescued(destination string, status anyhook.DeliveryStatus) {
 	s.report("rescued " + destination + " " + string(status))
 }
 
+func (s *signals) Released(destination, reason string) {
+	s.report("released " + destination + " " + reason)
+}
+
 func (s *signals) report(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -56,6 +57,7 @@ type Metrics struct {
 	deliveries     *prometheus.CounterVec
 	attemptLatency *prometheus.HistogramVec
 	rescues        *prometheus.CounterVec
+	releases       *prometheus.CounterVec
 	alerts         *prometheus.CounterVec
 	rejDropped     *prometheus.CounterVec // rejections.go
 	events         *prometheus.CounterVec // routing.go
@@ -99,12 +101,16 @@ func New(opt Options) *Metrics {
 			Name: "anyhook_rescues_total",
 			Help: "Expired claims handled by the rescuer, by destination and new status (pending = reclaimed, held, dead).",
 		}, []string{"destination", "status"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anyhook_releases_total",
+			Help: "Claims given back unsent, pending again with their attempt not counted, by destination and reason (lease: the claim came back with too little of its lease left to send it).",
+		}, []string{"destination", "reason"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anyhook_alerts_sent_total",
 			Help: "Alert messages posted to alert channels, by result (ok, error).",
 		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.ingest, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.alerts)
+	m.reg.MustRegister(m.ingest, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.releases, m.alerts)
 	if opt.Stats != nil {
 		m.reg.MustRegister(&queueCollector{stats: opt.Stats, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
 	}
@@ -146,6 +152,7 @@ func (m *Metrics) zero(sources, destinations []string) {
 		for _, st := range []anyhook.DeliveryStatus{anyhook.StatusPending, anyhook.StatusHeld, anyhook.StatusDead} {
 			m.rescues.WithLabelValues(d, string(st))
 		}
+		m.releases.WithLabelValues(d, delivery.ReleaseLease)
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.alerts.WithLabelValues(r)
@@ -183,6 +190,11 @@ func (m *Metrics) Attempted(destination string, status anyhook.DeliveryStatus, t
 // Rescued implements delivery.Observer.
 func (m *Metrics) Rescued(destination string, status anyhook.DeliveryStatus) {
 	m.rescues.WithLabelValues(destination, string(status)).Inc()
+}
+
+// Released implements delivery.Observer.
+func (m *Metrics) Released(destination, reason string) {
+	m.releases.WithLabelValues(destination, reason).Inc()
 }
 
 // AlertTransport wraps rt, the transport of the alert notifier's client,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -66,6 +67,7 @@ func TestExposition(t *testing.T) {
 	m.Attempted("billing", anyhook.StatusPending, 20*time.Millisecond)
 	m.Attempted("billing", anyhook.StatusDead, 20*time.Millisecond)
 	m.Rescued("billing", anyhook.StatusHeld)
+	m.Released("billing", delivery.ReleaseLease)
 	rt := m.AlertTransport(roundTrip(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil }))
 	rt.RoundTrip(httptest.NewRequest("POST", "http://sink/", nil))
 
@@ -88,6 +90,7 @@ func TestExposition(t *testing.T) {
 		`anyhook_deliveries_total{destination="billing",outcome="dead"} 1`,
 		`anyhook_deliveries_total{destination="billing",outcome="delivered"} 0`,
 		`anyhook_rescues_total{destination="billing",status="held"} 1`,
+		`anyhook_releases_total{destination="billing",reason="lease"} 1`,
 		`anyhook_alerts_sent_total{result="ok"} 1`,
 		`anyhook_queue_depth{destination="billing",status="pending"} 3`,
 		`anyhook_queue_depth{destination="billing",status="held"} 0`,
@@ -182,6 +185,7 @@ func TestSeriesExistFromTheStart(t *testing.T) {
 			`anyhook_rescues_total{destination="`+d+`",status="pending"} 0`,
 			`anyhook_rescues_total{destination="`+d+`",status="held"} 0`,
 			`anyhook_rescues_total{destination="`+d+`",status="dead"} 0`,
+			`anyhook_releases_total{destination="`+d+`",reason="lease"} 0`,
 			`anyhook_queue_depth{destination="`+d+`",status="paused"} 0`,
 			`anyhook_oldest_due_age_seconds{destination="`+d+`"} 0`,
 		)
@@ -194,7 +198,7 @@ func TestSeriesExistFromTheStart(t *testing.T) {
 	// The only series that may wait for something to happen is the time of
 	// a destination's last successful delivery: there is none to show.
 	for _, name := range []string{"anyhook_ingest_requests_total", "anyhook_ingest_duration_seconds", "anyhook_delivery_attempts_total",
-		"anyhook_deliveries_total", "anyhook_delivery_attempt_duration_seconds", "anyhook_rescues_total", "anyhook_alerts_sent_total",
+		"anyhook_deliveries_total", "anyhook_delivery_attempt_duration_seconds", "anyhook_rescues_total", "anyhook_releases_total", "anyhook_alerts_sent_total",
 		"anyhook_queue_depth", "anyhook_oldest_pending_age_seconds", "anyhook_oldest_due_age_seconds", "anyhook_store_scrape_error"} {
 		if !strings.Contains(body, "\n"+name) {
 			t.Errorf("%s has no series before its first increment", name)

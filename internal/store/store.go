@@ -73,6 +73,13 @@ type Outcome struct {
 	RetryIn time.Duration
 }
 
+// Release gives back one claim whose request was never sent
+// (Store.Release).
+type Release struct {
+	DeliveryID string
+	Attempt    int // the claim's AttemptCount: the fence, as Outcome's
+}
+
 // StaleRule says what to do with an expired claim of a destination.
 type StaleRule struct {
 	Policy      anyhook.StalePolicy
@@ -188,6 +195,29 @@ type Queue interface {
 	// delivery only the first is judged, and the others are lost whatever
 	// their attempt.
 	Finish(ctx context.Context, outs []Outcome) (lost []string, err error)
+
+	// Release gives back claims whose request was never sent. Each one
+	// whose (delivery, attempt) still holds its claim, fenced as Finish
+	// is, becomes pending again as if it had not been claimed: its
+	// attempt is not counted (the attempt count goes back down), its
+	// claim time is its previous attempt's start (none before the
+	// first), no attempt row is written, and its due time, so its place
+	// in the queue, is unchanged: in order (ClaimInOrder) it is still its
+	// object's head. A claim that no longer holds (finished, rescued,
+	// released) changes nothing and is left out of released, the ids of
+	// the deliveries released. The holder of a released claim must forget
+	// it: the delivery's next claim has the same attempt number, so the
+	// fence no longer tells the two apart.
+	//
+	// It is for a claim nobody sent, whatever the reason: the engine
+	// releases one that came back with too little of its lease left to
+	// send it (the database stalled between the claim and its answer);
+	// a graceful shutdown, an automatic pause, a broker publish that was
+	// never made or a pull consumer giving work back release theirs the
+	// same way. A claim whose request may have left must not be
+	// released: that would hide an attempt whose outcome is unknown
+	// (the lease and Rescue are for those).
+	Release(ctx context.Context, rs []Release) (released []string, err error)
 
 	// Rescue handles claims whose lease has expired, per the rule of their
 	// destination: reclaim makes them due now (or dead past MaxAttempts),

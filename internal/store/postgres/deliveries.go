@@ -163,6 +163,40 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 	return lost, nil
 }
 
+// releaseDeliveries gives claims back (store.Store's Release) in one
+// statement: $1 the delivery ids, $2 their attempts. The SET expressions
+// read the row as it was, so the claim time is that of the attempt
+// before this one.
+const releaseDeliveries = `UPDATE deliveries d
+SET status = 'pending', attempt_count = d.attempt_count - 1, lease_until = NULL, updated_at = now(),
+	claimed_at = (SELECT a.started_at FROM attempts a WHERE a.delivery_id = d.id AND a.number = d.attempt_count - 1)
+FROM unnest($1::text[], $2::integer[]) AS r (id, attempt)
+WHERE d.id = r.id AND d.attempt_count = r.attempt AND d.status = 'delivering'
+RETURNING d.id`
+
+// Release implements store.Store. A rescue that holds a claim's row
+// makes the release wait for it and then find the claim gone; a release
+// that holds it makes the rescue skip it (SKIP LOCKED) and then find it
+// pending.
+func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	ids, attempts := make([]string, len(rs)), make([]int32, len(rs))
+	for i, r := range rs {
+		ids[i], attempts[i] = r.DeliveryID, int32(r.Attempt)
+	}
+	rows, err := s.pool.Query(ctx, releaseDeliveries, ids, attempts)
+	if err != nil {
+		return nil, store.Unavailable("release", err)
+	}
+	released, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, store.Unavailable("release", err)
+	}
+	return released, nil
+}
+
 // rescueDelivery moves one expired claim to its new status and records
 // the attempt whose outcome nobody knows.
 var rescueDelivery = `WITH u AS (

@@ -147,16 +147,49 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		err = insertRows(st, &attemptInserts, len(kept), func(i int, args []any) []any {
 			o := kept[i]
 			return append(args, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
-				o.Result.StatusCode, o.Result.Error, o.Result.ResponseBody)
+				o.Result.StatusCode, store.Text(o.Result.Error), o.Result.ResponseBody)
 		})
 		return store.Unavailable("finish", err)
 	})
 	return lost, err
 }
 
+// qReleaseClaim gives one claim back (store.Store's Release): the SET
+// expressions read the row as it was, so the claim time is that of the
+// attempt before this one.
+const qReleaseClaim = `UPDATE deliveries SET status = 'pending', attempt_count = attempt_count - 1, lease_until = NULL, updated_at = ?,
+		claimed_at = (SELECT a.started_at FROM attempts a WHERE a.delivery_id = deliveries.id AND a.number = deliveries.attempt_count - 1)
+	WHERE id = ? AND attempt_count = ? AND status = 'delivering'
+	RETURNING id`
+
+// Release implements store.Store. Releases are rare (a stalled claim),
+// so one statement per claim, in one transaction.
+func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	var released []string
+	err := s.tx(ctx, "release", func(tx *sql.Tx) error {
+		released = released[:0]
+		now := micros(s.now())
+		for _, r := range rs {
+			ids, err := query(ctx, tx, sqlstore.ScanString, qReleaseClaim, now, r.DeliveryID, r.Attempt)
+			if err != nil {
+				return store.Unavailable("release", err)
+			}
+			released = append(released, ids...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return released, nil
+}
+
 func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number int, a anyhook.Attempt) error {
 	_, err := tx.ExecContext(ctx, attemptInserts[len(attemptInserts)-1],
-		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, a.Error, a.ResponseBody)
+		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, store.Text(a.Error), a.ResponseBody)
 	if err != nil {
 		return store.Unavailable("rescue", err)
 	}

@@ -730,3 +730,30 @@ func testPausedShownEverywhere(t *testing.T, s store.Store) {
 // bulkCount is the count of a bulk replay, for the tests that expect no
 // pruned events.
 func bulkCount(b store.BulkReplay, err error) (int, error) { return b.Count, err }
+
+// testAttemptErrorKeptAlike: an attempt's error text (a destination's or
+// the network's words) that is not UTF-8 or holds a NUL is kept as the
+// same text on both stores, each bad byte as U+FFFD, for one outcome and
+// for a batch of them.
+func testAttemptErrorKeptAlike(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"), newEvent("stripe", "evt_2", "billing"), newEvent("stripe", "evt_3", "billing"))
+	cs := claim(t, s, "billing", 10, time.Minute)
+	if len(cs) != 3 {
+		t.Fatalf("claimed %d, want 3", len(cs))
+	}
+	const raw, want = "reset by \xff peer\x00", "reset by \uFFFD peer\uFFFD"
+	for _, outs := range [][]store.Outcome{{retry(cs[0], time.Hour)}, {retry(cs[1], time.Hour), retry(cs[2], time.Hour)}} {
+		for i := range outs {
+			outs[i].Result.Error = raw
+		}
+		if lost := finish(t, s, outs...); len(lost) != 0 {
+			t.Fatalf("lost = %v", lost)
+		}
+	}
+	for _, c := range cs {
+		d := event(t, s, c.Event.ID).Deliveries[0]
+		if len(d.Attempts) != 1 || d.Attempts[0].Error != want {
+			t.Errorf("event %s: attempts %+v, want one with error %q", c.Event.ID, d.Attempts, want)
+		}
+	}
+}

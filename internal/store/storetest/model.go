@@ -134,8 +134,9 @@ type mDelivery struct {
 	res        string // anyhook.Resolved*
 	resBy      store.Actor
 	replayedBy *mDelivery
-	// Since the store last showed it: claims and operator actions.
-	claims, resolves int
+	// Since the store last showed it: claims, releases and operator
+	// actions.
+	claims, releases, resolves int
 }
 
 func (d *mDelivery) String() string {
@@ -145,7 +146,7 @@ func (d *mDelivery) String() string {
 // mAttempt is the attempt row the model expects.
 type mAttempt struct {
 	unknown bool      // recorded by a rescue: outcome unknown
-	started time.Time // of an unknown one: when it was claimed
+	started time.Time // when it started (an unknown one: when it was claimed)
 	code    int
 	err     string
 }
@@ -267,6 +268,7 @@ func runModel(t *testing.T, s store.Store, seed uint64, steps int) {
 		{22, r.opClaim},
 		{20, r.opFinish},
 		{8, r.opRescue},
+		{5, r.opRelease},
 		{4, r.opRaceLateOutcome},
 		{3, r.opRaceRescuers},
 		{5, r.opReplay},
@@ -793,7 +795,7 @@ func (r *run) finishCheck(hs []*mClaim, outs []store.Outcome, lost []string, err
 		}
 		d.status, d.expired = o.Status, false
 		d.due = o.Status == anyhook.StatusPending && o.RetryIn <= 0
-		d.rows[h.attempt] = mAttempt{code: o.Result.StatusCode, err: o.Result.Error}
+		d.rows[h.attempt] = mAttempt{code: o.Result.StatusCode, err: o.Result.Error, started: o.Result.StartedAt}
 	}
 }
 
@@ -896,6 +898,106 @@ func (r *run) rescueCheck(rules map[string]store.StaleRule, ds []anyhook.Deliver
 	}
 	slices.Sort(names)
 	r.logf("rescued [%s]", strings.Join(names, " "))
+}
+
+// ---- Release ----
+
+// opRelease gives back one to three claims, mostly live ones (a worker
+// that found too little of its lease left), sometimes one finished,
+// rescued or released already; an expired live one sometimes races with
+// a rescuer, of which exactly one acts.
+func (r *run) opRelease() {
+	m := r.m
+	if len(m.claims) == 0 {
+		r.opClaim()
+		return
+	}
+	var live []*mClaim
+	for _, h := range m.claims {
+		if !h.done && h.d.status == anyhook.StatusDelivering && h.d.attempts == h.attempt {
+			live = append(live, h)
+		}
+	}
+	var hs []*mClaim
+	for range 1 + r.rng.IntN(3) {
+		h := pick(r.rng, m.claims)
+		if len(live) > 0 && r.rng.IntN(4) != 0 {
+			h = pick(r.rng, live)
+		}
+		if !slices.ContainsFunc(hs, func(x *mClaim) bool { return x.d == h.d }) {
+			hs = append(hs, h)
+		}
+	}
+	rs := make([]store.Release, len(hs))
+	for i, h := range hs {
+		rs[i] = store.Release{DeliveryID: h.d.id, Attempt: h.attempt}
+	}
+	if len(hs) == 1 && hs[0].d.expired && slices.Contains(live, hs[0]) && r.rng.IntN(2) == 0 {
+		h := hs[0]
+		rules := maps.Clone(m.rules)
+		r.logf("race: release of %s@%d with a rescuer", h.d.name, h.attempt)
+		var released []string
+		var ds []anyhook.Delivery
+		var lerr, rerr error
+		concurrently(
+			func() { released, lerr = r.s.Release(ctx(r.t), rs) },
+			func() { ds, rerr = r.s.Rescue(ctx(r.t), ruleOf(rules)) },
+		)
+		if lerr == nil && !slices.Contains(released, h.d.id) {
+			r.tally["release race won by the rescuer"]++
+			r.rescueCheck(rules, ds, rerr, false)
+			r.releaseCheck(hs, released, lerr)
+			return
+		}
+		r.tally["release race won by the release"]++
+		r.releaseCheck(hs, released, lerr)
+		r.rescueCheck(rules, ds, rerr, false)
+		return
+	}
+	released, err := r.s.Release(ctx(r.t), rs)
+	r.releaseCheck(hs, released, err)
+}
+
+// releaseCheck checks Release's answer against the model and applies it:
+// a live claim is released, pending and due as before its claim, its
+// attempt not counted, claimed when its previous attempt started; the
+// worker forgets it (the next claim has the same attempt number).
+func (r *run) releaseCheck(hs []*mClaim, released []string, err error) {
+	var desc, want []string
+	for _, h := range hs {
+		d := h.d
+		s := fmt.Sprintf("%s@%d", d.name, h.attempt)
+		if d.status == anyhook.StatusDelivering && d.attempts == h.attempt {
+			want = append(want, d.id)
+			r.tally["release of a live claim"]++
+		} else {
+			s += " (gone)"
+			r.tally["release of a claim gone"]++
+		}
+		desc = append(desc, s)
+	}
+	r.logf("release [%s]", strings.Join(desc, ", "))
+	if err != nil {
+		r.fatalf("Release: %v", err)
+	}
+	slices.Sort(released)
+	slices.Sort(want)
+	if !slices.Equal(released, want) {
+		r.fatalf("Release released %v, want %v: a claim is released exactly when its attempt still holds it", released, want)
+	}
+	for _, h := range hs {
+		d := h.d
+		h.done = true
+		r.touched[d.ev] = true
+		if !slices.Contains(want, d.id) {
+			continue
+		}
+		d.status, d.due, d.expired = anyhook.StatusPending, true, false
+		d.attempts--
+		d.releases++
+		d.claimedAt = d.rows[d.attempts].started // zero before the first attempt
+		r.m.claims = slices.DeleteFunc(r.m.claims, func(x *mClaim) bool { return x == h })
+	}
 }
 
 // ---- Races ----
@@ -1406,19 +1508,19 @@ func (r *run) observe(d *mDelivery, x anyhook.Delivery) {
 		r.invariants(d, prev, x)
 	}
 	r.seen[d.id] = x
-	d.claims, d.resolves = 0, 0
+	d.claims, d.releases, d.resolves = 0, 0, 0
 }
 
 // invariants are the promises, checked against the previous observation
 // of a delivery independently of the model's bookkeeping: only claims
-// raise the attempt count, one each; a delivered or skipped delivery never
+// raise the attempt count, one each, and only releases lower it; a delivered or skipped delivery never
 // changes; only an operator takes a delivery out of held or dead.
 func (r *run) invariants(d *mDelivery, prev, cur anyhook.Delivery) {
 	switch {
-	case cur.AttemptCount < prev.AttemptCount:
+	case cur.AttemptCount < prev.AttemptCount && d.releases == 0:
 		r.fatalf("attempts went backwards: %s from %d to %d", d, prev.AttemptCount, cur.AttemptCount)
-	case cur.AttemptCount != prev.AttemptCount+d.claims:
-		r.fatalf("attempts of %s went from %d to %d with %d claims in between", d, prev.AttemptCount, cur.AttemptCount, d.claims)
+	case cur.AttemptCount != prev.AttemptCount+d.claims-d.releases:
+		r.fatalf("attempts of %s went from %d to %d with %d claims and %d releases in between", d, prev.AttemptCount, cur.AttemptCount, d.claims, d.releases)
 	case (prev.Status == anyhook.StatusDelivered || prev.Status == anyhook.StatusSkipped || prev.Status == anyhook.StatusResolved) &&
 		(cur.Status != prev.Status || cur.Resolution != prev.Resolution):
 		r.fatalf("%s was %s and is now %s: a delivered, skipped or resolved delivery never changes", d, prev.Status, cur.Status)

@@ -12,13 +12,16 @@ import (
 // Fault windows: the kinds of injected fault during which an ingest answer
 // may legitimately be a 5xx, missing or slow. A kill -9 (from the kill
 // until the gateway listens again: its requests get no answer, and the
-// others may wait on locks its dead transactions held) and a database cut
+// others may wait on locks its dead transactions held), a database cut
 // (until the connections are let through again: a 503 is the right
-// answer). Destination faults open no window: ingest never waits on a
-// destination, so a 5xx or a slow answer during one is a defect.
+// answer) and a database stall (until its replies flow again: every
+// answer waits for the database). Destination faults open no window:
+// ingest never waits on a destination, so a 5xx or a slow answer during
+// one is a defect.
 const (
-	faultKill = "kill -9 gateway"
-	faultCut  = "database connection cut"
+	faultKill  = "kill -9 gateway"
+	faultCut   = "database connection cut"
+	faultStall = "database stall"
 )
 
 // faultGrace extends every window past its end: connections that were cut

@@ -39,6 +39,11 @@ type report struct {
 	unexplained   int
 	unexplainedEx []string
 
+	// Seen by the destinations as the requests came (deliverytest.InFlight).
+	overlapDelivery, overlapObject, inversions int
+	inFlightEx                                 []string
+	released                                   int64 // claims released unsent (anyhook_releases_total)
+
 	answers                            answerReport
 	bursts, burstEvents, burstRequests int64
 	deadlocks                          int64 // PostgreSQL: pg_stat_database.deadlocks during the soak
@@ -50,7 +55,7 @@ type report struct {
 
 func (r *report) ok() bool {
 	return r.lost == 0 && r.unexplained == 0 && r.rejected == 0 && r.logVerifyOK &&
-		!r.answers.failed() && r.deadlocks == 0
+		r.overlapDelivery+r.overlapObject+r.inversions == 0 && !r.answers.failed() && r.deadlocks == 0
 }
 
 func (r *report) print(w io.Writer) {
@@ -65,8 +70,12 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "events: %d acknowledged (%d requests sent, %d retried after no answer/5xx/429, %d duplicates sent, %d sent out of order, %d rejected 4xx)\n",
 		r.events, r.sends, r.failures, r.dupsSent, r.reordered, r.rejected)
 	fmt.Fprintf(w, "faults injected: %d (%s)\n", total, strings.Join(kinds, ", "))
-	for _, d := range []string{"receipts", "charges"} {
-		fmt.Fprintf(w, "destination %s (%s): %d events delivered, %d requests, %d failed or hung on purpose\n", d, destPolicy[d], r.delivered[d], r.requests[d], r.refused[d])
+	for _, d := range destNames {
+		kind := destPolicy[d]
+		if d == ordered {
+			kind += ", order: per_object"
+		}
+		fmt.Fprintf(w, "destination %s (%s): %d events delivered, %d requests, %d failed or hung on purpose\n", d, kind, r.delivered[d], r.requests[d], r.refused[d])
 	}
 	fmt.Fprintf(w, "held (hold policy, after a crash): %d; skipped as stale (legitimately): %d\n", r.held, r.skipped)
 	fmt.Fprintf(w, "lost = %d\n", r.lost)
@@ -77,6 +86,13 @@ func (r *report) print(w io.Writer) {
 	for _, e := range r.unexplainedEx {
 		fmt.Fprintf(w, "  duplicate: %s\n", e)
 	}
+	fmt.Fprintf(w, "in-flight overlaps = %d (two attempts of one delivery at once: %d; two deliveries of one object at once, at %s: %d)\n",
+		r.overlapDelivery+r.overlapObject, r.overlapDelivery, ordered, r.overlapObject)
+	fmt.Fprintf(w, "unflagged version inversions = %d (at %s, a version delivered after a higher one of its object without X-AnyHook-Stale)\n", r.inversions, ordered)
+	for _, e := range r.inFlightEx {
+		fmt.Fprintf(w, "  in flight: %s\n", e)
+	}
+	fmt.Fprintf(w, "claims released unsent (the database answered them with too little of their lease left) = %d\n", r.released)
 	a := &r.answers
 	fmt.Fprintf(w, "ingest answers: %d outside fault windows (median %s, p99 %s, max %s), %d during one (max %s)\n",
 		a.outside.answers, ms(a.p50), ms(a.p99), ms(a.outside.max), a.inside.answers, ms(a.inside.max))
@@ -130,6 +146,39 @@ func (s *soak) api(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// countReleases adds to s.released the claims the gateway at base has
+// released since it started (anyhook_releases_total, every destination):
+// read before the process is killed, and at the end. A scrape that fails
+// is logged and counts nothing.
+func (s *soak) countReleases(ctx context.Context, base string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := s.load.client.Do(req)
+	if err != nil {
+		s.logf("reading %s/metrics: %v", base, err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil || resp.StatusCode != 200 {
+		s.logf("reading %s/metrics: %d %v", base, resp.StatusCode, err)
+		return
+	}
+	for line := range strings.Lines(string(body)) {
+		if rest, ok := strings.CutPrefix(line, "anyhook_releases_total{"); ok {
+			if _, v, ok := strings.Cut(rest, "} "); ok {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				s.released.Add(int64(n))
+			}
+		}
+	}
 }
 
 type apiDelivery struct {
@@ -275,6 +324,11 @@ func (s *soak) reconcile(ctx context.Context) (*report, error) {
 	for name, d := range s.dests {
 		req, refused, delivered := d.counts()
 		r.requests[name], r.refused[name], r.delivered[name] = req, refused, delivered
+		f := d.inFlight.Report()
+		r.overlapDelivery, r.overlapObject, r.inversions = r.overlapDelivery+f.PerDelivery, r.overlapObject+f.PerObject, r.inversions+f.Inversions
+		for _, e := range f.Examples {
+			r.inFlightEx = append(r.inFlightEx, name+": "+e)
+		}
 		twice, split := d.duplicates()
 		for id, attempts := range twice {
 			// Each 2xx the destination gave, but the one the store

@@ -1,13 +1,15 @@
 package soak
 
 import (
-	"io"
+	"hash/fnv"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/anyhook/anyhook/internal/delivery/deliverytest"
 )
 
 // Destination modes.
@@ -18,12 +20,15 @@ const (
 )
 
 // sink is a destination that records every request it answered 2xx, by
-// X-AnyHook-Delivery.
+// X-AnyHook-Delivery, and what it had in flight (overlaps, and in order
+// inversions).
 type sink struct {
-	name string
-	url  string
-	srv  *http.Server
-	mode atomic.Int32
+	name     string
+	url      string
+	srv      *http.Server
+	mode     atomic.Int32
+	ordered  bool // order: per_object
+	inFlight deliverytest.InFlight
 
 	mu        sync.Mutex
 	delivered map[string][]string        // X-AnyHook-Delivery -> X-AnyHook-Attempt of each 2xx
@@ -32,12 +37,33 @@ type sink struct {
 	refused   int // answered 500 or left hanging on purpose
 }
 
-func newSink(name string) (*sink, error) {
+// slowFirst is how long a destination takes to answer the first attempt
+// of every other delivery (but at the ordered destination the hot
+// object's, which come too often to be served that slowly one at a
+// time): long enough that an attempt sent after its lease would still be
+// in flight when the rescuer's attempt of its delivery arrives, and in
+// order the object's next version delivered before it ends; short of the
+// 3 s timeout.
+const slowFirst = 1500 * time.Millisecond
+
+// slowAnswer reports whether r is one of the requests answered after
+// slowFirst.
+func (s *sink) slowAnswer(r *http.Request) bool {
+	if r.Header.Get("X-AnyHook-Attempt") != "1" || (s.ordered && r.Header.Get("X-AnyHook-Object") == hotObject) {
+		return false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(r.Header.Get("X-AnyHook-Delivery")))
+	return h.Sum32()%2 == 0
+}
+
+func newSink(name string, ordered bool) (*sink, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &sink{name: name, url: "http://" + ln.Addr().String(), delivered: map[string][]string{}, byEvent: map[string]map[string]bool{}}
+	s := &sink{name: name, url: "http://" + ln.Addr().String(), ordered: ordered, inFlight: deliverytest.InFlight{Ordered: ordered},
+		delivered: map[string][]string{}, byEvent: map[string]map[string]bool{}}
 	s.srv = &http.Server{Handler: s}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -48,7 +74,7 @@ func (s *sink) close() { s.srv.Close() }
 func (s *sink) setMode(m int32) { s.mode.Store(m) }
 
 func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	io.Copy(io.Discard, r.Body)
+	end := s.inFlight.Begin(r) // reads the body
 	s.mu.Lock()
 	s.requests++
 	s.mu.Unlock()
@@ -57,6 +83,7 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.refused++
 		s.mu.Unlock()
+		end(false)
 		http.Error(w, "soak: failing on purpose", http.StatusInternalServerError)
 		return
 	case modeHang:
@@ -64,16 +91,21 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refused++
 		s.mu.Unlock()
 		<-r.Context().Done()
+		end(false)
 		return
 	}
 	// A little latency keeps some deliveries in flight when a gateway is
 	// killed: the crash window claim-then-commit is about.
+	latency := time.Duration(rand.IntN(50)) * time.Millisecond
+	if s.slowAnswer(r) {
+		latency = slowFirst
+	}
 	select {
-	case <-time.After(time.Duration(rand.IntN(50)) * time.Millisecond):
+	case <-time.After(latency):
 	case <-r.Context().Done():
-		return
 	}
 	if r.Context().Err() != nil {
+		end(false)
 		return // the gateway gave up (timeout) or died: it will not see an answer
 	}
 	id := r.Header.Get("X-AnyHook-Delivery")
@@ -85,6 +117,7 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.byEvent[key][id] = true
 	s.mu.Unlock()
+	end(true)
 	w.WriteHeader(http.StatusOK)
 }
 

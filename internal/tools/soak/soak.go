@@ -4,8 +4,10 @@
 // Standard Webhooks events with duplicates and reordering, and meanwhile
 // kills gateways with SIGKILL and restarts them, makes the destinations
 // fail, hang and recover, and (PostgreSQL) cuts the database connections
-// through a TCP proxy it controls. At the end it reconciles what the
-// providers were told (2xx) with what the destinations received:
+// through a TCP proxy it controls, or stalls them (holds the database's
+// replies, the connections open) for longer than a claim's lease. At the
+// end it reconciles what the providers were told (2xx) with what the
+// destinations received:
 //
 //   - lost: an acknowledged event a destination never got, unless its
 //     delivery is held (on_stale_claim: hold) or legitimately skipped as
@@ -14,7 +16,13 @@
 //     X-AnyHook-Delivery without the store showing a reclaimed attempt
 //     ("outcome unknown"), or one provider event arrived under two AnyHook
 //     ids (a dedup failure), or a re-sent event was acknowledged with
-//     another id.
+//     another id;
+//   - overlaps and inversions, seen by the destinations as they happen
+//     (deliverytest.InFlight): two attempts of one delivery in flight at
+//     once (an attempt that outlived its lease), and at the destination
+//     with order: per_object two deliveries of one object in flight at
+//     once or a lower version delivered after a higher one without
+//     X-AnyHook-Stale.
 //
 // Next to that load, bursts about one hot Stripe object send each event as
 // identical requests to every gateway at once (stress.go), and every
@@ -24,7 +32,8 @@
 // deadlock count before and after (pg_stat_database).
 //
 // Then it stops the gateways and runs `anyhook log verify`. Exit 0 when
-// nothing was lost or doubled, no answer outside a fault window was a 5xx,
+// nothing was lost or doubled, nothing overlapped or went backwards in
+// order, no answer outside a fault window was a 5xx,
 // missing or slow, PostgreSQL detected no deadlock and the log verifies
 // (or verification is not available); 1 otherwise, 2 for bad flags.
 package soak
@@ -41,6 +50,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/cli"
@@ -52,10 +62,13 @@ const usageText = `usage: anyhook soak [flags]
 Runs 'anyhook serve' processes under a mixed provider load, with bursts of
 identical requests about one hot object to every process at once, while
 injecting faults (kill -9 and restart, destination errors and hangs,
-PostgreSQL connection cuts), then reconciles: nothing acknowledged is lost,
-nothing is delivered twice except reclaims after a crash, no ingest answer
-outside a fault window was a 5xx, missing or slow, PostgreSQL detected no
-deadlock, and the log verifies.
+PostgreSQL connection cuts and stalls longer than a lease), then
+reconciles: nothing acknowledged is lost, nothing is delivered twice
+except reclaims after a crash, no two attempts of one delivery (or, in
+order, two deliveries of one object) were in flight at once, no version
+was delivered after a higher one unflagged, no ingest answer outside a
+fault window was a 5xx, missing or slow, PostgreSQL detected no deadlock,
+and the log verifies.
 
 flags:
   --duration D     how long to run the load and the faults (default 2m)
@@ -184,6 +197,7 @@ type soak struct {
 	load     *load
 	faults   map[string]int
 	faultsMu sync.Mutex
+	released atomic.Int64 // claims the gateways released (countReleases)
 	windows  windows
 	answers  *answers
 }
@@ -244,21 +258,31 @@ func (s *soak) logf(format string, args ...any) {
 	fmt.Fprintf(s.out, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 }
 
-// Destinations: receipts (every source, reclaim) and charges (Stripe and
-// Shopify, hold).
-var destPolicy = map[string]string{"receipts": "reclaim", "charges": "hold"}
+// Destinations: receipts (every source, reclaim), charges (Stripe and
+// Shopify, hold) and ledger (Stripe and Shopify, reclaim, order:
+// per_object).
+var destPolicy = map[string]string{"receipts": "reclaim", "charges": "hold", "ledger": "reclaim"}
+
+// destNames are the destinations in the order the report lists them.
+var destNames = []string{"receipts", "charges", "ledger"}
+
+// ordered is the destination with order: per_object.
+const ordered = "ledger"
 
 var routes = map[string][]string{
-	"stripe":   {"receipts", "charges"},
+	"stripe":   {"receipts", "charges", "ledger"},
 	"github":   {"receipts"},
-	"shopify":  {"receipts", "charges"},
+	"shopify":  {"receipts", "charges", "ledger"},
 	"standard": {"receipts"},
 }
 
+// A claim's lease is destTimeout + deliveryGrace (4 s); a stall lasts
+// longer, so claims whose answer it holds come back after their lease.
 const (
 	adminToken     = "soak-admin-token"
-	destTimeout    = time.Second
+	destTimeout    = 3 * time.Second
 	deliveryGrace  = time.Second
+	stallFor       = destTimeout + deliveryGrace + time.Second
 	settleTimeout  = 3 * time.Minute
 	resendInterval = 100 * time.Millisecond
 )
@@ -290,8 +314,16 @@ destinations:
     max_attempts: 100000
     backoff: {initial: 50ms, max: 1s}
     on_stale_claim: hold
+  ledger:
+    url: %s/ledger
+    sources: [stripe, shopify]
+    timeout: %s
+    max_attempts: 100000
+    backoff: {initial: 50ms, max: 1s}
+    on_stale_claim: reclaim
+    order: per_object
 `, database, adminToken, deliveryGrace, secrets["stripe"], secrets["github"], secrets["shopify"], secrets["standard"],
-		s.dests["receipts"].url, destTimeout, s.dests["charges"].url, destTimeout)
+		s.dests["receipts"].url, destTimeout, s.dests["charges"].url, destTimeout, s.dests["ledger"].url, destTimeout)
 	s.cfgPath = filepath.Join(s.dir, "anyhook.yaml")
 	return os.WriteFile(s.cfgPath, []byte(cfg), 0o600)
 }
@@ -301,7 +333,7 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 	start := time.Now()
 	s.dests = map[string]*sink{}
 	for name := range destPolicy {
-		d, err := newSink(name)
+		d, err := newSink(name, name == ordered)
 		if err != nil {
 			return nil, err
 		}
@@ -370,6 +402,7 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 		d.setMode(modeOK)
 	}
 	if s.proxy != nil {
+		s.proxy.ReleaseReplies()
 		s.proxy.Restore()
 	}
 	for _, g := range s.gws {
@@ -396,8 +429,12 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 
 	// Stop the gateways gracefully, then verify the log offline.
 	for _, g := range s.gws {
+		if a := g.addr(); a != "" {
+			s.countReleases(ctx, a)
+		}
 		g.stop()
 	}
+	rep.released = s.released.Load()
 	if s.o.database != "" {
 		n, err := deadlocks(ctx, s.o.database, true)
 		if err != nil {
@@ -416,7 +453,8 @@ func (s *soak) run(ctx context.Context) (*report, error) {
 func (s *soak) injectFaults(ctx context.Context) {
 	kinds := []string{faultKill, "destination 500s", "destination hangs"}
 	if s.proxy != nil {
-		kinds = append(kinds, faultCut)
+		// The stall first, so that even a short soak has it.
+		kinds = append([]string{faultStall}, append(kinds, faultCut)...)
 	}
 	for i := 0; ; i++ {
 		wait := time.Duration((0.5 + s.float()) * float64(s.o.faultEvery))
@@ -439,6 +477,9 @@ func (s *soak) injectFaults(ctx context.Context) {
 		case faultKill:
 			end := s.windows.open(kind)
 			g := s.gws[s.intn(len(s.gws))]
+			if a := g.addr(); a != "" {
+				s.countReleases(ctx, a)
+			}
 			g.kill()
 			sleep(ctx, time.Duration(s.float()*float64(time.Second)))
 			if err := g.start(context.WithoutCancel(ctx)); err != nil {
@@ -465,6 +506,14 @@ func (s *soak) injectFaults(ctx context.Context) {
 			s.proxy.Cut()
 			sleep(ctx, hold)
 			s.proxy.Restore()
+			end()
+		case faultStall:
+			// Longer than a lease, whatever --fault-every: claims
+			// answered after it must not be sent.
+			end := s.windows.open(kind)
+			s.proxy.HoldReplies()
+			sleep(ctx, stallFor)
+			s.proxy.ReleaseReplies()
 			end()
 		}
 	}

@@ -1,0 +1,101 @@
+package delivery
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// A claim's lease runs from the store's clock at the claim (PostgreSQL:
+// now() in the claim's transaction), which a worker cannot see: the
+// database may stall between that moment and the claim's answer, and the
+// lease is spent meanwhile. So the engine keeps its own deadline for each
+// claim, measured on its clock from before it asked for the claim (before
+// the claim, or the ingest batch that claimed, went to the store): the
+// lease can only have started later. An attempt is sent only while
+// enough of that deadline is left, with a timeout cut to what is left,
+// and a claim that came back too late is released (Store.Release), never
+// sent: no attempt is in flight once its lease has ended, when the
+// rescuer may hand the delivery out again.
+
+// leaseMargin is how long before the end of a lease of length lease the
+// engine's deadline for it falls: a tenth of the lease and at least
+// 250 ms (the store's clock and the engine's may run apart a little, and
+// a destination sees an abandoned request end a moment after the engine
+// does), but never more than half of a very short lease.
+func leaseMargin(lease time.Duration) time.Duration {
+	return min(max(lease/10, 250*time.Millisecond), lease/2)
+}
+
+// deadline is when the attempts of d's claims asked for at asked must
+// have ended.
+func (e *Engine) deadline(d *Destination, asked time.Time) time.Time {
+	lease := e.Lease(d)
+	return asked.Add(lease - leaseMargin(lease))
+}
+
+// minLeft is the least of a claim's deadline that must be left to send
+// it with timeout, of a lease of length lease: a second, or the timeout
+// when shorter, or half of what a claim has at best when the lease is so
+// short that a second would release every claim.
+func minLeft(timeout, lease time.Duration) time.Duration {
+	return min(timeout, time.Second, (lease-leaseMargin(lease))/2)
+}
+
+// sendTimeout is the timeout of an attempt of d that starts at now on a
+// claim whose deadline is deadline: d's timeout, or what is left of the
+// deadline when less. ok is false when less than minLeft is left: the
+// claim is to be released, not sent.
+func (e *Engine) sendTimeout(d *Destination, deadline, now time.Time) (timeout time.Duration, ok bool) {
+	left := deadline.Sub(now)
+	if left < minLeft(d.Timeout, e.Lease(d)) {
+		return left, false
+	}
+	return min(d.Timeout, left), true
+}
+
+// canSend reports whether a claim of d whose deadline is deadline may
+// still be sent at now.
+func (e *Engine) canSend(d *Destination, deadline, now time.Time) bool {
+	_, ok := e.sendTimeout(d, deadline, now)
+	return ok
+}
+
+// releaseTimeout bounds one Release call.
+const releaseTimeout = 30 * time.Second
+
+// release gives back cs, claims of d that came back with left of their
+// deadline, too little to send them, and wakes d's dispatcher to claim
+// them again. A claim a rescuer took first (its lease ended before the
+// release) is not sent either: the rescuer's policy decides. A release
+// that fails leaves its claims to their leases.
+func (e *Engine) release(ctx context.Context, d *Destination, cs []store.Claim, left time.Duration) {
+	rs := make([]store.Release, len(cs))
+	for i, c := range cs {
+		rs[i] = store.Release{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	released, err := e.st.Release(rctx, rs)
+	if err != nil {
+		e.log.Error("releasing claims with too little lease left failed; not sent, their leases will expire and the rescuer decides",
+			"destination", d.Name, "claims", len(cs), "lease_left", left.String(), "err", err)
+		return
+	}
+	for _, c := range cs {
+		args := []any{"delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "destination", d.Name, "attempt", c.Delivery.AttemptCount, "lease_left", left.String()}
+		if !slices.Contains(released, c.Delivery.ID) {
+			e.log.Warn("claim not sent: too little of its lease was left, and a rescuer took it first", args...)
+			continue
+		}
+		e.log.Info("claim released unsent: too little of its lease was left; pending again", args...)
+		if e.opt.Observer != nil {
+			e.opt.Observer.Released(d.Name, ReleaseLease)
+		}
+	}
+	if len(released) > 0 {
+		e.wakeOne(d.Name)
+	}
+}
