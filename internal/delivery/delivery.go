@@ -263,7 +263,7 @@ func (e *Engine) serve(end context.Context) {
 	for _, d := range e.dests {
 		loops.Go(func() { e.dispatch(end, sendCtx, d) })
 	}
-	loops.Go(func() { e.rescueLoop(end) })
+	loops.Go(func() { e.rescuer().run(end) })
 	loops.Wait()
 	e.mu.Lock()
 	grace := e.grace
@@ -409,35 +409,6 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		case <-deferral:
 			deferral, deferralOver = nil, true
 		case <-sl.signal: // a slot came back
-		}
-	}
-}
-
-func (e *Engine) rescueLoop(ctx context.Context) {
-	tick := time.NewTicker(e.opt.PollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		ds, err := e.st.Rescue(ctx, e.rule)
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn("rescue failed", "err", err)
-			}
-			continue
-		}
-		for _, d := range ds {
-			e.log.Warn("claim expired", "delivery_id", d.ID, "event_id", d.EventID, "destination", d.Destination, "attempt", d.AttemptCount, "now", d.Status)
-			if e.opt.Observer != nil {
-				e.opt.Observer.Rescued(d.Destination, d.Status)
-			}
-			e.notify(d)
-		}
-		if len(ds) > 0 {
-			e.Wake()
 		}
 	}
 }
