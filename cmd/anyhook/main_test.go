@@ -345,9 +345,9 @@ func TestBadConfigExits2(t *testing.T) {
 		name, config string
 		want         []string
 	}{
-		{"unknown key", "listen: 127.0.0.1:0\nsources:\n  s: {provider: stripe, secrets: [x]}\n  t:\n    provider: stripe\n    secretz: [x]\n", []string{"anyhook.yaml:6", "secretz"}},
+		{"unknown key", "listen: 127.0.0.1:0\nsources:\n  s: {provider: stripe, secrets: [whsec_x]}\n  t:\n    provider: stripe\n    secretz: [x]\n", []string{"anyhook.yaml:6", "secretz"}},
 		{"generic without signature", "sources:\n  orders:\n    provider: generic\n", []string{"anyhook.yaml:2", "sources.orders.signature", "signature: none"}},
-		{"unset variable", "admin_token: ${ANYHOOK_TEST_UNSET_VAR}\nsources:\n  s: {provider: stripe, secrets: [x]}\n", []string{"anyhook.yaml:1", "admin_token", "ANYHOOK_TEST_UNSET_VAR"}},
+		{"unset variable", "admin_token: ${ANYHOOK_TEST_UNSET_VAR}\nsources:\n  s: {provider: stripe, secrets: [whsec_x]}\n", []string{"anyhook.yaml:1", "admin_token", "ANYHOOK_TEST_UNSET_VAR"}},
 		{"indentation", "sources:\n  stripe:\n    provider: stripe\n     secrets: [x]\n", []string{"anyhook.yaml:4: invalid YAML", "indented deeper than line 3"}},
 		{"tab", "sources:\n  stripe:\n\tprovider: stripe\n", []string{"anyhook.yaml:3: invalid YAML", "tab"}},
 		{"stripe secret", "sources:\n  stripe:\n    provider: stripe\n    secrets:\n      - whsec_ok\n      - sk_live_abc\n", []string{"anyhook.yaml:6: sources.stripe.secrets[1]: not a Stripe signing secret", "whsec_"}},

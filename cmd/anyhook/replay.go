@@ -165,7 +165,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if o.since != "" || o.until != "" {
 		return bad(exitUsage, errors.New("replay: --since and --until go with --status"))
 	}
-	cfg, err := loadConfig(o.cfgPath)
+	cfg, err := loadConfig(o.cfgPath, stderr, "replay", "database", "destinations.*.sources", "destinations.*.filter")
 	if err != nil {
 		return bad(exitUsage, err)
 	}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// exeEnv is exe with extra environment variables.
+func exeEnv(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		t.Fatalf("anyhook %s: %v", strings.Join(args, " "), err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// config check (and serve) report every problem of a file at once, one
+// line each, in line order: the file's own and those the wiring finds (a
+// Stripe secret's form) together.
+func TestConfigCheckReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, t.TempDir(), `sources:
+  stripe:
+    provider: stripe
+    secrets: [sk_live_SECRET]
+destinations:
+  billing:
+    url: 127.0.0.1:9000/hooks
+    sources: [stripe]
+    max_retries: 3
+  crm:
+    url: http://127.0.0.1:9001/
+    sources: [strpe]
+`)
+	want := []string{
+		"anyhook: " + cfg + ":4: sources.stripe.secrets[0]: not a Stripe signing secret",
+		"anyhook: " + cfg + ":7: destinations.billing.url: must be an absolute http:// or https:// URL, and this one has no scheme: write http://",
+		"anyhook: " + cfg + `:9: destinations.billing.max_retries: unknown key (did you mean "max_attempts"?)`,
+		"anyhook: " + cfg + `:12: destinations.crm.sources[0]: unknown source "strpe" (did you mean stripe?)`,
+	}
+	for _, cmd := range []string{"config check", "serve"} {
+		code, out, errOut := exe(t, append(strings.Fields(cmd), "--config", cfg)...)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		if code != 2 || out != "" || len(lines) != len(want) || strings.Contains(errOut, "SECRET") {
+			t.Errorf("%s: exit %d, stdout %q, stderr:\n%s\nwant exit 2 and %d lines", cmd, code, out, errOut, len(want))
+			continue
+		}
+		for i, l := range lines {
+			if !strings.HasPrefix(l, want[i]) {
+				t.Errorf("%s: line %d = %q, want %q…", cmd, i+1, l, want[i])
+			}
+		}
+	}
+}
+
+// A source that delivers nowhere, and a secret with white space around
+// it, are warned about by config check (exit 0) and at serve's start,
+// naming file, line and key; record_only: true says the first is meant.
+func TestConfigWarnings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, `listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+sources:
+  stripe:
+    provider: stripe
+    secrets: ["whsec_abc "]
+  audit:
+    provider: github
+    secrets: [x]
+    record_only: true
+`)
+	code, _, errOut := exe(t, "config", "check", "--config", cfg)
+	want := "anyhook: warning: " + cfg + ":4: sources.stripe: no destination lists this source: its events are recorded but delivered nowhere; add it to a destination's sources, or set record_only: true if that is meant\n" +
+		"anyhook: warning: " + cfg + ":6: sources.stripe.secrets[0]: has white space at its start or end; it is kept as written, so it must be part of the secret: remove it if it is not\n"
+	if code != 0 || errOut != want {
+		t.Errorf("config check: exit %d, stderr:\n%s\nwant exit 0 and:\n%s", code, errOut, want)
+	}
+
+	// serve logs them (JSON), then says where its dashboard is.
+	cmd := exec.Command(binary, "serve", "--config", cfg)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var addr, dashboard string
+	for l := range lines {
+		if _, a, ok := strings.Cut(l, "listening on http://"); ok {
+			addr = a
+		}
+		if d, ok := strings.CutPrefix(l, "dashboard: "); ok {
+			dashboard = d
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	for range lines {
+	}
+	cmd.Wait()
+	if addr == "" || dashboard != "http://"+addr+"/ (no login: admin_token is not set)" {
+		t.Errorf("serve printed listening on %q, dashboard %q; want the dashboard's URL on the listen address", addr, dashboard)
+	}
+	var warned []string
+	for l := range strings.Lines(stderr.String()) {
+		var entry struct {
+			Level, Msg, File, Key string
+			Line                  int
+		}
+		if json.Unmarshal([]byte(l), &entry) == nil && entry.Level == "WARN" && strings.HasPrefix(entry.Msg, "config: ") {
+			warned = append(warned, fmt.Sprintf("%s:%d %s", filepath.Base(entry.File), entry.Line, entry.Key))
+		}
+	}
+	if got := strings.Join(warned, ", "); got != "anyhook.yaml:4 sources.stripe, anyhook.yaml:6 sources.stripe.secrets[0]" {
+		t.Errorf("serve logged config warnings %q; want the two, with file, line and key\n%s", got, stderr.String())
+	}
+}
+
+// An unset variable in a value a command does not use is skipped, and
+// said so on stderr, instead of failing the command (the 2 a.m. replay
+// with the backfill's STRIPE_API_KEY unset); serve and config check still
+// refuse it, and a command that uses the value still fails on it.
+func TestUnusedUnsetValueSkipped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, `listen: 127.0.0.1:0
+database: ${ANYHOOK_TEST_DB}
+sources:
+  stripe:
+    provider: stripe
+    secrets: [`+secret+`]
+    api_key: ${ANYHOOK_TEST_UNSET_STRIPE_API_KEY}
+destinations:
+  billing: {url: "http://127.0.0.1:9/", sources: [stripe]}
+`)
+	db := []string{"ANYHOOK_TEST_DB=sqlite:anyhook.db"}
+	note := "anyhook: skipped " + cfg + ":7: sources.stripe.api_key: environment variable ANYHOOK_TEST_UNSET_STRIPE_API_KEY is not set"
+	for _, args := range [][]string{
+		{"replay", "--config", cfg, "--status", "dead", "--dry-run"},
+		{"log", "key", "--config", cfg},
+		{"log", "verify", "--config", cfg},
+		{"backup", "--config", cfg, "--out", filepath.Join(dir, "backup.db")},
+	} {
+		code, out, errOut := exeEnv(t, db, args...)
+		if code != 0 || !strings.HasPrefix(errOut, note+" (") {
+			t.Errorf("anyhook %s: exit %d, stdout %q, stderr %q; want exit 0 and the skipped value named", strings.Join(args[:2], " "), code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"config", "check", "--config", cfg}, {"serve", "--config", cfg}} {
+		code, _, errOut := exeEnv(t, db, args...)
+		if code != 2 || !strings.Contains(errOut, cfg+":7: sources.stripe.api_key: environment variable ANYHOOK_TEST_UNSET_STRIPE_API_KEY is not set") {
+			t.Errorf("anyhook %s: exit %d, %q; want exit 2 naming the unset variable", args[0], code, errOut)
+		}
+	}
+	// The database is what replay uses.
+	code, _, errOut := exe(t, "replay", "--config", cfg, "--status", "dead", "--dry-run")
+	if code != 2 || !strings.Contains(errOut, cfg+":2: database: environment variable ANYHOOK_TEST_DB is not set") {
+		t.Errorf("replay without its database: exit %d, %q; want exit 2 naming database", code, errOut)
+	}
+	// backfill uses its source's api_key.
+	code, _, errOut = exeEnv(t, db, "backfill", "--config", cfg, "--source", "stripe", "--since", "1h")
+	if code != 2 || !strings.Contains(errOut, "sources.stripe.api_key: environment variable ANYHOOK_TEST_UNSET_STRIPE_API_KEY is not set") {
+		t.Errorf("backfill without its api_key: exit %d, %q; want exit 2 naming it", code, errOut)
+	}
+}
+
+// backup --out of a file that exists is a usage error (exit 2), as the
+// other usage errors are, and leaves the file alone.
+func TestBackupOutExists(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "database: sqlite:anyhook.db\nsources:\n  stripe: {provider: stripe, secrets: ["+secret+"], record_only: true}\n")
+	out := filepath.Join(dir, "kept.db")
+	if err := os.WriteFile(out, []byte("yesterday's backup"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errOut := exe(t, "backup", "--config", cfg, "--out", out)
+	if code != 2 || stdout != "" || errOut != "anyhook: backup: --out "+out+" already exists: a backup never replaces a file; give a new name\n" {
+		t.Errorf("backup --out existing: exit %d, stdout %q, stderr %q; want exit 2 and one line", code, stdout, errOut)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "yesterday's backup" {
+		t.Errorf("the existing file was changed: %q", b)
+	}
+}
+
+// A database restored without its log key file: log verify and serve say
+// the key file is missing and that it is to be restored, instead of a
+// bare "no such file" or a key mismatch; serve leaves no new key behind.
+func TestRestoreWithoutLogKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:anyhook.db\nsources:\n  stripe: {provider: stripe, secrets: ["+secret+"], record_only: true}\n")
+	p := start(t, cfg) // makes the key and records it in the database
+	if code, _, err := sendEvent(p.url, "evt_restored"); err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	key := filepath.Join(dir, "anyhook-log.key")
+	if err := os.Remove(key); err != nil {
+		t.Fatal(err)
+	}
+	want := cfg + ":" // the line of log.key_file's nearest key: none, so no line
+	code, _, errOut := exe(t, "log", "verify", "--config", cfg)
+	if code != 2 || !strings.HasPrefix(errOut, "anyhook: "+want+" log.key_file: the log's key file "+key+" is missing: after restoring a database from a backup, restore the key file kept with it") {
+		t.Errorf("log verify without the key file: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = exe(t, "serve", "--config", cfg)
+	if code != 2 || !strings.HasPrefix(errOut, "anyhook: "+want+" log.key_file: the log's key file "+key+" is missing: after restoring a database from a backup, restore the key file kept with it") ||
+		!strings.Contains(errOut, "is not this log's key") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("serve without the key file: exit %d, %q", code, errOut)
+	}
+	if _, err := os.Stat(key); err == nil {
+		t.Error("serve left a new key file behind")
+	}
+}
+
+// A mistyped command is suggested even when two letters are swapped.
+func TestSwappedLettersSuggested(t *testing.T) {
+	t.Parallel()
+	for typed, want := range map[string]string{"sned": "send", "sinc": "sink", "lgo": "log"} {
+		code, _, errOut := exe(t, typed)
+		if code != 2 || !strings.Contains(errOut, fmt.Sprintf("unknown command %q (did you mean %s?)", typed, want)) {
+			t.Errorf("anyhook %s: exit %d, %q; want a suggestion of %s", typed, code, errOut, want)
+		}
+	}
+}
