@@ -96,7 +96,7 @@ func logKey(args []string, stdout, stderr io.Writer) int {
 func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("log verify")
 	cfgPath := configFlag(fs)
-	cpPath := fs.String("checkpoint", "", "a signed checkpoint `file` kept earlier (by a witness or push_url): also prove the log only grew since")
+	cpPath := fs.String("checkpoint", "", "a signed checkpoint `file` kept earlier (by a witness or push_url, or GET /api/log/checkpoint's answer): also prove the log only grew since")
 	vkey := fs.String("key", "", "the log's public `key` as pinned (anyhook log key); default: derived from log.key_file")
 	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this `duration` without a log position counts as inserted")
 	retention := fs.Duration("retention", -1, "bodies of events younger than this `duration` must not be pruned (default log.retention; pass the old value for a while after lengthening it)")
@@ -128,6 +128,9 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *cpPath != "" {
 		if since, err = os.ReadFile(*cpPath); err != nil {
 			return fail(stderr, exitUsage, fmt.Errorf("log verify: --checkpoint: %w", err))
+		}
+		if since, err = ledger.SignedCheckpoint(since); err != nil {
+			return fail(stderr, exitUsage, fmt.Errorf("log verify: --checkpoint %s: %w", *cpPath, err))
 		}
 	}
 	st, err := openStore(ctx, cfg, "log verify")
