@@ -249,3 +249,55 @@ func TestSwappedLettersSuggested(t *testing.T) {
 		}
 	}
 }
+
+// A bulk replay into a destination whose latest attempt failed asks
+// first; without a terminal (a script) it exits 2 naming it and why, and
+// --yes replays all the same; a dry run and an --event replay say so
+// without asking. --status pending is refused (it would send twice), and
+// an unknown status lists the ones a replay takes.
+func TestReplayIntoFailingDestination(t *testing.T) {
+	t.Parallel()
+	f := newReplayFixture(t) // every attempt answered 500
+	ids := f.sendDead(t, "evt_down", 2)
+
+	code, out, errOut := f.replay(t, "--status", "dead", "--destination", "billing")
+	if code != 2 || out != "" || !strings.HasPrefix(errOut, "anyhook: replay: the replay would send into billing is failing: its latest attempt, at ") ||
+		!strings.Contains(errOut, "failed (HTTP 500), and none has succeeded since") || !strings.Contains(errOut, "pass --yes to replay anyway") {
+		t.Errorf("replay into a failing destination: exit %d, stdout %q, stderr %q; want exit 2 naming it", code, out, errOut)
+	}
+	code, out, _ = f.replay(t, "--status", "dead", "--json")
+	var failed replayError
+	if code != 2 || json.Unmarshal([]byte(out), &failed) != nil || len(failed.Troubled) != 2 || failed.Troubled[0].Reason != "failing" {
+		t.Errorf("--json: exit %d, %s; want exit 2 with billing and crm troubled", code, out)
+	}
+	for _, id := range ids {
+		for _, d := range f.event(t, id).Deliveries {
+			if d.Replay {
+				t.Fatalf("a refused replay created %+v", d)
+			}
+		}
+	}
+	code, out, _ = f.replay(t, "--status", "dead", "--destination", "billing", "--dry-run")
+	if code != 0 || !strings.Contains(out, "would replay 2 deliveries") || !strings.Contains(out, "mind: billing is failing: its latest attempt") {
+		t.Errorf("--dry-run: exit %d, %q; want the count and the failing destination", code, out)
+	}
+	code, out, _ = f.replay(t, "--event", ids[0], "--destination", "crm")
+	if code != 0 || !strings.Contains(out, "replaying event "+ids[0]) || !strings.Contains(out, "mind: crm is failing") {
+		t.Errorf("--event into a failing destination: exit %d, %q; want it replayed, and said", code, out)
+	}
+	if rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--yes"); rep.Count != 2 || len(rep.Troubled) != 1 {
+		t.Errorf("--yes: %+v; want 2 replayed, billing named", rep)
+	}
+
+	for status, want := range map[string]string{
+		"pending":    "replay: --status pending: a bulk replay never selects pending deliveries: each is still to be sent, at its next attempt, so a replay would send its event twice",
+		"delivering": "replay: --status delivering: a bulk replay never selects delivering deliveries: each is being sent now",
+		"paused":     "replay: --status paused: a bulk replay never selects paused deliveries: each is sent once its destination is resumed",
+		"bogus":      `replay: --status "bogus" is not a delivery status; a replay takes dead, held, delivered or skipped`,
+		"daed":       `a replay takes dead, held, delivered or skipped (did you mean dead?)`,
+	} {
+		if code, _, errOut := f.replay(t, "--status", status); code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("--status %s: exit %d, %q; want %q", status, code, errOut, want)
+		}
+	}
+}

@@ -232,6 +232,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		Now:          now,
 		InOrder:      inOrder(cfg),
 		Queued:       g.engine.Wake,
+		Health:       g.engine.Health,
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
