@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -299,5 +300,70 @@ func TestReplayIntoFailingDestination(t *testing.T) {
 		if code, _, errOut := f.replay(t, "--status", status); code != 2 || !strings.Contains(errOut, want) {
 			t.Errorf("--status %s: exit %d, %q; want %q", status, code, errOut, want)
 		}
+	}
+}
+
+// anyhook sink says backfill=true of a delivery of an event a backfill
+// read from the provider's API (X-AnyHook-Backfill), and nothing of one a
+// provider pushed.
+func TestSinkShowsBackfill(t *testing.T) {
+	t.Parallel()
+	sinkCmd := exec.Command(binary, "sink", "--listen", "127.0.0.1:0")
+	out, err := sinkCmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sinkCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sinkCmd.Process.Kill(); sinkCmd.Wait() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() {
+		t.Fatal("sink printed nothing")
+	}
+	_, addr, _ := strings.Cut(lines.Text(), "listening on ")
+	addr, _, _ = strings.Cut(addr, ",")
+	for _, backfill := range []bool{true, false} {
+		req, _ := http.NewRequest("POST", addr+"/hooks", strings.NewReader(`{}`))
+		req.Header.Set("X-AnyHook-Delivery", "ev-1")
+		if backfill {
+			req.Header.Set("X-AnyHook-Backfill", "true")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if !lines.Scan() {
+			t.Fatal("sink printed no delivery")
+		}
+		if got := strings.Contains(lines.Text(), " backfill=true"); got != backfill {
+			t.Errorf("backfilled %v: sink line %q", backfill, lines.Text())
+		}
+	}
+}
+
+// The README's quick start says what happens to the alert of the dead
+// delivery it walks through as the example config has it: alerts go to
+// a channel only when the example configures one; else they are logged.
+func TestQuickStartAlerts(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tryIt, _ := strings.Cut(string(readme), "## Try it")
+	tryIt, _, _ = strings.Cut(tryIt, "\n## ")
+	tryIt = strings.Join(strings.Fields(tryIt), " ")
+	code, out, errOut := exe(t, "config", "check", "--config", "../../examples/anyhook.yaml")
+	if code != 0 {
+		t.Fatalf("config check of the example: exit %d, %s", code, errOut)
+	}
+	hasAlerts := strings.Contains(out, "\nalerts:")
+	switch {
+	case !hasAlerts && (strings.Contains(tryIt, "`dead` and alerts") || !strings.Contains(tryIt, "marks the delivery `dead` and logs it")):
+		t.Errorf("the example has no alert channel, but the quick start does not say the dead delivery is only logged:\n%s", tryIt)
+	case hasAlerts && !strings.Contains(tryIt, "alert"):
+		t.Errorf("the example has an alert channel the quick start does not mention")
 	}
 }
