@@ -391,20 +391,19 @@ func TestBadConfigExits2(t *testing.T) {
 	}
 }
 
-// anyhook sink as the example's destination: it prints each delivery and
-// checks the gateway's signature.
-func TestSinkReceivesDeliveries(t *testing.T) {
-	t.Parallel()
-	const signing = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	sinkCmd := exec.Command(binary, "sink", "--listen", "127.0.0.1:0", "--signing-secret", signing)
-	out, err := sinkCmd.StdoutPipe()
+// startSink runs anyhook sink on a free port with args, until t ends, and
+// returns its URL and the lines it prints after the first.
+func startSink(t *testing.T, args ...string) (string, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"sink", "--listen", "127.0.0.1:0"}, args...)...)
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sinkCmd.Start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sinkCmd.Process.Kill(); sinkCmd.Wait() })
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() {
 		t.Fatal("sink printed nothing")
@@ -414,6 +413,15 @@ func TestSinkReceivesDeliveries(t *testing.T) {
 	if !ok {
 		t.Fatalf("sink said %q", lines.Text())
 	}
+	return addr, lines
+}
+
+// anyhook sink as the example's destination: it prints each delivery and
+// checks the gateway's signature.
+func TestSinkReceivesDeliveries(t *testing.T) {
+	t.Parallel()
+	const signing = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	addr, lines := startSink(t, "--signing-secret", signing)
 	dir := t.TempDir()
 	cfg := gatewayConfig("sqlite:anyhook.db", addr+"/hooks", "reclaim") + "    signing_secret: " + signing + "\n"
 	p := start(t, writeConfig(t, dir, cfg))

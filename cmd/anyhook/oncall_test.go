@@ -308,21 +308,7 @@ func TestReplayIntoFailingDestination(t *testing.T) {
 // provider pushed.
 func TestSinkShowsBackfill(t *testing.T) {
 	t.Parallel()
-	sinkCmd := exec.Command(binary, "sink", "--listen", "127.0.0.1:0")
-	out, err := sinkCmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sinkCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sinkCmd.Process.Kill(); sinkCmd.Wait() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() {
-		t.Fatal("sink printed nothing")
-	}
-	_, addr, _ := strings.Cut(lines.Text(), "listening on ")
-	addr, _, _ = strings.Cut(addr, ",")
+	addr, lines := startSink(t)
 	for _, backfill := range []bool{true, false} {
 		req, _ := http.NewRequest("POST", addr+"/hooks", strings.NewReader(`{}`))
 		req.Header.Set("X-AnyHook-Delivery", "ev-1")

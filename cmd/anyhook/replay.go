@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
@@ -91,24 +92,8 @@ type replayReport struct {
 	// retention pruned their bodies, so they can no longer be sent.
 	Skipped []skippedItem `json:"skipped,omitempty"`
 	// Troubled are the destinations the replay sends (or would send) into
-	// while they are paused or failing.
-	Troubled []troubledItem `json:"troubled,omitempty"`
-}
-
-// troubledItem is a destination a replay sends into while it cannot take
-// it, as the API's 409 names it.
-type troubledItem struct {
-	Destination string `json:"destination"`
-	Reason      string `json:"reason"` // paused or failing
-	Detail      string `json:"detail"`
-}
-
-func troubledItems(ts []store.Troubled) []troubledItem {
-	var out []troubledItem
-	for _, t := range ts {
-		out = append(out, troubledItem{Destination: t.Destination, Reason: t.Reason(), Detail: t.String()})
-	}
-	return out
+	// while they are paused or failing, as the API names them.
+	Troubled []admin.TroubledDestination `json:"troubled,omitempty"`
 }
 
 // skippedItem is an event a replay skipped, and why ("pruned").
@@ -124,8 +109,8 @@ type replayError struct {
 	// The report so far, when there is one: a replay that skipped every
 	// selected event lists them, one refused without --yes the
 	// destinations it would send into while they fail.
-	Skipped  []skippedItem  `json:"skipped,omitempty"`
-	Troubled []troubledItem `json:"troubled,omitempty"`
+	Skipped  []skippedItem               `json:"skipped,omitempty"`
+	Troubled []admin.TroubledDestination `json:"troubled,omitempty"`
 }
 
 type replayOptions struct {
@@ -287,7 +272,7 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 	if err != nil {
 		return rep, exitUsage, fmt.Errorf("replay: %w", err)
 	}
-	rep.Troubled = troubledItems(troubled)
+	rep.Troubled = admin.TroubledDestinations(troubled)
 	if !o.dryRun {
 		ds, err := st.Replay(ctx, ev.ID, dests, cliActor(o))
 		if err != nil {
@@ -319,7 +304,7 @@ func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, o
 	if err != nil {
 		return rep, exitUsage, fmt.Errorf("replay: %w", err)
 	}
-	rep.Troubled = troubledItems(troubled)
+	rep.Troubled = admin.TroubledDestinations(troubled)
 	if len(troubled) > 0 && !o.dryRun && !o.yes {
 		if code, err := confirmTrouble(troubled, o.json, stderr); err != nil {
 			return rep, code, err

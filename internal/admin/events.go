@@ -223,21 +223,31 @@ type bulkReplayResponse struct {
 	// Troubled are the destinations the replay sends (or would send)
 	// into while they are paused or failing: a dry run says so, and so
 	// does a forced replay.
-	Troubled []troubledJSON `json:"troubled,omitempty"`
+	Troubled []TroubledDestination `json:"troubled,omitempty"`
 }
 
-// troubledJSON is a destination a replay would send into while it cannot
-// take it.
-type troubledJSON struct {
+// TroubledDestination is a destination a replay would send into while it
+// cannot take it, as the API (and anyhook replay --json) names it.
+type TroubledDestination struct {
 	Destination string `json:"destination"`
 	Reason      string `json:"reason"` // paused or failing
 	Detail      string `json:"detail"`
 }
 
-func troubledList(ts []store.Troubled) []troubledJSON {
-	var out []troubledJSON
+// troubledNames are the names of ts, for the log.
+func troubledNames(ts []store.Troubled) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Destination
+	}
+	return names
+}
+
+// TroubledDestinations are ts as the API names them.
+func TroubledDestinations(ts []store.Troubled) []TroubledDestination {
+	var out []TroubledDestination
 	for _, t := range ts {
-		out = append(out, troubledJSON{Destination: t.Destination, Reason: t.Reason(), Detail: t.String()})
+		out = append(out, TroubledDestination{Destination: t.Destination, Reason: t.Reason(), Detail: t.String()})
 	}
 	return out
 }
@@ -257,22 +267,18 @@ func Failing(health func() map[string]delivery.Health, st store.TroubleReader) f
 	return func(ctx context.Context, destination string) (string, error) {
 		if health != nil {
 			if h, ok := health()[destination]; ok {
-				if h.Streak == 0 {
+				switch h.Streak {
+				case 0:
 					return "", nil
+				case 1:
+					return fmt.Sprintf("its latest attempt, at %s, failed (%s), and none has succeeded since", h.Since.UTC().Format(time.RFC3339), h.LastError), nil
 				}
-				return fmt.Sprintf("its last %d %s failed, since %s (last error: %s), and none has succeeded since",
-					h.Streak, plural(h.Streak, "attempt", "attempts"), h.Since.UTC().Format(time.RFC3339), h.LastError), nil
+				return fmt.Sprintf("its last %d attempts failed, since %s (last error: %s), and none has succeeded since",
+					h.Streak, h.Since.UTC().Format(time.RFC3339), h.LastError), nil
 			}
 		}
 		return store.LatestFailure(ctx, st, destination)
 	}
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // replayTrouble returns the destinations of f.Destinations (or
@@ -287,11 +293,7 @@ func (a *API) replayTrouble(ctx context.Context, f store.DeliveryFilter) ([]stor
 	if err != nil || len(ts) == 0 {
 		return nil, err
 	}
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = t.Destination
-	}
-	selected, err := store.Selected(ctx, a.store, f, names)
+	selected, err := store.Selected(ctx, a.store, f, troubledNames(ts))
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +373,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, DryRun: true, Skipped: skipped(res.Pruned), Troubled: troubledList(troubled)})
+		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, DryRun: true, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
 	}
 	if len(troubled) > 0 && !req.Force {
 		var says []string
@@ -380,7 +382,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		}
 		return &Error{Status: http.StatusConflict, Code: "destination_troubled",
 			Message: "the replay would send into " + strings.Join(says, "; ") + `. Fix or resume first (a failing destination spends the replays' attempts, and they go dead again), or send "force": true`,
-			Details: map[string]any{"destinations": troubledList(troubled)}}
+			Details: map[string]any{"destinations": TroubledDestinations(troubled)}}
 	}
 	by := actor(r, reason)
 	res, err := a.store.ReplayDeliveries(r.Context(), f, by)
@@ -392,6 +394,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
 		slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
+		slog.Any("forced_into", troubledNames(troubled)),
 		slog.String("actor", by.Name), slog.String("reason", by.Reason))
-	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Skipped: skipped(res.Pruned), Troubled: troubledList(troubled)})
+	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
 }
