@@ -208,6 +208,9 @@ Runs the gateway: ingest (POST /webhooks/<source>), the delivery workers,
 the admin API, the dashboard and /metrics, on the config's listen address
 (with admin.listen set, the admin API, dashboard, /metrics and /readyz are
 served there instead; tls: serves HTTPS). It listens first, then opens the database and applies pending migrations.
+It prints its address and the dashboard's URL, and logs the config's
+warnings (a source no destination lists, a secret with white space
+around it).
 SIGINT or SIGTERM stops it gracefully (exit 0). Exit 2: bad flags, a bad
 config, the address in use, an unreachable database or an OTEL_* value it
 cannot use. OpenTelemetry tracing: the standard OTEL_* environment
