@@ -3,6 +3,7 @@ package anyhook
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -160,15 +161,15 @@ const (
 	StatusResolved DeliveryStatus = "resolved"
 )
 
-// Valid reports whether s is one of the statuses above.
-func (s DeliveryStatus) Valid() bool {
-	switch s {
-	case StatusPending, StatusDelivering, StatusDelivered, StatusDead,
-		StatusHeld, StatusSkipped, StatusPaused, StatusResolved:
-		return true
-	}
-	return false
+// DeliveryStatuses are the statuses above, in the order a delivery goes
+// through them; filters and messages list them from here.
+var DeliveryStatuses = []DeliveryStatus{
+	StatusPending, StatusDelivering, StatusDelivered, StatusDead,
+	StatusHeld, StatusSkipped, StatusPaused, StatusResolved,
 }
+
+// Valid reports whether s is one of the statuses above.
+func (s DeliveryStatus) Valid() bool { return slices.Contains(DeliveryStatuses, s) }
 
 // Delivery is one (event, destination) pair and its progress.
 type Delivery struct {

@@ -76,7 +76,7 @@ func backfillCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return bad(exitUsage, fmt.Errorf("backfill: %w", err))
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfig(*cfgPath, stderr, "backfill", "database", "sources."+*source, "destinations.*.sources", "destinations.*.filter")
 	if err != nil {
 		return bad(exitUsage, err)
 	}
@@ -85,7 +85,7 @@ func backfillCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		return bad(exitUsage, err)
 	}
 	defer st.Close()
-	h, err := gateway.IngestHandler(cfg, st)
+	h, err := gateway.IngestHandler(cfg, st, *source)
 	if err != nil {
 		return bad(exitUsage, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
@@ -13,7 +14,8 @@ const backupUsage = `usage: anyhook backup [--config FILE] --out FILE
 
 Writes a consistent copy of the config's live SQLite database to FILE
 (VACUUM INTO, then an integrity check), while gateways keep running.
-Exit 1: the backup failed; exit 2: bad flags or config, or not SQLite.`
+Exit 1: the backup failed; exit 2: bad flags or config, --out exists, or
+not SQLite.`
 
 // backup is `anyhook backup --config F --out FILE`: a consistent online
 // copy of a live SQLite store (docs/reliability.md, "Backup and restore").
@@ -27,7 +29,11 @@ func backup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *out == "" {
 		return fail(stderr, exitUsage, errors.New("backup: --out FILE is required"))
 	}
-	cfg, err := loadConfig(*cfgPath)
+	if _, err := os.Lstat(*out); err == nil {
+		// A usage error like the others: nothing was tried.
+		return fail(stderr, exitUsage, fmt.Errorf("backup: --out %s already exists: a backup never replaces a file; give a new name", *out))
+	}
+	cfg, err := loadConfig(*cfgPath, stderr, "backup", "database", "log.key_file")
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}

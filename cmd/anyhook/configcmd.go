@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/anyhook/anyhook/internal/cli"
+	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/ledger"
 	"github.com/anyhook/anyhook/internal/provider"
@@ -54,8 +55,10 @@ ${VAR} and ${file:PATH}, each source's secrets in its provider's form (a
 Stripe secret must start with whsec_), the log key file when it exists —
 and prints the effective config on stdout: defaults filled in, secrets
 redacted, relative paths resolved in comments. It does not connect to the
-database. Exit 0 when valid; exit 2 with one line naming the file, line
-and key when not.`
+database. Warnings (a source no destination lists, a secret with white
+space around it) go to stderr and do not fail the check. Exit 0 when
+valid; exit 2 with every problem found, one line each naming the file,
+line and key, in line order, when not.`
 
 func configCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("config check")
@@ -63,19 +66,11 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args, stdout, stderr, configCheckUsage); code >= 0 {
 		return code
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := checkedConfig(*cfgPath)
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	if err := gateway.Check(cfg); err != nil {
-		return fail(stderr, exitUsage, err)
-	}
-	// serve creates a missing key; one that exists must load.
-	if _, err := os.Stat(cfg.LedgerKeyPath()); err == nil {
-		if _, err := ledger.LoadKey(cfg.LedgerKeyPath()); err != nil {
-			return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v", err))
-		}
-	}
+	warn(stderr, cfg)
 	fmt.Fprintf(stdout, "# %s is valid. The effective configuration (defaults filled in, secrets redacted):\n", cfg.Path)
 	stdout.Write(cfg.Effective())
 	return exitOK
@@ -129,6 +124,45 @@ func configExample(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprint(stdout, strings.NewReplacer("NAME", src, "SECRET_VAR", secretVar(src), "PROVIDER", kind).Replace(tmpl))
 	return exitOK
+}
+
+// checkedConfig loads the config as serve runs it: every value, and what
+// the wiring checks beyond the file (a Stripe secret's form, the log key
+// file when it exists; serve creates a missing one). The error lists
+// every problem, once each, in line order; with it the config is returned
+// as far as it could be read, for its warnings.
+func checkedConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(config.Resolve(path))
+	if cfg == nil {
+		return nil, err
+	}
+	err = config.Join(err, without(cfg, gateway.Check(cfg), err))
+	if _, statErr := os.Stat(cfg.LedgerKeyPath()); statErr == nil {
+		if _, kerr := ledger.LoadKey(cfg.LedgerKeyPath()); kerr != nil {
+			err = config.Join(err, cfg.Errorf("log.key_file", "%v", kerr))
+		}
+	}
+	return cfg, err
+}
+
+// without returns the problems of err that are not in seen (the same
+// key and message) and do not follow from one reported there
+// (config.Config.Follows), as one error; nil when none is left.
+func without(cfg *config.Config, err, seen error) error {
+	known := map[string]bool{}
+	for _, p := range config.List(seen) {
+		known[p.Key+"\x00"+p.Msg] = true
+	}
+	var out []error
+	for _, p := range config.List(err) {
+		if !known[p.Key+"\x00"+p.Msg] && !cfg.Follows(p.Key) {
+			out = append(out, p)
+		}
+	}
+	if err != nil && config.List(err) == nil {
+		out = append(out, err)
+	}
+	return config.Join(out...)
 }
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)

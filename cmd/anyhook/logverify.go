@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/cli"
+	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/ledger"
 )
 
@@ -76,7 +78,7 @@ func logKey(args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args, stdout, stderr, logKeyUsage); code >= 0 {
 		return code
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfig(*cfgPath, stderr, "log key", "log")
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
@@ -94,7 +96,7 @@ func logKey(args []string, stdout, stderr io.Writer) int {
 func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("log verify")
 	cfgPath := configFlag(fs)
-	cpPath := fs.String("checkpoint", "", "a signed checkpoint `file` kept earlier (by a witness or push_url): also prove the log only grew since")
+	cpPath := fs.String("checkpoint", "", "a signed checkpoint `file` kept earlier (by a witness or push_url, or GET /api/log/checkpoint's answer): also prove the log only grew since")
 	vkey := fs.String("key", "", "the log's public `key` as pinned (anyhook log key); default: derived from log.key_file")
 	lag := fs.Duration("lag", ledger.DefaultLag, "an event older than this `duration` without a log position counts as inserted")
 	retention := fs.Duration("retention", -1, "bodies of events younger than this `duration` must not be pruned (default log.retention; pass the old value for a while after lengthening it)")
@@ -102,7 +104,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code := parse(fs, args, stdout, stderr, logVerifyUsage); code >= 0 {
 		return code
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfig(*cfgPath, stderr, "log verify", "database", "log")
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
@@ -112,9 +114,9 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, exitUsage, fmt.Errorf("log verify: --key: not a note verifier key: %v", err))
 		}
 	} else {
-		key, err := ledger.LoadKey(cfg.LedgerKeyPath())
+		key, err := loadLogKey(cfg, "; or pass the log's pinned public key with --key")
 		if err != nil {
-			return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v (or pass the pinned public key with --key)", err))
+			return fail(stderr, exitUsage, err)
 		}
 		v = key.Verifier
 	}
@@ -126,6 +128,9 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *cpPath != "" {
 		if since, err = os.ReadFile(*cpPath); err != nil {
 			return fail(stderr, exitUsage, fmt.Errorf("log verify: --checkpoint: %w", err))
+		}
+		if since, err = ledger.SignedCheckpoint(since); err != nil {
+			return fail(stderr, exitUsage, fmt.Errorf("log verify: --checkpoint %s: %w", *cpPath, err))
 		}
 	}
 	st, err := openStore(ctx, cfg, "log verify")
@@ -179,13 +184,13 @@ func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *newPath == "" {
 		return fail(stderr, exitUsage, errors.New("log rotate-key: --new-key-file is required"))
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfig(*cfgPath, stderr, "log rotate-key", "database", "log")
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	old, err := ledger.LoadKey(cfg.LedgerKeyPath())
+	old, err := loadLogKey(cfg, "")
 	if err != nil {
-		return fail(stderr, exitUsage, cfg.Errorf("log.key_file", "%v", err))
+		return fail(stderr, exitUsage, err)
 	}
 	next, err := ledger.LoadOrCreateKey(*newPath, old.Name())
 	if err != nil {
@@ -212,6 +217,21 @@ func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "log key rotated at size %d: %s signed the handover with %s; the log's key is now\n%s\nPoint log.key_file at %s on every gateway before starting it, and have users and witnesses pin the new key.\n",
 		cp.Size, ledger.KeyID(old.VerifierKey), ledger.KeyID(next.VerifierKey), next.VerifierKey, *newPath)
 	return exitOK
+}
+
+// loadLogKey reads the config's log signing key. A missing file says so
+// plainly, and what to do: after a restore from a backup it is the key
+// file that was not restored (a log verifies only with its own key), and
+// making a new one would not help. or is a further way out, or "".
+func loadLogKey(cfg *config.Config, or string) (*ledger.Key, error) {
+	key, err := ledger.LoadKey(cfg.LedgerKeyPath())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, cfg.Errorf("log.key_file", "the log's key file %s is missing: after restoring a database from a backup, restore the key file kept with it (docs/reliability.md, \"Backup and restore\"); the log verifies only with its own key%s", cfg.LedgerKeyPath(), or)
+	case err != nil:
+		return nil, cfg.Errorf("log.key_file", "%v", err)
+	}
+	return key, nil
 }
 
 // verifyReport is what log verify --json prints.

@@ -120,6 +120,15 @@ func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (str
 	old := add(10)
 	oldFile := filepath.Join(dir, "checkpoint-10")
 	os.WriteFile(oldFile, old.Note, 0o644)
+	// The same checkpoint as GET /api/log/checkpoint answers it, saved as
+	// is: log verify takes that too.
+	info, err := ledger.Reader{Store: st, Key: key}.Checkpoint(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiJSON, _ := json.Marshal(info)
+	apiFile := filepath.Join(dir, "checkpoint-10.json")
+	os.WriteFile(apiFile, apiJSON, 0o644)
 	add(15)
 	st.Close() // the gateway may or may not be running: verify opens its own store
 
@@ -130,6 +139,16 @@ func testLogVerifyCommand(t *testing.T, open func(t *testing.T, dir string) (str
 	code, stdout, _ = runCmd("log", "verify", "--config", cfgPath, "--checkpoint", oldFile, "--key", strings.TrimSpace(vkey))
 	if code != 0 || !strings.Contains(stdout, "consistent with the given checkpoint at size 10") {
 		t.Fatalf("verify --checkpoint: %d %q", code, stdout)
+	}
+	code, stdout, stderr = runCmd("log", "verify", "--config", cfgPath, "--checkpoint", apiFile)
+	if code != 0 || !strings.Contains(stdout, "consistent with the given checkpoint at size 10") {
+		t.Fatalf("verify --checkpoint with the API's JSON: %d %q %q", code, stdout, stderr)
+	}
+	notCheckpoint := filepath.Join(dir, "event.json")
+	os.WriteFile(notCheckpoint, []byte(`{"id":"evt_1","object":"event"}`), 0o644)
+	code, _, stderr = runCmd("log", "verify", "--config", cfgPath, "--checkpoint", notCheckpoint)
+	if code != 2 || !strings.Contains(stderr, `a JSON object without a "checkpoint"`) {
+		t.Errorf("verify --checkpoint with JSON that holds none: %d %q", code, stderr)
 	}
 	checkVerifyJSON(t, cfgPath, oldFile, 0, func(r verifyReport) bool {
 		return r.OK && r.Entries == 25 && r.Checkpoint != nil && r.Checkpoint.Size == 25 && r.Since != nil && r.Since.Size == 10 &&

@@ -345,9 +345,9 @@ func TestBadConfigExits2(t *testing.T) {
 		name, config string
 		want         []string
 	}{
-		{"unknown key", "listen: 127.0.0.1:0\nsources:\n  s: {provider: stripe, secrets: [x]}\n  t:\n    provider: stripe\n    secretz: [x]\n", []string{"anyhook.yaml:6", "secretz"}},
+		{"unknown key", "listen: 127.0.0.1:0\nsources:\n  s: {provider: stripe, secrets: [whsec_x]}\n  t:\n    provider: stripe\n    secretz: [x]\n", []string{"anyhook.yaml:6", "secretz"}},
 		{"generic without signature", "sources:\n  orders:\n    provider: generic\n", []string{"anyhook.yaml:2", "sources.orders.signature", "signature: none"}},
-		{"unset variable", "admin_token: ${ANYHOOK_TEST_UNSET_VAR}\nsources:\n  s: {provider: stripe, secrets: [x]}\n", []string{"anyhook.yaml:1", "admin_token", "ANYHOOK_TEST_UNSET_VAR"}},
+		{"unset variable", "admin_token: ${ANYHOOK_TEST_UNSET_VAR}\nsources:\n  s: {provider: stripe, secrets: [whsec_x]}\n", []string{"anyhook.yaml:1", "admin_token", "ANYHOOK_TEST_UNSET_VAR"}},
 		{"indentation", "sources:\n  stripe:\n    provider: stripe\n     secrets: [x]\n", []string{"anyhook.yaml:4: invalid YAML", "indented deeper than line 3"}},
 		{"tab", "sources:\n  stripe:\n\tprovider: stripe\n", []string{"anyhook.yaml:3: invalid YAML", "tab"}},
 		{"stripe secret", "sources:\n  stripe:\n    provider: stripe\n    secrets:\n      - whsec_ok\n      - sk_live_abc\n", []string{"anyhook.yaml:6: sources.stripe.secrets[1]: not a Stripe signing secret", "whsec_"}},
@@ -391,20 +391,19 @@ func TestBadConfigExits2(t *testing.T) {
 	}
 }
 
-// anyhook sink as the example's destination: it prints each delivery and
-// checks the gateway's signature.
-func TestSinkReceivesDeliveries(t *testing.T) {
-	t.Parallel()
-	const signing = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	sinkCmd := exec.Command(binary, "sink", "--listen", "127.0.0.1:0", "--signing-secret", signing)
-	out, err := sinkCmd.StdoutPipe()
+// startSink runs anyhook sink on a free port with args, until t ends, and
+// returns its URL and the lines it prints after the first.
+func startSink(t *testing.T, args ...string) (string, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"sink", "--listen", "127.0.0.1:0"}, args...)...)
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sinkCmd.Start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sinkCmd.Process.Kill(); sinkCmd.Wait() })
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() {
 		t.Fatal("sink printed nothing")
@@ -414,6 +413,15 @@ func TestSinkReceivesDeliveries(t *testing.T) {
 	if !ok {
 		t.Fatalf("sink said %q", lines.Text())
 	}
+	return addr, lines
+}
+
+// anyhook sink as the example's destination: it prints each delivery and
+// checks the gateway's signature.
+func TestSinkReceivesDeliveries(t *testing.T) {
+	t.Parallel()
+	const signing = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	addr, lines := startSink(t, "--signing-secret", signing)
 	dir := t.TempDir()
 	cfg := gatewayConfig("sqlite:anyhook.db", addr+"/hooks", "reclaim") + "    signing_secret: " + signing + "\n"
 	p := start(t, writeConfig(t, dir, cfg))

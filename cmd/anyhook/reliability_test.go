@@ -203,7 +203,7 @@ func TestBackupWhileIngesting(t *testing.T) {
 		t.Fatalf("anyhook backup: exit %d: %s", code, msg)
 	}
 	t.Log(strings.TrimSpace(msg))
-	if code, msg := runBinary(t, "backup", "--config", cfg, "--out", out); code != 1 || !strings.Contains(msg, "already exists") {
+	if code, msg := runBinary(t, "backup", "--config", cfg, "--out", out); code != 2 || !strings.Contains(msg, "already exists") {
 		t.Errorf("backup over an existing file: exit %d, %s", code, msg)
 	}
 

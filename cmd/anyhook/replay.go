@@ -1,16 +1,23 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/route"
@@ -19,7 +26,7 @@ import (
 
 const replayUsage = `usage: anyhook replay [--config FILE] --event ID [--source S] [--destination D] [--ignore-filters] [--reason TEXT] [--dry-run] [--json]
        anyhook replay [--config FILE] --status STATUS [--source S] [--destination D]
-                      [--since T] [--until T] [--reason TEXT] [--dry-run] [--json]
+                      [--since T] [--until T] [--reason TEXT] [--yes] [--dry-run] [--json]
 
 Marks events for redelivery: each replay is a new delivery carrying the
 same X-AnyHook-Delivery and X-AnyHook-Replay: true.
@@ -42,9 +49,18 @@ destination out of their queues (status resolved: the replay carries the
 work), so --status dead run twice replays nothing the second time. The
 event's actions record it, by "cli", with --reason.
 
+--status takes dead, held, delivered or skipped. Pending, delivering and
+paused deliveries are refused: each is still to be sent, and a replay
+would send its event twice. A --status replay into a destination that is
+paused, or whose latest attempt failed with none succeeding since, asks
+first (on a terminal; elsewhere it exits 2 naming them): the replays
+would spend their attempts there and go dead again. --yes replays
+without asking; an --event replay only says so.
+
 --dry-run prints what would be replayed and changes nothing. Exit 1: no
-such event; exit 2: bad flags or config, an ambiguous provider event id,
-an unreachable database.`
+such event, or not confirmed; exit 2: bad flags or config, an ambiguous
+provider event id, an unreachable database, a paused or failing
+destination without --yes.`
 
 // replayItem is one (event, destination) a replay delivers (or would).
 type replayItem struct {
@@ -75,6 +91,9 @@ type replayReport struct {
 	// Skipped are the selected events a --status replay left alone:
 	// retention pruned their bodies, so they can no longer be sent.
 	Skipped []skippedItem `json:"skipped,omitempty"`
+	// Troubled are the destinations the replay sends (or would send) into
+	// while they are paused or failing, as the API names them.
+	Troubled []admin.TroubledDestination `json:"troubled,omitempty"`
 }
 
 // skippedItem is an event a replay skipped, and why ("pruned").
@@ -88,13 +107,15 @@ type replayError struct {
 	Error string `json:"error"`
 	Exit  int    `json:"exit"`
 	// The report so far, when there is one: a replay that skipped every
-	// selected event lists them.
-	Skipped []skippedItem `json:"skipped,omitempty"`
+	// selected event lists them, one refused without --yes the
+	// destinations it would send into while they fail.
+	Skipped  []skippedItem               `json:"skipped,omitempty"`
+	Troubled []admin.TroubledDestination `json:"troubled,omitempty"`
 }
 
 type replayOptions struct {
 	cfgPath, event, status, source, dest, since, until, reason string
-	dryRun, json, ignoreFilters                                bool
+	dryRun, json, ignoreFilters, yes                           bool
 }
 
 func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -102,7 +123,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o replayOptions
 	fs.StringVar(&o.cfgPath, "config", "", "config `file` (default $ANYHOOK_CONFIG, else ./anyhook.yaml)")
 	fs.StringVar(&o.event, "event", "", "replay this event: its AnyHook event `id`, a delivery id or the provider's event id")
-	fs.StringVar(&o.status, "status", "", "replay the deliveries in this `status` (e.g. dead)")
+	fs.StringVar(&o.status, "status", "", "replay the deliveries in this `status`: dead, held, delivered or skipped")
 	fs.StringVar(&o.source, "source", "", "only this `source` (with --event: the source of a provider event id)")
 	fs.StringVar(&o.dest, "destination", "", "only this `destination`")
 	fs.StringVar(&o.since, "since", "", "with --status: deliveries created at or after `T`, an RFC 3339 time or a duration ago (e.g. 24h)")
@@ -110,14 +131,19 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.reason, "reason", "", "why, recorded with the replay in the event's actions (one line)")
 	fs.BoolVar(&o.ignoreFilters, "ignore-filters", false, "with --event and no --destination: replay to every destination of the source, whatever their filters say")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be replayed; change nothing")
+	fs.BoolVar(&o.yes, "yes", false, "with --status: replay into destinations that are paused or failing without asking")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	if code := parse(fs, args, stdout, stderr, replayUsage); code >= 0 {
 		return code
 	}
 	// With --json every outcome is a JSON object on stdout, a failure too.
-	bad := func(code int, err error, skipped ...skippedItem) int {
+	bad := func(code int, err error, rep ...replayReport) int {
 		if o.json {
-			return failJSON(stdout, code, err, skipped)
+			var r replayReport
+			if len(rep) > 0 {
+				r = rep[0]
+			}
+			return failJSON(stdout, code, err, r)
 		}
 		return fail(stderr, code, err)
 	}
@@ -140,10 +166,17 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.status != "" {
 		f = store.DeliveryFilter{Status: anyhook.DeliveryStatus(o.status), Source: o.source, Destination: o.dest}
 		if !f.Status.Valid() {
-			return bad(exitUsage, fmt.Errorf("replay: --status %q is not a delivery status", o.status))
+			msg := fmt.Sprintf("replay: --status %q is not a delivery status; a replay takes %s", o.status, statusList(store.ReplayStatuses))
+			if st := cli.Suggest(o.status, statusNames(store.ReplayStatuses)); st != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", st)
+			}
+			return bad(exitUsage, errors.New(msg))
 		}
-		if f.Status == anyhook.StatusResolved {
-			return bad(exitUsage, errors.New("replay: --status resolved: a bulk replay never selects resolved deliveries (a person replayed or discarded them); replay one event with --event ID"))
+		if why := store.ReplayRefusal(f.Status); why != "" {
+			if f.Status == anyhook.StatusResolved {
+				why += "; replay one event with --event ID"
+			}
+			return bad(exitUsage, fmt.Errorf("replay: --status %s: %s", f.Status, why))
 		}
 		now := time.Now()
 		for _, t := range []struct {
@@ -153,7 +186,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if t.value == "" {
 				continue
 			}
-			v, err := parseSince(t.value, now)
+			v, err := store.ParseWhen(t.value, now)
 			if err != nil {
 				return bad(exitUsage, fmt.Errorf("replay: %s: %w", t.flag, err))
 			}
@@ -165,7 +198,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if o.since != "" || o.until != "" {
 		return bad(exitUsage, errors.New("replay: --since and --until go with --status"))
 	}
-	cfg, err := loadConfig(o.cfgPath)
+	cfg, err := loadConfig(o.cfgPath, stderr, "replay", "database", "destinations.*.sources", "destinations.*.filter")
 	if err != nil {
 		return bad(exitUsage, err)
 	}
@@ -188,13 +221,13 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.event != "" {
 		rep, code, err = replayEvent(ctx, st, cfg, o)
 	} else {
-		rep, code, err = replayStatus(ctx, st, f, o)
+		rep, code, err = replayStatus(ctx, st, f, o, stderr)
 	}
 	if err != nil {
 		if !o.json {
 			rep.printSkipped(stderr)
 		}
-		return bad(code, err, rep.Skipped...)
+		return bad(code, err, rep)
 	}
 	if o.json {
 		b, _ := json.Marshal(rep)
@@ -233,6 +266,13 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 			}
 		}
 	}
+	// One event is replayed without asking; where it goes while it
+	// cannot take it is said all the same.
+	troubled, err := store.Trouble(ctx, st, dests, nil)
+	if err != nil {
+		return rep, exitUsage, fmt.Errorf("replay: %w", err)
+	}
+	rep.Troubled = admin.TroubledDestinations(troubled)
 	if !o.dryRun {
 		ds, err := st.Replay(ctx, ev.ID, dests, cliActor(o))
 		if err != nil {
@@ -258,8 +298,18 @@ func replayEvent(ctx context.Context, st store.Store, cfg *config.Config, o repl
 // store.ReplayDeliveries does: never a resolved one, and skipping (and
 // listing) the events whose bodies retention pruned. When it skipped some
 // and replayed none, it fails (exit 1) with the report.
-func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, o replayOptions) (replayReport, int, error) {
+func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, o replayOptions, stderr io.Writer) (replayReport, int, error) {
 	rep := replayReport{DryRun: o.dryRun}
+	troubled, err := replayTrouble(ctx, st, f)
+	if err != nil {
+		return rep, exitUsage, fmt.Errorf("replay: %w", err)
+	}
+	rep.Troubled = admin.TroubledDestinations(troubled)
+	if len(troubled) > 0 && !o.dryRun && !o.yes {
+		if code, err := confirmTrouble(troubled, o.json, stderr); err != nil {
+			return rep, code, err
+		}
+	}
 	var pruned []string
 	if !o.dryRun {
 		res, err := st.ReplayDeliveries(ctx, f, cliActor(o))
@@ -286,93 +336,100 @@ func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, o
 	return rep, exitOK, nil
 }
 
+// statusNames are ss as strings.
+func statusNames(ss []anyhook.DeliveryStatus) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// statusList names statuses for a message: "dead, held or delivered".
+func statusList(ss []anyhook.DeliveryStatus) string {
+	names := statusNames(ss)
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// replayTrouble returns the destinations a bulk replay by f sends into
+// that are paused or failing, as the store holds them: a destination
+// whose latest attempt failed with none succeeding since
+// (store.LatestFailure). The running gateway knows no more than the
+// store when it has not attempted them since.
+func replayTrouble(ctx context.Context, st store.Store, f store.DeliveryFilter) ([]store.Troubled, error) {
+	dests := f.Destinations
+	if f.Destination != "" {
+		dests = []string{f.Destination}
+	}
+	ts, err := store.Trouble(ctx, st, dests, nil)
+	if err != nil || len(ts) == 0 {
+		return nil, err
+	}
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Destination
+	}
+	selected, err := store.Selected(ctx, st, f, names)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(ts, func(t store.Troubled) bool { return !slices.Contains(selected, t.Destination) }), nil
+}
+
+// confirmTrouble asks, on a terminal, whether to replay into troubled
+// destinations all the same; elsewhere (a script, --json) it refuses and
+// says how to go on (--yes). It returns nil to go on.
+func confirmTrouble(ts []store.Troubled, asJSON bool, stderr io.Writer) (int, error) {
+	var says []string
+	for _, t := range ts {
+		says = append(says, t.String())
+	}
+	why := "the replay would send into " + strings.Join(says, "; ")
+	const spends = "a failing destination spends the replays' attempts, and they go dead again"
+	if asJSON || !interactive() {
+		return exitUsage, fmt.Errorf("replay: %s (%s): fix or resume it first, or pass --yes to replay anyway", why, spends)
+	}
+	fmt.Fprintf(stderr, "%s (%s).\nReplay anyway? [y/N] ", why, spends)
+	answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a == "y" || a == "yes" {
+		return exitOK, nil
+	}
+	return exitFail, errors.New("replay: not confirmed: nothing was replayed")
+}
+
+// interactive says whether stdin is a terminal a person answers at (not
+// /dev/null, a pipe or a file: a script).
+func interactive() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
+
 // cliActor is who a replay from the command line is recorded as.
 func cliActor(o replayOptions) store.Actor { return store.Actor{Name: "cli", Reason: o.reason} }
 
-// resolveEvent finds the event id names: an AnyHook event id, a delivery
-// id (whose delivery it also returns) or a provider event id, in that
-// order; source, when set, is the source the event must be from, and
-// sources are the configured ones, asked first for a provider id. matched
-// says which id it was (event_id, delivery_id, provider_event_id). A
-// provider event id found in several sources is an error listing them.
+// resolveEvent finds the event id names, as the API's replay does
+// (store.Resolve): an AnyHook event id, a delivery id (whose delivery it
+// also returns) or a provider event id; source, when set, is the source
+// the event must be from, and sources are the configured ones, asked
+// first for a provider id. matched says which id it was (event_id,
+// delivery_id, provider_event_id). A provider event id found in several
+// sources is an error listing them, with the flag that picks one.
 func resolveEvent(ctx context.Context, st store.Store, id, source string, sources []string) (ev anyhook.Event, matched string, viaDelivery *anyhook.Delivery, code int, err error) {
-	check := func(ev anyhook.Event, what string) error {
-		if source != "" && ev.Source != source {
-			return fmt.Errorf("replay: %s %s is of an event from source %q, not --source %q", what, id, ev.Source, source)
-		}
-		return nil
-	}
-	ev, err = st.Event(ctx, id)
+	found, err := store.Resolve(ctx, st, id, source, sources)
+	var wrong *store.WrongSourceError
+	var amb *store.AmbiguousError
 	switch {
 	case err == nil:
-		return ev, "event_id", nil, exitUsage, check(ev, "event id")
-	case !errors.Is(err, anyhook.ErrNotFound):
-		return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
-	}
-	d, err := st.Delivery(ctx, id)
-	switch {
-	case err == nil:
-		if ev, err = st.Event(ctx, d.EventID); err != nil {
-			return ev, "", nil, exitFail, fmt.Errorf("replay: %w", err)
+		return found.Event, found.Matched, found.Via, exitOK, nil
+	case errors.As(err, &wrong):
+		return ev, "", nil, exitUsage, fmt.Errorf("replay: %s--source %q", strings.TrimSuffix(wrong.Error(), strconv.Quote(wrong.Want)), wrong.Want)
+	case errors.As(err, &amb):
+		hint := "add --source " + strings.Join(amb.Sources(), " or --source ")
+		if len(amb.Sources()) == 1 {
+			hint = "give the AnyHook event id"
 		}
-		return ev, "delivery_id", &d, exitUsage, check(ev, "delivery id")
-	case !errors.Is(err, anyhook.ErrNotFound):
-		return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
+		return ev, "", nil, exitUsage, fmt.Errorf("replay: %s; %s", amb, hint)
+	case errors.Is(err, anyhook.ErrNotFound):
+		return ev, "", nil, exitFail, fmt.Errorf("replay: %s", strings.TrimSuffix(err.Error(), ": "+anyhook.ErrNotFound.Error()))
 	}
-	evs, err := findProviderID(ctx, st, id, source, sources)
-	if err != nil {
-		return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
-	}
-	switch len(evs) {
-	case 0:
-		where := ""
-		if source != "" {
-			where = " in source " + source
-		}
-		return ev, "", nil, exitFail, fmt.Errorf("replay: no event has %q as its AnyHook event id, a delivery id or its provider event id%s", id, where)
-	case 1:
-		ev, err = st.Event(ctx, evs[0].ID)
-		if err != nil {
-			return ev, "", nil, exitFail, fmt.Errorf("replay: %w", err)
-		}
-		return ev, "provider_event_id", nil, exitOK, nil
-	}
-	var matches, in []string
-	for _, e := range evs {
-		matches = append(matches, fmt.Sprintf("%s in source %s (received %s)", e.ID, e.Source, e.ReceivedAt.UTC().Format(time.RFC3339)))
-		if !slices.Contains(in, e.Source) {
-			in = append(in, e.Source)
-		}
-	}
-	hint := "add --source " + strings.Join(in, " or --source ")
-	if len(in) == 1 {
-		hint = "give the AnyHook event id"
-	}
-	return ev, "", nil, exitUsage, fmt.Errorf("replay: provider event id %q matches %d events: %s; %s", id, len(evs), strings.Join(matches, ", "), hint)
-}
-
-// findProviderID returns the events whose provider event id is id: in
-// source when it is set, else in each configured source (through its
-// (source, dedup_key) index), else, when none has it, in any source (a
-// source since removed from the config; a scan).
-func findProviderID(ctx context.Context, st store.Store, id, source string, sources []string) ([]anyhook.Event, error) {
-	if source != "" {
-		evs, _, err := st.ListEvents(ctx, store.EventFilter{Source: source, Q: id, Limit: 20})
-		return evs, err
-	}
-	var out []anyhook.Event
-	for _, src := range sources {
-		evs, _, err := st.ListEvents(ctx, store.EventFilter{Source: src, Q: id, Limit: 20})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, evs...)
-	}
-	if len(out) > 0 {
-		return out, nil
-	}
-	evs, _, err := st.ListEvents(ctx, store.EventFilter{Q: id, Limit: 20})
-	return evs, err
+	return ev, "", nil, exitUsage, fmt.Errorf("replay: %w", err)
 }
 
 func (r replayReport) print(w io.Writer) {
@@ -401,6 +458,9 @@ func (r replayReport) print(w io.Writer) {
 		}
 	}
 	r.printSkipped(w)
+	for _, t := range r.Troubled {
+		fmt.Fprintf(w, "mind: %s\n", t.Detail)
+	}
 	if r.DryRun {
 		fmt.Fprintln(w, "dry run: nothing was changed")
 	}
@@ -421,10 +481,10 @@ func (r replayReport) printSkipped(w io.Writer) {
 	}
 }
 
-// failJSON prints err as a JSON object on stdout (--json) and returns
-// code.
-func failJSON(stdout io.Writer, code int, err error, skipped []skippedItem) int {
-	b, _ := json.Marshal(replayError{Error: strings.TrimPrefix(err.Error(), "replay: "), Exit: code, Skipped: skipped})
+// failJSON prints err as a JSON object on stdout (--json), with what rep
+// has to say, and returns code.
+func failJSON(stdout io.Writer, code int, err error, rep replayReport) int {
+	b, _ := json.Marshal(replayError{Error: strings.TrimPrefix(err.Error(), "replay: "), Exit: code, Skipped: rep.Skipped, Troubled: rep.Troubled})
 	fmt.Fprintf(stdout, "%s\n", b)
 	return code
 }
@@ -434,17 +494,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// parseSince reads an RFC 3339 time, or a duration meaning that long
-// before now.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		return now.Add(-d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration", s)
-	}
-	return t, nil
 }

@@ -17,9 +17,10 @@ func TestReplayStatusDeadTwiceDeliversOnce(t *testing.T) {
 	f := newReplayFixture(t)
 	ids := f.sendDead(t, "evt_twice", 2)
 	// billing (which still answers 500) is paused, so that its replays
-	// wait instead of going dead in their turn before the second run.
+	// wait instead of going dead in their turn before the second run
+	// (--yes: into a paused destination on purpose).
 	f.post(t, "/api/destinations/billing/pause")
-	if rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--reason", "billing was down (INC-9)"); rep.Count != 2 {
+	if rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--reason", "billing was down (INC-9)", "--yes"); rep.Count != 2 {
 		t.Fatalf("first replay = %+v, want 2", rep)
 	}
 	if rep := f.replayJSON(t, "--status", "dead", "--destination", "billing", "--reason", "again"); rep.Count != 0 {

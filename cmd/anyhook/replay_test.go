@@ -246,7 +246,7 @@ func TestReplayStatusDryRunUntilJSON(t *testing.T) {
 		t.Errorf("--until with --event: exit %d, %q", code, errOut)
 	}
 
-	rep = f.replayJSON(t, "--status", "dead", "--destination", "billing")
+	rep = f.replayJSON(t, "--status", "dead", "--destination", "billing", "--yes") // billing still fails
 	if rep.DryRun || rep.Count != 3 {
 		t.Fatalf("replay = %+v, want 3", rep)
 	}

@@ -122,8 +122,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// fail prints a one-line error and returns the exit status for it.
+// fail prints a one-line error and returns the exit status for it; a
+// config with several problems gets one line per problem.
 func fail(stderr io.Writer, code int, err error) int {
+	if ps := config.List(err); len(ps) > 1 {
+		for _, p := range ps {
+			fmt.Fprintf(stderr, "anyhook: %s\n", p)
+		}
+		return code
+	}
 	fmt.Fprintf(stderr, "anyhook: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
 	return code
 }
@@ -161,8 +168,30 @@ func openStore(ctx context.Context, cfg *config.Config, command string) (store.S
 	return gateway.Open(ctx, cfg)
 }
 
-func loadConfig(path string) (*config.Config, error) {
-	return config.Load(config.Resolve(path))
+// loadConfig loads the config for command, which reads only the values
+// under uses (config.Uses patterns; none: every value, as serve does). A
+// value it does not read whose ${VAR} is unset or ${file:PATH} missing is
+// skipped, and said so on stderr (docs/configuration.md).
+func loadConfig(path string, stderr io.Writer, command string, uses ...string) (*config.Config, error) {
+	var u func(string) bool
+	if len(uses) > 0 {
+		u = config.Uses(uses...)
+	}
+	cfg, err := config.LoadFor(config.Resolve(path), u)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range cfg.Skipped {
+		fmt.Fprintf(stderr, "anyhook: skipped %s (%s does not use it)\n", s, command)
+	}
+	return cfg, nil
+}
+
+// warn prints the config's warnings (config.Config.Warnings), one a line.
+func warn(stderr io.Writer, cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "anyhook: warning: %s\n", w)
+	}
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -179,6 +208,9 @@ Runs the gateway: ingest (POST /webhooks/<source>), the delivery workers,
 the admin API, the dashboard and /metrics, on the config's listen address
 (with admin.listen set, the admin API, dashboard, /metrics and /readyz are
 served there instead; tls: serves HTTPS). It listens first, then opens the database and applies pending migrations.
+It prints its address and the dashboard's URL, and logs the config's
+warnings (a source no destination lists, a secret with white space
+around it).
 SIGINT or SIGTERM stops it gracefully (exit 0). Exit 2: bad flags, a bad
 config, the address in use, an unreachable database or an OTEL_* value it
 cannot use. OpenTelemetry tracing: the standard OTEL_* environment
@@ -203,13 +235,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	cfg, err := loadConfig(*cfgPath)
-	if err != nil {
-		return fail(stderr, exitUsage, err)
-	}
 	// The whole config first: a mistake in it is reported as such, even
 	// when the address is in use too.
-	if err := gateway.Check(cfg); err != nil {
+	cfg, err := checkedConfig(*cfgPath)
+	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
 	// Listen before the store is opened: an address in use must fail
@@ -230,6 +259,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if ls.Admin != nil {
 			ls.Admin.Close()
 		}
+	}
+	// Said once it is sure to start: a config that does not run gets
+	// only its errors.
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: "+w.Msg, "file", w.File, "line", w.Line, "key", w.Key)
 	}
 	// Tracing is off unless the OTEL_* environment configures an
 	// exporter (docs/tracing.md).
@@ -253,12 +287,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	g.StartListeners(ctx, ls)
 	ingestTLS, adminTLS := g.TLS()
+	dashboard := scheme(ingestTLS != nil) + "://" + loopbackFor(ln.Addr().String()) + "/"
 	if ls.Admin == nil {
 		fmt.Fprintf(stdout, "anyhook %s listening on %s://%s\n", buildinfo.Version(), scheme(ingestTLS != nil), ln.Addr())
 	} else {
 		fmt.Fprintf(stdout, "anyhook %s listening on %s://%s (webhooks), admin on %s://%s\n", buildinfo.Version(),
 			scheme(ingestTLS != nil), ln.Addr(), scheme(adminTLS != nil), ls.Admin.Addr())
+		dashboard = scheme(adminTLS != nil) + "://" + loopbackFor(ls.Admin.Addr().String()) + "/"
 	}
+	if cfg.DashboardURL != "" {
+		dashboard = cfg.DashboardURL
+	}
+	login := " (no login: admin_token is not set)"
+	if cfg.AdminToken != "" {
+		login = " (log in with the admin_token)"
+	}
+	fmt.Fprintf(stdout, "dashboard: %s%s\n", dashboard, login)
 	code := exitOK // SIGINT/SIGTERM: a graceful stop exits 0 (SPEC §2)
 	select {
 	case <-ctx.Done():

@@ -94,7 +94,7 @@ func TestHealthcheck(t *testing.T) {
 func TestConfigCheck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	good := writeConfig(t, dir, "admin_token: tok-SECRET-1\nsources:\n  stripe:\n    provider: stripe\n    secrets: [whsec_SECRET-2]\n")
+	good := writeConfig(t, dir, "admin_token: tok-SECRET-1\nsources:\n  stripe:\n    provider: stripe\n    secrets: [whsec_SECRET-2]\n    record_only: true\n")
 	code, out, errOut := exe(t, "config", "check", "--config", good)
 	if code != 0 || errOut != "" || strings.Contains(out, "SECRET") ||
 		!strings.Contains(out, "admin_token: <redacted>\n") || !strings.Contains(out, "listen: 127.0.0.1:8080\n") ||

@@ -17,8 +17,9 @@ const sinkUsage = `usage: anyhook sink [--listen ADDR] [--status N] [--signing-s
 
 A destination to try the gateway with: prints one line per delivery it
 receives (its event id, attempt, source, provider event id and, when the
-source has ordering rules, object=… version=…, and stale=true on a stale
-event) and answers --status (400 when --signing-secret is given and the
+source has ordering rules, object=… version=…, stale=true on a stale
+event, and backfill=true on an event a backfill read from the provider's
+API) and answers --status (400 when --signing-secret is given and the
 signature does not match).`
 
 // sink runs `anyhook sink`: a destination to try the gateway with. It
@@ -71,6 +72,11 @@ func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if h.Get("X-AnyHook-Stale") == "true" {
 			note = " stale=true" + note
+		}
+		if h.Get("X-AnyHook-Backfill") == "true" {
+			// Read from the provider's API after an outage (anyhook
+			// backfill), not pushed by the provider.
+			note = " backfill=true" + note
 		}
 		mu.Lock()
 		// The same id names as the gateway's logs: event_id is the

@@ -69,7 +69,7 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	u := *target
 	client := &http.Client{}
 	if u == "" {
-		cfg, err := loadConfig(*cfgPath)
+		cfg, err := loadConfig(*cfgPath, stderr, "healthcheck", "listen", "tls")
 		if err != nil {
 			return fail(stderr, exitUsage, err)
 		}

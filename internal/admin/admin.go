@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/delivery"
 	routes "github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -66,6 +67,7 @@ type Store interface {
 	store.DeliveryReader
 	store.DestinationDiscarder
 	store.RejectionReader
+	store.QueueReader
 }
 
 // Options configure an API.
@@ -107,6 +109,12 @@ type Options struct {
 	// resend, a resume — so that the delivery engine claims them now
 	// rather than at its next poll; nil: nobody.
 	Queued func()
+	// Health is what the delivery engine of this process has seen of each
+	// destination (delivery.Engine.Health): a bulk replay into one whose
+	// latest attempts failed is refused unless forced. A destination it
+	// has not attempted is judged from the store (store.LatestFailure);
+	// nil: every one is.
+	Health func() map[string]delivery.Health
 }
 
 // API is the admin API. Create it with New.
@@ -126,6 +134,7 @@ type API struct {
 	ledger    Ledger
 	backfills Backfills
 	queued    func()
+	health    func() map[string]delivery.Health
 }
 
 // queue tells Options.Queued that deliveries became due.
@@ -157,6 +166,7 @@ func New(opt Options) *API {
 		inOrder:   map[string]bool{},
 		backfills: opt.Backfill,
 		queued:    opt.Queued,
+		health:    opt.Health,
 	}
 	for _, d := range opt.InOrder {
 		a.inOrder[d] = true

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -14,7 +15,7 @@ import (
 
 // GET /api/deliveries?status=&destination=&source=&since=&until=&limit=&cursor=
 func (a *API) listDeliveries(w http.ResponseWriter, r *http.Request) error {
-	q := &query{v: r.URL.Query()}
+	q := a.query(r)
 	q.only("status", "destination", "source", "since", "until", "limit", "cursor")
 	f := store.DeliveryFilter{
 		Status:      q.status("status"),
@@ -33,6 +34,11 @@ func (a *API) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if len(ds) == 0 && f.Cursor == "" {
+		if err := a.knownDestination(r.Context(), f.Destination); err != nil {
+			return err
+		}
+	}
 	if err := store.FillWaitsBehind(r.Context(), a.store, ds, a.inOrder); err != nil {
 		return err
 	}
@@ -41,6 +47,21 @@ func (a *API) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 		out.Items = append(out.Items, a.toDelivery(d, false))
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// knownDestination refuses a destination filter that names no destination
+// at all, rather than answer an empty list as if it had no deliveries: a
+// destination is known when it is configured, or when deliveries to it
+// remain (one since removed from the config).
+func (a *API) knownDestination(ctx context.Context, dest string) error {
+	if dest == "" || a.known[dest] {
+		return nil
+	}
+	ds, _, err := a.store.ListDeliveries(ctx, store.DeliveryFilter{Destination: dest, Limit: 1})
+	if err != nil || len(ds) > 0 {
+		return err
+	}
+	return badParam("destination", "unknown destination %q (configured: %s)", dest, strings.Join(a.dests, ", "))
 }
 
 type resolveRequest struct {

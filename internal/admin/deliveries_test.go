@@ -300,7 +300,7 @@ func TestBulkReplaySkipsOrphanedDestinations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dry := range []bool{true, false} {
-		m := f.mustStatus(f.do("POST", "/api/replay", fmt.Sprintf(`{"status":"pending","dry_run":%v}`, dry)), map[bool]int{true: http.StatusOK, false: http.StatusAccepted}[dry]).json(t)
+		m := f.mustStatus(f.do("POST", "/api/replay", fmt.Sprintf(`{"source":"stripe","dry_run":%v}`, dry)), map[bool]int{true: http.StatusOK, false: http.StatusAccepted}[dry]).json(t)
 		if m["count"] != float64(1) {
 			t.Errorf("bulk replay (dry run %v) = %v; want 1 (billing only)", dry, m)
 		}

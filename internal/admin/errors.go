@@ -29,6 +29,10 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Details, when set, is rendered as the error's "details": what the
+	// client needs to act on it (the candidates of an ambiguous id, the
+	// destinations a replay would send into while they fail).
+	Details any
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -152,10 +156,11 @@ func (a *API) render(w http.ResponseWriter, r *http.Request, err error) {
 	type body struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		Details any    `json:"details,omitempty"`
 	}
 	writeJSON(w, e.Status, struct {
 		Error body `json:"error"`
-	}{body{e.Code, e.Message}})
+	}{body{e.Code, e.Message, e.Details}})
 }
 
 // writeJSON writes v as the JSON answer with status.

@@ -1,19 +1,25 @@
 package admin
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/delivery"
 	routes "github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
 // GET /api/events?source=&type=&status=&q=&since=&until=&limit=&cursor=
 func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
-	q := &query{v: r.URL.Query()}
+	q := a.query(r)
 	q.only("source", "type", "status", "q", "since", "until", "limit", "cursor")
 	f := store.EventFilter{
 		Source: q.str("source"),
@@ -63,18 +69,47 @@ func (a *API) getEvent(w http.ResponseWriter, r *http.Request) error {
 
 type replayEventRequest struct {
 	Destination string `json:"destination"`
-	Reason      string `json:"reason"`
+	// Source is the source of a provider event id: such an id is unique
+	// within one source only.
+	Source string `json:"source"`
+	Reason string `json:"reason"`
 	// IgnoreFilters sends a replay without a destination to every
 	// destination of the source, whatever their filters say.
 	IgnoreFilters bool `json:"ignore_filters"`
 }
 
 type replayEventResponse struct {
-	EventID    string         `json:"event_id"`
+	EventID string `json:"event_id"`
+	// Matched says which of the event's ids the path named: event_id,
+	// delivery_id or provider_event_id.
+	Matched    string         `json:"matched"`
 	Deliveries []deliveryJSON `json:"deliveries"`
 }
 
-// POST /api/events/{id}/replay {"destination": "..."}
+// candidateJSON is one event an ambiguous provider event id names.
+type candidateJSON struct {
+	EventID    string    `json:"event_id"`
+	Source     string    `json:"source"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// ambiguous is the 409 of a provider event id that events of several
+// sources have: the candidates, and how to pick one.
+func ambiguous(e *store.AmbiguousError) *Error {
+	cands := make([]candidateJSON, len(e.Candidates))
+	for i, c := range e.Candidates {
+		cands[i] = candidateJSON{EventID: c.ID, Source: c.Source, ReceivedAt: c.ReceivedAt}
+	}
+	return &Error{Status: http.StatusConflict, Code: "ambiguous_id",
+		Message: e.Error() + `; name one with "source" (` + strings.Join(e.Sources(), ", ") + `), or use its event_id`,
+		Details: map[string]any{"candidates": cands}}
+}
+
+// POST /api/events/{id}/replay {"destination": "...", "source": "..."}
+//
+// id is whichever id a person has, as the command line takes it: the
+// event's own, a delivery's (then that delivery's destination), or the
+// provider's (with "source" when events of several sources have it).
 func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	var req replayEventRequest
 	if err := decodeBody(w, r, &req); err != nil {
@@ -89,11 +124,24 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	by := actor(r, reason)
-	ev, err := a.store.Event(r.Context(), r.PathValue("id"))
+	req.Source = strings.TrimSpace(req.Source)
+	if p := store.TextProblem(req.Source); p != "" {
+		return badParam("source", "%s", p)
+	}
+	found, err := store.Resolve(r.Context(), a.store, r.PathValue("id"), req.Source, slices.Sorted(maps.Keys(a.sources)))
+	var amb *store.AmbiguousError
+	if errors.As(err, &amb) {
+		return ambiguous(amb)
+	}
 	if err != nil {
 		return err
 	}
-	dests, err := a.replayTargets(ev, req.Destination, req.IgnoreFilters)
+	ev := found.Event
+	dest := req.Destination
+	if dest == "" && found.Via != nil {
+		dest = found.Via.Destination // a delivery id: that delivery's destination
+	}
+	dests, err := a.replayTargets(ev, dest, req.IgnoreFilters)
 	if err != nil {
 		return err
 	}
@@ -105,7 +153,7 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: event replayed",
 		slog.String("event_id", ev.ID), slog.String("source", ev.Source), slog.Any("destinations", dests),
 		slog.String("actor", by.Name), slog.String("reason", by.Reason))
-	out := replayEventResponse{EventID: ev.ID, Deliveries: make([]deliveryJSON, 0, len(ds))}
+	out := replayEventResponse{EventID: ev.ID, Matched: found.Matched, Deliveries: make([]deliveryJSON, 0, len(ds))}
 	for _, d := range ds {
 		out.Deliveries = append(out.Deliveries, a.toDelivery(d, false))
 	}
@@ -163,12 +211,93 @@ type bulkReplayRequest struct {
 	Until       string `json:"until"`
 	DryRun      bool   `json:"dry_run"`
 	Reason      string `json:"reason"`
+	// Force replays into destinations that are paused or failing, which
+	// is otherwise refused (409) naming them.
+	Force bool `json:"force"`
 }
 
 type bulkReplayResponse struct {
 	Count   int             `json:"count"`
 	DryRun  bool            `json:"dry_run"`
 	Skipped []skippedReplay `json:"skipped"`
+	// Troubled are the destinations the replay sends (or would send)
+	// into while they are paused or failing: a dry run says so, and so
+	// does a forced replay.
+	Troubled []TroubledDestination `json:"troubled,omitempty"`
+}
+
+// TroubledDestination is a destination a replay would send into while it
+// cannot take it, as the API (and anyhook replay --json) names it.
+type TroubledDestination struct {
+	Destination string `json:"destination"`
+	Reason      string `json:"reason"` // paused or failing
+	Detail      string `json:"detail"`
+}
+
+// troubledNames are the names of ts, for the log.
+func troubledNames(ts []store.Troubled) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Destination
+	}
+	return names
+}
+
+// TroubledDestinations are ts as the API names them.
+func TroubledDestinations(ts []store.Troubled) []TroubledDestination {
+	var out []TroubledDestination
+	for _, t := range ts {
+		out = append(out, TroubledDestination{Destination: t.Destination, Reason: t.Reason(), Detail: t.String()})
+	}
+	return out
+}
+
+// failing says whether and how destination fails (Failing).
+func (a *API) failing(ctx context.Context, destination string) (string, error) {
+	return Failing(a.health, a.store)(ctx, destination)
+}
+
+// Failing says whether and how a destination fails, for store.Trouble: as
+// this process's delivery engine saw it (health; its latest attempts
+// failed, none succeeded since), or, for a destination it attempted none
+// of (or with health nil), as the store holds it (store.LatestFailure).
+// The admin API and the dashboard judge a replay's destinations alike
+// with it.
+func Failing(health func() map[string]delivery.Health, st store.TroubleReader) func(ctx context.Context, destination string) (string, error) {
+	return func(ctx context.Context, destination string) (string, error) {
+		if health != nil {
+			if h, ok := health()[destination]; ok {
+				switch h.Streak {
+				case 0:
+					return "", nil
+				case 1:
+					return fmt.Sprintf("its latest attempt, at %s, failed (%s), and none has succeeded since", h.Since.UTC().Format(time.RFC3339), h.LastError), nil
+				}
+				return fmt.Sprintf("its last %d attempts failed, since %s (last error: %s), and none has succeeded since",
+					h.Streak, h.Since.UTC().Format(time.RFC3339), h.LastError), nil
+			}
+		}
+		return store.LatestFailure(ctx, st, destination)
+	}
+}
+
+// replayTrouble returns the destinations of f.Destinations (or
+// f.Destination) that are paused or failing and that f selects deliveries
+// of: where a bulk replay would burn attempts, or wait.
+func (a *API) replayTrouble(ctx context.Context, f store.DeliveryFilter) ([]store.Troubled, error) {
+	dests := f.Destinations
+	if f.Destination != "" {
+		dests = []string{f.Destination}
+	}
+	ts, err := store.Trouble(ctx, a.store, dests, a.failing)
+	if err != nil || len(ts) == 0 {
+		return nil, err
+	}
+	selected, err := store.Selected(ctx, a.store, f, troubledNames(ts))
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(ts, func(t store.Troubled) bool { return !slices.Contains(selected, t.Destination) }), nil
 }
 
 // skippedReplay is a selected event a bulk replay left alone, and why.
@@ -195,7 +324,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	q := &query{}
+	q := &query{now: a.now()}
 	f := store.DeliveryFilter{
 		Source:      strings.TrimSpace(req.Source),
 		Status:      anyhook.DeliveryStatus(strings.TrimSpace(req.Status)),
@@ -207,10 +336,13 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		q.fail(badParam("source", "%s", p)) // PostgreSQL would fail the query; no source has such a name
 	}
 	if f.Status != "" && !f.Status.Valid() {
-		q.fail(badParam("status", "unknown status %q (want pending, delivering, delivered, dead, held, skipped, paused or resolved)", f.Status))
+		q.fail(badParam("status", "unknown status %q (a bulk replay takes %s)", f.Status, statusList(store.ReplayStatuses)))
 	}
-	if f.Status == anyhook.StatusResolved {
-		q.fail(badParam("status", "a bulk replay never selects resolved deliveries (a person replayed or discarded them); replay one event with POST /api/events/{id}/replay"))
+	if why := store.ReplayRefusal(f.Status); why != "" {
+		if f.Status == anyhook.StatusResolved {
+			why += "; replay one event with POST /api/events/{id}/replay"
+		}
+		q.fail(badParam("status", "%s", why))
 	}
 	reason, err := checkReason(req.Reason)
 	if err != nil {
@@ -232,12 +364,25 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		// config no longer names would wait for ever (discard those).
 		f.Destinations = a.dests
 	}
+	troubled, err := a.replayTrouble(r.Context(), f)
+	if err != nil {
+		return err
+	}
 	if req.DryRun {
 		res, err := store.DryRunReplay(r.Context(), a.store, f)
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, DryRun: true, Skipped: skipped(res.Pruned)})
+		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, DryRun: true, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
+	}
+	if len(troubled) > 0 && !req.Force {
+		var says []string
+		for _, t := range troubled {
+			says = append(says, t.String())
+		}
+		return &Error{Status: http.StatusConflict, Code: "destination_troubled",
+			Message: "the replay would send into " + strings.Join(says, "; ") + `. Fix or resume first (a failing destination spends the replays' attempts, and they go dead again), or send "force": true`,
+			Details: map[string]any{"destinations": TroubledDestinations(troubled)}}
 	}
 	by := actor(r, reason)
 	res, err := a.store.ReplayDeliveries(r.Context(), f, by)
@@ -249,6 +394,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
 		slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
+		slog.Any("forced_into", troubledNames(troubled)),
 		slog.String("actor", by.Name), slog.String("reason", by.Reason))
-	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Skipped: skipped(res.Pruned)})
+	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
 }

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -9,17 +10,22 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 // maxLimit is the largest page a list answers.
 const maxLimit = 500
 
 // query reads query parameters, keeping the first error, which names the
-// parameter.
+// parameter. now is the clock a duration ago (since=1h) counts back from.
 type query struct {
 	v   url.Values
+	now time.Time
 	err error
 }
+
+// query reads r's query parameters.
+func (a *API) query(r *http.Request) *query { return &query{v: r.URL.Query(), now: a.now()} }
 
 func (q *query) fail(e *Error) {
 	if q.err == nil {
@@ -32,22 +38,36 @@ func (q *query) str(name string) string { return strings.TrimSpace(q.v.Get(name)
 func (q *query) status(name string) anyhook.DeliveryStatus {
 	s := anyhook.DeliveryStatus(q.str(name))
 	if s != "" && !s.Valid() {
-		q.fail(badParam(name, "unknown status %q (want pending, delivering, delivered, dead, held, skipped, paused or resolved)", s))
+		q.fail(badParam(name, "unknown status %q (want %s)", s, statusList(anyhook.DeliveryStatuses)))
 	}
 	return s
+}
+
+// statusList names statuses for a message: "pending, dead or held".
+func statusList(ss []anyhook.DeliveryStatus) string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = string(s)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 func (q *query) time(name string) time.Time {
 	return parseTime(q, name, q.str(name))
 }
 
+// parseTime reads a since or until: an RFC 3339 time or a duration ago,
+// as the command line takes them (store.ParseWhen).
 func parseTime(q *query, name, s string) time.Time {
 	if s == "" {
 		return time.Time{}
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := store.ParseWhen(s, q.now)
 	if err != nil {
-		q.fail(badParam(name, "%q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", s))
+		q.fail(badParam(name, "%s", err))
 	}
 	return t
 }

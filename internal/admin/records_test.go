@@ -81,7 +81,7 @@ func TestReplayEmptiesTheDeadQueue(t *testing.T) {
 	if n := f.mustStatus(f.do("POST", "/api/replay", `{"status":"dead","dry_run":true}`), http.StatusOK).json(t)["count"]; n != 1.0 {
 		t.Errorf("dry run counts %v, want 1 (the replayed one left the dead queue)", n)
 	}
-	if n := f.mustStatus(f.do("POST", "/api/replay", `{"status":"dead","reason":"after the outage"}`), http.StatusAccepted).json(t)["count"]; n != 1.0 {
+	if n := f.mustStatus(f.do("POST", "/api/replay", `{"status":"dead","reason":"after the outage","force":true}`), http.StatusAccepted).json(t)["count"]; n != 1.0 {
 		t.Errorf("bulk replay count %v, want 1", n)
 	}
 	if n := f.mustStatus(f.do("POST", "/api/replay", `{"status":"dead"}`), http.StatusAccepted).json(t)["count"]; n != 0.0 {

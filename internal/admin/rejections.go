@@ -28,7 +28,7 @@ type rejectionJSON struct {
 
 // GET /api/rejections?source=&reason=&since=&until=&limit=&cursor=
 func (a *API) listRejections(w http.ResponseWriter, r *http.Request) error {
-	q := &query{v: r.URL.Query()}
+	q := a.query(r)
 	q.only("source", "reason", "since", "until", "limit", "cursor")
 	f := store.RejectionFilter{
 		Source: q.str("source"),

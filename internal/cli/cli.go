@@ -112,12 +112,16 @@ func Suggest(s string, candidates []string) string {
 	return best
 }
 
-// EditDistance is the Levenshtein distance between a and b (64 for
-// strings longer than 64 bytes: never a suggestion).
+// EditDistance is the number of single-letter insertions, deletions,
+// substitutions and swaps of two adjacent letters that turn a into b (the
+// optimal string alignment distance: "sned" is one swap from "send"); 64
+// for strings longer than 64 bytes: never a suggestion.
 func EditDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return 64
 	}
+	// Three rows: two back for a swap.
+	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -131,8 +135,11 @@ func EditDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

@@ -16,6 +16,8 @@ func TestSuggest(t *testing.T) {
 		{"evnt", "event"},
 		{"sinse", "since"},
 		{"untill", "until"},
+		{"sotrue", "source"}, // a swap of two letters is one edit
+		{"stauts", "status"},
 		{"x", ""},       // one edit of one letter is not a suggestion
 		{"dry", ""},     // too far from everything
 		{"verbose", ""}, // unrelated
@@ -23,6 +25,27 @@ func TestSuggest(t *testing.T) {
 		if got := Suggest(tt.in, names); got != tt.want {
 			t.Errorf("Suggest(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"send", "send", 0}, {"sned", "send", 1}, {"serv", "serve", 1}, {"relpay", "replay", 1},
+		{"ca", "abc", 3}, {"kitten", "sitting", 3}, {"abc", "", 3}, {strings.Repeat("a", 65), "a", 64},
+	} {
+		if got := EditDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := EditDistance(tt.b, tt.a); got != tt.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d (it is symmetric)", tt.b, tt.a, got, tt.want)
+		}
+	}
+	if got := Suggest("sned", []string{"serve", "send", "sink", "replay"}); got != "send" {
+		t.Errorf(`Suggest("sned") = %q, want send`, got)
 	}
 }
 

@@ -20,6 +20,7 @@ var consumedInConfig = map[string]string{
 	"Destination.OnStaleClaim": "Destination.StalePolicy",
 	"LedgerSettings.KeyFile":   "Config.LedgerKeyPath",
 	"Source.Type":              "Source.ProviderSettings",
+	"Source.RecordOnly":        "Config.Warnings",
 	// A source's provider settings reach the provider package through
 	// Source.ProviderSettings (TestProviderSettings checks each one).
 	"Source.Secrets":      "Source.ProviderSettings",

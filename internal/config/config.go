@@ -37,6 +37,17 @@ type Config struct {
 	SourceOrder      []string `yaml:"-"`
 	DestinationOrder []string `yaml:"-"`
 
+	// Skipped are the values LoadFor left empty because the command does
+	// not use them and they could not be expanded (an unset ${VAR}), each
+	// with its file, line, key and why.
+	Skipped []*Error `yaml:"-"`
+
+	// warnings are what decoding found legal but likely a mistake, and
+	// notes what Validate did (see Warnings).
+	warnings, notes []*Error
+	// mistakes are the problems decoding reported (see Follows).
+	mistakes []*Error
+
 	// lines maps a dotted key path ("sources.stripe.secrets",
 	// "alerts[0].slack") to the line it appears on, for Errorf.
 	lines map[string]int
@@ -72,6 +83,11 @@ type Source struct {
 	// Backfill says what a backfill reads where the API key alone does not
 	// (GitHub: which hook's deliveries).
 	Backfill *BackfillSettings `yaml:"backfill"`
+	// RecordOnly says that no destination lists the source on purpose:
+	// its events are recorded (and can be replayed to a destination
+	// later) but delivered nowhere. Without it, such a source is warned
+	// about; with it, a destination listing the source is an error.
+	RecordOnly bool `yaml:"record_only"`
 
 	// Destinations is derived: the destinations that list this source.
 	Destinations []string `yaml:"-"`

@@ -245,7 +245,7 @@ func TestErrors(t *testing.T) {
 		{"bad size", minimal + "    max_body: 10MB\n", 5, "sources.stripe.max_body", "not a size"},
 		{"negative size", minimal + "    max_body: -1\n", 5, "sources.stripe.max_body", "not a size"},
 		{"size overflow", minimal + "    max_body: 99999999999GiB\n", 5, "sources.stripe.max_body", "not a size"},
-		{"secrets scalar", "sources:\n  a:\n    provider: x\n    secrets: whsec_supersecret\n", 4, "sources.a.secrets", "must be a list"},
+		{"secrets scalar", "sources:\n  a:\n    provider: stripe\n    secrets: whsec_supersecret\n", 4, "sources.a.secrets", "must be a list"},
 		{"empty secret", "sources:\n  a:\n    provider: x\n    secrets: [\"\"]\n", 4, "sources.a.secrets[0]", "is empty"},
 		{"public_url", minimal + "    public_url: /webhooks/x\n", 5, "sources.stripe.public_url", "absolute"},
 		{"api_base", minimal + "    api_key: sk_test_x\n    api_base: api.stripe.com\n", 6, "sources.stripe.api_base", "absolute"},
@@ -617,8 +617,14 @@ func FuzzParse(f *testing.F) {
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %T is not *Error: %v", err, err)
 			}
-			if strings.ContainsAny(err.Error(), "\n") {
-				t.Fatalf("multi-line error %q", err)
+			// Every problem is one line of its own.
+			for _, e := range List(err) {
+				if strings.ContainsAny(e.Error(), "\n") {
+					t.Fatalf("multi-line error %q", e)
+				}
+			}
+			if n := len(List(err)); strings.Count(err.Error(), "\n") != n-1 {
+				t.Fatalf("%d problems on %d lines: %q", n, strings.Count(err.Error(), "\n")+1, err)
 			}
 			return
 		}

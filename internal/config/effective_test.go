@@ -77,6 +77,8 @@ func TestEffectiveRoundTrip(t *testing.T) {
 			t.Fatalf("%s: the effective configuration does not parse: %v\n%s", name, err, out)
 		}
 		c.lines, back.lines = nil, nil
+		// Warnings name lines of the file they were found in.
+		c.warnings, c.notes, back.warnings, back.notes = nil, nil, nil, nil
 		if !reflect.DeepEqual(c, back) {
 			t.Errorf("%s: the effective configuration reads back differently:\n%s", name, out)
 		}

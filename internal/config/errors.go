@@ -1,7 +1,10 @@
 package config
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -18,6 +21,8 @@ type Error struct {
 	Key  string // dotted key path, e.g. "sources.orders.signature"; "" for the file
 	Msg  string
 	Err  error // the underlying cause, if any
+
+	meant string // an unknown key's suggestion: the key likely meant
 }
 
 func (e *Error) Error() string {
@@ -91,4 +96,80 @@ func oneLine(s string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// Errors is every problem found in one file, in line order (problems
+// with the file as a whole first). It prints one problem per line; each
+// line is an *Error, which errors.As finds (the first one).
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems, for errors.As and errors.Is.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// List returns the problems in err, in line order: the elements of an
+// Errors, or err itself as an *Error (nil for other errors and nil).
+func List(err error) []*Error {
+	var es Errors
+	if errors.As(err, &es) {
+		return es
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return []*Error{e}
+	}
+	return nil
+}
+
+// Join returns the problems of errs (each an *Error, an Errors, or any
+// other error, kept as a problem with the file as a whole) as one Errors
+// in line order; nil when there are none. The wiring checks what config
+// cannot (a provider's secret form) with it, so that config check lists
+// those with the rest.
+func Join(errs ...error) error {
+	var p problems
+	for _, err := range errs {
+		p.add(err)
+	}
+	return p.err()
+}
+
+// problems collects the errors of independent checks, so that one file's
+// every mistake is reported at once.
+type problems []*Error
+
+// add keeps err's problems: an *Error, an Errors, or (from outside the
+// package) any other error, kept as a problem with the file as a whole.
+func (p *problems) add(err error) {
+	if err == nil {
+		return
+	}
+	if es := List(err); es != nil {
+		*p = append(*p, es...)
+		return
+	}
+	*p = append(*p, &Error{File: "config", Msg: err.Error(), Err: err})
+}
+
+// err returns the problems in line order as an Errors, or nil.
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	es := slices.Clone(p)
+	slices.SortStableFunc(es, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+	return Errors(es)
 }

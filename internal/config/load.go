@@ -40,8 +40,17 @@ func Resolve(flagValue string) string {
 }
 
 // Load reads, expands, decodes and validates the file at path, taking
-// ${VAR} values from the process environment.
-func Load(path string) (*Config, error) {
+// ${VAR} values from the process environment. Every value must expand:
+// this is the config as serve and config check load it.
+func Load(path string) (*Config, error) { return LoadFor(path, nil) }
+
+// LoadFor is Load for a command that reads only some of the values: uses
+// says, of a key path, whether the command reads the value there (nil:
+// every one; Uses builds it). A value it does not read whose ${VAR} is
+// unset or whose ${file:PATH} cannot be read is skipped rather than an
+// error: left empty, left out of the validation, and listed in
+// Config.Skipped for the command to mention.
+func LoadFor(path string, uses func(key string) bool) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		msg := "cannot read the config file: " + err.Error()
@@ -50,14 +59,22 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, &Error{File: path, Msg: msg, Err: err}
 	}
-	return Parse(path, data, os.LookupEnv)
+	return ParseFor(path, data, os.LookupEnv, uses)
 }
 
 // Parse is Load on bytes already read: path names the file in errors and
 // anchors relative paths; getenv (nil: os.LookupEnv) supplies ${VAR}
 // values. Defaults are applied and the result validated; the error, if
-// any, is an *Error.
+// any, is an Errors listing every problem found, in line order. With it
+// the Config is returned as far as it could be read (nil after a YAML
+// syntax error), for a caller that checks more of it (config check): it
+// is not a config to run.
 func Parse(path string, data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	return ParseFor(path, data, getenv, nil)
+}
+
+// ParseFor is Parse with LoadFor's uses.
+func ParseFor(path string, data []byte, getenv func(string) (string, bool), uses func(key string) bool) (*Config, error) {
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
@@ -72,19 +89,89 @@ func Parse(path string, data []byte, getenv func(string) (string, bool)) (*Confi
 	if err != nil {
 		return nil, err
 	}
+	d := &decoder{c: c, getenv: getenv, uses: uses, order: map[string][]string{}}
 	if root != nil {
-		d := &decoder{c: c, getenv: getenv, order: map[string][]string{}}
-		if err := d.decode(root, reflect.ValueOf(c).Elem(), ""); err != nil {
-			return nil, err
-		}
+		d.keep(d.decode(root, reflect.ValueOf(c).Elem(), ""))
 		c.SourceOrder = d.order["sources"]
 		c.DestinationOrder = d.order["destinations"]
 	}
+	c.Skipped = d.skipped
 	c.setDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
+	c.mistakes = d.errs
+	all := d.errs
+	for _, e := range List(c.Validate()) {
+		if !c.Follows(e.Key) {
+			all = append(all, e)
+		}
+	}
+	if err := all.err(); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// Follows reports whether a problem with key, found by a check of the
+// decoded config (Validate, or the wiring's), only repeats what decoding
+// already reported or skipped: a value refused (now empty) is refused
+// again, a block whose key was misspelt lacks the key meant ("secret:"
+// for "secrets:"), a block with a merge key is incomplete as a whole, and
+// a value LoadFor skipped is empty.
+func (c *Config) Follows(key string) bool {
+	if c.skipped(key) {
+		return true
+	}
+	under := func(k, root string) bool {
+		return root == "" || k == root || strings.HasPrefix(k, root+".") || strings.HasPrefix(k, root+"[")
+	}
+	for _, e := range c.mistakes {
+		parent := parentKey(e.Key)
+		switch {
+		case under(key, e.Key), key == parent:
+			return true
+		case e.meant != "" && under(key, join(parent, e.meant)):
+			return true
+		case strings.HasSuffix(e.Key, ".<<") && under(key, parent):
+			return true
+		}
+	}
+	return false
+}
+
+// parentKey is the key of the block key is in ("" at the top).
+func parentKey(key string) string {
+	if strings.HasSuffix(key, "]") {
+		if i := strings.LastIndexByte(key, '['); i >= 0 {
+			return key[:i]
+		}
+	}
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// skipped reports whether a problem with key is one with a value
+// LoadFor skipped (the key, a key under it, or the list it is in).
+func (c *Config) skipped(key string) bool {
+	for _, s := range c.Skipped {
+		list, _, _ := strings.Cut(s.Key, "[")
+		if key == s.Key || key == list || strings.HasPrefix(key, s.Key+".") || strings.HasPrefix(key, s.Key+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// Uses returns a LoadFor uses that takes the keys under any of patterns:
+// dotted key paths in which * stands for any source or destination name
+// ("database", "log", "destinations.*.filter").
+func Uses(patterns ...string) func(key string) bool {
+	alts := make([]string, len(patterns))
+	for i, p := range patterns {
+		alts[i] = strings.ReplaceAll(regexp.QuoteMeta(p), `\*`, `.+`)
+	}
+	re := regexp.MustCompile(`^(?:` + strings.Join(alts, "|") + `)(?:$|[.\[])`)
+	return re.MatchString
 }
 
 var yamlLineErr = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -149,12 +236,34 @@ const maxNodes = 1 << 20
 type decoder struct {
 	c      *Config
 	getenv func(string) (string, bool)
+	uses   func(key string) bool // nil: every key
 	order  map[string][]string
 	nodes  int
+
+	errs    problems // every key refused, decoding went on past each
+	skipped []*Error // values LoadFor skipped
+	tooBig  bool     // maxNodes reached: decoding stops
 }
 
 func (d *decoder) errf(n *yaml.Node, key, format string, args ...any) error {
 	return &Error{File: d.c.fileName(), Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// errSkipped is what decoding a value LoadFor skips returns: the value is
+// left zero, and it is no error.
+var errSkipped = errors.New("skipped")
+
+// keep records the problem of one key, after which decoding goes on with
+// the next, so that a file's every mistake is reported at once.
+func (d *decoder) keep(err error) {
+	if err != nil && !errors.Is(err, errSkipped) {
+		d.errs.add(err)
+	}
+}
+
+// warnf records a warning about the value of key at n's line.
+func (d *decoder) warnf(n *yaml.Node, key, format string, args ...any) {
+	d.c.warnings = append(d.c.warnings, &Error{File: d.c.fileName(), Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
 // scalarParser is implemented by the types written as one scalar with
@@ -164,8 +273,12 @@ type scalarParser interface{ parseScalar(string) error }
 var signatureType = reflect.TypeFor[Signature]()
 
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
+	if d.tooBig {
+		return errSkipped // said once, where it happened
+	}
 	d.nodes++
 	if d.nodes > maxNodes {
+		d.tooBig = true
 		return d.errf(n, path, "document too large (too many nodes or aliases)")
 	}
 	if n.Kind == yaml.AliasNode {
@@ -235,6 +348,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		if err != nil {
 			return err
 		}
+		d.checkSpace(n, path, s)
 		v.SetString(s)
 	case reflect.Int, reflect.Int64:
 		if isNull {
@@ -285,9 +399,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		for i, item := range n.Content {
 			p := path + "[" + strconv.Itoa(i) + "]"
 			d.c.lines[p] = item.Line
-			if err := d.decode(item, s.Index(i), p); err != nil {
-				return err
-			}
+			d.keep(d.decode(item, s.Index(i), p))
 		}
 		v.Set(s)
 	case reflect.Map:
@@ -307,8 +419,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 	return nil
 }
 
-// keys checks that n is a mapping with unique scalar keys and returns its
-// (key, value) pairs, recording the line of each key.
+// keys checks that n is a mapping and returns its (key, value) pairs,
+// recording the line of each key. A pair whose key is not a plain string,
+// is a merge key or repeats an earlier one is refused and left out.
 func (d *decoder) keys(n *yaml.Node, path string) ([][2]*yaml.Node, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, d.errf(n, path, "must be a mapping (key: value), not a %s", kindName(n))
@@ -317,18 +430,18 @@ func (d *decoder) keys(n *yaml.Node, path string) ([][2]*yaml.Node, error) {
 	pairs := make([][2]*yaml.Node, 0, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return nil, d.errf(k, path, "keys must be plain strings, not a %s", kindName(k))
+		switch first, dup := seen[k.Value]; {
+		case k.Kind != yaml.ScalarNode:
+			d.keep(d.errf(k, path, "keys must be plain strings, not a %s", kindName(k)))
+		case k.Value == "<<":
+			d.keep(d.errf(k, join(path, k.Value), "merge keys (<<) are not supported"))
+		case dup:
+			d.keep(d.errf(k, join(path, k.Value), "duplicate key (first at line %d)", first))
+		default:
+			seen[k.Value] = k.Line
+			d.c.lines[join(path, k.Value)] = k.Line
+			pairs = append(pairs, [2]*yaml.Node{k, val})
 		}
-		if k.Value == "<<" {
-			return nil, d.errf(k, join(path, k.Value), "merge keys (<<) are not supported")
-		}
-		if first, dup := seen[k.Value]; dup {
-			return nil, d.errf(k, join(path, k.Value), "duplicate key (first at line %d)", first)
-		}
-		seen[k.Value] = k.Line
-		d.c.lines[join(path, k.Value)] = k.Line
-		pairs = append(pairs, [2]*yaml.Node{k, val})
 	}
 	return pairs, nil
 }
@@ -348,9 +461,9 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) error {
 	for _, p := range pairs {
 		key := p[0].Value
 		elem := reflect.New(v.Type().Elem()).Elem()
-		if err := d.decode(p[1], elem, join(path, key)); err != nil {
-			return err
-		}
+		// Kept even when its value has a mistake: the rest of the file
+		// may refer to it by name.
+		d.keep(d.decode(p[1], elem, join(path, key)))
 		v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem)
 		names = append(names, key)
 	}
@@ -369,27 +482,54 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) error {
 		i, ok := fields[key]
 		if !ok {
 			msg := "unknown key"
-			if s := suggest(key, fields); s != "" {
+			s := suggest(key, fields)
+			if s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			return d.errf(p[0], join(path, key), "%s", msg)
+			e := d.errf(p[0], join(path, key), "%s", msg).(*Error)
+			e.meant = s
+			d.keep(e)
+			continue
 		}
-		if err := d.decode(p[1], v.Field(i), join(path, key)); err != nil {
-			return err
-		}
+		d.keep(d.decode(p[1], v.Field(i), join(path, key)))
 	}
 	return nil
 }
 
 // scalar returns n's value with ${VAR} and ${file:PATH} references
-// expanded.
+// expanded. A reference that cannot be expanded at a key the caller of
+// LoadFor does not use is skipped (errSkipped).
 func (d *decoder) scalar(n *yaml.Node, path string) (string, error) {
 	s, err := expand(n.Value, d.getenv, d.readFile)
 	if err != nil {
+		var un *unavailableError
+		if errors.As(err, &un) && d.uses != nil && !d.uses(path) {
+			d.skipped = append(d.skipped, d.errf(n, path, "%s", err).(*Error))
+			return "", errSkipped
+		}
 		return "", d.errf(n, path, "%s", err)
 	}
 	return s, nil
 }
+
+// checkSpace warns about a secret with leading or trailing white space:
+// it is kept as written (a secret may hold any byte), but it is far more
+// often a copy-and-paste slip that makes every signature fail.
+func (d *decoder) checkSpace(n *yaml.Node, path, s string) {
+	if s == "" || strings.TrimSpace(s) == s {
+		return
+	}
+	switch valueKinds[pattern(path)] {
+	case shownSecret, shownCapability:
+		d.warnf(n, path, "has white space at its start or end; it is kept as written, so it must be part of the secret: remove it if it is not")
+	}
+}
+
+// unavailableError is a ${VAR} that is not set or a ${file:PATH} that
+// cannot be read: the reference is right, the value is not there.
+type unavailableError struct{ msg string }
+
+func (e *unavailableError) Error() string { return e.msg }
 
 // shown quotes a value for an error message; a value that came from
 // ${VAR} or ${file:PATH} is named by its reference instead, since it may be
@@ -467,7 +607,7 @@ func expand(s string, getenv func(string) (string, bool), readFile func(string) 
 				}
 				val, err := readFile(file)
 				if err != nil {
-					return "", err
+					return "", &unavailableError{err.Error()}
 				}
 				b.WriteString(val)
 				continue
@@ -477,7 +617,7 @@ func expand(s string, getenv func(string) (string, bool), readFile func(string) 
 			}
 			val, ok := getenv(name)
 			if !ok {
-				return "", fmt.Errorf("environment variable %s is not set", name)
+				return "", &unavailableError{"environment variable " + name + " is not set"}
 			}
 			b.WriteString(val)
 		default:
@@ -508,8 +648,30 @@ func yamlFields(t reflect.Type) map[string]int {
 	return m
 }
 
-// suggest returns the known key closest to key, if it is close.
+// synonyms are the names other webhook tools give to some of our keys,
+// suggested when written here.
+var synonyms = map[string]string{
+	"max_retries":  "max_attempts",
+	"retries":      "max_attempts",
+	"retry_limit":  "max_attempts",
+	"attempts":     "max_attempts",
+	"endpoint":     "url",
+	"target":       "url",
+	"signing_key":  "signing_secret",
+	"secret_key":   "secrets",
+	"webhook_url":  "url",
+	"retry":        "backoff",
+	"retry_policy": "backoff",
+}
+
+// suggest returns the known key closest to key, if it is close, or the
+// key of ours that key is another tool's name for.
 func suggest(key string, fields map[string]int) string {
+	if s, ok := synonyms[strings.ToLower(key)]; ok {
+		if _, known := fields[s]; known {
+			return s
+		}
+	}
 	names := make([]string, 0, len(fields))
 	for name := range fields {
 		names = append(names, name)

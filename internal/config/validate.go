@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/route"
 )
@@ -137,87 +138,92 @@ var (
 )
 
 // Validate checks the whole configuration (defaults already applied) and
-// returns the first problem as an *Error naming its key and line.
-// Provider-specific rules (which secrets a provider needs, a generic
-// source's signature) are checked by internal/provider, which config calls.
+// returns every problem it finds as an Errors, in line order, each naming
+// its key and line; nil when there is none. Provider-specific rules (which
+// secrets a provider needs and in which form, a generic source's
+// signature) are checked by internal/provider, which config calls. What
+// is legal but likely a mistake is kept for Warnings.
 func (c *Config) Validate() error {
-	if err := c.validateServer(); err != nil {
-		return err
-	}
-	if err := c.validateListeners(); err != nil {
-		return err
-	}
+	var p problems
+	c.notes = nil
+	p.add(c.validateServer())
+	p.add(c.validateListeners())
 	if len(c.Sources) == 0 {
-		return c.Errorf("sources", "at least one source is required")
+		p.add(c.Errorf("sources", "at least one source is required"))
 	}
 	for _, name := range c.SourceOrder {
-		if err := c.validateSource(name, c.Sources[name]); err != nil {
-			return err
-		}
+		p.add(c.validateSource(name, c.Sources[name]))
 	}
 	for _, name := range c.DestinationOrder {
-		if err := c.validateDestination(name, c.Destinations[name]); err != nil {
-			return err
-		}
+		p.add(c.validateDestination(name, c.Destinations[name]))
 	}
 	for i, a := range c.Alerts {
-		if err := c.validateAlert(fmt.Sprintf("alerts[%d]", i), a); err != nil {
-			return err
-		}
+		p.add(c.validateAlert(fmt.Sprintf("alerts[%d]", i), a))
 	}
-	if err := c.validateDelivery(); err != nil {
-		return err
-	}
-	return c.validateLedger()
+	p.add(c.validateDelivery())
+	p.add(c.validateLedger())
+	return p.err()
+}
+
+// Warnings are what the file says that is legal but likely a mistake (a
+// source no destination lists, a secret with white space around it), in
+// line order, each naming its key and line as an error does. serve logs
+// them and config check prints them; neither refuses the file.
+func (c *Config) Warnings() []*Error {
+	ws := append(slices.Clone(c.warnings), c.notes...)
+	slices.SortStableFunc(ws, func(a, b *Error) int { return a.Line - b.Line })
+	return ws
+}
+
+func (c *Config) warnf(key, format string, args ...any) {
+	c.notes = append(c.notes, c.Errorf(key, format, args...).(*Error))
 }
 
 func (c *Config) validateServer() error {
+	var p problems
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return c.Errorf("listen", "must be HOST:PORT such as 127.0.0.1:8080, not %q", c.Listen)
+		p.add(c.Errorf("listen", "must be HOST:PORT such as 127.0.0.1:8080, not %q", c.Listen))
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		p.add(c.Errorf("listen", "invalid port %q", port))
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return c.Errorf("listen", "invalid port %q", port)
-	}
-	if c.has("admin_token") && strings.TrimSpace(c.AdminToken) == "" {
+	switch {
+	case c.has("admin_token") && strings.TrimSpace(c.AdminToken) == "":
 		// Likely ${VAR} with VAR set but empty: never silently open.
-		return c.Errorf("admin_token", "is empty; remove the key to run without a token (loopback only)")
-	}
-	if c.AdminToken == "" && !isLoopback(host) && !c.AdminSeparate() {
+		p.add(c.Errorf("admin_token", "is empty; remove the key to run without a token (loopback only)"))
+	case c.AdminToken == "" && err == nil && !isLoopback(host) && !c.AdminSeparate():
 		key := "admin_token"
 		if !c.has(key) {
 			key = "listen"
 		}
-		return c.Errorf(key, "admin_token is required when listen (%s) is not a loopback address", c.Listen)
-	}
-	if c.AdminToken == "" && c.AdminSeparate() {
+		p.add(c.Errorf(key, "admin_token is required when listen (%s) is not a loopback address", c.Listen))
+	case c.AdminToken == "" && c.AdminSeparate():
 		if h, _, err := net.SplitHostPort(c.Admin.Listen); err == nil && !isLoopback(h) {
 			key := "admin_token"
 			if !c.has(key) {
 				key = "admin.listen"
 			}
-			return c.Errorf(key, "admin_token is required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+			p.add(c.Errorf(key, "admin_token is required when admin.listen (%s) is not a loopback address", c.Admin.Listen))
 		}
 	}
 	if c.DashboardURL != "" {
 		if err := checkHTTPURL(c.DashboardURL); err != nil {
-			return c.Errorf("dashboard_url", "%s", err)
+			p.add(c.Errorf("dashboard_url", "%s", err))
 		}
 	}
 	switch {
 	case strings.HasPrefix(c.Database, "sqlite:"):
-		p := strings.TrimPrefix(c.Database, "sqlite:")
-		if p == "" || strings.HasPrefix(p, "//") {
-			return c.Errorf("database", "must be sqlite:PATH, e.g. sqlite:anyhook.db or sqlite:/var/lib/anyhook/anyhook.db")
+		if f := strings.TrimPrefix(c.Database, "sqlite:"); f == "" || strings.HasPrefix(f, "//") {
+			p.add(c.Errorf("database", "must be sqlite:PATH, e.g. sqlite:anyhook.db or sqlite:/var/lib/anyhook/anyhook.db"))
 		}
 	case strings.HasPrefix(c.Database, "postgres://"), strings.HasPrefix(c.Database, "postgresql://"):
 		if _, err := url.Parse(c.Database); err != nil {
-			return c.Errorf("database", "invalid PostgreSQL URL") // the URL may hold a password: not quoted
+			p.add(c.Errorf("database", "invalid PostgreSQL URL")) // the URL may hold a password: not quoted
 		}
 	default:
-		return c.Errorf("database", "must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
+		p.add(c.Errorf("database", "must be sqlite:PATH or postgres://USER@HOST:PORT/DB"))
 	}
-	return nil
+	return p.err()
 }
 
 // isLoopback reports whether host names this machine: localhost, or a
@@ -238,35 +244,49 @@ func (c *Config) validateSource(name string, s *Source) error {
 	if s == nil {
 		return c.Errorf(k, "must be a mapping with at least a provider")
 	}
+	var p problems
 	// What a provider needs of a source (secrets, tolerance, public_url
 	// for URL-bound schemes, signature, id and ordering rules) is checked
 	// once, by the provider package; here it gets the file and line.
 	if err := provider.Validate(s.ProviderSettings()); err != nil {
-		return c.SourceError(name, err)
+		p.add(c.SourceError(name, err))
 	}
 	if s.MaxBody <= 0 {
-		return c.Errorf(k+".max_body", "must be greater than 0")
+		p.add(c.Errorf(k+".max_body", "must be greater than 0"))
 	}
 	if s.PublicURL != "" {
 		if err := checkHTTPURL(s.PublicURL); err != nil {
-			return c.Errorf(k+".public_url", "%s", err)
+			p.add(c.Errorf(k+".public_url", "%s", err))
 		}
 	}
-	if err := c.validateBackfill(k, s); err != nil {
-		return err
-	}
+	p.add(c.validateBackfill(k, s))
 	if rl := s.RateLimit; rl != nil {
 		if rl.RPS < 1 {
-			return c.Errorf(k+".rate_limit.rps", "must be at least 1 request per second, not %d", rl.RPS)
+			p.add(c.Errorf(k+".rate_limit.rps", "must be at least 1 request per second, not %d", rl.RPS))
 		}
 		if rl.Burst < 1 {
-			return c.Errorf(k+".rate_limit.burst", "must be at least 1, not %d", rl.Burst)
+			p.add(c.Errorf(k+".rate_limit.burst", "must be at least 1, not %d", rl.Burst))
 		}
 	}
 	if o := s.Ordering; o != nil && o.Stale != "skip" && o.Stale != "deliver" {
-		return c.Errorf(k+".ordering.stale", "must be skip or deliver, not %q", o.Stale)
+		p.add(c.Errorf(k+".ordering.stale", "must be skip or deliver, not %q", o.Stale))
 	}
-	return nil
+	switch {
+	case s.RecordOnly && len(s.Destinations) > 0:
+		n := len(s.Destinations)
+		p.add(c.Errorf(k+".record_only", "is true, but %s %s %s the source: remove record_only, or the source from %s",
+			plural(n, "destination", "destinations"), strings.Join(s.Destinations, ", "), plural(n, "lists", "list"), plural(n, "its sources", "their sources")))
+	case !s.RecordOnly && len(s.Destinations) == 0:
+		c.warnf(k, "no destination lists this source: its events are recorded but delivered nowhere; add it to a destination's sources, or set record_only: true if that is meant")
+	}
+	return p.err()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // validateBackfill checks api_key, api_base and backfill of source key k.
@@ -353,70 +373,76 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 	if d == nil {
 		return c.Errorf(k, "must be a mapping with at least url and sources")
 	}
+	var p problems
 	if d.URL == "" {
-		return c.Errorf(k+".url", "required")
+		p.add(c.Errorf(k+".url", "required"))
+	} else if err := checkHTTPURL(d.URL); err != nil {
+		p.add(c.Errorf(k+".url", "%s", err))
 	}
-	if err := checkHTTPURL(d.URL); err != nil {
-		return c.Errorf(k+".url", "%s", err)
-	}
-	if len(d.Sources) == 0 {
-		return c.Errorf(k+".sources", "required: the sources whose events go to %s", name)
+	sourcesOK := len(d.Sources) > 0
+	if !sourcesOK {
+		p.add(c.Errorf(k+".sources", "required: the sources whose events go to %s", name))
 	}
 	for i, src := range d.Sources {
 		ik := fmt.Sprintf("%s.sources[%d]", k, i)
 		if _, ok := c.Sources[src]; !ok {
-			return c.Errorf(ik, "unknown source %q", src)
-		}
-		if slices.Index(d.Sources, src) < i {
-			return c.Errorf(ik, "source %q is listed twice", src)
+			msg := fmt.Sprintf("unknown source %q", src)
+			if s := cli.Suggest(src, c.SourceOrder); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			}
+			p.add(c.Errorf(ik, "%s", msg))
+			sourcesOK = false
+		} else if slices.Index(d.Sources, src) < i {
+			p.add(c.Errorf(ik, "source %q is listed twice", src))
 		}
 	}
 	if d.SigningSecret != "" {
 		b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(d.SigningSecret, "whsec_"))
 		if err != nil || len(b) == 0 {
-			return c.Errorf(k+".signing_secret", "must be a Standard Webhooks secret: whsec_ followed by base64")
+			p.add(c.Errorf(k+".signing_secret", "must be a Standard Webhooks secret: whsec_ followed by base64"))
 		}
 	}
 	if d.Timeout <= 0 {
-		return c.Errorf(k+".timeout", "must be greater than 0")
+		p.add(c.Errorf(k+".timeout", "must be greater than 0"))
 	}
 	if d.MaxAttempts < 1 {
-		return c.Errorf(k+".max_attempts", "must be at least 1, not %d", d.MaxAttempts)
+		p.add(c.Errorf(k+".max_attempts", "must be at least 1, not %d", d.MaxAttempts))
 	}
-	if d.Backoff.Initial <= 0 {
-		return c.Errorf(k+".backoff.initial", "must be greater than 0")
-	}
-	if d.Backoff.Max <= 0 {
-		return c.Errorf(k+".backoff.max", "must be greater than 0")
-	}
-	if d.Backoff.Initial > d.Backoff.Max {
-		return c.Errorf(k+".backoff", "initial (%s) is greater than max (%s)", d.Backoff.Initial, d.Backoff.Max)
+	switch {
+	case d.Backoff.Initial <= 0:
+		p.add(c.Errorf(k+".backoff.initial", "must be greater than 0"))
+	case d.Backoff.Max <= 0:
+		p.add(c.Errorf(k+".backoff.max", "must be greater than 0"))
+	case d.Backoff.Initial > d.Backoff.Max:
+		p.add(c.Errorf(k+".backoff", "initial (%s) is greater than max (%s)", d.Backoff.Initial, d.Backoff.Max))
 	}
 	switch anyhook.StalePolicy(d.OnStaleClaim) {
 	case anyhook.Reclaim, anyhook.Hold:
 		d.StalePolicy = anyhook.StalePolicy(d.OnStaleClaim)
 	default:
-		return c.Errorf(k+".on_stale_claim", "must be reclaim or hold, not %q", d.OnStaleClaim)
+		p.add(c.Errorf(k+".on_stale_claim", "must be reclaim or hold, not %q", d.OnStaleClaim))
 	}
 	for i, h := range d.DropHeaders {
 		if !headerRe.MatchString(h) {
-			return c.Errorf(fmt.Sprintf("%s.drop_headers[%d]", k, i), "%q is not a valid header name", h)
+			p.add(c.Errorf(fmt.Sprintf("%s.drop_headers[%d]", k, i), "%q is not a valid header name", h))
 		}
 	}
 	if d.MaxInFlight < 1 {
-		return c.Errorf(k+".max_in_flight", "must be at least 1, not %d", d.MaxInFlight)
+		p.add(c.Errorf(k+".max_in_flight", "must be at least 1, not %d", d.MaxInFlight))
 	}
 	if c.has(k+".filter") && strings.TrimSpace(d.Filter) == "" {
-		return c.Errorf(k+".filter", "is empty; remove the key to deliver every event of the sources")
-	}
-	if d.Filter != "" {
+		p.add(c.Errorf(k+".filter", "is empty; remove the key to deliver every event of the sources"))
+	} else if d.Filter != "" {
 		// Compiled here only to be checked: the wiring compiles it again
 		// (gateway.Filters), and the config holds plain data.
 		if _, err := route.Compile(d.Filter); err != nil {
-			return c.Errorf(k+".filter", "%s", err)
+			p.add(c.Errorf(k+".filter", "%s", err))
 		}
 	}
-	return c.validateOrder(k, d)
+	if sourcesOK {
+		p.add(c.validateOrder(k, d))
+	}
+	return p.err()
 }
 
 // validateOrder checks a destination's order: per_object needs ordering
@@ -502,6 +528,12 @@ const maxName = 200
 // checkHTTPURL accepts absolute http and https URLs with a host. Its
 // message never quotes the URL: Slack webhook URLs are secrets.
 func checkHTTPURL(s string) error {
+	if !strings.Contains(s, "://") {
+		// 127.0.0.1:9000/hooks, localhost:9000, hooks.example.com/x.
+		if u, err := url.Parse("http://" + s); err == nil && u.Host != "" && !strings.HasPrefix(s, "/") {
+			return fmt.Errorf("must be an absolute http:// or https:// URL, and this one has no scheme: write http:// (or https://) in front of the host")
+		}
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return fmt.Errorf("not a valid URL")

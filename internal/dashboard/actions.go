@@ -200,11 +200,14 @@ func (d *Dashboard) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	if err := parseForm(w, r); err != nil {
 		return err
 	}
-	req := map[string]string{
+	req := map[string]any{
 		"status":      r.PostForm.Get("status"),
 		"destination": r.PostForm.Get("destination"),
 		"source":      r.PostForm.Get("source"),
 		"reason":      r.PostForm.Get("reason"),
+		// The page's confirmation named the paused and failing
+		// destinations the replay sends into; a yes is the API's force.
+		"force": r.PostForm.Get("force") == "on",
 	}
 	var out struct {
 		Count   int `json:"count"`

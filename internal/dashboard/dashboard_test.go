@@ -494,9 +494,14 @@ func TestActions(t *testing.T) {
 		t.Fatalf("dead delivery is %s after resend", ev.Deliveries[0].Status)
 	}
 
-	// Bulk replay of the dead queue.
+	// Bulk replay of the dead queue. ci's latest attempt failed: the
+	// page's confirmation says so, and its yes forces the replay (a post
+	// without it is refused, naming ci).
 	f.park("ci", anyhook.StatusDead)
+	mustContain(t, f.get("/deliveries?status=dead&destination=ci"), "Mind: ci is failing: its last", `name="force" value="on"`)
 	f.post("/replay", url.Values{"status": {"dead"}, "destination": {"ci"}})
+	mustContain(t, f.get("/deliveries?status=dead"), "Bulk replay failed: the replay would send into ci is failing")
+	f.post("/replay", url.Values{"status": {"dead"}, "destination": {"ci"}, "force": {"on"}})
 	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 delivery.")
 	ev, _ = f.store.Event(ctx, other)
 	if len(ev.Deliveries) != 2 || !ev.Deliveries[1].Replay {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -44,6 +45,10 @@ type deliveriesData struct {
 	Resolvable  bool
 	Total       int // of Status (and Destination), when known
 	HaveTotal   bool
+	// Troubled says, of the destinations "Replay all dead" sends into,
+	// those paused or failing: its confirmation names them, and a yes
+	// replays all the same (the admin API's force).
+	Troubled []string
 }
 
 // NavKey marks the dead and held queues in the navigation.
@@ -104,6 +109,21 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 			data.Total = qs.Depth[f.Destination][f.Status]
 		}
 		data.HaveTotal = true
+	}
+	if f.Status == anyhook.StatusDead && len(ds) > 0 {
+		var dead []string
+		for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
+			if qs.Depth[name][anyhook.StatusDead] > 0 && (f.Destination == "" || name == f.Destination) {
+				dead = append(dead, name)
+			}
+		}
+		ts, err := store.Trouble(r.Context(), d.opt.Store, dead, admin.Failing(d.opt.Health, d.opt.Store))
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			data.Troubled = append(data.Troubled, t.String())
+		}
 	}
 	if f.Destination != "" && !slices.Contains(d.dests, f.Destination) && !slices.Contains(data.Orphans, f.Destination) {
 		data.Orphans = append(data.Orphans, f.Destination) // keep the filter showing what was asked

@@ -31,11 +31,12 @@ func NewBackfiller(cfg *config.Config, h *ingest.Handler, st store.Store) *backf
 	}
 }
 
-// IngestHandler is an ingest handler for cfg's sources that records into
-// st directly (the command line's backfill; serve's goes through its
-// batcher and wakes its workers).
-func IngestHandler(cfg *config.Config, st store.Store) (*ingest.Handler, error) {
-	sources, err := ingestSources(cfg)
+// IngestHandler is an ingest handler for the named sources of cfg (every
+// one when none is named) that records into st directly (the command
+// line's backfill; serve's goes through its batcher and wakes its
+// workers).
+func IngestHandler(cfg *config.Config, st store.Store, names ...string) (*ingest.Handler, error) {
+	sources, err := ingestSources(cfg, names...)
 	if err != nil {
 		return nil, err
 	}

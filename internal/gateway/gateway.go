@@ -232,6 +232,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		Now:          now,
 		InOrder:      inOrder(cfg),
 		Queued:       g.engine.Wake,
+		Health:       g.engine.Health,
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -268,6 +269,9 @@ func (g *Gateway) route(ih, api, dash http.Handler, mx *metrics.Metrics) {
 	}
 	g.routes = []Route{
 		{Pattern: "POST /webhooks/{source}", On: OnIngest, handler: limitSources(ih, sourceBuckets(cfg), now, g.rejects)},
+		// Any other method on a webhook URL (a person pasting it into a
+		// browser): 405, not the dashboard's login page.
+		{Pattern: "/webhooks/{source}", On: OnIngest, handler: http.HandlerFunc(webhookMethod)},
 		{Pattern: "/api/", On: OnAdmin, handler: guarded(api)},
 		{Pattern: "/healthz", On: OnBoth, handler: api},
 		{Pattern: "/readyz", On: OnAdmin, handler: api},
@@ -281,6 +285,13 @@ func (g *Gateway) route(ih, api, dash http.Handler, mx *metrics.Metrics) {
 	} else {
 		g.handler = guardAuth(muxFor(g.routes, ""), failures, now, log)
 	}
+}
+
+// webhookMethod answers a webhook URL asked with a method other than
+// POST.
+func webhookMethod(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", http.MethodPost)
+	http.Error(w, "405 method not allowed: providers POST webhooks to "+r.URL.Path+"; "+r.Method+" is not served here", http.StatusMethodNotAllowed)
 }
 
 func (g *Gateway) alert(kind string, d anyhook.Delivery) {

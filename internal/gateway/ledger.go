@@ -42,8 +42,11 @@ func (g *Gateway) newLedger(ctx context.Context, l store.Ledger) error {
 		if errors.As(err, &km) {
 			if created {
 				// A key made just now for a ledger that has one already
-				// would only be a stray file next to the config.
+				// would only be a stray file next to the config; the
+				// file that is missing is the one to restore.
 				os.Remove(g.cfg.LedgerKeyPath())
+				return &ConfigError{g.cfg.Errorf("log.key_file", "the log's key file %s is missing: after restoring a database from a backup, restore the key file kept with it (docs/reliability.md, \"Backup and restore\"). A new key made in its place was refused and removed: %s",
+					g.cfg.LedgerKeyPath(), km.Reason)}
 			}
 			return &ConfigError{g.cfg.Errorf("log.key_file", "%s: %s", g.cfg.LedgerKeyPath(), km.Reason)}
 		}

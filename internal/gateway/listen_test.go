@@ -90,6 +90,7 @@ type probe struct {
 // TestListenerSplit, so that no route reaches a listener untested.
 var probes = map[string][]probe{
 	"POST /webhooks/{source}": {{method: "POST", path: "/webhooks/stripe", stripe: true}, {method: "POST", path: "/webhooks/nosuch"}},
+	"/webhooks/{source}":      {{method: "GET", path: "/webhooks/stripe"}, {method: "PUT", path: "/webhooks/stripe", auth: true}},
 	"/api/":                   {{method: "GET", path: "/api/events", auth: true}, {method: "GET", path: "/api/events"}, {method: "GET", path: "/api/openapi.json", auth: true}},
 	"/healthz":                {{method: "GET", path: "/healthz"}},
 	"/readyz":                 {{method: "GET", path: "/readyz"}},
@@ -251,7 +252,7 @@ func TestListenerSplit(t *testing.T) {
 		{method: "GET", path: "/deliveries"}, {method: "POST", path: "/deliveries/resolve"}, {method: "POST", path: "/replay"},
 		{method: "GET", path: "/destinations"}, {method: "POST", path: "/destinations/d/pause"}, {method: "GET", path: "/rejections"},
 		{method: "GET", path: "/assets/app.js"}, {method: "GET", path: "/metrics"}, {method: "GET", path: "/readyz"},
-		{method: "GET", path: "/webhooks/stripe"}, {method: "GET", path: "/nosuch"}, {method: "GET", path: "/api/"},
+		{method: "GET", path: "/nosuch"}, {method: "GET", path: "/api/"},
 	} {
 		if code := s.do(t, s.ingest, p); code != 0 {
 			t.Errorf("%s %s on the ingest listener: %d, want its 404", p.method, p.path, code)
@@ -405,5 +406,33 @@ func TestAdminClientCA(t *testing.T) {
 	// The ingest listener asks no client certificate.
 	if code := s.do(t, s.ingest, probe{method: "POST", path: "/webhooks/stripe", stripe: true}); code != http.StatusOK {
 		t.Fatalf("ingest: %d, want 200", code)
+	}
+}
+
+// A webhook URL opened in a browser (GET) answers 405 with Allow: POST on
+// whichever listener serves ingest, never the dashboard's login page.
+func TestWebhookURLOtherMethods(t *testing.T) {
+	t.Parallel()
+	for name, admin := range map[string]string{"one listener": "", "split": "admin: {listen: 127.0.0.1:0}"} {
+		s := startSplit(t, fmt.Sprintf(splitYAML, admin), nil, nil)
+		for _, method := range []string{"GET", "HEAD", "PUT", "DELETE"} {
+			req, err := http.NewRequest(method, s.ingest+"/webhooks/stripe", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" || resp.Header.Get("Location") != "" {
+				t.Errorf("%s: %s /webhooks/stripe = %d, Allow %q, Location %q; want 405 with Allow: POST",
+					name, method, resp.StatusCode, resp.Header.Get("Allow"), resp.Header.Get("Location"))
+			}
+			if method == "GET" && !strings.Contains(string(body), "POST") {
+				t.Errorf("%s: GET /webhooks/stripe says %q; want it to say webhooks are POSTed", name, body)
+			}
+		}
 	}
 }

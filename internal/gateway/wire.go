@@ -50,18 +50,29 @@ func Open(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	return nil, cfg.Errorf("database", "%q is neither sqlite:PATH nor postgres://…", cfg.Database)
 }
 
-// ingestSources builds each source's provider and ingest settings.
-func ingestSources(cfg *config.Config) ([]ingest.Source, error) {
+// ingestSources builds the provider and ingest settings of each source
+// named (every source of cfg when none is); the error lists the problem
+// of each source that has one.
+func ingestSources(cfg *config.Config, names ...string) ([]ingest.Source, error) {
+	if len(names) == 0 {
+		names = cfg.SourceOrder
+	}
 	var out []ingest.Source
-	for _, name := range cfg.SourceOrder {
+	var errs []error
+	for _, name := range names {
 		src := cfg.Sources[name]
+		if src == nil {
+			continue // not a source: the caller says so (Backfiller.Check)
+		}
 		p, err := provider.New(src.ProviderSettings())
 		if err != nil {
-			return nil, cfg.SourceError(name, err)
+			errs = append(errs, cfg.SourceError(name, err))
+			continue
 		}
 		filters, err := Filters(cfg, src.Destinations)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out = append(out, ingest.Source{
 			Name:         name,
@@ -77,6 +88,9 @@ func ingestSources(cfg *config.Config) ([]ingest.Source, error) {
 			SecretHeaders: provider.CredentialHeaders(src.Provider),
 		})
 	}
+	if err := config.Join(errs...); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -84,11 +98,16 @@ func ingestSources(cfg *config.Config) ([]ingest.Source, error) {
 // its delivery settings.
 func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 	var out []delivery.Destination
+	var errs []error
 	for _, name := range cfg.DestinationOrder {
 		d := cfg.Destinations[name]
+		if d == nil {
+			continue // config.Validate says so
+		}
 		if d.SigningSecret != "" {
 			if err := provider.Sign("standard", d.SigningSecret, &provider.Request{}, time.Now()); err != nil {
-				return nil, cfg.Errorf("destinations."+name+".signing_secret", "%v", err)
+				errs = append(errs, cfg.Errorf("destinations."+name+".signing_secret", "%v", err))
+				continue
 			}
 		}
 		out = append(out, delivery.Destination{
@@ -107,6 +126,9 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 			Rate:               d.Rate.PerSecond(),
 			InOrder:            d.Order == config.OrderPerObject,
 		})
+	}
+	if err := config.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -174,15 +196,13 @@ func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.Checkpointe
 // fails here as it does at start), checks every destination's signing
 // secret and builds the alert channels. `anyhook config check` runs it, and
 // serve before it listens, so that a mistake in the config is reported as
-// such even when the address is in use. The error is a *ConfigError.
+// such even when the address is in use. The error is a *ConfigError
+// listing every problem found (config.List reads them), in line order.
 func Check(cfg *config.Config) error {
-	if _, err := ingestSources(cfg); err != nil {
-		return &ConfigError{err}
-	}
-	if _, err := deliveryDestinations(cfg); err != nil {
-		return &ConfigError{err}
-	}
-	if _, err := alert.New(alertChannels(cfg), alert.Options{}); err != nil {
+	_, srcErr := ingestSources(cfg)
+	_, destErr := deliveryDestinations(cfg)
+	_, alertErr := alert.New(alertChannels(cfg), alert.Options{})
+	if err := config.Join(srcErr, destErr, alertErr); err != nil {
 		return &ConfigError{err}
 	}
 	return nil

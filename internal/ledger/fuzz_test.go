@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
@@ -36,4 +38,39 @@ func FuzzOpenCheckpoint(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A --checkpoint file is the signed note, or GET /api/log/checkpoint's
+// JSON answer (CheckpointInfo) saved as is: both give the note, which
+// opens; JSON without one is a bad checkpoint, never a panic.
+func TestSignedCheckpoint(t *testing.T) {
+	t.Parallel()
+	skey, _, err := note.GenerateKey(rand.Reader, "file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ParseKey(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := SignCheckpoint(k, Tree{Origin: "file", Size: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asJSON, _ := json.Marshal(CheckpointInfo{Origin: "file", Size: 7, Checkpoint: string(signed)})
+	for name, in := range map[string][]byte{"note": signed, "API answer": asJSON, "API answer indented": append([]byte("\n  "), asJSON...)} {
+		b, err := SignedCheckpoint(in)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if tr, err := OpenCheckpoint(b, k.Verifier); err != nil || tr.Size != 7 {
+			t.Errorf("%s: opens as %+v, %v", name, tr, err)
+		}
+	}
+	for _, in := range []string{`{"size": 7}`, `{"checkpoint": ""}`, `{"checkpoint": 7}`, `{not json`} {
+		if _, err := SignedCheckpoint([]byte(in)); !errors.Is(err, ErrBadCheckpoint) {
+			t.Errorf("SignedCheckpoint(%s) = %v, want ErrBadCheckpoint", in, err)
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -35,6 +37,27 @@ type CheckpointInfo struct {
 	Checkpoint  string    `json:"checkpoint"` // the signed note
 	CreatedAt   time.Time `json:"created_at"`
 	VerifierKey string    `json:"verifier_key,omitempty"`
+}
+
+// SignedCheckpoint returns the signed checkpoint note in b, the contents of
+// a file kept to verify against later: the note itself (what log.push_url
+// receives), or a JSON object with the note in its checkpoint field (the
+// answer of GET /api/log/checkpoint, a CheckpointInfo, saved as is).
+func SignedCheckpoint(b []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(b)
+	if !bytes.HasPrefix(trimmed, []byte("{")) {
+		return b, nil
+	}
+	var info struct {
+		Checkpoint *string `json:"checkpoint"`
+	}
+	if err := json.Unmarshal(trimmed, &info); err != nil {
+		return nil, fmt.Errorf("%w: a JSON object that does not parse: %v", ErrBadCheckpoint, err)
+	}
+	if info.Checkpoint == nil || *info.Checkpoint == "" {
+		return nil, fmt.Errorf("%w: a JSON object without a \"checkpoint\" (the signed note, as in GET /api/log/checkpoint's answer)", ErrBadCheckpoint)
+	}
+	return []byte(*info.Checkpoint), nil
 }
 
 // Latest returns the latest checkpoint (anyhook.ErrNotFound before the

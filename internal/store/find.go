@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/anyhook/anyhook"
 )
@@ -74,4 +77,125 @@ func SearchByID(ctx context.Context, s EventGetter, f EventFilter) (anyhook.Even
 		return ev, false, err
 	}
 	return ev, f.Matches(ev), nil
+}
+
+// Resolver reads what Resolve needs.
+type Resolver interface {
+	EventGetter
+	ListEvents(ctx context.Context, f EventFilter) ([]anyhook.Event, string, error)
+}
+
+// Found is the event a pasted id names (Resolve).
+type Found struct {
+	Event   anyhook.Event
+	Matched string            // MatchedEventID, MatchedDeliveryID or MatchedProviderEventID
+	Via     *anyhook.Delivery // the delivery a delivery id named
+}
+
+// AmbiguousError is a provider event id that several events have: a
+// provider's ids are unique within one source only. Candidates are the
+// events (without their deliveries), newest first within each source.
+type AmbiguousError struct {
+	ID         string
+	Candidates []anyhook.Event
+}
+
+func (e *AmbiguousError) Error() string {
+	var matches []string
+	for _, c := range e.Candidates {
+		matches = append(matches, fmt.Sprintf("%s in source %s (received %s)", c.ID, c.Source, c.ReceivedAt.UTC().Format(time.RFC3339)))
+	}
+	return fmt.Sprintf("provider event id %q matches %d events: %s", e.ID, len(e.Candidates), strings.Join(matches, ", "))
+}
+
+// Sources are the sources of the candidates, in order, once each.
+func (e *AmbiguousError) Sources() []string {
+	var out []string
+	for _, c := range e.Candidates {
+		if !slices.Contains(out, c.Source) {
+			out = append(out, c.Source)
+		}
+	}
+	return out
+}
+
+// WrongSourceError is an AnyHook event id or delivery id of an event from
+// another source than the one the caller named. It is anyhook.ErrInvalid.
+type WrongSourceError struct {
+	ID, Matched  string // the id, and which id it is (Matched*)
+	Source, Want string // the event's source, the one named
+}
+
+func (e *WrongSourceError) Error() string {
+	what := "event id"
+	if e.Matched == MatchedDeliveryID {
+		what = "delivery id"
+	}
+	return fmt.Sprintf("%s %s is of an event from source %q, not %q", what, e.ID, e.Source, e.Want)
+}
+
+func (e *WrongSourceError) Is(target error) bool { return target == anyhook.ErrInvalid }
+
+// Resolve finds the one event id names, whichever id a person has: its
+// AnyHook event id, the id of one of its deliveries, or its provider
+// event id. The replays of the CLI and of the API resolve alike with it.
+// source, when set, is the source the event must be from (a
+// *WrongSourceError otherwise) and the one a provider event id is looked
+// up in; else a provider event id is looked up in each of sources (the
+// configured ones, through their (source, dedup key) index), then, when
+// none has it, in any source (one since removed from the config). An id
+// several events have as their provider event id is an *AmbiguousError;
+// one that names nothing wraps anyhook.ErrNotFound.
+func Resolve(ctx context.Context, st Resolver, id, source string, sources []string) (Found, error) {
+	ev, matched, via, err := FindByID(ctx, st, id)
+	switch {
+	case err == nil:
+		if source != "" && ev.Source != source {
+			return Found{}, &WrongSourceError{ID: id, Matched: matched, Source: ev.Source, Want: source}
+		}
+		return Found{Event: ev, Matched: matched, Via: via}, nil
+	case !errors.Is(err, anyhook.ErrNotFound):
+		return Found{}, err
+	}
+	evs, err := findProviderID(ctx, st, id, source, sources)
+	if err != nil {
+		return Found{}, err
+	}
+	switch len(evs) {
+	case 0:
+		where := ""
+		if source != "" {
+			where = " in source " + source
+		}
+		return Found{}, fmt.Errorf("no event has %q as its AnyHook event id, a delivery id or its provider event id%s: %w", id, where, anyhook.ErrNotFound)
+	case 1:
+		ev, err := st.Event(ctx, evs[0].ID)
+		if err != nil {
+			return Found{}, err
+		}
+		return Found{Event: ev, Matched: MatchedProviderEventID}, nil
+	}
+	return Found{}, &AmbiguousError{ID: id, Candidates: evs}
+}
+
+// findProviderID returns the events whose provider event id is id, as
+// Resolve looks them up.
+func findProviderID(ctx context.Context, st Resolver, id, source string, sources []string) ([]anyhook.Event, error) {
+	if source != "" {
+		evs, _, err := st.ListEvents(ctx, EventFilter{Source: source, Q: id, Limit: 20})
+		return evs, err
+	}
+	var out []anyhook.Event
+	for _, src := range sources {
+		evs, _, err := st.ListEvents(ctx, EventFilter{Source: src, Q: id, Limit: 20})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, evs...)
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	evs, _, err := st.ListEvents(ctx, EventFilter{Q: id, Limit: 20})
+	return evs, err
 }

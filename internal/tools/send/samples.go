@@ -25,11 +25,18 @@ type sample struct {
 	// the value as a JSON number.
 	idKind, objectKind, versionKind string
 	build                           func(p params) ([]byte, http.Header)
+	// typ is the event type build sends; "" for a provider whose events
+	// have none (Twilio). variants (types.go) has the provider's others.
+	typ string
+	// anyType: the body carries whatever type --type names (generic,
+	// Standard Webhooks), in params.Type.
+	anyType bool
 }
 
 // params are the values a sample is filled with.
 type params struct {
 	ID, Object, Version string
+	Type                string // with anyType: the body's type
 	Now                 time.Time
 	run                 string // random letters, fixed for one run
 	hook, subA, subB    string // random numbers, fixed for one run
@@ -83,6 +90,7 @@ func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 var samples = map[string]sample{
 	"stripe": {
+		typ:         "payment_intent.succeeded",
 		contentType: "application/json; charset=utf-8",
 		id:          func(time.Time) string { return "evt_" + token(24) },
 		object:      func(time.Time) string { return "pi_" + token(24) },
@@ -95,6 +103,7 @@ var samples = map[string]sample{
 		},
 	},
 	"github": {
+		typ:         "push",
 		contentType: "application/json",
 		id:          func(time.Time) string { return uuid() },
 		build: func(p params) ([]byte, http.Header) {
@@ -110,6 +119,7 @@ var samples = map[string]sample{
 		},
 	},
 	"shopify": {
+		typ:         "orders/create",
 		contentType: "application/json",
 		id:          func(time.Time) string { return uuid() },
 		object:      func(time.Time) string { return digits(13) },
@@ -128,6 +138,8 @@ var samples = map[string]sample{
 		},
 	},
 	"standard": {
+		typ:         "invoice.paid",
+		anyType:     true,
 		contentType: "application/json",
 		id:          func(time.Time) string { return "msg_" + token(27) },
 		object:      func(time.Time) string { return "in_" + token(16) },
@@ -135,10 +147,12 @@ var samples = map[string]sample{
 		build: func(p params) ([]byte, http.Header) {
 			h := http.Header{}
 			h.Set("webhook-id", p.ID)
-			return fill(standardTmpl, "object", j(p.Object), "version", j(p.Version), "ts", j(p.Now.UTC().Format(time.RFC3339Nano))), h
+			return fill(standardTmpl, "type", j(p.Type), "object", j(p.Object), "version", j(p.Version), "ts", j(p.Now.UTC().Format(time.RFC3339Nano))), h
 		},
 	},
 	"generic": {
+		typ:         "order.updated",
+		anyType:     true,
 		contentType: "application/json",
 		id:          func(time.Time) string { return uuid() },
 		object:      func(time.Time) string { return "ord_" + token(12) },
@@ -146,10 +160,11 @@ var samples = map[string]sample{
 		build: func(p params) ([]byte, http.Header) {
 			h := http.Header{}
 			h.Set("X-Request-Id", p.ID)
-			return fill(genericTmpl, "id", j(p.ID), "object", j(p.Object), "version", j(p.Version)), h
+			return fill(genericTmpl, "type", j(p.Type), "id", j(p.ID), "object", j(p.Object), "version", j(p.Version)), h
 		},
 	},
 	"slack": {
+		typ:         "app_mention",
 		contentType: "application/json",
 		id:          func(time.Time) string { return "Ev" + strings.ToUpper(token(9)) },
 		build: func(p params) ([]byte, http.Header) {
@@ -158,6 +173,7 @@ var samples = map[string]sample{
 		},
 	},
 	"hubspot": {
+		typ:         "contact.propertyChange",
 		contentType: "application/json",
 		id:          func(time.Time) string { return digits(10) },
 		idKind:      "int",
@@ -171,6 +187,7 @@ var samples = map[string]sample{
 		},
 	},
 	"paddle": {
+		typ:         "transaction.completed",
 		contentType: "application/json",
 		id:          func(time.Time) string { return "evt_01" + lower(24) },
 		object:      func(time.Time) string { return "txn_01" + lower(24) },
@@ -203,6 +220,7 @@ var samples = map[string]sample{
 		},
 	},
 	"square": {
+		typ:         "payment.updated",
 		contentType: "application/json",
 		id:          func(time.Time) string { return uuid() },
 		object:      func(time.Time) string { return token(29) },
@@ -216,6 +234,7 @@ var samples = map[string]sample{
 		},
 	},
 	"gitlab": {
+		typ:         "Push Hook",
 		contentType: "application/json",
 		id:          func(time.Time) string { return uuid() },
 		build: func(p params) ([]byte, http.Header) {
@@ -278,9 +297,9 @@ const githubTmpl = `{"ref":"refs/heads/main","before":"6113728f27ae82c7b1a177c8d
 
 const shopifyTmpl = `{"id":{{object}},"admin_graphql_api_id":"gid://shopify/Order/{{object}}","app_id":580111,"browser_ip":"203.0.113.7","buyer_accepts_marketing":false,"cart_token":{{token}},"confirmation_number":"K3PQ7XZ1A","confirmed":true,"contact_email":"jon@example.com","created_at":{{created}},"currency":"USD","current_subtotal_price":"398.00","current_total_price":"409.94","current_total_tax":"11.94","email":"jon@example.com","financial_status":"paid","fulfillment_status":null,"name":"#1042","order_number":1042,"processed_at":{{created}},"subtotal_price":"398.00","tags":"","test":false,"total_price":"409.94","total_tax":"11.94","updated_at":{{version}},"customer":{"id":115310627314723954,"email":"jon@example.com","first_name":"Jon","last_name":"Snow"},"line_items":[{"id":866550311766439020,"name":"IPod Nano - 8GB","price":"199.00","product_id":632910392,"quantity":2,"sku":"IPOD2008PINK","variant_id":808950810}],"shipping_address":{"address1":"123 Elm St.","city":"Ottawa","country_code":"CA","province_code":"ON","zip":"K2P 1L4"}}`
 
-const standardTmpl = `{"type":"invoice.paid","timestamp":{{ts}},"data":{"id":{{object}},"updated_at":{{version}},"customer_id":"cus_4821","amount_due":4900,"currency":"eur","status":"paid"}}`
+const standardTmpl = `{"type":{{type}},"timestamp":{{ts}},"data":{"id":{{object}},"updated_at":{{version}},"customer_id":"cus_4821","amount_due":4900,"currency":"eur","status":"paid"}}`
 
-const genericTmpl = `{"id":{{id}},"type":"order.updated","order":{"id":{{object}},"status":"shipped","total":"59.90","currency":"EUR","updated_at":{{version}}}}`
+const genericTmpl = `{"id":{{id}},"type":{{type}},"order":{"id":{{object}},"status":"shipped","total":"59.90","currency":"EUR","updated_at":{{version}}}}`
 
 const slackTmpl = `{"token":"XXYYZZ","team_id":"T0001ABCD","context_team_id":"T0001ABCD","api_app_id":"A0KRD7HC3","event":{"type":"app_mention","user":"U061F7AUR","text":"<@U0LAN0Z89> is the deploy done?","ts":{{ts}},"channel":"C0LAN2Q65","event_ts":{{ts}}},"type":"event_callback","authorizations":[{"enterprise_id":null,"team_id":"T0001ABCD","user_id":"U0LAN0Z89","is_bot":true}],"event_id":{{id}},"event_time":{{unix}},"event_context":"4-eyJldCI6ImFwcF9tZW50aW9uIn0"}`
 

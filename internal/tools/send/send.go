@@ -14,6 +14,8 @@ package send
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -41,6 +43,11 @@ Signs and sends an event exactly as provider P would.
   --url URL           where to POST, e.g. http://127.0.0.1:8080/webhooks/stripe;
                       Twilio, HubSpot and Square sign it: it must equal the
                       source's public_url
+  --type T            the built-in sample of event type T, so that a filter
+                      can be tried on it (default: the provider's first below;
+                      generic and standard take any T, written as the body's
+                      type):
+%s
   --body FILE         send FILE's bytes instead of the built-in sample
                       (--event-id then only sets id headers)
   --event-id ID       the provider's event id (default: a new random one, the
@@ -51,6 +58,9 @@ Signs and sends an event exactly as provider P would.
   --version V         ordering: the object's version in the sample
   --header K=V        an extra request header; repeatable
   --timeout D         per-request timeout (default 30s)
+  --cacert FILE       trust the CA certificates in the PEM FILE (instead of
+                      the system's) for an https:// --url: a gateway with a
+                      certificate of a private CA
   --skew D            sign as if the clock were off by D (e.g. -10m), to
                       try a receiver's timestamp tolerance
   generic only: --signature-header H [--algorithm sha1|sha256|sha512]
@@ -60,6 +70,8 @@ Signs and sends an event exactly as provider P would.
 // options are the parsed flags.
 type options struct {
 	provider, secret, url, bodyFile, eventID, object, version string
+	typ, cacert                                               string
+	roots                                                     *x509.CertPool // from --cacert
 	times, concurrency                                        int
 	headers                                                   http.Header
 	timeout, skew                                             time.Duration
@@ -88,7 +100,7 @@ func (h headerFlags) Set(s string) error {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, err := parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(stdout, usage, strings.Join(provider.Names(), ", "))
+		fmt.Fprintf(stdout, usage, strings.Join(provider.Names(), ", "), typesHelp())
 		return 0
 	}
 	if err != nil {
@@ -119,6 +131,8 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.secret, "secret", "", "")
 	fs.StringVar(&o.url, "url", "", "")
 	fs.StringVar(&o.bodyFile, "body", "", "")
+	fs.StringVar(&o.typ, "type", "", "")
+	fs.StringVar(&o.cacert, "cacert", "", "")
 	fs.StringVar(&o.eventID, "event-id", "", "")
 	fs.StringVar(&o.object, "object", "", "")
 	fs.StringVar(&o.version, "version", "", "")
@@ -151,6 +165,31 @@ func parse(args []string) (*options, error) {
 	}
 	if u, err := url.Parse(o.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--url: want an http or https URL, got %q", o.url)
+	}
+	if o.typ != "" {
+		t, ok := pickType(o.provider, o.typ)
+		switch {
+		case ok:
+			o.typ = t
+		case len(eventTypes(o.provider)) == 0:
+			return nil, fmt.Errorf("--type: %s events carry no type", o.provider)
+		default:
+			msg := fmt.Sprintf("--type: %s has no sample of type %q", o.provider, o.typ)
+			if s := cli.Suggest(o.typ, eventTypes(o.provider)); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			}
+			return nil, fmt.Errorf("%s; its types: %s", msg, strings.Join(eventTypes(o.provider), ", "))
+		}
+	}
+	if o.cacert != "" {
+		pem, err := os.ReadFile(o.cacert)
+		if err != nil {
+			return nil, fmt.Errorf("--cacert: %v", err)
+		}
+		o.roots = x509.NewCertPool()
+		if !o.roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--cacert: %s holds no PEM certificate", o.cacert)
+		}
 	}
 	if o.provider == "generic" {
 		o.sig.None = o.sig.Header == ""
@@ -186,8 +225,18 @@ func parse(args []string) (*options, error) {
 // event builds the body and headers to send.
 func (o *options) event(now time.Time) ([]byte, http.Header, error) {
 	s := samples[o.provider]
-	p := params{ID: o.eventID, Object: o.object, Version: o.version, Now: now,
+	p := params{ID: o.eventID, Object: o.object, Version: o.version, Type: s.typ, Now: now,
 		run: token(32), hook: digits(9), subA: digits(7), subB: digits(7)}
+	build, object := s.build, s.object
+	switch v, ok := variants(o.provider)[o.typ]; {
+	case ok:
+		build = v.build
+		if v.object != nil && object != nil {
+			object = v.object
+		}
+	case s.anyType && o.typ != "":
+		p.Type = o.typ
+	}
 	if s.object == nil && (p.Object != "" || p.Version != "") {
 		return nil, nil, fmt.Errorf("--object/--version: %s events carry no ordering fields", o.provider)
 	}
@@ -196,7 +245,7 @@ func (o *options) event(now time.Time) ([]byte, http.Header, error) {
 	}
 	if s.object != nil {
 		if p.Object == "" {
-			p.Object = s.object(now)
+			p.Object = object(now)
 		}
 		if p.Version == "" {
 			p.Version = s.version(now)
@@ -207,7 +256,7 @@ func (o *options) event(now time.Time) ([]byte, http.Header, error) {
 			return nil, nil, fmt.Errorf("--%s: %s needs a non-negative integer, got %q", c.flag, o.provider, c.v)
 		}
 	}
-	body, h := s.build(p)
+	body, h := build(p)
 	if o.bodyFile != "" {
 		b, err := os.ReadFile(o.bodyFile)
 		if err != nil {
@@ -223,6 +272,24 @@ func (o *options) event(now time.Time) ([]byte, http.Header, error) {
 		h[http.CanonicalHeaderKey(k)] = vs
 	}
 	return body, h, nil
+}
+
+// typesHelp lists, for the usage, the event types --type picks, by
+// provider.
+func typesHelp() string {
+	var b strings.Builder
+	for _, name := range provider.Names() {
+		ts := eventTypes(name)
+		switch {
+		case len(ts) == 0:
+			continue
+		case samples[name].anyType:
+			fmt.Fprintf(&b, "                        %s: any (default %s)\n", name, ts[0])
+		default:
+			fmt.Fprintf(&b, "                        %s: %s\n", name, strings.Join(ts, ", "))
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // result tallies the responses.
@@ -244,6 +311,7 @@ func (o *options) run(ctx context.Context, body []byte, header http.Header) *res
 			Proxy:               http.ProxyFromEnvironment,
 			MaxIdleConnsPerHost: o.concurrency,
 			IdleConnTimeout:     30 * time.Second,
+			TLSClientConfig:     &tls.Config{RootCAs: o.roots}, // nil: the system's
 		},
 		// Providers do not follow redirects: report them.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
