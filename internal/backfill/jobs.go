@@ -127,9 +127,10 @@ func (j *Jobs) Start(source string, from, to time.Time, dryRun bool, by string) 
 	j.mu.Lock()
 	prev := j.jobs[source]
 	if prev != nil && prev.job.State == StateRunning {
+		running := prev.job // its run writes its progress under the lock
 		j.mu.Unlock()
 		cancel(nil)
-		return prev.job, ErrRunning
+		return running, ErrRunning
 	}
 	j.jobs[source] = l // holds the source while the database is asked
 	j.mu.Unlock()
