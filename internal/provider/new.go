@@ -236,11 +236,24 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 		if !o.id.IsZero() {
 			e.DedupKey = v[0]
 		}
-		if reqKey != "" && e.ContentKey == "" {
-			e.ContentKey = reqKey
-			if e.Body != nil {
-				e.ContentKey = contentKey("item", []byte(reqKey), e.Body)
+		key := reqKey
+		if key == "" && !o.id.IsZero() && v[0] == "" {
+			// No id: a signed request is still keyed by what its
+			// signature covers.
+			if ck, ok := o.Provider.(contentKeyer); ok {
+				key = ck.contentKey(r)
 			}
+		}
+		if key != "" && e.ContentKey == "" {
+			e.ContentKey = key
+			if e.Body != nil {
+				e.ContentKey = contentKey("item", []byte(key), e.Body)
+			}
+		}
+		if !o.id.IsZero() && e.DedupKey == "" && e.ContentKey == "" {
+			// An unsigned request without its id could be recorded only
+			// with no dedup at all: every retry a new event.
+			return Extracted{}, fail("missing id: %s is absent or empty (the source's id rule)", o.id)
 		}
 		if !o.object.IsZero() {
 			e.Object = v[1]
