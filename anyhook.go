@@ -98,6 +98,11 @@ type Arrival struct {
 	// stored bound (long values shortened, trailing headers dropped).
 	Header    http.Header
 	HeaderCut bool
+	// BodySHA256 is set when this duplicate's body differed from the
+	// event's (the same dedup key, another payload, which was dropped):
+	// the hex SHA-256 of its body. "" when the bodies were the same, or
+	// the event's body was pruned before the duplicate came.
+	BodySHA256 string
 }
 
 // Reasons of a Rejection: the ingest outcome of the refused request.

@@ -3,6 +3,8 @@ package dashboard_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,10 +42,14 @@ sources:
   hooks:
     provider: generic
     signature: none
+  orders:
+    provider: generic
+    signature: none
+    id: json:id
 destinations:
   billing:
     url: %s/hooks
-    sources: [stripe, hooks]
+    sources: [stripe, hooks, orders]
 `, filepath.Join(dir, "anyhook.db"), browserToken, browserSecret, billing.URL), gateway.Options{})
 	return base
 }
@@ -117,6 +123,27 @@ func TestBrowserArrivals(t *testing.T) {
 	}
 	if s := text("#arrivals-summary"); !strings.Contains(s, "arrived once") {
 		t.Errorf("unsigned arrivals summary: %q", s)
+	}
+
+	// A known id with another body is a duplicate, answered as one, but
+	// the page says the payload differed and which it was.
+	post := func(body string) *http.Request {
+		req, _ := http.NewRequest("POST", base+"/webhooks/orders", strings.NewReader(body))
+		return req
+	}
+	order := answerID(t, post(`{"id":"ord_7","total":10}`), http.StatusOK)
+	if again := answerID(t, post(`{"id":"ord_7","total":99}`), http.StatusOK); again != order {
+		t.Fatalf("a known id with another body answered %s, want the duplicate of %s", again, order)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/events/"+order), chromedp.WaitVisible(chromedp.CSS("#arrivals"))); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(`{"id":"ord_7","total":99}`))
+	if row := text(`tr[data-arrival="2"]`); !strings.Contains(row, "this arrival's body differed: sha256 "+hex.EncodeToString(sum[:])) {
+		t.Errorf("the differing arrival: %q", row)
+	}
+	if s := text("#arrivals-summary"); !strings.Contains(s, "1 duplicate carried a different body") {
+		t.Errorf("arrivals summary of a conflict: %q", s)
 	}
 
 	// Refused requests: a forged Stripe request and a typo in the URL.
