@@ -145,6 +145,17 @@ type Rejection struct {
 	BodySHA256  string
 	HeaderCount int // header values
 	HeaderBytes int // total size of header names and values
+	// IDs are the values that name the request without being secret,
+	// as the source's provider allows (its delivery id headers, the
+	// timestamp of its signature header, the event id in a body that was
+	// read): what a person searches for. As sent: nothing verified them.
+	IDs []RequestID
+}
+
+// RequestID is a value that names a request without being a secret.
+type RequestID struct {
+	Name  string // where it was read: "X-GitHub-Delivery", "Stripe-Signature t", "body id"
+	Value string
 }
 
 // DeliveryStatus is the state of one delivery; see docs/design.md for the

@@ -173,8 +173,29 @@ func TestBrowserArrivals(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`nav a[href="/rejections"]`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-reason="unknown_source"]`))); err != nil {
 		t.Fatal(err)
 	}
-	if row := text(`tr[data-reason="unknown_source"]`); !strings.Contains(row, "strpe") || !strings.Contains(row, "unknown") || !strings.Contains(row, "not read") {
+	if row := text(`tr[data-reason="unknown_source"]`); !strings.Contains(row, "strpe") || !strings.Contains(row, "unknown") || !strings.Contains(row, "not read") ||
+		!strings.Contains(row, "did you mean stripe?") {
 		t.Errorf("unknown source row: %q", row)
+	}
+
+	// "Why didn't evt_forged arrive?": the event search finds nothing and
+	// points at the refused request, which keeps the body's id and the
+	// signature's timestamp, never the signature.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/events?q=evt_forged"), chromedp.WaitVisible(chromedp.CSS("#refused-hint"))); err != nil {
+		t.Fatal(err)
+	}
+	if hint := text("#refused-hint"); !strings.Contains(hint, "1 refused request match evt_forged") {
+		t.Errorf("hint: %q", hint)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#refused-hint")), chromedp.WaitVisible(chromedp.CSS("table#rejections"))); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#rejections tbody tr")].map(r => r.innerText)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || !strings.Contains(rows[0], "body id evt_forged") || !strings.Contains(rows[0], "Stripe-Signature t 1") || strings.Contains(rows[0], "v1") {
+		t.Errorf("refused requests matching evt_forged: %q", rows)
 	}
 }
 

@@ -205,7 +205,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		// one batch's round trips with the next (measured: BENCHMARKS.md).
 		g.batcher.SetWriters(postgresWriters)
 	}
-	g.rejects = rejectlog.New(st, rejectlog.Options{Logger: log, Observer: mx, Now: now})
+	g.rejects = rejectlog.New(st, rejectlog.Options{Logger: log, Observer: mx, Now: now, Identify: requestIDs(cfg)})
 	ih := ingest.New(ingest.Options{
 		Sources:    sources,
 		Recorder:   g.batcher,
