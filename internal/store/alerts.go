@@ -25,6 +25,7 @@ type RaisedAlert struct {
 	Kind        string
 	// Identity says which alerts are the same alert: an exact repeat of
 	// one already folded in the window is dropped, unless Repeatable.
+	// Any bytes.
 	Identity   string
 	Repeatable bool
 	Action     string // AlertTrigger or AlertResolve

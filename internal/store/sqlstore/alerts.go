@@ -138,12 +138,13 @@ func raise(s alertSQL, tx AlertTx, a store.RaisedAlert, channels []string, windo
 }
 
 // seen notes a's identity in its fold's window and reports whether it is
-// new there.
+// new there. The identity is kept as its hash: any bytes, a bounded size.
 func seen(s alertSQL, tx AlertTx, a store.RaisedAlert) (bool, error) {
 	if a.Identity == "" {
 		return true, nil
 	}
-	q, args := s.stmt(`INSERT INTO alert_seen (fold, destination, identity) VALUES (`, arg{a.Fold}, `, `, arg{a.Destination}, `, `, arg{a.Identity},
+	id := store.BodySHA256([]byte(a.Identity))
+	q, args := s.stmt(`INSERT INTO alert_seen (fold, destination, identity) VALUES (`, arg{a.Fold}, `, `, arg{a.Destination}, `, `, arg{id},
 		`) ON CONFLICT DO NOTHING`)
 	n, err := tx.Exec(q, args)
 	return n == 1, err

@@ -43,8 +43,10 @@ const (
 
 var alertChannels = []string{"webhook:a", "pagerduty:b"}
 
+// alertOf is alert n of (kind, dest); its identity holds bytes no text
+// column keeps (a NUL, bytes that are not UTF-8).
 func alertOf(kind, dest string, n int) store.RaisedAlert {
-	return store.RaisedAlert{Fold: kind, Destination: dest, Kind: kind, Identity: fmt.Sprintf("d:%d", n),
+	return store.RaisedAlert{Fold: kind, Destination: dest, Kind: kind, Identity: fmt.Sprintf("%s\x00d:\xff%d", kind, n),
 		Action: store.AlertTrigger, DedupKey: "anyhook/" + kind + "/" + dest, Message: fmt.Appendf(nil, `{"n":%d}`, n)}
 }
 

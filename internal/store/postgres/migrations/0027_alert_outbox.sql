@@ -17,7 +17,8 @@ CREATE TABLE alert_folds (
 	PRIMARY KEY (fold, destination)
 );
 
--- The identities folded in each fold's window: an exact repeat is dropped.
+-- The identities folded in each fold's window (the hex SHA-256 of each):
+-- an exact repeat is dropped.
 CREATE TABLE alert_seen (
 	fold        text COLLATE "C" NOT NULL,
 	destination text COLLATE "C" NOT NULL,

@@ -16,7 +16,8 @@ CREATE TABLE alert_folds (
 	PRIMARY KEY (fold, destination)
 ) WITHOUT ROWID;
 
--- The identities folded in each fold's window: an exact repeat is dropped.
+-- The identities folded in each fold's window (the hex SHA-256 of each):
+-- an exact repeat is dropped.
 CREATE TABLE alert_seen (
 	fold        TEXT NOT NULL,
 	destination TEXT NOT NULL,
