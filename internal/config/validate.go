@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/route"
 )
@@ -110,6 +111,7 @@ func (c *Config) setDefaults() {
 			str(&pd.URL, PagerDutyURL)
 		}
 	}
+	dur(&c.AlertWindow, "alert_window", alert.DefaultWindow)
 	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
@@ -164,6 +166,9 @@ func (c *Config) Validate() error {
 		if err := c.validateAlert(fmt.Sprintf("alerts[%d]", i), a); err != nil {
 			return err
 		}
+	}
+	if c.AlertWindow.D() < time.Second {
+		return c.Errorf("alert_window", "must be at least 1s, not %s", c.AlertWindow)
 	}
 	if err := c.validateDelivery(); err != nil {
 		return err

@@ -199,7 +199,7 @@ func Check(cfg *config.Config) error {
 	if _, err := deliveryDestinations(cfg); err != nil {
 		return &ConfigError{err}
 	}
-	if _, err := alert.New(alertChannels(cfg), alert.Options{}); err != nil {
+	if err := alert.CheckChannels(alertChannels(cfg)); err != nil {
 		return &ConfigError{err}
 	}
 	return nil
