@@ -99,6 +99,11 @@ type Arrival struct {
 	// stored bound (long values shortened, trailing headers dropped).
 	Header    http.Header
 	HeaderCut bool
+	// BodySHA256 is set when this duplicate's body differed from the
+	// event's (the same dedup key, another payload, which was dropped):
+	// the hex SHA-256 of its body. "" when the bodies were the same, or
+	// the event's body was pruned before the duplicate came.
+	BodySHA256 string
 }
 
 // Reasons of a Rejection: the ingest outcome of the refused request.
@@ -141,6 +146,17 @@ type Rejection struct {
 	BodySHA256  string
 	HeaderCount int // header values
 	HeaderBytes int // total size of header names and values
+	// IDs are the values that name the request without being secret,
+	// as the source's provider allows (its delivery id headers, the
+	// timestamp of its signature header, the event id in a body that was
+	// read): what a person searches for. As sent: nothing verified them.
+	IDs []RequestID
+}
+
+// RequestID is a value that names a request without being a secret.
+type RequestID struct {
+	Name  string // where it was read: "X-GitHub-Delivery", "Stripe-Signature t", "body id"
+	Value string
 }
 
 // DeliveryStatus is the state of one delivery; see docs/design.md for the

@@ -48,6 +48,9 @@ type arrivalJSON struct {
 	// HeadersCut: this duplicate's headers were cut to fit the stored
 	// bound, so a header left out or shortened is not listed.
 	HeadersCut bool `json:"headers_cut,omitzero"`
+	// BodySHA256 is set when this duplicate's body was not the event's
+	// (the same id, another payload, dropped): its hex SHA-256.
+	BodySHA256 string `json:"body_sha256,omitempty"`
 }
 
 type headerChangeJSON struct {
@@ -62,7 +65,7 @@ func toArrivals(ev anyhook.Event) *arrivalsJSON {
 		RemoteAddr: ev.RemoteAddr, ChangedHeaders: []headerChangeJSON{}})
 	for _, a := range ev.Arrivals {
 		item := arrivalJSON{Number: 1 + a.Seq, ReceivedAt: utc(a.ReceivedAt), RemoteAddr: a.RemoteAddr,
-			ChangedHeaders: []headerChangeJSON{}, HeadersCut: a.HeaderCut}
+			ChangedHeaders: []headerChangeJSON{}, HeadersCut: a.HeaderCut, BodySHA256: a.BodySHA256}
 		for _, c := range store.HeaderDiff(ev.Header, a.Header, a.HeaderCut) {
 			item.ChangedHeaders = append(item.ChangedHeaders, headerChangeJSON{Name: c.Name, Original: nonNilStrings(c.Original), Value: nonNilStrings(c.Arrival)})
 		}

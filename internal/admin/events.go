@@ -48,11 +48,25 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	} else if evs, next, err = a.store.ListEvents(r.Context(), f); err != nil {
 		return err
 	}
-	out := listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs)), NextCursor: next}
+	out := eventListJSON{listJSON: listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs)), NextCursor: next}}
 	for _, ev := range evs {
 		out.Items = append(out.Items, a.toEvent(ev, false))
 	}
+	if f.Q != "" && len(evs) == 0 && f.Cursor == "" {
+		// Found nothing: perhaps it was refused (a bad signature, a
+		// typo in the source's URL).
+		if out.Rejections, err = store.RejectionHint(r.Context(), a.store, f.Source, f.Q); err != nil {
+			return err
+		}
+	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// eventListJSON is a page of events; a search by q that found none says
+// how many refused requests q names (GET /api/rejections?q=).
+type eventListJSON struct {
+	listJSON[eventJSON]
+	Rejections int `json:"rejections,omitempty"`
 }
 
 // GET /api/events/{id}

@@ -2,17 +2,26 @@
 // delivery gone dead or held, a destination failing or recovered, a log
 // that does not verify. A Notifier posts alerts to the configured channels
 // (a generic JSON webhook, a Slack incoming webhook, PagerDuty Events v2)
-// from its own goroutine, so that raising an alert never holds up a
-// delivery, and folds bursts together: per (kind, destination), the first
-// alert goes out at once and the rest of the window's become one summary
-// ("… and 41 more"). An outage sends a few messages, not thousands.
+// and folds bursts together: per (kind, destination), the first alert goes
+// out at once and the rest of the window's become one summary ("… and 41
+// more"). An outage sends a few messages, not thousands.
+//
+// The folding and the messages live in the store's outbox
+// (store.AlertOutbox), not in memory: a message is kept until its channel
+// answered 2xx, retried with backoff while the channel fails, and sent by
+// the restarted process after a crash; on PostgreSQL each fold's message
+// is queued by one process and sent by one at a time. Raising an alert
+// never holds up a delivery: Notify hands it to a bounded queue that a
+// goroutine of the Notifier writes to the store.
 package alert
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,6 +32,7 @@ import (
 	"github.com/anyhook/anyhook/internal/lifecycle"
 	"github.com/anyhook/anyhook/internal/loopback"
 	"github.com/anyhook/anyhook/internal/redirect"
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 // Alert kinds.
@@ -56,17 +66,42 @@ const (
 	DefaultWindow        = time.Minute
 	DefaultFlushInterval = time.Second
 	DefaultTimeout       = 10 * time.Second
-	// maxQueue bounds the messages waiting to be sent; beyond it the
-	// oldest are dropped (and logged). Folding keeps the queue short in
-	// practice: at most one message per (kind, destination) per window.
-	maxQueue = 1000
-	// maxSeen bounds the identities remembered per (kind, destination)
-	// for de-duplication within a window.
-	maxSeen = 4096
 )
 
-// Options configure a Notifier. The zero value is usable.
+// The outbox's bounds.
+const (
+	// maxQueue bounds the alerts raised and not yet written to the
+	// outbox; beyond it they are dropped (and logged). The writer keeps
+	// it short: one transaction per batch of at most maxBatch.
+	maxQueue = 1024
+	maxBatch = 256
+	// writeTries bounds the writes of one batch while the store fails
+	// (about four minutes of backoff).
+	writeTries = 8
+	// lease is how long a sender holds a claimed message: longer than a
+	// post can take (the client's timeout), so that another sender takes
+	// it over only from a sender that died.
+	lease = time.Minute
+	// claimLimit is how many messages a sender claims at a time.
+	claimLimit = 32
+	// A message whose channel fails is retried after retryInitial·2^(n-1),
+	// at most retryMax, with jitter; one no channel took within giveUp is
+	// given up (and logged). Sent and given-up messages are deleted after
+	// keep.
+	retryInitial = 2 * time.Second
+	retryMax     = 5 * time.Minute
+	giveUp       = 24 * time.Hour
+	keep         = 7 * 24 * time.Hour
+	// pruneEvery is how many flushes go between prunes.
+	pruneEvery = 60
+)
+
+// Options configure a Notifier. The zero value is usable for a Notifier
+// without channels; one with channels needs an Outbox.
 type Options struct {
+	// Outbox keeps the folds and the messages until their channels took
+	// them: the gateway's store.
+	Outbox store.AlertOutbox
 	// Client posts to the channels (but for a Slack or PagerDuty channel on
 	// plain http://: see Observe). Default: a client of the Notifier's own
 	// with a 10s timeout (never http.DefaultClient). Its redirect policy
@@ -79,20 +114,28 @@ type Options struct {
 	// transport would not reach (the gateway counts alerts sent with it).
 	Observe func(http.RoundTripper) http.RoundTripper
 	Logger  *slog.Logger     // default: discard
-	Now     func() time.Time // default: time.Now
+	Now     func() time.Time // default: time.Now; an alert's Time when it has none
 	// Window is the rate limit: per (kind, destination), at most one
 	// message per Window after the first. Default 1m.
 	Window time.Duration
-	// FlushInterval is how often waiting summaries are checked. Default 1s.
+	// FlushInterval is how often waiting summaries and retries are
+	// checked. Default 1s.
 	FlushInterval time.Duration
 	// UserAgent is sent with every post. Default "AnyHook".
 	UserAgent string
+	// Rand draws the jitter of retries, uniform in [0, 1); default
+	// math/rand/v2's.
+	Rand func() float64
 }
 
 // Notifier sends alerts to the configured channels. Notify queues; the
-// goroutine started by Start posts. Its methods are safe for concurrent use.
+// goroutines started by Start write the queue to the outbox and send what
+// the outbox holds. Its methods are safe for concurrent use.
 type Notifier struct {
 	channels []channel
+	byKey    map[string]channel
+	keys     []string // the channels' keys, in the outbox
+	outbox   store.AlertOutbox
 	client   *http.Client
 	// plain posts to the channels whose URL or body is a credential (Slack,
 	// PagerDuty) when their URL is plain http://, which the configuration
@@ -104,48 +147,47 @@ type Notifier struct {
 	window time.Duration
 	every  time.Duration
 	ua     string
+	rand   func() float64
 
 	mu      sync.Mutex
-	states  map[key]*state
-	queue   []message
 	stopped bool // Notify drops
+	queue   chan store.RaisedAlert
 
-	wake chan struct{} // a message was queued
-	run  lifecycle.Runner
+	wake   chan struct{} // the writer queued messages
+	writer lifecycle.Runner
+	sender lifecycle.Runner
 
-	// Test hooks: a manual flush clock, and a signal after each flush.
+	// Test hooks: a manual flush clock, a signal after each flush, and
+	// the number of alerts each write took.
 	tick     <-chan time.Time
 	tickDone chan struct{}
-}
-
-type key struct{ kind, destination string }
-
-// state is the rate limit of one (kind, destination).
-type state struct {
-	lastSent time.Time // when the last message was queued
-	pending  int       // alerts folded since then
-	latest   Alert     // the newest folded alert
-	seen     map[string]struct{}
+	wrote    chan int
 }
 
 // message is what a channel sends: an alert, standing for More others
-// folded into it.
+// folded into it, with the action and incident key its channel keys
+// incidents by ("" for an alert's own: see pdDedupKey).
 type message struct {
 	Alert
-	More int
+	More     int
+	Action   string // store.AlertTrigger or store.AlertResolve
+	DedupKey string
 }
 
 // New returns a Notifier for the channels of a validated configuration. With
 // no channels, Notify does nothing.
 func New(channels []Channel, opts Options) (*Notifier, error) {
 	n := &Notifier{
+		outbox: opts.Outbox,
 		client: opts.Client,
 		log:    opts.Logger,
 		now:    opts.Now,
 		window: opts.Window,
 		every:  opts.FlushInterval,
 		ua:     opts.UserAgent,
-		states: map[key]*state{},
+		rand:   opts.Rand,
+		byKey:  map[string]channel{},
+		queue:  make(chan store.RaisedAlert, maxQueue),
 		wake:   make(chan struct{}, 1),
 	}
 	if n.client == nil {
@@ -181,14 +223,35 @@ func New(channels []Channel, opts Options) (*Notifier, error) {
 	if n.ua == "" {
 		n.ua = "AnyHook"
 	}
+	if n.rand == nil {
+		n.rand = rand.Float64
+	}
 	for i, a := range channels {
 		s, err := newChannel(i, a)
 		if err != nil {
 			return nil, err
 		}
 		n.channels = append(n.channels, s)
+		if _, dup := n.byKey[s.key()]; !dup {
+			n.byKey[s.key()] = s
+			n.keys = append(n.keys, s.key())
+		}
+	}
+	if len(n.channels) > 0 && n.outbox == nil {
+		return nil, errors.New("alert: channels need an outbox")
 	}
 	return n, nil
+}
+
+// CheckChannels reports the first channel of a configuration that New
+// would refuse.
+func CheckChannels(channels []Channel) error {
+	for i, a := range channels {
+		if _, err := newChannel(i, a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newClient() *http.Client {
@@ -206,18 +269,23 @@ func newClient() *http.Client {
 	}
 }
 
-// Notify queues a for the channels and returns at once. Within a window, an
-// exact repeat of an alert already seen (same kind, destination and
-// delivery, event or message) is dropped, and further alerts of the same
-// kind and destination are folded into one summary. Alerts raised after
-// Stop are logged and dropped.
+// Notify queues a for the outbox and returns at once: it never waits for
+// the store or a channel. There, within a window, an exact repeat of an
+// alert already folded (same kind, destination and delivery, event or
+// message) is dropped, and further alerts of the same kind and destination
+// are folded into one summary. An alert that finds the queue full, or
+// comes after Stop, is logged and dropped.
 func (n *Notifier) Notify(ctx context.Context, a Alert) {
 	if len(n.channels) == 0 {
 		return
 	}
-	now := n.now()
 	if a.Time.IsZero() {
-		a.Time = now
+		a.Time = n.now()
+	}
+	ra, err := raised(a)
+	if err != nil {
+		n.log.Log(ctx, slog.LevelError, "alert dropped: cannot encode it", "kind", a.Kind, "err", err)
+		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -226,47 +294,26 @@ func (n *Notifier) Notify(ctx context.Context, a Alert) {
 			"kind", a.Kind, "destination", a.Destination, "message", a.Message)
 		return
 	}
-	k := keyOf(a)
-	st := n.states[k]
-	if st == nil {
-		st = &state{}
-		n.states[k] = st
+	select {
+	case n.queue <- ra:
+	default:
+		n.log.Log(ctx, slog.LevelWarn, "alert dropped: queue full",
+			"kind", a.Kind, "destination", a.Destination, "message", a.Message)
 	}
-	id := identity(a)
-	open := !st.lastSent.IsZero() && now.Before(st.lastSent.Add(n.window))
-	if open {
-		// An exact repeat is dropped; not so for health changes, where
-		// "failing" after "recovered" is news even if said before.
-		if _, dup := st.seen[id]; dup && k.kind != healthKind {
-			return
-		}
-		if len(st.seen) < maxSeen {
-			st.seen[id] = struct{}{}
-		}
-		st.pending++
-		st.latest = a
-		return
-	}
-	// The window is over (or this is the first): send now, standing for
-	// whatever was folded since the last message.
-	more := st.pending
-	st.lastSent, st.pending, st.latest = now, 0, Alert{}
-	st.seen = map[string]struct{}{id: {}}
-	n.enqueue(ctx, message{Alert: a, More: more})
 }
 
 const healthKind = "destination_health"
 
-// keyOf is the rate-limit key of a. A destination's failing and
-// recovered alerts share one, so that a summary always carries its latest
-// state: a flapping destination cannot end on a stale "failing" message
-// (or re-open the PagerDuty incident its recovery resolved).
-func keyOf(a Alert) key {
-	kind := a.Kind
-	if kind == DestinationFailing || kind == DestinationRecovered {
-		kind = healthKind
+// foldOf is the fold of a: what its rate limit is kept by. A destination's
+// failing and recovered alerts share one, so that a summary always carries
+// its latest state: a flapping destination cannot end on a stale
+// "failing" message (or re-open the PagerDuty incident its recovery
+// resolved).
+func foldOf(a Alert) string {
+	if a.Kind == DestinationFailing || a.Kind == DestinationRecovered {
+		return healthKind
 	}
-	return key{kind, a.Destination}
+	return a.Kind
 }
 
 // identity is what makes two alerts the same alert, for de-duplication.
@@ -280,124 +327,52 @@ func identity(a Alert) string {
 	return a.Kind + "\x00m:" + a.Source + "\x00" + a.Message
 }
 
-// enqueue adds m to the queue and wakes the sender; n.mu is held.
-func (n *Notifier) enqueue(ctx context.Context, m message) {
-	if len(n.queue) >= maxQueue {
-		old := n.queue[0]
-		n.queue = n.queue[1:]
-		n.log.Log(ctx, slog.LevelWarn, "alert dropped: queue full",
-			"kind", old.Kind, "destination", old.Destination, "more", old.More)
+// raised is a as the outbox keeps it. A recovery resolves the incident
+// its destination's failing alert opened; any other alert triggers that
+// of its (kind, destination).
+func raised(a Alert) (store.RaisedAlert, error) {
+	b, err := json.Marshal(a)
+	fold := foldOf(a)
+	ra := store.RaisedAlert{Fold: fold, Destination: a.Destination, Kind: a.Kind, Identity: identity(a),
+		// "failing" after "recovered" is news even if said before.
+		Repeatable: fold == healthKind,
+		Action:     store.AlertTrigger, DedupKey: pdDedupKey(a.Kind, a.Destination), Message: b}
+	if a.Kind == DestinationRecovered {
+		ra.Action, ra.DedupKey = store.AlertResolve, pdDedupKey(DestinationFailing, a.Destination)
 	}
-	n.queue = append(n.queue, m)
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
+	return ra, err
 }
 
-// flush queues the summaries whose window is over; all of them when final.
-// It also forgets idle rate-limit states.
-func (n *Notifier) flush(ctx context.Context, final bool) {
-	now := n.now()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for k, st := range n.states {
-		over := !now.Before(st.lastSent.Add(n.window))
-		switch {
-		case st.pending > 0 && (over || final):
-			n.enqueue(ctx, message{Alert: st.latest, More: st.pending - 1})
-			st.lastSent, st.pending, st.latest = now, 0, Alert{}
-			st.seen = map[string]struct{}{}
-		case st.pending == 0 && over:
-			delete(n.states, k)
-		}
-	}
-}
-
-// Start starts the goroutine that posts alerts. Cancelling ctx stops it
-// at once, dropping what is queued; Stop stops it gracefully.
+// Start starts the goroutines that write raised alerts to the outbox and
+// send its messages. Cancelling ctx stops them at once, leaving what is
+// queued in memory unwritten; Stop stops them gracefully.
 func (n *Notifier) Start(ctx context.Context) {
-	n.run.Start(ctx, func(end context.Context) {
+	if len(n.channels) == 0 {
+		return
+	}
+	n.writer.Start(ctx, func(end context.Context) { n.writeLoop(ctx, end) })
+	n.sender.Start(ctx, func(end context.Context) {
 		tick := n.tick
 		if tick == nil {
 			t := time.NewTicker(n.every)
 			defer t.Stop()
 			tick = t.C
 		}
-		n.loop(ctx, end, tick)
+		n.sendLoop(ctx, end, tick)
 	})
 }
 
-// Stop sends what is queued and every waiting summary, then returns once
-// the goroutine has finished. It is idempotent; Notify after Stop drops.
+// Stop writes what is queued to the outbox, queues every waiting summary
+// (the window cut short), makes one attempt at each message due, and
+// returns once the goroutines have finished. What a channel did not take
+// stays in the outbox for the next start. It is idempotent; Notify after
+// Stop drops.
 func (n *Notifier) Stop() {
 	n.mu.Lock()
 	n.stopped = true
 	n.mu.Unlock()
-	n.run.Stop()
-}
-
-// loop posts under ctx, which Stop does not cancel (a post in progress
-// when Stop is called completes), until end ends: by Stop, after a final
-// flush; by ctx, at once.
-func (n *Notifier) loop(ctx, end context.Context, tick <-chan time.Time) {
-	for {
-		select {
-		case <-end.Done():
-			if lifecycle.Stopped(end) {
-				n.flush(ctx, true)
-				n.send(ctx)
-				return
-			}
-			n.mu.Lock()
-			dropped := len(n.queue)
-			n.queue = nil
-			n.mu.Unlock()
-			if dropped > 0 {
-				n.log.Warn("alerts dropped: shutting down", "count", dropped)
-			}
-			return
-		case <-n.wake:
-			n.send(ctx)
-		case <-tick:
-			n.flush(ctx, false)
-			n.send(ctx)
-			if n.tickDone != nil {
-				n.tickDone <- struct{}{}
-			}
-		}
-	}
-}
-
-// send posts every queued message to every channel, once each: a failure is
-// logged, not retried (the next alert or summary follows soon enough, and
-// retrying a dead channel forever would pile up).
-func (n *Notifier) send(ctx context.Context) {
-	for ctx.Err() == nil {
-		n.mu.Lock()
-		q := n.queue
-		n.queue = nil
-		n.mu.Unlock()
-		if len(q) == 0 {
-			return
-		}
-		for _, m := range q {
-			for _, s := range n.channels {
-				if ctx.Err() != nil {
-					return
-				}
-				// The log lines keep their old words ("sink"): operators
-				// match them.
-				if err := n.post(ctx, s, m); err != nil {
-					n.log.Warn("alert sink failed", "sink", s.name(), "kind", m.Kind,
-						"destination", m.Destination, "event_id", m.EventID, "delivery_id", m.DeliveryID, "more", m.More, "err", err)
-				} else {
-					n.log.Debug("alert sent", "sink", s.name(), "kind", m.Kind,
-						"destination", m.Destination, "more", m.More)
-				}
-			}
-		}
-	}
+	n.writer.Stop()
+	n.sender.Stop()
 }
 
 // text is the one-line human rendering of m, shared by the channels.

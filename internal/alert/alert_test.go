@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/redirect/redirecttest"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 	"github.com/anyhook/anyhook/internal/testkit/testclock"
 )
@@ -74,38 +76,68 @@ func (l *logs) all() string {
 }
 
 type fixture struct {
-	n     *Notifier
-	clock *testclock.Clock
-	logs  *logs
-	tick  chan time.Time
+	n      *Notifier
+	clock  *testclock.Clock
+	logs   *logs
+	tick   chan time.Time
+	outbox *sqlite.Store
 }
 
-// setup returns a started Notifier over channels with a manual clock and a
-// manual flush tick; it is stopped at the end of the test.
+// outbox opens a SQLite store, a real file, for a Notifier's outbox, on
+// clock (nil: the real one); it is closed at the end of the test.
+func outbox(t *testing.T, clock func() time.Time) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// setup returns a started Notifier over channels with a manual clock (its
+// outbox's too), a manual flush tick and no jitter; it is stopped at the
+// end of the test.
 func setup(t *testing.T, channels ...Channel) *fixture {
 	t.Helper()
 	f := &fixture{
-		clock: testclock.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
+		clock: testclock.New(time.Now().UTC().Truncate(time.Second)),
 		logs:  &logs{},
 		tick:  make(chan time.Time),
 	}
-	n, err := New(channels, Options{Now: f.clock.Now, Logger: slog.New(f.logs)})
+	f.outbox = outbox(t, f.clock.Now)
+	n, err := New(channels, Options{Outbox: f.outbox, Now: f.clock.Now, Logger: slog.New(f.logs), Rand: func() float64 { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.tick = f.tick
 	n.tickDone = make(chan struct{})
+	n.wrote = make(chan int, 4096)
 	f.n = n
 	n.Start(t.Context())
 	t.Cleanup(n.Stop)
 	return f
 }
 
-// flush runs one flush of the background goroutine and waits for it,
-// including the posts it makes.
+// flush runs one flush of the sending goroutine and waits for it,
+// including the posts it makes. It runs after any send the goroutine was
+// making, so it is also a barrier: what that send posted is recorded.
 func (f *fixture) flush() {
 	f.tick <- f.clock.Now()
 	<-f.n.tickDone
+}
+
+// written waits until the writer has written n more alerts to the outbox.
+func (f *fixture) written(t *testing.T, n int) {
+	t.Helper()
+	for n > 0 {
+		select {
+		case k := <-f.n.wrote:
+			n -= k
+		case <-time.After(time.Minute):
+			t.Fatalf("the writer did not write %d more alerts", n)
+		}
+	}
 }
 
 func decode(t *testing.T, b []byte) webhookBody {
@@ -162,6 +194,7 @@ func TestWindow(t *testing.T) {
 	f.n.Notify(ctx, dead("billing", 2))
 	f.n.Notify(ctx, dead("billing", 3))
 	f.n.Notify(ctx, dead("billing", 3)) // an exact repeat: dropped, not counted
+	f.written(t, 4)
 
 	f.clock.Add(30 * time.Second)
 	f.flush() // window not over: nothing
@@ -177,6 +210,7 @@ func TestWindow(t *testing.T) {
 
 	f.clock.Add(10 * time.Second)
 	f.n.Notify(ctx, dead("billing", 4)) // inside the summary's window
+	f.written(t, 1)
 	f.clock.Add(time.Minute)
 	f.n.Notify(ctx, dead("billing", 5)) // window over: sent at once, carrying dl_4
 	if got := decode(t, r.next(t)); got.DeliveryID != "dl_5" || got.More != 1 {
@@ -185,6 +219,7 @@ func TestWindow(t *testing.T) {
 
 	f.clock.Add(2 * time.Minute)
 	f.flush() // nothing pending: nothing sent, state forgotten
+	f.written(t, 1)
 	f.n.Notify(ctx, dead("billing", 6))
 	if got := decode(t, r.next(t)); got.DeliveryID != "dl_6" || got.More != 0 {
 		t.Fatalf("after a quiet spell = %+v", got)
@@ -265,6 +300,7 @@ func TestPagerDutyBodies(t *testing.T) {
 	// the summary carries the latest state and resolves the incident.
 	f.n.Notify(ctx, Alert{Kind: DestinationFailing, Destination: "billing", Message: "still 503"})
 	f.n.Notify(ctx, Alert{Kind: DestinationRecovered, Destination: "billing"})
+	f.written(t, 3)
 	f.flush()
 	if n := len(r.posts()); n != 1 {
 		t.Fatalf("%d posts inside the window, want 1", n)
@@ -299,24 +335,43 @@ func TestPagerDutyBodies(t *testing.T) {
 	}
 }
 
-func TestFailingChannelIsLoggedNotRetried(t *testing.T) {
+// TestFailingChannelIsRetried: a channel that fails is posted the
+// alert again, after a backoff that grows, until it answers 2xx; then
+// never again. Each failure is logged without the channel's URL; a
+// healthy channel beside it gets the alert once, at once.
+func TestFailingChannelIsRetried(t *testing.T) {
 	t.Parallel()
-	bad := newRecorder(t, http.StatusInternalServerError)
+	bad := &recorder{sinktest.Start(t, sinktest.Options{Script: []int{500, 503, 500}, Reply: func(int) string { return "no_service\nsecond line" }})}
 	good := newRecorder(t, http.StatusOK)
 	f := setup(t, Channel{Slack: bad.srv.URL + "/services/SECRET-TOKEN"}, Channel{Webhook: good.srv.URL})
-	for _, d := range []string{"a", "b", "c"} {
-		f.n.Notify(t.Context(), dead(d, 1))
+	f.n.Notify(t.Context(), dead("billing", 1))
+	first := bad.next(t)
+	good.next(t)
+	f.flush() // the failure is recorded: due again in 1s (2s·2⁰, jitter 0)
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		f.clock.Add(wait - time.Millisecond)
+		f.flush()
+		if n := len(bad.posts()); n != i+1 {
+			t.Fatalf("retry %d: posted %d times before its backoff of %v ended", i+1, n, wait)
+		}
+		f.clock.Add(time.Millisecond)
+		f.flush()
+		if got := bad.next(t); string(got) != string(first) {
+			t.Fatalf("retry %d posted %s, want %s", i+1, got, first)
+		}
 	}
+	f.clock.Add(time.Hour)
+	f.flush()
 	f.n.Stop()
-	if n := len(bad.posts()); n != 3 {
-		t.Errorf("failing channel got %d posts, want 3 (one per alert, no retries)", n)
+	if n := len(bad.posts()); n != 4 {
+		t.Errorf("the channel that failed 3 times got %d posts, want 4 (the 4th taken)", n)
 	}
-	if n := len(good.posts()); n != 3 {
-		t.Errorf("healthy channel got %d posts, want 3", n)
+	if n := len(good.posts()); n != 1 {
+		t.Errorf("the healthy channel got %d posts, want 1", n)
 	}
 	logged := f.logs.all()
 	if strings.Count(logged, "alert sink failed") != 3 || !strings.Contains(logged, "sink=slack#0") ||
-		!strings.Contains(logged, "status 500: no_service second line") {
+		!strings.Contains(logged, "status 500: no_service second line") || !strings.Contains(logged, "status 503") {
 		t.Errorf("logs:\n%s", logged)
 	}
 	if strings.Contains(logged, "SECRET-TOKEN") {
@@ -362,7 +417,7 @@ func TestStopDrains(t *testing.T) {
 func TestNotifyBeforeStart(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
-	n, err := New([]Channel{{Webhook: r.srv.URL}}, Options{})
+	n, err := New([]Channel{{Webhook: r.srv.URL}}, Options{Outbox: outbox(t, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,9 +447,15 @@ func TestNewRejectsBadChannels(t *testing.T) {
 		{Webhook: "http://a/", Slack: "http://b/"},
 		{PagerDuty: &PagerDuty{}},
 	} {
-		if _, err := New([]Channel{a}, Options{}); err == nil {
+		if _, err := New([]Channel{a}, Options{Outbox: outbox(t, nil)}); err == nil {
 			t.Errorf("New(%+v) = nil error", a)
 		}
+		if err := CheckChannels([]Channel{{Webhook: "http://ok/"}, a}); err == nil || !strings.HasPrefix(err.Error(), "alerts[1]") {
+			t.Errorf("CheckChannels(…, %+v) = %v, want alerts[1]'s error", a, err)
+		}
+	}
+	if _, err := New([]Channel{{Webhook: "http://ok/"}}, Options{}); err == nil {
+		t.Error("New with channels and no outbox = nil error")
 	}
 }
 
@@ -431,7 +492,7 @@ func TestCancelStopsAtOnce(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(block) })
-	n, err := New([]Channel{{Webhook: srv.URL}}, Options{})
+	n, err := New([]Channel{{Webhook: srv.URL}}, Options{Outbox: outbox(t, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +600,7 @@ func TestObserveSeesEveryPost(t *testing.T) {
 		})
 	}
 	n, err := New([]Channel{{Webhook: local.srv.URL + "/hook"}, {Slack: local.srv.URL + "/services/T000/B000/XXXX"},
-		{PagerDuty: &PagerDuty{URL: local.srv.URL + "/v2/enqueue", RoutingKey: "R"}}}, Options{Observe: observe})
+		{PagerDuty: &PagerDuty{URL: local.srv.URL + "/v2/enqueue", RoutingKey: "R"}}}, Options{Observe: observe, Outbox: outbox(t, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

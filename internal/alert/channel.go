@@ -3,6 +3,8 @@ package alert
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,11 +16,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/anyhook/anyhook/internal/loopback"
+	"github.com/anyhook/anyhook/internal/store"
 )
 
 // channel is one configured destination of alerts.
 type channel interface {
 	name() string // for logs: never the URL, which may be a secret
+	// key names the channel in the outbox, across restarts and
+	// processes: its kind and a hash of where it posts (never the URL or
+	// routing key themselves).
+	key() string
 	url() string
 	body(m message) ([]byte, error)
 	// credential: the URL or the body is a secret (plain http:// only
@@ -46,9 +53,9 @@ const PagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
 func newChannel(i int, a Channel) (channel, error) {
 	switch {
 	case a.Webhook != "" && a.Slack == "" && a.PagerDuty == nil:
-		return webhookChannel{n: "webhook#" + strconv.Itoa(i), u: a.Webhook}, nil
+		return webhookChannel{n: "webhook#" + strconv.Itoa(i), u: a.Webhook, k: channelKey("webhook", a.Webhook)}, nil
 	case a.Slack != "" && a.Webhook == "" && a.PagerDuty == nil:
-		return slackChannel{n: "slack#" + strconv.Itoa(i), u: a.Slack}, nil
+		return slackChannel{n: "slack#" + strconv.Itoa(i), u: a.Slack, k: channelKey("slack", a.Slack)}, nil
 	case a.PagerDuty != nil && a.Webhook == "" && a.Slack == "":
 		if a.PagerDuty.RoutingKey == "" {
 			return nil, fmt.Errorf("alerts[%d].pagerduty.routing_key: required", i)
@@ -57,9 +64,22 @@ func newChannel(i int, a Channel) (channel, error) {
 		if u == "" {
 			u = PagerDutyURL
 		}
-		return pagerDutyChannel{n: "pagerduty#" + strconv.Itoa(i), u: u, routingKey: a.PagerDuty.RoutingKey}, nil
+		return pagerDutyChannel{n: "pagerduty#" + strconv.Itoa(i), u: u, routingKey: a.PagerDuty.RoutingKey,
+			k: channelKey("pagerduty", u, a.PagerDuty.RoutingKey)}, nil
 	}
 	return nil, fmt.Errorf("alerts[%d]: exactly one of webhook, slack or pagerduty must be set", i)
+}
+
+// channelKey is kind and the first 16 hex digits of the SHA-256 of parts:
+// the same channel gets the same key in every process, and a changed URL
+// is a new channel.
+func channelKey(kind string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return kind + ":" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // post sends m to s once.
@@ -96,9 +116,10 @@ func (n *Notifier) post(ctx context.Context, s channel, m message) error {
 }
 
 // webhookChannel POSTs the alert as JSON.
-type webhookChannel struct{ n, u string }
+type webhookChannel struct{ n, u, k string }
 
 func (s webhookChannel) name() string { return s.n }
+func (s webhookChannel) key() string  { return s.k }
 func (s webhookChannel) url() string  { return s.u }
 
 // credential: a webhook channel's URL may be plain http anywhere, as a
@@ -117,9 +138,10 @@ func (s webhookChannel) body(m message) ([]byte, error) {
 }
 
 // slackChannel posts to a Slack incoming webhook.
-type slackChannel struct{ n, u string }
+type slackChannel struct{ n, u, k string }
 
 func (s slackChannel) name() string { return s.n }
+func (s slackChannel) key() string  { return s.k }
 func (s slackChannel) url() string  { return s.u }
 
 // credential: a Slack incoming-webhook URL is its credential.
@@ -142,9 +164,10 @@ func (s slackChannel) body(m message) ([]byte, error) {
 // pagerDutyChannel sends PagerDuty Events API v2 events: a trigger per
 // (kind, destination) incident, and a resolve of the destination's
 // "failing" incident when it recovers.
-type pagerDutyChannel struct{ n, u, routingKey string }
+type pagerDutyChannel struct{ n, u, routingKey, k string }
 
 func (s pagerDutyChannel) name() string { return s.n }
+func (s pagerDutyChannel) key() string  { return s.k }
 func (s pagerDutyChannel) url() string  { return s.u }
 
 // credential: the body carries the routing key.
@@ -184,12 +207,20 @@ func pdDedupKey(kind, destination string) string {
 	return truncate(k, 255)
 }
 
+// body is m's event: the action and incident key its outbox row carries,
+// else those of its kind (a recovery resolves its destination's failing
+// incident).
 func (s pagerDutyChannel) body(m message) ([]byte, error) {
-	if m.Kind == DestinationRecovered {
+	action, dedup := m.Action, m.DedupKey
+	if action == "" {
+		ra, _ := raised(m.Alert)
+		action, dedup = ra.Action, ra.DedupKey
+	}
+	if action == store.AlertResolve {
 		return json.Marshal(pdEvent{
 			RoutingKey:  s.routingKey,
 			EventAction: "resolve",
-			DedupKey:    pdDedupKey(DestinationFailing, m.Destination),
+			DedupKey:    truncate(dedup, 255),
 			Client:      "AnyHook",
 		})
 	}
@@ -219,7 +250,7 @@ func (s pagerDutyChannel) body(m message) ([]byte, error) {
 	return json.Marshal(pdEvent{
 		RoutingKey:  s.routingKey,
 		EventAction: "trigger",
-		DedupKey:    pdDedupKey(m.Kind, m.Destination),
+		DedupKey:    truncate(dedup, 255),
 		Client:      "AnyHook",
 		Links:       links,
 		Payload: &pdPayload{

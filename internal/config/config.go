@@ -30,6 +30,10 @@ type Config struct {
 	Sources      map[string]*Source      `yaml:"sources"`
 	Destinations map[string]*Destination `yaml:"destinations"`
 	Alerts       []Alert                 `yaml:"alerts"`
+	// AlertWindow is the alerts' rate limit: per (kind, destination), the
+	// first is sent at once and the rest of the window's are folded into
+	// one summary. Default 1m.
+	AlertWindow Duration `yaml:"alert_window"`
 
 	Delivery DeliverySettings `yaml:"delivery"`
 	Ledger   LedgerSettings   `yaml:"log"` // the tamper-evident ledger; see ledger.go

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/route"
@@ -111,6 +112,7 @@ func (c *Config) setDefaults() {
 			str(&pd.URL, PagerDutyURL)
 		}
 	}
+	dur(&c.AlertWindow, "alert_window", alert.DefaultWindow)
 	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
@@ -159,6 +161,9 @@ func (c *Config) Validate() error {
 	}
 	for i, a := range c.Alerts {
 		p.add(c.validateAlert(fmt.Sprintf("alerts[%d]", i), a))
+	}
+	if c.AlertWindow.D() < time.Second {
+		p.add(c.Errorf("alert_window", "must be at least 1s, not %s", c.AlertWindow))
 	}
 	p.add(c.validateDelivery())
 	p.add(c.validateLedger())

@@ -12,6 +12,7 @@ import (
 type arrivedView struct {
 	Count    int64 // requests: 1 + duplicates
 	Unlisted int64 // duplicates counted but not itemised
+	Differed int   // itemised duplicates whose body was not the event's
 	Rows     []arrivalRow
 }
 
@@ -23,6 +24,7 @@ type arrivalRow struct {
 	RemoteAddr string
 	Changes    []store.HeaderChange // headers that differ from the original's
 	Cut        bool                 // the duplicate's headers were cut to fit
+	BodySHA256 string               // set when the duplicate's body differed: its hash
 }
 
 func arrivedOf(ev anyhook.Event) arrivedView {
@@ -30,7 +32,10 @@ func arrivedOf(ev anyhook.Event) arrivedView {
 	v.Rows = append(v.Rows, arrivalRow{Number: 1, Original: true, ReceivedAt: ev.ReceivedAt, When: millis(ev.ReceivedAt), RemoteAddr: ev.RemoteAddr})
 	for _, a := range ev.Arrivals {
 		v.Rows = append(v.Rows, arrivalRow{Number: 1 + a.Seq, ReceivedAt: a.ReceivedAt, When: millis(a.ReceivedAt), RemoteAddr: a.RemoteAddr,
-			Changes: store.HeaderDiff(ev.Header, a.Header, a.HeaderCut), Cut: a.HeaderCut})
+			Changes: store.HeaderDiff(ev.Header, a.Header, a.HeaderCut), Cut: a.HeaderCut, BodySHA256: a.BodySHA256})
+		if a.BodySHA256 != "" {
+			v.Differed++
+		}
 	}
 	return v
 }

@@ -3,6 +3,8 @@ package dashboard_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,10 +42,14 @@ sources:
   hooks:
     provider: generic
     signature: none
+  orders:
+    provider: generic
+    signature: none
+    id: json:id
 destinations:
   billing:
     url: %s/hooks
-    sources: [stripe, hooks]
+    sources: [stripe, hooks, orders]
 `, filepath.Join(dir, "anyhook.db"), browserToken, browserSecret, billing.URL), gateway.Options{})
 	return base
 }
@@ -119,6 +125,27 @@ func TestBrowserArrivals(t *testing.T) {
 		t.Errorf("unsigned arrivals summary: %q", s)
 	}
 
+	// A known id with another body is a duplicate, answered as one, but
+	// the page says the payload differed and which it was.
+	post := func(body string) *http.Request {
+		req, _ := http.NewRequest("POST", base+"/webhooks/orders", strings.NewReader(body))
+		return req
+	}
+	order := answerID(t, post(`{"id":"ord_7","total":10}`), http.StatusOK)
+	if again := answerID(t, post(`{"id":"ord_7","total":99}`), http.StatusOK); again != order {
+		t.Fatalf("a known id with another body answered %s, want the duplicate of %s", again, order)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/events/"+order), chromedp.WaitVisible(chromedp.CSS("#arrivals"))); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(`{"id":"ord_7","total":99}`))
+	if row := text(`tr[data-arrival="2"]`); !strings.Contains(row, "this arrival's body differed: sha256 "+hex.EncodeToString(sum[:])) {
+		t.Errorf("the differing arrival: %q", row)
+	}
+	if s := text("#arrivals-summary"); !strings.Contains(s, "1 duplicate carried a different body") {
+		t.Errorf("arrivals summary of a conflict: %q", s)
+	}
+
 	// Refused requests: a forged Stripe request and a typo in the URL.
 	forged, _ := http.NewRequest("POST", base+"/webhooks/stripe", strings.NewReader(`{"id":"evt_forged"}`))
 	forged.Header.Set("Stripe-Signature", "t=1,v1=00")
@@ -146,8 +173,29 @@ func TestBrowserArrivals(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`nav a[href="/rejections"]`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-reason="unknown_source"]`))); err != nil {
 		t.Fatal(err)
 	}
-	if row := text(`tr[data-reason="unknown_source"]`); !strings.Contains(row, "strpe") || !strings.Contains(row, "unknown") || !strings.Contains(row, "not read") {
+	if row := text(`tr[data-reason="unknown_source"]`); !strings.Contains(row, "strpe") || !strings.Contains(row, "unknown") || !strings.Contains(row, "not read") ||
+		!strings.Contains(row, "did you mean stripe?") {
 		t.Errorf("unknown source row: %q", row)
+	}
+
+	// "Why didn't evt_forged arrive?": the event search finds nothing and
+	// points at the refused request, which keeps the body's id and the
+	// signature's timestamp, never the signature.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/events?q=evt_forged"), chromedp.WaitVisible(chromedp.CSS("#refused-hint"))); err != nil {
+		t.Fatal(err)
+	}
+	if hint := text("#refused-hint"); !strings.Contains(hint, "1 refused request match evt_forged") {
+		t.Errorf("hint: %q", hint)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#refused-hint")), chromedp.WaitVisible(chromedp.CSS("table#rejections"))); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#rejections tbody tr")].map(r => r.innerText)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || !strings.Contains(rows[0], "body id evt_forged") || !strings.Contains(rows[0], "Stripe-Signature t 1") || strings.Contains(rows[0], "v1") {
+		t.Errorf("refused requests matching evt_forged: %q", rows)
 	}
 }
 

@@ -26,6 +26,10 @@ type eventsData struct {
 	FirstURL                string
 	Paged                   bool // not the first page
 	Partial                 string
+	// Refused counts the refused requests that Q names, when Q found no
+	// event: the event may never have been accepted.
+	Refused    int
+	RefusedURL string
 }
 
 // eventFilter reads the list's query parameters.
@@ -71,6 +75,16 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	}
 	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
 		Statuses: statusOrder, Paged: f.Cursor != ""}
+	if f.Q != "" && f.Cursor == "" && len(evs) == 0 {
+		if data.Refused, err = store.RejectionHint(r.Context(), d.opt.Store, f.Source, f.Q); err != nil {
+			return err
+		}
+		q := url.Values{"q": {f.Q}}
+		if f.Source != "" {
+			q.Set("source", f.Source)
+		}
+		data.RefusedURL = "/rejections?" + q.Encode()
+	}
 	data.Rows = make([]eventRow, len(evs))
 	ids := make([]string, len(evs))
 	for i, ev := range evs {

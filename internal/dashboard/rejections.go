@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -19,6 +20,7 @@ type rejectionsData struct {
 	Source   string
 	Other    bool // Source is not a configured source
 	Reason   string
+	Q        string // a source name or one of the ids, whole
 	Sources  []string
 	Reasons  []string
 	Rows     []rejectionRow
@@ -29,26 +31,28 @@ type rejectionsData struct {
 
 type rejectionRow struct {
 	anyhook.Rejection
-	When string // to the millisecond
-	Size string // of the body, "" when not announced
+	When       string // to the millisecond
+	Size       string // of the body, "" when not announced
+	DidYouMean string // an unknown source's closest configured name
 }
 
 // NavKey marks the page in the navigation.
 func (rejectionsData) NavKey() string { return "rejections" }
 
-// GET /rejections?source=&reason=&cursor=
+// GET /rejections?source=&reason=&q=&cursor=
 func (d *Dashboard) rejections(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
 	f := store.RejectionFilter{
 		Source: strings.TrimSpace(v.Get("source")),
 		Reason: strings.TrimSpace(v.Get("reason")),
+		Q:      strings.TrimSpace(v.Get("q")),
 		Cursor: strings.TrimSpace(v.Get("cursor")),
 		Limit:  100,
 	}
 	if f.Reason != "" && !anyhook.ValidRejectReason(f.Reason) {
 		return &pageError{http.StatusBadRequest, "unknown reason " + f.Reason}
 	}
-	data := rejectionsData{Source: f.Source, Reason: f.Reason, Sources: d.sources, Reasons: rejectReasons, Paged: f.Cursor != "",
+	data := rejectionsData{Source: f.Source, Reason: f.Reason, Q: f.Q, Sources: d.sources, Reasons: rejectReasons, Paged: f.Cursor != "",
 		Other: f.Source != "" && !slices.Contains(d.sources, f.Source)}
 	rs, next, err := d.opt.Store.ListRejections(r.Context(), f)
 	if err != nil {
@@ -59,6 +63,9 @@ func (d *Dashboard) rejections(w http.ResponseWriter, r *http.Request) error {
 		if x.BodySize >= 0 {
 			row.Size = byteSize(x.BodySize)
 		}
+		if x.Reason == anyhook.RejectUnknownSource {
+			row.DidYouMean = cli.Suggest(x.Source, d.sources)
+		}
 		data.Rows = append(data.Rows, row)
 	}
 	q := url.Values{}
@@ -67,6 +74,9 @@ func (d *Dashboard) rejections(w http.ResponseWriter, r *http.Request) error {
 	}
 	if f.Reason != "" {
 		q.Set("reason", f.Reason)
+	}
+	if f.Q != "" {
+		q.Set("q", f.Q)
 	}
 	data.FirstURL = "/rejections"
 	if len(q) > 0 {

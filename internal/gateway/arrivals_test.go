@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 type apiEvent struct {
@@ -143,5 +146,76 @@ destinations:
 	gatewaytest.AdminJSON(t, base+"/api/events?source=shop", &list)
 	if len(list.Items) != 1 || list.Items[0].Verification["scheme"] != "shopify hmac-sha256" || list.Items[0].Arrivals.Count != 0 {
 		t.Errorf("list = %+v", list.Items)
+	}
+}
+
+// TestGenericIDRule: an unsigned generic source with an id rule refuses a
+// request without the id (400, recorded among the refused requests)
+// rather than record it with no dedup at all; a known id with another
+// body is answered duplicate and its arrival keeps the dropped body's
+// hash, which the API shows.
+func TestGenericIDRule(t *testing.T) {
+	t.Parallel()
+	sk := sinktest.New(t)
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+admin_token: test-token
+sources:
+  orders:
+    provider: generic
+    signature: none
+    id: header:X-Order-Id
+destinations:
+  app:
+    url: %s/hooks
+    sources: [orders]
+`, sk.URL), gateway.Options{})
+	send := func(id, body string) answer {
+		req, _ := http.NewRequest("POST", base+"/webhooks/orders", strings.NewReader(body))
+		if id != "-" {
+			req.Header.Set("X-Order-Id", id)
+		}
+		return do(t, req)
+	}
+	for _, id := range []string{"-", ""} {
+		if a := send(id, `{"total":1}`); a.Code != 400 || !strings.Contains(a.Error, "missing id: header:X-Order-Id") {
+			t.Errorf("id header %q: %+v, want 400 naming the rule", id, a)
+		}
+	}
+	var rejected struct{ Items []apiRejection }
+	testwait.Value(t, "2 refused requests", func() (struct{}, error) {
+		rejected.Items = nil
+		gatewaytest.AdminJSON(t, base+"/api/rejections?source=orders&reason=invalid", &rejected)
+		if len(rejected.Items) != 2 {
+			return struct{}{}, fmt.Errorf("rejections %+v", rejected.Items)
+		}
+		return struct{}{}, nil
+	})
+
+	first := send("ord_1", `{"total":10}`)
+	again := send("ord_1", `{"total":10}`)
+	other := send("ord_1", `{"total":99}`)
+	if first.Status != "accepted" || again.Status != "duplicate" || other.Status != "duplicate" || other.ID != first.ID {
+		t.Fatalf("answers: %+v %+v %+v", first, again, other)
+	}
+	var ev struct {
+		Body     string
+		Arrivals struct {
+			Items []struct {
+				Number     int
+				BodySHA256 string `json:"body_sha256"`
+			}
+		}
+	}
+	gatewaytest.AdminJSON(t, base+"/api/events/"+first.ID, &ev)
+	items := ev.Arrivals.Items
+	sum := sha256.Sum256([]byte(`{"total":99}`))
+	if len(items) != 3 || items[1].BodySHA256 != "" || items[2].BodySHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("arrivals %+v: want the third's body_sha256 %x only", items, sum)
+	}
+	sk.Wait(t, 1)
+	if got := sk.Requests(); len(got) != 1 || string(got[0].Body) != `{"total":10}` {
+		t.Errorf("delivered %d requests, want the first body once", len(got))
 	}
 }

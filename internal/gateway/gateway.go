@@ -179,7 +179,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	cfg, log, now, st := g.cfg, g.log, g.now, g.store
 	mx := metrics.New(metrics.Options{Stats: st, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	alerts, err := alert.New(alertChannels(cfg), alert.Options{Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
+	alerts, err := alert.New(alertChannels(cfg), alert.Options{Outbox: st, Window: cfg.AlertWindow.D(), Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
 	if err != nil {
 		return &ConfigError{err}
 	}
@@ -205,7 +205,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		// one batch's round trips with the next (measured: BENCHMARKS.md).
 		g.batcher.SetWriters(postgresWriters)
 	}
-	g.rejects = rejectlog.New(st, rejectlog.Options{Logger: log, Observer: mx, Now: now})
+	g.rejects = rejectlog.New(st, rejectlog.Options{Logger: log, Observer: mx, Now: now, Identify: requestIDs(cfg)})
 	ih := ingest.New(ingest.Options{
 		Sources:    sources,
 		Recorder:   g.batcher,

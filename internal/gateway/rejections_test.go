@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,96 @@ destinations:
 		if line := `anyhook_rejections_dropped_total{reason="` + reason + `"} 0`; !strings.Contains(string(metrics), line) {
 			t.Errorf("/metrics lacks %s", line)
 		}
+	}
+}
+
+// TestRejectionsFoundByID: "why didn't evt_badsig arrive?" An event
+// search by the provider's id that finds nothing points at the refused
+// requests, which GET /api/rejections?q= finds by that id; each record
+// keeps the ids its provider allows (Stripe's t= and the body's id, never
+// the v1 signature; GitHub's delivery headers), a stale timestamp's
+// reason says by how much, and an unknown source's record names the
+// closest configured one.
+func TestRejectionsFoundByID(t *testing.T) {
+	t.Parallel()
+	e := setup(t, sinktest.New(t), "")
+	stale := time.Now().Add(-7*time.Minute - 12*time.Second)
+	badsig := []byte(`{"id":"evt_badsig","object":"event"}`)
+	if a := do(t, stripeRequest(t, e.url+"/webhooks/stripe", "whsec_wrong", badsig, time.Now())); a.Code != 400 {
+		t.Fatalf("forged: %+v", a)
+	}
+	old := []byte(`{"id":"evt_old","object":"event"}`)
+	// The gateway's clock is the real one: the excess is 7m12s and the
+	// time the request took.
+	staleReason := regexp.MustCompile(`^timestamp outside tolerance: 7m1[23]s old, 5m0s allowed$`)
+	if a := do(t, stripeRequest(t, e.url+"/webhooks/stripe", stripeSecret, old, stale)); a.Code != 400 || !staleReason.MatchString(a.Error) {
+		t.Fatalf("stale: %+v", a)
+	}
+	typo, _ := http.NewRequest("POST", e.url+"/webhooks/strpe", strings.NewReader(`{"id":"evt_typo"}`))
+	if a := do(t, typo); a.Code != 404 || a.Error != `unknown source "strpe"` {
+		t.Fatalf("typo: %+v", a)
+	}
+	var list struct {
+		Items []struct {
+			apiRejection
+			IDs        map[string]string
+			DidYouMean string `json:"did_you_mean"`
+		}
+	}
+	testwait.Value(t, "3 rejections listed", func() (struct{}, error) {
+		list.Items = nil
+		gatewaytest.AdminJSON(t, e.url+"/api/rejections", &list)
+		if len(list.Items) != 3 {
+			return struct{}{}, fmt.Errorf("rejections = %+v", list.Items)
+		}
+		return struct{}{}, nil
+	})
+	// Each answer decoded afresh: json would merge into the maps of the last.
+	list.Items = nil
+	gatewaytest.AdminJSON(t, e.url+"/api/rejections?q=evt_badsig", &list)
+	if len(list.Items) != 1 {
+		t.Fatalf("q=evt_badsig: %+v", list.Items)
+	}
+	r := list.Items[0]
+	if r.Reason != "rejected_signature" || r.IDs["body id"] != "evt_badsig" || r.IDs["Stripe-Signature t"] == "" || len(r.IDs) != 2 {
+		t.Errorf("the forged request's record: %+v", r)
+	}
+	for _, v := range r.IDs {
+		if strings.Contains(v, "v1=") {
+			t.Errorf("a signature kept: %q", v)
+		}
+	}
+	list.Items = nil
+	gatewaytest.AdminJSON(t, e.url+"/api/rejections?q=evt_old", &list)
+	if len(list.Items) != 1 || !staleReason.MatchString(list.Items[0].Message) {
+		t.Errorf("q=evt_old: %+v", list.Items)
+	}
+	list.Items = nil
+	gatewaytest.AdminJSON(t, e.url+"/api/rejections?q=strpe", &list)
+	if len(list.Items) != 1 || list.Items[0].DidYouMean != "stripe" || len(list.Items[0].IDs) != 0 {
+		t.Errorf("q=strpe: %+v", list.Items)
+	}
+
+	// The event search that finds nothing says where to look.
+	var events struct {
+		Items      []any
+		Rejections int
+	}
+	gatewaytest.AdminJSON(t, e.url+"/api/events?q=evt_badsig", &events)
+	if len(events.Items) != 0 || events.Rejections != 1 {
+		t.Errorf("events?q=evt_badsig: %+v, want no event and 1 refused request", events)
+	}
+	events.Rejections = 0
+	gatewaytest.AdminJSON(t, e.url+"/api/events?q=evt_never", &events)
+	if events.Rejections != 0 {
+		t.Errorf("events?q=evt_never: %+v", events)
+	}
+	// An id that reached an event is found there, with no hint.
+	if a := e.sendStripe(t, "evt_fine"); a.Code != 200 {
+		t.Fatalf("genuine: %+v", a)
+	}
+	_, body := gatewaytest.Admin(t, "GET", e.url+"/api/events?q=evt_fine", "")
+	if strings.Contains(string(body), `"rejections"`) {
+		t.Errorf("a search that found its event carries a hint: %s", body)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/backfill"
 	"github.com/anyhook/anyhook/internal/buildinfo"
@@ -92,6 +94,21 @@ func ingestSources(cfg *config.Config, names ...string) ([]ingest.Source, error)
 		return nil, err
 	}
 	return out, nil
+}
+
+// requestIDs reads, for the rejection log, the values that name a
+// request to a configured source without being secret (provider.Identifier).
+func requestIDs(cfg *config.Config) func(source string, h http.Header, body []byte) []anyhook.RequestID {
+	by := map[string]func(http.Header, []byte) []anyhook.RequestID{}
+	for name, src := range cfg.Sources {
+		by[name] = provider.Identifier(src.ProviderSettings())
+	}
+	return func(source string, h http.Header, body []byte) []anyhook.RequestID {
+		if f := by[source]; f != nil {
+			return f(h, body)
+		}
+		return nil
+	}
 }
 
 // deliveryDestinations checks each destination's signing secret and gives
@@ -201,7 +218,7 @@ func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.Checkpointe
 func Check(cfg *config.Config) error {
 	_, srcErr := ingestSources(cfg)
 	_, destErr := deliveryDestinations(cfg)
-	_, alertErr := alert.New(alertChannels(cfg), alert.Options{})
+	alertErr := alert.CheckChannels(alertChannels(cfg))
 	if err := config.Join(srcErr, destErr, alertErr); err != nil {
 		return &ConfigError{err}
 	}

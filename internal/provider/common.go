@@ -149,12 +149,27 @@ func parseUnix(s string, ms bool) (time.Time, bool) {
 	return time.Unix(n, 0), true
 }
 
-// checkTime rejects a timestamp more than tol away from now, either way.
+// checkTime rejects a timestamp more than tol away from now, either way,
+// saying by how much: a clock that drifted and a replay of an old request
+// read differently.
 func checkTime(t, now time.Time, tol time.Duration) error {
-	if d := now.Sub(t); d > tol || d < -tol {
-		return fail("timestamp outside tolerance (%s)", tol)
+	d := now.Sub(t)
+	switch {
+	case d > tol:
+		return fail("timestamp outside tolerance: %s old, %s allowed", beyond(d, tol), tol)
+	case d < -tol:
+		return fail("timestamp outside tolerance: %s in the future, %s allowed", beyond(-d, tol), tol)
 	}
 	return nil
+}
+
+// beyond is d, over tol, in whole seconds, or milliseconds where whole
+// seconds would read as tol itself.
+func beyond(d, tol time.Duration) time.Duration {
+	if s := d.Truncate(time.Second); s > tol {
+		return s
+	}
+	return d.Truncate(time.Millisecond)
 }
 
 // decodeBase64 accepts standard and URL-safe base64, padded or not.

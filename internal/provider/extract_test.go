@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -78,6 +80,36 @@ func TestMissingIDHeaderRefused(t *testing.T) {
 		if x, err := prov.Extract(&Request{Header: h, Body: []byte(`{"id":1}`)}); err == nil {
 			t.Errorf("%s without its id header: Extract = %+v, want an error", p, x)
 		}
+	}
+}
+
+// A source whose id rule finds no id, and whose request nothing signs,
+// could record it only without a key (every retry a new event): refused.
+// A signed one falls back to the content key of what its signature covers.
+func TestMissingIDRuleValue(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"header:X-Request-Id", "json:data.id"} {
+		prov := mustNew(t, Settings{Provider: "generic", Signature: &Signature{None: true}, ID: id})
+		for name, r := range map[string]*Request{
+			"absent": {Header: hdr(), Body: []byte(`{"data":{}}`)},
+			"empty":  {Header: hdr("X-Request-Id", ""), Body: []byte(`{"data":{"id":""}}`)},
+		} {
+			x, err := prov.Extract(r)
+			var pe *Error
+			if !errors.As(err, &pe) || !strings.Contains(pe.Msg, id) {
+				t.Errorf("%s, id %s: Extract = %+v, %v; want an error naming the rule", id, name, x, err)
+			}
+		}
+		x, err := prov.Extract(&Request{Header: hdr("X-Request-Id", "r1"), Body: []byte(`{"data":{"id":"r1"}}`)})
+		if err != nil || x.Events[0].DedupKey != "r1" {
+			t.Errorf("%s present: Extract = %+v, %v", id, x, err)
+		}
+	}
+	sig := &Signature{Header: "X-Signature", Prefix: "sha256="}
+	s := Settings{Provider: "generic", Secrets: []string{"s3cret"}, Signature: sig, ID: "json:data.id"}
+	prov, r := capture(t, s, "", hdr(), `{"data":{}}`)
+	if e := keys(t, prov, r); e.DedupKey != "" || len(e.ContentKey) != 64 {
+		t.Errorf("signed, no id: %+v, want the content key", e)
 	}
 }
 

@@ -30,21 +30,34 @@ type kind struct {
 	// item's own bytes for a batch item, else the request body. nil: the
 	// provider's events carry no type (a source's type rule may set one).
 	typeOf func(r *Request, body []byte) string
+	// ids are where a request names itself without a secret: what the
+	// rejection log may keep of a refused one (Identifier).
+	ids []idSpec
 }
 
 // kinds is the fixed table of providers, by config name.
 var kinds = map[string]kind{
-	"generic":  {build: buildGeneric},
-	"github":   {build: buildGitHub, sign: signGitHub, ordered: true, typeOf: typeOfGitHub},
-	"gitlab":   {build: buildGitLab, sign: signGitLab, ordered: true, credentials: []string{"X-Gitlab-Token"}, typeOf: typeOfGitLab},
-	"hubspot":  {build: buildHubSpot, sign: signHubSpot, ordered: true, urlBound: true, typeOf: typeOfHubSpot},
-	"paddle":   {build: buildPaddle, sign: signPaddle, ordered: true, typeOf: typeOfPaddle},
-	"shopify":  {build: buildShopify, sign: signShopify, ordered: true, typeOf: typeOfShopify},
-	"slack":    {build: buildSlack, sign: signSlack, ordered: true, typeOf: typeOfSlack},
-	"square":   {build: buildSquare, sign: signSquare, ordered: true, urlBound: true, typeOf: typeOfSquare},
-	"standard": {build: buildStandard, sign: signStandard, ordered: true, typeOf: typeOfStandard},
-	"stripe":   {build: buildStripe, sign: signStripe, ordered: true, typeOf: typeOfStripe},
-	"twilio":   {build: buildTwilio, sign: signTwilio, ordered: true, urlBound: true},
+	"generic": {build: buildGeneric},
+	"github": {build: buildGitHub, sign: signGitHub, ordered: true, typeOf: typeOfGitHub,
+		ids: headerIDs("X-GitHub-Delivery", "X-GitHub-Hook-ID")},
+	"gitlab": {build: buildGitLab, sign: signGitLab, ordered: true, credentials: []string{"X-Gitlab-Token"}, typeOf: typeOfGitLab,
+		ids: headerIDs("Idempotency-Key", "X-Gitlab-Event-UUID", "webhook-id", "webhook-timestamp")},
+	"hubspot": {build: buildHubSpot, sign: signHubSpot, ordered: true, urlBound: true, typeOf: typeOfHubSpot,
+		ids: headerIDs("X-HubSpot-Request-Timestamp")},
+	"paddle": {build: buildPaddle, sign: signPaddle, ordered: true, typeOf: typeOfPaddle,
+		ids: []idSpec{{header: "Paddle-Signature", param: "ts", sep: ";"}, {path: []string{"event_id"}}}},
+	"shopify": {build: buildShopify, sign: signShopify, ordered: true, typeOf: typeOfShopify,
+		ids: headerIDs("X-Shopify-Event-Id", "Shopify-Event-Id", "X-Shopify-Webhook-Id", "Shopify-Webhook-Id")},
+	"slack": {build: buildSlack, sign: signSlack, ordered: true, typeOf: typeOfSlack,
+		ids: append(headerIDs("X-Slack-Request-Timestamp"), idSpec{path: []string{"event_id"}})},
+	"square": {build: buildSquare, sign: signSquare, ordered: true, urlBound: true, typeOf: typeOfSquare,
+		ids: []idSpec{{path: []string{"event_id"}}}},
+	"standard": {build: buildStandard, sign: signStandard, ordered: true, typeOf: typeOfStandard,
+		ids: headerIDs("webhook-id", "webhook-timestamp", "svix-id", "svix-timestamp")},
+	"stripe": {build: buildStripe, sign: signStripe, ordered: true, typeOf: typeOfStripe,
+		ids: []idSpec{{header: "Stripe-Signature", param: "t", sep: ","}, {path: []string{"id"}}}},
+	"twilio": {build: buildTwilio, sign: signTwilio, ordered: true, urlBound: true,
+		ids: headerIDs("I-Twilio-Idempotency-Token")},
 }
 
 // Names returns the known provider names, sorted.
@@ -236,11 +249,24 @@ func (o *overrides) Extract(r *Request) (Extracted, error) {
 		if !o.id.IsZero() {
 			e.DedupKey = v[0]
 		}
-		if reqKey != "" && e.ContentKey == "" {
-			e.ContentKey = reqKey
-			if e.Body != nil {
-				e.ContentKey = contentKey("item", []byte(reqKey), e.Body)
+		key := reqKey
+		if key == "" && !o.id.IsZero() && v[0] == "" {
+			// No id: a signed request is still keyed by what its
+			// signature covers.
+			if ck, ok := o.Provider.(contentKeyer); ok {
+				key = ck.contentKey(r)
 			}
+		}
+		if key != "" && e.ContentKey == "" {
+			e.ContentKey = key
+			if e.Body != nil {
+				e.ContentKey = contentKey("item", []byte(key), e.Body)
+			}
+		}
+		if !o.id.IsZero() && e.DedupKey == "" && e.ContentKey == "" {
+			// An unsigned request without its id could be recorded only
+			// with no dedup at all: every retry a new event.
+			return Extracted{}, fail("missing id: %s is absent or empty (the source's id rule)", o.id)
 		}
 		if !o.object.IsZero() {
 			e.Object = v[1]

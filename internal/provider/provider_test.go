@@ -214,6 +214,7 @@ func TestTolerance(t *testing.T) {
 				{0, -5*time.Minute - time.Second, false}, // from the future
 				{time.Minute, 2 * time.Minute, false},
 				{time.Hour, -59 * time.Minute, true},
+				{0, 7*time.Minute + 12*time.Second, false},
 			} {
 				prov := mustNew(t, Settings{Provider: p, Secrets: []string{secretFor(p)}, Tolerance: tc.tol})
 				_, err := prov.Verify(r, signedAt.Add(tc.off))
@@ -224,7 +225,12 @@ func TestTolerance(t *testing.T) {
 				if want == 0 {
 					want = DefaultTolerance
 				}
-				if err != nil && err.Error() != "timestamp outside tolerance ("+want.String()+")" {
+				// The reason says by how much, and which way.
+				excess := fmt.Sprintf("%s old", tc.off)
+				if tc.off < 0 {
+					excess = fmt.Sprintf("%s in the future", -tc.off)
+				}
+				if err != nil && err.Error() != "timestamp outside tolerance: "+excess+", "+want.String()+" allowed" {
 					t.Errorf("error = %q", err)
 				}
 			}

@@ -14,7 +14,8 @@
 // unknown names. Every drop is counted (Observer) and summed up in the log
 // once a minute.
 //
-// A record holds no body and no header value but User-Agent: see
+// A record holds no body and no header value but User-Agent and the
+// values its source's provider names requests by (Options.Identify): see
 // anyhook.Rejection and SECURITY.md.
 package rejectlog
 
@@ -89,6 +90,10 @@ type Options struct {
 	Now      func() time.Time // default time.Now
 	Logger   *slog.Logger     // default: discard
 	Observer Observer         // may be nil
+	// Identify, when set, reads the non-secret values that name a
+	// request to a configured source (provider.Identifier); body is nil
+	// when it was not read. Record keeps at most 8 of them, cut.
+	Identify func(source string, h http.Header, body []byte) []anyhook.RequestID
 }
 
 // Limits on what a record keeps of a request.
@@ -96,6 +101,9 @@ const (
 	maxSource    = 64
 	maxUserAgent = 128
 	maxMessage   = 256
+	maxIDs       = 8
+	maxIDName    = 64
+	maxIDValue   = 128
 	writeTimeout = 10 * time.Second
 )
 
@@ -106,6 +114,7 @@ type Log struct {
 	now   func() time.Time
 	log   *slog.Logger
 	obs   Observer
+	ids   func(source string, h http.Header, body []byte) []anyhook.RequestID
 	queue chan anyhook.Rejection
 
 	mu      sync.Mutex
@@ -119,7 +128,7 @@ type Log struct {
 
 // New returns a Log writing to st.
 func New(st Store, opt Options) *Log {
-	l := &Log{st: st, lim: opt.Limits.withDefaults(), now: opt.Now, log: opt.Logger, obs: opt.Observer,
+	l := &Log{st: st, lim: opt.Limits.withDefaults(), now: opt.Now, log: opt.Logger, obs: opt.Observer, ids: opt.Identify,
 		counts: map[string]int{}, dropped: map[string]int{}}
 	if l.now == nil {
 		l.now = time.Now
@@ -135,9 +144,10 @@ func New(st Store, opt Options) *Log {
 // requested, whether it is configured, the reason, the status and the
 // message answered, the remote address and, for a body that was not read,
 // the announced Content-Length as BodySize (-1: none). Record fills in the
-// rest from header (User-Agent, header count and size) and from body, the
-// bytes read of the body (nil when it was not read in full), which it
-// hashes but does not keep. It never blocks: a record over a cap, or that
+// rest from header (User-Agent, header count and size, the ids of a
+// configured source) and from body, the bytes read of the body (nil when
+// it was not read in full), which it hashes but does not keep (but for
+// an id in it). It never blocks: a record over a cap, or that
 // finds the queue full, is dropped and counted.
 func (l *Log) Record(rej anyhook.Rejection, header http.Header, body []byte) {
 	now := l.now()
@@ -150,6 +160,15 @@ func (l *Log) Record(rej anyhook.Rejection, header http.Header, body []byte) {
 	}
 	rej.ID = 0
 	rej.At = now
+	rej.IDs = nil
+	if rej.KnownSource && l.ids != nil {
+		for _, id := range l.ids(rej.Source, header, body) {
+			if len(rej.IDs) == maxIDs {
+				break
+			}
+			rej.IDs = append(rej.IDs, anyhook.RequestID{Name: clean(id.Name, maxIDName), Value: clean(id.Value, maxIDValue)})
+		}
+	}
 	rej.Source = clean(rej.Source, maxSource)
 	rej.Message = clean(rej.Message, maxMessage)
 	rej.RemoteAddr = clean(rej.RemoteAddr, maxSource)

@@ -5,15 +5,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/testkit/testclock"
 )
 
@@ -127,7 +130,7 @@ func TestRecordKeepsNoBody(t *testing.T) {
 		Message: "no signature matched", RemoteAddr: "203.0.113.5:40000", UserAgent: "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
 		BodySize: int64(len(body)), BodySHA256: hex.EncodeToString(sum[:]), HeaderCount: 2,
 		HeaderBytes: len("User-Agent") + len("Stripe/1.0 (+https://stripe.com/docs/webhooks)") + 4 + len("Stripe-Signature") + len("t=1,v1=00") + 4}
-	if rs[0] != want {
+	if !reflect.DeepEqual(rs[0], want) {
 		t.Errorf("signature rejection = %+v\nwant %+v", rs[0], want)
 	}
 	un := rs[1]
@@ -146,6 +149,68 @@ func TestRecordKeepsNoBody(t *testing.T) {
 	for _, r := range rs {
 		if strings.Contains(r.Source+r.Message+r.UserAgent+r.RemoteAddr, "evt_secret_payload") || strings.Contains(r.Message+r.UserAgent, "v1=00") {
 			t.Errorf("a record holds a body or a header value: %+v", r)
+		}
+	}
+}
+
+// TestRecordKeepsIDs: a refused request to a configured source keeps the
+// values its provider names requests by — Stripe's t= and the body's id,
+// never the v1 signature — cleaned and bounded; one to an unknown name
+// keeps none.
+func TestRecordKeepsIDs(t *testing.T) {
+	t.Parallel()
+	st := &fakeStore{}
+	stripe := provider.Identifier(provider.Settings{Provider: "stripe"})
+	c := testclock.New(time.Now())
+	l := New(st, Options{Now: c.Now, Identify: func(source string, h http.Header, body []byte) []anyhook.RequestID {
+		if source == "noisy" {
+			var out []anyhook.RequestID
+			for i := range 20 {
+				out = append(out, anyhook.RequestID{Name: "X-Id\t" + strings.Repeat("n", 100), Value: fmt.Sprint(i, "\n", strings.Repeat("v", 300))})
+			}
+			return out
+		}
+		return stripe(h, body)
+	}})
+	l.Start(t.Context())
+	t.Cleanup(l.Stop)
+	r := request("stripe", "")
+	r.Header.Set("Stripe-Signature", "t=1700000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd")
+	body := []byte(`{"id":"evt_badsig","object":"event"}`)
+	rej := anyhook.Rejection{Source: "stripe", KnownSource: true, Reason: anyhook.RejectSignature, Status: 400}
+	record(l, r, rej, body)
+	record(l, r, rej, nil) // the body was not read: nothing from it
+	rej.Source, rej.KnownSource = "stripe-typo", false
+	record(l, r, rej, body)
+	rej.Source, rej.KnownSource = "noisy", true
+	record(l, r, rej, body)
+	l.Stop()
+	rs := st.records()
+	if len(rs) != 4 {
+		t.Fatalf("records = %+v", rs)
+	}
+	want := []anyhook.RequestID{{Name: "Stripe-Signature t", Value: "1700000000"}, {Name: "body id", Value: "evt_badsig"}}
+	if !reflect.DeepEqual(rs[0].IDs, want) {
+		t.Errorf("ids = %+v, want %+v", rs[0].IDs, want)
+	}
+	if !reflect.DeepEqual(rs[1].IDs, want[:1]) {
+		t.Errorf("ids of an unread body = %+v, want %+v", rs[1].IDs, want[:1])
+	}
+	if rs[2].IDs != nil {
+		t.Errorf("an unknown source's ids = %+v, want none", rs[2].IDs)
+	}
+	noisy := rs[3].IDs
+	if len(noisy) != maxIDs {
+		t.Fatalf("%d ids kept, want %d", len(noisy), maxIDs)
+	}
+	for _, id := range noisy {
+		if len(id.Name) > maxIDName || len(id.Value) > maxIDValue || strings.ContainsAny(id.Name+id.Value, "\t\n") {
+			t.Errorf("id not cleaned: %q = %q", id.Name, id.Value)
+		}
+	}
+	for _, r := range rs {
+		if strings.Contains(fmt.Sprintf("%+v", r), "5257a869") {
+			t.Errorf("a record holds the signature: %+v", r)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"net/http"
 	"slices"
@@ -46,6 +48,13 @@ func ArrivalHeader(h http.Header) (b []byte, cut bool) {
 		}
 	}
 	return b, true
+}
+
+// BodySHA256 is the hex SHA-256 of a body, as an arrival whose body
+// differed and a rejection keep it.
+func BodySHA256(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
 }
 
 // HeaderChange is a header whose values in a duplicate arrival differ from

@@ -32,8 +32,11 @@ type RejectionLog interface {
 
 // RejectionFilter selects rejections, newest first.
 type RejectionFilter struct {
-	Source string    // the source name as requested, exactly
-	Reason string    // one of the anyhook.Reject* reasons
+	Source string // the source name as requested, exactly
+	Reason string // one of the anyhook.Reject* reasons
+	// Q matches a rejection whose source name, or one of whose IDs'
+	// values, is exactly Q.
+	Q      string
 	Since  time.Time // at or after
 	Until  time.Time // before
 	Limit  int       // 0 = 50; at most 500
@@ -51,4 +54,15 @@ func RejectionCursor(s string) (int64, error) {
 		return 0, fmt.Errorf("cursor %q: not a rejection list cursor: %w", s, anyhook.ErrInvalid)
 	}
 	return n, nil
+}
+
+// MaxRejectionHint bounds the count RejectionHint gives.
+const MaxRejectionHint = 100
+
+// RejectionHint counts, up to MaxRejectionHint, the refused requests (of
+// source, when set) that q names by their source or one of their ids:
+// where an event that a search by q did not find may have gone.
+func RejectionHint(ctx context.Context, r RejectionReader, source, q string) (int, error) {
+	rs, _, err := r.ListRejections(ctx, RejectionFilter{Q: q, Source: source, Limit: MaxRejectionHint})
+	return len(rs), err
 }

@@ -153,6 +153,7 @@ type Store interface {
 	Ledger
 	RejectionLog
 	BackfillLog
+	AlertOutbox
 
 	Ping(ctx context.Context) error
 	Close() error

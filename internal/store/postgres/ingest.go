@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -78,13 +79,20 @@ const findOriginal = `SELECT id FROM (
 // never hold one row while waiting for another held by someone waiting for
 // them; the arrival's key (event_id, seq) comes from the counter read
 // under that row's lock.
+//
+// A duplicate whose body's SHA-256 ($6) is not that of its event's body
+// keeps its hash (a conflict: the same id, another payload); the event's
+// is computed once, in the database, unless retention pruned the body.
 var countDuplicates = `WITH d AS (
 	UPDATE events SET duplicates = duplicates + cardinality($2::timestamptz[]) WHERE id = $1
-	RETURNING id, duplicates - cardinality($2::timestamptz[]) AS before
+	RETURNING id, duplicates - cardinality($2::timestamptz[]) AS before,
+		CASE WHEN coalesce((SELECT l.body_pruned FROM ledger_entries l WHERE l.event_id = events.id), false) THEN NULL
+		ELSE sha256(body) END AS original
 )
-INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut)
-SELECT d.id, d.before + a.n, a.received_at, a.remote_addr, a.headers, a.cut
-FROM d, unnest($2::timestamptz[], $3::text[], $4::bytea[], $5::boolean[]) WITH ORDINALITY AS a (received_at, remote_addr, headers, cut, n)
+INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut, body_sha256)
+SELECT d.id, d.before + a.n, a.received_at, a.remote_addr, a.headers, a.cut,
+	CASE WHEN d.original IS NULL OR d.original = a.body THEN NULL ELSE encode(a.body, 'hex') END
+FROM d, unnest($2::timestamptz[], $3::text[], $4::bytea[], $5::boolean[], $6::bytea[]) WITH ORDINALITY AS a (received_at, remote_addr, headers, cut, body, n)
 WHERE d.before + a.n <= ` + strconv.Itoa(store.MaxArrivals)
 
 // ingestTx is one Ingest transaction on one connection. Statements that need
@@ -107,6 +115,7 @@ type dupArrival struct {
 	remote  string
 	headers []byte
 	cut     bool
+	body    [sha256.Size]byte // the SHA-256 of the duplicate's body
 }
 
 // stmt is a statement that needs no answer of its own.
@@ -212,11 +221,11 @@ func countDups(ctx context.Context, conn *pgxpool.Conn, dups []dupArrival) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(byEvent)) {
 		ds := byEvent[id]
-		at, remote, headers, cut := make([]time.Time, len(ds)), make([]string, len(ds)), make([][]byte, len(ds)), make([]bool, len(ds))
+		at, remote, headers, cut, body := make([]time.Time, len(ds)), make([]string, len(ds)), make([][]byte, len(ds)), make([]bool, len(ds)), make([][]byte, len(ds))
 		for i, d := range ds {
-			at[i], remote[i], headers[i], cut[i] = d.at, d.remote, d.headers, d.cut
+			at[i], remote[i], headers[i], cut[i], body[i] = d.at, d.remote, d.headers, d.cut, d.body[:]
 		}
-		if _, err := conn.Exec(ctx, countDuplicates, id, at, remote, headers, cut); err != nil {
+		if _, err := conn.Exec(ctx, countDuplicates, id, at, remote, headers, cut, body); err != nil {
 			return
 		}
 	}
@@ -479,5 +488,5 @@ func arrived(dups []dupArrival, ne *store.NewEvent, id string, headers []byte) [
 	if len(arrival) > store.MaxArrivalHeader {
 		arrival, cut = store.ArrivalHeader(ev.Header)
 	}
-	return append(dups, dupArrival{eventID: id, at: ev.ReceivedAt, remote: ev.RemoteAddr, headers: arrival, cut: cut})
+	return append(dups, dupArrival{eventID: id, at: ev.ReceivedAt, remote: ev.RemoteAddr, headers: arrival, cut: cut, body: sha256.Sum256(ev.Body)})
 }

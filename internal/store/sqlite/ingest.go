@@ -243,7 +243,11 @@ func duplicate(st *stmts, ne *store.NewEvent) (store.IngestResult, error) {
 	return store.IngestResult{}, fmt.Errorf("event id %s is taken", ev.ID)
 }
 
-const qInsertArrival = `INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut) VALUES (?, ?, ?, ?, ?, ?)`
+// qInsertArrival records a duplicate's arrival, with its body's hash when
+// the body differs from its event's (compared in the database: the
+// event's body is not read into the process) and that was not pruned.
+const qInsertArrival = `INSERT INTO arrivals (event_id, seq, received_at, remote_addr, headers, headers_cut, body_sha256)
+SELECT id, ?, ?, ?, ?, ?, CASE WHEN body = ? OR ` + prunedCol + ` THEN NULL ELSE ? END FROM events WHERE id = ?`
 
 // arrive records the arrival of ev, a duplicate that raised the duplicate
 // counter of event id to n, if it is among the first store.MaxArrivals.
@@ -252,6 +256,6 @@ func arrive(st *stmts, id string, n int64, ev *anyhook.Event) error {
 		return nil
 	}
 	h, cut := store.ArrivalHeader(ev.Header)
-	_, err := st.exec(qInsertArrival, id, n, micros(ev.ReceivedAt), ev.RemoteAddr, h, cut)
+	_, err := st.exec(qInsertArrival, n, micros(ev.ReceivedAt), ev.RemoteAddr, h, cut, sqlstore.NonNil(ev.Body), store.BodySHA256(ev.Body), id)
 	return err
 }

@@ -21,13 +21,13 @@ func ScanAction(sc Scanner) (anyhook.Action, error) {
 }
 
 // ArrivalColumns lists what ScanArrival reads.
-const ArrivalColumns = `seq, received_at, remote_addr, headers, headers_cut`
+const ArrivalColumns = `seq, received_at, remote_addr, headers, headers_cut, coalesce(body_sha256, '')`
 
 // ScanArrival scans one row of ArrivalColumns.
 func ScanArrival(sc Scanner) (anyhook.Arrival, error) {
 	var a anyhook.Arrival
 	var h []byte
-	if err := sc.Scan(&a.Seq, Time(&a.ReceivedAt), &a.RemoteAddr, &h, &a.HeaderCut); err != nil {
+	if err := sc.Scan(&a.Seq, Time(&a.ReceivedAt), &a.RemoteAddr, &h, &a.HeaderCut, &a.BodySHA256); err != nil {
 		return a, err
 	}
 	var err error

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -19,30 +20,72 @@ func RejectionsQuery(dl Dialect, f store.RejectionFilter, cursor int64, limit in
 	if cursor > 0 {
 		w.Add("id < ?", cursor)
 	}
+	if f.Q != "" {
+		// q is a whole value, the source's name or one of the ids: the
+		// needle TAB q LF is found only between a TAB and a LF of
+		// TAB source LF name TAB value LF … (EncodeRequestIDs).
+		find := `instr(char(9) || source || char(10) || coalesce(ids, ''), ?) > 0`
+		if dl.Numbered {
+			find = `strpos(chr(9) || source || chr(10) || coalesce(ids, ''), ?) > 0`
+		}
+		w.Add(find, "\t"+f.Q+"\n")
+	}
 	return `SELECT id, at, source, known, reason, status, message, remote_addr, user_agent,
-		body_size, coalesce(body_sha256, ''), header_count, header_bytes FROM rejections` + w.String() +
+		body_size, coalesce(body_sha256, ''), header_count, header_bytes, coalesce(ids, '') FROM rejections` + w.String() +
 		` ORDER BY id DESC LIMIT ` + strconv.Itoa(limit+1), w.Args()
 }
 
 // ScanRejection scans one row of RejectionsQuery.
 func ScanRejection(sc Scanner) (anyhook.Rejection, error) {
 	var r anyhook.Rejection
+	var ids string
 	err := sc.Scan(&r.ID, Time(&r.At), &r.Source, &r.KnownSource, &r.Reason, &r.Status, &r.Message, &r.RemoteAddr, &r.UserAgent,
-		&r.BodySize, &r.BodySHA256, &r.HeaderCount, &r.HeaderBytes)
+		&r.BodySize, &r.BodySHA256, &r.HeaderCount, &r.HeaderBytes, &ids)
+	r.IDs = DecodeRequestIDs(ids)
 	return r, err
+}
+
+// EncodeRequestIDs is the stored form of a rejection's ids: a line
+// "name TAB value LF" each (a TAB or LF inside either is stored as '?'),
+// nil (NULL) for none.
+func EncodeRequestIDs(ids []anyhook.RequestID) any {
+	if len(ids) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(noSeparators.Replace(id.Name))
+		b.WriteByte('\t')
+		b.WriteString(noSeparators.Replace(id.Value))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+var noSeparators = strings.NewReplacer("\t", "?", "\n", "?")
+
+// DecodeRequestIDs reads what EncodeRequestIDs stored.
+func DecodeRequestIDs(s string) []anyhook.RequestID {
+	var out []anyhook.RequestID
+	for line := range strings.SplitSeq(s, "\n") {
+		if name, value, ok := strings.Cut(line, "\t"); ok {
+			out = append(out, anyhook.RequestID{Name: name, Value: value})
+		}
+	}
+	return out
 }
 
 // InsertRejection is the statement that records one rejection in dialect
 // dl, with RejectionArgs as its parameters.
 func InsertRejection(dl Dialect) string {
 	return dl.Rebind(`INSERT INTO rejections (at, source, known, reason, status, message, remote_addr, user_agent,
-		body_size, body_sha256, header_count, header_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		body_size, body_sha256, header_count, header_bytes, ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 }
 
 // RejectionArgs are the parameters of InsertRejection for r.
 func RejectionArgs(dl Dialect, r anyhook.Rejection) []any {
 	return []any{dl.Time(r.At), r.Source, r.KnownSource, r.Reason, r.Status, r.Message, r.RemoteAddr, r.UserAgent,
-		r.BodySize, Nullable(r.BodySHA256), r.HeaderCount, r.HeaderBytes}
+		r.BodySize, Nullable(r.BodySHA256), r.HeaderCount, r.HeaderBytes, EncodeRequestIDs(r.IDs)}
 }
 
 // Stmt is a statement with its parameters.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"slices"
@@ -24,6 +25,7 @@ func runArrivals(t *testing.T, open Open) {
 		{"ArrivalsInOneBatch", testArrivalsInOneBatch},
 		{"ConcurrentDuplicateArrivals", testConcurrentDuplicateArrivals},
 		{"ArrivalHeadersCut", testArrivalHeadersCut},
+		{"ArrivalBodyConflict", testArrivalBodyConflict},
 	}, withStore(open))
 }
 
@@ -229,5 +231,31 @@ func testArrivalHeadersCut(t *testing.T, s store.Store) {
 		if c.Name != "X-Retry-Count" && !strings.HasPrefix(c.Name, "X-Pad-") {
 			t.Errorf("spurious difference %+v", c)
 		}
+	}
+}
+
+// testArrivalBodyConflict: a duplicate by dedup key whose body is not the
+// event's is recorded with its body's hash (the payload that was dropped);
+// one with the event's own body is not, alone or in one batch with the
+// event.
+func testArrivalBodyConflict(t *testing.T, s store.Store) {
+	orig := newEvent("orders", "ord_1", "billing")
+	other := dupOf(orig, 1)
+	other.Event.Body = []byte(`{"id":"ord_1","total":99}`)
+	same := dupOf(orig, 2)
+	res := ingest(t, s, orig, other)
+	ingest(t, s, same)
+	ev := event(t, s, res[0].ID)
+	if !res[1].Duplicate || len(ev.Arrivals) != 2 {
+		t.Fatalf("results %+v, arrivals %+v", res, ev.Arrivals)
+	}
+	if got, want := ev.Arrivals[0].BodySHA256, store.BodySHA256(other.Event.Body); got != want {
+		t.Errorf("the differing duplicate: body_sha256 %q, want %q", got, want)
+	}
+	if got := ev.Arrivals[1].BodySHA256; got != "" {
+		t.Errorf("the same-body duplicate: body_sha256 %q, want none", got)
+	}
+	if !bytes.Equal(ev.Body, orig.Event.Body) {
+		t.Errorf("the event's body changed: %s", ev.Body)
 	}
 }

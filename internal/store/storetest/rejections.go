@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ func runRejections(t *testing.T, open Open) {
 		{"RoundTripAndFilters", testRejectionsRoundTrip},
 		{"Paging", testRejectionsPaging},
 		{"Prune", testRejectionsPrune},
+		{"FindByID", testRejectionsFindByID},
 	}, func(t *testing.T, fn func(*testing.T, store.RejectionLog)) {
 		fn(t, open(t))
 	})
@@ -47,6 +49,7 @@ func listRejections(t *testing.T, l store.RejectionLog, f store.RejectionFilter)
 
 func testRejectionsRoundTrip(t *testing.T, l store.RejectionLog) {
 	sig := rejection("stripe", true, anyhook.RejectSignature, received)
+	sig.IDs = []anyhook.RequestID{{Name: "Stripe-Signature t", Value: "1700000000"}, {Name: "body id", Value: "evt_badsig"}}
 	unknown := anyhook.Rejection{At: received.Add(time.Second), Source: "wp-login.php", Reason: anyhook.RejectUnknownSource, Status: 404,
 		Message: `unknown source "wp-login.php"`, RemoteAddr: "198.51.100.1:1", BodySize: -1}
 	big := rejection("stripe", true, anyhook.RejectTooLarge, received.Add(2*time.Second))
@@ -68,7 +71,7 @@ func testRejectionsRoundTrip(t *testing.T, l store.RejectionLog) {
 			t.Errorf("rejection %d: at %v, want %v", i, got.At, want.At)
 		}
 		want.At = got.At
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("rejection %d = %+v, want %+v", i, got, want)
 		}
 	}
@@ -152,5 +155,42 @@ func testRejectionsPrune(t *testing.T, l store.RejectionLog) {
 	}
 	if n, err := l.PruneRejections(ctx(t), 0, 0); err != nil || n != 6 {
 		t.Errorf("PruneRejections(0, 0) = %d, %v; want all 6 deleted", n, err)
+	}
+}
+
+// testRejectionsFindByID: q finds a rejection by its source's name or by
+// one of its ids' values, whole and case-sensitive, never by an id's
+// name, a part of a value, or a value of another row.
+func testRejectionsFindByID(t *testing.T, l store.RejectionLog) {
+	gh := rejection("github", true, anyhook.RejectSignature, received)
+	gh.IDs = []anyhook.RequestID{{Name: "X-Github-Delivery", Value: "72d3162e-cc78-11e3-81ab-4c9367dc0958"}, {Name: "X-Github-Hook-Id", Value: "292430182"}}
+	st := rejection("stripe", true, anyhook.RejectSignature, received.Add(time.Second))
+	st.IDs = []anyhook.RequestID{{Name: "Stripe-Signature t", Value: "1700000000"}, {Name: "body id", Value: "evt_badsig"}}
+	old := rejection("stripe", true, anyhook.RejectSignature, received.Add(2*time.Second)) // recorded with no ids
+	record(t, l, gh, st, old)
+	for q, want := range map[string][]string{
+		"evt_badsig":                           {"stripe"},
+		"72d3162e-cc78-11e3-81ab-4c9367dc0958": {"github"},
+		"292430182":                            {"github"},
+		"stripe":                               {"stripe", "stripe"},
+		"github":                               {"github"},
+		"evt_BADSIG":                           nil, // case matters
+		"evt_bad":                              nil, // whole values only
+		"body id":                              nil, // names are not values
+		"X-Github-Delivery":                    nil,
+		"1700000000\nbody id":                  nil,
+	} {
+		rs, _ := listRejections(t, l, store.RejectionFilter{Q: q})
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.Source)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("q %q: %v, want %v", q, got, want)
+		}
+	}
+	rs, _ := listRejections(t, l, store.RejectionFilter{Q: "evt_badsig", Source: "github"})
+	if len(rs) != 0 {
+		t.Errorf("q with another source: %d rejections", len(rs))
 	}
 }

@@ -25,7 +25,7 @@ type Open func(t *testing.T) store.Store
 // Exercise runs the whole suite against the backend that open makes: the
 // queue, operator and reader tests and the model at the top, each other
 // part of the contract in a subtest of its own (Ledger, Stats, Arrivals,
-// Backfills, Rejections, Lookup). Every test runs in parallel on a store
+// Backfills, Rejections, Lookup, Alerts). Every test runs in parallel on a store
 // of its own.
 func Exercise(t *testing.T, open Open) {
 	runQueue(t, open)
@@ -36,6 +36,7 @@ func Exercise(t *testing.T, open Open) {
 		{"Backfills", runBackfills},
 		{"Rejections", runRejections},
 		{"Lookup", runLookup},
+		{"Alerts", runAlerts},
 	} {
 		t.Run(part.name, func(t *testing.T) {
 			t.Parallel()
