@@ -225,6 +225,8 @@ func FuzzIngestFields(f *testing.F) {
 	f.Add(strings.Repeat("i", 3000), "", "ok", "1", false)
 	f.Add(strings.Repeat("k", 2000), "", "ok", "1", true)
 	f.Add("evt_1", "invoice.paid", "o", "2026-01-02T03:04:05Z", false)
+	f.Add("", "t", "o", "1", true)
+	f.Add("", "t", "o", "1", false)
 	f.Fuzz(func(t *testing.T, id, typ, obj, ver string, inBody bool) {
 		name, body := "h", []byte("{}")
 		if inBody {
@@ -243,7 +245,7 @@ func FuzzIngestFields(f *testing.F) {
 		switch w.Code {
 		case http.StatusOK:
 		case http.StatusBadRequest:
-			if !strings.HasPrefix(ans.Error, "the ") {
+			if !strings.HasPrefix(ans.Error, "the ") && !strings.HasPrefix(ans.Error, "missing id: ") {
 				t.Fatalf("400 %q: want a field named", ans.Error)
 			}
 			return
