@@ -262,7 +262,7 @@ func TestReplayIntoFailingDestination(t *testing.T) {
 	ids := f.sendDead(t, "evt_down", 2)
 
 	code, out, errOut := f.replay(t, "--status", "dead", "--destination", "billing")
-	if code != 2 || out != "" || !strings.HasPrefix(errOut, "anyhook: replay: the replay would send into billing is failing: its latest attempt, at ") ||
+	if code != 2 || out != "" || !strings.HasPrefix(errOut, "anyhook: replay: the replay cannot be delivered now: billing is failing: its latest attempt, at ") ||
 		!strings.Contains(errOut, "failed (HTTP 500), and none has succeeded since") || !strings.Contains(errOut, "pass --yes to replay anyway") {
 		t.Errorf("replay into a failing destination: exit %d, stdout %q, stderr %q; want exit 2 naming it", code, out, errOut)
 	}
