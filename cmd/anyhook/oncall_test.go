@@ -353,3 +353,22 @@ func TestQuickStartAlerts(t *testing.T) {
 		t.Errorf("the example has an alert channel the quick start does not mention")
 	}
 }
+
+// anyhook sink as the quick start's alert webhook prints what the alert
+// says, not only its size.
+func TestSinkShowsAlerts(t *testing.T) {
+	t.Parallel()
+	addr, lines := startSink(t)
+	body := `{"kind":"delivery_dead","destination":"billing","more":0,"text":"delivery d-1 of event e-1 to billing is dead after 4 attempts; last error: HTTP 500"}`
+	resp, err := http.Post(addr+"/alerts", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !lines.Scan() {
+		t.Fatal("sink printed nothing")
+	}
+	if want := `alert=delivery_dead text="delivery d-1 of event e-1 to billing is dead after 4 attempts; last error: HTTP 500"`; !strings.Contains(lines.Text(), want) {
+		t.Errorf("sink line %q; want %s", lines.Text(), want)
+	}
+}

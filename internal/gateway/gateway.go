@@ -308,9 +308,22 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	defer cancel()
 	if ev, err := g.store.Event(ctx, d.EventID); err == nil {
 		a.Source, a.ProviderEventID = ev.Source, ev.DedupKey
-		a.Message += orderNote(g.cfg.Destinations[d.Destination], kind, ev)
+		a.Message += lastError(ev, d.ID) + orderNote(g.cfg.Destinations[d.Destination], kind, ev)
 	}
 	g.alerts.Notify(context.Background(), a)
+}
+
+// lastError is "; last error: …" of delivery id of ev, the first thing
+// the person paged for a dead delivery asks, or "" when it has none.
+func lastError(ev anyhook.Event, id string) string {
+	for _, d := range ev.Deliveries {
+		if d.ID == id && len(d.Attempts) > 0 {
+			if e := d.Attempts[len(d.Attempts)-1].Error; e != "" {
+				return "; last error: " + e
+			}
+		}
+	}
+	return ""
 }
 
 // inOrder names the destinations of cfg with order: per_object.
