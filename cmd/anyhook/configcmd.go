@@ -67,10 +67,12 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	cfg, err := checkedConfig(*cfgPath)
+	if cfg != nil {
+		warn(stderr, cfg) // with the errors too: every problem in one pass
+	}
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	warn(stderr, cfg)
 	fmt.Fprintf(stdout, "# %s is valid. The effective configuration (defaults filled in, secrets redacted):\n", cfg.Path)
 	stdout.Write(cfg.Effective())
 	return exitOK

@@ -372,3 +372,28 @@ func TestSinkShowsAlerts(t *testing.T) {
 		t.Errorf("sink line %q; want %s", lines.Text(), want)
 	}
 }
+
+// config check prints the warnings beside the errors: every problem in
+// one pass.
+func TestConfigWarningsWithErrors(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, t.TempDir(), `listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+sources:
+  stripe:
+    provider: stripe
+    secrets: ["whsec_abc"]
+  orphan:
+    provider: github
+    secrets: [x]
+destinations:
+  billing:
+    url: 127.0.0.1:9000/hooks
+    sources: [stripe]
+`)
+	code, _, errOut := exe(t, "config", "check", "--config", cfg)
+	if code != 2 || !strings.Contains(errOut, cfg+":7: sources.orphan: no destination lists this source") ||
+		!strings.Contains(errOut, cfg+":12: destinations.billing.url: must be an absolute http:// or https:// URL") {
+		t.Errorf("config check: exit %d, stderr:\n%s\nwant exit 2 with the warning and the error", code, errOut)
+	}
+}

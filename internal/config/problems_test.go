@@ -219,3 +219,16 @@ func TestUses(t *testing.T) {
 		}
 	}
 }
+
+// A URL whose port cannot be one is refused when the config is read, not
+// at every attempt.
+func TestURLPortOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, port := range []string{"99999", "0"} {
+		src := minimal + "destinations:\n  d:\n    url: https://localhost:" + port + "/x\n    sources: [stripe]\n"
+		_, err := Parse("a.yaml", []byte(src), env())
+		if err == nil || !strings.Contains(err.Error(), "destinations.d.url: URL's port "+port+" is not a port") {
+			t.Errorf("port %s: %v; want the port refused", port, err)
+		}
+	}
+}

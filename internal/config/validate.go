@@ -402,9 +402,11 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 		}
 	}
 	if d.SigningSecret != "" {
+		// Standard Webhooks keys are 24 to 64 bytes: shorter is guessable,
+		// and receivers' libraries may refuse either.
 		b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(d.SigningSecret, "whsec_"))
-		if err != nil || len(b) == 0 {
-			p.add(c.Errorf(k+".signing_secret", "must be a Standard Webhooks secret: whsec_ followed by base64"))
+		if err != nil || len(b) < 24 || len(b) > 64 {
+			p.add(c.Errorf(k+".signing_secret", "must be a Standard Webhooks secret: whsec_ followed by the base64 of 24 to 64 random bytes, e.g. whsec_$(openssl rand -base64 32)"))
 		}
 	}
 	if d.Timeout <= 0 {
@@ -548,6 +550,11 @@ func checkHTTPURL(s string) error {
 	}
 	if u.Host == "" {
 		return fmt.Errorf("URL has no host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("URL's port %s is not a port: 1 to 65535", p)
+		}
 	}
 	return nil
 }
