@@ -241,6 +241,30 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// ownSource reports whether rawURL is this gateway's own ingest URL of
+// one of its sources, and which: the listen port, on a loopback host or
+// the listen host.
+func (c *Config) ownSource(rawURL string) (string, bool) {
+	u, err := url.Parse(rawURL)
+	lhost, lport, lerr := net.SplitHostPort(c.Listen)
+	if err != nil || lerr != nil {
+		return "", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != lport || !(isLoopback(u.Hostname()) || strings.EqualFold(u.Hostname(), lhost)) {
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(u.Path, "/webhooks/")
+	name, _, _ := strings.Cut(rest, "/")
+	if _, known := c.Sources[name]; !ok || !known {
+		return "", false
+	}
+	return name, true
+}
+
 func (c *Config) validateSource(name string, s *Source) error {
 	k := "sources." + name
 	if err := checkName(c, k, name); err != nil {
@@ -383,6 +407,12 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 		p.add(c.Errorf(k+".url", "required"))
 	} else if err := checkHTTPURL(d.URL); err != nil {
 		p.add(c.Errorf(k+".url", "%s", err))
+	} else if src, ok := c.ownSource(d.URL); ok {
+		why := "each delivery arrives as an event of " + src
+		if slices.Contains(d.Sources, src) {
+			why += ", which this destination delivers again: a loop that records events without end"
+		}
+		c.warnf(k+".url", "points at this gateway's own /webhooks/%s (listen: %s): %s", src, c.Listen, why)
 	}
 	sourcesOK := len(d.Sources) > 0
 	if !sourcesOK {
