@@ -397,3 +397,21 @@ destinations:
 		t.Errorf("config check: exit %d, stderr:\n%s\nwant exit 2 with the warning and the error", code, errOut)
 	}
 }
+
+// A second serve on one SQLite file is refused, naming the first; the
+// lock dies with its holder, kill -9 included.
+func TestSecondServeOnSQLiteRefused(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, t.TempDir(), gatewayConfig("sqlite:anyhook.db", "http://127.0.0.1:9/", "reclaim"))
+	first := start(t, cfg)
+	var stderr bytes.Buffer
+	second := exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn")
+	second.Stderr = &stderr
+	err := second.Run()
+	want := fmt.Sprintf("process %d already serves ", first.cmd.Process.Pid)
+	if code := second.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "SQLite takes one anyhook serve") {
+		t.Fatalf("second serve: exit %d (%v), stderr %q; want 2 naming %q", code, err, stderr.String(), want)
+	}
+	first.kill()
+	start(t, cfg) // the lock went with the killed process
+}

@@ -127,6 +127,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: log, now: now, seqInterval: opt.SequenceInterval}
 	if err := g.open(ctx, opt); err != nil {
+		g.close() // what open took before it failed (the serve lock)
 		return nil, err
 	}
 	if err := g.build(ctx, opt, sources, dests, filters); err != nil {
@@ -143,6 +144,13 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 func (g *Gateway) open(ctx context.Context, opt Options) error {
 	st := opt.Store
 	if st == nil {
+		if path, ok := g.cfg.SQLitePath(); ok && path != ":memory:" && !strings.HasPrefix(path, "file:") {
+			unlock, err := lockServe(path)
+			if err != nil {
+				return g.cfg.Errorf("database", "%v", err)
+			}
+			g.onClose(unlock)
+		}
 		var err error
 		if st, err = Open(ctx, g.cfg); err != nil {
 			return err
