@@ -39,6 +39,9 @@ type Store interface {
 	Finish(ctx context.Context, outs []store.Outcome) ([]string, error)
 	Release(ctx context.Context, rs []store.Release) ([]string, error)
 	Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error)
+	// Event reads an event back with its deliveries: what a failed
+	// ingest's claims are recovered from (claimer.recover).
+	Event(ctx context.Context, id string) (anyhook.Event, error)
 }
 
 // Destination is one handler the engine delivers to.

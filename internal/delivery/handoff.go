@@ -277,12 +277,6 @@ func (c *claimer) settle(reserved map[string]int, byDest map[string][]store.Clai
 	}
 }
 
-// eventReader reads an event back with its deliveries (store.Store's
-// Event).
-type eventReader interface {
-	Event(ctx context.Context, id string) (anyhook.Event, error)
-}
-
 // recoverTimeout bounds the reads of recover: a database that does not
 // answer delays a failed ingest's answer (a 503) that much more.
 const recoverTimeout = time.Second
@@ -296,10 +290,7 @@ const recoverTimeout = time.Second
 // is a claim of this ingest (no one else claims a delivery before its
 // first attempt ends). What it cannot read is left to the lease.
 func (c *claimer) recover(evs []store.NewEvent) map[string][]store.Claim {
-	r, ok := c.e.st.(eventReader)
-	if !ok {
-		return nil
-	}
+	r := c.e.st
 	ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
 	defer cancel()
 	byDest := map[string][]store.Claim{}

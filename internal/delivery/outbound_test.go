@@ -67,6 +67,12 @@ func (f *fakeStore) Rescue(ctx context.Context, rule func(string) (store.StaleRu
 	return nil, nil
 }
 
+// Event reads nothing: the fake never claims at ingest, so no claim is
+// ever recovered from an event read back.
+func (f *fakeStore) Event(ctx context.Context, id string) (anyhook.Event, error) {
+	return anyhook.Event{}, errors.New("fake store: an event was read back")
+}
+
 func claim(dest string) store.Claim {
 	return store.Claim{
 		Delivery: anyhook.Delivery{ID: "d1", EventID: "e1", Destination: dest, Status: anyhook.StatusDelivering, AttemptCount: 1},
