@@ -24,8 +24,8 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 			return err
 		}
 		st := s.stmts(ctx, tx)
-		now := s.now()
-		rows, err := st.get(claimQuery).QueryContext(ctx, micros(now.Add(lease)), micros(now), micros(now), destination, micros(now), limit)
+		now, lnow := s.now(), s.leaseNow()
+		rows, err := st.get(claimQuery).QueryContext(ctx, micros(lnow.Add(lease)), micros(now), micros(lnow), destination, micros(now), limit)
 		if err != nil {
 			return store.Unavailable("claim", err)
 		}
@@ -205,7 +205,7 @@ const qRenewClaim = `UPDATE deliveries SET lease_until = ?, updated_at = ?
 // Renew implements store.Store, as Release.
 func (s *Store) Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error) {
 	return s.fenced(ctx, "renew", rs, func(r store.Release, now time.Time) []any {
-		return []any{qRenewClaim, micros(now.Add(lease)), micros(now), r.DeliveryID, r.Attempt}
+		return []any{qRenewClaim, micros(s.leaseNow().Add(lease)), micros(now), r.DeliveryID, r.Attempt}
 	})
 }
 
@@ -224,7 +224,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 	err := s.tx(ctx, "rescue", func(tx *sql.Tx) error {
 		changed = changed[:0]
 		now := s.now()
-		expired, err := query(ctx, tx, sqlstore.ScanDelivery, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
+		expired, err := query(ctx, tx, sqlstore.ScanDelivery, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(s.leaseNow()))
 		if err != nil {
 			return store.Unavailable("rescue", err)
 		}
