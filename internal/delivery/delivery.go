@@ -38,6 +38,7 @@ type Store interface {
 	ClaimInOrder(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error)
 	Finish(ctx context.Context, outs []store.Outcome) ([]string, error)
 	Release(ctx context.Context, rs []store.Release) ([]string, error)
+	Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error)
 	Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error)
 	// Event reads an event back with its deliveries: what a failed
 	// ingest's claims are recovered from (claimer.recover).
@@ -307,19 +308,11 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		}
 		if now := e.opt.Now(); !e.canSend(d, deadline, now) {
 			// The claim came back too late for any of its deliveries
-			// (they share the deadline): one release for all of them.
-			left := deadline.Sub(now)
-			for range cs {
-				sl.sent()
-			}
-			e.sends.Go(func() {
-				e.release(sendCtx, d, cs, left)
-				for range cs {
-					sl.finish()
-				}
-			})
+			// (they share the deadline): renewed, or released (lease.go).
+			e.sends.Go(func() { e.late(sendCtx, d, cs, span, deadline.Sub(now)) })
 			return
 		}
+		sl.sending()
 		for _, c := range cs {
 			e.sends.Go(func() {
 				defer sl.finish()
@@ -359,6 +352,9 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		// serves several.
 		if dry {
 			want = 0
+		}
+		if wait := sl.held(); wait > 0 && want > 0 {
+			want, later = 0, time.After(wait)
 		}
 		if want > 0 && inFlight > 0 && want < max(1, d.MaxInFlight/4) && !deferralOver {
 			if deferral == nil {

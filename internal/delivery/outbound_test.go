@@ -63,6 +63,11 @@ func (f *fakeStore) Release(ctx context.Context, rs []store.Release) ([]string, 
 	return nil, errors.New("fake store: a claim was released")
 }
 
+// Renew renews nothing, as Release.
+func (f *fakeStore) Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error) {
+	return nil, errors.New("fake store: a claim was renewed")
+}
+
 func (f *fakeStore) Rescue(ctx context.Context, rule func(string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	return nil, nil
 }

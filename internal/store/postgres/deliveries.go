@@ -179,6 +179,13 @@ RETURNING d.id`
 // that holds it makes the rescue skip it (SKIP LOCKED) and then find it
 // pending.
 func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, error) {
+	return s.fenced(ctx, "release", releaseDeliveries, rs)
+}
+
+// fenced runs q, one of the statements that act on claims fenced by
+// (delivery, attempt), with $1 the ids and $2 the attempts of rs, then
+// more, and returns the ids it acted on.
+func (s *Store) fenced(ctx context.Context, op, q string, rs []store.Release, more ...any) ([]string, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
@@ -186,15 +193,28 @@ func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, erro
 	for i, r := range rs {
 		ids[i], attempts[i] = r.DeliveryID, int32(r.Attempt)
 	}
-	rows, err := s.pool.Query(ctx, releaseDeliveries, ids, attempts)
+	rows, err := s.pool.Query(ctx, q, append([]any{ids, attempts}, more...)...)
 	if err != nil {
-		return nil, store.Unavailable("release", err)
+		return nil, store.Unavailable(op, err)
 	}
-	released, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, store.Unavailable("release", err)
+		return nil, store.Unavailable(op, err)
 	}
-	return released, nil
+	return done, nil
+}
+
+// renewDeliveries starts claims' leases over (store.Store's Renew):
+// $1 the delivery ids, $2 their attempts, $3 the lease.
+const renewDeliveries = `UPDATE deliveries d
+SET lease_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
+FROM unnest($1::text[], $2::integer[]) AS r (id, attempt)
+WHERE d.id = r.id AND d.attempt_count = r.attempt AND d.status = 'delivering'
+RETURNING d.id`
+
+// Renew implements store.Store; it meets a rescue as Release does.
+func (s *Store) Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error) {
+	return s.fenced(ctx, "renew", renewDeliveries, rs, micros(lease))
 }
 
 // rescueDelivery moves one expired claim to its new status and records

@@ -25,6 +25,11 @@ import (
 type Options struct {
 	// Now is the store's clock; default time.Now.
 	Now func() time.Time
+	// Elapsed is the monotonic clock leases are measured on: the time
+	// since any fixed start. Default: since Open, by Go's monotonic
+	// clock (time.Since), which a step of the wall clock does not move;
+	// when Now is set, Now's time since Open (a test's clock).
+	Elapsed func() time.Duration
 	// NewID makes event and delivery ids; default store.NewID.
 	NewID func() string
 	// Driver is the database/sql driver name; default "sqlite"
@@ -39,6 +44,10 @@ type Store struct {
 	r     *sql.DB // readers
 	now   func() time.Time
 	newID func() string
+	// The lease clock (leaseNow): Now at Open, moved on by Elapsed.
+	anchor   time.Time
+	elapsed  func() time.Duration
+	elapsed0 time.Duration
 	// prepared holds the hot write statements, prepared once on the
 	// writer connection at Open (read-only afterwards); a transaction
 	// borrows them with Tx.StmtContext instead of parsing SQL each time.
@@ -94,11 +103,18 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID}
 	if s.now == nil {
 		s.now = time.Now
+	} else if opt.Elapsed == nil {
+		opt.Elapsed = func() time.Duration { return s.now().Sub(s.anchor) }
 	}
 	if s.newID == nil {
 		s.newID = store.NewID
 	}
+	s.startLeaseClock(opt.Elapsed)
 	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := s.restartLeases(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

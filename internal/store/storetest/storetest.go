@@ -81,6 +81,7 @@ func runQueue(t *testing.T, open Open) {
 		{"ReleaseLosesToRescue", testReleaseLosesToRescue},
 		{"ReleaseClaimAtIngest", testReleaseClaimAtIngest},
 		{"ReleaseKeepsOrder", testReleaseKeepsOrder},
+		{"Renew", testRenew},
 		{"RescueReclaim", testRescueReclaim},
 		{"RescueHold", testRescueHold},
 		{"RescueReclaimPastMaxAttempts", testRescueReclaimPastMaxAttempts},
