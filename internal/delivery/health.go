@@ -12,8 +12,8 @@ import (
 type Observer interface {
 	// Attempted is told of each attempt whose outcome was recorded, with
 	// the delivery's new status (delivered; pending: it will be retried;
-	// dead) and how long the attempt took.
-	Attempted(destination string, status anyhook.DeliveryStatus, took time.Duration)
+	// dead) and the attempt (its duration and outcome).
+	Attempted(destination string, status anyhook.DeliveryStatus, a anyhook.Attempt)
 	// Rescued is told of each expired claim the rescuer changed, in its
 	// new status (pending, dead or held).
 	Rescued(destination string, status anyhook.DeliveryStatus)
@@ -112,7 +112,7 @@ func (e *Engine) Health() map[string]Health { return e.health.snapshot() }
 // and the failing/recovered callbacks.
 func (e *Engine) observe(dest string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
 	if e.opt.Observer != nil {
-		e.opt.Observer.Attempted(dest, status, a.Duration)
+		e.opt.Observer.Attempted(dest, status, a)
 	}
 	ok := status == anyhook.StatusDelivered
 	snap, failing, recovered := e.health.record(dest, ok, a.Error, a.StartedAt.Add(a.Duration))

@@ -242,6 +242,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		CanBackfill:  bf.Check,
 		Destinations: cfg.DestinationOrder,
 		InOrder:      inOrder(cfg),
+		StaleRules:   staleRules(cfg),
 		Health:       g.engine.Health,
 		Logger:       log,
 		Version:      buildinfo.Version(),
@@ -308,9 +309,23 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	defer cancel()
 	if ev, err := g.store.Event(ctx, d.EventID); err == nil {
 		a.Source, a.ProviderEventID = ev.Source, ev.DedupKey
+		for _, x := range ev.Deliveries {
+			if x.ID == d.ID {
+				a.Message += "; " + anyhook.CountOutcomes(x.Attempts).String()
+			}
+		}
 		a.Message += orderNote(g.cfg.Destinations[d.Destination], kind, ev)
 	}
 	g.alerts.Notify(context.Background(), a)
+}
+
+// staleRules are the stale-claim rules of cfg's destinations.
+func staleRules(cfg *config.Config) map[string]store.StaleRule {
+	out := map[string]store.StaleRule{}
+	for name, d := range cfg.Destinations {
+		out[name] = store.StaleRule{Policy: d.StalePolicy, MaxAttempts: d.MaxAttempts}
+	}
+	return out
 }
 
 // inOrder names the destinations of cfg with order: per_object.
@@ -493,9 +508,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 // engine reports.
 type observers []delivery.Observer
 
-func (o observers) Attempted(destination string, status anyhook.DeliveryStatus, took time.Duration) {
+func (o observers) Attempted(destination string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
 	for _, x := range o {
-		x.Attempted(destination, status, took)
+		x.Attempted(destination, status, a)
 	}
 }
 

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -575,7 +576,7 @@ func testLostAttemptStartsAtClaim(t *testing.T, s store.Store) {
 		t.Fatalf("attempts = %+v", d.Attempts)
 	}
 	a := d.Attempts[0]
-	if !a.StartedAt.Equal(c.Delivery.ClaimedAt) || a.Error != store.LostError || a.Duration != 0 || a.StatusCode != 0 {
+	if !a.StartedAt.Equal(c.Delivery.ClaimedAt) || a.Error != store.LostError || a.Duration != 0 || a.StatusCode != 0 || a.Outcome != anyhook.OutcomeUnknown {
 		t.Fatalf("lost attempt = %+v, want started at the claim %v (the rescue was at %v), outcome unknown",
 			a, c.Delivery.ClaimedAt, ds[0].UpdatedAt)
 	}
@@ -754,6 +755,38 @@ func testAttemptErrorKeptAlike(t *testing.T, s store.Store) {
 		d := event(t, s, c.Event.ID).Deliveries[0]
 		if len(d.Attempts) != 1 || d.Attempts[0].Error != want {
 			t.Errorf("event %s: attempts %+v, want one with error %q", c.Event.ID, d.Attempts, want)
+		}
+	}
+}
+
+// testAttemptOutcomeKept: each attempt reads back with the outcome it was
+// recorded with, one outcome per delivery of one batch; an attempt that
+// names none reads unknown.
+func testAttemptOutcomeKept(t *testing.T, s store.Store) {
+	outcomes := []string{anyhook.OutcomeAnswered, anyhook.OutcomeNoAnswer, anyhook.OutcomeNotSent, ""}
+	var ids []string
+	for i := range outcomes {
+		ids = append(ids, ingest(t, s, newEvent("stripe", fmt.Sprintf("evt_%d", i), "billing"))[0].ID)
+	}
+	cs := claim(t, s, "billing", len(outcomes), time.Minute)
+	if len(cs) != len(outcomes) {
+		t.Fatalf("claimed %d, want %d", len(cs), len(outcomes))
+	}
+	want := map[string]string{}
+	var outs []store.Outcome
+	for i, c := range cs {
+		o := retry(c, time.Hour)
+		o.Result.Outcome = outcomes[i]
+		outs = append(outs, o)
+		want[c.Event.ID] = cmp.Or(outcomes[i], anyhook.OutcomeUnknown)
+	}
+	if lost := finish(t, s, outs...); len(lost) != 0 {
+		t.Fatalf("lost = %v", lost)
+	}
+	for _, id := range ids {
+		as := event(t, s, id).Deliveries[0].Attempts
+		if len(as) != 1 || as[0].Outcome != want[id] {
+			t.Errorf("event %s: attempts %+v, want one with outcome %q", id, as, want[id])
 		}
 	}
 }
