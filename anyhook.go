@@ -173,6 +173,9 @@ const (
 	StatusHeld       DeliveryStatus = "held"    // stale claim under on_stale_claim: hold
 	StatusSkipped    DeliveryStatus = "skipped" // stale event, stale: skip
 	StatusPaused     DeliveryStatus = "paused"  // pending, and its destination is paused (derived when read)
+	// StatusRetrying is a pending delivery with at least one failed
+	// attempt, waiting for its next (derived when read; paused wins).
+	StatusRetrying DeliveryStatus = "retrying"
 	// StatusResolved is a held or dead delivery a person dealt with
 	// without sending it again as itself: replayed (a replay delivery took
 	// over) or discarded. Final; see Delivery.Resolution.
@@ -183,7 +186,14 @@ const (
 // through them; filters and messages list them from here.
 var DeliveryStatuses = []DeliveryStatus{
 	StatusPending, StatusDelivering, StatusDelivered, StatusDead,
-	StatusHeld, StatusSkipped, StatusPaused, StatusResolved,
+	StatusHeld, StatusSkipped, StatusPaused, StatusRetrying, StatusResolved,
+}
+
+// Waiting reports whether s is a delivery still to be sent at its next
+// attempt: pending, or one of the statuses derived from it (paused,
+// retrying).
+func (s DeliveryStatus) Waiting() bool {
+	return s == StatusPending || s == StatusPaused || s == StatusRetrying
 }
 
 // Valid reports whether s is one of the statuses above.

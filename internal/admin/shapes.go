@@ -203,7 +203,7 @@ func (a *API) toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
 		CreatedAt: utc(d.CreatedAt), UpdatedAt: utc(d.UpdatedAt), Note: d.Note,
 		Orphaned: !a.known[d.Destination],
 	}
-	if (d.Status == anyhook.StatusPending || d.Status == anyhook.StatusPaused) && !d.NextAttemptAt.IsZero() {
+	if d.Status.Waiting() && !d.NextAttemptAt.IsZero() {
 		t := utc(d.NextAttemptAt)
 		out.NextAttemptAt = &t
 	}

@@ -74,7 +74,7 @@ func human(d time.Duration) string {
 
 // statusOrder is how statuses are listed.
 var statusOrder = []anyhook.DeliveryStatus{
-	anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusDelivered, anyhook.StatusDead,
+	anyhook.StatusPending, anyhook.StatusRetrying, anyhook.StatusDelivering, anyhook.StatusDelivered, anyhook.StatusDead,
 	anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusPaused, anyhook.StatusResolved,
 }
 

@@ -272,7 +272,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	// nobody picks it up" is about: their due time is looked up too.
 	var orphans []string
 	for d, m := range qs.Depth {
-		if !seen[d] && m[anyhook.StatusPending] > 0 {
+		if !seen[d] && m[anyhook.StatusPending]+m[anyhook.StatusRetrying] > 0 {
 			orphans = append(orphans, d)
 		}
 	}

@@ -100,6 +100,8 @@ func ReplayRefusal(s anyhook.DeliveryStatus) string {
 		return "a bulk replay never selects delivering deliveries: each is being sent now, so a replay would send its event twice"
 	case anyhook.StatusPaused:
 		return "a bulk replay never selects paused deliveries: each is sent once its destination is resumed, so a replay would send its event twice; resume the destination instead"
+	case anyhook.StatusRetrying:
+		return "a bulk replay never selects retrying deliveries: each is sent again at its next attempt, so a replay would send its event twice; those that run out of attempts are dead, and replayed with status dead"
 	}
 	return ""
 }

@@ -38,6 +38,8 @@ type DeliveryState struct {
 	Destination string
 	Status      anyhook.DeliveryStatus
 	Replay      bool
+	// NextAttemptAt is when a waiting delivery (Status.Waiting) is due.
+	NextAttemptAt time.Time
 }
 
 // UnfinishedStatuses are the delivery statuses QueueStats counts. Delivered
@@ -45,7 +47,7 @@ type DeliveryState struct {
 // all.
 var UnfinishedStatuses = []anyhook.DeliveryStatus{
 	anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusHeld,
-	anyhook.StatusDead, anyhook.StatusPaused,
+	anyhook.StatusDead, anyhook.StatusPaused, anyhook.StatusRetrying,
 }
 
 // QueueStats is the state of the delivery queue.

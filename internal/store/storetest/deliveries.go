@@ -364,7 +364,8 @@ func testResolve(t *testing.T, s store.Store) {
 		if err != nil {
 			t.Fatalf("Resolve(%s): %v", action, err)
 		}
-		want := map[string]anyhook.DeliveryStatus{store.ActionResend: anyhook.StatusPending, store.ActionMarkDelivered: anyhook.StatusDelivered, store.ActionDiscard: anyhook.StatusResolved}[action]
+		// A resend waits for its next attempt after one whose outcome was lost: retrying.
+		want := map[string]anyhook.DeliveryStatus{store.ActionResend: anyhook.StatusRetrying, store.ActionMarkDelivered: anyhook.StatusDelivered, store.ActionDiscard: anyhook.StatusResolved}[action]
 		wantKind := map[string]string{store.ActionMarkDelivered: anyhook.ResolvedMarkedDelivered, store.ActionDiscard: anyhook.ResolvedDiscarded}[action]
 		if d.Status != want || !strings.Contains(d.Note, by.Name) || !strings.Contains(d.Note, by.Reason) {
 			t.Fatalf("Resolve(%s) = %+v, want %s with a note naming the actor and the reason", action, d, want)
@@ -718,10 +719,17 @@ func testPausedShownEverywhere(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
+	// Those with an attempt behind them are retrying, the others pending.
+	retrying := map[string]bool{}
 	for id := range want {
-		audits[id] = true
+		if d, err := s.Delivery(ctx(t), id); err == nil && d.AttemptCount > 0 {
+			retrying[id] = true
+		} else {
+			audits[id] = true
+		}
 	}
 	check(anyhook.StatusPending, audits)
+	check(anyhook.StatusRetrying, retrying)
 	check(anyhook.StatusPaused, nil)
 	if got := claim(t, s, "billing", 10, time.Minute); len(got) != 4 {
 		t.Fatalf("after resume claimed %d billing deliveries, want 4", len(got))
