@@ -242,7 +242,9 @@ func (e *Engine) Start(ctx context.Context) {
 }
 
 // Stop stops claiming, gives in-flight sends up to grace to finish, then
-// aborts them: an aborted delivery stays claimed and is rescued by lease.
+// aborts them: an aborted delivery's claim is released when its request
+// was not sent, recorded as a failed attempt when it was (reclaim), or
+// left to the lease under on_stale_claim: hold (Engine.aborted).
 // It is idempotent (the first call's grace holds).
 func (e *Engine) Stop(grace time.Duration) {
 	e.mu.Lock()
@@ -478,12 +480,10 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		if span != nil {
 			endAborted(span, err)
 		}
-		// Shutdown aborted the attempt before an answer came: nobody
-		// knows whether the destination got it, so leave the claim to
-		// the rescuer and the destination's declared policy. An answer
+		// Shutdown aborted the attempt before an answer came. An answer
 		// that did arrive is recorded below, whatever the shutdown: an
 		// acknowledged delivery must not be sent again.
-		e.log.Info("attempt aborted by shutdown", "delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey, "attempt", attempt)
+		e.aborted(ctx, d, c, anyhook.Attempt{Number: attempt, StartedAt: started, Duration: e.opt.Now().Sub(started), Outcome: r.outcome})
 		return
 	}
 	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: e.opt.Now().Sub(started), StatusCode: code, ResponseBody: r.body, Outcome: r.outcome}
@@ -539,6 +539,47 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		e.notify(dd)
 	default:
 		logf(slog.LevelInfo, "attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn.String())
+	}
+}
+
+// aborted settles a claim whose attempt the shutdown aborted, so that the
+// next process need not wait for its lease: a request never written is
+// released (pending again, the attempt not counted); one written, whose
+// handler may have run, is what a reclaim would make of it (a failed
+// attempt, due now, or dead if it was the last) when the destination
+// says reclaim, and is left to the lease under hold, for the rescuer to
+// hold it as declared.
+func (e *Engine) aborted(ctx context.Context, d *Destination, c store.Claim, a anyhook.Attempt) {
+	log := e.log.With("delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey,
+		"destination", d.Name, "attempt", a.Number, "outcome", a.Outcome)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	switch {
+	case a.Outcome == anyhook.OutcomeNotSent:
+		released, err := e.st.Release(fctx, []store.Release{{DeliveryID: c.Delivery.ID, Attempt: a.Number}})
+		if err != nil || len(released) == 0 {
+			log.Warn("attempt aborted by shutdown before it was sent; releasing its claim failed, its lease will expire", "err", err)
+			return
+		}
+		log.Info("attempt aborted by shutdown before it was sent; claim released, pending again")
+	case d.StalePolicy == anyhook.Hold:
+		log.Info("attempt aborted by shutdown after it was sent; the handler may have run: held when its lease ends (on_stale_claim: hold)")
+	default:
+		a.Error = "aborted by shutdown after the request was sent: the handler may have run"
+		out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: a.Number, Result: a, Status: anyhook.StatusPending}
+		if a.Number >= d.MaxAttempts {
+			out.Status = anyhook.StatusDead
+		}
+		if lost, err := e.fin.finish(fctx, out); err != nil || lost {
+			log.Warn("attempt aborted by shutdown after it was sent; recording it failed, its lease will expire", "err", err, "lost", lost)
+			return
+		}
+		log.Info("attempt aborted by shutdown after it was sent; the handler may have run: recorded, to be sent again (on_stale_claim: reclaim)", "status", string(out.Status))
+		if out.Status == anyhook.StatusDead {
+			dd := c.Delivery
+			dd.Status = anyhook.StatusDead
+			e.notify(dd)
+		}
 	}
 }
 
