@@ -228,7 +228,7 @@ type queueCollector struct {
 
 var (
 	depthDesc = prometheus.NewDesc("anyhook_queue_depth",
-		"Unfinished deliveries by destination and status (pending, delivering, held, dead, paused), read from the store at scrape time.",
+		"Unfinished deliveries by destination and status (pending, retrying, delivering, held, dead, paused), read from the store at scrape time.",
 		[]string{"destination", "status"}, nil)
 	oldestDesc = prometheus.NewDesc("anyhook_oldest_pending_age_seconds",
 		"Age of the oldest pending delivery (0 when none), read from the store at scrape time.", nil, nil)

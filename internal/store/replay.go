@@ -88,7 +88,7 @@ var ReplayStatuses = []anyhook.DeliveryStatus{anyhook.StatusDead, anyhook.Status
 
 // ReplayRefusal says why a bulk replay does not select deliveries in
 // status s, for the command line and the API to refuse it with; "" when
-// it does. A delivery still to be sent (pending, delivering, paused)
+// it does. A delivery still to be sent (pending, retrying, delivering, paused)
 // would go out twice: once as itself, once as the replay.
 func ReplayRefusal(s anyhook.DeliveryStatus) string {
 	switch s {

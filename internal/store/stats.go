@@ -13,7 +13,7 @@ import (
 // through an index; none scans the whole history, so both stay fast with
 // millions of events.
 type StatsReader interface {
-	// QueueStats counts the unfinished deliveries (pending, delivering,
+	// QueueStats counts the unfinished deliveries (pending, retrying, delivering,
 	// held, dead, paused) of every destination by status (listed in
 	// destinations or not: a destination removed from the config keeps its
 	// deliveries, and they count), and finds the
