@@ -384,7 +384,7 @@ func confirmTrouble(ts []store.Troubled, asJSON bool, stderr io.Writer) (int, er
 	for _, t := range ts {
 		says = append(says, t.String())
 	}
-	why := "the replay would send into " + strings.Join(says, "; ")
+	why := "the replay cannot be delivered now: " + strings.Join(says, "; ")
 	const spends = "a failing destination spends the replays' attempts, and they go dead again"
 	if asJSON || !interactive() {
 		return exitUsage, fmt.Errorf("replay: %s (%s): fix or resume it first, or pass --yes to replay anyway", why, spends)

@@ -210,7 +210,7 @@ the admin API, the dashboard and /metrics, on the config's listen address
 served there instead; tls: serves HTTPS). It listens first, then opens the database and applies pending migrations.
 It prints its address and the dashboard's URL, and logs the config's
 warnings (a source no destination lists, a secret with white space
-around it).
+around it, a destination posting into this gateway's own source).
 SIGINT or SIGTERM stops it gracefully (exit 0). Exit 2: bad flags, a bad
 config, the address in use, an unreachable database or an OTEL_* value it
 cannot use. OpenTelemetry tracing: the standard OTEL_* environment

@@ -49,7 +49,7 @@ func TestDeadAlertSaysHowOftenTheHandlerMayHaveRun(t *testing.T) {
 	if err := json.Unmarshal(alerts.Requests()[0].Body, &msg); err != nil {
 		t.Fatal(err)
 	}
-	if want := "after 1 attempts; the handler may have run 1 time (1 answered)"; !strings.Contains(msg.Message, want) {
+	if want := "; the handler may have run 1 time (1 answered)"; !strings.Contains(msg.Message, want) {
 		t.Fatalf("alert message %q, want it to say %q", msg.Message, want)
 	}
 }

@@ -201,7 +201,9 @@ func LatestFailure(ctx context.Context, st TroubleReader, destination string) (s
 			last = r.Last
 		}
 	}
-	if last.Number == 0 || last.Error == "" {
+	// A lost attempt (LostError) says nothing of the destination: its
+	// worker stopped, the destination may be fine.
+	if last.Number == 0 || last.Error == "" || last.Error == LostError {
 		return "", nil
 	}
 	qs, err := st.QueueStats(ctx, []string{destination})

@@ -268,6 +268,11 @@ func testRescueHold(t *testing.T, s store.Store) {
 	if err != nil || len(held) != 1 {
 		t.Fatalf("held list = %v, %v", held, err)
 	}
+	// A lost attempt says nothing of the destination: a replay into it is
+	// not refused as into a failing one.
+	if how, err := store.LatestFailure(ctx(t), s, "charges"); err != nil || how != "" {
+		t.Fatalf("LatestFailure after a lost attempt = %q, %v; want not failing", how, err)
+	}
 }
 
 func testRescueReclaimPastMaxAttempts(t *testing.T, s store.Store) {
