@@ -496,7 +496,7 @@ func TestActions(t *testing.T) {
 	}
 	mustContain(t, f.get("/deliveries?status=dead"), "1 of 2 deliveries resent.", "only held or dead")
 	ev, _ = f.store.Event(ctx, other)
-	if ev.Deliveries[0].Status != anyhook.StatusPending {
+	if ev.Deliveries[0].Status != anyhook.StatusRetrying { // due again after its failed attempt
 		t.Fatalf("dead delivery is %s after resend", ev.Deliveries[0].Status)
 	}
 

@@ -77,8 +77,8 @@ func (s *lateStore) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.I
 // releases counts the claims the engine released, per reason.
 type releases struct{ lease atomic.Int32 }
 
-func (r *releases) Attempted(string, anyhook.DeliveryStatus, time.Duration) {}
-func (r *releases) Rescued(string, anyhook.DeliveryStatus)                  {}
+func (r *releases) Attempted(string, anyhook.DeliveryStatus, anyhook.Attempt) {}
+func (r *releases) Rescued(string, anyhook.DeliveryStatus)                    {}
 func (r *releases) Released(_, reason string) {
 	if reason == delivery.ReleaseLease {
 		r.lease.Add(1)

@@ -250,6 +250,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		CanBackfill:  bf.Check,
 		Destinations: cfg.DestinationOrder,
 		InOrder:      inOrder(cfg),
+		StaleRules:   staleRules(cfg),
 		Health:       g.engine.Health,
 		Logger:       log,
 		Version:      buildinfo.Version(),
@@ -316,7 +317,7 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	defer cancel()
 	if ev, err := g.store.Event(ctx, d.EventID); err == nil {
 		a.Source, a.ProviderEventID = ev.Source, ev.DedupKey
-		a.Message += lastError(ev, d.ID) + orderNote(g.cfg.Destinations[d.Destination], kind, ev)
+		a.Message += lastError(ev, d.ID) + attemptOutcomes(ev, d.ID) + orderNote(g.cfg.Destinations[d.Destination], kind, ev)
 	}
 	g.alerts.Notify(context.Background(), a)
 }
@@ -332,6 +333,26 @@ func lastError(ev anyhook.Event, id string) string {
 		}
 	}
 	return ""
+}
+
+// attemptOutcomes is "; the handler may have run …" of delivery id of
+// ev: how its attempts ended, or "" when it has none.
+func attemptOutcomes(ev anyhook.Event, id string) string {
+	for _, d := range ev.Deliveries {
+		if d.ID == id && len(d.Attempts) > 0 {
+			return "; " + anyhook.CountOutcomes(d.Attempts).String()
+		}
+	}
+	return ""
+}
+
+// staleRules are the stale-claim rules of cfg's destinations.
+func staleRules(cfg *config.Config) map[string]store.StaleRule {
+	out := map[string]store.StaleRule{}
+	for name, d := range cfg.Destinations {
+		out[name] = store.StaleRule{Policy: d.StalePolicy, MaxAttempts: d.MaxAttempts}
+	}
+	return out
 }
 
 // inOrder names the destinations of cfg with order: per_object.
@@ -514,9 +535,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 // engine reports.
 type observers []delivery.Observer
 
-func (o observers) Attempted(destination string, status anyhook.DeliveryStatus, took time.Duration) {
+func (o observers) Attempted(destination string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
 	for _, x := range o {
-		x.Attempted(destination, status, took)
+		x.Attempted(destination, status, a)
 	}
 }
 

@@ -35,8 +35,8 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	qs.Now = qs.Now.UTC()
 	// Grouped through the index first; then the pending of a paused
 	// destination are shown paused, per group rather than per row.
-	rows, err := s.pool.Query(ctx, `SELECT g.destination, CASE WHEN g.status = 'pending' AND coalesce(p.paused, false) THEN 'paused' ELSE g.status END, g.n
-		FROM (SELECT destination, status, count(*) AS n FROM deliveries WHERE status = ANY($1) GROUP BY 1, 2) g
+	rows, err := s.pool.Query(ctx, `SELECT g.destination, CASE WHEN g.status IN ('pending', 'retrying') AND coalesce(p.paused, false) THEN 'paused' ELSE g.status END, g.n
+		FROM (SELECT destination, `+sqlstore.DepthStatusExpr+` AS status, count(*) AS n FROM deliveries WHERE status = ANY($1) GROUP BY 1, 2) g
 		LEFT JOIN destinations p ON p.name = g.destination`,
 		statusStrings(store.UnfinishedStatuses))
 	if err != nil {

@@ -147,7 +147,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		err = insertRows(st, &attemptInserts, len(kept), func(i int, args []any) []any {
 			o := kept[i]
 			return append(args, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
-				o.Result.StatusCode, store.Text(o.Result.Error), o.Result.ResponseBody)
+				o.Result.StatusCode, store.Text(o.Result.Error), o.Result.ResponseBody, store.OutcomeOf(o.Result))
 		})
 		return store.Unavailable("finish", err)
 	})
@@ -211,7 +211,7 @@ func (s *Store) Renew(ctx context.Context, rs []store.Release, lease time.Durati
 
 func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number int, a anyhook.Attempt) error {
 	_, err := tx.ExecContext(ctx, attemptInserts[len(attemptInserts)-1],
-		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, store.Text(a.Error), a.ResponseBody)
+		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, store.Text(a.Error), a.ResponseBody, store.OutcomeOf(a))
 	if err != nil {
 		return store.Unavailable("rescue", err)
 	}

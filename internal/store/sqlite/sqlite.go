@@ -163,7 +163,7 @@ const (
 	qFinishTail = `) AS v
 		WHERE deliveries.id = v.column1 AND deliveries.attempt_count = v.column4 AND +deliveries.status = 'delivering'
 		RETURNING deliveries.id`
-	qInsertAttempt     = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body) VALUES `
+	qInsertAttempt     = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body, outcome) VALUES `
 	qInsertAttemptTail = ` ON CONFLICT (delivery_id, number) DO NOTHING`
 )
 
@@ -172,7 +172,7 @@ var (
 	entryInserts    = multiRows(qInsertLedgerEntry, `(?, ?, ?, ?, ?, ?, ?)`, "")
 	hashInserts     = multiRows(qInsertLedgerHash, `(?, ?)`, "")
 	finishes        = multiRows(qFinish, `(?, ?, ?, ?)`, qFinishTail)
-	attemptInserts  = multiRows(qInsertAttempt, `(?, ?, ?, ?, ?, ?, ?)`, qInsertAttemptTail)
+	attemptInserts  = multiRows(qInsertAttempt, `(?, ?, ?, ?, ?, ?, ?, ?)`, qInsertAttemptTail)
 )
 
 var claimQuery = `UPDATE deliveries

@@ -36,8 +36,9 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	// deliveries of one no config names are counted too); then the
 	// pending of a paused destination are shown paused, per group rather
 	// than per row.
-	q := `SELECT g.destination, CASE WHEN g.status = 'pending' AND coalesce(p.paused, 0) THEN 'paused' ELSE g.status END, g.n
-		FROM (SELECT destination, status, count(*) AS n FROM deliveries WHERE status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY destination, status) g
+	q := `SELECT g.destination, CASE WHEN g.status IN ('pending', 'retrying') AND coalesce(p.paused, 0) THEN 'paused' ELSE g.status END, g.n
+		FROM (SELECT destination, ` + sqlstore.DepthStatusExpr + ` AS status, count(*) AS n FROM deliveries
+			WHERE status IN (` + placeholders(len(store.UnfinishedStatuses)) + `) GROUP BY 1, 2) g
 		LEFT JOIN destinations p ON p.name = g.destination`
 	for _, st := range store.UnfinishedStatuses {
 		args = append(args, string(st))

@@ -73,6 +73,7 @@ func runQueue(t *testing.T, open Open) {
 		{"ClaimAndFinish", testClaimAndFinish},
 		{"ClaimLimitNotPositive", testClaimLimitNotPositive},
 		{"AttemptErrorKeptAlike", testAttemptErrorKeptAlike},
+		{"AttemptOutcomeKept", testAttemptOutcomeKept},
 		{"RetryIsNotDueEarly", testRetryIsNotDueEarly},
 		{"FinishFencedByAttempt", testFinishFencedByAttempt},
 		{"FinishRefusesOtherStatuses", testFinishRefusesOtherStatuses},
