@@ -138,13 +138,9 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
-	rows, err := s.pool.Query(ctx, sqlstore.CountsQuery)
+	cs, err := s.counters(ctx)
 	if err != nil {
 		return nil, store.Unavailable("counts", err)
 	}
-	cs, err := collect(rows, sqlstore.ScanStatusCount)
-	if err != nil {
-		return nil, store.Unavailable("counts", err)
-	}
-	return sqlstore.CountMap(cs), nil
+	return sqlstore.CountsByStatus(cs), nil
 }

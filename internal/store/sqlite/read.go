@@ -102,11 +102,11 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
-	cs, err := query(ctx, s.r, sqlstore.ScanStatusCount, sqlstore.CountsQuery)
+	cs, err := query(ctx, s.r, sqlstore.ScanDepth, sqlstore.CountersQuery)
 	if err != nil {
 		return nil, store.Unavailable("counts", err)
 	}
-	return sqlstore.CountMap(cs), nil
+	return sqlstore.CountsByStatus(cs), nil
 }
 
 // and adds cond to a WHERE clause.
