@@ -130,6 +130,7 @@ func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Act
 	sqlstore.AddActivity(&act, rs, aq.Destinations)
 	return act, nil
 }
+
 // DeliveryStates implements store.StatsReader through deliveries_event.
 func (s *Store) DeliveryStates(ctx context.Context, eventIDs []string) (map[string][]store.DeliveryState, error) {
 	return sqlstore.DeliveryStates(eventIDs, func(ids []string) ([]sqlstore.EventState, error) {

@@ -56,7 +56,6 @@ func ScanEventInfo(sc Scanner) (anyhook.Event, error) {
 	return ev, done()
 }
 
-
 // QueueRowScan is a row holding a delivery id, its event's provider id, and
 // its latest attempt's number, started_at, duration_us, status_code and
 // error (0, NULL or empty without an attempt); each dialect selects them
