@@ -93,9 +93,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	c := sqlstore.NewWhere(sqlstore.Postgres)
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)
-	if f.Type != "" {
-		c.Add(`coalesce(type, '') ILIKE ? ESCAPE '\'`, store.TypePattern(f.Type))
-	}
+	c.AddType("type", f.Type)
 	if f.Status != "" {
 		stored, extra := sqlstore.StatusCond("d.", f.Status)
 		if extra != "" {

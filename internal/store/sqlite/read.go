@@ -72,9 +72,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	}
 	w.AddString("events.source = ?", f.Source)
 	w.AddString("events.dedup_key = ?", f.Q)
-	if f.Type != "" {
-		w.Add(`coalesce(events.type, '') LIKE ? ESCAPE '\'`, store.TypePattern(f.Type))
-	}
+	w.AddType("events.type", f.Type)
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
 	limit := store.PageLimit(f.Limit)
