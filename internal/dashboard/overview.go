@@ -19,8 +19,8 @@ type overviewData struct {
 	Received      int
 	Delivered     int
 	Dead          int
-	Failed        int // attempts that got no 2xx
-	Replayed      int // replay deliveries created
+	Failed        int    // attempts that got no 2xx
+	Replayed      int    // replay deliveries created
 	IngestRate    string // per minute
 	DeliveryRate  string
 	SuccessRatio  string

@@ -216,7 +216,7 @@ func (w *Where) In(col string, values []string) {
 }
 
 // AddType adds that the type column col matches the glob (EventFilter.Type):
-// a glob without * is an equality on lower(coalesce(col, '')), which the
+// a glob without * is an equality on lower(coalesce(col, ”)), which the
 // events_type index answers in keyset order; one with * a LIKE (ILIKE on
 // PostgreSQL), which reads what the other conditions select.
 func (w *Where) AddType(col, glob string) {
