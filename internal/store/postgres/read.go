@@ -94,6 +94,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)
 	c.AddType("type", f.Type)
+	c.AddPrefix("events.", f.Prefix)
 	if f.Status != "" {
 		stored, extra := sqlstore.StatusCond("d.", f.Status)
 		if extra != "" {

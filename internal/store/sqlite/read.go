@@ -73,6 +73,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	w.AddString("events.source = ?", f.Source)
 	w.AddString("events.dedup_key = ?", f.Q)
 	w.AddType("events.type", f.Type)
+	w.AddPrefix("events.", f.Prefix)
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
 	limit := store.PageLimit(f.Limit)

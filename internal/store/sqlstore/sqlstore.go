@@ -231,6 +231,35 @@ func (w *Where) AddType(col, glob string) {
 	}
 }
 
+// AddPrefix adds that the event whose columns are prefixed by p matches
+// EventFilter.Prefix: a prefix of its id, dedup key or object, or of one
+// of its deliveries' ids (compared by substr, the same in both dialects
+// whatever the column's collation).
+func (w *Where) AddPrefix(p, prefix string) {
+	if prefix == "" {
+		return
+	}
+	n := strconv.Itoa(len([]rune(prefix)))
+	w.args = append(w.args, prefix, prefix, prefix, prefix)
+	m := w.marks(4)
+	w.conds = append(w.conds, "(substr("+p+"id, 1, "+n+") = "+m[0]+
+		" OR substr(coalesce("+p+"dedup_key, ''), 1, "+n+") = "+m[1]+
+		" OR substr(coalesce("+p+"object, ''), 1, "+n+") = "+m[2]+
+		" OR EXISTS (SELECT 1 FROM deliveries pd WHERE pd.event_id = "+p+"id AND substr(pd.id, 1, "+n+") = "+m[3]+"))")
+}
+
+// marks are the placeholders of the last k arguments added.
+func (w *Where) marks(k int) []string {
+	out := make([]string, k)
+	for i := range out {
+		out[i] = "?"
+		if w.d.Numbered {
+			out[i] = "$" + strconv.Itoa(len(w.args)-k+1+i)
+		}
+	}
+	return out
+}
+
 // Raw appends a condition without a parameter; "" appends nothing.
 func (w *Where) Raw(cond string) {
 	if cond != "" {

@@ -164,20 +164,24 @@ func openFill(ctx context.Context, dsn string, clock *atomic.Int64) (fillStore, 
 
 // fill adds o.events events to the store, the oldest 30 days ago, the
 // newest now.
-func fill(ctx context.Context, o *fillOptions, say func(string, ...any)) (time.Duration, error) {
+// Opening the store applies its pending migrations: opened says how long
+// that took, the time a migration holds its locks.
+func fill(ctx context.Context, o *fillOptions, say func(string, ...any)) (took, opened time.Duration, err error) {
 	var clock atomic.Int64
 	end := time.Now()
 	start := end.Add(-30 * 24 * time.Hour)
 	clock.Store(start.UnixMicro())
+	t0 := time.Now()
 	st, err := openFill(ctx, o.database, &clock)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer st.Close()
+	opened = time.Since(t0)
 	run := fmt.Sprintf("%x", end.UnixNano()/1e6)
 	body := strings.Repeat("x", o.bodySize)
 	step := end.Sub(start) / time.Duration(max(o.events, 1))
-	t0 := time.Now()
+	t0 = time.Now()
 	lastSay := t0
 	for i := 0; i < o.events; i += o.batch {
 		n := min(o.batch, o.events-i)
@@ -188,29 +192,29 @@ func fill(ctx context.Context, o *fillOptions, say func(string, ...any)) (time.D
 		clock.Store(start.Add(time.Duration(i+n) * step).UnixMicro())
 		res, err := st.Ingest(ctx, evs)
 		if err != nil {
-			return 0, fmt.Errorf("ingest at event %d: %w", i, err)
+			return 0, opened, fmt.Errorf("ingest at event %d: %w", i, err)
 		}
 		for k, r := range res {
 			if r.Err != nil {
-				return 0, fmt.Errorf("ingest of event %d: %w", i+k, r.Err)
+				return 0, opened, fmt.Errorf("ingest of event %d: %w", i+k, r.Err)
 			}
 		}
 		if err := settle(ctx, st, i); err != nil {
-			return 0, err
+			return 0, opened, err
 		}
 		if time.Since(lastSay) > 10*time.Second {
 			lastSay = time.Now()
 			say("filled %d of %d events (%.0f/s)", i+n, o.events, float64(i+n)/time.Since(t0).Seconds())
 		}
 	}
-	took := time.Since(t0)
-	if dsn := o.database; strings.HasPrefix(dsn, "postgres") {
+	took = time.Since(t0)
+	if dsn := o.database; strings.HasPrefix(dsn, "postgres") && o.events > 0 {
 		say("moving the deliveries' times to their events' (PostgreSQL stamps them with now())")
 		if err := ageDeliveries(ctx, dsn); err != nil {
-			return took, err
+			return took, opened, err
 		}
 	}
-	return took, nil
+	return took, opened, nil
 }
 
 // fillEvent is the j-th event: about 2% repeat an earlier one's dedup key
