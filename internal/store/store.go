@@ -96,11 +96,11 @@ type EventFilter struct {
 	// ids does. No index answers that in the lists' order: bound it with
 	// Since (see SearchPrefix).
 	Prefix string
-	Type   string                 // a glob over the event type: * is any run of characters; ASCII case ignored
-	Since  time.Time              // received at or after
-	Until  time.Time              // received before
-	Limit  int                    // 0 = 50; at most 500
-	Cursor string                 // from a previous page
+	Type   string    // a glob over the event type: * is any run of characters; ASCII case ignored
+	Since  time.Time // received at or after
+	Until  time.Time // received before
+	Limit  int       // 0 = 50; at most 500
+	Cursor string    // from a previous page
 }
 
 // DeliveryFilter selects deliveries, newest first.
