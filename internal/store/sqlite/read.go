@@ -67,8 +67,14 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		w.Add("d.status = ?", string(stored))
 		w.Raw(extra)
 		w.AddString("d.event_id < ?", f.Cursor)
-	} else if f.Cursor != "" {
-		w.Add("events.id < ?", f.Cursor)
+	} else {
+		w.AddString("events.id < ?", f.Cursor)
+		if f.Prefix != "" && !f.Since.IsZero() {
+			// A prefix search reads the window's events through the
+			// receive time index and sorts them: walking the ids newest
+			// first would read every older event too when few match.
+			from = ` FROM events INDEXED BY events_received`
+		}
 	}
 	w.AddString("events.source = ?", f.Source)
 	w.AddString("events.dedup_key = ?", f.Q)
