@@ -12,14 +12,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-func statusStrings(sts []anyhook.DeliveryStatus) []string {
-	out := make([]string, len(sts))
-	for i, s := range sts {
-		out[i] = string(s)
-	}
-	return out
-}
-
 // QueueStats implements store.StatsReader: the depth from the counters
 // (delivery_counts, folded first), the oldest pending delivery as the
 // smallest id among them (UUIDv7), and each destination's last success as
