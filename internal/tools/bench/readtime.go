@@ -159,9 +159,12 @@ func get(ctx context.Context, u string, into any) (time.Duration, int, error) {
 	return d, resp.StatusCode, err
 }
 
-// waitSequenced waits until the log's size stops growing and returns it.
+// waitSequenced waits until the log's size has stopped growing for 30 s
+// (the checkpointer catches up in steps, seconds apart, after a fill) and
+// returns it.
 func waitSequenced(ctx context.Context, base string) (int64, error) {
 	var last int64 = -1
+	same := 0
 	for tries := 0; ; tries++ {
 		var cp struct {
 			Size int64 `json:"size"`
@@ -177,7 +180,9 @@ func waitSequenced(ctx context.Context, base string) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("log checkpoint: %w", err)
 		}
-		if cp.Size == last && last >= 0 {
+		if cp.Size != last || last < 0 {
+			same = 0
+		} else if same++; same == 10 {
 			return last, nil
 		}
 		last = cp.Size
