@@ -240,12 +240,15 @@ func (w *Where) AddPrefix(p, prefix string) {
 		return
 	}
 	n := strconv.Itoa(len([]rune(prefix)))
-	w.args = append(w.args, prefix, prefix, prefix, prefix)
-	m := w.marks(4)
+	// A delivery id prefix is a range of the deliveries' primary key
+	// (ids compare bytewise: COLLATE "C" on PostgreSQL); U+10FFFF sorts
+	// after every character an id can hold.
+	w.args = append(w.args, prefix, prefix, prefix, prefix, prefix+"\U0010FFFF")
+	m := w.marks(5)
 	w.conds = append(w.conds, "(substr("+p+"id, 1, "+n+") = "+m[0]+
 		" OR substr(coalesce("+p+"dedup_key, ''), 1, "+n+") = "+m[1]+
 		" OR substr(coalesce("+p+"object, ''), 1, "+n+") = "+m[2]+
-		" OR EXISTS (SELECT 1 FROM deliveries pd WHERE pd.event_id = "+p+"id AND substr(pd.id, 1, "+n+") = "+m[3]+"))")
+		" OR "+p+"id IN (SELECT pd.event_id FROM deliveries pd WHERE pd.id >= "+m[3]+" AND pd.id < "+m[4]+"))")
 }
 
 // marks are the placeholders of the last k arguments added.
