@@ -96,7 +96,10 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
 	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
 	limit := store.PageLimit(f.Limit)
-	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+` FROM deliveries d JOIN events e ON e.id = d.event_id`+where+
+	// CROSS JOIN keeps the deliveries the outer loop, walked newest first
+	// through an index of theirs: left to itself, SQLite would read every
+	// event of a source and sort all their deliveries.
+	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+` FROM deliveries d CROSS JOIN events e ON e.id = d.event_id`+where+
 		` ORDER BY d.id DESC LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
