@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"testing"
 )
 
@@ -31,5 +32,37 @@ func TestBenchGatewayProcess(t *testing.T) {
 	}
 	if rep.Ingest.GatewayCPUSeconds <= 0 || rep.PeakRSSMiB <= 0 {
 		t.Errorf("the gateway process's CPU %v s, peak RSS %v MiB; want both measured", rep.Ingest.GatewayCPUSeconds, rep.PeakRSSMiB)
+	}
+}
+
+// anyhook bench --fill fills a store through the store and times the read
+// side on it: every request it times answers 200, and the store holds the
+// events it added less the duplicates among them.
+func TestBenchFill(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "fill.db")
+	code, out, errOut := exe(t, "bench", "--fill", "1200", "--batch", "500", "--repeat", "2", "--database", db, "--json")
+	var rep struct {
+		Events   int64 `json:"events"`
+		Requests []struct {
+			Name   string  `json:"name"`
+			Status int     `json:"status"`
+			P95MS  float64 `json:"p95_ms"`
+		} `json:"requests"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v: %s\n%s", code, err, out, errOut)
+	}
+	// Events 107, 157, … repeat the dedup key of the event four before.
+	if want := int64(1200 - 22); rep.Events != want {
+		t.Errorf("the store holds %d events, want %d", rep.Events, want)
+	}
+	if len(rep.Requests) < 30 {
+		t.Errorf("%d requests timed, want every page and list", len(rep.Requests))
+	}
+	for _, r := range rep.Requests {
+		if r.Status != 200 || r.P95MS <= 0 {
+			t.Errorf("%s: status %d, p95 %v ms", r.Name, r.Status, r.P95MS)
+		}
 	}
 }

@@ -48,7 +48,21 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	} else if evs, next, err = a.store.ListEvents(r.Context(), f); err != nil {
 		return err
 	}
-	out := eventListJSON{listJSON: listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs)), NextCursor: next}}
+	var searched *searchedJSON
+	if f.Q != "" && !found && len(evs) == 0 {
+		// No exact match: a prefix of an id, over a bounded window.
+		g := f
+		g.Q, g.Prefix = "", f.Q
+		var sr store.Searched
+		if evs, next, sr, err = store.SearchPrefix(r.Context(), a.store, g, a.now()); err != nil {
+			return err
+		}
+		searched = &searchedJSON{Complete: sr.Complete}
+		if !sr.Complete {
+			searched.BackTo = &sr.BackTo
+		}
+	}
+	out := eventListJSON{listJSON: listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs)), NextCursor: next}, Searched: searched}
 	for _, ev := range evs {
 		out.Items = append(out.Items, a.toEvent(ev, false))
 	}
@@ -66,7 +80,16 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 // how many refused requests q names (GET /api/rejections?q=).
 type eventListJSON struct {
 	listJSON[eventJSON]
-	Rejections int `json:"rejections,omitempty"`
+	Rejections int           `json:"rejections,omitempty"`
+	Searched   *searchedJSON `json:"searched,omitempty"`
+}
+
+// searchedJSON says how far back a search by id prefix looked: back_to,
+// when not complete, is the receive time before which it did not look
+// (ask again with until=back_to to look further back).
+type searchedJSON struct {
+	Complete bool       `json:"complete"`
+	BackTo   *time.Time `json:"back_to,omitempty"`
 }
 
 // GET /api/events/{id}

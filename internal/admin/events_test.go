@@ -497,10 +497,43 @@ func TestEventsSearchAnyID(t *testing.T) {
 			t.Errorf("status=dead&q=%s: %v; want none (its deliveries are pending)", q, got)
 		}
 	}
-	if got := ids("/api/events?q=" + other[:len(other)-1]); len(got) != 0 {
-		t.Errorf("q=a prefix of an event id: %v; want none (exact ids only)", got)
-	}
 	if got := ids("/api/events?q=evt_nowhere"); len(got) != 0 {
 		t.Errorf("q=evt_nowhere: %v", got)
+	}
+
+	// A prefix of an id (the event's, a delivery's, the provider's) is
+	// looked for among the events received in the hour before until
+	// (before now without one), and the answer says how far back it looked.
+	type searched struct {
+		Items    []struct{ ID string }
+		Searched *struct {
+			Complete bool       `json:"complete"`
+			BackTo   *time.Time `json:"back_to"`
+		}
+	}
+	search := func(q, until string) searched {
+		t.Helper()
+		var out searched
+		path := "/api/events?q=" + url.QueryEscape(q) + "&until=" + url.QueryEscape(until)
+		if err := json.Unmarshal(f.mustStatus(f.do("GET", path, ""), http.StatusOK).body, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	until := clock.Add(time.Hour).Format(time.RFC3339)
+	for q, want := range map[string]string{other[:len(other)-1]: other, "evt_pas": want, ev.Deliveries[1].ID[:30]: want} {
+		out := search(q, until)
+		if len(out.Items) != 1 || out.Items[0].ID != want || out.Searched == nil || out.Searched.Complete ||
+			out.Searched.BackTo == nil || !out.Searched.BackTo.Equal(clock) {
+			t.Errorf("q=%s (a prefix), until %s: %+v; want [%s], searched back to %v", q, until, out, want, clock)
+		}
+	}
+	// Further back than the window reaches, it finds nothing and says so.
+	if out := search("evt_pas", clock.Add(-time.Second).Format(time.RFC3339)); len(out.Items) != 0 || out.Searched == nil || out.Searched.Complete {
+		t.Errorf("q=evt_pas before the event arrived: %+v", out)
+	}
+	// An exact match needs no window.
+	if out := search("evt_paste", until); out.Searched != nil {
+		t.Errorf("an exact provider id says it searched %+v", out.Searched)
 	}
 }

@@ -568,3 +568,29 @@ func TestPrunedEvent(t *testing.T) {
 		t.Errorf("deliveries after refused actions: %+v", ev.Deliveries)
 	}
 }
+
+// The overview counts what happened in the last hour, not each delivery's
+// state now: deliveries that went dead and were replayed since still
+// count as gone dead, in the cards and in the chart's dead series.
+func TestOverviewKeepsDeadAfterReplay(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.login()
+	var events []string
+	for _, k := range []string{"a", "b", "c"} {
+		events = append(events, f.seed("github", "evt_"+k, []byte(`{}`)))
+	}
+	f.park("ci", anyhook.StatusDead)
+	for _, id := range events {
+		if _, err := f.store.Replay(t.Context(), id, []string{"ci"}, store.Actor{Name: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := f.get("/")
+	mustContain(t, r, `<div class="num bad">3</div><div class="lbl">went dead, last hour (3 replays since)</div>`,
+		`<div class="num">3</div><div class="lbl">failed attempts, last hour</div>`)
+	// The chart's dead series has a bar of 3.
+	if !strings.Contains(r.body, `s-dead`) || !strings.Contains(r.body, "dead: 3") {
+		t.Errorf("the chart shows no dead bar of 3:\n%s", r.body)
+	}
+}

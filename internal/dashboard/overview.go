@@ -19,6 +19,8 @@ type overviewData struct {
 	Received      int
 	Delivered     int
 	Dead          int
+	Failed        int    // attempts that got no 2xx
+	Replayed      int    // replay deliveries created
 	IngestRate    string // per minute
 	DeliveryRate  string
 	SuccessRatio  string
@@ -58,6 +60,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	delivered, dead := store.Merge(act.Delivered, n), store.Merge(act.Dead, n)
 	data.Received, data.Delivered, data.Dead = store.Sum(act.Received), store.Sum(delivered), store.Sum(dead)
 	data.Stale, data.Skipped = act.Stale, act.Skipped
+	data.Failed, data.Replayed = store.Sum(store.Merge(act.Failed, n)), store.Sum(store.Merge(act.Replayed, n))
 	minutes := float64(n) * act.Bucket.Minutes()
 	data.IngestRate = fmt.Sprintf("%.1f", float64(data.Received)/minutes)
 	data.DeliveryRate = fmt.Sprintf("%.1f", float64(data.Delivered+data.Dead)/minutes)

@@ -23,7 +23,10 @@ const (
 	DefaultCheckpointInterval = 10 * time.Second
 	// PruneEvery is how often the checkpointer prunes old bodies.
 	PruneEvery = 10 * time.Minute
-	pruneBatch = 1000
+	// pruneBatch bounds one pruning transaction: 100 bodies held
+	// SQLite's writer for ~16 ms on a million-event store, 1,000 for
+	// ~80 ms and up to 0.7 s (BENCHMARKS.md, issue 32).
+	pruneBatch = 100
 )
 
 // CheckpointerOptions configure a Checkpointer.
@@ -330,13 +333,22 @@ func (c *Checkpointer) prune(ctx context.Context) {
 
 // Prune empties the bodies of logged events received before cutoff whose
 // deliveries are all finished, keeping their hashes; it returns how many.
+// It works in small transactions and rests between them as long as the
+// last one took, so that ingest and delivery get the writer at least half
+// the time while a backlog is pruned.
 func Prune(ctx context.Context, st store.Ledger, cutoff time.Time) (int, error) {
 	total := 0
 	for {
+		t0 := time.Now()
 		n, err := st.PruneBodies(ctx, cutoff, pruneBatch)
 		total += n
 		if err != nil || n < pruneBatch {
 			return total, err
+		}
+		select {
+		case <-ctx.Done():
+			return total, ctx.Err()
+		case <-time.After(time.Since(t0)):
 		}
 	}
 }

@@ -22,9 +22,12 @@ type StatsReader interface {
 	// most overdue pending delivery has been due.
 	QueueStats(ctx context.Context, destinations []string) (QueueStats, error)
 	// Activity counts, per bucket over the last q.Window (by the store's
-	// clock), the events received and the deliveries that finished
-	// (delivered or dead) per destination; and over the window the stale
-	// events received, and how many of them were skipped.
+	// clock), what happened then: the events received, and per destination
+	// the deliveries that were delivered, went dead, the failed attempts and
+	// the replays created; and over the window the stale events received,
+	// and how many of them were skipped. It reads counters kept as the rows
+	// were written (by the minute), never the rows: what a later replay or
+	// resolve did changes no earlier minute.
 	Activity(ctx context.Context, q ActivityQuery) (Activity, error)
 	// DeliveryStates returns the deliveries of each of the given events
 	// (at most 500) without their attempts, oldest first: what an event
@@ -101,11 +104,12 @@ func (q QueueStats) OldestPendingAge() time.Duration {
 // ActivityQuery asks for Activity.
 type ActivityQuery struct {
 	Window       time.Duration // default 1h
-	Bucket       time.Duration // default 1m; the window is cut into Window/Bucket buckets
+	Bucket       time.Duration // default 1m, whole minutes; the window is cut into Window/Bucket buckets
 	Destinations []string      // the destinations whose finished deliveries are counted
 }
 
-// Normalize fills the defaults and bounds the bucket count (at most 1440).
+// Normalize fills the defaults, bounds the bucket count (at most 1440) and
+// rounds the bucket up to whole minutes (the counters' grain).
 func (q ActivityQuery) Normalize() ActivityQuery {
 	if q.Window <= 0 {
 		q.Window = time.Hour
@@ -116,6 +120,7 @@ func (q ActivityQuery) Normalize() ActivityQuery {
 	if q.Window/q.Bucket > 1440 {
 		q.Bucket = q.Window / 1440
 	}
+	q.Bucket = (q.Bucket + time.Minute - 1).Truncate(time.Minute)
 	return q
 }
 
@@ -130,10 +135,14 @@ type Activity struct {
 	Bucket time.Duration // width of each bucket
 	// Received counts events received per bucket.
 	Received []int
-	// Delivered and Dead count finished deliveries per destination and
-	// bucket.
+	// Delivered and Dead count the deliveries that were delivered and
+	// went dead per destination and bucket (a dead delivery replayed since
+	// still counts where it went dead); Failed, the attempts that got no
+	// 2xx; Replayed, the replay deliveries created.
 	Delivered map[string][]int
 	Dead      map[string][]int
+	Failed    map[string][]int
+	Replayed  map[string][]int
 	// Stale counts the events received in the window that were older than
 	// their object's newest version; Skipped, those of them whose
 	// deliveries were skipped (stale: skip) rather than sent flagged.

@@ -91,11 +91,16 @@ type EventFilter struct {
 	Source string
 	Status anyhook.DeliveryStatus // events with at least one delivery in this status
 	Q      string                 // matches the dedup key exactly
-	Type   string                 // a glob over the event type: * is any run of characters; ASCII case ignored
-	Since  time.Time              // received at or after
-	Until  time.Time              // received before
-	Limit  int                    // 0 = 50; at most 500
-	Cursor string                 // from a previous page
+	// Prefix, when set, keeps the events whose id, provider event id
+	// (dedup key) or object starts with it, or one of whose deliveries'
+	// ids does. No index answers that in the lists' order: bound it with
+	// Since (see SearchPrefix).
+	Prefix string
+	Type   string    // a glob over the event type: * is any run of characters; ASCII case ignored
+	Since  time.Time // received at or after
+	Until  time.Time // received before
+	Limit  int       // 0 = 50; at most 500
+	Cursor string    // from a previous page
 }
 
 // DeliveryFilter selects deliveries, newest first.

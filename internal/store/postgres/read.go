@@ -93,9 +93,8 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	c := sqlstore.NewWhere(sqlstore.Postgres)
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)
-	if f.Type != "" {
-		c.Add(`coalesce(type, '') ILIKE ? ESCAPE '\'`, store.TypePattern(f.Type))
-	}
+	c.AddType("type", f.Type)
+	c.AddPrefix("events.", f.Prefix)
 	if f.Status != "" {
 		stored, extra := sqlstore.StatusCond("d.", f.Status)
 		if extra != "" {
@@ -138,13 +137,9 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
-	rows, err := s.pool.Query(ctx, sqlstore.CountsQuery)
+	cs, err := s.counters(ctx)
 	if err != nil {
 		return nil, store.Unavailable("counts", err)
 	}
-	cs, err := collect(rows, sqlstore.ScanStatusCount)
-	if err != nil {
-		return nil, store.Unavailable("counts", err)
-	}
-	return sqlstore.CountMap(cs), nil
+	return sqlstore.CountsByStatus(cs), nil
 }

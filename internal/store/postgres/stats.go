@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,40 +12,26 @@ import (
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
-func statusStrings(sts []anyhook.DeliveryStatus) []string {
-	out := make([]string, len(sts))
-	for i, s := range sts {
-		out[i] = string(s)
-	}
-	return out
-}
-
-// QueueStats implements store.StatsReader: depth through deliveries_status
-// (status, id) restricted to the unfinished statuses, the oldest pending
-// delivery as the smallest id among them (UUIDv7), and each destination's
-// last success as the newest delivered delivery found walking
-// deliveries_destination (destination, id) backwards — it stops at the
-// first delivered one, which is at the head when the destination works.
+// QueueStats implements store.StatsReader: the depth from the counters
+// (delivery_counts, folded first), the oldest pending delivery as the
+// smallest id among them (UUIDv7), and each destination's last success as
+// the newest delivered delivery found walking deliveries_destination
+// (destination, id) backwards — it stops at the first delivered one,
+// which is at the head when the destination works.
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
 	qs := store.QueueStats{Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
 	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&qs.Now); err != nil {
 		return qs, store.Unavailable("queue stats", err)
 	}
 	qs.Now = qs.Now.UTC()
-	// Grouped through the index first; then the pending of a paused
-	// destination are shown paused, per group rather than per row.
-	rows, err := s.pool.Query(ctx, `SELECT g.destination, CASE WHEN g.status IN ('pending', 'retrying') AND coalesce(p.paused, false) THEN 'paused' ELSE g.status END, g.n
-		FROM (SELECT destination, `+sqlstore.DepthStatusExpr+` AS status, count(*) AS n FROM deliveries WHERE status = ANY($1) GROUP BY 1, 2) g
-		LEFT JOIN destinations p ON p.name = g.destination`,
-		statusStrings(store.UnfinishedStatuses))
+	if err := s.foldCounters(ctx, qs.Now); err != nil {
+		return qs, store.Unavailable("queue stats", err)
+	}
+	ds, err := s.counters(ctx)
 	if err != nil {
 		return qs, store.Unavailable("queue stats", err)
 	}
-	ds, err := collect(rows, sqlstore.ScanDepth)
-	if err != nil {
-		return qs, store.Unavailable("queue stats", err)
-	}
-	sqlstore.AddDepth(&qs, ds)
+	sqlstore.AddDepth(&qs, sqlstore.UnfinishedDepth(ds))
 	var oldest time.Time
 	err = s.pool.QueryRow(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&oldest)
@@ -79,64 +64,62 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	return qs, nil
 }
 
-// idAt is the smallest UUIDv7 text of a time: ids compare bytewise
-// (COLLATE "C"), so id >= idAt(t) selects rows created at or after t
-// through an (…, id) index.
-func idAt(t time.Time) string {
-	ms := uint64(max(t.UnixMilli(), 0))
-	return fmt.Sprintf("%08x-%04x-", ms>>16, ms&0xffff)
+// counters reads sqlstore.CountersQuery.
+func (s *Store) counters(ctx context.Context) ([]sqlstore.Count, error) {
+	rows, err := s.pool.Query(ctx, sqlstore.CountersQuery)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, sqlstore.ScanDepth)
 }
 
-// Activity implements store.StatsReader: events through events_received;
-// finished deliveries through deliveries_status (status, id), reading only
-// deliveries created within two windows (a delivery still retrying after
-// that is not counted when it finally finishes), then keeping those that
-// finished in the window.
+// The folds move the counts of the backends' own rows (shard: its
+// pg_backend_pid()) into shard 0, so that the rows do not grow with every
+// connection ever made. They skip the rows a transaction holds (SKIP
+// LOCKED), so they never wait for a writer, and a writer waits for a fold
+// only until it commits; the activity of the last two minutes is left
+// where it is.
+const (
+	qFoldCounts = `WITH moved AS (
+		DELETE FROM delivery_counts WHERE (destination, status, shard) IN (
+			SELECT destination, status, shard FROM delivery_counts WHERE shard <> 0 FOR UPDATE SKIP LOCKED)
+		RETURNING destination, status, n)
+	INSERT INTO delivery_counts (destination, status, shard, n)
+		SELECT destination, status, 0, sum(n) FROM moved GROUP BY 1, 2 ORDER BY 1, 2
+		ON CONFLICT (destination, status, shard) DO UPDATE SET n = delivery_counts.n + excluded.n`
+	qFoldActivity = `WITH moved AS (
+		DELETE FROM activity WHERE (minute, destination, kind, shard) IN (
+			SELECT minute, destination, kind, shard FROM activity WHERE shard <> 0 AND minute < $1 FOR UPDATE SKIP LOCKED)
+		RETURNING minute, destination, kind, n)
+	INSERT INTO activity (minute, destination, kind, shard, n)
+		SELECT minute, destination, kind, 0, sum(n) FROM moved GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+		ON CONFLICT (minute, destination, kind, shard) DO UPDATE SET n = activity.n + excluded.n`
+)
+
+func (s *Store) foldCounters(ctx context.Context, now time.Time) error {
+	if _, err := s.pool.Exec(ctx, qFoldCounts); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, qFoldActivity, now.Unix()/60-2)
+	return err
+}
+
+// Activity implements store.StatsReader from the activity rollup.
 func (s *Store) Activity(ctx context.Context, aq store.ActivityQuery) (store.Activity, error) {
-	aq = aq.Normalize()
-	n := aq.Buckets()
 	var now time.Time
 	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 		return store.Activity{}, store.Unavailable("activity", err)
 	}
-	now = now.UTC()
-	start := now.Truncate(aq.Bucket).Add(-time.Duration(n-1) * aq.Bucket)
-	act := store.Activity{Start: start, Bucket: aq.Bucket, Received: make([]int, n),
-		Delivered: map[string][]int{}, Dead: map[string][]int{}}
-	width := aq.Bucket.Seconds()
-	bucket := func(b int64) int { return int(min(max(b, 0), int64(n-1))) }
-	rows, err := s.pool.Query(ctx, `SELECT floor(extract(epoch FROM received_at - $1) / $2)::bigint, count(*)
-		FROM events WHERE received_at >= $1 GROUP BY 1`, start, width)
+	act, from, to := sqlstore.NewActivity(aq, now)
+	rows, err := s.pool.Query(ctx, sqlstore.Postgres.Rebind(sqlstore.ActivityQuery), from, to)
 	if err != nil {
 		return act, store.Unavailable("activity", err)
 	}
-	rs, err := collect(rows, sqlstore.ScanBucket)
+	rs, err := collect(rows, sqlstore.ScanActivity)
 	if err != nil {
 		return act, store.Unavailable("activity", err)
 	}
-	for _, c := range rs {
-		act.Received[bucket(c.Bucket)] += c.N
-	}
-	// Stale events through events_received too: few rows per window.
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = 'skipped'))
-		FROM events WHERE received_at >= $1 AND stale`, start).Scan(&act.Stale, &act.Skipped); err != nil {
-		return act, store.Unavailable("activity", err)
-	}
-	if len(aq.Destinations) == 0 {
-		return act, nil
-	}
-	rows, err = s.pool.Query(ctx, `SELECT destination, status, floor(extract(epoch FROM next_attempt_at - $1) / $2)::bigint, count(*)
-		FROM deliveries
-		WHERE status IN ('delivered', 'dead') AND id >= $3 AND next_attempt_at >= $1 AND destination = ANY($4)
-		GROUP BY 1, 2, 3`, start, width, idAt(start.Add(-aq.Window)), aq.Destinations)
-	if err != nil {
-		return act, store.Unavailable("activity", err)
-	}
-	fs, err := collect(rows, sqlstore.ScanDestBucket)
-	if err != nil {
-		return act, store.Unavailable("activity", err)
-	}
-	sqlstore.AddFinished(&act, fs, n, bucket)
+	sqlstore.AddActivity(&act, rs, aq.Destinations)
 	return act, nil
 }
 

@@ -67,14 +67,19 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		w.Add("d.status = ?", string(stored))
 		w.Raw(extra)
 		w.AddString("d.event_id < ?", f.Cursor)
-	} else if f.Cursor != "" {
-		w.Add("events.id < ?", f.Cursor)
+	} else {
+		w.AddString("events.id < ?", f.Cursor)
+		if f.Prefix != "" && !f.Since.IsZero() {
+			// A prefix search reads the window's events through the
+			// receive time index and sorts them: walking the ids newest
+			// first would read every older event too when few match.
+			from = ` FROM events INDEXED BY events_received`
+		}
 	}
 	w.AddString("events.source = ?", f.Source)
 	w.AddString("events.dedup_key = ?", f.Q)
-	if f.Type != "" {
-		w.Add(`coalesce(events.type, '') LIKE ? ESCAPE '\'`, store.TypePattern(f.Type))
-	}
+	w.AddType("events.type", f.Type)
+	w.AddPrefix("events.", f.Prefix)
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
 	limit := store.PageLimit(f.Limit)
@@ -91,7 +96,10 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
 	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
 	limit := store.PageLimit(f.Limit)
-	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+` FROM deliveries d JOIN events e ON e.id = d.event_id`+where+
+	// CROSS JOIN keeps the deliveries the outer loop, walked newest first
+	// through an index of theirs: left to itself, SQLite would read every
+	// event of a source and sort all their deliveries.
+	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+` FROM deliveries d CROSS JOIN events e ON e.id = d.event_id`+where+
 		` ORDER BY d.id DESC LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
@@ -102,11 +110,11 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error) {
-	cs, err := query(ctx, s.r, sqlstore.ScanStatusCount, sqlstore.CountsQuery)
+	cs, err := query(ctx, s.r, sqlstore.ScanDepth, sqlstore.CountersQuery)
 	if err != nil {
 		return nil, store.Unavailable("counts", err)
 	}
-	return sqlstore.CountMap(cs), nil
+	return sqlstore.CountsByStatus(cs), nil
 }
 
 // and adds cond to a WHERE clause.

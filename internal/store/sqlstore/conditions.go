@@ -38,11 +38,6 @@ func StatusExpr(p string) string {
 		` WHEN ` + p + `status = 'pending' AND ` + p + `attempt_count > 0 THEN 'retrying' ELSE ` + p + `status END`
 }
 
-// DepthStatusExpr is the status to group a queue's depth by, before
-// paused is derived (per group, with the destination's row): retrying
-// for a pending delivery with an attempt behind it, else the stored one.
-const DepthStatusExpr = `CASE WHEN status = 'pending' AND attempt_count > 0 THEN 'retrying' ELSE status END`
-
 // StatusCond translates a filter on the shown status st into the stored
 // status to compare the column with and an extra condition ("" for none)
 // on the delivery whose columns are prefixed by p.

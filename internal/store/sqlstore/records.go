@@ -56,33 +56,6 @@ func ScanEventInfo(sc Scanner) (anyhook.Event, error) {
 	return ev, done()
 }
 
-// CountsQuery counts the deliveries by shown status (Store.Counts).
-var CountsQuery = `SELECT ` + StatusExpr("deliveries.") + `, count(*) FROM deliveries GROUP BY 1`
-
-// StatusCount is one row of CountsQuery.
-type StatusCount struct {
-	Status anyhook.DeliveryStatus
-	N      int
-}
-
-// ScanStatusCount scans one row of CountsQuery.
-func ScanStatusCount(sc Scanner) (StatusCount, error) {
-	var c StatusCount
-	var st string
-	err := sc.Scan(&st, &c.N)
-	c.Status = anyhook.DeliveryStatus(st)
-	return c, err
-}
-
-// CountMap is the counts of CountsQuery by status.
-func CountMap(cs []StatusCount) map[anyhook.DeliveryStatus]int {
-	m := make(map[anyhook.DeliveryStatus]int, len(cs))
-	for _, c := range cs {
-		m[c.Status] = c.N
-	}
-	return m
-}
-
 // QueueRowScan is a row holding a delivery id, its event's provider id, and
 // its latest attempt's number, started_at, duration_us, status_code,
 // error and outcome (0, NULL or empty without an attempt); each dialect selects them

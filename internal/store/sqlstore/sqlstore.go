@@ -215,6 +215,54 @@ func (w *Where) In(col string, values []string) {
 	w.conds = append(w.conds, col+" IN ("+strings.Join(marks, ", ")+")")
 }
 
+// AddType adds that the type column col matches the glob (EventFilter.Type):
+// a glob without * is an equality on lower(coalesce(col, ”)), which the
+// events_type index answers in keyset order; one with * a LIKE (ILIKE on
+// PostgreSQL), which reads what the other conditions select.
+func (w *Where) AddType(col, glob string) {
+	switch {
+	case glob == "":
+	case !strings.Contains(glob, "*"):
+		w.Add(`lower(coalesce(`+col+`, '')) = lower(?)`, glob)
+	case w.d.Numbered:
+		w.Add(`coalesce(`+col+`, '') ILIKE ? ESCAPE '\'`, store.TypePattern(glob))
+	default:
+		w.Add(`coalesce(`+col+`, '') LIKE ? ESCAPE '\'`, store.TypePattern(glob))
+	}
+}
+
+// AddPrefix adds that the event whose columns are prefixed by p matches
+// EventFilter.Prefix: a prefix of its id, dedup key or object, or of one
+// of its deliveries' ids (compared by substr, the same in both dialects
+// whatever the column's collation).
+func (w *Where) AddPrefix(p, prefix string) {
+	if prefix == "" {
+		return
+	}
+	n := strconv.Itoa(len([]rune(prefix)))
+	// A delivery id prefix is a range of the deliveries' primary key
+	// (ids compare bytewise: COLLATE "C" on PostgreSQL); U+10FFFF sorts
+	// after every character an id can hold.
+	w.args = append(w.args, prefix, prefix, prefix, prefix, prefix+"\U0010FFFF")
+	m := w.marks(5)
+	w.conds = append(w.conds, "(substr("+p+"id, 1, "+n+") = "+m[0]+
+		" OR substr(coalesce("+p+"dedup_key, ''), 1, "+n+") = "+m[1]+
+		" OR substr(coalesce("+p+"object, ''), 1, "+n+") = "+m[2]+
+		" OR "+p+"id IN (SELECT pd.event_id FROM deliveries pd WHERE pd.id >= "+m[3]+" AND pd.id < "+m[4]+"))")
+}
+
+// marks are the placeholders of the last k arguments added.
+func (w *Where) marks(k int) []string {
+	out := make([]string, k)
+	for i := range out {
+		out[i] = "?"
+		if w.d.Numbered {
+			out[i] = "$" + strconv.Itoa(len(w.args)-k+1+i)
+		}
+	}
+	return out
+}
+
 // Raw appends a condition without a parameter; "" appends nothing.
 func (w *Where) Raw(cond string) {
 	if cond != "" {

@@ -7,12 +7,10 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// Count is one row of a grouped count: by destination and status (queue
-// depth), and by time bucket (activity), as far as the query groups.
+// Count is one row of a count by destination and status.
 type Count struct {
 	Dest   string
 	Status anyhook.DeliveryStatus
-	Bucket int64
 	N      int
 }
 
@@ -25,21 +23,6 @@ func ScanDepth(sc Scanner) (Count, error) {
 	return c, err
 }
 
-// ScanBucket scans a row of bucket, count.
-func ScanBucket(sc Scanner) (Count, error) {
-	var c Count
-	return c, sc.Scan(&c.Bucket, &c.N)
-}
-
-// ScanDestBucket scans a row of destination, status, bucket, count.
-func ScanDestBucket(sc Scanner) (Count, error) {
-	var c Count
-	var st string
-	err := sc.Scan(&c.Dest, &st, &c.Bucket, &c.N)
-	c.Status = anyhook.DeliveryStatus(st)
-	return c, err
-}
-
 // AddDepth adds depth counts to qs.Depth.
 func AddDepth(qs *store.QueueStats, cs []Count) {
 	for _, c := range cs {
@@ -47,22 +30,6 @@ func AddDepth(qs *store.QueueStats, cs []Count) {
 			qs.Depth[c.Dest] = map[anyhook.DeliveryStatus]int{}
 		}
 		qs.Depth[c.Dest][c.Status] += c.N
-	}
-}
-
-// AddFinished adds the counts of finished deliveries by destination,
-// status (delivered or dead) and bucket to act, which has n buckets;
-// bucket clamps a bucket number into range.
-func AddFinished(act *store.Activity, cs []Count, n int, bucket func(int64) int) {
-	for _, c := range cs {
-		m := act.Delivered
-		if c.Status == anyhook.StatusDead {
-			m = act.Dead
-		}
-		if m[c.Dest] == nil {
-			m[c.Dest] = make([]int, n)
-		}
-		m[c.Dest][bucket(c.Bucket)] += c.N
 	}
 }
 

@@ -1446,6 +1446,7 @@ func (r *run) check(full bool) {
 			r.fatalf("lost: the store has no delivery of %s to %s (replay %v)", d.ev.name, d.dest, d.replay)
 		}
 	}
+	r.checkCounters(obs)
 	counts, err := r.s.Counts(ctx(r.t))
 	if err != nil {
 		r.fatalf("Counts: %v", err)
@@ -1459,6 +1460,40 @@ func (r *run) check(full bool) {
 	for st := range maps.Keys(want) {
 		if counts[st] != want[st] {
 			r.fatalf("Counts = %v, want %v", counts, want)
+		}
+	}
+}
+
+// checkCounters holds the counters the store keeps as it writes (the
+// queue's depth per destination and status) to a full count of the
+// deliveries it lists.
+func (r *run) checkCounters(all []anyhook.Delivery) {
+	want := map[string]map[anyhook.DeliveryStatus]int{}
+	for _, d := range all {
+		if !slices.Contains(store.UnfinishedStatuses, d.Status) {
+			continue
+		}
+		if want[d.Destination] == nil {
+			want[d.Destination] = map[anyhook.DeliveryStatus]int{}
+		}
+		want[d.Destination][d.Status]++
+	}
+	qs, err := r.s.QueueStats(ctx(r.t), nil)
+	if err != nil {
+		r.fatalf("QueueStats: %v", err)
+	}
+	for _, dest := range slices.Sorted(maps.Keys(want)) {
+		for _, st := range store.UnfinishedStatuses {
+			if got := qs.Depth[dest][st]; got != want[dest][st] {
+				r.fatalf("QueueStats depth of %s: %d %s, a full count says %d (depth %v)", dest, got, st, want[dest][st], qs.Depth)
+			}
+		}
+	}
+	for dest, byStatus := range qs.Depth {
+		for st, n := range byStatus {
+			if n != want[dest][st] {
+				r.fatalf("QueueStats depth of %s: %d %s, a full count says %d", dest, n, st, want[dest][st])
+			}
 		}
 	}
 }

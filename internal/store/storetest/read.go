@@ -83,6 +83,21 @@ func testListEvents(t *testing.T, s store.Store) {
 	if len(none) != 0 || len(all) != 7 {
 		t.Errorf("time filter: since later = %d (want 0), window = %d (want 7)", len(none), len(all))
 	}
+	// A prefix of the event id, of the provider event id, or of a
+	// delivery's id, within the window; the type exactly, case ignored.
+	ev, err := s.Event(ctx(t), ids[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{ids[3][:30], "k3", ev.Deliveries[0].ID[:32]} {
+		evs, _, err := s.ListEvents(ctx(t), store.EventFilter{Prefix: p, Since: received})
+		if err != nil || len(evs) == 0 || !slices.ContainsFunc(evs, func(e anyhook.Event) bool { return e.ID == ids[3] }) {
+			t.Errorf("prefix %q: %d events, %v; want %s among them", p, len(evs), err, ids[3])
+		}
+	}
+	if evs, _, err := s.ListEvents(ctx(t), store.EventFilter{Prefix: "k3x", Since: received}); err != nil || len(evs) != 0 {
+		t.Errorf("prefix k3x: %d events, %v; want none", len(evs), err)
+	}
 }
 
 func testListDeliveries(t *testing.T, s store.Store) {

@@ -188,4 +188,29 @@ func testStats(t *testing.T, s store.Store) {
 	if act.Stale != 2 || act.Skipped != 1 {
 		t.Errorf("stale %d, skipped %d; want 2 stale events, 1 of them skipped", act.Stale, act.Skipped)
 	}
+
+	// What happened stays as it happened: ci's dead delivery, replayed, is
+	// resolved and leaves the queue, yet the minute in which it went dead
+	// still counts it; the replay and billing's failed attempt count where
+	// they happened.
+	if _, err := s.Replay(ctx, evs[2].Event.ID, []string{"ci"}, store.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	act, err = s.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: dests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.Sum(act.Dead["ci"]) != 1 || store.Sum(act.Replayed["ci"]) != 1 || store.Sum(act.Failed["billing"]) != 1 {
+		t.Errorf("after the replay: ci dead %d, replayed %d, billing failed attempts %d; want 1 each",
+			store.Sum(act.Dead["ci"]), store.Sum(act.Replayed["ci"]), store.Sum(act.Failed["billing"]))
+	}
+	if qs, err := s.QueueStats(ctx, dests); err != nil || qs.Depth["ci"][anyhook.StatusDead] != 0 {
+		t.Errorf("after the replay ci's queue holds %v, %v; want no dead delivery", qs.Depth["ci"], err)
+	}
+	// A wider bucket adds the same minutes up.
+	wide, err := s.Activity(ctx, store.ActivityQuery{Window: 24 * time.Hour, Bucket: time.Hour, Destinations: dests})
+	if err != nil || len(wide.Received) != 24 || store.Sum(wide.Received) != store.Sum(act.Received) || store.Sum(wide.Dead["ci"]) != 1 {
+		t.Errorf("a day by the hour: %d buckets, %d received (want %d), ci dead %d; %v",
+			len(wide.Received), store.Sum(wide.Received), store.Sum(act.Received), store.Sum(wide.Dead["ci"]), err)
+	}
 }

@@ -55,6 +55,9 @@ flags:
   --no-baseline         skip the bare net/http and relay runs
   --cpuprofile FILE     write a CPU profile of the timed gateway run
   --json                print the report as JSON
+
+anyhook bench --fill N fills a store with N events and times the read side
+instead (anyhook bench --fill 0 --help).
 `
 
 type options struct {
@@ -144,6 +147,9 @@ func parseSize(s string) (int, error) {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == childCommand {
 		return childMain(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
+	if isFill(args) {
+		return fillMain(ctx, args, stdout, stderr)
 	}
 	// The gateway process writes its errors to stderr too: one write at a
 	// time, from the bench and from the copy of the process's stderr.

@@ -1,0 +1,335 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/config"
+)
+
+// FillReport is what `anyhook bench --fill` measured.
+type FillReport struct {
+	Machine  Machine `json:"machine"`
+	Database string  `json:"database"`
+	Added    int     `json:"events_added"`
+	// FillSeconds is how long adding them took (Ingest, claims, outcomes).
+	FillSeconds float64 `json:"fill_seconds"`
+	// OpenSeconds is how long opening the store took: the pending
+	// migrations, which hold their locks that long.
+	OpenSeconds float64 `json:"open_seconds"`
+	// Events is how many events the store holds (the ledger's size).
+	Events   int64        `json:"events"`
+	Requests []ReadTiming `json:"requests"`
+	Failures []string     `json:"failures,omitempty"`
+	Repeat   int          `json:"repeat"`
+}
+
+// ReadTiming is one request's figures.
+type ReadTiming struct {
+	Name   string  `json:"name"`
+	URL    string  `json:"url"`
+	Status int     `json:"status"`
+	ColdMS float64 `json:"cold_ms"` // the first request after the gateway started
+	P50MS  float64 `json:"p50_ms"`
+	P95MS  float64 `json:"p95_ms"`
+}
+
+func (r *FillReport) write(w io.Writer, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(r)
+		return
+	}
+	fmt.Fprintf(w, "store: %s, %d events (%d added in %.0f s; opened and migrated in %.1f s); %d CPUs, %s\n",
+		r.Database, r.Events, r.Added, r.FillSeconds, r.OpenSeconds, r.Machine.CPUs, r.Machine.CPUModel)
+	fmt.Fprintf(w, "%-40s %7s %9s %9s %9s\n", "request", "status", "cold ms", "p50 ms", "p95 ms")
+	for _, t := range r.Requests {
+		fmt.Fprintf(w, "%-40s %7d %9.1f %9.1f %9.1f\n", t.Name, t.Status, t.ColdMS, t.P50MS, t.P95MS)
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "FAIL %s\n", f)
+	}
+}
+
+// fillAndTime fills the store (unless o.events is 0), then times the
+// read side on it.
+func fillAndTime(ctx context.Context, o *fillOptions, stderr io.Writer) (*FillReport, error) {
+	say := progress{stderr}.say
+	rep := &FillReport{Machine: machine(), Database: "sqlite", Added: o.events, Repeat: o.repeat}
+	if strings.HasPrefix(o.database, "postgres") {
+		rep.Database = "postgres"
+	}
+	say("opening %s (applying pending migrations), then adding %d events, %d per batch", rep.Database, o.events, o.batch)
+	took, opened, err := fill(ctx, o, say)
+	if err != nil {
+		return nil, err
+	}
+	rep.FillSeconds, rep.OpenSeconds = took.Seconds(), opened.Seconds()
+	dir, err := os.MkdirTemp("", "anyhook-fill-cfg")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfgPath, err := writeFillConfig(dir, o.database)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	// A first run lets the gateway sequence the new events into its log
+	// (as it would have while they arrived), and finds ids to ask for.
+	say("sequencing the new events into the log")
+	gw, err := startChild(ctx, exe, cfgPath, stderr)
+	if err != nil {
+		return nil, err
+	}
+	base := "http://" + gw.addr
+	rep.Events, err = waitSequenced(ctx, base)
+	var sample samples
+	if err == nil {
+		sample, err = findSamples(ctx, base)
+	}
+	if serr := gw.stop(5 * time.Minute); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return rep, err
+	}
+	say("timing %d requests, cold then %d times each warm", len(sample.urls()), o.repeat)
+	gw, err = startChild(ctx, exe, cfgPath, stderr)
+	if err != nil {
+		return rep, err
+	}
+	defer gw.stop(5 * time.Minute)
+	base = "http://" + gw.addr
+	reqs := sample.urls()
+	for _, rq := range reqs {
+		d, status, err := get(ctx, base+rq[1], nil)
+		rt := ReadTiming{Name: rq[0], URL: rq[1], Status: status, ColdMS: ms(d)}
+		if err != nil || status != http.StatusOK {
+			rep.Failures = append(rep.Failures, fmt.Sprintf("%s: %d %v", rq[1], status, err))
+		}
+		rep.Requests = append(rep.Requests, rt)
+	}
+	for i, rq := range reqs {
+		var ds []time.Duration
+		for range o.repeat {
+			d, _, _ := get(ctx, base+rq[1], nil)
+			ds = append(ds, d)
+		}
+		slices.Sort(ds)
+		rep.Requests[i].P50MS, rep.Requests[i].P95MS = ms(percentile(ds, 50)), ms(percentile(ds, 95))
+	}
+	return rep, nil
+}
+
+// get times one GET; when into is not nil, the JSON answer is decoded
+// into it.
+func get(ctx context.Context, u string, into any) (time.Duration, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	d := time.Since(t0)
+	if err == nil && into != nil {
+		err = json.Unmarshal(b, into)
+	}
+	return d, resp.StatusCode, err
+}
+
+// waitSequenced waits until the log's size has stopped growing for 30 s
+// (the checkpointer catches up in steps, seconds apart, after a fill) and
+// returns it.
+func waitSequenced(ctx context.Context, base string) (int64, error) {
+	var last int64 = -1
+	same := 0
+	for tries := 0; ; tries++ {
+		var cp struct {
+			Size int64 `json:"size"`
+		}
+		_, status, err := get(ctx, base+"/api/log/checkpoint", &cp)
+		switch {
+		case err != nil || status == http.StatusOK:
+		case tries < 60: // no checkpoint signed yet
+			cp.Size = -2
+		default:
+			err = fmt.Errorf("answered %d", status)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("log checkpoint: %w", err)
+		}
+		if cp.Size != last || last < 0 {
+			same = 0
+		} else if same++; same == 10 {
+			return last, nil
+		}
+		last = cp.Size
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+// samples are ids of the filled store to ask for.
+type samples struct {
+	event, dedupKey, delivery string
+	deepEvents, deepDead      string // the cursors of page 1,000 (50 a page)
+}
+
+func findSamples(ctx context.Context, base string) (samples, error) {
+	var s samples
+	var evs struct {
+		Items []struct {
+			ID       string `json:"id"`
+			DedupKey string `json:"dedup_key"`
+		} `json:"items"`
+	}
+	if _, _, err := get(ctx, base+"/api/events?limit=1&cursor=", &evs); err != nil || len(evs.Items) == 0 {
+		return s, fmt.Errorf("no event to ask for: %v", err)
+	}
+	s.event, s.dedupKey = evs.Items[0].ID, evs.Items[0].DedupKey
+	var ds struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+	}
+	if _, _, err := get(ctx, base+"/api/deliveries?limit=1", &ds); err != nil || len(ds.Items) == 0 {
+		return s, fmt.Errorf("no delivery to ask for: %v", err)
+	}
+	s.delivery = ds.Items[0].ID
+	var err error
+	if s.deepEvents, err = cursorAt(ctx, base+"/api/events?source=stripe"); err != nil {
+		return s, err
+	}
+	s.deepDead, err = cursorAt(ctx, base+"/api/deliveries?destination=billing")
+	return s, err
+}
+
+// cursorAt walks list 500 at a time to the cursor of page 1,000 of 50.
+func cursorAt(ctx context.Context, list string) (string, error) {
+	cursor := ""
+	for range 100 {
+		var page struct {
+			Next string `json:"next_cursor"`
+		}
+		if _, status, err := get(ctx, list+"&limit=500&cursor="+url.QueryEscape(cursor), &page); err != nil || status != http.StatusOK {
+			return "", fmt.Errorf("%s: %d %v", list, status, err)
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	return cursor, nil
+}
+
+// urls are the requests timed: name, path.
+func (s samples) urls() [][2]string {
+	q := url.QueryEscape
+	return [][2]string{
+		{"dashboard overview", "/"},
+		{"dashboard events", "/events"},
+		{"dashboard events by source", "/events?source=github"},
+		{"dashboard events by type", "/events?type=invoice.paid"},
+		{"dashboard events, type matches none", "/events?type=nothing.here"},
+		{"dashboard events dead", "/events?status=dead"},
+		{"dashboard search by id", "/events?q=" + q(s.event)},
+		{"dashboard search, no match", "/events?q=evt_nothing"},
+		{"dashboard event", "/events/" + s.event},
+		{"dashboard deliveries", "/deliveries"},
+		{"dashboard deliveries dead", "/deliveries?status=dead"},
+		{"dashboard deliveries by destination", "/deliveries?destination=ci"},
+		{"dashboard destinations", "/destinations"},
+		{"dashboard rejections", "/rejections"},
+		{"dashboard sources", "/sources"},
+		{"api events", "/api/events"},
+		{"api events by source", "/api/events?source=github"},
+		{"api events by type", "/api/events?type=invoice.paid"},
+		{"api events, type matches none", "/api/events?type=nothing.here"},
+		{"api events by type glob", "/api/events?type=invoice.*"},
+		{"api events dead", "/api/events?status=dead"},
+		{"api events retrying (pending)", "/api/events?status=pending"},
+		{"api events since 1h", "/api/events?since=" + q(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))},
+		{"api events source+type", "/api/events?source=stripe&type=charge.succeeded"},
+		{"api search by dedup key", "/api/events?q=" + q(s.dedupKey)},
+		{"api search, no match", "/api/events?q=evt_nothing"},
+		{"api event", "/api/events/" + s.event},
+		{"api deliveries", "/api/deliveries"},
+		{"api deliveries by destination", "/api/deliveries?destination=ci"},
+		{"api deliveries dead", "/api/deliveries?status=dead"},
+		{"api deliveries delivered", "/api/deliveries?status=delivered"},
+		{"api deliveries by source", "/api/deliveries?source=shopify"},
+		{"api deliveries dest+status", "/api/deliveries?destination=ledger&status=dead"},
+		{"api destinations", "/api/destinations"},
+		{"api rejections", "/api/rejections"},
+		{"api events page 1,000 (source)", "/api/events?source=stripe&cursor=" + q(s.deepEvents)},
+		{"api deliveries page 1,000 (dest)", "/api/deliveries?destination=billing&cursor=" + q(s.deepDead)},
+		{"metrics", "/metrics"},
+	}
+}
+
+// logKeyFile is where the log's key of the store is kept between runs: next
+// to a SQLite file, in the temporary directory for a PostgreSQL database.
+func logKeyFile(database string) string {
+	if path, ok := strings.CutPrefix(database, "sqlite:"); ok {
+		abs, err := filepath.Abs(path)
+		if err == nil {
+			path = abs
+		}
+		return path + "-log.key"
+	}
+	sum := sha256.Sum256([]byte(database))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("anyhook-fill-%x-log.key", sum[:6]))
+}
+
+// writeFillConfig writes the gateway's configuration for the filled store:
+// the sources and destinations fill uses, no admin token (loopback), every
+// destination's URL a closed port (nothing is due while timing).
+func writeFillConfig(dir, database string) (string, error) {
+	var b strings.Builder
+	// Retention off: pruning would run while timing.
+	fmt.Fprintf(&b, "listen: 127.0.0.1:0\ndatabase: %q\nlog:\n  retention: 0s\n  checkpoint_interval: 1s\n  key_file: %q\nsources:\n",
+		database, logKeyFile(database))
+	for _, s := range fillSources {
+		fmt.Fprintf(&b, "  %s:\n    provider: generic\n    signature: none\n    id: json:id\n", s)
+	}
+	b.WriteString("destinations:\n")
+	for _, d := range fillDests {
+		var from []string
+		for _, s := range fillSources {
+			if slices.Contains(fillRoutes[s], d) {
+				from = append(from, s)
+			}
+		}
+		fmt.Fprintf(&b, "  %s:\n    url: http://127.0.0.1:9/%s\n    sources: [%s]\n", d, d, strings.Join(from, ", "))
+	}
+	path := filepath.Join(dir, "anyhook.yaml")
+	if _, err := config.Parse(path, []byte(b.String()), func(string) (string, bool) { return "", false }); err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+}
