@@ -111,9 +111,7 @@ func New(opt Options) *Metrics {
 		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.ingest, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.releases, m.alerts)
-	if opt.Stats != nil {
-		m.reg.MustRegister(&queueCollector{stats: opt.Stats, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
-	}
+	m.reg.MustRegister(&queueCollector{stats: opt.Stats, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
 	if opt.Runtime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
