@@ -306,8 +306,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code := exitOK // SIGINT/SIGTERM: a graceful stop exits 0 (SPEC §2)
 	select {
 	case <-ctx.Done():
-		log.Info("stopping: draining: no new requests; in-flight ingest finishes, in-flight deliveries get the grace, then are aborted and their claims released",
-			"grace", cfg.Delivery.Shutdown.D().String())
+		log.Info("stopping: draining: no new requests; in-flight ingest finishes, in-flight attempts get delivery.shutdown to end, then are aborted "+
+			"(one not yet sent is released; one sent is recorded as failed under reclaim, left to its lease under hold)",
+			"shutdown", cfg.Delivery.Shutdown.D().String())
 	case err := <-g.Err():
 		log.Error("server failed", "err", err)
 		code = exitFail // so that a supervisor restarts it

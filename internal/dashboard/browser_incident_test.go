@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ destinations:
 			"#deliveries tbody tr .rowactions button[value=resend]", "#deliveries tbody tr .rowactions button[value=discard]"}},
 		{"refused", "/rejections", []string{"#rejections tbody tr td.reason .badge", "#rejections tbody tr td.answer"}},
 	} {
-		b.do(p.name, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS("table.cards")))
+		b.do(p.name, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS("table.phone-cards")))
 		for _, sel := range p.sels {
 			r, err := chromedp.Run(bctx, chromedp.Evaluate[[]float64](fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return []; const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom, r.width]; })()`, sel)))
 			if err != nil || len(r) != 5 {
@@ -188,6 +189,22 @@ destinations:
 		}
 		if w, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); err != nil || w[0] > 390 {
 			t.Errorf("%s: the page is %v px wide (%v); want at most 390", p.name, w, err)
+		}
+	}
+
+	// On a desk the same lists are tables again: each header stands over
+	// its column.
+	b.do("a 1280 px screen", chromedp.EmulateViewport(1280, 800))
+	for _, path := range []string{"/events", "/deliveries?status=dead", "/rejections"} {
+		b.do(path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("table.phone-cards")))
+		off, err := chromedp.Run(bctx, chromedp.Evaluate[[]float64](`(() => {
+			const t = document.querySelector("table.phone-cards");
+			const hs = [...t.querySelectorAll("thead th")], cs = [...t.querySelectorAll("tbody tr:first-child td")];
+			if (hs.length === 0 || hs.length !== cs.length) return [-1, hs.length, cs.length];
+			return hs.map((h, i) => Math.abs(h.getBoundingClientRect().left - cs[i].getBoundingClientRect().left));
+		})()`))
+		if err != nil || len(off) == 0 || off[0] < 0 || slices.Max(off) > 1 {
+			t.Errorf("%s at 1280 px: headers off their columns by %v px (%v); want each over its column", path, off, err)
 		}
 	}
 }
