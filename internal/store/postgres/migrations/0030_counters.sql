@@ -110,18 +110,6 @@ BEGIN
 	RETURN NULL;
 END $$;
 
--- A trigger runs under the writing session's search_path: pin the
--- functions' to the schema they were created in, as 0012 does.
-DO $$
-BEGIN
-	EXECUTE format('ALTER FUNCTION anyhook_counts_insert() SET search_path = %I, pg_temp', current_schema());
-	EXECUTE format('ALTER FUNCTION anyhook_counts_update() SET search_path = %I, pg_temp', current_schema());
-	EXECUTE format('ALTER FUNCTION anyhook_counts_delete() SET search_path = %I, pg_temp', current_schema());
-	EXECUTE format('ALTER FUNCTION anyhook_activity_events() SET search_path = %I, pg_temp', current_schema());
-	EXECUTE format('ALTER FUNCTION anyhook_activity_attempts() SET search_path = %I, pg_temp', current_schema());
-	EXECUTE format('ALTER FUNCTION anyhook_minute(timestamptz) SET search_path = %I, pg_temp', current_schema());
-END $$;
-
 CREATE TRIGGER delivery_counts_insert AFTER INSERT ON deliveries REFERENCING NEW TABLE AS new_rows
 	FOR EACH STATEMENT EXECUTE FUNCTION anyhook_counts_insert();
 CREATE TRIGGER delivery_counts_update AFTER UPDATE ON deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
