@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -171,6 +173,9 @@ const (
 	StatusHeld       DeliveryStatus = "held"    // stale claim under on_stale_claim: hold
 	StatusSkipped    DeliveryStatus = "skipped" // stale event, stale: skip
 	StatusPaused     DeliveryStatus = "paused"  // pending, and its destination is paused (derived when read)
+	// StatusRetrying is a pending delivery with at least one failed
+	// attempt, waiting for its next (derived when read; paused wins).
+	StatusRetrying DeliveryStatus = "retrying"
 	// StatusResolved is a held or dead delivery a person dealt with
 	// without sending it again as itself: replayed (a replay delivery took
 	// over) or discarded. Final; see Delivery.Resolution.
@@ -181,7 +186,14 @@ const (
 // through them; filters and messages list them from here.
 var DeliveryStatuses = []DeliveryStatus{
 	StatusPending, StatusDelivering, StatusDelivered, StatusDead,
-	StatusHeld, StatusSkipped, StatusPaused, StatusResolved,
+	StatusHeld, StatusSkipped, StatusPaused, StatusRetrying, StatusResolved,
+}
+
+// Waiting reports whether s is a delivery still to be sent at its next
+// attempt: pending, or one of the statuses derived from it (paused,
+// retrying).
+func (s DeliveryStatus) Waiting() bool {
+	return s == StatusPending || s == StatusPaused || s == StatusRetrying
 }
 
 // Valid reports whether s is one of the statuses above.
@@ -253,6 +265,95 @@ type Attempt struct {
 	StatusCode   int    // 0 when no response arrived
 	Error        string // "" on a 2xx
 	ResponseBody []byte // first 4 KiB
+	// Outcome is what the request came to (Outcome*): whether the
+	// destination's handler may have run.
+	Outcome string
+}
+
+// Outcomes of an attempt (Attempt.Outcome): the one grouping of failures
+// that pages, metrics and alerts share.
+const (
+	// OutcomeNotSent: the request was never written (DNS, a refused
+	// connection, TLS, or refused before sending): the handler did not run.
+	OutcomeNotSent = "not_sent"
+	// OutcomeNoAnswer: the request was written, then no HTTP status came
+	// (a timeout, a reset): the handler may have run.
+	OutcomeNoAnswer = "no_answer"
+	// OutcomeAnswered: an HTTP status came back; the handler ran.
+	OutcomeAnswered = "answered"
+	// OutcomeUnknown: recorded before outcomes were kept, or closed by a
+	// rescuer after its worker died: the handler may have run.
+	OutcomeUnknown = "unknown"
+)
+
+// AttemptOutcomes are the Outcome* values, in the order pages list them.
+var AttemptOutcomes = []string{OutcomeAnswered, OutcomeNoAnswer, OutcomeNotSent, OutcomeUnknown}
+
+// MayHaveRun reports whether the destination's handler may have run on
+// this attempt: every outcome but not_sent.
+func (a Attempt) MayHaveRun() bool { return a.Outcome != OutcomeNotSent }
+
+// OutcomeCounts counts attempts by outcome.
+type OutcomeCounts struct {
+	Answered, NoAnswer, NotSent, Unknown int
+}
+
+// CountOutcomes counts as by outcome; an attempt without one counts as
+// unknown.
+func CountOutcomes(as []Attempt) OutcomeCounts {
+	var c OutcomeCounts
+	for _, a := range as {
+		c.Add(a)
+	}
+	return c
+}
+
+// Add counts a.
+func (c *OutcomeCounts) Add(a Attempt) {
+	switch a.Outcome {
+	case OutcomeAnswered:
+		c.Answered++
+	case OutcomeNoAnswer:
+		c.NoAnswer++
+	case OutcomeNotSent:
+		c.NotSent++
+	default:
+		c.Unknown++
+	}
+}
+
+// MayHaveRun is how many times the handler may have run: every attempt
+// but those not sent.
+func (c OutcomeCounts) MayHaveRun() int { return c.Answered + c.NoAnswer + c.Unknown }
+
+// String says it in words, for alerts and logs: "the handler may have
+// run 3 times (1 answered, 2 sent without an answer: timed out or reset);
+// 1 not sent (the handler did not run)".
+func (c OutcomeCounts) String() string {
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{c.Answered, "answered"}, {c.NoAnswer, "sent without an answer: timed out or reset"}, {c.Unknown, "outcome unknown: lost in a crash, or recorded before outcomes were kept"}} {
+		if p.n > 0 {
+			parts = append(parts, strconv.Itoa(p.n)+" "+p.what)
+		}
+	}
+	s := "the handler may have run " + times(c.MayHaveRun())
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	if c.NotSent > 0 {
+		s += "; " + strconv.Itoa(c.NotSent) + " not sent (refused, DNS or TLS: the handler did not run)"
+	}
+	return s
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "1 time"
+	}
+	return strconv.Itoa(n) + " times"
 }
 
 // StalePolicy says what happens to a claim whose lease ran out (SPEC §6).

@@ -105,7 +105,8 @@ func goList(t *testing.T) []listed {
 //     the workshop (test kits and the tools, which write configs) may;
 //   - only cmd/anyhook and the workshop import the wiring;
 //   - no product package depends on a test kit or a tool, and cmd/anyhook
-//     imports the tools but no test kit;
+//     imports the tools but no test kit, and only it imports the tools;
+//   - nothing of the product, cmd/anyhook included, links "testing";
 //   - the stores depend on nothing of ours but the domain and each other,
 //     import no HTTP serving package, and the backends no net/http at all.
 func TestLayers(t *testing.T) {
@@ -120,6 +121,8 @@ func TestLayers(t *testing.T) {
 				t.Errorf("%s imports internal/gateway: only cmd/anyhook and the workshop run the wiring", name)
 			case rel(name) == "cmd/anyhook" && testKit(imp):
 				t.Errorf("cmd/anyhook imports the test kit %s", imp)
+			case tool(imp) && rel(name) != "cmd/anyhook" && !tool(name):
+				t.Errorf("%s imports the tool %s: only cmd/anyhook runs the tools", name, imp)
 			case storePkg(name) && slices.Contains(httpServing, imp):
 				t.Errorf("the store package %s imports %s", name, imp)
 			case backend(name) && imp == "net/http":
@@ -128,6 +131,12 @@ func TestLayers(t *testing.T) {
 		}
 		for _, dep := range p.Deps {
 			switch {
+			case (dep == "testing" || strings.HasPrefix(dep, "testing/")) && !workshop(name):
+				// The binary would link the test framework (its flags
+				// among them), through a kit a tool reached.
+				t.Errorf("the product package %s depends on %s", name, dep)
+			case storePkg(name) && slices.Contains(httpServing, dep):
+				t.Errorf("the store package %s depends on %s", name, dep)
 			case !ours(dep):
 			case !workshop(name) && rel(name) != "cmd/anyhook" && workshop(dep):
 				t.Errorf("the product package %s depends on %s, of the workshop", name, dep)

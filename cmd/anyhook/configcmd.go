@@ -56,7 +56,7 @@ Stripe secret must start with whsec_), the log key file when it exists —
 and prints the effective config on stdout: defaults filled in, secrets
 redacted, relative paths resolved in comments. It does not connect to the
 database. Warnings (a source no destination lists, a secret with white
-space around it) go to stderr and do not fail the check. Exit 0 when
+space around it, a destination posting into this gateway's own source) go to stderr and do not fail the check. Exit 0 when
 valid; exit 2 with every problem found, one line each naming the file,
 line and key, in line order, when not.`
 
@@ -67,10 +67,12 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	cfg, err := checkedConfig(*cfgPath)
+	if cfg != nil {
+		warn(stderr, cfg) // with the errors too: every problem in one pass
+	}
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	warn(stderr, cfg)
 	fmt.Fprintf(stdout, "# %s is valid. The effective configuration (defaults filled in, secrets redacted):\n", cfg.Path)
 	stdout.Write(cfg.Effective())
 	return exitOK

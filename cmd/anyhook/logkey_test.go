@@ -93,7 +93,6 @@ func TestLogKeyPinned(t *testing.T) {
 		database func(t *testing.T) string
 	}{
 		{"postgres", pgDSN},
-		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "anyhook.db") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -152,6 +151,34 @@ func TestLogKeyPinned(t *testing.T) {
 				t.Fatalf("send to the second process = %d, %v", code, err)
 			}
 		})
+	}
+}
+
+// TestLogKeyPinnedSQLite: SQLite takes one serve at a time, so the key is
+// pinned across restarts: a serve with another key file, after the first
+// stopped (kill -9), exits 2 naming log.key_file; one with a copy of the
+// key runs.
+func TestLogKeyPinnedSQLite(t *testing.T) {
+	t.Parallel()
+	database := "sqlite:" + filepath.Join(t.TempDir(), "anyhook.db")
+	first := writeConfig(t, t.TempDir(), gatewayConfig(database, "http://127.0.0.1:9/hooks", "reclaim"))
+	p := start(t, first)
+	if code, _, err := sendEvent(p.url, "evt_pinned"); err != nil || code != 200 {
+		t.Fatalf("send = %d, %v", code, err)
+	}
+	p.kill()
+	other := writeConfig(t, t.TempDir(), gatewayConfig(database, "http://127.0.0.1:9/hooks", "reclaim")) // its own key file
+	wantKeyRefusal(t, tryServe(t, other), other, "anyhook log rotate-key")
+	key, err := os.ReadFile(filepath.Join(filepath.Dir(first), "anyhook-log.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "anyhook-log.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if same := tryServe(t, writeConfig(t, dir, gatewayConfig(database, "http://127.0.0.1:9/hooks", "reclaim"))); same.p == nil {
+		t.Fatalf("a process with the log's key did not start: exit %d, %s", same.code, same.stderr)
 	}
 }
 

@@ -262,7 +262,7 @@ func TestReplayIntoFailingDestination(t *testing.T) {
 	ids := f.sendDead(t, "evt_down", 2)
 
 	code, out, errOut := f.replay(t, "--status", "dead", "--destination", "billing")
-	if code != 2 || out != "" || !strings.HasPrefix(errOut, "anyhook: replay: the replay would send into billing is failing: its latest attempt, at ") ||
+	if code != 2 || out != "" || !strings.HasPrefix(errOut, "anyhook: replay: the replay cannot be delivered now: billing is failing: its latest attempt, at ") ||
 		!strings.Contains(errOut, "failed (HTTP 500), and none has succeeded since") || !strings.Contains(errOut, "pass --yes to replay anyway") {
 		t.Errorf("replay into a failing destination: exit %d, stdout %q, stderr %q; want exit 2 naming it", code, out, errOut)
 	}
@@ -352,4 +352,66 @@ func TestQuickStartAlerts(t *testing.T) {
 	case hasAlerts && !strings.Contains(tryIt, "alert"):
 		t.Errorf("the example has an alert channel the quick start does not mention")
 	}
+}
+
+// anyhook sink as the quick start's alert webhook prints what the alert
+// says, not only its size.
+func TestSinkShowsAlerts(t *testing.T) {
+	t.Parallel()
+	addr, lines := startSink(t)
+	body := `{"kind":"delivery_dead","destination":"billing","more":0,"text":"delivery d-1 of event e-1 to billing is dead after 4 attempts; last error: HTTP 500"}`
+	resp, err := http.Post(addr+"/alerts", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !lines.Scan() {
+		t.Fatal("sink printed nothing")
+	}
+	if want := `alert=delivery_dead text="delivery d-1 of event e-1 to billing is dead after 4 attempts; last error: HTTP 500"`; !strings.Contains(lines.Text(), want) {
+		t.Errorf("sink line %q; want %s", lines.Text(), want)
+	}
+}
+
+// config check prints the warnings beside the errors: every problem in
+// one pass.
+func TestConfigWarningsWithErrors(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, t.TempDir(), `listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+sources:
+  stripe:
+    provider: stripe
+    secrets: ["whsec_abc"]
+  orphan:
+    provider: github
+    secrets: [x]
+destinations:
+  billing:
+    url: 127.0.0.1:9000/hooks
+    sources: [stripe]
+`)
+	code, _, errOut := exe(t, "config", "check", "--config", cfg)
+	if code != 2 || !strings.Contains(errOut, cfg+":7: sources.orphan: no destination lists this source") ||
+		!strings.Contains(errOut, cfg+":12: destinations.billing.url: must be an absolute http:// or https:// URL") {
+		t.Errorf("config check: exit %d, stderr:\n%s\nwant exit 2 with the warning and the error", code, errOut)
+	}
+}
+
+// A second serve on one SQLite file is refused, naming the first; the
+// lock dies with its holder, kill -9 included.
+func TestSecondServeOnSQLiteRefused(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, t.TempDir(), gatewayConfig("sqlite:anyhook.db", "http://127.0.0.1:9/", "reclaim"))
+	first := start(t, cfg)
+	var stderr bytes.Buffer
+	second := exec.Command(binary, "serve", "--config", cfg, "--log-level", "warn")
+	second.Stderr = &stderr
+	err := second.Run()
+	want := fmt.Sprintf("process %d already serves ", first.cmd.Process.Pid)
+	if code := second.ProcessState.ExitCode(); code != 2 || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "SQLite takes one anyhook serve") {
+		t.Fatalf("second serve: exit %d (%v), stderr %q; want 2 naming %q", code, err, stderr.String(), want)
+	}
+	first.kill()
+	start(t, cfg) // the lock went with the killed process
 }

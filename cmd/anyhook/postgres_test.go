@@ -148,7 +148,7 @@ func deliveries(t *testing.T, base, status string) []deliveryItem {
 // settled reports whether no delivery is waiting or in flight: every
 // request a sink will ever get has been answered and recorded.
 func settled(t *testing.T, base string) bool {
-	return len(deliveries(t, base, "pending")) == 0 && len(deliveries(t, base, "delivering")) == 0
+	return len(deliveries(t, base, "pending")) == 0 && len(deliveries(t, base, "retrying")) == 0 && len(deliveries(t, base, "delivering")) == 0
 }
 
 // adminPost POSTs {} to an admin API url and wants a 2xx answer.

@@ -49,8 +49,8 @@ destination out of their queues (status resolved: the replay carries the
 work), so --status dead run twice replays nothing the second time. The
 event's actions record it, by "cli", with --reason.
 
---status takes dead, held, delivered or skipped. Pending, delivering and
-paused deliveries are refused: each is still to be sent, and a replay
+--status takes dead, held, delivered or skipped. Pending, retrying,
+delivering and paused deliveries are refused: each is still to be sent, and a replay
 would send its event twice. A --status replay into a destination that is
 paused, or whose latest attempt failed with none succeeding since, asks
 first (on a terminal; elsewhere it exits 2 naming them): the replays
@@ -384,7 +384,7 @@ func confirmTrouble(ts []store.Troubled, asJSON bool, stderr io.Writer) (int, er
 	for _, t := range ts {
 		says = append(says, t.String())
 	}
-	why := "the replay would send into " + strings.Join(says, "; ")
+	why := "the replay cannot be delivered now: " + strings.Join(says, "; ")
 	const spends = "a failing destination spends the replays' attempts, and they go dead again"
 	if asJSON || !interactive() {
 		return exitUsage, fmt.Errorf("replay: %s (%s): fix or resume it first, or pass --yes to replay anyway", why, spends)

@@ -210,7 +210,7 @@ the admin API, the dashboard and /metrics, on the config's listen address
 served there instead; tls: serves HTTPS). It listens first, then opens the database and applies pending migrations.
 It prints its address and the dashboard's URL, and logs the config's
 warnings (a source no destination lists, a secret with white space
-around it).
+around it, a destination posting into this gateway's own source).
 SIGINT or SIGTERM stops it gracefully (exit 0). Exit 2: bad flags, a bad
 config, the address in use, an unreachable database or an OTEL_* value it
 cannot use. OpenTelemetry tracing: the standard OTEL_* environment
@@ -306,6 +306,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	code := exitOK // SIGINT/SIGTERM: a graceful stop exits 0 (SPEC §2)
 	select {
 	case <-ctx.Done():
+		log.Info("stopping: draining: no new requests; in-flight ingest finishes, in-flight deliveries get the grace, then are aborted and their claims released",
+			"grace", cfg.Delivery.Shutdown.D().String())
 	case err := <-g.Err():
 		log.Error("server failed", "err", err)
 		code = exitFail // so that a supervisor restarts it

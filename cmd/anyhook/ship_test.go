@@ -106,9 +106,9 @@ func TestConfigCheck(t *testing.T) {
 	}
 
 	for name, tt := range map[string]struct{ src, want string }{
-		"api key for a Stripe secret": {"sources:\n  stripe:\n    provider: stripe\n    secrets: [sk_live_SECRET]\n", "anyhook.yaml:4: sources.stripe.secrets[0]: "},
-		"unknown key":                 {"sources:\n  stripe:\n    provider: stripe\n    secret: [whsec_x]\n", `anyhook.yaml:4: sources.stripe.secret: unknown key (did you mean "secrets"?)`},
-		"bad log key":                 {"log: {key_file: bad.key}\nsources:\n  stripe: {provider: stripe, secrets: [whsec_x]}\n", "anyhook.yaml:1: log.key_file: "},
+		"api key for a Stripe secret": {"sources:\n  stripe:\n    provider: stripe\n    record_only: true\n    secrets: [sk_live_SECRET]\n", "anyhook.yaml:5: sources.stripe.secrets[0]: "},
+		"unknown key":                 {"sources:\n  stripe:\n    provider: stripe\n    record_only: true\n    secret: [whsec_x]\n", `anyhook.yaml:5: sources.stripe.secret: unknown key (did you mean "secrets"?)`},
+		"bad log key":                 {"log: {key_file: bad.key}\nsources:\n  stripe: {provider: stripe, secrets: [whsec_x], record_only: true}\n", "anyhook.yaml:1: log.key_file: "},
 	} {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "bad.key"), []byte("not a key\n"), 0o600)

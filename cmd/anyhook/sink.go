@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +20,18 @@ A destination to try the gateway with: prints one line per delivery it
 receives (its event id, attempt, source, provider event id and, when the
 source has ordering rules, object=… version=…, stale=true on a stale
 event, and backfill=true on an event a backfill read from the provider's
-API) and answers --status (400 when --signing-secret is given and the
+API; as an alert channel's webhook, alert=KIND text="…") and answers --status (400 when --signing-secret is given and the
 signature does not match).`
+
+// alertLine renders an alert webhook's body (kind and text) for a sink's
+// line, or "" when body is not one.
+func alertLine(body []byte) string {
+	var a struct{ Kind, Text string }
+	if json.Unmarshal(body, &a) != nil || a.Kind == "" {
+		return ""
+	}
+	return fmt.Sprintf("alert=%s text=%q", a.Kind, a.Text)
+}
 
 // sink runs `anyhook sink`: a destination to try the gateway with. It
 // prints one line per delivery it receives and answers --status; with
@@ -77,6 +88,13 @@ func sink(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// Read from the provider's API after an outage (anyhook
 			// backfill), not pushed by the provider.
 			note = " backfill=true" + note
+		}
+		if h.Get("X-AnyHook-Delivery") == "" {
+			// Not a delivery: an alert channel's webhook, whose words
+			// are the point.
+			if a := alertLine(body); a != "" {
+				note = " " + a + note
+			}
 		}
 		mu.Lock()
 		// The same id names as the gateway's logs: event_id is the

@@ -109,7 +109,7 @@ func TestResolveHeld(t *testing.T) {
 		return f.mustStatus(f.do("POST", "/api/deliveries/"+id+"/resolve", `{"action":"`+action+`"}`), http.StatusOK).json(t)
 	}
 	d := resolve(held[0].ID, "resend")
-	if d["status"] != "pending" || d["id"] != held[0].ID || d["next_attempt_at"] == nil || !strings.Contains(d["note"].(string), "resent") {
+	if d["status"] != "retrying" || d["id"] != held[0].ID || d["next_attempt_at"] == nil || !strings.Contains(d["note"].(string), "resent") {
 		t.Errorf("resend %v", d)
 	}
 	if d := resolve(held[1].ID, "mark_delivered"); d["status"] != "delivered" || d["next_attempt_at"] != nil {
@@ -141,7 +141,7 @@ func TestResolveHeld(t *testing.T) {
 	f.seed("stripe", "evt_4", []byte(`{}`), 0)
 	dead := f.claim("billing", time.Minute)
 	f.finish(dead, anyhook.StatusDead, 500, nil)
-	if d := resolve(dead[0].Delivery.ID, "resend"); d["status"] != "pending" {
+	if d := resolve(dead[0].Delivery.ID, "resend"); d["status"] != "retrying" {
 		t.Errorf("resend dead %v", d)
 	}
 	for _, tc := range []struct {
@@ -316,5 +316,34 @@ func TestBulkReplaySkipsOrphanedDestinations(t *testing.T) {
 	}
 	if n := len(ev.Deliveries); n != 3 {
 		t.Errorf("%d deliveries after the replay, want 3 (two originals, one replay to billing)", n)
+	}
+}
+
+// TestRetrying: a pending delivery with a failed attempt behind it is
+// retrying, with its next attempt time, and the filters select it apart
+// from deliveries not yet tried; a bulk replay refuses it (it would go out
+// twice).
+func TestRetrying(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	failed := f.seed("stripe", "evt_failed", []byte(`{}`), 0)
+	f.finish(f.claim("billing", time.Minute), anyhook.StatusPending, 503, []byte("busy"))
+	fresh := f.seed("stripe", "evt_fresh", []byte(`{}`), time.Second)
+
+	ds := items(t, f.mustStatus(f.do("GET", "/api/deliveries?status=retrying&destination=billing", ""), http.StatusOK))
+	if len(ds) != 1 || ds[0]["event_id"] != failed || ds[0]["status"] != "retrying" || ds[0]["next_attempt_at"] == nil || ds[0]["attempt_count"] != 1.0 {
+		t.Errorf("retrying deliveries %v; want the one of %s with its next attempt time", ds, failed)
+	}
+	ds = items(t, f.mustStatus(f.do("GET", "/api/deliveries?status=pending&destination=billing", ""), http.StatusOK))
+	if len(ds) != 1 || ds[0]["event_id"] != fresh {
+		t.Errorf("pending deliveries %v; want only the one of %s, not yet tried", ds, fresh)
+	}
+	evs := items(t, f.mustStatus(f.do("GET", "/api/events?status=retrying", ""), http.StatusOK))
+	if len(evs) != 1 || evs[0]["id"] != failed {
+		t.Errorf("events with a retrying delivery %v; want %s", evs, failed)
+	}
+	r := f.mustStatus(f.do("POST", "/api/replay", `{"status":"retrying"}`), http.StatusBadRequest)
+	if !strings.Contains(string(r.body), "never selects retrying deliveries") {
+		t.Errorf("bulk replay of retrying: %s", r.body)
 	}
 }

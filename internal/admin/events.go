@@ -418,7 +418,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 			says = append(says, t.String())
 		}
 		return &Error{Status: http.StatusConflict, Code: "destination_troubled",
-			Message: "the replay would send into " + strings.Join(says, "; ") + `. Fix or resume first (a failing destination spends the replays' attempts, and they go dead again), or send "force": true`,
+			Message: "the replay cannot be delivered now: " + strings.Join(says, "; ") + `. Fix or resume first (a failing destination spends the replays' attempts, and they go dead again), or send "force": true`,
 			Details: map[string]any{"destinations": TroubledDestinations(troubled)}}
 	}
 	by := actor(r, reason)

@@ -127,6 +127,11 @@ type attemptJSON struct {
 	Error                string    `json:"error"`
 	ResponseBody         string    `json:"response_body"`
 	ResponseBodyEncoding string    `json:"response_body_encoding"`
+	// Outcome is what the request came to: answered, no_answer (sent,
+	// then a timeout or reset: the handler may have run), not_sent (the
+	// handler did not run) or unknown (recorded before outcomes were
+	// kept, or a claim a crash lost).
+	Outcome string `json:"outcome"`
 	// OutcomeUnknown: the claim expired before a result was recorded (the
 	// worker crashed or stalled). started_at is when it was sent; its
 	// duration is unknown (0).
@@ -198,7 +203,7 @@ func (a *API) toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
 		CreatedAt: utc(d.CreatedAt), UpdatedAt: utc(d.UpdatedAt), Note: d.Note,
 		Orphaned: !a.known[d.Destination],
 	}
-	if (d.Status == anyhook.StatusPending || d.Status == anyhook.StatusPaused) && !d.NextAttemptAt.IsZero() {
+	if d.Status.Waiting() && !d.NextAttemptAt.IsZero() {
 		t := utc(d.NextAttemptAt)
 		out.NextAttemptAt = &t
 	}
@@ -225,7 +230,7 @@ func (a *API) toDelivery(d anyhook.Delivery, full bool) deliveryJSON {
 				DurationMS: float64(at.Duration.Microseconds()) / 1000,
 				StatusCode: at.StatusCode, Error: at.Error,
 				ResponseBody: body, ResponseBodyEncoding: enc,
-				OutcomeUnknown: store.Lost(at),
+				Outcome: store.OutcomeOf(at), OutcomeUnknown: store.Lost(at),
 			})
 		}
 	}

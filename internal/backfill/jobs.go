@@ -51,16 +51,15 @@ const (
 // JobsOptions configure Jobs.
 type JobsOptions struct {
 	Now func() time.Time // default time.Now
-	// Log, when set, keeps each source's latest backfill in the database,
-	// so that every process sharing it sees the backfill one of them runs
-	// (and refuses a second), and it outlives the process. nil: each
-	// process knows only its own, until it exits.
+	// Log keeps each source's latest backfill in the database, so that
+	// every process sharing it sees the backfill one of them runs (and
+	// refuses a second), and it outlives the process.
 	Log    store.BackfillLog
 	Logger *slog.Logger // default: discard
 }
 
 // Jobs runs backfills in the background, at most one per source at a
-// time, and keeps the latest job of each source (in the database, with
+// time, and keeps the latest job of each source (in the database,
 // JobsOptions.Log).
 type Jobs struct {
 	ctx    context.Context
@@ -135,21 +134,19 @@ func (j *Jobs) Start(source string, from, to time.Time, dryRun bool, by string) 
 	j.jobs[source] = l // holds the source while the database is asked
 	j.mu.Unlock()
 	l.heard = time.Now()
-	if j.opt.Log != nil {
-		sctx, scancel := context.WithTimeout(j.ctx, 10*time.Second)
-		cur, err := j.opt.Log.StartBackfill(sctx, l.record(), StaleAfter)
-		scancel()
-		if err != nil {
-			j.mu.Lock()
-			j.jobs[source] = prev
-			j.mu.Unlock()
-			close(l.done) // a Wait that saw the placeholder
-			cancel(nil)
-			if errors.Is(err, store.ErrBackfillRunning) {
-				return j.jobOf(cur), ErrRunning
-			}
-			return Job{}, err
+	sctx, scancel := context.WithTimeout(j.ctx, 10*time.Second)
+	cur, err := j.opt.Log.StartBackfill(sctx, l.record(), StaleAfter)
+	scancel()
+	if err != nil {
+		j.mu.Lock()
+		j.jobs[source] = prev
+		j.mu.Unlock()
+		close(l.done) // a Wait that saw the placeholder
+		cancel(nil)
+		if errors.Is(err, store.ErrBackfillRunning) {
+			return j.jobOf(cur), ErrRunning
 		}
+		return Job{}, err
 	}
 	started := l.job // before the run may write its progress
 	j.wg.Go(func() { j.runJob(ctx, cancel, l) })
@@ -162,9 +159,7 @@ func (j *Jobs) runJob(ctx context.Context, cancel context.CancelCauseFunc, l *lo
 	defer close(l.done)
 	stop := make(chan struct{})
 	var beats sync.WaitGroup
-	if j.opt.Log != nil {
-		beats.Go(func() { j.heartbeat(l, cancel, stop) })
-	}
+	beats.Go(func() { j.heartbeat(l, cancel, stop) })
 	job := l.job // the request: only Start wrote it, before this goroutine
 	p, err := j.run(ctx, job.Source, job.From, job.To, job.DryRun, func(p Progress) {
 		j.mu.Lock()
@@ -234,9 +229,6 @@ func (j *Jobs) heartbeat(l *local, cancel context.CancelCauseFunc, stop <-chan s
 // database fails: a backfill whose end is not written shows as
 // interrupted, its counts those of its last heartbeat.
 func (j *Jobs) saveEnd(l *local) {
-	if j.opt.Log == nil {
-		return
-	}
 	deadline := time.Now().Add(j.giveUp)
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
 		_, err := j.save(l)
@@ -306,18 +298,16 @@ func (j *Jobs) Get(source string) (Job, bool, error) {
 		mine = l.job
 	}
 	j.mu.Unlock()
-	if j.opt.Log != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // after Stop too
-		b, ok, err := j.opt.Log.LatestBackfill(ctx, source, StaleAfter)
-		cancel()
-		switch {
-		case err != nil && (l == nil || mine.State != StateRunning):
-			return Job{}, false, err
-		case err != nil:
-			j.opt.Logger.Warn("backfill: reading the latest from the database failed; answering with the one this process runs", "source", source, "err", err)
-		case ok && (l == nil || b.Run != l.run):
-			return j.jobOf(b), true, nil
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // after Stop too
+	b, ok, err := j.opt.Log.LatestBackfill(ctx, source, StaleAfter)
+	cancel()
+	switch {
+	case err != nil && (l == nil || mine.State != StateRunning):
+		return Job{}, false, err
+	case err != nil:
+		j.opt.Logger.Warn("backfill: reading the latest from the database failed; answering with the one this process runs", "source", source, "err", err)
+	case ok && (l == nil || b.Run != l.run):
+		return j.jobOf(b), true, nil
 	}
 	return mine, l != nil, nil
 }

@@ -299,6 +299,8 @@ func TestErrors(t *testing.T) {
 			9, "destinations.d.timeout", "greater than 0"},
 		{"signing secret", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    signing_secret: whsec_!!\n",
 			9, "destinations.d.signing_secret", "Standard Webhooks secret"},
+		{"signing secret too short", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    signing_secret: notwhsec\n",
+			9, "destinations.d.signing_secret", "24 to 64 random bytes"},
 		{"max_in_flight", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    max_in_flight: -1\n",
 			9, "destinations.d.max_in_flight", "at least 1"},
 		{"rate zero", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    rate: 0\n",

@@ -219,3 +219,42 @@ func TestUses(t *testing.T) {
 		}
 	}
 }
+
+// A URL whose port cannot be one is refused when the config is read, not
+// at every attempt.
+func TestURLPortOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, port := range []string{"99999", "0"} {
+		src := minimal + "destinations:\n  d:\n    url: https://localhost:" + port + "/x\n    sources: [stripe]\n"
+		_, err := Parse("a.yaml", []byte(src), env())
+		if err == nil || !strings.Contains(err.Error(), "destinations.d.url: URL's port "+port+" is not a port") {
+			t.Errorf("port %s: %v; want the port refused", port, err)
+		}
+	}
+}
+
+// A destination that posts back into this gateway's own source is warned
+// about (a loop when it delivers that source); one elsewhere is not.
+func TestOwnSourceWarned(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ url, want string }{
+		{"http://127.0.0.1:8080/webhooks/stripe", "which this destination delivers again: a loop"},
+		{"http://localhost:8080/webhooks/stripe/", "which this destination delivers again: a loop"},
+		{"http://127.0.0.1:8080/webhooks/other", "each delivery arrives as an event of other"},
+		{"http://127.0.0.1:9090/webhooks/stripe", ""},
+		{"http://10.0.0.1:8080/webhooks/stripe", ""},
+		{"http://127.0.0.1:8080/hooks", ""},
+	} {
+		c := mustParse(t, "listen: 127.0.0.1:8080\n"+minimal+"  other: {provider: github, secrets: [x], record_only: true}\n"+
+			"destinations:\n  d: {url: '"+tt.url+"', sources: [stripe]}\n")
+		var got string
+		for _, w := range c.Warnings() {
+			if w.Key == "destinations.d.url" {
+				got = w.Msg
+			}
+		}
+		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("url %s: warning %q; want %q", tt.url, got, tt.want)
+		}
+	}
+}

@@ -241,6 +241,30 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// ownSource reports whether rawURL is this gateway's own ingest URL of
+// one of its sources, and which: the listen port, on a loopback host or
+// the listen host.
+func (c *Config) ownSource(rawURL string) (string, bool) {
+	u, err := url.Parse(rawURL)
+	lhost, lport, lerr := net.SplitHostPort(c.Listen)
+	if err != nil || lerr != nil {
+		return "", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != lport || !(isLoopback(u.Hostname()) || strings.EqualFold(u.Hostname(), lhost)) {
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(u.Path, "/webhooks/")
+	name, _, _ := strings.Cut(rest, "/")
+	if _, known := c.Sources[name]; !ok || !known {
+		return "", false
+	}
+	return name, true
+}
+
 func (c *Config) validateSource(name string, s *Source) error {
 	k := "sources." + name
 	if err := checkName(c, k, name); err != nil {
@@ -383,6 +407,12 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 		p.add(c.Errorf(k+".url", "required"))
 	} else if err := checkHTTPURL(d.URL); err != nil {
 		p.add(c.Errorf(k+".url", "%s", err))
+	} else if src, ok := c.ownSource(d.URL); ok {
+		why := "each delivery arrives as an event of " + src
+		if slices.Contains(d.Sources, src) {
+			why += ", which this destination delivers again: a loop that records events without end"
+		}
+		c.warnf(k+".url", "points at this gateway's own /webhooks/%s (listen: %s): %s", src, c.Listen, why)
 	}
 	sourcesOK := len(d.Sources) > 0
 	if !sourcesOK {
@@ -402,9 +432,11 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 		}
 	}
 	if d.SigningSecret != "" {
+		// Standard Webhooks keys are 24 to 64 bytes: shorter is guessable,
+		// and receivers' libraries may refuse either.
 		b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(d.SigningSecret, "whsec_"))
-		if err != nil || len(b) == 0 {
-			p.add(c.Errorf(k+".signing_secret", "must be a Standard Webhooks secret: whsec_ followed by base64"))
+		if err != nil || len(b) < 24 || len(b) > 64 {
+			p.add(c.Errorf(k+".signing_secret", "must be a Standard Webhooks secret: whsec_ followed by the base64 of 24 to 64 random bytes, e.g. whsec_$(openssl rand -base64 32)"))
 		}
 	}
 	if d.Timeout <= 0 {
@@ -548,6 +580,11 @@ func checkHTTPURL(s string) error {
 	}
 	if u.Host == "" {
 		return fmt.Errorf("URL has no host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("URL's port %s is not a port: 1 to 65535", p)
+		}
 	}
 	return nil
 }

@@ -184,7 +184,7 @@ func TestBrowserArrivals(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/events?q=evt_forged"), chromedp.WaitVisible(chromedp.CSS("#refused-hint"))); err != nil {
 		t.Fatal(err)
 	}
-	if hint := text("#refused-hint"); !strings.Contains(hint, "1 refused request match evt_forged") {
+	if hint := text("#refused-hint"); !strings.Contains(hint, "1 refused request matches evt_forged") {
 		t.Errorf("hint: %q", hint)
 	}
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#refused-hint")), chromedp.WaitVisible(chromedp.CSS("table#rejections"))); err != nil {

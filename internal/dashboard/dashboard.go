@@ -89,6 +89,9 @@ type Options struct {
 	// InOrder are the destinations with order: per_object: their pending
 	// deliveries show what they wait behind.
 	InOrder []string
+	// StaleRules are the configured destinations' stale-claim rules: an
+	// event page says what happens to a claim whose lease runs out.
+	StaleRules map[string]store.StaleRule
 	// Health reports what the delivery engine has seen of each destination
 	// (failure streaks); nil: not shown.
 	Health func() map[string]delivery.Health

@@ -48,7 +48,10 @@ func setupTLS(t *testing.T, useTLS bool) *fixture {
 	d, err := dashboard.New(dashboard.Options{
 		Store: st, API: api.Handler(), Token: token, Sources: sources, InOrder: []string{"billing"},
 		Health: func() map[string]delivery.Health {
-			return map[string]delivery.Health{"ci": {Destination: "ci", Streak: 7, Failing: true, Since: time.Now().Add(-time.Minute), LastError: "HTTP 502"}}
+			return map[string]delivery.Health{"ci": {Destination: "ci", Streak: 7, Failing: true, Since: time.Now().Add(-time.Minute), LastError: "HTTP 502"},
+				// failing before the alert's threshold: one word for both, as
+				// a replay's refusal says
+				"audit": {Destination: "audit", Streak: 2, Since: time.Now().Add(-time.Minute), LastError: "HTTP 500"}}
 		},
 		Version: "test",
 	})
@@ -378,6 +381,9 @@ func TestPages(t *testing.T) {
 
 	r := f.get("/")
 	mustContain(t, r, "events received", "success ratio", "oldest pending", "<svg", "billing", "ci", "failing", "HTTP 502")
+	if n := strings.Count(r.body, `<span class="badge st-dead" title="its latest attempt failed`); n != 2 {
+		t.Errorf("overview: %d destinations marked failing; want ci and audit", n)
+	}
 
 	r = f.get("/events")
 	mustContain(t, r, jsonID, binID, "evt_json", "billing: held", "audit: pending", "ci: dead", `data-refresh="/events"`)
@@ -490,7 +496,7 @@ func TestActions(t *testing.T) {
 	}
 	mustContain(t, f.get("/deliveries?status=dead"), "1 of 2 deliveries resent.", "only held or dead")
 	ev, _ = f.store.Event(ctx, other)
-	if ev.Deliveries[0].Status != anyhook.StatusPending {
+	if ev.Deliveries[0].Status != anyhook.StatusRetrying { // due again after its failed attempt
 		t.Fatalf("dead delivery is %s after resend", ev.Deliveries[0].Status)
 	}
 
@@ -500,7 +506,7 @@ func TestActions(t *testing.T) {
 	f.park("ci", anyhook.StatusDead)
 	mustContain(t, f.get("/deliveries?status=dead&destination=ci"), "Mind: ci is failing: its last", `name="force" value="on"`)
 	f.post("/replay", url.Values{"status": {"dead"}, "destination": {"ci"}})
-	mustContain(t, f.get("/deliveries?status=dead"), "Bulk replay failed: the replay would send into ci is failing")
+	mustContain(t, f.get("/deliveries?status=dead"), "Bulk replay failed: the replay cannot be delivered now: ci is failing")
 	f.post("/replay", url.Values{"status": {"dead"}, "destination": {"ci"}, "force": {"on"}})
 	mustContain(t, f.get("/deliveries?status=dead"), "Replay queued for 1 delivery.")
 	ev, _ = f.store.Event(ctx, other)

@@ -5,8 +5,10 @@ import (
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"time"
 	"unicode/utf8"
 
 	"github.com/anyhook/anyhook"
@@ -27,6 +29,42 @@ type attemptView struct {
 type deliveryView struct {
 	anyhook.Delivery
 	Attempts []attemptView
+	InFlight *inFlightView // a claim whose attempt has no outcome yet
+}
+
+// inFlightView is a claimed delivery's current attempt: when it started,
+// when its lease ends, and what happens then if no outcome is recorded
+// (the worker died or stalled).
+type inFlightView struct {
+	Number     int
+	Since      time.Time
+	LeaseUntil time.Time
+	Expired    bool   // the lease has ended: the rescuer acts on its next pass
+	Then       string // what the rescuer will do
+}
+
+// inFlight is d's claimed attempt, nil unless d is delivering.
+func (d *Dashboard) inFlight(dl anyhook.Delivery) *inFlightView {
+	if dl.Status != anyhook.StatusDelivering {
+		return nil
+	}
+	v := &inFlightView{Number: dl.AttemptCount, Since: dl.ClaimedAt, LeaseUntil: dl.LeaseUntil, Expired: !dl.LeaseUntil.After(d.now())}
+	when := "If no outcome is recorded by then (its worker died or stalled), "
+	if v.Expired {
+		when = "The rescuer acts on its next pass: "
+	}
+	rule, ok := d.opt.StaleRules[dl.Destination]
+	switch {
+	case !ok:
+		v.Then = when + "nothing happens until a gateway whose config names " + dl.Destination + " rescues it (its on_stale_claim decides)."
+	case store.RescueStatus(dl, rule) == anyhook.StatusHeld:
+		v.Then = when + "it is held for a person (on_stale_claim: hold): not sent again until someone resends it."
+	case store.RescueStatus(dl, rule) == anyhook.StatusDead:
+		v.Then = when + fmt.Sprintf("it goes dead: attempt %d was its last (max_attempts %d).", dl.AttemptCount, rule.MaxAttempts)
+	default:
+		v.Then = when + fmt.Sprintf("it is sent again as attempt %d (on_stale_claim: reclaim): the handler may see it twice.", dl.AttemptCount+1)
+	}
+	return v
 }
 
 // destSummary is what happened to an event at one destination, counted
@@ -38,8 +76,8 @@ type destSummary struct {
 	Original    int // attempts of the delivery made at ingest
 	Replays     int // replay deliveries
 	Replayed    int // attempts of the replay deliveries
-	Lost        int // attempts whose outcome is unknown (a crash or a stall)
-	NoAnswer    int // attempts that got no HTTP answer (refused, timed out…)
+	Outcomes    anyhook.OutcomeCounts
+	InFlight    int // attempts started whose outcome is not recorded yet
 	OK          int // attempts answered 2xx
 	Marked      int // deliveries a person marked delivered
 	Skipped     bool
@@ -69,13 +107,12 @@ func summarize(ds []anyhook.Delivery) []destSummary {
 		if d.Resolution.Kind == anyhook.ResolvedMarkedDelivered {
 			s.Marked++
 		}
+		if d.Status == anyhook.StatusDelivering {
+			s.InFlight += d.AttemptCount - len(d.Attempts)
+		}
 		for _, a := range d.Attempts {
-			switch {
-			case store.Lost(a):
-				s.Lost++
-			case a.StatusCode == 0:
-				s.NoAnswer++
-			case a.StatusCode >= 200 && a.StatusCode < 300:
+			s.Outcomes.Add(a)
+			if a.StatusCode >= 200 && a.StatusCode < 300 {
 				s.OK++
 			}
 		}
@@ -150,7 +187,7 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, dl := range ev.Deliveries {
-		v := deliveryView{Delivery: dl}
+		v := deliveryView{Delivery: dl, InFlight: d.inFlight(dl)}
 		for _, a := range dl.Attempts {
 			body, enc := encodeBytes(a.ResponseBody)
 			v.Attempts = append(v.Attempts, attemptView{Attempt: a, Response: body, ResponseEncoding: enc})

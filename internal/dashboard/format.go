@@ -33,6 +33,9 @@ var funcs = template.FuncMap{
 	},
 	// lost: the attempt's claim expired before its outcome was recorded.
 	"lost": store.Lost,
+	// outcome says what an attempt's request came to, and whether the
+	// handler may have run.
+	"outcome": outcomeText,
 	// times writes n (any integer) with the singular or plural noun:
 	// "1 time", "3 times".
 	"times": func(n any, one, many string) (string, error) {
@@ -71,6 +74,19 @@ func human(d time.Duration) string {
 
 // statusOrder is how statuses are listed.
 var statusOrder = []anyhook.DeliveryStatus{
-	anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusDelivered, anyhook.StatusDead,
+	anyhook.StatusPending, anyhook.StatusRetrying, anyhook.StatusDelivering, anyhook.StatusDelivered, anyhook.StatusDead,
 	anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusPaused, anyhook.StatusResolved,
+}
+
+// outcomeText is an attempt's outcome in words.
+func outcomeText(a anyhook.Attempt) string {
+	switch a.Outcome {
+	case anyhook.OutcomeAnswered:
+		return "answered"
+	case anyhook.OutcomeNoAnswer:
+		return "sent, no answer: may have run"
+	case anyhook.OutcomeNotSent:
+		return "not sent: did not run"
+	}
+	return "unknown: may have run"
 }

@@ -40,8 +40,8 @@ func TestEventPageSaysWhatHappened(t *testing.T) {
 
 	page := f.get("/events/" + id)
 	mustContain(t, page,
-		"<strong>audit</strong>: tried 2 times (1 attempt of its delivery, 1 attempt of 1 replay), answered 2xx 1 time.",
-		"<strong>billing</strong>: tried 1 time (1 attempt of its delivery; 1 lost in a crash, outcome unknown), answered 2xx 0 times; marked delivered by a person 1 time.",
+		"<strong>audit</strong>: tried 2 times (1 attempt of its delivery, 1 attempt of 1 replay); <span class=\"may-have-run\">the handler may have run 2 times (2 outcome unknown: lost in a crash, or recorded before outcomes were kept)</span>, answered 2xx 1 time.",
+		"<strong>billing</strong>: tried 1 time (1 attempt of its delivery); <span class=\"may-have-run\">the handler may have run 1 time (1 outcome unknown: lost in a crash, or recorded before outcomes were kept)</span>, answered 2xx 0 times; marked delivered by a person 1 time.",
 		`data-resolution="replayed">Resolved: replayed by <strong>dashboard session `,
 		`audit is back`, `carries the work`,
 		`data-resolution="marked_delivered">Marked delivered (the gateway saw no 2xx for it) by <strong>dashboard session `,
@@ -125,9 +125,11 @@ func TestEventPageNoAnswer(t *testing.T) {
 		t.Fatalf("claim: %v %d", err, len(cs))
 	}
 	if _, err := f.store.Finish(ctx, []store.Outcome{{DeliveryID: cs[0].Delivery.ID, Attempt: 1, Status: anyhook.StatusPending, RetryIn: time.Hour,
-		Result: anyhook.Attempt{Number: 1, StartedAt: time.Now(), Duration: time.Millisecond, Error: "dial tcp 127.0.0.1:9: connect: connection refused"}}}); err != nil {
+		Result: anyhook.Attempt{Number: 1, StartedAt: time.Now(), Duration: time.Millisecond, Error: "dial tcp 127.0.0.1:9: connect: connection refused",
+			Outcome: anyhook.OutcomeNotSent}}}); err != nil {
 		t.Fatal(err)
 	}
 	mustContain(t, f.get("/events/"+id),
-		"<strong>audit</strong>: tried 1 time (1 attempt of its delivery; 1 got no HTTP answer, e.g. connection refused or timed out), answered 2xx 0 times.")
+		"<strong>audit</strong>: tried 1 time (1 attempt of its delivery); <span class=\"may-have-run\">the handler may have run 0 times; 1 not sent (refused, DNS or TLS: the handler did not run)</span>, answered 2xx 0 times.",
+		`<td class="outcome">not sent: did not run</td>`)
 }

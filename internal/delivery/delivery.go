@@ -17,10 +17,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anyhook/anyhook"
@@ -38,7 +40,11 @@ type Store interface {
 	ClaimInOrder(ctx context.Context, destination string, limit int, lease time.Duration) ([]store.Claim, error)
 	Finish(ctx context.Context, outs []store.Outcome) ([]string, error)
 	Release(ctx context.Context, rs []store.Release) ([]string, error)
+	Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error)
 	Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error)
+	// Event reads an event back with its deliveries: what a failed
+	// ingest's claims are recovered from (claimer.recover).
+	Event(ctx context.Context, id string) (anyhook.Event, error)
 }
 
 // Destination is one handler the engine delivers to.
@@ -240,7 +246,9 @@ func (e *Engine) Start(ctx context.Context) {
 }
 
 // Stop stops claiming, gives in-flight sends up to grace to finish, then
-// aborts them: an aborted delivery stays claimed and is rescued by lease.
+// aborts them: an aborted delivery's claim is released when its request
+// was not sent, recorded as a failed attempt when it was (reclaim), or
+// left to the lease under on_stale_claim: hold (Engine.aborted).
 // It is idempotent (the first call's grace holds).
 func (e *Engine) Stop(grace time.Duration) {
 	e.mu.Lock()
@@ -304,19 +312,11 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		}
 		if now := e.opt.Now(); !e.canSend(d, deadline, now) {
 			// The claim came back too late for any of its deliveries
-			// (they share the deadline): one release for all of them.
-			left := deadline.Sub(now)
-			for range cs {
-				sl.sent()
-			}
-			e.sends.Go(func() {
-				e.release(sendCtx, d, cs, left)
-				for range cs {
-					sl.finish()
-				}
-			})
+			// (they share the deadline): renewed, or released (lease.go).
+			e.sends.Go(func() { e.late(sendCtx, d, cs, span, deadline.Sub(now)) })
 			return
 		}
+		sl.sending()
 		for _, c := range cs {
 			e.sends.Go(func() {
 				defer sl.finish()
@@ -356,6 +356,9 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		// serves several.
 		if dry {
 			want = 0
+		}
+		if wait := sl.held(); wait > 0 && want > 0 {
+			want, later = 0, time.After(wait)
 		}
 		if want > 0 && inFlight > 0 && want < max(1, d.MaxInFlight/4) && !deferralOver {
 			if deferral == nil {
@@ -469,21 +472,20 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 	if e.tracer != nil {
 		sendCtx, span = e.startAttempt(ctx, d, c, claim)
 	}
-	code, body, retryAfter, err := e.send(sendCtx, d, c, timeout)
+	r, err := e.send(sendCtx, d, c, timeout)
+	code := r.code
 	sent()
 	if err != nil && ctx.Err() != nil {
 		if span != nil {
 			endAborted(span, err)
 		}
-		// Shutdown aborted the attempt before an answer came: nobody
-		// knows whether the destination got it, so leave the claim to
-		// the rescuer and the destination's declared policy. An answer
+		// Shutdown aborted the attempt before an answer came. An answer
 		// that did arrive is recorded below, whatever the shutdown: an
 		// acknowledged delivery must not be sent again.
-		e.log.Info("attempt aborted by shutdown", "delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey, "attempt", attempt)
+		e.aborted(ctx, d, c, anyhook.Attempt{Number: attempt, StartedAt: started, Duration: e.opt.Now().Sub(started), Outcome: r.outcome})
 		return
 	}
-	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: e.opt.Now().Sub(started), StatusCode: code, ResponseBody: body}
+	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: e.opt.Now().Sub(started), StatusCode: code, ResponseBody: r.body, Outcome: r.outcome}
 	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: attempt, Result: a}
 	switch {
 	case err == nil && code >= 200 && code < 300:
@@ -492,7 +494,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		out.Status = anyhook.StatusDead
 	default:
 		out.Status = anyhook.StatusPending
-		out.RetryIn = RetryDelay(attempt, d.Initial, d.Max, retryAfter, e.opt.Rand())
+		out.RetryIn = RetryDelay(attempt, d.Initial, d.Max, r.retryAfter, e.opt.Rand())
 	}
 	if out.Status != anyhook.StatusDelivered {
 		if err != nil {
@@ -539,10 +541,51 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 	}
 }
 
+// aborted settles a claim whose attempt the shutdown aborted, so that the
+// next process need not wait for its lease: a request never written is
+// released (pending again, the attempt not counted); one written, whose
+// handler may have run, is what a reclaim would make of it (a failed
+// attempt, due now, or dead if it was the last) when the destination
+// says reclaim, and is left to the lease under hold, for the rescuer to
+// hold it as declared.
+func (e *Engine) aborted(ctx context.Context, d *Destination, c store.Claim, a anyhook.Attempt) {
+	log := e.log.With("delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "provider_event_id", c.Event.DedupKey,
+		"destination", d.Name, "attempt", a.Number, "outcome", a.Outcome)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	switch {
+	case a.Outcome == anyhook.OutcomeNotSent:
+		released, err := e.st.Release(fctx, []store.Release{{DeliveryID: c.Delivery.ID, Attempt: a.Number}})
+		if err != nil || len(released) == 0 {
+			log.Warn("attempt aborted by shutdown before it was sent; releasing its claim failed, its lease will expire", "err", err)
+			return
+		}
+		log.Info("attempt aborted by shutdown before it was sent; claim released, pending again")
+	case d.StalePolicy == anyhook.Hold:
+		log.Info("attempt aborted by shutdown after it was sent; the handler may have run: held when its lease ends (on_stale_claim: hold)")
+	default:
+		a.Error = "aborted by shutdown after the request was sent: the handler may have run"
+		out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: a.Number, Result: a, Status: anyhook.StatusPending}
+		if a.Number >= d.MaxAttempts {
+			out.Status = anyhook.StatusDead
+		}
+		if lost, err := e.fin.finish(fctx, out); err != nil || lost {
+			log.Warn("attempt aborted by shutdown after it was sent; recording it failed, its lease will expire", "err", err, "lost", lost)
+			return
+		}
+		log.Info("attempt aborted by shutdown after it was sent; the handler may have run: recorded, to be sent again (on_stale_claim: reclaim)", "status", string(out.Status))
+		if out.Status == anyhook.StatusDead {
+			dd := c.Delivery
+			dd.Status = anyhook.StatusDead
+			e.notify(dd)
+		}
+	}
+}
+
 // refuse records a claim that must not be sent as dead, with why.
 func (e *Engine) refuse(ctx context.Context, d *Destination, c store.Claim, started time.Time, why string) {
 	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDead,
-		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: started, Error: why}}
+		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: started, Error: why, Outcome: anyhook.OutcomeNotSent}}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	log := e.log.With("delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "destination", d.Name)
@@ -556,15 +599,34 @@ func (e *Engine) refuse(ctx context.Context, d *Destination, c store.Claim, star
 	e.notify(dd)
 }
 
+// reply is what one request came to.
+type reply struct {
+	code       int    // the HTTP status; 0 without an answer
+	body       []byte // the first 4 KiB of the response
+	retryAfter time.Duration
+	outcome    string // anyhook.Outcome*
+}
+
 // send POSTs the event to d, giving up after timeout. It returns the
-// status code, the first 4 KiB of the response, the server's Retry-After,
-// and an error when no response arrived.
-func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (int, []byte, time.Duration, error) {
+// reply, and an error when no response arrived; the reply's outcome says
+// then whether the request had been written (no_answer: the handler may
+// have run) or not (not_sent).
+func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// Called once per write, the transport's retries on a fresh
+		// connection included: any whole write means the handler may run.
+		WroteRequest: func(w httptrace.WroteRequestInfo) {
+			if w.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(c.Event.Body))
 	if err != nil {
-		return 0, nil, 0, err
+		return reply{outcome: anyhook.OutcomeNotSent}, err
 	}
 	req.Header = e.header(d, c, e.opt.Now())
 	if e.tracer != nil {
@@ -572,6 +634,10 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeou
 	}
 	resp, err := e.client[d.Name].Do(req)
 	if err != nil {
+		r := reply{outcome: anyhook.OutcomeNotSent}
+		if wrote.Load() {
+			r.outcome = anyhook.OutcomeNoAnswer
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("timeout after %v", timeout)
 		}
@@ -581,12 +647,13 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeou
 		if errors.As(err, &ue) {
 			err = fmt.Errorf("%s to destination %s: %w", ue.Op, d.Name, ue.Err)
 		}
-		return 0, nil, 0, err
+		return r, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // let the connection be reused
-	return resp.StatusCode, body, parseRetryAfter(resp.Header.Get("Retry-After"), e.opt.Now()), nil
+	return reply{code: resp.StatusCode, body: body, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), e.opt.Now()),
+		outcome: anyhook.OutcomeAnswered}, nil
 }
 
 // dropped are the request headers never forwarded: hop-by-hop ones, Host

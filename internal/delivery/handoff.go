@@ -37,6 +37,40 @@ type slots struct {
 	drained bool
 	marks   uint64        // counts undrain calls: a claim that began before one does not drain
 	signal  chan struct{} // cap 1: a slot came back or a reservation ended
+	// holdUntil: claims were released for lack of lease (the store is
+	// slow to answer even a renewal), so the dispatcher claims again
+	// only from then on, not at once: claiming what it just gave back
+	// would spin on the store. backoff is the next hold, doubled at each
+	// release and reset by a claim that is sent.
+	holdUntil time.Time
+	backoff   time.Duration
+}
+
+// The hold after claims were released for lack of lease starts at
+// firstHold and doubles up to the lease.
+const firstHold = 100 * time.Millisecond
+
+// released holds the dispatcher's claims off (holdUntil), up to lease.
+// The hold is on real time, as every wait of the engine's.
+func (s *slots) released(lease time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.backoff = min(max(2*s.backoff, firstHold), lease)
+	s.holdUntil = time.Now().Add(s.backoff)
+}
+
+// sending says a claim is sent: the store answers in time again.
+func (s *slots) sending() {
+	s.mu.Lock()
+	s.backoff = 0
+	s.mu.Unlock()
+}
+
+// held is how long the dispatcher is still to hold off claiming.
+func (s *slots) held() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Until(s.holdUntil)
 }
 
 func newSlots(maxInFlight int) *slots {
@@ -277,12 +311,6 @@ func (c *claimer) settle(reserved map[string]int, byDest map[string][]store.Clai
 	}
 }
 
-// eventReader reads an event back with its deliveries (store.Store's
-// Event).
-type eventReader interface {
-	Event(ctx context.Context, id string) (anyhook.Event, error)
-}
-
 // recoverTimeout bounds the reads of recover: a database that does not
 // answer delays a failed ingest's answer (a 503) that much more.
 const recoverTimeout = time.Second
@@ -296,10 +324,7 @@ const recoverTimeout = time.Second
 // is a claim of this ingest (no one else claims a delivery before its
 // first attempt ends). What it cannot read is left to the lease.
 func (c *claimer) recover(evs []store.NewEvent) map[string][]store.Claim {
-	r, ok := c.e.st.(eventReader)
-	if !ok {
-		return nil
-	}
+	r := c.e.st
 	ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
 	defer cancel()
 	byDest := map[string][]store.Claim{}

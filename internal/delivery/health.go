@@ -12,8 +12,8 @@ import (
 type Observer interface {
 	// Attempted is told of each attempt whose outcome was recorded, with
 	// the delivery's new status (delivered; pending: it will be retried;
-	// dead) and how long the attempt took.
-	Attempted(destination string, status anyhook.DeliveryStatus, took time.Duration)
+	// dead) and the attempt (its duration and outcome).
+	Attempted(destination string, status anyhook.DeliveryStatus, a anyhook.Attempt)
 	// Rescued is told of each expired claim the rescuer changed, in its
 	// new status (pending, dead or held).
 	Rescued(destination string, status anyhook.DeliveryStatus)
@@ -112,10 +112,10 @@ func (e *Engine) Health() map[string]Health { return e.health.snapshot() }
 // and the failing/recovered callbacks.
 func (e *Engine) observe(dest string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
 	if e.opt.Observer != nil {
-		e.opt.Observer.Attempted(dest, status, a.Duration)
+		e.opt.Observer.Attempted(dest, status, a)
 	}
 	ok := status == anyhook.StatusDelivered
-	snap, failing, recovered := e.health.record(dest, ok, a.Error, a.StartedAt.Add(a.Duration))
+	snap, failing, recovered := e.health.record(dest, ok, errorWithOutcome(a), a.StartedAt.Add(a.Duration))
 	switch {
 	case failing:
 		e.log.Warn("destination failing", "destination", dest, "streak", snap.Streak, "since", snap.Since, "err", snap.LastError)
@@ -128,4 +128,17 @@ func (e *Engine) observe(dest string, status anyhook.DeliveryStatus, a anyhook.A
 			e.opt.OnRecovered(snap)
 		}
 	}
+}
+
+// errorWithOutcome is a failed attempt's error as health reports it (the
+// failing alert, the overview): with whether the handler may have run
+// when no status came back.
+func errorWithOutcome(a anyhook.Attempt) string {
+	switch a.Outcome {
+	case anyhook.OutcomeNoAnswer:
+		return a.Error + " (sent, no answer: the handler may have run)"
+	case anyhook.OutcomeNotSent:
+		return a.Error + " (not sent: the handler did not run)"
+	}
+	return a.Error
 }

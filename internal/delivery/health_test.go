@@ -3,6 +3,8 @@ package delivery
 import (
 	"testing"
 	"time"
+
+	"github.com/anyhook/anyhook"
 )
 
 func TestHealthStreaks(t *testing.T) {
@@ -43,5 +45,22 @@ func TestHealthStreaks(t *testing.T) {
 	}
 	if got := h.snapshot()["billing"]; got.Streak != 0 || got.Failing || !got.LastSuccess.Equal(t0.Add(104*time.Second)) {
 		t.Fatalf("health after success %+v", got)
+	}
+}
+
+// The failing alert's last error says whether the handler may have run.
+func TestHealthErrorSaysOutcome(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a    anyhook.Attempt
+		want string
+	}{
+		{anyhook.Attempt{Error: "timeout after 2s", Outcome: anyhook.OutcomeNoAnswer}, "timeout after 2s (sent, no answer: the handler may have run)"},
+		{anyhook.Attempt{Error: "dial tcp: connection refused", Outcome: anyhook.OutcomeNotSent}, "dial tcp: connection refused (not sent: the handler did not run)"},
+		{anyhook.Attempt{Error: "HTTP 503", StatusCode: 503, Outcome: anyhook.OutcomeAnswered}, "HTTP 503"},
+	} {
+		if got := errorWithOutcome(tc.a); got != tc.want {
+			t.Errorf("errorWithOutcome(%+v) = %q, want %q", tc.a, got, tc.want)
+		}
 	}
 }

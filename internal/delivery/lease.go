@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/store"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // A claim's lease runs from the store's clock at the claim (PostgreSQL:
@@ -63,8 +64,67 @@ func (e *Engine) canSend(d *Destination, deadline, now time.Time) bool {
 	return ok
 }
 
-// releaseTimeout bounds one Release call.
+// releaseTimeout bounds one Release or Renew call.
 const releaseTimeout = 30 * time.Second
+
+// late handles cs, claims of d that came back with left of their
+// deadline, too little to send them: a store that is slow to claim
+// (an ordered claim's query, a stall) would otherwise have each claim
+// released and claimed again, late again, for ever. They are renewed
+// (Store.Renew) from a fresh deadline, taken before the renewal was
+// asked for, and sent if it came back in time. Those it did not come
+// back in time for are released, and the dispatcher holds off claiming
+// for a while (slots.released): the store is slow to answer anything.
+// A claim a rescuer took first is neither sent nor released. cs hold
+// slots of d, which late gives back.
+func (e *Engine) late(ctx context.Context, d *Destination, cs []store.Claim, span trace.SpanContext, left time.Duration) {
+	sl := e.slots[d.Name]
+	asked := e.opt.Now()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	renewed, err := e.st.Renew(rctx, fences(cs), e.Lease(d))
+	cancel()
+	deadline := e.deadline(d, asked)
+	var keep []store.Claim
+	for _, c := range cs {
+		switch {
+		case err != nil || slices.Contains(renewed, c.Delivery.ID):
+			keep = append(keep, c) // a failed renewal may have renewed it
+		default:
+			e.log.Warn("claim not sent: too little of its lease was left, and a rescuer took it first",
+				"delivery_id", c.Delivery.ID, "event_id", c.Event.ID, "destination", d.Name, "attempt", c.Delivery.AttemptCount, "lease_left", left.String())
+			sl.sent()
+			sl.finish()
+		}
+	}
+	if now := e.opt.Now(); err != nil || !e.canSend(d, deadline, now) {
+		if err == nil {
+			left = deadline.Sub(now)
+		}
+		sl.released(e.Lease(d)) // before the release wakes the dispatcher
+		e.release(ctx, d, keep, left)
+		for range keep {
+			sl.sent()
+			sl.finish()
+		}
+		return
+	}
+	sl.sending()
+	for _, c := range keep {
+		e.sends.Go(func() {
+			defer sl.finish()
+			e.deliver(ctx, d, c, deadline, span, sl.sent)
+		})
+	}
+}
+
+// fences are the (delivery, attempt) pairs of cs.
+func fences(cs []store.Claim) []store.Release {
+	rs := make([]store.Release, len(cs))
+	for i, c := range cs {
+		rs[i] = store.Release{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount}
+	}
+	return rs
+}
 
 // release gives back cs, claims of d that came back with left of their
 // deadline, too little to send them, and wakes d's dispatcher to claim
@@ -72,13 +132,12 @@ const releaseTimeout = 30 * time.Second
 // release) is not sent either: the rescuer's policy decides. A release
 // that fails leaves its claims to their leases.
 func (e *Engine) release(ctx context.Context, d *Destination, cs []store.Claim, left time.Duration) {
-	rs := make([]store.Release, len(cs))
-	for i, c := range cs {
-		rs[i] = store.Release{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount}
+	if len(cs) == 0 {
+		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	released, err := e.st.Release(rctx, rs)
+	released, err := e.st.Release(rctx, fences(cs))
 	if err != nil {
 		e.log.Error("releasing claims with too little lease left failed; not sent, their leases will expire and the rescuer decides",
 			"destination", d.Name, "claims", len(cs), "lease_left", left.String(), "err", err)

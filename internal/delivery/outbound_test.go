@@ -63,8 +63,19 @@ func (f *fakeStore) Release(ctx context.Context, rs []store.Release) ([]string, 
 	return nil, errors.New("fake store: a claim was released")
 }
 
+// Renew renews nothing, as Release.
+func (f *fakeStore) Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error) {
+	return nil, errors.New("fake store: a claim was renewed")
+}
+
 func (f *fakeStore) Rescue(ctx context.Context, rule func(string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	return nil, nil
+}
+
+// Event reads nothing: the fake never claims at ingest, so no claim is
+// ever recovered from an event read back.
+func (f *fakeStore) Event(ctx context.Context, id string) (anyhook.Event, error) {
+	return anyhook.Event{}, errors.New("fake store: an event was read back")
 }
 
 func claim(dest string) store.Claim {

@@ -58,3 +58,24 @@ func TestSlotsIngestTakesOnlyWhenDrained(t *testing.T) {
 		t.Fatalf("sent %d, in flight %d, free %d; want 2, 2, 2", sent, inFlight, free)
 	}
 }
+
+// After claims were released for lack of lease the dispatcher holds off
+// claiming, for a hold that doubles at each release up to the lease; a
+// claim sent starts it over.
+func TestSlotsHoldAfterRelease(t *testing.T) {
+	s := newSlots(1)
+	if w := s.held(); w > 0 {
+		t.Fatalf("held %v before any release", w)
+	}
+	const lease = time.Second
+	for _, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, lease, lease} {
+		s.released(lease)
+		if w := s.held(); s.backoff != want || w <= 0 || w > want {
+			t.Fatalf("hold %v, %v left; want %v", s.backoff, w, want)
+		}
+	}
+	s.sending()
+	if s.released(lease); s.backoff != firstHold {
+		t.Fatalf("hold after a sent claim %v, want %v", s.backoff, firstHold)
+	}
+}

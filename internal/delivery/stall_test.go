@@ -17,11 +17,17 @@ import (
 	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
-// releaseSignal is a store that tells, once each Release has returned,
-// what it released.
+// releaseSignal is a store that tells, once each Release or Renew has
+// returned, what it released or renewed.
 type releaseSignal struct {
 	*postgres.Store
-	released chan []string
+	released, renewed chan []string
+}
+
+func (s *releaseSignal) Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error) {
+	ids, err := s.Store.Renew(ctx, rs, lease)
+	s.renewed <- ids
+	return ids, err
 }
 
 func (s *releaseSignal) Release(ctx context.Context, rs []store.Release) ([]string, error) {
@@ -80,7 +86,7 @@ func stallSetup(t *testing.T) (dsn string, direct *postgres.Store, stalled *rele
 	if _, err := direct.Ingest(t.Context(), evs); err != nil {
 		t.Fatal(err)
 	}
-	return dsn, direct, &releaseSignal{Store: st, released: make(chan []string, 10)}, h, evs
+	return dsn, direct, &releaseSignal{Store: st, released: make(chan []string, 10), renewed: make(chan []string, 10)}, h, evs
 }
 
 // orderedDest is the destination of the stall tests: in order, timeout
@@ -124,7 +130,7 @@ func stalledClaim(t *testing.T, h *pgtest.CommitHold, direct *postgres.Store, ev
 // comes back. A must not send it: an attempt whose lease has ended would
 // be in flight next to B's (two attempts of one delivery, two deliveries
 // of one object) and, once B has moved on to version 2, would deliver
-// version 1 after it without X-AnyHook-Stale. A releases it instead, and
+// version 1 after it without X-AnyHook-Stale. A renews it instead, and
 // finds it taken: nothing is sent twice, nothing overlaps.
 func TestStalledClaimNotSentAfterRescue(t *testing.T) {
 	t.Parallel()
@@ -151,14 +157,14 @@ func TestStalledClaimNotSentAfterRescue(t *testing.T) {
 	// B's attempts 2 of o@1 and p@1 are in flight: A's claim comes back.
 	h.Proxy.ReleaseReplies()
 	select {
-	case ids := <-stalled.released:
+	case ids := <-stalled.renewed:
 		if len(ids) != 0 {
-			t.Errorf("A released %v: B had already claimed them again", ids)
+			t.Errorf("A renewed %v: B had already claimed them again", ids)
 		}
 	case <-sink.f.Bad():
 		t.Fatalf("A sent its expired claim: %+v", sink.f.Report())
 	case <-time.After(time.Minute):
-		t.Fatal("A neither released nor sent its claim")
+		t.Fatal("A neither renewed nor sent its claim")
 	}
 	close(sink.gate)
 	waitDelivered(t, direct, evs)
@@ -173,10 +179,10 @@ func TestStalledClaimNotSentAfterRescue(t *testing.T) {
 }
 
 // One process alone whose database stalls for longer than the lease as
-// it claims: its claim comes back too late and is released, unsent, at
-// once (no rescuer runs here to take it), then claimed again and sent at
-// attempt 1, in order.
-func TestStalledClaimReleased(t *testing.T) {
+// it claims: its claim comes back too late to send, and is renewed from a
+// fresh deadline (no rescuer runs here to take it), then sent at
+// attempt 1, in order; nothing is released.
+func TestStalledClaimRenewed(t *testing.T) {
 	t.Parallel()
 	_, direct, stalled, h, evs := stallSetup(t)
 	sink, url := newStallSink(t)
@@ -190,14 +196,14 @@ func TestStalledClaimReleased(t *testing.T) {
 	stalledClaim(t, h, direct, evs, true)
 	h.Proxy.ReleaseReplies()
 	select {
-	case ids := <-stalled.released:
+	case ids := <-stalled.renewed:
 		if len(ids) != 2 {
-			t.Errorf("released %v, want the heads of o and p", ids)
+			t.Errorf("renewed %v, want the heads of o and p", ids)
 		}
 	case got := <-sink.arrived:
 		t.Fatalf("sent %s, a claim whose lease had ended", got)
 	case <-time.After(time.Minute):
-		t.Fatal("the late claim was never released")
+		t.Fatal("the late claim was never renewed")
 	}
 	waitDelivered(t, direct, evs)
 	if r := sink.f.Report(); r.Defects() != 0 || r.Requests != len(evs) {
@@ -209,11 +215,10 @@ func TestStalledClaimReleased(t *testing.T) {
 			t.Fatal(err)
 		}
 		if d := ev.Deliveries[0]; d.AttemptCount != 1 || len(d.Attempts) != 1 {
-			t.Errorf("%s@%s: attempt %d, attempts %+v; want delivered at attempt 1, the released one not counted",
-				ne.Event.Object, ne.Event.Version, d.AttemptCount, d.Attempts)
+			t.Errorf("%s@%s: attempt %d, attempts %+v; want delivered at attempt 1", ne.Event.Object, ne.Event.Version, d.AttemptCount, d.Attempts)
 		}
 	}
-	if n := rel.lease.Load(); n != 2 {
-		t.Errorf("counted %d releases, want 2", n)
+	if n := rel.lease.Load(); n != 0 {
+		t.Errorf("counted %d releases, want none", n)
 	}
 }

@@ -36,6 +36,24 @@ func TestDeadAlertNamesSourceProviderIDAndLink(t *testing.T) {
 	}
 }
 
+// A dead delivery's alert says how many times the destination's handler
+// may have run, apart from the requests that were never sent.
+func TestDeadAlertSaysHowOftenTheHandlerMayHaveRun(t *testing.T) {
+	t.Parallel()
+	alerts := sinktest.New(t)
+	e := setup(t, sinktest.New(t, 500), "    max_attempts: 1", "alerts:\n  - webhook: "+alerts.URL+"/alerts")
+	a := e.sendStripe(t, "evt_alert_outcome")
+	e.waitStatus(t, a.ID, anyhook.StatusDead)
+	alerts.Wait(t, 1)
+	var msg struct{ Message string }
+	if err := json.Unmarshal(alerts.Requests()[0].Body, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if want := "; the handler may have run 1 time (1 answered)"; !strings.Contains(msg.Message, want) {
+		t.Fatalf("alert message %q, want it to say %q", msg.Message, want)
+	}
+}
+
 // A dead delivery of a destination with order: per_object says that the
 // next delivery of its object is released.
 func TestDeadAlertSaysOrderReleased(t *testing.T) {

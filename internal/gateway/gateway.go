@@ -127,6 +127,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: log, now: now, seqInterval: opt.SequenceInterval}
 	if err := g.open(ctx, opt); err != nil {
+		g.close() // what open took before it failed (the serve lock)
 		return nil, err
 	}
 	if err := g.build(ctx, opt, sources, dests, filters); err != nil {
@@ -143,6 +144,13 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 func (g *Gateway) open(ctx context.Context, opt Options) error {
 	st := opt.Store
 	if st == nil {
+		if path, ok := g.cfg.SQLitePath(); ok && path != ":memory:" && !strings.HasPrefix(path, "file:") {
+			unlock, err := lockServe(path)
+			if err != nil {
+				return g.cfg.Errorf("database", "%v", err)
+			}
+			g.onClose(unlock)
+		}
 		var err error
 		if st, err = Open(ctx, g.cfg); err != nil {
 			return err
@@ -242,6 +250,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		CanBackfill:  bf.Check,
 		Destinations: cfg.DestinationOrder,
 		InOrder:      inOrder(cfg),
+		StaleRules:   staleRules(cfg),
 		Health:       g.engine.Health,
 		Logger:       log,
 		Version:      buildinfo.Version(),
@@ -308,9 +317,42 @@ func (g *Gateway) alert(kind string, d anyhook.Delivery) {
 	defer cancel()
 	if ev, err := g.store.Event(ctx, d.EventID); err == nil {
 		a.Source, a.ProviderEventID = ev.Source, ev.DedupKey
-		a.Message += orderNote(g.cfg.Destinations[d.Destination], kind, ev)
+		a.Message += lastError(ev, d.ID) + attemptOutcomes(ev, d.ID) + orderNote(g.cfg.Destinations[d.Destination], kind, ev)
 	}
 	g.alerts.Notify(context.Background(), a)
+}
+
+// lastError is "; last error: …" of delivery id of ev, the first thing
+// the person paged for a dead delivery asks, or "" when it has none.
+func lastError(ev anyhook.Event, id string) string {
+	for _, d := range ev.Deliveries {
+		if d.ID == id && len(d.Attempts) > 0 {
+			if e := d.Attempts[len(d.Attempts)-1].Error; e != "" {
+				return "; last error: " + e
+			}
+		}
+	}
+	return ""
+}
+
+// attemptOutcomes is "; the handler may have run …" of delivery id of
+// ev: how its attempts ended, or "" when it has none.
+func attemptOutcomes(ev anyhook.Event, id string) string {
+	for _, d := range ev.Deliveries {
+		if d.ID == id && len(d.Attempts) > 0 {
+			return "; " + anyhook.CountOutcomes(d.Attempts).String()
+		}
+	}
+	return ""
+}
+
+// staleRules are the stale-claim rules of cfg's destinations.
+func staleRules(cfg *config.Config) map[string]store.StaleRule {
+	out := map[string]store.StaleRule{}
+	for name, d := range cfg.Destinations {
+		out[name] = store.StaleRule{Policy: d.StalePolicy, MaxAttempts: d.MaxAttempts}
+	}
+	return out
 }
 
 // inOrder names the destinations of cfg with order: per_object.
@@ -493,9 +535,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 // engine reports.
 type observers []delivery.Observer
 
-func (o observers) Attempted(destination string, status anyhook.DeliveryStatus, took time.Duration) {
+func (o observers) Attempted(destination string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
 	for _, x := range o {
-		x.Attempted(destination, status, took)
+		x.Attempted(destination, status, a)
 	}
 }
 

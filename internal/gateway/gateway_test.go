@@ -320,6 +320,9 @@ func TestDeadAfterMaxAttemptsAlertsOnce(t *testing.T) {
 	if err != nil || msg["kind"] != "delivery_dead" || msg["delivery_id"] != d.ID || msg["destination"] != "billing" {
 		t.Fatalf("alert = %v (%v), want delivery_dead for %s", msg, err, d.ID)
 	}
+	if m, _ := msg["message"].(string); !strings.HasSuffix(m, "is dead after 3 attempts; last error: HTTP 500; the handler may have run 3 times (3 answered)") {
+		t.Errorf("alert message %q; want why it died (its last error) and how often its handler may have run", m)
+	}
 	e.gw.Stop(context.Background()) // flushes pending alerts
 	if n := len(alerts.Requests()); n != 1 || len(got) != 1 {
 		t.Fatalf("alert channel called %d times, want once", n)

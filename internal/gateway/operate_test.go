@@ -100,19 +100,19 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		t.Fatalf("/metrics: %d", code)
 	}
 	for series, want := range map[string]float64{
-		`anyhook_ingest_requests_total{outcome="accepted",source="stripe"}`:           1,
-		`anyhook_ingest_requests_total{outcome="duplicate",source="stripe"}`:          1,
-		`anyhook_ingest_requests_total{outcome="rejected_signature",source="stripe"}`: 1,
-		`anyhook_ingest_requests_total{outcome="unknown_source",source=""}`:           1,
-		`anyhook_ingest_duration_seconds_count{source="stripe"}`:                      3,
-		`anyhook_deliveries_total{destination="billing",outcome="delivered"}`:         1,
-		`anyhook_deliveries_total{destination="billing",outcome="dead"}`:              0,
-		`anyhook_delivery_attempts_total{destination="billing",result="success"}`:     1,
-		`anyhook_delivery_attempt_duration_seconds_count{destination="billing"}`:      1,
-		`anyhook_queue_depth{destination="billing",status="pending"}`:                 0,
-		`anyhook_queue_depth{destination="billing",status="dead"}`:                    0,
-		`anyhook_oldest_pending_age_seconds`:                                          0,
-		`anyhook_store_scrape_error`:                                                  0,
+		`anyhook_ingest_requests_total{outcome="accepted",source="stripe"}`:                          1,
+		`anyhook_ingest_requests_total{outcome="duplicate",source="stripe"}`:                         1,
+		`anyhook_ingest_requests_total{outcome="rejected_signature",source="stripe"}`:                1,
+		`anyhook_ingest_requests_total{outcome="unknown_source",source=""}`:                          1,
+		`anyhook_ingest_duration_seconds_count{source="stripe"}`:                                     3,
+		`anyhook_deliveries_total{destination="billing",outcome="delivered"}`:                        1,
+		`anyhook_deliveries_total{destination="billing",outcome="dead"}`:                             0,
+		`anyhook_delivery_attempts_total{destination="billing",outcome="answered",result="success"}`: 1,
+		`anyhook_delivery_attempt_duration_seconds_count{destination="billing"}`:                     1,
+		`anyhook_queue_depth{destination="billing",status="pending"}`:                                0,
+		`anyhook_queue_depth{destination="billing",status="dead"}`:                                   0,
+		`anyhook_oldest_pending_age_seconds`:                                                         0,
+		`anyhook_store_scrape_error`:                                                                 0,
 	} {
 		got, ok := metricValue(t, body, series)
 		if !ok || got != want {

@@ -24,7 +24,7 @@ func newSignals() *signals {
 	return &signals{counts: map[string]int{}, changed: make(chan struct{})}
 }
 
-func (s *signals) Attempted(destination string, status anyhook.DeliveryStatus, _ time.Duration) {
+func (s *signals) Attempted(destination string, status anyhook.DeliveryStatus, _ anyhook.Attempt) {
 	s.report("attempted " + destination + " " + string(status))
 }
 

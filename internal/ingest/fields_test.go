@@ -102,6 +102,13 @@ func TestUnstorableFieldsRefused(t *testing.T) {
 				{"\xff\xfe", `{"obj":"ok","ver":1}`, "the event id is not valid UTF-8"},
 				{strings.Repeat("i", 3000), `{"obj":"ok","ver":1}`, "the event id is 3000 bytes, at most 1024"},
 				{strings.Repeat("k", 900<<10), `{"obj":"ok","ver":1}`, "the event id is 921600 bytes, at most 1024"},
+				// Control characters, which would forge log lines and
+				// drive terminals: raw in a header, escaped in JSON.
+				{"a\tb", `{"obj":"ok","ver":1}`, "the event id holds a control character (U+0009)"},
+				{"r3", `{"obj":"a\nb","ver":1}`, "the ordering object holds a control character (U+000A)"},
+				{"r4", `{"obj":"ok","ver":"1\u001b[2J"}`, "the ordering version holds a control character (U+001B)"},
+				{"r5", `{"obj":"\u202eok","ver":1}`, "the ordering object holds a control character (U+202E)"},
+				{"r6", `{"obj":"a\u2028b","ver":1}`, "the ordering object holds a control character (U+2028)"},
 			}
 			for i, r := range refused {
 				if code, msg := post("", r.id, r.body); code != http.StatusBadRequest || msg != r.want {
@@ -198,12 +205,20 @@ func jsonString(s string) string {
 	return b.String()
 }
 
+// isShownControl is a character no field shown as it is may hold: C0,
+// DEL and C1 controls, line and paragraph separators, bidi controls.
+func isShownControl(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0x2028 || r == 0x2029 ||
+		r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+}
+
 // FuzzIngestFields sends arbitrary ids, types, objects and versions
 // through the ingest handler to a real PostgreSQL store, either all in
 // headers (any bytes: the handler is called directly, so even those an
 // HTTP server would refuse get through) or all in the JSON body (where
 // \u0000 makes a NUL). The answer is 200 or 400, never a 5xx; a 400 names
-// the field; a 200 stored the fields exactly as the provider read them.
+// the field; a 200 stored the fields exactly as the provider read them,
+// and none holds a control character.
 func FuzzIngestFields(f *testing.F) {
 	st := openBackend(f, "postgres")
 	ph, err := provider.New(provider.Settings{Provider: "generic", Signature: &provider.Signature{None: true},
@@ -227,6 +242,8 @@ func FuzzIngestFields(f *testing.F) {
 	f.Add("evt_1", "invoice.paid", "o", "2026-01-02T03:04:05Z", false)
 	f.Add("", "t", "o", "1", true)
 	f.Add("", "t", "o", "1", false)
+	f.Add("a\nb", "t\x1b[2J", "o\u2028", "\u202e1", true)
+	f.Add("a\tb", "t\r", "o\u0085", "1\u200f", false)
 	f.Fuzz(func(t *testing.T, id, typ, obj, ver string, inBody bool) {
 		name, body := "h", []byte("{}")
 		if inBody {
@@ -271,6 +288,11 @@ func FuzzIngestFields(f *testing.F) {
 		}
 		if ans.Status == "accepted" && (ev.Type != want.Type || ev.Object != want.Object || ev.Version != want.Version) {
 			t.Fatalf("stored %q %q %q, the provider read %q %q %q", ev.Type, ev.Object, ev.Version, want.Type, want.Object, want.Version)
+		}
+		for _, v := range []string{ev.DedupKey, ev.Type, ev.Object, ev.Version} {
+			if strings.ContainsFunc(v, isShownControl) {
+				t.Fatalf("stored %q, which holds a control character", v)
+			}
 		}
 	})
 }

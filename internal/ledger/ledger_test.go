@@ -1468,3 +1468,23 @@ func TestPushRedirectIsAFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignCheckpointNamed: a checkpoint that no key of the log's
+// signed (another gateway's, given by mistake, or this log and its key
+// replaced) is a problem that names both signers.
+func TestForeignCheckpointNamed(t *testing.T) {
+	t.Parallel()
+	e := setup(t, backends[0])
+	e.ingest(t, 3)
+	e.commit(t)
+	other := setup(t, backends[0])
+	other.ingest(t, 3)
+	theirs := other.commit(t)
+	rep := e.verify(t, theirs.Note)
+	want := fmt.Sprintf("it is signed by %s+%08x, and this log by %s+%08x: a checkpoint of another log",
+		other.key.Name(), other.key.Verifier.KeyHash(), e.key.Name(), e.key.Verifier.KeyHash())
+	if rep.OK() || len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0].String(), want) ||
+		strings.Count(rep.Problems[0].String(), "bad checkpoint") != 1 {
+		t.Fatalf("problems %v; want one naming %q", rep.Problems, want)
+	}
+}

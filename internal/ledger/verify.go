@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -247,6 +248,29 @@ func (v *verifier) open(msg []byte, key note.Verifier) (*Tree, error) {
 	return &t, nil
 }
 
+// foreign says why the given checkpoint msg did not verify (err): when no
+// key of the log's signed it, it names its signers and the log's keys,
+// as a checkpoint of another log (or a log and key both replaced) looks.
+func (v *verifier) foreign(msg []byte, err error) string {
+	why := strings.TrimPrefix(err.Error(), ErrBadCheckpoint.Error()+": ")
+	var signers, ours []string
+	for _, line := range strings.Split(string(msg), "\n") {
+		rest, ok := strings.CutPrefix(line, "— ")
+		name, sig, _ := strings.Cut(rest, " ")
+		if b, err := base64.StdEncoding.DecodeString(sig); ok && err == nil && len(b) >= 4 {
+			signers = append(signers, fmt.Sprintf("%s+%08x", name, binary.BigEndian.Uint32(b)))
+		}
+	}
+	for _, k := range v.chain.trusted {
+		ours = append(ours, fmt.Sprintf("%s+%08x", k.Name(), k.KeyHash()))
+	}
+	if len(signers) == 0 || slices.ContainsFunc(signers, func(n string) bool { return slices.Contains(ours, n) }) {
+		return why
+	}
+	return fmt.Sprintf("it is signed by %s, and this log by %s: a checkpoint of another log, or this log and its key were both replaced",
+		strings.Join(signers, ", "), strings.Join(ours, ", "))
+}
+
 // openCheckpoints reads the stored checkpoints and the ledger's size, and
 // opens every checkpoint, numbered 1, 2, … oldest first, and Options.Since.
 // Only the signed text counts; the size and root columns are not trusted.
@@ -296,7 +320,7 @@ func (v *verifier) openCheckpoints(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			v.problemf(KindCheckpoint, "the given checkpoint: %v", err)
+			v.problemf(KindCheckpoint, "the given checkpoint: %s", v.foreign(v.opt.Since, err))
 		}
 		v.rep.Since = t
 	}

@@ -86,8 +86,8 @@ func New(opt Options) *Metrics {
 		}, []string{"source"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anyhook_delivery_attempts_total",
-			Help: "Delivery attempts with a recorded outcome, by destination and result (success, failure).",
-		}, []string{"destination", "result"}),
+			Help: "Delivery attempts with a recorded outcome, by destination, result (success, failure) and outcome (answered; no_answer: sent, then a timeout or reset, the handler may have run; not_sent).",
+		}, []string{"destination", "result", "outcome"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anyhook_deliveries_total",
 			Help: "Deliveries that reached an outcome, by destination and outcome (delivered, retry, dead).",
@@ -111,9 +111,7 @@ func New(opt Options) *Metrics {
 		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.ingest, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.releases, m.alerts)
-	if opt.Stats != nil {
-		m.reg.MustRegister(&queueCollector{stats: opt.Stats, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
-	}
+	m.reg.MustRegister(&queueCollector{stats: opt.Stats, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
 	if opt.Runtime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -142,8 +140,11 @@ func (m *Metrics) zero(sources, destinations []string) {
 	}
 	m.ingest.WithLabelValues("", ingest.OutcomeUnknownSource)
 	for _, d := range destinations {
-		for _, r := range []string{"success", "failure"} {
-			m.attempts.WithLabelValues(d, r)
+		// A success is always answered; a failure is any outcome the
+		// engine records (unknown is the rescuer's, counted by rescues).
+		m.attempts.WithLabelValues(d, "success", anyhook.OutcomeAnswered)
+		for _, o := range []string{anyhook.OutcomeAnswered, anyhook.OutcomeNoAnswer, anyhook.OutcomeNotSent} {
+			m.attempts.WithLabelValues(d, "failure", o)
 		}
 		for _, o := range []string{"delivered", "retry", "dead"} {
 			m.deliveries.WithLabelValues(d, o)
@@ -174,8 +175,8 @@ func (m *Metrics) Ingested(source, outcome string, took time.Duration) {
 }
 
 // Attempted implements delivery.Observer.
-func (m *Metrics) Attempted(destination string, status anyhook.DeliveryStatus, took time.Duration) {
-	m.attemptLatency.WithLabelValues(destination).Observe(took.Seconds())
+func (m *Metrics) Attempted(destination string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
+	m.attemptLatency.WithLabelValues(destination).Observe(a.Duration.Seconds())
 	result, outcome := "failure", "retry"
 	switch status {
 	case anyhook.StatusDelivered:
@@ -183,7 +184,7 @@ func (m *Metrics) Attempted(destination string, status anyhook.DeliveryStatus, t
 	case anyhook.StatusDead:
 		outcome = "dead"
 	}
-	m.attempts.WithLabelValues(destination, result).Inc()
+	m.attempts.WithLabelValues(destination, result, store.OutcomeOf(a)).Inc()
 	m.deliveries.WithLabelValues(destination, outcome).Inc()
 }
 
@@ -225,7 +226,7 @@ type queueCollector struct {
 
 var (
 	depthDesc = prometheus.NewDesc("anyhook_queue_depth",
-		"Unfinished deliveries by destination and status (pending, delivering, held, dead, paused), read from the store at scrape time.",
+		"Unfinished deliveries by destination and status (pending, retrying, delivering, held, dead, paused), read from the store at scrape time.",
 		[]string{"destination", "status"}, nil)
 	oldestDesc = prometheus.NewDesc("anyhook_oldest_pending_age_seconds",
 		"Age of the oldest pending delivery (0 when none), read from the store at scrape time.", nil, nil)
@@ -269,7 +270,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	// nobody picks it up" is about: their due time is looked up too.
 	var orphans []string
 	for d, m := range qs.Depth {
-		if !seen[d] && m[anyhook.StatusPending] > 0 {
+		if !seen[d] && m[anyhook.StatusPending]+m[anyhook.StatusRetrying] > 0 {
 			orphans = append(orphans, d)
 		}
 	}

@@ -64,8 +64,8 @@ func TestExposition(t *testing.T) {
 		DueSince:      map[string]time.Time{"billing": now.Add(-time.Second), "removed": now.Add(-2 * time.Minute)}}}
 	m := metrics.New(metrics.Options{Stats: fs, Destinations: []string{"billing"}})
 	m.Ingested("stripe", "accepted", 3*time.Millisecond)
-	m.Attempted("billing", anyhook.StatusPending, 20*time.Millisecond)
-	m.Attempted("billing", anyhook.StatusDead, 20*time.Millisecond)
+	m.Attempted("billing", anyhook.StatusPending, anyhook.Attempt{Duration: 20 * time.Millisecond, Outcome: anyhook.OutcomeAnswered})
+	m.Attempted("billing", anyhook.StatusDead, anyhook.Attempt{Duration: 20 * time.Millisecond, Outcome: anyhook.OutcomeNoAnswer})
 	m.Rescued("billing", anyhook.StatusHeld)
 	m.Released("billing", delivery.ReleaseLease)
 	rt := m.AlertTransport(roundTrip(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil }))
@@ -85,7 +85,8 @@ func TestExposition(t *testing.T) {
 	for _, line := range []string{
 		`anyhook_ingest_requests_total{outcome="accepted",source="stripe"} 1`,
 		`anyhook_ingest_duration_seconds_count{source="stripe"} 1`,
-		`anyhook_delivery_attempts_total{destination="billing",result="failure"} 2`,
+		`anyhook_delivery_attempts_total{destination="billing",outcome="answered",result="failure"} 1`,
+		`anyhook_delivery_attempts_total{destination="billing",outcome="no_answer",result="failure"} 1`,
 		`anyhook_deliveries_total{destination="billing",outcome="retry"} 1`,
 		`anyhook_deliveries_total{destination="billing",outcome="dead"} 1`,
 		`anyhook_deliveries_total{destination="billing",outcome="delivered"} 0`,
@@ -128,7 +129,7 @@ func TestDocs(t *testing.T) {
 	t.Parallel()
 	m := metrics.New(metrics.Options{Stats: &fakeStats{}, Destinations: []string{"billing"}})
 	m.Ingested("s", "accepted", 0)
-	m.Attempted("billing", anyhook.StatusDelivered, 0)
+	m.Attempted("billing", anyhook.StatusDelivered, anyhook.Attempt{Outcome: anyhook.OutcomeAnswered})
 	m.Rescued("billing", anyhook.StatusPending)
 	m.AlertTransport(roundTrip(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil })).
 		RoundTrip(httptest.NewRequest("POST", "http://sink/", nil))
@@ -176,8 +177,10 @@ func TestSeriesExistFromTheStart(t *testing.T) {
 		`anyhook_alerts_sent_total{result="ok"} 0`, `anyhook_alerts_sent_total{result="error"} 0`)
 	for _, d := range []string{"billing", "crm"} {
 		want = append(want,
-			`anyhook_delivery_attempts_total{destination="`+d+`",result="success"} 0`,
-			`anyhook_delivery_attempts_total{destination="`+d+`",result="failure"} 0`,
+			`anyhook_delivery_attempts_total{destination="`+d+`",outcome="answered",result="success"} 0`,
+			`anyhook_delivery_attempts_total{destination="`+d+`",outcome="answered",result="failure"} 0`,
+			`anyhook_delivery_attempts_total{destination="`+d+`",outcome="no_answer",result="failure"} 0`,
+			`anyhook_delivery_attempts_total{destination="`+d+`",outcome="not_sent",result="failure"} 0`,
 			`anyhook_deliveries_total{destination="`+d+`",outcome="delivered"} 0`,
 			`anyhook_deliveries_total{destination="`+d+`",outcome="retry"} 0`,
 			`anyhook_deliveries_total{destination="`+d+`",outcome="dead"} 0`,

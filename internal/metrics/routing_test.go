@@ -1,15 +1,25 @@
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"testing"
+
+	"github.com/anyhook/anyhook/internal/store"
 )
+
+// emptyStats is a store with nothing queued.
+type emptyStats struct{ store.StatsReader }
+
+func (emptyStats) QueueStats(context.Context, []string) (store.QueueStats, error) {
+	return store.QueueStats{}, nil
+}
 
 // TestEventTypesCapped: each source's first MaxTypes types get a series,
 // later ones count as other; filter failures are counted per destination.
 func TestEventTypesCapped(t *testing.T) {
 	t.Parallel()
-	m := New(Options{Sources: []string{"gen", "stripe"}, Destinations: []string{"billing"}})
+	m := New(Options{Stats: emptyStats{}, Sources: []string{"gen", "stripe"}, Destinations: []string{"billing"}})
 	for i := range MaxTypes + 10 {
 		m.EventRecorded("gen", fmt.Sprintf("t%d", i))
 	}

@@ -368,7 +368,8 @@ func (d *decoder) value(i int, p *paths) (any, int) {
 }
 
 // object decodes the object at b[i]: every member when p is nil, else the
-// members p reads.
+// members p reads, and when it is iterated (p.each) every other key too,
+// with null.
 func (d *decoder) object(i int, p *paths) (any, int) {
 	b := d.b
 	base := d.members.n
@@ -397,15 +398,23 @@ func (d *decoder) object(i int, p *paths) (any, int) {
 				d.text = unquote(d.text[:0], raw)
 				sub = p.fields[string(d.text)]
 			}
-			if sub == nil {
+			switch {
+			case sub != nil:
+				if !d.spend(costMember) {
+					return nil, 0
+				}
+				key = sub.name // the map shares the expression's string
+				v, i = d.value(i, sub)
+			case p.each != nil:
+				// A macro iterates the object: its keys, every one.
+				if key = d.string(raw, costMember+costKey); d.over {
+					return nil, 0
+				}
+				i = skip(b, i)
+			default:
 				i = skipSpace(b, skip(b, i))
 				continue
 			}
-			if !d.spend(costMember) {
-				return nil, 0
-			}
-			key = sub.name // the map shares the expression's string
-			v, i = d.value(i, sub)
 		} else {
 			if key = d.string(raw, costMember+costKey); d.over {
 				return nil, 0
@@ -430,8 +439,9 @@ func (d *decoder) object(i int, p *paths) (any, int) {
 	return m, i + 1
 }
 
-// list decodes the list at b[i]: every element when p is nil, else the
-// first p.maxItem+1 (those it reads; null in the others' places).
+// list decodes the list at b[i]: every element when p is nil or iterated
+// (p.each), else the first p.maxItem+1 (those it reads; null in the
+// others' places).
 func (d *decoder) list(i int, p *paths) (any, int) {
 	b := d.b
 	base := d.elems.n
@@ -447,6 +457,12 @@ func (d *decoder) list(i int, p *paths) (any, int) {
 		switch {
 		case p == nil:
 			v, i = d.all(i)
+		case p.each != nil:
+			sub := p.each // settled: items[n] holds what each reads
+			if c := p.items[n]; c != nil {
+				sub = c
+			}
+			v, i = d.value(i, sub)
 		case p.items != nil && n <= p.maxItem:
 			if sub := p.items[n]; sub != nil {
 				v, i = d.value(i, sub)

@@ -19,7 +19,12 @@ import (
 //     list keeps its first maxItem+1 elements, those not read standing as
 //     null;
 //   - presence (nothing set): only has() looks at it, so the key is kept
-//     with null for its value.
+//     with null for its value;
+//   - iterated (each set): a macro iterates it (body.items.exists(i,
+//     i.amount > 10)): a list keeps every element, each decoded as each
+//     reads it (merged with items[n] for the constant indexes also read);
+//     an object keeps every key (the macro's variable is the key), its
+//     value decoded as fields reads it, else null.
 //
 // A scalar (string, number, boolean, null) at a partial or presence node is
 // decoded as it is: reading a field of it fails the same whatever it holds.
@@ -28,7 +33,8 @@ type paths struct {
 	whole   bool
 	fields  map[string]*paths
 	items   map[int]*paths
-	maxItem int // the largest key of items, when items is not nil
+	maxItem int    // the largest key of items, when items is not nil
+	each    *paths // what a macro's variable reads of every element
 }
 
 func (p *paths) field(name string) *paths {
@@ -58,7 +64,50 @@ func (p *paths) item(i int) *paths {
 }
 
 // presence reports whether only has() reads the value.
-func (p *paths) presence() bool { return !p.whole && p.fields == nil && p.items == nil }
+func (p *paths) presence() bool {
+	return !p.whole && p.fields == nil && p.items == nil && p.each == nil
+}
+
+// every is the node of what is read of each element of p.
+func (p *paths) every() *paths {
+	if p.each == nil {
+		p.each = &paths{}
+	}
+	return p.each
+}
+
+// merge adds what q reads to p (q is left as it is, and shared by none of
+// p's nodes).
+func (p *paths) merge(q *paths) {
+	p.whole = p.whole || q.whole
+	for k, c := range q.fields {
+		p.field(k).merge(c)
+	}
+	for i, c := range q.items {
+		p.item(i).merge(c)
+	}
+	if q.each != nil {
+		p.every().merge(q.each)
+	}
+}
+
+// settle merges, at every node that is iterated and also read at
+// constant indexes, what is read of each element into those indexes:
+// the decoder then reads element n by items[n] alone.
+func (p *paths) settle() {
+	if p.each != nil {
+		p.each.settle()
+		for _, c := range p.items {
+			c.merge(p.each)
+		}
+	}
+	for _, c := range p.fields {
+		c.settle()
+	}
+	for _, c := range p.items {
+		c.settle()
+	}
+}
 
 // bodyPaths collects what e (a checked expression) reads of the variable
 // body.
@@ -69,10 +118,35 @@ func bodyPaths(e ast.Expr) *paths {
 	root := &paths{}
 	w := walker{root: root}
 	w.walk(e)
+	root.settle()
 	return root
 }
 
-type walker struct{ root *paths }
+// walker walks an expression; scope binds the variables of the macros
+// around the node it is at to what they read (nil: nothing of body).
+type walker struct {
+	root  *paths
+	scope []binding
+}
+
+type binding struct {
+	name string
+	p    *paths
+}
+
+// ident is the node the identifier name reads: a macro's variable's, the
+// innermost first, else body's, else nil.
+func (w *walker) ident(name string) *paths {
+	for i := len(w.scope) - 1; i >= 0; i-- {
+		if w.scope[i].name == name {
+			return w.scope[i].p
+		}
+	}
+	if name == "body" {
+		return w.root
+	}
+	return nil
+}
 
 // reads returns the node of e when e is body followed by field selections
 // and constant indexes (body.a["b"][0]), creating the nodes on the way;
@@ -80,9 +154,7 @@ type walker struct{ root *paths }
 func (w *walker) reads(e ast.Expr) *paths {
 	switch e.Kind() {
 	case ast.IdentKind:
-		if e.AsIdent() == "body" {
-			return w.root
-		}
+		return w.ident(e.AsIdent())
 	case ast.SelectKind:
 		s := e.AsSelect()
 		if s.IsTestOnly() {
@@ -159,10 +231,7 @@ func (w *walker) walk(e ast.Expr) {
 			w.walk(a)
 		}
 	case ast.ComprehensionKind:
-		c := e.AsComprehension()
-		for _, x := range []ast.Expr{c.IterRange(), c.AccuInit(), c.LoopCondition(), c.LoopStep(), c.Result()} {
-			w.walk(x)
-		}
+		w.comprehension(e.AsComprehension())
 	case ast.ListKind:
 		for _, x := range e.AsList().Elements() {
 			w.walk(x)
@@ -180,5 +249,34 @@ func (w *walker) walk(e ast.Expr) {
 				w.walk(f.AsStructField().Value())
 			}
 		}
+	}
+}
+
+// comprehension walks a macro (exists, all, map, filter, …): when it
+// iterates a part of body with one variable, what the variable reads is
+// read of every element of that part (paths.each), and the part is not
+// decoded whole.
+func (w *walker) comprehension(c ast.ComprehensionExpr) {
+	var elem *paths
+	if r := w.reads(c.IterRange()); r != nil && !c.HasIterVar2() {
+		elem = r.every()
+	} else {
+		w.walk(c.IterRange())
+		// With two variables (index or key, and value), or over what is
+		// not a part of body, the variables read nothing of body that
+		// the range does not already.
+	}
+	w.walk(c.AccuInit())
+	w.scope = append(w.scope, binding{c.AccuVar(), nil})
+	w.walk(c.Result())
+	w.scope = append(w.scope, binding{c.IterVar(), elem})
+	if c.HasIterVar2() {
+		w.scope = append(w.scope, binding{c.IterVar2(), nil})
+	}
+	w.walk(c.LoopCondition())
+	w.walk(c.LoopStep())
+	w.scope = w.scope[:len(w.scope)-2]
+	if c.HasIterVar2() {
+		w.scope = w.scope[:len(w.scope)-1]
 	}
 }

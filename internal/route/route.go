@@ -19,10 +19,12 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/anyhook/anyhook"
@@ -110,36 +112,97 @@ func (c *compiler) compile(expr string) (*Filter, error) {
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the expression is a %s; a filter must be true or false", t)
 	}
-	prg, err := c.env.Program(ast, cel.CostLimit(CostLimit), cel.CostTracking(concatCost{}), cel.InterruptCheckFrequency(100))
+	if err := constantPatterns(ast.NativeRep()); err != nil {
+		return nil, err
+	}
+	prg, err := c.env.Program(ast, cel.CostLimit(CostLimit), cel.CostTracking(sizeCost{}), cel.InterruptCheckFrequency(100),
+		cel.OptimizeRegex(interpreter.MatchesRegexOptimization))
 	if err != nil {
 		return nil, fmt.Errorf("invalid CEL expression: %w", err)
 	}
 	return &Filter{expr: expr, prg: prg, reads: bodyPaths(ast.NativeRep().Expr())}, nil
 }
 
-// concatCost charges a concatenation of strings or bytes by their size,
-// as CEL does for the overload it resolves when compiling: on body's
-// values (dyn) CEL picks the overload while evaluating and charges one
-// unit, so a filter could build strings of any size within its limit.
-type concatCost struct{}
+// constantPatterns refuses a matches() whose pattern is not a string
+// literal: compiling a regular expression takes memory and time out of
+// proportion to its length, which a cost counted on sizes cannot bound,
+// so a pattern is compiled once, with the filter, never from the event.
+func constantPatterns(a *celast.AST) error {
+	var err error
+	celast.PreOrderVisit(a.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		if e.Kind() != celast.CallKind || e.AsCall().FunctionName() != overloads.Matches || err != nil {
+			return
+		}
+		args := e.AsCall().Args()
+		if p := args[len(args)-1]; p.Kind() != celast.LiteralKind {
+			err = fmt.Errorf("invalid CEL expression: column %d: the pattern of matches() must be a string literal", a.SourceInfo().GetStartLocation(p.ID()).Column()+1)
+		}
+	}))
+	return err
+}
 
-func (concatCost) CallCost(function, overloadID string, args []ref.Val, _ ref.Val) *uint64 {
-	if function != operators.Add || overloadID == overloads.AddString || overloadID == overloads.AddBytes || len(args) != 2 {
-		return nil
-	}
+// sizeCost charges a call by the sizes of the values it reads and
+// makes, as CEL's own cost model does for the overloads it resolves when
+// compiling: on body's values (dyn) CEL picks the overload while
+// evaluating and charges one unit, so a filter could build strings of any
+// size (a concatenation, bytes(body.s) in a loop) or walk a list at every
+// step (x in body.a, body.a == body.a) within its limit. A string or bytes
+// a call returns costs a unit per bytesPerCost bytes (what it allocated,
+// or at most that); a list or map it compares or searches, a unit per
+// element; a string it searches or compiles (matches, contains, …), a
+// unit per bytesPerCost bytes. The cost is charged once the call returns:
+// one call can allocate at most what it is given, and the next is
+// stopped.
+type sizeCost struct{}
+
+func (sizeCost) CallCost(function, _ string, args []ref.Val, result ref.Val) *uint64 {
 	var n int
-	for _, a := range args {
-		switch v := a.(type) {
-		case types.String:
-			n += len(v)
-		case types.Bytes:
-			n += len(v)
-		default:
-			return nil
+	switch function {
+	case operators.In:
+		if len(args) == 2 {
+			n = elements(args[1])
+		}
+	case operators.Equals, operators.NotEquals:
+		if len(args) == 2 {
+			n = min(elements(args[0]), elements(args[1])) + min(textLen(args[0]), textLen(args[1]))/bytesPerCost
+		}
+	case overloads.Matches, overloads.Contains, overloads.StartsWith, overloads.EndsWith:
+		for _, a := range args {
+			n += textLen(a) / bytesPerCost
 		}
 	}
-	c := uint64((n + bytesPerCost - 1) / bytesPerCost)
+	n += (textLen(result) + bytesPerCost - 1) / bytesPerCost
+	if n == 0 {
+		return nil // CEL's own cost
+	}
+	c := uint64(n) + 1
 	return &c
+}
+
+// textLen is the length of a string or bytes value, else 0.
+func textLen(v ref.Val) int {
+	switch v := v.(type) {
+	case types.String:
+		return len(v)
+	case types.Bytes:
+		return len(v)
+	}
+	return 0
+}
+
+// elements is the number of elements of a list or map value, else 0.
+func elements(v ref.Val) int {
+	switch v := v.(type) {
+	case traits.Lister:
+		if n, ok := v.Size().(types.Int); ok {
+			return int(n)
+		}
+	case traits.Mapper:
+		if n, ok := v.Size().(types.Int); ok {
+			return int(n)
+		}
+	}
+	return 0
 }
 
 // String returns the expression.

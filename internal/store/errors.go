@@ -34,3 +34,13 @@ func CheckOutcomes(outs []Outcome) error {
 	}
 	return nil
 }
+
+// OutcomeOf is the outcome an attempt is stored with: its own, or
+// unknown when it names none (a rescued claim: nobody knows what became
+// of its request).
+func OutcomeOf(a anyhook.Attempt) string {
+	if a.Outcome == "" {
+		return anyhook.OutcomeUnknown
+	}
+	return a.Outcome
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/anyhook/anyhook"
@@ -43,7 +44,9 @@ func (e *FieldError) Unwrap() error { return anyhook.ErrInvalid }
 // CheckEvent says whether ne's fields read from the request can be
 // stored as they are by every store: its dedup key, content key, type,
 // ordering object and version and its request path must be valid UTF-8
-// without NUL bytes, the first five within their bounds (Max*). It
+// without NUL bytes, the first five within their bounds (Max*), and the
+// dedup key, type, object and version without control characters
+// (controlProblem). It
 // returns nil or a *FieldError for the first field that cannot. Ingest
 // refuses such an event before it reaches a store; both stores refuse it
 // too (IngestValid), so that what a store keeps never depends on which one
@@ -53,13 +56,14 @@ func CheckEvent(ne *NewEvent) error {
 	for _, f := range [...]struct {
 		name, value string
 		max         int
+		shown       bool // logged, listed and printed as it is
 	}{
-		{"event id", ev.DedupKey, MaxDedupKey},
-		{"content key", ne.ContentKey, MaxDedupKey},
-		{"event type", ev.Type, MaxType},
-		{"ordering object", ev.Object, MaxObject},
-		{"ordering version", ev.Version, MaxVersion},
-		{"request path", ev.Path, 0},
+		{"event id", ev.DedupKey, MaxDedupKey, true},
+		{"content key", ne.ContentKey, MaxDedupKey, false},
+		{"event type", ev.Type, MaxType, true},
+		{"ordering object", ev.Object, MaxObject, true},
+		{"ordering version", ev.Version, MaxVersion, true},
+		{"request path", ev.Path, 0, false},
 	} {
 		if f.max > 0 && len(f.value) > f.max {
 			return &FieldError{f.name, "is " + strconv.Itoa(len(f.value)) + " bytes, at most " + strconv.Itoa(f.max)}
@@ -67,8 +71,30 @@ func CheckEvent(ne *NewEvent) error {
 		if p := TextProblem(f.value); p != "" {
 			return &FieldError{f.name, p}
 		}
+		if p := controlProblem(f.value); p != "" && f.shown {
+			return &FieldError{f.name, p}
+		}
 	}
 	return nil
+}
+
+// controlProblem says which control character s holds, or "" when none:
+// C0 and C1 controls and DEL (a newline forges a log line, an escape
+// sequence drives the terminal that prints a CLI table), the line and
+// paragraph separators, and the Unicode bidirectional controls (which
+// make a value read as another). Fields that are shown as they are —
+// in logs, the dashboard, the CLI, X-AnyHook-* headers — never hold one.
+func controlProblem(s string) string {
+	for _, r := range s {
+		if isControl(r) {
+			return fmt.Sprintf("holds a control character (U+%04X)", r)
+		}
+	}
+	return ""
+}
+
+func isControl(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control)
 }
 
 // TextProblem says what keeps s from being text that both stores keep

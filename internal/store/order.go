@@ -148,7 +148,7 @@ func FillWaitsBehind(ctx context.Context, s interface {
 }, ds []anyhook.Delivery, inOrder map[string]bool) error {
 	var ids []string
 	for _, d := range ds {
-		if inOrder[d.Destination] && (d.Status == anyhook.StatusPending || d.Status == anyhook.StatusPaused) {
+		if inOrder[d.Destination] && d.Status.Waiting() {
 			ids = append(ids, d.ID)
 		}
 	}

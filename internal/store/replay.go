@@ -88,7 +88,7 @@ var ReplayStatuses = []anyhook.DeliveryStatus{anyhook.StatusDead, anyhook.Status
 
 // ReplayRefusal says why a bulk replay does not select deliveries in
 // status s, for the command line and the API to refuse it with; "" when
-// it does. A delivery still to be sent (pending, delivering, paused)
+// it does. A delivery still to be sent (pending, retrying, delivering, paused)
 // would go out twice: once as itself, once as the replay.
 func ReplayRefusal(s anyhook.DeliveryStatus) string {
 	switch s {
@@ -100,6 +100,8 @@ func ReplayRefusal(s anyhook.DeliveryStatus) string {
 		return "a bulk replay never selects delivering deliveries: each is being sent now, so a replay would send its event twice"
 	case anyhook.StatusPaused:
 		return "a bulk replay never selects paused deliveries: each is sent once its destination is resumed, so a replay would send its event twice; resume the destination instead"
+	case anyhook.StatusRetrying:
+		return "a bulk replay never selects retrying deliveries: each is sent again at its next attempt, so a replay would send its event twice; those that run out of attempts are dead, and replayed with status dead"
 	}
 	return ""
 }
@@ -199,7 +201,9 @@ func LatestFailure(ctx context.Context, st TroubleReader, destination string) (s
 			last = r.Last
 		}
 	}
-	if last.Number == 0 || last.Error == "" {
+	// A lost attempt (LostError) says nothing of the destination: its
+	// worker stopped, the destination may be fine.
+	if last.Number == 0 || last.Error == "" || last.Error == LostError {
 		return "", nil
 	}
 	qs, err := st.QueueStats(ctx, []string{destination})

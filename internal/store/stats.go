@@ -13,7 +13,7 @@ import (
 // through an index; none scans the whole history, so both stay fast with
 // millions of events.
 type StatsReader interface {
-	// QueueStats counts the unfinished deliveries (pending, delivering,
+	// QueueStats counts the unfinished deliveries (pending, retrying, delivering,
 	// held, dead, paused) of every destination by status (listed in
 	// destinations or not: a destination removed from the config keeps its
 	// deliveries, and they count), and finds the
@@ -41,6 +41,8 @@ type DeliveryState struct {
 	Destination string
 	Status      anyhook.DeliveryStatus
 	Replay      bool
+	// NextAttemptAt is when a waiting delivery (Status.Waiting) is due.
+	NextAttemptAt time.Time
 }
 
 // UnfinishedStatuses are the delivery statuses QueueStats counts. Delivered
@@ -48,7 +50,7 @@ type DeliveryState struct {
 // all.
 var UnfinishedStatuses = []anyhook.DeliveryStatus{
 	anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusHeld,
-	anyhook.StatusDead, anyhook.StatusPaused,
+	anyhook.StatusDead, anyhook.StatusPaused, anyhook.StatusRetrying,
 }
 
 // QueueStats is the state of the delivery queue.

@@ -225,6 +225,18 @@ type Queue interface {
 	// (the lease and Rescue are for those).
 	Release(ctx context.Context, rs []Release) (released []string, err error)
 
+	// Renew starts each claim of rs over with a lease of lease from now,
+	// by the store's clock, when its (delivery, attempt) still holds the
+	// claim, fenced as Release is; renewed are the ids of those. Nothing
+	// else of the claim changes. It is for a claim that came back with
+	// too little of its lease left to send: the holder takes a fresh
+	// deadline of its own before it asks (as before a claim), and sends
+	// the claim if the renewal came back in time, so a database slow to
+	// claim does not keep a delivery from ever being sent. A claim whose
+	// lease has ended but that no rescue has taken yet is still held,
+	// and renewed.
+	Renew(ctx context.Context, rs []Release, lease time.Duration) (renewed []string, err error)
+
 	// Rescue handles claims whose lease has expired, per the rule of their
 	// destination: reclaim makes them due now (or dead past MaxAttempts),
 	// hold marks them held. The lost attempt is recorded as one whose

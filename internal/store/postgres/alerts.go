@@ -24,12 +24,8 @@ func (t alertTx) Query(q string, args []any, row func(sqlstore.Scanner) error) e
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	_, err = sqlstore.Collect(rows, func(sc sqlstore.Scanner) (struct{}, error) { return struct{}{}, row(sc) })
+	return err
 }
 
 func (t alertTx) Exec(q string, args []any) (int64, error) {

@@ -94,17 +94,17 @@ func claimRows(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]store.C
 // no delivery twice (Finish sees to it).
 const finishDeliveries = `WITH o AS (
 	SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::bigint[], $5::timestamptz[], $6::bigint[],
-		$7::integer[], $8::text[], $9::bytea[])
-		AS o (id, attempt, status, retry_us, started_at, duration_us, status_code, error, response_body)
+		$7::integer[], $8::text[], $9::bytea[], $10::text[])
+		AS o (id, attempt, status, retry_us, started_at, duration_us, status_code, error, response_body, outcome)
 ), u AS (
 	UPDATE deliveries d
 	SET status = o.status, next_attempt_at = now() + o.retry_us * interval '1 microsecond', lease_until = NULL, updated_at = now()
 	FROM o
 	WHERE d.id = o.id AND d.attempt_count = o.attempt AND d.status = 'delivering'
-	RETURNING d.id, o.attempt, o.started_at, o.duration_us, o.status_code, o.error, o.response_body
+	RETURNING d.id, o.attempt, o.started_at, o.duration_us, o.status_code, o.error, o.response_body, o.outcome
 ), a AS (
-	INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body)
-	SELECT id, attempt, started_at, duration_us, status_code, error, response_body FROM u
+	INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body, outcome)
+	SELECT id, attempt, started_at, duration_us, status_code, error, response_body, outcome FROM u
 	ON CONFLICT (delivery_id, number) DO NOTHING
 )
 SELECT id FROM u`
@@ -128,6 +128,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		retries, durations  = make([]int64, 0, n), make([]int64, 0, n)
 		started             = make([]time.Time, 0, n)
 		bodies              = make([][]byte, 0, n)
+		kinds               = make([]string, 0, n)
 		lost                []string
 	)
 	for i, o := range outs {
@@ -145,8 +146,9 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		ids, attempts, statuses = append(ids, o.DeliveryID), append(attempts, int32(o.Attempt)), append(statuses, string(o.Status))
 		retries, started, durations = append(retries, micros(retryIn)), append(started, r.StartedAt), append(durations, r.Duration.Microseconds())
 		codes, errs, bodies = append(codes, int32(r.StatusCode)), append(errs, text(r.Error)), append(bodies, r.ResponseBody)
+		kinds = append(kinds, store.OutcomeOf(r))
 	}
-	rows, err := s.pool.Query(ctx, finishDeliveries, ids, attempts, statuses, retries, started, durations, codes, errs, bodies)
+	rows, err := s.pool.Query(ctx, finishDeliveries, ids, attempts, statuses, retries, started, durations, codes, errs, bodies, kinds)
 	if err != nil {
 		return nil, store.Unavailable("finish", err)
 	}
@@ -179,6 +181,13 @@ RETURNING d.id`
 // that holds it makes the rescue skip it (SKIP LOCKED) and then find it
 // pending.
 func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, error) {
+	return s.fenced(ctx, "release", releaseDeliveries, rs)
+}
+
+// fenced runs q, one of the statements that act on claims fenced by
+// (delivery, attempt), with $1 the ids and $2 the attempts of rs, then
+// more, and returns the ids it acted on.
+func (s *Store) fenced(ctx context.Context, op, q string, rs []store.Release, more ...any) ([]string, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
@@ -186,15 +195,28 @@ func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, erro
 	for i, r := range rs {
 		ids[i], attempts[i] = r.DeliveryID, int32(r.Attempt)
 	}
-	rows, err := s.pool.Query(ctx, releaseDeliveries, ids, attempts)
+	rows, err := s.pool.Query(ctx, q, append([]any{ids, attempts}, more...)...)
 	if err != nil {
-		return nil, store.Unavailable("release", err)
+		return nil, store.Unavailable(op, err)
 	}
-	released, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, store.Unavailable("release", err)
+		return nil, store.Unavailable(op, err)
 	}
-	return released, nil
+	return done, nil
+}
+
+// renewDeliveries starts claims' leases over (store.Store's Renew):
+// $1 the delivery ids, $2 their attempts, $3 the lease.
+const renewDeliveries = `UPDATE deliveries d
+SET lease_until = now() + $3::bigint * interval '1 microsecond', updated_at = now()
+FROM unnest($1::text[], $2::integer[]) AS r (id, attempt)
+WHERE d.id = r.id AND d.attempt_count = r.attempt AND d.status = 'delivering'
+RETURNING d.id`
+
+// Renew implements store.Store; it meets a rescue as Release does.
+func (s *Store) Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error) {
+	return s.fenced(ctx, "renew", renewDeliveries, rs, micros(lease))
 }
 
 // rescueDelivery moves one expired claim to its new status and records

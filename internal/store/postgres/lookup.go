@@ -20,7 +20,7 @@ func (s *Store) Delivery(ctx context.Context, id string) (anyhook.Delivery, erro
 func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.QueueRow, error) {
 	return sqlstore.QueueRows(ids, func(ids []string) ([]sqlstore.QueueRowScan, error) {
 		rows, err := s.pool.Query(ctx, `SELECT d.id, coalesce(e.dedup_key, ''), coalesce(a.number, 0), a.started_at,
-			coalesce(a.duration_us, 0), coalesce(a.status_code, 0), coalesce(a.error, '')
+			coalesce(a.duration_us, 0), coalesce(a.status_code, 0), coalesce(a.error, ''), coalesce(a.outcome, '')
 		FROM deliveries d JOIN events e ON e.id = d.event_id
 		LEFT JOIN LATERAL (SELECT * FROM attempts WHERE delivery_id = d.id ORDER BY number DESC LIMIT 1) a ON true
 		WHERE d.id = ANY($1)`, ids)

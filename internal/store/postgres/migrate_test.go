@@ -58,6 +58,8 @@ func TestMigrate6EmptiesTheQueues(t *testing.T) {
 		exec(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at, note)
 			VALUES ($1, 'e1', $2, $3, $4, $5, $6, $5, $7)`, d.id, d.dest, d.status, d.replay, d.updated, d.created, d.note)
 	}
+	// An attempt recorded before outcomes were kept (migration 20).
+	exec(`INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error) VALUES ('d5', 1, $1, 0, 500, 'HTTP 500')`, at(0))
 	c.Close(t.Context())
 
 	s := openDSN(t, dsn)

@@ -44,7 +44,7 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 		ds, err = collect(rows, sqlstore.ScanDelivery)
 		return err
 	})
-	b.Queue(`SELECT a.delivery_id, a.number, a.started_at, a.duration_us, a.status_code, a.error, coalesce(a.response_body, '')
+	b.Queue(`SELECT a.delivery_id, a.number, a.started_at, a.duration_us, a.status_code, a.error, coalesce(a.response_body, ''), a.outcome
 		FROM attempts a JOIN deliveries d ON d.id = a.delivery_id
 		WHERE d.event_id = $1 ORDER BY a.delivery_id, a.number`, id).Query(func(rows pgx.Rows) error {
 		var err error

@@ -24,8 +24,8 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 			return err
 		}
 		st := s.stmts(ctx, tx)
-		now := s.now()
-		rows, err := st.get(claimQuery).QueryContext(ctx, micros(now.Add(lease)), micros(now), micros(now), destination, micros(now), limit)
+		now, lnow := s.now(), s.leaseNow()
+		rows, err := st.get(claimQuery).QueryContext(ctx, micros(lnow.Add(lease)), micros(now), micros(lnow), destination, micros(now), limit)
 		if err != nil {
 			return store.Unavailable("claim", err)
 		}
@@ -147,7 +147,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		err = insertRows(st, &attemptInserts, len(kept), func(i int, args []any) []any {
 			o := kept[i]
 			return append(args, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
-				o.Result.StatusCode, store.Text(o.Result.Error), o.Result.ResponseBody)
+				o.Result.StatusCode, store.Text(o.Result.Error), o.Result.ResponseBody, store.OutcomeOf(o.Result))
 		})
 		return store.Unavailable("finish", err)
 	})
@@ -165,31 +165,53 @@ const qReleaseClaim = `UPDATE deliveries SET status = 'pending', attempt_count =
 // Release implements store.Store. Releases are rare (a stalled claim),
 // so one statement per claim, in one transaction.
 func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, error) {
+	return s.fenced(ctx, "release", rs, func(r store.Release, now time.Time) []any {
+		return []any{qReleaseClaim, micros(now), r.DeliveryID, r.Attempt}
+	})
+}
+
+// fenced runs, in one transaction, one statement per claim of rs, fenced
+// by (delivery, attempt): stmt gives its query and arguments, at now by
+// the store's clock. It returns the ids the statements acted on.
+func (s *Store) fenced(ctx context.Context, op string, rs []store.Release, stmt func(r store.Release, now time.Time) []any) ([]string, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	var released []string
-	err := s.tx(ctx, "release", func(tx *sql.Tx) error {
-		released = released[:0]
-		now := micros(s.now())
+	var done []string
+	err := s.tx(ctx, op, func(tx *sql.Tx) error {
+		done = done[:0]
+		now := s.now()
 		for _, r := range rs {
-			ids, err := query(ctx, tx, sqlstore.ScanString, qReleaseClaim, now, r.DeliveryID, r.Attempt)
+			q := stmt(r, now)
+			ids, err := query(ctx, tx, sqlstore.ScanString, q[0].(string), q[1:]...)
 			if err != nil {
-				return store.Unavailable("release", err)
+				return store.Unavailable(op, err)
 			}
-			released = append(released, ids...)
+			done = append(done, ids...)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return released, nil
+	return done, nil
+}
+
+// qRenewClaim starts one claim's lease over (store.Store's Renew).
+const qRenewClaim = `UPDATE deliveries SET lease_until = ?, updated_at = ?
+	WHERE id = ? AND attempt_count = ? AND status = 'delivering'
+	RETURNING id`
+
+// Renew implements store.Store, as Release.
+func (s *Store) Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error) {
+	return s.fenced(ctx, "renew", rs, func(r store.Release, now time.Time) []any {
+		return []any{qRenewClaim, micros(s.leaseNow().Add(lease)), micros(now), r.DeliveryID, r.Attempt}
+	})
 }
 
 func insertAttempt(ctx context.Context, tx *sql.Tx, deliveryID string, number int, a anyhook.Attempt) error {
 	_, err := tx.ExecContext(ctx, attemptInserts[len(attemptInserts)-1],
-		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, store.Text(a.Error), a.ResponseBody)
+		deliveryID, number, micros(a.StartedAt), a.Duration.Microseconds(), a.StatusCode, store.Text(a.Error), a.ResponseBody, store.OutcomeOf(a))
 	if err != nil {
 		return store.Unavailable("rescue", err)
 	}
@@ -202,7 +224,7 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 	err := s.tx(ctx, "rescue", func(tx *sql.Tx) error {
 		changed = changed[:0]
 		now := s.now()
-		expired, err := query(ctx, tx, sqlstore.ScanDelivery, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(now))
+		expired, err := query(ctx, tx, sqlstore.ScanDelivery, `SELECT `+deliveryCols+` FROM deliveries WHERE status = 'delivering' AND lease_until < ?`, micros(s.leaseNow()))
 		if err != nil {
 			return store.Unavailable("rescue", err)
 		}

@@ -41,7 +41,7 @@ var errItemFailed = errors.New("an ingest item failed")
 func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool) ([]store.IngestResult, error) {
 	res := make([]store.IngestResult, len(evs))
 	err := s.tx(ctx, "ingest", func(tx *sql.Tx) error {
-		now := s.now()
+		now := clocks{s.now(), s.leaseNow()}
 		st := s.stmts(ctx, tx)
 		paused, err := s.pausedOf(st, evs)
 		if err != nil {
@@ -98,13 +98,17 @@ type newDelivery struct {
 	lease                  time.Duration
 }
 
-func (s *Store) insertDeliveries(st *stmts, dl []newDelivery, now time.Time) error {
-	at := micros(now)
+// clocks are the store's two clocks read at one moment: the wall clock
+// and the lease clock (leaseclock.go).
+type clocks struct{ wall, lease time.Time }
+
+func (s *Store) insertDeliveries(st *stmts, dl []newDelivery, now clocks) error {
+	at, lat := micros(now.wall), micros(now.lease)
 	return insertRows(st, &deliveryInserts, len(dl), func(i int, args []any) []any {
 		d := &dl[i]
 		d.id = s.newID()
 		if d.lease != 0 {
-			return append(args, d.id, d.event, d.destination, anyhook.StatusDelivering, d.stale, at, at, at, 1, micros(now.Add(d.lease)), at)
+			return append(args, d.id, d.event, d.destination, anyhook.StatusDelivering, d.stale, at, at, at, 1, micros(now.lease.Add(d.lease)), lat)
 		}
 		return append(args, d.id, d.event, d.destination, d.status, d.stale, at, at, at, 0, nil, nil)
 	})
@@ -112,8 +116,8 @@ func (s *Store) insertDeliveries(st *stmts, dl []newDelivery, now time.Time) err
 
 // claimsOf adds the deliveries of dl claimed at ingest to their items'
 // results, as Claim would have returned them.
-func claimsOf(dl []newDelivery, evs []store.NewEvent, res []store.IngestResult, now time.Time) {
-	now = time.UnixMicro(micros(now)) // as stored
+func claimsOf(dl []newDelivery, evs []store.NewEvent, res []store.IngestResult, clk clocks) {
+	now, lnow := time.UnixMicro(micros(clk.wall)), time.UnixMicro(micros(clk.lease)) // as stored
 	for _, d := range dl {
 		if d.lease == 0 {
 			continue
@@ -122,8 +126,8 @@ func claimsOf(dl []newDelivery, evs []store.NewEvent, res []store.IngestResult, 
 		ev.Stale = res[d.item].Stale
 		res[d.item].Claims = append(res[d.item].Claims, store.Claim{
 			Delivery: anyhook.Delivery{ID: d.id, EventID: d.event, Destination: d.destination, Status: anyhook.StatusDelivering,
-				Stale: d.stale, AttemptCount: 1, NextAttemptAt: now, LeaseUntil: time.UnixMicro(micros(now.Add(d.lease))),
-				ClaimedAt: now, CreatedAt: now, UpdatedAt: now},
+				Stale: d.stale, AttemptCount: 1, NextAttemptAt: now, LeaseUntil: time.UnixMicro(micros(lnow.Add(d.lease))),
+				ClaimedAt: lnow, CreatedAt: now, UpdatedAt: now},
 			Event: ev,
 		})
 	}

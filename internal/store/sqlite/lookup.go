@@ -22,7 +22,7 @@ func (s *Store) QueueRows(ctx context.Context, ids []string) (map[string]store.Q
 			args[i] = id
 		}
 		return query(ctx, s.r, sqlstore.ScanQueueRow, `SELECT d.id, coalesce(e.dedup_key, ''), coalesce(a.number, 0), coalesce(a.started_at, 0),
-			coalesce(a.duration_us, 0), coalesce(a.status_code, 0), coalesce(a.error, '')
+			coalesce(a.duration_us, 0), coalesce(a.status_code, 0), coalesce(a.error, ''), coalesce(a.outcome, '')
 		FROM deliveries d JOIN events e ON e.id = d.event_id
 		LEFT JOIN attempts a ON a.delivery_id = d.id AND a.number = (SELECT max(number) FROM attempts WHERE delivery_id = d.id)
 		WHERE d.id IN (`+placeholders(len(ids))+`)`, args...)

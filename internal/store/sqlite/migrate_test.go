@@ -57,6 +57,8 @@ func TestMigrate6EmptiesTheQueues(t *testing.T) {
 		exec(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at, note)
 			VALUES (?, 'e1', ?, ?, ?, ?, ?, ?, ?)`, d.id, d.dest, d.status, d.replay, d.updated, d.created, d.updated, d.note)
 	}
+	// An attempt recorded before outcomes were kept (migration 20).
+	exec(`INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error) VALUES ('d5', 1, ?, 0, 500, 'HTTP 500')`, t0)
 	db.Close()
 
 	s, err := sqlite.Open(t.Context(), path, sqlite.Options{})

@@ -54,7 +54,8 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 		if len(ids) == 0 {
 			return nil
 		}
-		args := []any{micros(now.Add(lease)), micros(now), micros(now)}
+		lnow := s.leaseNow()
+		args := []any{micros(lnow.Add(lease)), micros(now), micros(lnow)}
 		for _, id := range ids {
 			args = append(args, id)
 		}

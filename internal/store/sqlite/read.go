@@ -44,7 +44,7 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 			err := sc.Scan(dest...)
 			done()
 			return a, err
-		}, `SELECT number, started_at, duration_us, status_code, error, coalesce(response_body, x'')
+		}, `SELECT number, started_at, duration_us, status_code, error, coalesce(response_body, x''), outcome
 			FROM attempts WHERE delivery_id = ? ORDER BY number`, d.ID)
 		if err != nil {
 			return ev, store.Unavailable("event", err)

@@ -25,6 +25,11 @@ import (
 type Options struct {
 	// Now is the store's clock; default time.Now.
 	Now func() time.Time
+	// Elapsed is the monotonic clock leases are measured on: the time
+	// since any fixed start. Default: since Open, by Go's monotonic
+	// clock (time.Since), which a step of the wall clock does not move;
+	// when Now is set, Now's time since Open (a test's clock).
+	Elapsed func() time.Duration
 	// NewID makes event and delivery ids; default store.NewID.
 	NewID func() string
 	// Driver is the database/sql driver name; default "sqlite"
@@ -39,6 +44,10 @@ type Store struct {
 	r     *sql.DB // readers
 	now   func() time.Time
 	newID func() string
+	// The lease clock (leaseNow): Now at Open, moved on by Elapsed.
+	anchor   time.Time
+	elapsed  func() time.Duration
+	elapsed0 time.Duration
 	// prepared holds the hot write statements, prepared once on the
 	// writer connection at Open (read-only afterwards); a transaction
 	// borrows them with Tx.StmtContext instead of parsing SQL each time.
@@ -94,11 +103,18 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID}
 	if s.now == nil {
 		s.now = time.Now
+	} else if opt.Elapsed == nil {
+		opt.Elapsed = func() time.Duration { return s.now().Sub(s.anchor) }
 	}
 	if s.newID == nil {
 		s.newID = store.NewID
 	}
+	s.startLeaseClock(opt.Elapsed)
 	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := s.restartLeases(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -147,7 +163,7 @@ const (
 	qFinishTail = `) AS v
 		WHERE deliveries.id = v.column1 AND deliveries.attempt_count = v.column4 AND +deliveries.status = 'delivering'
 		RETURNING deliveries.id`
-	qInsertAttempt     = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body) VALUES `
+	qInsertAttempt     = `INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error, response_body, outcome) VALUES `
 	qInsertAttemptTail = ` ON CONFLICT (delivery_id, number) DO NOTHING`
 )
 
@@ -156,7 +172,7 @@ var (
 	entryInserts    = multiRows(qInsertLedgerEntry, `(?, ?, ?, ?, ?, ?, ?)`, "")
 	hashInserts     = multiRows(qInsertLedgerHash, `(?, ?)`, "")
 	finishes        = multiRows(qFinish, `(?, ?, ?, ?)`, qFinishTail)
-	attemptInserts  = multiRows(qInsertAttempt, `(?, ?, ?, ?, ?, ?, ?)`, qInsertAttemptTail)
+	attemptInserts  = multiRows(qInsertAttempt, `(?, ?, ?, ?, ?, ?, ?, ?)`, qInsertAttemptTail)
 )
 
 var claimQuery = `UPDATE deliveries

@@ -30,9 +30,12 @@ func pausedCond(p string) string {
 // StatusExpr is the SQL expression (both dialects) of the status of the
 // delivery whose columns are prefixed by p, as it is shown: a stored
 // pending delivery of a paused destination is paused (docs/design.md,
-// "Pause: a status derived at read time").
+// "Pause: a status derived at read time"); else one with an attempt
+// behind it (which failed: a pending delivery has no success) is
+// retrying.
 func StatusExpr(p string) string {
-	return `CASE WHEN ` + p + `status = 'pending' AND ` + pausedCond(p) + ` THEN 'paused' ELSE ` + p + `status END`
+	return `CASE WHEN ` + p + `status = 'pending' AND ` + pausedCond(p) + ` THEN 'paused'` +
+		` WHEN ` + p + `status = 'pending' AND ` + p + `attempt_count > 0 THEN 'retrying' ELSE ` + p + `status END`
 }
 
 // StatusCond translates a filter on the shown status st into the stored
@@ -41,7 +44,9 @@ func StatusExpr(p string) string {
 func StatusCond(p string, st anyhook.DeliveryStatus) (stored anyhook.DeliveryStatus, extra string) {
 	switch st {
 	case anyhook.StatusPending:
-		return anyhook.StatusPending, `NOT ` + pausedCond(p)
+		return anyhook.StatusPending, `NOT ` + pausedCond(p) + ` AND ` + p + `attempt_count = 0`
+	case anyhook.StatusRetrying:
+		return anyhook.StatusPending, `NOT ` + pausedCond(p) + ` AND ` + p + `attempt_count > 0`
 	case anyhook.StatusPaused:
 		return anyhook.StatusPending, pausedCond(p)
 	}

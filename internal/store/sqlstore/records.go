@@ -36,12 +36,12 @@ func ScanArrival(sc Scanner) (anyhook.Arrival, error) {
 }
 
 // AttemptDest returns the scan destinations of an attempt's number,
-// started_at, duration_us, status_code, error and response body (the
-// last coalesced to empty in each dialect's own way), and a func to call
+// started_at, duration_us, status_code, error, response body (coalesced
+// to empty in each dialect's own way) and outcome, and a func to call
 // after the scan.
 func AttemptDest(a *anyhook.Attempt) ([]any, func()) {
 	var us int64
-	return []any{&a.Number, Time(&a.StartedAt), &us, &a.StatusCode, &a.Error, &a.ResponseBody},
+	return []any{&a.Number, Time(&a.StartedAt), &us, &a.StatusCode, &a.Error, &a.ResponseBody, &a.Outcome},
 		func() { a.Duration = time.Duration(us) * time.Microsecond }
 }
 
@@ -57,8 +57,8 @@ func ScanEventInfo(sc Scanner) (anyhook.Event, error) {
 }
 
 // QueueRowScan is a row holding a delivery id, its event's provider id, and
-// its latest attempt's number, started_at, duration_us, status_code and
-// error (0, NULL or empty without an attempt); each dialect selects them
+// its latest attempt's number, started_at, duration_us, status_code,
+// error and outcome (0, NULL or empty without an attempt); each dialect selects them
 // its own way.
 type QueueRowScan struct {
 	ID  string
@@ -70,7 +70,7 @@ func ScanQueueRow(sc Scanner) (QueueRowScan, error) {
 	var q QueueRowScan
 	var us int64
 	r := &q.Row
-	err := sc.Scan(&q.ID, &r.ProviderEventID, &r.Last.Number, Time(&r.Last.StartedAt), &us, &r.Last.StatusCode, &r.Last.Error)
+	err := sc.Scan(&q.ID, &r.ProviderEventID, &r.Last.Number, Time(&r.Last.StartedAt), &us, &r.Last.StatusCode, &r.Last.Error, &r.Last.Outcome)
 	if r.Last.Number > 0 {
 		r.Last.Duration = time.Duration(us) * time.Microsecond
 	}

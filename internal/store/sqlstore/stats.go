@@ -55,7 +55,7 @@ func DeliveryStates(ids []string, query func(ids []string) ([]EventState, error)
 }
 
 // StatesColumns lists what ScanState reads.
-var StatesColumns = `event_id, id, destination, ` + StatusExpr("deliveries.") + `, replay`
+var StatesColumns = `event_id, id, destination, ` + StatusExpr("deliveries.") + `, replay, next_attempt_at`
 
 // EventState is one row of StatesColumns: a delivery's state and its
 // event.
@@ -68,7 +68,7 @@ type EventState struct {
 func ScanState(sc Scanner) (EventState, error) {
 	var r EventState
 	var st string
-	err := sc.Scan(&r.EventID, &r.State.ID, &r.State.Destination, &st, &r.State.Replay)
+	err := sc.Scan(&r.EventID, &r.State.ID, &r.State.Destination, &st, &r.State.Replay, Time(&r.State.NextAttemptAt))
 	r.State.Status = anyhook.DeliveryStatus(st)
 	return r, err
 }

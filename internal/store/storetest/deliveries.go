@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -267,6 +268,11 @@ func testRescueHold(t *testing.T, s store.Store) {
 	if err != nil || len(held) != 1 {
 		t.Fatalf("held list = %v, %v", held, err)
 	}
+	// A lost attempt says nothing of the destination: a replay into it is
+	// not refused as into a failing one.
+	if how, err := store.LatestFailure(ctx(t), s, "charges"); err != nil || how != "" {
+		t.Fatalf("LatestFailure after a lost attempt = %q, %v; want not failing", how, err)
+	}
 }
 
 func testRescueReclaimPastMaxAttempts(t *testing.T, s store.Store) {
@@ -363,7 +369,8 @@ func testResolve(t *testing.T, s store.Store) {
 		if err != nil {
 			t.Fatalf("Resolve(%s): %v", action, err)
 		}
-		want := map[string]anyhook.DeliveryStatus{store.ActionResend: anyhook.StatusPending, store.ActionMarkDelivered: anyhook.StatusDelivered, store.ActionDiscard: anyhook.StatusResolved}[action]
+		// A resend waits for its next attempt after one whose outcome was lost: retrying.
+		want := map[string]anyhook.DeliveryStatus{store.ActionResend: anyhook.StatusRetrying, store.ActionMarkDelivered: anyhook.StatusDelivered, store.ActionDiscard: anyhook.StatusResolved}[action]
 		wantKind := map[string]string{store.ActionMarkDelivered: anyhook.ResolvedMarkedDelivered, store.ActionDiscard: anyhook.ResolvedDiscarded}[action]
 		if d.Status != want || !strings.Contains(d.Note, by.Name) || !strings.Contains(d.Note, by.Reason) {
 			t.Fatalf("Resolve(%s) = %+v, want %s with a note naming the actor and the reason", action, d, want)
@@ -575,7 +582,7 @@ func testLostAttemptStartsAtClaim(t *testing.T, s store.Store) {
 		t.Fatalf("attempts = %+v", d.Attempts)
 	}
 	a := d.Attempts[0]
-	if !a.StartedAt.Equal(c.Delivery.ClaimedAt) || a.Error != store.LostError || a.Duration != 0 || a.StatusCode != 0 {
+	if !a.StartedAt.Equal(c.Delivery.ClaimedAt) || a.Error != store.LostError || a.Duration != 0 || a.StatusCode != 0 || a.Outcome != anyhook.OutcomeUnknown {
 		t.Fatalf("lost attempt = %+v, want started at the claim %v (the rescue was at %v), outcome unknown",
 			a, c.Delivery.ClaimedAt, ds[0].UpdatedAt)
 	}
@@ -717,10 +724,17 @@ func testPausedShownEverywhere(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
+	// Those with an attempt behind them are retrying, the others pending.
+	retrying := map[string]bool{}
 	for id := range want {
-		audits[id] = true
+		if d, err := s.Delivery(ctx(t), id); err == nil && d.AttemptCount > 0 {
+			retrying[id] = true
+		} else {
+			audits[id] = true
+		}
 	}
 	check(anyhook.StatusPending, audits)
+	check(anyhook.StatusRetrying, retrying)
 	check(anyhook.StatusPaused, nil)
 	if got := claim(t, s, "billing", 10, time.Minute); len(got) != 4 {
 		t.Fatalf("after resume claimed %d billing deliveries, want 4", len(got))
@@ -754,6 +768,38 @@ func testAttemptErrorKeptAlike(t *testing.T, s store.Store) {
 		d := event(t, s, c.Event.ID).Deliveries[0]
 		if len(d.Attempts) != 1 || d.Attempts[0].Error != want {
 			t.Errorf("event %s: attempts %+v, want one with error %q", c.Event.ID, d.Attempts, want)
+		}
+	}
+}
+
+// testAttemptOutcomeKept: each attempt reads back with the outcome it was
+// recorded with, one outcome per delivery of one batch; an attempt that
+// names none reads unknown.
+func testAttemptOutcomeKept(t *testing.T, s store.Store) {
+	outcomes := []string{anyhook.OutcomeAnswered, anyhook.OutcomeNoAnswer, anyhook.OutcomeNotSent, ""}
+	var ids []string
+	for i := range outcomes {
+		ids = append(ids, ingest(t, s, newEvent("stripe", fmt.Sprintf("evt_%d", i), "billing"))[0].ID)
+	}
+	cs := claim(t, s, "billing", len(outcomes), time.Minute)
+	if len(cs) != len(outcomes) {
+		t.Fatalf("claimed %d, want %d", len(cs), len(outcomes))
+	}
+	want := map[string]string{}
+	var outs []store.Outcome
+	for i, c := range cs {
+		o := retry(c, time.Hour)
+		o.Result.Outcome = outcomes[i]
+		outs = append(outs, o)
+		want[c.Event.ID] = cmp.Or(outcomes[i], anyhook.OutcomeUnknown)
+	}
+	if lost := finish(t, s, outs...); len(lost) != 0 {
+		t.Fatalf("lost = %v", lost)
+	}
+	for _, id := range ids {
+		as := event(t, s, id).Deliveries[0].Attempts
+		if len(as) != 1 || as[0].Outcome != want[id] {
+			t.Errorf("event %s: attempts %+v, want one with outcome %q", id, as, want[id])
 		}
 	}
 }

@@ -27,22 +27,30 @@ func incompressible(seed string, n int) string {
 // needs a version and the reverse, so each sets the other to a plain
 // value.
 var textFields = []struct {
-	name string
-	max  int
-	set  func(ne *store.NewEvent, v string)
+	name  string
+	max   int
+	shown bool // shown as it is (logs, CLI, dashboard): no control characters
+	set   func(ne *store.NewEvent, v string)
 }{
-	{"DedupKey", store.MaxDedupKey, func(ne *store.NewEvent, v string) { ne.Event.DedupKey = v }},
-	{"ContentKey", store.MaxDedupKey, func(ne *store.NewEvent, v string) { ne.ContentKey = v }},
-	{"Type", store.MaxType, func(ne *store.NewEvent, v string) { ne.Event.Type = v }},
-	{"Object", store.MaxObject, func(ne *store.NewEvent, v string) { ne.Event.Object, ne.Event.Version = v, "1" }},
-	{"Version", store.MaxVersion, func(ne *store.NewEvent, v string) { ne.Event.Object, ne.Event.Version = "order-v", v }},
-	{"Path", 0, func(ne *store.NewEvent, v string) { ne.Event.Path = v }},
+	{"DedupKey", store.MaxDedupKey, true, func(ne *store.NewEvent, v string) { ne.Event.DedupKey = v }},
+	{"ContentKey", store.MaxDedupKey, false, func(ne *store.NewEvent, v string) { ne.ContentKey = v }},
+	{"Type", store.MaxType, true, func(ne *store.NewEvent, v string) { ne.Event.Type = v }},
+	{"Object", store.MaxObject, true, func(ne *store.NewEvent, v string) { ne.Event.Object, ne.Event.Version = v, "1" }},
+	{"Version", store.MaxVersion, true, func(ne *store.NewEvent, v string) { ne.Event.Object, ne.Event.Version = "order-v", v }},
+	{"Path", 0, false, func(ne *store.NewEvent, v string) { ne.Event.Path = v }},
 }
+
+// controls are values with a control character: a newline and a
+// carriage return (forged log lines), an escape sequence (a terminal
+// printing a CLI table), a C1 control, a line separator and a
+// right-to-left override.
+var controls = []string{"a\nb", "a\rb", "\x1b[2J", "a\u0085b", "a\u2028b", "x\u202eyz", "\tab"}
 
 // testFieldsRefusedAlike: for each field of an event read from the
 // request, a value with a NUL byte, one that is not UTF-8 (\xff\xfe, as
-// a header may carry) and, for those with a bound, one of 900 KB and one
-// a byte over it fail alone, on both stores, with a *store.FieldError (ErrInvalid)
+// a header may carry), for those with a bound one of 900 KB and one a
+// byte over it, and for those shown as they are each of controls, fail
+// alone, on both stores, with a *store.FieldError (ErrInvalid)
 // that names the field, leaving nothing behind, while the batch-mates
 // around them are recorded (of objects, so that PostgreSQL reads their
 // marks first). PostgreSQL would refuse the first two and the last
@@ -53,6 +61,9 @@ func testFieldsRefusedAlike(t *testing.T, s store.Store) {
 		bad := []string{"a\x00b", "\xff\xfe"}
 		if f.max > 0 {
 			bad = append(bad, strings.Repeat("x", 900<<10), incompressible(f.name, f.max+1))
+		}
+		if f.shown {
+			bad = append(bad, controls...)
 		}
 		batch := []store.NewEvent{versioned("good-1-"+f.name, "order-g1", "1", false)}
 		for i, v := range bad {

@@ -43,6 +43,7 @@ func runLookup(t *testing.T, open Open) {
 		c = claim(t, s, "billing", 1, time.Minute)
 		o := retry(c[0], 0)
 		o.Status, o.Result.StatusCode, o.Result.Error = anyhook.StatusDead, 0, "dial tcp 127.0.0.1:9: connection refused"
+		o.Result.Outcome = anyhook.OutcomeNotSent
 		finish(t, s, o)
 		var billing, crm string
 		for _, d := range ev.Deliveries {
@@ -58,7 +59,7 @@ func runLookup(t *testing.T, open Open) {
 		}
 		b := rows[billing]
 		if len(rows) != 2 || b.ProviderEventID != "evt_queue" || b.Last.Number != 2 || b.Last.StatusCode != 0 ||
-			b.Last.Error != "dial tcp 127.0.0.1:9: connection refused" || !b.Last.StartedAt.Equal(received) {
+			b.Last.Error != "dial tcp 127.0.0.1:9: connection refused" || !b.Last.StartedAt.Equal(received) || b.Last.Outcome != anyhook.OutcomeNotSent {
 			t.Errorf("QueueRows = %+v; want billing's second attempt (a transport error), crm's none", rows)
 		}
 		if r := rows[crm]; r.ProviderEventID != "evt_queue" || r.Last.Number != 0 {

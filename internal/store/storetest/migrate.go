@@ -11,7 +11,8 @@ import (
 // with the schema before migration 0006 (deliveries d1 to d7, as both
 // backends' TestMigrate6EmptiesTheQueues seed them), to what 0006 makes of
 // its deliveries: the discarded, replayed and marked-delivered ones are
-// resolved by "before 0006", the others keep their status.
+// resolved by "before 0006", the others keep their status; d5's attempt,
+// recorded before migration 0020, reads outcome unknown.
 func CheckMigration6(t *testing.T, s store.Store) {
 	t.Helper()
 	ev, err := s.Event(t.Context(), "e1")
@@ -36,6 +37,11 @@ func CheckMigration6(t *testing.T, s store.Store) {
 		if d.Status != w.status || r.Kind != w.kind || (w.kind != "" && (r.By != "before 0006" || r.At.IsZero())) ||
 			(w.kind == anyhook.ResolvedReplayed) != (r.ReplayedBy != "") || (w.kind == anyhook.ResolvedReplayed && r.ReplayedBy != "d3") {
 			t.Errorf("%s after the upgrade: %s %+v; want %s %s", d.ID, d.Status, r, w.status, w.kind)
+		}
+	}
+	for _, d := range ev.Deliveries {
+		if d.ID == "d5" && (len(d.Attempts) != 1 || d.Attempts[0].Outcome != anyhook.OutcomeUnknown) {
+			t.Errorf("d5's attempts after the upgrade: %+v; want one, outcome unknown", d.Attempts)
 		}
 	}
 	if len(ev.Deliveries) != len(want) {

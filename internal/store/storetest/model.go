@@ -187,6 +187,9 @@ func (m *model) shown(d *mDelivery) anyhook.DeliveryStatus {
 	if d.status == anyhook.StatusPending && m.paused[d.dest] {
 		return anyhook.StatusPaused
 	}
+	if d.status == anyhook.StatusPending && d.attempts > 0 {
+		return anyhook.StatusRetrying // an attempt behind it failed
+	}
 	return d.status
 }
 
@@ -1159,7 +1162,7 @@ func (m *model) matches(d *mDelivery, f store.DeliveryFilter) bool {
 
 func (r *run) opReplayDeliveries() {
 	statuses := []anyhook.DeliveryStatus{anyhook.StatusDead, anyhook.StatusDead, anyhook.StatusHeld, anyhook.StatusDelivered, anyhook.StatusSkipped,
-		anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusPaused, anyhook.StatusResolved}
+		anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusPaused, anyhook.StatusRetrying, anyhook.StatusResolved}
 	var f store.DeliveryFilter
 	switch r.rng.IntN(4) {
 	case 0:
@@ -1261,6 +1264,8 @@ func (r *run) opResolve() {
 	shown := want
 	if want == anyhook.StatusPending && r.m.paused[d.dest] {
 		shown = anyhook.StatusPaused // a resend to a paused destination waits
+	} else if want == anyhook.StatusPending && d.attempts > 0 {
+		shown = anyhook.StatusRetrying // a resend of a delivery whose attempts failed
 	}
 	if x.ID != d.id || x.Status != shown || x.Note == "" || x.AttemptCount != d.attempts || !x.LeaseUntil.IsZero() {
 		r.fatalf("Resolve(%s, %s) = %+v, want %s with a note", d, action, x, shown)
@@ -1698,7 +1703,7 @@ func (r *run) checkAll() {
 	}
 	var filters []store.DeliveryFilter
 	for _, st := range []anyhook.DeliveryStatus{anyhook.StatusPending, anyhook.StatusDelivering, anyhook.StatusDelivered,
-		anyhook.StatusDead, anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusPaused, anyhook.StatusResolved} {
+		anyhook.StatusDead, anyhook.StatusHeld, anyhook.StatusSkipped, anyhook.StatusPaused, anyhook.StatusRetrying, anyhook.StatusResolved} {
 		filters = append(filters, store.DeliveryFilter{Status: st})
 		var want []string
 		for _, ev := range m.events {
@@ -1721,7 +1726,7 @@ func (r *run) checkAll() {
 	}
 	for _, src := range modelSources {
 		filters = append(filters, store.DeliveryFilter{Source: src, Status: anyhook.StatusPending},
-			store.DeliveryFilter{Source: src, Status: anyhook.StatusPaused})
+			store.DeliveryFilter{Source: src, Status: anyhook.StatusPaused}, store.DeliveryFilter{Source: src, Status: anyhook.StatusRetrying})
 	}
 	for _, f := range filters {
 		if got, want := ids(r.listDeliveries(f)), wantIDs(f); !slices.Equal(got, want) {

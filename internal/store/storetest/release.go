@@ -42,14 +42,18 @@ func wantReleased(t *testing.T, what string, got []string, want ...store.Claim) 
 }
 
 // wantUnclaimed fails t unless delivery id of event evID to dest is
-// pending, due, at attempt count attempts and claimed at claimedAt (zero:
+// pending (retrying after an attempt), due, at attempt count attempts and claimed at claimedAt (zero:
 // never), with no lease and rows attempt rows.
 func wantUnclaimed(t *testing.T, s store.Store, evID, dest string, attempts int, claimedAt time.Time, rows int) {
 	t.Helper()
 	d := delivery(t, s, evID, dest)
-	if d.Status != anyhook.StatusPending || d.AttemptCount != attempts || !d.LeaseUntil.IsZero() || !d.ClaimedAt.Equal(claimedAt) || len(d.Attempts) != rows {
-		t.Fatalf("released delivery = %s, attempt %d, lease %v, claimed at %v, %d attempt rows; want pending, attempt %d, no lease, claimed at %v, %d rows",
-			d.Status, d.AttemptCount, d.LeaseUntil, d.ClaimedAt, len(d.Attempts), attempts, claimedAt, rows)
+	want := anyhook.StatusPending
+	if attempts > 0 {
+		want = anyhook.StatusRetrying // an attempt before the released one failed
+	}
+	if d.Status != want || d.AttemptCount != attempts || !d.LeaseUntil.IsZero() || !d.ClaimedAt.Equal(claimedAt) || len(d.Attempts) != rows {
+		t.Fatalf("released delivery = %s, attempt %d, lease %v, claimed at %v, %d attempt rows; want %s, attempt %d, no lease, claimed at %v, %d rows",
+			d.Status, d.AttemptCount, d.LeaseUntil, d.ClaimedAt, len(d.Attempts), want, attempts, claimedAt, rows)
 	}
 }
 
@@ -194,4 +198,53 @@ func testReleaseKeepsOrder(t *testing.T, s store.Store) {
 	}
 	finish(t, s, delivered(again[0]))
 	wantKeys(t, "after v1", claimInOrder(t, s, "billing", 10, time.Minute), "v2")
+}
+
+// renew renews cs with lease and returns the ids Renew says it renewed,
+// sorted.
+func renew(t *testing.T, s store.Store, lease time.Duration, cs ...store.Claim) []string {
+	t.Helper()
+	rs := make([]store.Release, len(cs))
+	for i, c := range cs {
+		rs[i] = store.Release{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount}
+	}
+	ids, err := s.Renew(ctx(t), rs, lease)
+	if err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// testRenew: a renewed claim, even one whose lease had ended, holds a
+// fresh lease (no rescue takes it) and changes in nothing else; Renew is
+// fenced by (delivery, attempt, delivering) as Release is.
+func testRenew(t *testing.T, s store.Store) {
+	if ids, err := s.Renew(ctx(t), nil, time.Minute); err != nil || len(ids) != 0 {
+		t.Fatalf("Renew of nothing = %v, %v", ids, err)
+	}
+	ev := ingest(t, s, newEvent("stripe", "evt_1", "billing"))[0]
+	c := expiredClaim(t, s, "billing")
+	wantReleased(t, "an expired claim nobody rescued", renew(t, s, time.Hour, c), c)
+	d := delivery(t, s, ev.ID, "billing")
+	if d.Status != anyhook.StatusDelivering || d.AttemptCount != 1 || !d.LeaseUntil.After(time.Now().Add(50*time.Minute)) || len(d.Attempts) != 0 {
+		t.Fatalf("renewed delivery = %s, attempt %d, lease until %v, %d attempt rows; want delivering, attempt 1, an hour's lease, no rows",
+			d.Status, d.AttemptCount, d.LeaseUntil, len(d.Attempts))
+	}
+	if ds := rescue(t, s, rule(anyhook.Reclaim, 8)); len(ds) != 0 {
+		t.Fatalf("rescued %+v, a renewed claim", ds)
+	}
+	wrong, unknown := c, c
+	wrong.Delivery.AttemptCount = 2
+	unknown.Delivery.ID = store.NewID()
+	wantReleased(t, "a wrong attempt and an unknown id", renew(t, s, time.Hour, wrong, unknown))
+	finish(t, s, retry(c, 0))
+	wantReleased(t, "a finished claim", renew(t, s, time.Hour, c))
+
+	// A rescued claim is not renewed.
+	again := expiredClaim(t, s, "billing")
+	if ds := rescue(t, s, rule(anyhook.Reclaim, 8)); len(ds) != 1 {
+		t.Fatalf("rescued %+v, want the expired claim", ds)
+	}
+	wantReleased(t, "a rescued claim", renew(t, s, time.Hour, again))
 }

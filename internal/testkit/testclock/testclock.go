@@ -9,10 +9,13 @@ import (
 	"time"
 )
 
-// Clock is a manual clock, safe for concurrent use.
+// Clock is a manual clock, safe for concurrent use. It has a wall clock
+// (Now) and a monotonic one (Elapsed): Add moves both, Step only the
+// wall clock, as an NTP step or a VM resume does.
 type Clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu      sync.Mutex
+	now     time.Time
+	elapsed time.Duration
 }
 
 // New returns a clock that reads t until moved.
@@ -30,4 +33,19 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	c.elapsed += d
+}
+
+// Step moves the wall clock alone by d (backwards when negative).
+func (c *Clock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Elapsed is the monotonic clock: how far Add has moved the clock.
+func (c *Clock) Elapsed() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.elapsed
 }

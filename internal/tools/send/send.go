@@ -439,5 +439,7 @@ func (r *result) print(w io.Writer) {
 	if len(parts) == 0 {
 		parts = []string{"no responses"}
 	}
-	fmt.Fprintf(w, "sent %d in %s (%s); errors: %d\n", r.sent, r.took.Round(time.Millisecond), strings.Join(parts, ", "), r.errors)
+	// "not accepted" counts refusals too: a 400 is not "no errors".
+	fmt.Fprintf(w, "sent %d in %s (%s); not accepted: %d, of them with no answer: %d\n",
+		r.sent, r.took.Round(time.Millisecond), strings.Join(parts, ", "), r.sent-r.ok, r.errors)
 }

@@ -115,7 +115,7 @@ func TestEveryProvider(t *testing.T) {
 			if rc.requests != 4 {
 				t.Fatalf("%d requests verified, want 4", rc.requests)
 			}
-			if !strings.Contains(out, "1 × 200 accepted\n") || !strings.Contains(out, "3 × 200 duplicate\n") || !strings.Contains(out, "sent 4 in ") || !strings.Contains(out, "(200: 4); errors: 0") {
+			if !strings.Contains(out, "1 × 200 accepted\n") || !strings.Contains(out, "3 × 200 duplicate\n") || !strings.Contains(out, "sent 4 in ") || !strings.Contains(out, "(200: 4); not accepted: 0, of them with no answer: 0") {
 				t.Errorf("output:\n%s", out)
 			}
 			keys := map[string]bool{}
@@ -214,14 +214,14 @@ func TestRejected(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, provider.Settings{Provider: "stripe", Secrets: []string{"whsec_right"}})
 	code, out, _ := run(t, "--provider", "stripe", "--secret", "whsec_wrong", "--url", rc.url(), "--times", "3", "--concurrency", "3")
-	if code != 1 || !strings.Contains(out, "3 × 400 error: no signature matched\n") || !strings.Contains(out, "(400: 3)") {
+	if code != 1 || !strings.Contains(out, "3 × 400 error: no signature matched\n") || !strings.Contains(out, "(400: 3); not accepted: 3, of them with no answer: 0") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 	// Nothing listening: transport errors, exit 1.
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
 	code, out, _ = run(t, "--provider", "stripe", "--secret", "s", "--url", srv.URL, "--times", "2")
-	if code != 1 || !strings.Contains(out, "2 × error: ") || !strings.Contains(out, "errors: 2") {
+	if code != 1 || !strings.Contains(out, "2 × error: ") || !strings.Contains(out, "not accepted: 2, of them with no answer: 2") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }

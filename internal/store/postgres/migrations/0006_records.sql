@@ -1,4 +1,4 @@
--- What the screens say is what happened (issue 13; docs/design.md,
+-- What the screens say is what happened (docs/design.md,
 -- "Delivery states"). Mirrors the SQLite migration.
 
 ALTER TABLE deliveries

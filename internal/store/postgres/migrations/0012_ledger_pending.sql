@@ -1,4 +1,4 @@
--- The log's queue of events to sequence (issue 15). A trigger adds each
+-- The log's queue of events to sequence. A trigger adds each
 -- new event's id in the transaction that inserts the event, whoever
 -- inserts it: ingest, a process of an older version during a rolling
 -- upgrade, or someone writing to the table directly (the sequencer then

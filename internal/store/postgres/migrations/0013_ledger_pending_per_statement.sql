@@ -1,5 +1,5 @@
 -- The log's queue is filled once per statement that inserts events, not
--- once per event (issue 15): ingest inserts a whole batch in one
+-- once per event: ingest inserts a whole batch in one
 -- statement, and the row trigger of migration 12 ran a function and an
 -- insert of its own for each of its events. The statement trigger sees the
 -- rows the statement inserted (its transition table; a row ON CONFLICT

@@ -9,7 +9,8 @@
 -- shards up; the store folds the rows of other shards into shard 0 now and
 -- then (FOR UPDATE SKIP LOCKED: it never waits for a writer either).
 --
--- delivery_counts: deliveries per destination and stored status.
+-- delivery_counts: deliveries per destination and status, retrying told
+-- apart from pending (a pending delivery with an attempt behind it).
 CREATE TABLE delivery_counts (
 	destination text COLLATE "C" NOT NULL,
 	status      text COLLATE "C" NOT NULL,
@@ -36,13 +37,16 @@ CREATE TABLE activity (
 -- The rows a fold moves: few, among many folded ones.
 CREATE INDEX activity_unfolded ON activity (minute) WHERE shard <> 0;
 
+CREATE FUNCTION anyhook_depth_status(status text, attempt_count integer) RETURNS text LANGUAGE sql IMMUTABLE
+	AS $$ SELECT CASE WHEN status = 'pending' AND attempt_count > 0 THEN 'retrying' ELSE status END $$;
+
 CREATE FUNCTION anyhook_minute(t timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE
 	AS $$ SELECT floor(extract(epoch FROM t) / 60)::bigint $$;
 
 CREATE FUNCTION anyhook_counts_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO delivery_counts (destination, status, shard, n)
-		SELECT destination, status, pg_backend_pid(), count(*) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
+		SELECT destination, anyhook_depth_status(status, attempt_count), pg_backend_pid(), count(*) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
 		ON CONFLICT (destination, status, shard) DO UPDATE SET n = delivery_counts.n + excluded.n;
 	INSERT INTO activity (minute, destination, kind, shard, n)
 		SELECT anyhook_minute(created_at), destination, 'replayed', pg_backend_pid(), count(*) FROM new_rows WHERE replay GROUP BY 1, 2 ORDER BY 1, 2
@@ -60,11 +64,11 @@ CREATE FUNCTION anyhook_counts_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO delivery_counts (destination, status, shard, n)
 		SELECT destination, status, pg_backend_pid(), sum(d) FROM (
-			SELECT o.destination, o.status, -1 AS d FROM old_rows o JOIN new_rows n ON n.id = o.id
-				WHERE o.status <> n.status OR o.destination <> n.destination
+			SELECT o.destination, anyhook_depth_status(o.status, o.attempt_count) AS status, -1 AS d FROM old_rows o JOIN new_rows n ON n.id = o.id
+				WHERE anyhook_depth_status(o.status, o.attempt_count) <> anyhook_depth_status(n.status, n.attempt_count) OR o.destination <> n.destination
 			UNION ALL
-			SELECT n.destination, n.status, 1 FROM old_rows o JOIN new_rows n ON n.id = o.id
-				WHERE o.status <> n.status OR o.destination <> n.destination) c
+			SELECT n.destination, anyhook_depth_status(n.status, n.attempt_count), 1 FROM old_rows o JOIN new_rows n ON n.id = o.id
+				WHERE anyhook_depth_status(o.status, o.attempt_count) <> anyhook_depth_status(n.status, n.attempt_count) OR o.destination <> n.destination) c
 		GROUP BY 1, 2 ORDER BY 1, 2
 		ON CONFLICT (destination, status, shard) DO UPDATE SET n = delivery_counts.n + excluded.n;
 	INSERT INTO activity (minute, destination, kind, shard, n)
@@ -78,7 +82,7 @@ END $$;
 CREATE FUNCTION anyhook_counts_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO delivery_counts (destination, status, shard, n)
-		SELECT destination, status, pg_backend_pid(), -count(*) FROM old_rows GROUP BY 1, 2 ORDER BY 1, 2
+		SELECT destination, anyhook_depth_status(status, attempt_count), pg_backend_pid(), -count(*) FROM old_rows GROUP BY 1, 2 ORDER BY 1, 2
 		ON CONFLICT (destination, status, shard) DO UPDATE SET n = delivery_counts.n + excluded.n;
 	RETURN NULL;
 END $$;
@@ -130,7 +134,7 @@ CREATE TRIGGER activity_attempts AFTER INSERT ON attempts REFERENCING NEW TABLE 
 -- that went dead and was replayed since is resolved, so its going dead is
 -- not among them.
 INSERT INTO delivery_counts (destination, status, shard, n)
-	SELECT destination, status, 0, count(*) FROM deliveries GROUP BY 1, 2;
+	SELECT destination, anyhook_depth_status(status, attempt_count), 0, count(*) FROM deliveries GROUP BY 1, 2;
 INSERT INTO activity (minute, destination, kind, shard, n)
 	SELECT anyhook_minute(received_at), '', 'received', 0, count(*) FROM events GROUP BY 1;
 INSERT INTO activity (minute, destination, kind, shard, n)

@@ -1,4 +1,4 @@
--- What the screens say is what happened (issue 13; docs/design.md,
+-- What the screens say is what happened (docs/design.md,
 -- "Delivery states").
 
 -- When the latest claim started: an attempt lost in a crash started then.

@@ -1,4 +1,4 @@
--- Backfill (issue 17): how the event reached the gateway. NULL is a
+-- Backfill: how the event reached the gateway. NULL is a
 -- webhook (every event recorded before, and every one received since);
 -- 'backfill' an event read from the provider's API after an outage. It is
 -- on the ledger's leaf (leaf v2, docs/ledger.md) for every origin other

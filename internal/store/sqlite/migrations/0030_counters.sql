@@ -2,7 +2,8 @@
 -- of counting rows, kept by triggers in the transaction that writes the
 -- rows they count: they cannot drift from what was committed.
 --
--- delivery_counts: deliveries per destination and stored status.
+-- delivery_counts: deliveries per destination and status, retrying told
+-- apart from pending (a pending delivery with an attempt behind it).
 CREATE TABLE delivery_counts (
 	destination TEXT NOT NULL,
 	status      TEXT NOT NULL,
@@ -25,7 +26,7 @@ CREATE TABLE activity (
 ) WITHOUT ROWID;
 
 CREATE TRIGGER delivery_counts_insert AFTER INSERT ON deliveries BEGIN
-	INSERT INTO delivery_counts (destination, status, n) VALUES (new.destination, new.status, 1)
+	INSERT INTO delivery_counts (destination, status, n) VALUES (new.destination, CASE WHEN new.status = 'pending' AND new.attempt_count > 0 THEN 'retrying' ELSE new.status END, 1)
 		ON CONFLICT (destination, status) DO UPDATE SET n = n + 1;
 	INSERT INTO activity (minute, destination, kind, n)
 		SELECT new.created_at / 60000000, new.destination, 'replayed', 1 WHERE new.replay
@@ -36,10 +37,10 @@ CREATE TRIGGER delivery_counts_insert AFTER INSERT ON deliveries BEGIN
 		ON CONFLICT (minute, destination, kind) DO UPDATE SET n = n + 1;
 END;
 
-CREATE TRIGGER delivery_counts_update AFTER UPDATE OF status, destination ON deliveries
-	WHEN old.status <> new.status OR old.destination <> new.destination BEGIN
-	UPDATE delivery_counts SET n = n - 1 WHERE destination = old.destination AND status = old.status;
-	INSERT INTO delivery_counts (destination, status, n) VALUES (new.destination, new.status, 1)
+CREATE TRIGGER delivery_counts_update AFTER UPDATE OF status, destination, attempt_count ON deliveries
+	WHEN CASE WHEN old.status = 'pending' AND old.attempt_count > 0 THEN 'retrying' ELSE old.status END <> CASE WHEN new.status = 'pending' AND new.attempt_count > 0 THEN 'retrying' ELSE new.status END OR old.destination <> new.destination BEGIN
+	UPDATE delivery_counts SET n = n - 1 WHERE destination = old.destination AND status = CASE WHEN old.status = 'pending' AND old.attempt_count > 0 THEN 'retrying' ELSE old.status END;
+	INSERT INTO delivery_counts (destination, status, n) VALUES (new.destination, CASE WHEN new.status = 'pending' AND new.attempt_count > 0 THEN 'retrying' ELSE new.status END, 1)
 		ON CONFLICT (destination, status) DO UPDATE SET n = n + 1;
 	INSERT INTO activity (minute, destination, kind, n)
 		SELECT new.updated_at / 60000000, new.destination, new.status, 1 WHERE new.status IN ('delivered', 'dead') AND old.status <> new.status
@@ -47,7 +48,7 @@ CREATE TRIGGER delivery_counts_update AFTER UPDATE OF status, destination ON del
 END;
 
 CREATE TRIGGER delivery_counts_delete AFTER DELETE ON deliveries BEGIN
-	UPDATE delivery_counts SET n = n - 1 WHERE destination = old.destination AND status = old.status;
+	UPDATE delivery_counts SET n = n - 1 WHERE destination = old.destination AND status = CASE WHEN old.status = 'pending' AND old.attempt_count > 0 THEN 'retrying' ELSE old.status END;
 END;
 
 CREATE TRIGGER activity_event AFTER INSERT ON events BEGIN
@@ -74,7 +75,7 @@ END;
 -- from the rows as they are now: a delivery that went dead and was replayed
 -- since is resolved, so its going dead is not among them.
 INSERT INTO delivery_counts (destination, status, n)
-	SELECT destination, status, count(*) FROM deliveries GROUP BY 1, 2;
+	SELECT destination, CASE WHEN status = 'pending' AND attempt_count > 0 THEN 'retrying' ELSE status END, count(*) FROM deliveries GROUP BY 1, 2;
 INSERT INTO activity (minute, destination, kind, n)
 	SELECT received_at / 60000000, '', 'received', count(*) FROM events GROUP BY 1;
 INSERT INTO activity (minute, destination, kind, n)

@@ -1,0 +1,102 @@
+package delivery_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/delivery"
+)
+
+// Each attempt says what became of its request against a real server:
+// not sent (the handler never ran), sent without an answer (it may have
+// run), or answered.
+func TestAttemptOutcomeKinds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		server  func(t *testing.T, ran *atomic.Int32) string // the destination URL
+		timeout time.Duration
+		want    string
+		ran     bool // the handler read the request
+	}{
+		{"refused", refusingURL, 0, anyhook.OutcomeNotSent, false},
+		{"tls failure", func(t *testing.T, ran *atomic.Int32) string { return okServer(t, true, ran).URL }, 0, anyhook.OutcomeNotSent, false},
+		{"timeout", sleepingURL, 200 * time.Millisecond, anyhook.OutcomeNoAnswer, true},
+		{"reset", resettingURL, 0, anyhook.OutcomeNoAnswer, true},
+		{"500", answering500URL, 0, anyhook.OutcomeAnswered, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var ran atomic.Int32
+			o := attempt(t, delivery.Destination{URL: tc.server(t, &ran), Timeout: tc.timeout}, nil)
+			if o.Result.Outcome != tc.want {
+				t.Errorf("outcome %q (error %q), want %q", o.Result.Outcome, o.Result.Error, tc.want)
+			}
+			if o.Status == anyhook.StatusDelivered || o.Result.Error == "" {
+				t.Errorf("status %s, error %q: want a failed attempt with its error", o.Status, o.Result.Error)
+			}
+			if got := ran.Load() > 0; got != tc.ran {
+				t.Errorf("handler ran: %v, want %v", got, tc.ran)
+			}
+			if got := o.Result.MayHaveRun(); got != tc.ran {
+				t.Errorf("MayHaveRun %v, but the handler ran: %v", got, tc.ran)
+			}
+		})
+	}
+}
+
+// refusingURL is the address of a port nobody listens on any more.
+func refusingURL(t *testing.T, _ *atomic.Int32) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr + "/hook"
+}
+
+// sleepingURL's handler reads the request, then answers only once the
+// client gave up.
+func sleepingURL(t *testing.T, ran *atomic.Int32) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		ran.Add(1)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// resettingURL's handler reads the request, then resets the connection.
+func resettingURL(t *testing.T, ran *atomic.Int32) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		ran.Add(1)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.(*net.TCPConn).SetLinger(0) // close with a RST
+		conn.Close()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func answering500URL(t *testing.T, ran *atomic.Int32) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		ran.Add(1)
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
