@@ -23,9 +23,8 @@ const (
 	DefaultCheckpointInterval = 10 * time.Second
 	// PruneEvery is how often the checkpointer prunes old bodies.
 	PruneEvery = 10 * time.Minute
-	// pruneBatch bounds one pruning transaction: 100 bodies held
-	// SQLite's writer for ~16 ms on a million-event store, 1,000 for
-	// ~80 ms and up to 0.7 s (BENCHMARKS.md, issue 32).
+	// pruneBatch bounds one pruning transaction, so that ingest never
+	// waits long behind it (BENCHMARKS.md, "The read side at scale").
 	pruneBatch = 100
 )
 
