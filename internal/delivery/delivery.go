@@ -609,20 +609,18 @@ type reply struct {
 
 // send POSTs the event to d, giving up after timeout. It returns the
 // reply, and an error when no response arrived; the reply's outcome says
-// then whether the request had been written (no_answer: the handler may
-// have run) or not (not_sent).
+// then whether the request's headers had been written (no_answer: the
+// handler may have run) or not (not_sent).
 func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var wrote atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		// Called once per write, the transport's retries on a fresh
-		// connection included: any whole write means the handler may run.
-		WroteRequest: func(w httptrace.WroteRequestInfo) {
-			if w.Err == nil {
-				wrote.Store(true)
-			}
-		},
+		// Once its headers are written on a connection, the handler may
+		// start: a server runs it before the body has arrived, so a write
+		// cut off in the body is sent, not "not sent". Headers written
+		// to a connection that then failed count too: the safe side.
+		WroteHeaders: func() { wrote.Store(true) },
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(c.Event.Body))
 	if err != nil {

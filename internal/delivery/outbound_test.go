@@ -95,7 +95,13 @@ func attempt(t *testing.T, d delivery.Destination, client *http.Client) store.Ou
 		d.Timeout = 30 * time.Second
 	}
 	d.MaxAttempts, d.Initial, d.Max = 3, time.Second, time.Second
-	st := newFakeStore(claim(d.Name))
+	return attemptClaim(t, d, client, claim(d.Name))
+}
+
+// attemptClaim is attempt with a claim of the caller's.
+func attemptClaim(t *testing.T, d delivery.Destination, client *http.Client, c store.Claim) store.Outcome {
+	t.Helper()
+	st := newFakeStore(c)
 	e := delivery.New(st, delivery.Options{Destinations: []delivery.Destination{d}, Client: client, PollInterval: 10 * time.Millisecond})
 	e.Start(t.Context())
 	defer e.Stop(time.Second)

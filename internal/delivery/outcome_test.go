@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -48,6 +49,28 @@ func TestAttemptOutcomeKinds(t *testing.T) {
 				t.Errorf("MayHaveRun %v, but the handler ran: %v", got, tc.ran)
 			}
 		})
+	}
+}
+
+// A request whose body the handler had not finished reading when the
+// attempt gave up was sent all the same: its handler had started.
+func TestPartlyWrittenRequestMayHaveRun(t *testing.T) {
+	t.Parallel()
+	var ran atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran.Add(1) // reads none of the body
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := claim("dest")
+	c.Event.Body = bytes.Repeat([]byte("x"), 64<<20) // more than the sockets' buffers hold
+	d := delivery.Destination{Name: "dest", URL: srv.URL, Timeout: 500 * time.Millisecond, MaxAttempts: 3, Initial: time.Second, Max: time.Second}
+	o := attemptClaim(t, d, nil, c)
+	if ran.Load() != 1 || o.Result.Outcome != anyhook.OutcomeNoAnswer {
+		t.Errorf("handler ran %d times; outcome %q (error %q), want %q", ran.Load(), o.Result.Outcome, o.Result.Error, anyhook.OutcomeNoAnswer)
 	}
 }
 
