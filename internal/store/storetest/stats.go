@@ -213,4 +213,15 @@ func testStats(t *testing.T, s store.Store) {
 		t.Errorf("a day by the hour: %d buckets, %d received (want %d), ci dead %d; %v",
 			len(wide.Received), store.Sum(wide.Received), store.Sum(act.Received), store.Sum(wide.Dead["ci"]), err)
 	}
+	// A person marking a delivery delivered is not a delivery: the
+	// gateway saw no 2xx.
+	ingest(t, s, newEvent("stripe", "evt_marked", "vault"))
+	c := expiredClaim(t, s, "vault")
+	rescue(t, s, rule(anyhook.Hold, 8))
+	if _, err := s.Resolve(ctx, c.Delivery.ID, store.ActionMarkDelivered, store.Actor{Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if act, err := s.Activity(ctx, store.ActivityQuery{Window: time.Hour, Bucket: time.Minute, Destinations: []string{"vault"}}); err != nil || store.Sum(act.Delivered["vault"]) != 0 {
+		t.Errorf("a delivery marked delivered counts %d delivered (%v); want 0", store.Sum(act.Delivered["vault"]), err)
+	}
 }

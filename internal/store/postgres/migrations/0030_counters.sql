@@ -23,8 +23,9 @@ CREATE TABLE delivery_counts (
 -- later does not rewrite a minute in which deliveries went dead).
 -- destination '' holds what happened to events: received, stale (a stale
 -- event received), skipped (a stale event whose deliveries were skipped).
--- Per destination: delivered, dead (went dead), failed (an attempt that
--- got no 2xx), replayed (a replay delivery created).
+-- Per destination: delivered (a 2xx: not a person's mark), dead (went
+-- dead), failed (an attempt that got no 2xx), replayed (a replay delivery
+-- created).
 CREATE TABLE activity (
 	minute      bigint NOT NULL,   -- Unix time / 60
 	destination text COLLATE "C" NOT NULL,
@@ -74,7 +75,8 @@ BEGIN
 	INSERT INTO activity (minute, destination, kind, shard, n)
 		SELECT anyhook_minute(n.updated_at), n.destination, n.status, pg_backend_pid(), count(*)
 			FROM old_rows o JOIN new_rows n ON n.id = o.id
-			WHERE n.status IN ('delivered', 'dead') AND o.status <> n.status GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+			WHERE n.status IN ('delivered', 'dead') AND o.status <> n.status AND n.resolution <> 'marked_delivered'
+			GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
 		ON CONFLICT (minute, destination, kind, shard) DO UPDATE SET n = activity.n + excluded.n;
 	RETURN NULL;
 END $$;
@@ -140,7 +142,8 @@ INSERT INTO activity (minute, destination, kind, shard, n)
 INSERT INTO activity (minute, destination, kind, shard, n)
 	SELECT anyhook_minute(received_at), '', 'stale', 0, count(*) FROM events WHERE stale GROUP BY 1;
 INSERT INTO activity (minute, destination, kind, shard, n)
-	SELECT anyhook_minute(updated_at), destination, status, 0, count(*) FROM deliveries WHERE status IN ('delivered', 'dead') GROUP BY 1, 2, 3;
+	SELECT anyhook_minute(updated_at), destination, status, 0, count(*) FROM deliveries WHERE status IN ('delivered', 'dead')
+		AND resolution <> 'marked_delivered' GROUP BY 1, 2, 3;
 INSERT INTO activity (minute, destination, kind, shard, n)
 	SELECT anyhook_minute(created_at), destination, 'replayed', 0, count(*) FROM deliveries WHERE replay GROUP BY 1, 2;
 INSERT INTO activity (minute, destination, kind, shard, n)

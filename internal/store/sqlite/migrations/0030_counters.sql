@@ -15,8 +15,9 @@ CREATE TABLE delivery_counts (
 -- later does not rewrite a minute in which deliveries went dead).
 -- destination '' holds what happened to events: received, stale (a stale
 -- event received), skipped (a stale event whose deliveries were skipped).
--- Per destination: delivered, dead (went dead), failed (an attempt that
--- got no 2xx), replayed (a replay delivery created).
+-- Per destination: delivered (a 2xx: not a person's mark), dead (went
+-- dead), failed (an attempt that got no 2xx), replayed (a replay delivery
+-- created).
 CREATE TABLE activity (
 	minute      INTEGER NOT NULL,   -- Unix time / 60
 	destination TEXT NOT NULL,
@@ -44,6 +45,7 @@ CREATE TRIGGER delivery_counts_update AFTER UPDATE OF status, destination, attem
 		ON CONFLICT (destination, status) DO UPDATE SET n = n + 1;
 	INSERT INTO activity (minute, destination, kind, n)
 		SELECT new.updated_at / 60000000, new.destination, new.status, 1 WHERE new.status IN ('delivered', 'dead') AND old.status <> new.status
+			AND new.resolution <> 'marked_delivered'
 		ON CONFLICT (minute, destination, kind) DO UPDATE SET n = n + 1;
 END;
 
@@ -81,7 +83,8 @@ INSERT INTO activity (minute, destination, kind, n)
 INSERT INTO activity (minute, destination, kind, n)
 	SELECT received_at / 60000000, '', 'stale', count(*) FROM events WHERE stale GROUP BY 1;
 INSERT INTO activity (minute, destination, kind, n)
-	SELECT updated_at / 60000000, destination, status, count(*) FROM deliveries WHERE status IN ('delivered', 'dead') GROUP BY 1, 2, 3;
+	SELECT updated_at / 60000000, destination, status, count(*) FROM deliveries WHERE status IN ('delivered', 'dead')
+		AND resolution <> 'marked_delivered' GROUP BY 1, 2, 3;
 INSERT INTO activity (minute, destination, kind, n)
 	SELECT created_at / 60000000, destination, 'replayed', count(*) FROM deliveries WHERE replay GROUP BY 1, 2;
 INSERT INTO activity (minute, destination, kind, n)
