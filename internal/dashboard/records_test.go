@@ -131,5 +131,5 @@ func TestEventPageNoAnswer(t *testing.T) {
 	}
 	mustContain(t, f.get("/events/"+id),
 		"<strong>audit</strong>: tried 1 time (1 attempt of its delivery); <span class=\"may-have-run\">the handler may have run 0 times; 1 not sent (refused, DNS or TLS: the handler did not run)</span>, answered 2xx 0 times.",
-		`<td class="outcome">not sent: did not run</td>`)
+		`<td class="outcome" data-label="Outcome">not sent: did not run</td>`)
 }
