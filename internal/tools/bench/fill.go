@@ -45,8 +45,9 @@ flags:
   --written W      write only W of the N events through the store (default:
                    all); the rest are copies of those W made in SQL, each
                    with ids, dedup keys and objects of its own and the same
-                   times, bodies and outcomes, at 10–40 times the speed
-                   (N/W at most 256)
+                   times, bodies and outcomes (N/W at most 256). --written 0
+                   copies the latest earlier fill's events, skipping the
+                   copies it already made: it resumes a copy that stopped
   --batch B        events per Ingest call (default 1000)
   --body-size S    body size (default 1KiB)
   --repeat R       warm requests per URL (default 20)
@@ -99,8 +100,8 @@ func parseFillFlags(args []string) (*fillOptions, error) {
 		return nil, errors.New("--fill cannot be negative")
 	case o.events == 0 && o.database == "":
 		return nil, errors.New("--fill 0 times an existing store: name it with --database")
-	case o.written == 0 && o.events > 0:
-		return nil, errors.New("--written must be at least 1: copies are made of written events")
+	case o.written == 0 && o.events > 0 && o.database == "":
+		return nil, errors.New("--written 0 copies the events of an earlier fill: name its store with --database")
 	case o.written > 0 && (o.events+o.written-1)/o.written > 256:
 		return nil, fmt.Errorf("--written %d: at most 255 copies of each written event; write at least %d", o.written, (o.events+255)/256)
 	case o.batch < 1 || o.batch > 10000:
@@ -226,6 +227,9 @@ func fill(ctx context.Context, o *fillOptions, say func(string, ...any)) (took, 
 			lastSay = time.Now()
 			say("filled %d of %d events (%.0f/s)", i+n, o.written, float64(i+n)/time.Since(t0).Seconds())
 		}
+	}
+	if o.written == 0 {
+		run = "" // the latest earlier fill's
 	}
 	if o.written < o.events {
 		// The copies are written with SQL of their own, on a connection of

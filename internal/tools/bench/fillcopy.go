@@ -88,11 +88,16 @@ func copyID(col string, k int) string {
 	return fmt.Sprintf("substr(%[1]s, 1, 14) || '8' || substr(%[1]s, 16, 9) || '%02[2]x' || substr(%[1]s, 27)", col, k)
 }
 
+// copyIDOf is copyID computed here.
+func copyIDOf(id string, k int) string { return id[:14] + "8" + id[15:24] + fmt.Sprintf("%02x", k) + id[26:] }
+
 // openCopyDB opens the store's database with database/sql.
 func openCopyDB(dsn string) (*sql.DB, copyDialect, error) {
 	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
 		q := url.Values{}
-		for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(1)"} {
+		// A large page cache: the copies go into every index of tables of
+		// millions of rows, and each page missed is a read system call.
+		for _, p := range []string{"journal_mode(WAL)", "synchronous(NORMAL)", "busy_timeout(10000)", "foreign_keys(1)", "cache_size(-2000000)"} {
 			q.Add("_pragma", p)
 		}
 		db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
@@ -111,14 +116,24 @@ func openCopyDB(dsn string) (*sql.DB, copyDialect, error) {
 }
 
 // copyFill adds n events to the store as copies of the events of run
-// (their dedup keys start with "evt_<run>_"), in chunks of chunk events
-// per transaction.
+// (their dedup keys start with "evt_<run>_"; "" is the latest run's), in
+// chunks of chunk events per transaction. A chunk copied by an earlier
+// call that stopped midway is skipped (and counted): so a copy can be
+// resumed.
 func copyFill(ctx context.Context, dsn, run string, n, chunk int, say func(string, ...any)) error {
 	db, d, err := openCopyDB(dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if run == "" {
+		var key string
+		if err := db.QueryRowContext(ctx, `SELECT dedup_key FROM events WHERE dedup_key LIKE 'evt\_%' ESCAPE '\' ORDER BY id DESC LIMIT 1`).Scan(&key); err != nil {
+			return fmt.Errorf("no filled events to copy: %w", err)
+		}
+		run, _, _ = strings.Cut(strings.TrimPrefix(key, "evt_"), "_")
+		say("copying the events of fill run %s", run)
+	}
 	// The originals, by id: the events this run wrote (not a duplicate's
 	// key, not a copy's).
 	var base []string
@@ -166,7 +181,32 @@ func copyFill(ctx context.Context, dsn, run string, n, chunk int, say func(strin
 		}
 		for i := 0; i < len(base) && done < n; i += chunk {
 			m := min(chunk, len(base)-i, n-done)
-			lo, hi := base[i], base[i+m-1]
+			// A chunk an earlier call copied (all of it, or its first
+			// events where that call's n ran out) is skipped.
+			exists := func(j int) (bool, error) {
+				var n int
+				err := db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE id = `+d.ph(1), copyIDOf(base[j], k)).Scan(&n)
+				return n > 0, err
+			}
+			first, end := i, i+m // the copies made are a prefix of the chunk
+			for first < end {
+				mid := (first + end) / 2
+				ok, err := exists(mid)
+				if err != nil {
+					return err
+				}
+				if ok {
+					first = mid + 1
+				} else {
+					end = mid
+				}
+			}
+			done += first - i
+			if first == i+m {
+				continue
+			}
+			m -= first - i
+			lo, hi := base[first], base[first+m-1]
 			if err := copyChunk(ctx, db, d, inserts, lo, hi); err != nil {
 				return fmt.Errorf("copy %d of events %s..%s: %w", k, lo, hi, err)
 			}

@@ -74,6 +74,14 @@ func TestCopyFill(t *testing.T) {
 			if n := one(`SELECT count(*) FROM versions WHERE object LIKE '%~1'`); n == 0 {
 				t.Error("the copies' objects have no versions")
 			}
+			// Resumed (--written 0): the copies made are skipped and
+			// counted, the rest made.
+			if err := copyFill(t.Context(), dsn, "", 2000, 300, t.Logf); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := one(`SELECT count(*) FROM events`), int64(982+2000); got != want {
+				t.Errorf("after a resumed copy of 2,000: %d events, want %d", got, want)
+			}
 		})
 	}
 }
