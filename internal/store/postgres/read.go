@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -90,6 +91,20 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 
 // ListEvents implements store.Store.
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error) {
+	if strings.Contains(f.Type, "*") {
+		from, to := sqlstore.TypeRange(f.Type)
+		rows, err := s.pool.Query(ctx, sqlstore.Postgres.TypesQuery(), from, to, to)
+		if err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
+		found, err := collect(rows, sqlstore.ScanString)
+		if err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
+		if types, ok := sqlstore.GlobTypes(f.Type, found); ok {
+			return sqlstore.ListTypes(ctx, f, types, s.ListEvents)
+		}
+	}
 	c := sqlstore.NewWhere(sqlstore.Postgres)
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -55,6 +56,16 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 
 // ListEvents implements store.Store.
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error) {
+	if strings.Contains(f.Type, "*") {
+		from, to := sqlstore.TypeRange(f.Type)
+		found, err := query(ctx, s.r, sqlstore.ScanString, sqlstore.SQLite.TypesQuery(), from, to, to)
+		if err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
+		if types, ok := sqlstore.GlobTypes(f.Type, found); ok {
+			return sqlstore.ListTypes(ctx, f, types, s.ListEvents)
+		}
+	}
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
 	if f.Status != "" {

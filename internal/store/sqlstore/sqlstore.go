@@ -215,19 +215,17 @@ func (w *Where) In(col string, values []string) {
 	w.conds = append(w.conds, col+" IN ("+strings.Join(marks, ", ")+")")
 }
 
-// AddType adds that the type column col matches the glob (EventFilter.Type):
-// a glob without * is an equality on lower(coalesce(col, ”)), which the
-// events_type index answers in keyset order; one with * a LIKE (ILIKE on
-// PostgreSQL), which reads what the other conditions select.
+// AddType adds that the type column col matches the glob (EventFilter.Type),
+// on TypeExpr: a glob without * is an equality, which the events_type index
+// answers in keyset order; one with * a LIKE, which reads what the other
+// conditions select (ListEvents answers most globs with ListTypes instead).
 func (w *Where) AddType(col, glob string) {
 	switch {
 	case glob == "":
 	case !strings.Contains(glob, "*"):
-		w.Add(`lower(coalesce(`+col+`, '')) = lower(?)`, glob)
-	case w.d.Numbered:
-		w.Add(`coalesce(`+col+`, '') ILIKE ? ESCAPE '\'`, store.TypePattern(glob))
+		w.Add(w.d.TypeExpr(col)+` = ?`, store.LowerType(glob))
 	default:
-		w.Add(`coalesce(`+col+`, '') LIKE ? ESCAPE '\'`, store.TypePattern(glob))
+		w.Add(w.d.TypeExpr(col)+` LIKE ? ESCAPE '\'`, store.TypePattern(store.LowerType(glob)))
 	}
 }
 

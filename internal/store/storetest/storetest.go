@@ -105,6 +105,7 @@ func runQueue(t *testing.T, open Open) {
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
+		{"TypeGlobPages", testTypeGlobPages},
 		{"BackfillOrigin", testBackfillOrigin},
 		{"OrderByVersion", testOrderByVersion},
 		{"OrderFailingHeadBlocksOnlyItsObject", testOrderFailingHeadBlocksOnlyItsObject},
