@@ -249,6 +249,25 @@ func (w *Where) AddPrefix(p, prefix string) {
 		" OR "+p+"id IN (SELECT pd.event_id FROM deliveries pd WHERE pd.id >= "+m[3]+" AND pd.id < "+m[4]+"))")
 }
 
+// AddAfter adds the keyset condition of a list in time order (the
+// timeCol, then idCol, both descending) after the row whose id is cursor
+// in table: nothing when cursor is empty. The cursor's time is read by a
+// subquery (its primary key); an unknown cursor selects nothing.
+func (w *Where) AddAfter(timeCol, idCol, table, cursor string) {
+	if cursor == "" {
+		return
+	}
+	w.args = append(w.args, cursor, cursor, cursor)
+	m := w.marks(3)
+	at := func(mark string) string {
+		return "(SELECT c.received_at FROM " + table + " c WHERE c.id = " + mark + ")"
+	}
+	if table == "deliveries" {
+		at = func(mark string) string { return "(SELECT c.created_at FROM deliveries c WHERE c.id = " + mark + ")" }
+	}
+	w.conds = append(w.conds, timeCol+" <= "+at(m[0])+" AND ("+timeCol+" < "+at(m[1])+" OR "+idCol+" < "+m[2]+")")
+}
+
 // marks are the placeholders of the last k arguments added.
 func (w *Where) marks(k int) []string {
 	out := make([]string, k)
@@ -295,8 +314,22 @@ func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
 	w.AddString("e.source = ?", f.Source)
 	w.AddTime("d.created_at >= ?", f.Since)
 	w.AddTime("d.created_at < ?", f.Until)
-	w.AddString("d.id < ?", f.Cursor)
+	if store.DeliveriesByTime(f) {
+		w.AddAfter("d.created_at", "d.id", "deliveries", f.Cursor)
+	} else {
+		w.AddString("d.id < ?", f.Cursor)
+	}
 	return w.String(), w.Args()
+}
+
+// DeliveryOrder is the ORDER BY of the deliveries list of f (d the
+// deliveries): newest first, by creation time when f has a time window
+// (store.DeliveriesByTime), else by id.
+func DeliveryOrder(f store.DeliveryFilter) string {
+	if store.DeliveriesByTime(f) {
+		return ` ORDER BY d.created_at DESC, d.id DESC`
+	}
+	return ` ORDER BY d.id DESC`
 }
 
 // Nullable is s as a parameter of a nullable text column: NULL when empty.

@@ -93,7 +93,14 @@ func ListTypes(ctx context.Context, f store.EventFilter, types []string,
 		all = append(all, evs...)
 		more = more || next != ""
 	}
-	slices.SortFunc(all, func(a, b anyhook.Event) int { return strings.Compare(b.ID, a.ID) })
+	slices.SortFunc(all, func(a, b anyhook.Event) int {
+		if store.EventsByTime(f) {
+			if c := b.ReceivedAt.Compare(a.ReceivedAt); c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
 	if len(all) > limit {
 		return all[:limit], all[limit-1].ID, nil
 	}

@@ -106,6 +106,7 @@ func runQueue(t *testing.T, open Open) {
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
 		{"TypeGlobPages", testTypeGlobPages},
+		{"ListFilters", ListFilters},
 		{"BackfillOrigin", testBackfillOrigin},
 		{"OrderByVersion", testOrderByVersion},
 		{"OrderFailingHeadBlocksOnlyItsObject", testOrderFailingHeadBlocksOnlyItsObject},
