@@ -129,7 +129,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	c.AddTime("received_at < ?", f.Until)
 	order := ` ORDER BY id DESC`
 	if store.EventsByTime(f) {
-		c.AddAfter("events.received_at", "events.id", "events", f.Cursor)
+		c.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
 		order = ` ORDER BY received_at DESC, id DESC`
 	} else {
 		c.AddString("id < ?", f.Cursor)

@@ -83,7 +83,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		// index from its end: walking the ids newest first would read
 		// every event after the window too.
 		from, order = ` FROM events INDEXED BY events_received`, ` ORDER BY events.received_at DESC, events.id DESC`
-		w.AddAfter("events.received_at", "events.id", "events", f.Cursor)
+		w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
 	} else {
 		w.AddString("events.id < ?", f.Cursor)
 	}

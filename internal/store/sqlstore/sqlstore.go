@@ -249,21 +249,19 @@ func (w *Where) AddPrefix(p, prefix string) {
 		" OR "+p+"id IN (SELECT pd.event_id FROM deliveries pd WHERE pd.id >= "+m[3]+" AND pd.id < "+m[4]+"))")
 }
 
-// AddAfter adds the keyset condition of a list in time order (the
-// timeCol, then idCol, both descending) after the row whose id is cursor
-// in table: nothing when cursor is empty. The cursor's time is read by a
-// subquery (its primary key); an unknown cursor selects nothing.
-func (w *Where) AddAfter(timeCol, idCol, table, cursor string) {
+// AddAfter adds the keyset condition of a list in time order (timeCol,
+// then idCol, both descending) after the row of table whose id is cursor,
+// whose time is its column col: nothing when cursor is empty. The
+// cursor's time is read by subquery (its primary key); an unknown cursor
+// selects nothing.
+func (w *Where) AddAfter(timeCol, idCol, table, col, cursor string) {
 	if cursor == "" {
 		return
 	}
 	w.args = append(w.args, cursor, cursor, cursor)
 	m := w.marks(3)
 	at := func(mark string) string {
-		return "(SELECT c.received_at FROM " + table + " c WHERE c.id = " + mark + ")"
-	}
-	if table == "deliveries" {
-		at = func(mark string) string { return "(SELECT c.created_at FROM deliveries c WHERE c.id = " + mark + ")" }
+		return "(SELECT c." + col + " FROM " + table + " c WHERE c.id = " + mark + ")"
 	}
 	w.conds = append(w.conds, timeCol+" <= "+at(m[0])+" AND ("+timeCol+" < "+at(m[1])+" OR "+idCol+" < "+m[2]+")")
 }
@@ -315,7 +313,7 @@ func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
 	w.AddTime("d.created_at >= ?", f.Since)
 	w.AddTime("d.created_at < ?", f.Until)
 	if store.DeliveriesByTime(f) {
-		w.AddAfter("d.created_at", "d.id", "deliveries", f.Cursor)
+		w.AddAfter("d.created_at", "d.id", "deliveries", "created_at", f.Cursor)
 	} else {
 		w.AddString("d.id < ?", f.Cursor)
 	}
