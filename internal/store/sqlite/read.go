@@ -81,9 +81,21 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	} else if store.EventsByTime(f) {
 		// A time window (a prefix search has one) walks the receive time
 		// index from its end: walking the ids newest first would read
-		// every event after the window too.
-		from, order = ` FROM events INDEXED BY events_received`, ` ORDER BY events.received_at DESC, events.id DESC`
+		// every event after the window too. Unless a filter selecting few
+		// events has an index of its own (an exact provider event id, a
+		// source with few events): then those are read and sorted.
+		order = ` ORDER BY events.received_at DESC, events.id DESC`
 		w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
+		few := f.Q != ""
+		if !few && f.Source != "" {
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source); err != nil {
+				return nil, "", store.Unavailable("list events", err)
+			}
+		}
+		if !few {
+			from = ` FROM events INDEXED BY events_received`
+		}
 	} else {
 		w.AddString("events.id < ?", f.Cursor)
 	}

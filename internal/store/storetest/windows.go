@@ -139,4 +139,11 @@ func ListFilters(t *testing.T, s store.Store) {
 			t.Errorf("events %+v: %d %q, want %d %q", c.f, len(got), got, len(want), want)
 		}
 	}
+	// A provider event id within a window: its own index, not the window's.
+	if got := walkE(store.EventFilter{Q: "evt_w15", Until: at(20), Limit: 3}); !slices.Equal(got, []string{evIDs[15]}) {
+		t.Errorf("q=evt_w15 until event 20: %q, want event 15", got)
+	}
+	if got := walkE(store.EventFilter{Q: "evt_w15", Until: at(15), Limit: 3}); len(got) != 0 {
+		t.Errorf("q=evt_w15 until event 15: %q, want none", got)
+	}
 }
