@@ -135,12 +135,14 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	limit := store.PageLimit(f.Limit)
 	// CROSS JOIN keeps the deliveries the outer loop, walked newest first
 	// through an index of theirs: left to itself, SQLite would read every
-	// event of a source and sort all their deliveries. A source with few
-	// events (or a window with few deliveries) is the other way round:
-	// walking the deliveries would read all of them to find its few, so
-	// its events (its deliveries) are read and sorted instead.
-	// (A rare source with a time window takes that way too.)
+	// event of a source and sort all their deliveries. A time window walks
+	// the creation time index from its end. A source with few events is
+	// the other way round: walking the deliveries would read all of them
+	// to find its few, so its events' deliveries are read and sorted.
 	from := ` FROM deliveries d CROSS JOIN events e ON e.id = d.event_id`
+	if store.DeliveriesByTime(f) {
+		from = ` FROM deliveries d INDEXED BY deliveries_created CROSS JOIN events e ON e.id = d.event_id`
+	}
 	if f.Source != "" {
 		few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source)
 		if err != nil {
@@ -149,9 +151,6 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 		if few {
 			from = ` FROM events e CROSS JOIN deliveries d ON d.event_id = e.id`
 		}
-	} else if store.DeliveriesByTime(f) {
-		// A time window walks the creation time index from its end.
-		from = ` FROM deliveries d INDEXED BY deliveries_created CROSS JOIN events e ON e.id = d.event_id`
 	}
 	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+from+where+
 		sqlstore.DeliveryOrder(f)+` LIMIT `+strconv.Itoa(limit+1), args...)
