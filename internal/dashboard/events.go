@@ -3,10 +3,12 @@ package dashboard
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -30,6 +32,13 @@ type eventsData struct {
 	// event: the event may never have been accepted.
 	Refused    int
 	RefusedURL string
+	// Until is the search's upper receive time (a search continued
+	// further back), carried by the form and the pager.
+	Until string
+	// SearchedBackTo, when set, is how far back a search by id prefix
+	// looked (store.SearchPrefix); FurtherURL continues it before then.
+	SearchedBackTo time.Time
+	FurtherURL     string
 }
 
 // eventFilter reads the list's query parameters.
@@ -45,10 +54,17 @@ func eventFilter(v url.Values) (store.EventFilter, error) {
 	if f.Status != "" && !f.Status.Valid() {
 		return f, &pageError{http.StatusBadRequest, fmt.Sprintf("unknown status %q", f.Status)}
 	}
+	if u := strings.TrimSpace(v.Get("until")); u != "" {
+		t, err := time.Parse(time.RFC3339Nano, u)
+		if err != nil {
+			return f, &pageError{http.StatusBadRequest, fmt.Sprintf("until %q is not a time like 2026-01-02T15:04:05Z", u)}
+		}
+		f.Until = t
+	}
 	return f, nil
 }
 
-// GET /events?source=&status=&q=&type=&cursor=  (X-AnyHook-Partial: rows only)
+// GET /events?source=&status=&q=&type=&until=&cursor=  (X-AnyHook-Partial: rows only)
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	f, err := eventFilter(r.URL.Query())
 	if err != nil {
@@ -57,7 +73,8 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	partial := r.Header.Get("X-AnyHook-Partial") != ""
 	// The search box takes whichever id a person has: the event id (what
 	// a handler logs as X-AnyHook-Delivery), a delivery id, or the
-	// provider's event id. One match opens the event.
+	// provider's event id, or the start of any of them or of an object.
+	// One match opens the event.
 	var evs []anyhook.Event
 	var next string
 	ev, found, err := store.SearchByID(r.Context(), d.opt.Store, f)
@@ -69,12 +86,25 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	} else if evs, next, err = d.listEvents(r, f); err != nil {
 		return err
 	}
-	if f.Q != "" && f.Cursor == "" && !partial && len(evs) == 1 && next == "" {
+	searched := store.Searched{Complete: true}
+	if f.Q != "" && !found && len(evs) == 0 {
+		// No exact match: a prefix of an id, over a bounded window, as
+		// GET /api/events?q= does.
+		g := f
+		g.Q, g.Prefix = "", f.Q
+		if evs, next, searched, err = store.SearchPrefix(r.Context(), d.opt.Store, g, d.now()); err != nil {
+			return err
+		}
+	}
+	if f.Q != "" && f.Cursor == "" && !partial && len(evs) == 1 && next == "" && searched.Complete {
 		http.Redirect(w, r, "/events/"+url.PathEscape(evs[0].ID), http.StatusSeeOther)
 		return nil
 	}
 	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
 		Statuses: statusOrder, Paged: f.Cursor != ""}
+	if !f.Until.IsZero() {
+		data.Until = f.Until.UTC().Format(time.RFC3339Nano)
+	}
 	if f.Q != "" && f.Cursor == "" && len(evs) == 0 {
 		if data.Refused, err = store.RejectionHint(r.Context(), d.opt.Store, f.Source, f.Q); err != nil {
 			return err
@@ -101,10 +131,16 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	q := url.Values{}
-	for k, v := range map[string]string{"source": f.Source, "status": string(f.Status), "q": f.Q, "type": f.Type} {
+	for k, v := range map[string]string{"source": f.Source, "status": string(f.Status), "q": f.Q, "type": f.Type, "until": data.Until} {
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	if !searched.Complete {
+		data.SearchedBackTo = searched.BackTo
+		further := maps.Clone(q)
+		further.Set("until", searched.BackTo.UTC().Format(time.RFC3339Nano))
+		data.FurtherURL = "/events?" + further.Encode()
 	}
 	data.FirstURL = "/events"
 	if len(q) > 0 {

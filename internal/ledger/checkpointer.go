@@ -21,11 +21,15 @@ import (
 // Defaults.
 const (
 	DefaultCheckpointInterval = 10 * time.Second
-	// PruneEvery is how often the checkpointer prunes old bodies.
+	// PruneEvery is how often the checkpointer prunes old bodies and
+	// the activity rollup's old minutes.
 	PruneEvery = 10 * time.Minute
 	// pruneBatch bounds one pruning transaction, so that ingest never
 	// waits long behind it (BENCHMARKS.md, "The read side at scale").
 	pruneBatch = 100
+	// activityBatch bounds one transaction of PruneActivity: its rows are
+	// a few dozen bytes each, deleted by a range of their primary key.
+	activityBatch = 1000
 )
 
 // CheckpointerOptions configure a Checkpointer.
@@ -310,11 +314,10 @@ func (c *Checkpointer) push(ctx context.Context, msg []byte) error {
 	return nil
 }
 
-// prune empties old bodies at most every PruneEvery.
+// prune empties old bodies (when log.retention is set) and drops the
+// activity rollup's minutes older than store.ActivityKept, at most every
+// PruneEvery.
 func (c *Checkpointer) prune(ctx context.Context) {
-	if c.opt.Retention <= 0 {
-		return
-	}
 	now := c.opt.Now()
 	c.mu.Lock()
 	due := now.Sub(c.lastPrune) >= PruneEvery
@@ -325,23 +328,38 @@ func (c *Checkpointer) prune(ctx context.Context) {
 	if !due {
 		return
 	}
-	if _, err := Prune(ctx, c.st, now.Add(-c.opt.Retention)); err != nil && ctx.Err() == nil {
-		c.opt.Logger.Warn("ledger: pruning bodies failed", "err", err)
+	if c.opt.Retention > 0 {
+		if _, err := Prune(ctx, c.st, now.Add(-c.opt.Retention)); err != nil && ctx.Err() == nil {
+			c.opt.Logger.Warn("ledger: pruning bodies failed", "err", err)
+		}
+	}
+	if _, err := PruneActivity(ctx, c.st, now.Add(-store.ActivityKept)); err != nil && ctx.Err() == nil {
+		c.opt.Logger.Warn("ledger: pruning the activity rollup failed", "err", err)
 	}
 }
 
 // Prune empties the bodies of logged events received before cutoff whose
 // deliveries are all finished, keeping their hashes; it returns how many.
-// It works in small transactions and rests between them as long as the
-// last one took, so that ingest and delivery get the writer at least half
-// the time while a backlog is pruned.
 func Prune(ctx context.Context, st store.Ledger, cutoff time.Time) (int, error) {
+	return inBatches(ctx, pruneBatch, func(limit int) (int, error) { return st.PruneBodies(ctx, cutoff, limit) })
+}
+
+// PruneActivity deletes the activity rollup's minutes before cutoff (the
+// counters of what happened then); it returns how many rows.
+func PruneActivity(ctx context.Context, st store.Ledger, cutoff time.Time) (int, error) {
+	return inBatches(ctx, activityBatch, func(limit int) (int, error) { return st.PruneActivity(ctx, cutoff, limit) })
+}
+
+// inBatches calls step until it does less than batch. It rests between two
+// calls as long as the last one took, so that ingest and delivery get the
+// writer at least half the time while a backlog is pruned.
+func inBatches(ctx context.Context, batch int, step func(limit int) (int, error)) (int, error) {
 	total := 0
 	for {
 		t0 := time.Now()
-		n, err := st.PruneBodies(ctx, cutoff, pruneBatch)
+		n, err := step(batch)
 		total += n
-		if err != nil || n < pruneBatch {
+		if err != nil || n < batch {
 			return total, err
 		}
 		select {

@@ -144,3 +144,38 @@ func TypePattern(glob string) string {
 	}
 	return b.String()
 }
+
+// TypeMatches says whether the type t matches the glob as TypePattern's
+// LIKE does: * is any run of characters, ASCII case ignored.
+func TypeMatches(glob, t string) bool {
+	parts := strings.Split(LowerType(glob), "*")
+	t = LowerType(t)
+	if len(parts) == 1 {
+		return t == parts[0]
+	}
+	if !strings.HasPrefix(t, parts[0]) {
+		return false
+	}
+	t = t[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(t, p)
+		if i < 0 {
+			return false
+		}
+		t = t[i+len(p):]
+	}
+	return len(t) >= len(last) && strings.HasSuffix(t, last)
+}
+
+// LowerType lowers the ASCII letters of a type (or glob) only, as the
+// stores' lower() does on a type (SQLite's; PostgreSQL's under COLLATE "C").
+func LowerType(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -113,6 +113,12 @@ type Ledger interface {
 	// Resolve: an event gets a new delivery and keeps its body, or is
 	// pruned and refuses the delivery. It returns how many it pruned.
 	PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error)
+	// PruneActivity deletes up to limit rows of the activity rollup
+	// (StatsReader.Activity) of the minutes before before, oldest first, and
+	// returns how many. It lives beside PruneBodies so that one retention
+	// loop keeps both bounded; an Activity window reaching past before
+	// counts nothing there.
+	PruneActivity(ctx context.Context, before time.Time, limit int) (int, error)
 	// PrunedStillNeeded returns up to limit entries, in index order (Index
 	// and EventID filled), marked BodyPruned although their event has a
 	// delivery that still needs the body (sqlstore.NeedsBody): pruning that

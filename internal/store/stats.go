@@ -101,6 +101,13 @@ func (q QueueStats) OldestPendingAge() time.Duration {
 	return max(q.Now.Sub(q.OldestPending), 0)
 }
 
+// ActivityKept is how long the activity rollup keeps a minute
+// (Ledger.PruneActivity): a week, well past the overview's hour and a
+// day's chart, so an incident over a weekend can still be looked at; the
+// rollup then holds some 150,000 rows for three destinations, however
+// many events the store keeps.
+const ActivityKept = 7 * 24 * time.Hour
+
 // ActivityQuery asks for Activity.
 type ActivityQuery struct {
 	Window       time.Duration // default 1h

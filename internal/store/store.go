@@ -103,6 +103,23 @@ type EventFilter struct {
 	Cursor string    // from a previous page
 }
 
+// EventsByTime says whether the events f selects are listed by receive
+// time (then id), newest first: when f has a time window (Since, Until)
+// and no Status. The ids are time-ordered (UUIDv7), so the two orders
+// differ only where an event's id and receive time disagree (a clock
+// moved, an event recorded late); a window far back is then a seek on the
+// receive time index, not a walk through every newer event. The cursor is
+// the last event's id either way.
+func EventsByTime(f EventFilter) bool {
+	return f.Status == "" && (!f.Since.IsZero() || !f.Until.IsZero())
+}
+
+// DeliveriesByTime is EventsByTime for deliveries: with a time window
+// they are listed by creation time (then id), newest first.
+func DeliveriesByTime(f DeliveryFilter) bool {
+	return !f.Since.IsZero() || !f.Until.IsZero()
+}
+
 // DeliveryFilter selects deliveries, newest first.
 type DeliveryFilter struct {
 	Status      anyhook.DeliveryStatus // as shown: paused selects the pending deliveries of paused destinations

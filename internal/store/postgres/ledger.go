@@ -357,6 +357,24 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 	return n, err
 }
 
+// PruneActivity implements store.Ledger: a range of the rollup's primary
+// key, which starts with the minute; rows a fold holds are skipped, for
+// the next call.
+func (s *Store) PruneActivity(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := s.tx(ctx, "prune activity", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM activity WHERE (minute, destination, kind, shard) IN (
+			SELECT minute, destination, kind, shard FROM activity WHERE minute < $1 ORDER BY minute LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+			before.Unix()/60, limit)
+		if err != nil {
+			return store.Unavailable("prune activity", err)
+		}
+		n = tag.RowsAffected()
+		return nil
+	})
+	return int(n), err
+}
+
 // PrunedStillNeeded implements store.Ledger.
 func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.LedgerEntry, error) {
 	rows, err := s.pool.Query(ctx, `SELECT l.idx, l.event_id FROM ledger_entries l

@@ -241,6 +241,22 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 	return n, err
 }
 
+// PruneActivity implements store.Ledger: a range of the rollup's primary
+// key, which starts with the minute.
+func (s *Store) PruneActivity(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := s.tx(ctx, "prune activity", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM activity WHERE (minute, destination, kind) IN (
+			SELECT minute, destination, kind FROM activity WHERE minute < ? ORDER BY minute LIMIT ?)`, before.Unix()/60, limit)
+		if err != nil {
+			return store.Unavailable("prune activity", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
 // PrunedStillNeeded implements store.Ledger.
 func (s *Store) PrunedStillNeeded(ctx context.Context, limit int) ([]store.LedgerEntry, error) {
 	out, err := query(ctx, s.r, sqlstore.ScanEntryID, `SELECT l.idx, l.event_id FROM ledger_entries l

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -55,6 +56,16 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 
 // ListEvents implements store.Store.
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error) {
+	if strings.Contains(f.Type, "*") {
+		from, to := sqlstore.TypeRange(f.Type)
+		found, err := query(ctx, s.r, sqlstore.ScanString, sqlstore.SQLite.TypesQuery(), from, to, to)
+		if err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
+		if types, ok := sqlstore.GlobTypes(f.Type, found); ok {
+			return sqlstore.ListTypes(ctx, f, types, s.ListEvents)
+		}
+	}
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
 	if f.Status != "" {
@@ -67,14 +78,26 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		w.Add("d.status = ?", string(stored))
 		w.Raw(extra)
 		w.AddString("d.event_id < ?", f.Cursor)
-	} else {
-		w.AddString("events.id < ?", f.Cursor)
-		if f.Prefix != "" && !f.Since.IsZero() {
-			// A prefix search reads the window's events through the
-			// receive time index and sorts them: walking the ids newest
-			// first would read every older event too when few match.
+	} else if store.EventsByTime(f) {
+		// A time window (a prefix search has one) walks the receive time
+		// index from its end: walking the ids newest first would read
+		// every event after the window too. Unless a filter selecting few
+		// events has an index of its own (an exact provider event id, a
+		// source with few events): then those are read and sorted.
+		order = ` ORDER BY events.received_at DESC, events.id DESC`
+		w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
+		few := f.Q != ""
+		if !few && f.Source != "" {
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source); err != nil {
+				return nil, "", store.Unavailable("list events", err)
+			}
+		}
+		if !few {
 			from = ` FROM events INDEXED BY events_received`
 		}
+	} else {
+		w.AddString("events.id < ?", f.Cursor)
 	}
 	w.AddString("events.source = ?", f.Source)
 	w.AddString("events.dedup_key = ?", f.Q)
@@ -92,15 +115,45 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	return evs, next, nil
 }
 
+// defaultFewRows bounds the rows a list reads and sorts instead of
+// walking an index in its order (Store.fewRows): SQLite has no statistics
+// to choose by, so the store counts (through an index, at most this many
+// entries) before it chooses.
+const defaultFewRows = 2000
+
+// fewer says whether the rows of q (a SELECT 1 that an index answers)
+// are fewer than s.fewRows, reading at most that many.
+func (s *Store) fewer(ctx context.Context, q string, args ...any) (bool, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (`+q+` LIMIT `+strconv.Itoa(s.fewRows)+`)`, args...).Scan(&n)
+	return n < s.fewRows, err
+}
+
 // ListDeliveries implements store.Store.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
 	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
 	limit := store.PageLimit(f.Limit)
 	// CROSS JOIN keeps the deliveries the outer loop, walked newest first
 	// through an index of theirs: left to itself, SQLite would read every
-	// event of a source and sort all their deliveries.
-	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+` FROM deliveries d CROSS JOIN events e ON e.id = d.event_id`+where+
-		` ORDER BY d.id DESC LIMIT `+strconv.Itoa(limit+1), args...)
+	// event of a source and sort all their deliveries. A time window walks
+	// the creation time index from its end. A source with few events is
+	// the other way round: walking the deliveries would read all of them
+	// to find its few, so its events' deliveries are read and sorted.
+	from := ` FROM deliveries d CROSS JOIN events e ON e.id = d.event_id`
+	if store.DeliveriesByTime(f) {
+		from = ` FROM deliveries d INDEXED BY deliveries_created CROSS JOIN events e ON e.id = d.event_id`
+	}
+	if f.Source != "" {
+		few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source)
+		if err != nil {
+			return nil, "", store.Unavailable("list deliveries", err)
+		}
+		if few {
+			from = ` FROM events e CROSS JOIN deliveries d ON d.event_id = e.id`
+		}
+	}
+	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+from+where+
+		sqlstore.DeliveryOrder(f)+` LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}

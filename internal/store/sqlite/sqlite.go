@@ -53,6 +53,9 @@ type Store struct {
 	// borrows them with Tx.StmtContext instead of parsing SQL each time.
 	prepared map[string]*sql.Stmt
 	wal      *walCopier // nil for an in-memory database
+	// fewRows: a filter selecting fewer rows than this is answered by
+	// reading them and sorting (defaultFewRows; tests move it).
+	fewRows int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -100,7 +103,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		}
 		r.SetMaxOpenConns(4)
 	}
-	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID}
+	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID, fewRows: defaultFewRows}
 	if s.now == nil {
 		s.now = time.Now
 	} else if opt.Elapsed == nil {

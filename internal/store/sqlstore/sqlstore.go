@@ -215,19 +215,17 @@ func (w *Where) In(col string, values []string) {
 	w.conds = append(w.conds, col+" IN ("+strings.Join(marks, ", ")+")")
 }
 
-// AddType adds that the type column col matches the glob (EventFilter.Type):
-// a glob without * is an equality on lower(coalesce(col, ”)), which the
-// events_type index answers in keyset order; one with * a LIKE (ILIKE on
-// PostgreSQL), which reads what the other conditions select.
+// AddType adds that the type column col matches the glob (EventFilter.Type),
+// on TypeExpr: a glob without * is an equality, which the events_type index
+// answers in keyset order; one with * a LIKE, which reads what the other
+// conditions select (ListEvents answers most globs with ListTypes instead).
 func (w *Where) AddType(col, glob string) {
 	switch {
 	case glob == "":
 	case !strings.Contains(glob, "*"):
-		w.Add(`lower(coalesce(`+col+`, '')) = lower(?)`, glob)
-	case w.d.Numbered:
-		w.Add(`coalesce(`+col+`, '') ILIKE ? ESCAPE '\'`, store.TypePattern(glob))
+		w.Add(w.d.TypeExpr(col)+` = ?`, store.LowerType(glob))
 	default:
-		w.Add(`coalesce(`+col+`, '') LIKE ? ESCAPE '\'`, store.TypePattern(glob))
+		w.Add(w.d.TypeExpr(col)+` LIKE ? ESCAPE '\'`, store.TypePattern(store.LowerType(glob)))
 	}
 }
 
@@ -249,6 +247,23 @@ func (w *Where) AddPrefix(p, prefix string) {
 		" OR substr(coalesce("+p+"dedup_key, ''), 1, "+n+") = "+m[1]+
 		" OR substr(coalesce("+p+"object, ''), 1, "+n+") = "+m[2]+
 		" OR "+p+"id IN (SELECT pd.event_id FROM deliveries pd WHERE pd.id >= "+m[3]+" AND pd.id < "+m[4]+"))")
+}
+
+// AddAfter adds the keyset condition of a list in time order (timeCol,
+// then idCol, both descending) after the row of table whose id is cursor,
+// whose time is its column col: nothing when cursor is empty. The
+// cursor's time is read by subquery (its primary key); an unknown cursor
+// selects nothing.
+func (w *Where) AddAfter(timeCol, idCol, table, col, cursor string) {
+	if cursor == "" {
+		return
+	}
+	w.args = append(w.args, cursor, cursor, cursor)
+	m := w.marks(3)
+	at := func(mark string) string {
+		return "(SELECT c." + col + " FROM " + table + " c WHERE c.id = " + mark + ")"
+	}
+	w.conds = append(w.conds, timeCol+" <= "+at(m[0])+" AND ("+timeCol+" < "+at(m[1])+" OR "+idCol+" < "+m[2]+")")
 }
 
 // marks are the placeholders of the last k arguments added.
@@ -297,8 +312,22 @@ func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
 	w.AddString("e.source = ?", f.Source)
 	w.AddTime("d.created_at >= ?", f.Since)
 	w.AddTime("d.created_at < ?", f.Until)
-	w.AddString("d.id < ?", f.Cursor)
+	if store.DeliveriesByTime(f) {
+		w.AddAfter("d.created_at", "d.id", "deliveries", "created_at", f.Cursor)
+	} else {
+		w.AddString("d.id < ?", f.Cursor)
+	}
 	return w.String(), w.Args()
+}
+
+// DeliveryOrder is the ORDER BY of the deliveries list of f (d the
+// deliveries): newest first, by creation time when f has a time window
+// (store.DeliveriesByTime), else by id.
+func DeliveryOrder(f store.DeliveryFilter) string {
+	if store.DeliveriesByTime(f) {
+		return ` ORDER BY d.created_at DESC, d.id DESC`
+	}
+	return ` ORDER BY d.id DESC`
 }
 
 // Nullable is s as a parameter of a nullable text column: NULL when empty.

@@ -18,13 +18,20 @@ func TestDeliveryWherePlaceholders(t *testing.T) {
 		where string
 		args  []any
 	}{
-		{SQLite, " WHERE d.status = ? AND d.destination = ? AND d.created_at >= ? AND d.id < ?", []any{"dead", "billing", since.UnixMicro(), "c"}},
-		{Postgres, " WHERE d.status = $1 AND d.destination = $2 AND d.created_at >= $3 AND d.id < $4", []any{"dead", "billing", since, "c"}},
+		// A time window pages by (created_at, id): the cursor's time is
+		// read by subquery.
+		{SQLite, " WHERE d.status = ? AND d.destination = ? AND d.created_at >= ? AND d.created_at <= (SELECT c.created_at FROM deliveries c WHERE c.id = ?)" +
+			" AND (d.created_at < (SELECT c.created_at FROM deliveries c WHERE c.id = ?) OR d.id < ?)", []any{"dead", "billing", since.UnixMicro(), "c", "c", "c"}},
+		{Postgres, " WHERE d.status = $1 AND d.destination = $2 AND d.created_at >= $3 AND d.created_at <= (SELECT c.created_at FROM deliveries c WHERE c.id = $4)" +
+			" AND (d.created_at < (SELECT c.created_at FROM deliveries c WHERE c.id = $5) OR d.id < $6)", []any{"dead", "billing", since, "c", "c", "c"}},
 	} {
 		where, args := DeliveryWhere(tc.d, f)
 		if where != tc.where || !reflect.DeepEqual(args, tc.args) {
 			t.Errorf("DeliveryWhere = %q %v, want %q %v", where, args, tc.where, tc.args)
 		}
+	}
+	if where, args := DeliveryWhere(SQLite, store.DeliveryFilter{Status: anyhook.StatusDead, Cursor: "c"}); where != " WHERE d.status = ? AND d.id < ?" || len(args) != 2 {
+		t.Errorf("without a window: %q %v", where, args)
 	}
 	if where, args := DeliveryWhere(Postgres, store.DeliveryFilter{}); where != "" || len(args) != 0 {
 		t.Errorf("empty filter: %q %v", where, args)

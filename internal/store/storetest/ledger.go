@@ -37,6 +37,7 @@ func runLedger(t *testing.T, open Open) {
 		{"LatenessFromSignedTimes", testLedgerLateness},
 		{"PruningJudgedByRetention", testLedgerPruneVerify},
 		{"LedgerKeys", testLedgerLogKeys},
+		{"PruneActivity", testLedgerPruneActivity},
 	}, func(t *testing.T, fn func(*testing.T, store.Store, store.Ledger)) {
 		s := open(t)
 		fn(t, s, s)
@@ -758,5 +759,45 @@ func testLedgerLogKeys(t *testing.T, s store.Store, l store.Ledger) {
 	}
 	if err := l.RotateLedgerKey(ctx(t), first, "key-third", bridge); !errors.Is(err, anyhook.ErrInvalid) {
 		t.Fatalf("RotateLedgerKey from the retired key: err = %v, want ErrInvalid", err)
+	}
+}
+
+// testLedgerPruneActivity: the activity rollup's minutes older than a cutoff
+// go, a batch at a time, and the newer ones stay.
+func testLedgerPruneActivity(t *testing.T, s store.Store, l store.Ledger) {
+	now := time.Now()
+	at := func(key string, ago time.Duration) store.NewEvent {
+		ne := newEvent("stripe", key)
+		ne.Event.ReceivedAt = now.Add(-ago)
+		return ne
+	}
+	// Two old minutes (a row each: received) and a recent one.
+	ingest(t, s, at("evt_10d", 10*24*time.Hour), at("evt_9d", 9*24*time.Hour), at("evt_1d", 24*time.Hour))
+	received := func() int {
+		t.Helper()
+		act, err := s.Activity(ctx(t), store.ActivityQuery{Window: 14 * 24 * time.Hour, Bucket: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.Sum(act.Received)
+	}
+	if got := received(); got != 3 {
+		t.Fatalf("received over 14 days = %d, want 3", got)
+	}
+	cutoff := now.Add(-store.ActivityKept)
+	if n, err := l.PruneActivity(ctx(t), cutoff, 1); err != nil || n != 1 {
+		t.Fatalf("PruneActivity(limit 1) = %d, %v; want 1", n, err)
+	}
+	if got := received(); got != 2 {
+		t.Errorf("after one batch: received %d, want 2 (the oldest minute gone)", got)
+	}
+	if n, err := ledger.PruneActivity(ctx(t), l, cutoff); err != nil || n != 1 {
+		t.Fatalf("PruneActivity = %d, %v; want the other old minute", n, err)
+	}
+	if n, err := l.PruneActivity(ctx(t), cutoff, 10); err != nil || n != 0 {
+		t.Fatalf("PruneActivity again = %d, %v; want 0", n, err)
+	}
+	if got := received(); got != 1 {
+		t.Errorf("after pruning: received %d, want the recent event's 1", got)
 	}
 }

@@ -105,6 +105,8 @@ func runQueue(t *testing.T, open Open) {
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
+		{"TypeGlobPages", testTypeGlobPages},
+		{"ListFilters", ListFilters},
 		{"BackfillOrigin", testBackfillOrigin},
 		{"OrderByVersion", testOrderByVersion},
 		{"OrderFailingHeadBlocksOnlyItsObject", testOrderFailingHeadBlocksOnlyItsObject},

@@ -289,8 +289,22 @@ func (s samples) urls() [][2]string {
 		{"api events page 1,000 (source)", "/api/events?source=stripe&cursor=" + q(s.deepEvents)},
 		{"api deliveries page 1,000 (dest)", "/api/deliveries?destination=billing&cursor=" + q(s.deepDead)},
 		{"metrics", "/metrics"},
+		// Filters that select few rows far from the newest (issue 32's
+		// remaining ones): a glob matching none, a source without
+		// deliveries, old time windows, a search continued back.
+		{"dashboard events by type glob", "/events?type=invoice.*"},
+		{"api events, type glob matches none", "/api/events?type=nothing.*"},
+		{"dashboard search by id prefix", "/events?q=" + q(s.event[:13])},
+		{"api search, no match, 15 days back", "/api/events?q=evt_nothing&until=" + q(ago(15*24*time.Hour))},
+		{"api deliveries, source without any", "/api/deliveries?source=nosuch"},
+		{"api events until 29 days ago", "/api/events?until=" + q(ago(29*24*time.Hour))},
+		{"api events, an hour 15 days ago", "/api/events?since=" + q(ago(15*24*time.Hour)) + "&until=" + q(ago(15*24*time.Hour-time.Hour))},
+		{"api deliveries until 29 days ago", "/api/deliveries?until=" + q(ago(29*24*time.Hour))},
 	}
 }
+
+// ago is the RFC 3339 time d before now.
+func ago(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339) }
 
 // logKeyFile is where the log's key of the store is kept between runs: next
 // to a SQLite file, in the temporary directory for a PostgreSQL database.

@@ -1,0 +1,119 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
+)
+
+// TestBrowserSearchPrefix: the search box takes the start of an id, as
+// GET /api/events?q= does, over the last hour (store.PrefixWindow) first;
+// it says how far back it looked and links to the hour before, until the
+// event turns up. At 1280 px and on a 390 px phone.
+func TestBrowserSearchPrefix(t *testing.T) {
+	needChromium(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "anyhook.db")
+	st, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ev := func(key string, ago time.Duration) store.NewEvent {
+		return store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "stripe", DedupKey: key, ReceivedAt: now.Add(-ago),
+			Method: "POST", Path: "/webhooks/stripe", Header: http.Header{"Content-Type": {"application/json"}},
+			Body: []byte(`{"id":"` + key + `"}`)}}
+	}
+	// Made oldest first: the lists are in id order (time-ordered ids).
+	old := ev("evt_prefix_older", 90*time.Minute) // in the hour before the first one searched
+	recent2 := ev("evt_prefix_recent_2", 30*time.Minute)
+	recent1 := ev("evt_prefix_recent_1", 20*time.Minute)
+	if _, err := st.Ingest(ctx, []store.NewEvent{old, recent2, recent1}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:%s
+admin_token: %s
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+`, dbPath, browserToken, browserSecret), gateway.Options{})
+
+	bctx := startChromium(t)
+	do := browser{t, bctx}.do
+	do("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), browserToken), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("main")))
+	rows := func() []string {
+		t.Helper()
+		ids, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#event-rows a.mono")].map(a => a.innerText)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	search := func(q string) {
+		t.Helper()
+		do("search "+q, chromedp.Navigate(base+"/events"), chromedp.WaitVisible(chromedp.CSS(`input[name="q"]`)),
+			chromedp.SendKeys(chromedp.CSS(`input[name="q"]`), q), chromedp.Submit(chromedp.CSS(`input[name="q"]`)),
+			chromedp.WaitVisible(chromedp.CSS("#searched")))
+	}
+	notice := func() string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#searched")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, width := range []int{1280, 390} {
+		do(fmt.Sprint(width, " px"), chromedp.EmulateViewport(int64(width), 900))
+
+		// Two events start so: both listed (no event opened), and the
+		// notice says the search looked at the last hour only.
+		search("evt_prefix_rec")
+		if got := rows(); len(got) != 2 || got[0] != recent1.Event.ID || got[1] != recent2.Event.ID {
+			t.Errorf("%d px: evt_prefix_rec lists %q, want the two recent events newest first", width, got)
+		}
+		if n := notice(); !strings.Contains(n, "Searched back to") || !strings.Contains(n, "search further") {
+			t.Errorf("%d px: notice %q", width, n)
+		}
+
+		// The older event is not in the last hour: nothing, then "search
+		// further" looks at the hour before and finds it.
+		search("evt_prefix_old")
+		if got := rows(); len(got) != 0 {
+			t.Errorf("%d px: evt_prefix_old in the last hour lists %q, want none", width, got)
+		}
+		do("search further", chromedp.Click(chromedp.CSS("#search-further")), chromedp.WaitVisible(chromedp.CSS("#searched")))
+		if got := rows(); len(got) != 1 || got[0] != old.Event.ID {
+			t.Errorf("%d px: searched further, evt_prefix_old lists %q, want %s", width, got, old.Event.ID)
+		}
+		if n := notice(); !strings.Contains(n, "Searched back to") {
+			t.Errorf("%d px: after searching further, notice %q", width, n)
+		}
+		if q, err := chromedp.Run(bctx, chromedp.Value(chromedp.CSS(`input[name="q"]`))); err != nil || q != "evt_prefix_old" {
+			t.Errorf("%d px: the search box holds %q (%v)", width, q, err)
+		}
+		if w, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); err != nil || w[0] > w[1] {
+			t.Errorf("%d px: the page is %v wide (%v); want no sideways scroll", width, w, err)
+		}
+
+		// A whole provider event id still opens its event.
+		do("exact id", chromedp.Navigate(base+"/events?q=evt_prefix_older"), chromedp.WaitVisible(chromedp.CSS("#event-id")))
+	}
+}

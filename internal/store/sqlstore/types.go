@@ -1,0 +1,113 @@
+package sqlstore
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// A type glob (EventFilter.Type with a *) names a few of the store's types,
+// and no index holds the events of several types newest first. So the
+// store lists the distinct types the glob's literal prefix allows from the
+// events_type index (one seek per type), matches them, and answers one
+// exact type at a time, each an index walk of a page at most, merged by
+// id. A glob that matches more types than MaxGlobTypes (a broad one, whose
+// events are common) is answered by walking the events newest first.
+
+// MaxGlobTypes bounds the types a glob is answered by one at a time.
+const MaxGlobTypes = 32
+
+// TypeExpr is the expression the events_type index holds over the type
+// column col: the type lowered (ASCII letters: the glob ignores ASCII case),
+// ” for none, compared bytewise (on PostgreSQL COLLATE "C", whatever the
+// database's collation, so that a prefix is a range).
+func (d Dialect) TypeExpr(col string) string {
+	if d.Numbered {
+		return `lower(coalesce(` + col + `, '') COLLATE "C")`
+	}
+	return `lower(coalesce(` + col + `, ''))`
+}
+
+// TypesQuery (dialect d) lists the distinct TypeExpr values of the events
+// from the first parameter (included) to the second (excluded), at most
+// MaxGlobTypes+1 of them: a loose scan of the events_type index, one seek
+// per distinct type, however many events have it.
+func (d Dialect) TypesQuery() string {
+	e := d.TypeExpr("type")
+	next := func(op string) string {
+		return `(SELECT ` + e + ` FROM events WHERE ` + e + ` ` + op + ` ORDER BY ` + e + ` LIMIT 1)`
+	}
+	return d.Rebind(`WITH RECURSIVE t(v, n) AS (
+		SELECT ` + next(">= ?") + `, 0
+		UNION ALL
+		SELECT ` + next("> t.v") + `, t.n + 1 FROM t WHERE t.v < ? AND t.n < ` + strconv.Itoa(MaxGlobTypes) + `
+	) SELECT v FROM t WHERE v IS NOT NULL AND v < ?`)
+}
+
+// TypeRange is the range of TypeExpr values a glob can match: those that
+// start with its literal prefix, lowered.
+func TypeRange(glob string) (from, to string) {
+	prefix, _, _ := strings.Cut(store.LowerType(glob), "*")
+	// U+10FFFF sorts after every character a type can hold.
+	return prefix, prefix + "\U0010FFFF"
+}
+
+// GlobTypes picks, of the distinct types (TypeExpr values) found in the
+// glob's range, those it matches. ok is false when the glob is to be
+// answered by a walk instead: more than MaxGlobTypes types in its range,
+// or a match no exact filter selects (no type, or one holding a *).
+func GlobTypes(glob string, found []string) (types []string, ok bool) {
+	if len(found) > MaxGlobTypes {
+		return nil, false
+	}
+	for _, t := range found {
+		if !store.TypeMatches(glob, t) {
+			continue
+		}
+		if t == "" || strings.Contains(t, "*") {
+			return nil, false
+		}
+		types = append(types, t)
+	}
+	return types, true
+}
+
+// ListTypes answers f (whose Type is a glob) with one list per exact type,
+// merged newest first.
+func ListTypes(ctx context.Context, f store.EventFilter, types []string,
+	list func(context.Context, store.EventFilter) ([]anyhook.Event, string, error)) ([]anyhook.Event, string, error) {
+	limit := store.PageLimit(f.Limit)
+	var all []anyhook.Event
+	more := false
+	for _, t := range types {
+		g := f
+		g.Type, g.Limit = t, limit
+		evs, next, err := list(ctx, g)
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(all, evs...)
+		more = more || next != ""
+	}
+	slices.SortFunc(all, func(a, b anyhook.Event) int {
+		if store.EventsByTime(f) {
+			if c := b.ReceivedAt.Compare(a.ReceivedAt); c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	if len(all) > limit {
+		return all[:limit], all[limit-1].ID, nil
+	}
+	if more {
+		// A type had more than a page, all of it here: the next page
+		// starts after its last event.
+		return all, all[len(all)-1].ID, nil
+	}
+	return all, "", nil
+}
