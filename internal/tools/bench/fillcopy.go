@@ -89,7 +89,9 @@ func copyID(col string, k int) string {
 }
 
 // copyIDOf is copyID computed here.
-func copyIDOf(id string, k int) string { return id[:14] + "8" + id[15:24] + fmt.Sprintf("%02x", k) + id[26:] }
+func copyIDOf(id string, k int) string {
+	return id[:14] + "8" + id[15:24] + fmt.Sprintf("%02x", k) + id[26:]
+}
 
 // openCopyDB opens the store's database with database/sql.
 func openCopyDB(dsn string) (*sql.DB, copyDialect, error) {
