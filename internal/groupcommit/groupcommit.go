@@ -91,6 +91,9 @@ type lane[I, R any] struct {
 	queue  []*Pending[I, R]
 	closed bool          // no more items are queued
 	wake   chan struct{} // holds a signal when items may be queued
+	// busySince is when the commit in progress began (Options.Now, Unix
+	// nanoseconds); 0 while the writer is idle.
+	busySince atomic.Int64
 }
 
 // Pending is an item's place in a committer's queue; Wait gives its
@@ -233,7 +236,9 @@ func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
 		batch = c.take(l, batch[:0], keys)
 		if len(batch) > 0 {
 			start := c.opt.Now()
+			l.busySince.Store(start.UnixNano())
 			items = c.commitBatch(cctx, batch, items)
+			l.busySince.Store(0)
 			c.timed(batch, c.opt.Now().Sub(start))
 			clear(batch)
 			continue
@@ -295,7 +300,10 @@ func (c *Committer[I, R]) weight(item I) int {
 	return c.opt.Weight(item)
 }
 
-// timed adds a commit of batch that took d to the commit rate.
+// timed adds a commit of batch that took d to the commit rate. Only
+// batches of at least a quarter of Max count: a store commits a batch in
+// about the time of a single item, so the rate of small batches (a quiet
+// gateway's) says nothing of what it can commit when loaded.
 func (c *Committer[I, R]) timed(batch []*Pending[I, R], d time.Duration) {
 	if d <= 0 {
 		return
@@ -304,13 +312,16 @@ func (c *Committer[I, R]) timed(batch []*Pending[I, R], d time.Duration) {
 	for _, p := range batch {
 		w += c.weight(p.item)
 	}
+	if w < max(1, c.opt.Max/4) {
+		return
+	}
 	sample := float64(w) / d.Seconds()
 	for {
 		old := c.rate.Load()
 		r := math.Float64frombits(old)
 		// A moving average over about the last eight commits: it follows
-		// the store's pace within a few milliseconds of load and forgets
-		// a single slow commit.
+		// the store's pace within a few commits and forgets a single
+		// slow one.
 		if r == 0 {
 			r = sample
 		} else {
@@ -324,17 +335,33 @@ func (c *Committer[I, R]) timed(batch []*Pending[I, R], d time.Duration) {
 
 // Backlog estimates how long an item added now would wait before a
 // writer takes it: the weight queued ahead of it over the recent commit
-// rate of all writers. It is 0 before the first commit was timed. A
-// caller that answers someone who can come back later (a provider that
-// retries) can refuse work past a bound on it, so that what it accepts
-// is answered in time instead of everything queueing without bound.
+// rate of all writers, and at least as long as the commits in progress
+// have already taken (a stalled store, or one never timed). It is 0 while
+// what is queued fits in one batch (the next commit takes it all). A
+// caller that answers someone who can come back later (a
+// provider that retries) can refuse work past a bound on it, so that what
+// it accepts is answered in time instead of everything queueing without
+// bound.
 func (c *Committer[I, R]) Backlog() time.Duration {
-	r := math.Float64frombits(c.rate.Load())
 	q := c.queued.Load()
-	if r <= 0 || q <= 0 {
+	if q <= 0 || c.opt.Max <= 0 || q <= int64(c.opt.Max)*int64(len(c.lanes)) {
 		return 0
 	}
-	return time.Duration(float64(q) / (r * float64(len(c.lanes))) * float64(time.Second))
+	var est time.Duration
+	if r := math.Float64frombits(c.rate.Load()); r > 0 {
+		est = time.Duration(float64(q) / (r * float64(len(c.lanes))) * float64(time.Second))
+	}
+	now := c.opt.Now().UnixNano()
+	stalled := time.Duration(math.MaxInt64)
+	for _, l := range c.lanes {
+		b := l.busySince.Load()
+		if b == 0 {
+			stalled = 0 // a writer is free: it takes the queue next
+			break
+		}
+		stalled = min(stalled, time.Duration(now-b))
+	}
+	return max(est, stalled)
 }
 
 // commitBatch commits batch and answers its items; a failed batch is

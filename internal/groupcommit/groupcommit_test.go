@@ -432,7 +432,7 @@ func TestStopRefusesAtOnce(t *testing.T) {
 
 // Backlog is the weight queued over the recent commit rate: it grows
 // with what is queued, shrinks when an item is withdrawn or taken, and is
-// 0 until a commit was timed.
+// 0 until a commit was timed and while what is queued fits in one batch.
 func TestBacklog(t *testing.T) {
 	clock := testclock.New(time.Unix(1_700_000_000, 0))
 	gate := make(chan struct{})
@@ -445,7 +445,7 @@ func TestBacklog(t *testing.T) {
 		clock.Add(time.Duration(len(items)) * 10 * time.Millisecond) // 100 items a second
 		return items, nil
 	}
-	c := New(commit, Options[string]{Now: clock.Now})
+	c := New(commit, Options[string]{Max: 2, Now: clock.Now})
 	c.Start(t.Context())
 	defer c.Stop()
 	if b := c.Backlog(); b != 0 {
@@ -458,7 +458,17 @@ func TestBacklog(t *testing.T) {
 	<-entered
 	<-entered // "slow" is being committed: what follows queues
 	var ps []*Pending[string, string]
-	for i := range 5 {
+	for i := range 2 {
+		p, err := c.Add(strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if b := c.Backlog(); b != 0 {
+		t.Errorf("backlog %v with one batch queued, want 0", b)
+	}
+	for i := 2; i < 5; i++ {
 		p, err := c.Add(strconv.Itoa(i))
 		if err != nil {
 			t.Fatal(err)
@@ -483,5 +493,31 @@ func TestBacklog(t *testing.T) {
 	}
 	if b := c.Backlog(); b != 0 {
 		t.Errorf("backlog %v with nothing queued, want 0", b)
+	}
+}
+
+// A commit that does not end (a stalled store) makes the backlog at least
+// as long as it has taken so far once more than a batch is queued, even
+// before any commit was timed.
+func TestBacklogOfAStall(t *testing.T) {
+	clock := testclock.New(time.Unix(1_700_000_000, 0))
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	c := New(func(_ context.Context, items []string) ([]string, error) {
+		entered <- struct{}{}
+		<-gate
+		return items, nil
+	}, Options[string]{Max: 2, Now: clock.Now})
+	c.Start(t.Context())
+	defer c.Stop()
+	defer close(gate)
+	c.Add("stuck")
+	<-entered
+	for i := range 3 {
+		c.Add(strconv.Itoa(i))
+	}
+	clock.Add(300 * time.Millisecond)
+	if b := c.Backlog(); b != 300*time.Millisecond {
+		t.Errorf("backlog %v behind a commit stalled for 300ms, want 300ms", b)
 	}
 }
