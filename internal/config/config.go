@@ -36,6 +36,7 @@ type Config struct {
 	AlertWindow Duration `yaml:"alert_window"`
 
 	Delivery DeliverySettings `yaml:"delivery"`
+	Ingest   IngestSettings   `yaml:"ingest"`
 	Ledger   LedgerSettings   `yaml:"log"` // the tamper-evident ledger; see ledger.go
 
 	SourceOrder      []string `yaml:"-"`
@@ -92,6 +93,11 @@ type Source struct {
 	// later) but delivered nowhere. Without it, such a source is warned
 	// about; with it, a destination listing the source is an error.
 	RecordOnly bool `yaml:"record_only"`
+	// Overload: what happens to this source's requests while the gateway
+	// is over capacity (ingest.max_queue_wait): shed (503 at once, the
+	// provider retries) or queue (wait, however long). Default shed when
+	// the provider retries a 503 by itself, else queue.
+	Overload string `yaml:"overload"`
 
 	// Destinations is derived: the destinations that list this source.
 	Destinations []string `yaml:"-"`
@@ -199,6 +205,15 @@ type DeliverySettings struct {
 	PollInterval Duration `yaml:"poll_interval"` // default 1s; new events wake workers at once
 	Grace        Duration `yaml:"grace"`         // lease = timeout + grace; default 5s, at most 10s
 	Shutdown     Duration `yaml:"shutdown"`      // in-flight grace at SIGTERM; default 10s
+}
+
+// IngestSettings bound how much the gateway takes in.
+type IngestSettings struct {
+	// MaxQueueWait: while a request would wait longer than this for the
+	// store (what is queued over the recent commit rate), the requests of
+	// sources with overload: shed are answered 503 at once. Default 50ms;
+	// 0 never sheds.
+	MaxQueueWait Duration `yaml:"max_queue_wait"`
 }
 
 // Duration is a time.Duration written as a Go duration string.

@@ -71,6 +71,7 @@ var valueKinds = map[string]printAs{
 	"sources.*.ordering.object":     shownPlain,
 	"sources.*.ordering.version":    shownPlain,
 	"sources.*.ordering.stale":      shownPlain,
+	"sources.*.overload":            shownPlain,
 
 	"destinations.*.url":            shownURL,
 	"destinations.*.sources[]":      shownPlain,

@@ -258,3 +258,26 @@ func TestOwnSourceWarned(t *testing.T) {
 		}
 	}
 }
+
+// A source sheds by default when its provider retries a 503, queues when
+// it does not; a wrong value or an out-of-range max_queue_wait names its
+// key and line.
+func TestOverloadSettings(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, minimal+"  gh:\n    provider: github\n    secrets: [s]\n")
+	if c.Sources["stripe"].Overload != "shed" || c.Sources["gh"].Overload != "queue" || c.Ingest.MaxQueueWait.D() != DefaultMaxQueueWait {
+		t.Errorf("defaults: stripe %q, github %q, max_queue_wait %s", c.Sources["stripe"].Overload, c.Sources["gh"].Overload, c.Ingest.MaxQueueWait)
+	}
+	c = mustParse(t, minimal+"    overload: queue\ningest: {max_queue_wait: 0s}\n")
+	if c.Sources["stripe"].Overload != "queue" || c.Ingest.MaxQueueWait != 0 {
+		t.Errorf("explicit: %q, %s", c.Sources["stripe"].Overload, c.Ingest.MaxQueueWait)
+	}
+	for src, want := range map[string]string{
+		minimal + "    overload: drop\n":           `a.yaml:5: sources.stripe.overload: must be shed or queue, not "drop"`,
+		minimal + "ingest: {max_queue_wait: 1m}\n": "a.yaml:5: ingest.max_queue_wait: must be between 0 (never shed) and 10s, not 1m0s",
+	} {
+		if _, err := Parse("a.yaml", []byte(src), env()); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %s", src, err, want)
+		}
+	}
+}

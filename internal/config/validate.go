@@ -35,6 +35,8 @@ const (
 	DefaultGrace        = 5 * time.Second
 	MaxGrace            = 10 * time.Second
 	DefaultShutdown     = 10 * time.Second
+	DefaultMaxQueueWait = 50 * time.Millisecond
+	MaxMaxQueueWait     = 10 * time.Second
 )
 
 // setDefaults fills every value left out of the file. A value written
@@ -82,6 +84,11 @@ func (c *Config) setDefaults() {
 		if s.Ordering != nil {
 			str(&s.Ordering.Stale, "deliver")
 		}
+		if provider.Retries(s.Provider) {
+			str(&s.Overload, "shed")
+		} else {
+			str(&s.Overload, "queue")
+		}
 		if rl := s.RateLimit; rl != nil && rl.Burst == 0 && !c.has(k+"rate_limit.burst") {
 			rl.Burst = rl.RPS
 		}
@@ -116,6 +123,7 @@ func (c *Config) setDefaults() {
 	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
+	dur(&c.Ingest.MaxQueueWait, "ingest.max_queue_wait", DefaultMaxQueueWait)
 	c.setLedgerDefaults()
 	c.setListenDefaults()
 }
@@ -296,6 +304,9 @@ func (c *Config) validateSource(name string, s *Source) error {
 		if rl.Burst < 1 {
 			p.add(c.Errorf(k+".rate_limit.burst", "must be at least 1, not %d", rl.Burst))
 		}
+	}
+	if s.Overload != "shed" && s.Overload != "queue" {
+		p.add(c.Errorf(k+".overload", "must be shed or queue, not %q", s.Overload))
 	}
 	if o := s.Ordering; o != nil && o.Stale != "skip" && o.Stale != "deliver" {
 		p.add(c.Errorf(k+".ordering.stale", "must be skip or deliver, not %q", o.Stale))
@@ -542,6 +553,9 @@ func (c *Config) validateDelivery() error {
 	}
 	if c.Delivery.Shutdown < 0 {
 		return c.Errorf("delivery.shutdown", "must not be negative")
+	}
+	if w := c.Ingest.MaxQueueWait; w < 0 || w.D() > MaxMaxQueueWait {
+		return c.Errorf("ingest.max_queue_wait", "must be between 0 (never shed) and %s, not %s", MaxMaxQueueWait, w)
 	}
 	return nil
 }

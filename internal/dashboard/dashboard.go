@@ -106,6 +106,10 @@ type Options struct {
 	// Ledger reports the tamper-evident ledger's state for the overview; nil:
 	// not shown.
 	Ledger func(ctx context.Context) (LedgerStatus, error)
+	// Shed counts the webhook requests this process answered 503 because
+	// it was over capacity (ingest.max_queue_wait), since it started;
+	// nil: not shown.
+	Shed func() int64
 }
 
 // LedgerStatus is what the overview says of the tamper-evident log.

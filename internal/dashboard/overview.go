@@ -32,6 +32,8 @@ type overviewData struct {
 	DeliveryChart chart
 	Destinations  []destRow
 	Ledger        *LedgerStatus
+	Shed          int64 // requests shed since this process started
+	ShowShed      bool
 }
 
 // GET /
@@ -40,6 +42,9 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	rows, err := d.destRows(r)
 	if err != nil {
 		return err
+	}
+	if d.opt.Shed != nil {
+		data.Shed, data.ShowShed = d.opt.Shed(), true
 	}
 	if d.opt.Ledger != nil {
 		ls, err := d.opt.Ledger(r.Context())

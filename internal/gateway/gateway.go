@@ -222,6 +222,8 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		Rejections: g.rejects,
 		Now:        now,
 		Tracer:     opt.Tracer,
+		// A backfill's Fetched path records without this: it waits.
+		MaxQueueWait: cfg.Ingest.MaxQueueWait.D(),
 	})
 	bySource := sourceDestinations(cfg)
 	bf := NewBackfiller(cfg, ih, st)
@@ -255,6 +257,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		Logger:       log,
 		Version:      buildinfo.Version(),
 		Ledger:       g.ledgerStatus,
+		Shed:         mx.Shed,
 		Now:          now,
 	})
 	if err != nil {

@@ -88,6 +88,7 @@ func ingestSources(cfg *config.Config, names ...string) ([]ingest.Source, error)
 			// late payment events that share an object.
 			StaleSkip:     src.Ordering != nil && src.Ordering.Stale == "skip",
 			SecretHeaders: provider.CredentialHeaders(src.Provider),
+			Shed:          src.Overload == "shed",
 		})
 	}
 	if err := config.Join(errs...); err != nil {

@@ -14,9 +14,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/anyhook/anyhook/internal/lifecycle"
 )
@@ -54,6 +56,8 @@ type Options[I any] struct {
 	// waiting out the outage on its own. nil: every failed batch is
 	// retried item by item.
 	Whole func(error) bool
+	// Now times the commits for Backlog; nil is time.Now.
+	Now func() time.Time
 }
 
 // ErrStopped answers items offered after Stop, and those queued before a
@@ -73,6 +77,12 @@ type Committer[I, R any] struct {
 	lanes  []*lane[I, R]
 	next   atomic.Uint32 // the next lane when Options.Lane is nil
 	run    lifecycle.Runner
+
+	// For Backlog: the weight queued and not yet taken, and the recent
+	// commit rate (weight per second of commit, a moving average; float64
+	// bits, 0 until a commit was timed).
+	queued atomic.Int64
+	rate   atomic.Uint64
 }
 
 // lane is one writer's queue.
@@ -81,12 +91,16 @@ type lane[I, R any] struct {
 	queue  []*Pending[I, R]
 	closed bool          // no more items are queued
 	wake   chan struct{} // holds a signal when items may be queued
+	// busySince is when the commit in progress began (Options.Now, Unix
+	// nanoseconds); 0 while the writer is idle.
+	busySince atomic.Int64
 }
 
 // Pending is an item's place in a committer's queue; Wait gives its
 // result.
 type Pending[I, R any] struct {
 	item  I
+	c     *Committer[I, R]
 	lane  *lane[I, R]
 	taken bool // in a batch (under lane.mu): it will be answered
 	res   R
@@ -98,6 +112,9 @@ type Pending[I, R any] struct {
 // writers.
 func New[I, R any](commit CommitFunc[I, R], opt Options[I]) *Committer[I, R] {
 	opt.Writers = max(1, opt.Writers)
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
 	c := &Committer[I, R]{commit: commit, opt: opt, lanes: make([]*lane[I, R], opt.Writers)}
 	for i := range c.lanes {
 		c.lanes[i] = &lane[I, R]{wake: make(chan struct{}, 1)}
@@ -135,6 +152,7 @@ func (c *Committer[I, R]) Stop() {
 		l.queue = nil
 		l.mu.Unlock()
 		for _, p := range left {
+			c.queued.Add(-int64(c.weight(p.item)))
 			p.err = ErrStopped
 			close(p.done)
 		}
@@ -155,13 +173,14 @@ func (c *Committer[I, R]) Add(item I) (*Pending[I, R], error) {
 		i += len(c.lanes)
 	}
 	l := c.lanes[i]
-	p := &Pending[I, R]{item: item, lane: l, done: make(chan struct{})}
+	p := &Pending[I, R]{item: item, c: c, lane: l, done: make(chan struct{})}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return nil, ErrStopped
 	}
 	l.queue = append(l.queue, p)
+	c.queued.Add(int64(c.weight(item)))
 	l.mu.Unlock()
 	select {
 	case l.wake <- struct{}{}:
@@ -196,6 +215,7 @@ func (p *Pending[I, R]) Wait(ctx context.Context) (R, error) {
 	if !p.taken {
 		if i := slices.Index(l.queue, p); i >= 0 {
 			l.queue = slices.Delete(l.queue, i, i+1)
+			p.c.queued.Add(-int64(p.c.weight(p.item)))
 			l.mu.Unlock()
 			var zero R
 			return zero, ctx.Err()
@@ -215,7 +235,11 @@ func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
 	for {
 		batch = c.take(l, batch[:0], keys)
 		if len(batch) > 0 {
+			start := c.opt.Now()
+			l.busySince.Store(start.UnixNano())
 			items = c.commitBatch(cctx, batch, items)
+			l.busySince.Store(0)
+			c.timed(batch, c.opt.Now().Sub(start))
 			clear(batch)
 			continue
 		}
@@ -247,10 +271,7 @@ func (c *Committer[I, R]) take(l *lane[I, R], batch []*Pending[I, R], keys map[s
 	n, i := 0, 0
 	for ; i < len(l.queue); i++ {
 		p := l.queue[i]
-		w := 1
-		if c.opt.Weight != nil {
-			w = c.opt.Weight(p.item)
-		}
+		w := c.weight(p.item)
 		if i > 0 && c.opt.Max > 0 && n+w > c.opt.Max {
 			break
 		}
@@ -268,7 +289,79 @@ func (c *Committer[I, R]) take(l *lane[I, R], batch []*Pending[I, R], keys map[s
 	}
 	clear(l.queue[:i]) // the batch holds them now
 	l.queue = l.queue[i:]
+	c.queued.Add(-int64(n))
 	return batch
+}
+
+func (c *Committer[I, R]) weight(item I) int {
+	if c.opt.Weight == nil {
+		return 1
+	}
+	return c.opt.Weight(item)
+}
+
+// timed adds a commit of batch that took d to the commit rate. Only
+// batches of at least a quarter of Max count: a store commits a batch in
+// about the time of a single item, so the rate of small batches (a quiet
+// gateway's) says nothing of what it can commit when loaded.
+func (c *Committer[I, R]) timed(batch []*Pending[I, R], d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	w := 0
+	for _, p := range batch {
+		w += c.weight(p.item)
+	}
+	if w < max(1, c.opt.Max/4) {
+		return
+	}
+	sample := float64(w) / d.Seconds()
+	for {
+		old := c.rate.Load()
+		r := math.Float64frombits(old)
+		// A moving average over about the last eight commits: it follows
+		// the store's pace within a few commits and forgets a single
+		// slow one.
+		if r == 0 {
+			r = sample
+		} else {
+			r += (sample - r) / 8
+		}
+		if c.rate.CompareAndSwap(old, math.Float64bits(r)) {
+			return
+		}
+	}
+}
+
+// Backlog estimates how long an item added now would wait before a
+// writer takes it: the weight queued ahead of it over the recent commit
+// rate of all writers, and at least as long as the commits in progress
+// have already taken (a stalled store, or one never timed). It is 0 while
+// what is queued fits in one batch (the next commit takes it all). A
+// caller that answers someone who can come back later (a
+// provider that retries) can refuse work past a bound on it, so that what
+// it accepts is answered in time instead of everything queueing without
+// bound.
+func (c *Committer[I, R]) Backlog() time.Duration {
+	q := c.queued.Load()
+	if q <= 0 || c.opt.Max <= 0 || q <= int64(c.opt.Max)*int64(len(c.lanes)) {
+		return 0
+	}
+	var est time.Duration
+	if r := math.Float64frombits(c.rate.Load()); r > 0 {
+		est = time.Duration(float64(q) / (r * float64(len(c.lanes))) * float64(time.Second))
+	}
+	now := c.opt.Now().UnixNano()
+	stalled := time.Duration(math.MaxInt64)
+	for _, l := range c.lanes {
+		b := l.busySince.Load()
+		if b == 0 {
+			stalled = 0 // a writer is free: it takes the queue next
+			break
+		}
+		stalled = min(stalled, time.Duration(now-b))
+	}
+	return max(est, stalled)
 }
 
 // commitBatch commits batch and answers its items; a failed batch is

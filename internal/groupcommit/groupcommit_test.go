@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/testkit/testclock"
 )
 
 // recorder is a commit function over string items that records each
@@ -424,5 +427,97 @@ func TestStopRefusesAtOnce(t *testing.T) {
 		if v, err := p.Wait(t.Context()); err != nil || v != "ok:"+p.item {
 			t.Errorf("%s, queued before Stop refused: %q, %v", p.item, v, err)
 		}
+	}
+}
+
+// Backlog is the weight queued over the recent commit rate: it grows
+// with what is queued, shrinks when an item is withdrawn or taken, and is
+// 0 until a commit was timed and while what is queued fits in one batch.
+func TestBacklog(t *testing.T) {
+	clock := testclock.New(time.Unix(1_700_000_000, 0))
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	commit := func(_ context.Context, items []string) ([]string, error) {
+		entered <- struct{}{}
+		if items[0] == "slow" {
+			<-gate
+		}
+		clock.Add(time.Duration(len(items)) * 10 * time.Millisecond) // 100 items a second
+		return items, nil
+	}
+	c := New(commit, Options[string]{Max: 2, Now: clock.Now})
+	c.Start(t.Context())
+	defer c.Stop()
+	if b := c.Backlog(); b != 0 {
+		t.Fatalf("backlog %v before any commit, want 0", b)
+	}
+	if _, err := c.Submit(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	slow, _ := c.Add("slow")
+	<-entered
+	<-entered // "slow" is being committed: what follows queues
+	var ps []*Pending[string, string]
+	for i := range 2 {
+		p, err := c.Add(strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if b := c.Backlog(); b != 0 {
+		t.Errorf("backlog %v with one batch queued, want 0", b)
+	}
+	for i := 2; i < 5; i++ {
+		p, err := c.Add(strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if b := c.Backlog(); b != 50*time.Millisecond {
+		t.Errorf("backlog %v with 5 queued at 100/s, want 50ms", b)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := ps[4].Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("withdrawn: %v", err)
+	}
+	if b := c.Backlog(); b != 40*time.Millisecond {
+		t.Errorf("backlog %v after one was withdrawn, want 40ms", b)
+	}
+	close(gate)
+	slow.Wait(t.Context())
+	for _, p := range ps[:4] {
+		p.Wait(t.Context())
+	}
+	if b := c.Backlog(); b != 0 {
+		t.Errorf("backlog %v with nothing queued, want 0", b)
+	}
+}
+
+// A commit that does not end (a stalled store) makes the backlog at least
+// as long as it has taken so far once more than a batch is queued, even
+// before any commit was timed.
+func TestBacklogOfAStall(t *testing.T) {
+	clock := testclock.New(time.Unix(1_700_000_000, 0))
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	c := New(func(_ context.Context, items []string) ([]string, error) {
+		entered <- struct{}{}
+		<-gate
+		return items, nil
+	}, Options[string]{Max: 2, Now: clock.Now})
+	c.Start(t.Context())
+	defer c.Stop()
+	defer close(gate)
+	c.Add("stuck")
+	<-entered
+	for i := range 3 {
+		c.Add(strconv.Itoa(i))
+	}
+	clock.Add(300 * time.Millisecond)
+	if b := c.Backlog(); b != 300*time.Millisecond {
+		t.Errorf("backlog %v behind a commit stalled for 300ms, want 300ms", b)
 	}
 }

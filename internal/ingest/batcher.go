@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/groupcommit"
@@ -132,3 +133,7 @@ func (b *Batcher) commit(ctx context.Context, reqs [][]store.NewEvent) ([][]stor
 // of its events: its requests are answered 503 at once rather than each
 // retried alone against a database that is down.
 func unavailable(err error) bool { return errors.Is(err, anyhook.ErrUnavailable) }
+
+// Backlog implements Backlogger: how long a request queued now would wait
+// for a writer, from what is queued and the recent commit rate.
+func (b *Batcher) Backlog() time.Duration { return b.c.Backlog() }

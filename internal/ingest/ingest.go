@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -50,6 +51,16 @@ type Source struct {
 	// Secret headers carry the source's secret itself: verified, then
 	// never stored (so never shown or forwarded).
 	SecretHeaders []string
+	// Shed: past Options.MaxQueueWait, this source's requests are
+	// answered 503 at once (its provider retries them) rather than
+	// queued.
+	Shed bool
+}
+
+// Backlogger is implemented by a Recorder that queues (the Batcher): how
+// long a request recorded now would wait for the store.
+type Backlogger interface {
+	Backlog() time.Duration
 }
 
 // Options configure a Handler.
@@ -74,6 +85,10 @@ type Options struct {
 	// traceparent, which its deliveries continue. nil: no tracing, at no
 	// cost.
 	Tracer trace.TracerProvider
+	// MaxQueueWait bounds admission: a request of a source that sheds
+	// (Source.Shed) is answered 503 with Retry-After, before its body is
+	// read, while the Recorder's backlog is longer. 0: never shed.
+	MaxQueueWait time.Duration
 }
 
 // RejectionLog keeps a record of refused requests (internal/rejectlog).
@@ -113,6 +128,8 @@ const (
 	OutcomeUnknownSource     = anyhook.RejectUnknownSource
 	OutcomeUnavailable       = "unavailable" // the store could not record it
 	OutcomeChallenge         = "challenge"   // a provider's URL verification, answered
+	OutcomeShed              = "shed"        // over capacity: answered 503 at once, to be retried
+	OutcomeClientGone        = "client_gone" // the client went away before it was recorded
 )
 
 // Handler serves POST /webhooks/{source}.
@@ -127,6 +144,10 @@ type Handler struct {
 	rejected RejectionLog
 	routing  RoutingObserver // nil when the observer is not one
 	tracer   trace.Tracer    // nil: tracing is off
+	backlog  Backlogger      // nil: never shed
+	maxWait  time.Duration
+	shedLog  atomic.Int64 // when shedding was last logged (Unix nanoseconds)
+	shed     atomic.Int64 // requests shed since the last log
 
 	failMu sync.Mutex
 	failed map[failure]bool // the filter errors already logged
@@ -144,6 +165,9 @@ func New(opt Options) *Handler {
 	h := &Handler{sources: map[string]*Source{}, rec: opt.Recorder, log: opt.Logger,
 		now: opt.Now, newID: opt.NewID, recorded: opt.Recorded, observer: opt.Observer, rejected: opt.Rejections}
 	h.routing, _ = opt.Observer.(RoutingObserver)
+	if b, ok := opt.Recorder.(Backlogger); ok && opt.MaxQueueWait > 0 {
+		h.backlog, h.maxWait = b, opt.MaxQueueWait
+	}
 	if opt.Tracer != nil {
 		h.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/ingest")
 	}
@@ -219,6 +243,19 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) (code int, outc
 			rej = &rejection{code: http.StatusInternalServerError, msg: "internal error", err: err, outcome: OutcomeUnavailable}
 		}
 		h.observe(name, rej.outcomeName(), start)
+		switch rej.outcome {
+		case OutcomeClientGone:
+			// Nothing was recorded and nobody reads the answer: the
+			// client's to retry, not the store's failure.
+			h.log.Info("ingest abandoned: the client went away before the event was recorded", "source", name,
+				"spent", h.now().Sub(start).String(), "err", rej.err)
+			return rej.code, rej.outcome
+		case OutcomeShed:
+			w.Header().Set("Retry-After", "1")
+			h.logShed(name)
+			writeJSON(w, rej.code, map[string]string{"error": rej.msg})
+			return rej.code, rej.outcome
+		}
 		level := slog.LevelInfo
 		if rej.code >= 500 {
 			level = slog.LevelError
@@ -259,6 +296,21 @@ func (r *rejection) outcomeName() string {
 	return r.outcome
 }
 
+// logShed logs that requests are being shed, at most once every 10
+// seconds with how many were since the last time: an overload of
+// thousands a second must not become as many log lines.
+func (h *Handler) logShed(source string) {
+	n := h.shed.Add(1)
+	now := h.now().UnixNano()
+	last := h.shedLog.Load()
+	if now-last < int64(10*time.Second) || !h.shedLog.CompareAndSwap(last, now) {
+		return
+	}
+	h.shed.Add(-n)
+	h.log.Warn("ingest over capacity: answering 503 to requests of sources that shed", "source", source,
+		"shed", n, "backlog", h.backlog.Backlog().String(), "max_queue_wait", h.maxWait.String())
+}
+
 // observe reports a finished request to the Observer, if any.
 func (h *Handler) observe(source, outcome string, start time.Time) {
 	if h.observer == nil {
@@ -279,6 +331,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	src, ok := h.sources[name]
 	if !ok {
 		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name), outcome: OutcomeUnknownSource}
+	}
+	if src.Shed && h.backlog != nil {
+		if b := h.backlog.Backlog(); b > h.maxWait {
+			return served{}, &rejection{code: http.StatusServiceUnavailable, outcome: OutcomeShed,
+				msg: "over capacity: the gateway is not taking this request; retry later"}
+		}
 	}
 	received := h.now()
 	body, err := readBody(w, r, src.MaxBody)
@@ -345,6 +403,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		}
 	}
 	results, err := h.record(r.Context(), evs)
+	if err != nil && errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// Withdrawn from the queue unrecorded when the client left.
+		return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the client went away", err: err, outcome: OutcomeClientGone}
+	}
 	if err != nil {
 		return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the event store is unavailable; retry later", err: err, outcome: OutcomeUnavailable}
 	}

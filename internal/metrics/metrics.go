@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,8 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	ingest         *prometheus.CounterVec
+	shed           *prometheus.CounterVec
+	shedTotal      atomic.Int64 // the sum of shed, for the overview
 	ingestLatency  *prometheus.HistogramVec
 	attempts       *prometheus.CounterVec
 	deliveries     *prometheus.CounterVec
@@ -77,8 +80,12 @@ func New(opt Options) *Metrics {
 		reg: prometheus.NewRegistry(),
 		ingest: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anyhook_ingest_requests_total",
-			Help: "Webhook requests received, by source and outcome (accepted, duplicate, rejected_signature, invalid, too_large, unknown_source, unavailable, challenge).",
+			Help: "Webhook requests received, by source and outcome (accepted, duplicate, rejected_signature, invalid, too_large, unknown_source, unavailable, challenge, shed, client_gone).",
 		}, []string{"source", "outcome"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "anyhook_ingest_shed_total",
+			Help: "Webhook requests answered 503 at once because the gateway was over capacity (ingest.max_queue_wait), by source; their providers retry them.",
+		}, []string{"source"}),
 		ingestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "anyhook_ingest_duration_seconds",
 			Help:    "Time from reading a webhook request to answering it (including the durable commit), by source.",
@@ -110,7 +117,7 @@ func New(opt Options) *Metrics {
 			Help: "Alert messages posted to alert channels, by result (ok, error).",
 		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.ingest, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.releases, m.alerts)
+	m.reg.MustRegister(m.ingest, m.shed, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.releases, m.alerts)
 	m.reg.MustRegister(&queueCollector{stats: opt.Stats, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
 	if opt.Runtime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -126,7 +133,7 @@ func New(opt Options) *Metrics {
 // ingest.OutcomeUnknownSource comes only with source "".
 var IngestOutcomes = []string{
 	ingest.OutcomeAccepted, ingest.OutcomeDuplicate, ingest.OutcomeRejectedSignature, ingest.OutcomeInvalid,
-	ingest.OutcomeTooLarge, ingest.OutcomeUnavailable, ingest.OutcomeChallenge,
+	ingest.OutcomeTooLarge, ingest.OutcomeUnavailable, ingest.OutcomeChallenge, ingest.OutcomeShed, ingest.OutcomeClientGone,
 }
 
 // zero creates every series of a known label combination at 0 (see
@@ -137,6 +144,7 @@ func (m *Metrics) zero(sources, destinations []string) {
 			m.ingest.WithLabelValues(s, o)
 		}
 		m.ingestLatency.WithLabelValues(s)
+		m.shed.WithLabelValues(s)
 	}
 	m.ingest.WithLabelValues("", ingest.OutcomeUnknownSource)
 	for _, d := range destinations {
@@ -172,7 +180,14 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Ingested(source, outcome string, took time.Duration) {
 	m.ingest.WithLabelValues(source, outcome).Inc()
 	m.ingestLatency.WithLabelValues(source).Observe(took.Seconds())
+	if outcome == ingest.OutcomeShed {
+		m.shed.WithLabelValues(source).Inc()
+		m.shedTotal.Add(1)
+	}
 }
+
+// Shed is how many requests this process shed since it started.
+func (m *Metrics) Shed() int64 { return m.shedTotal.Load() }
 
 // Attempted implements delivery.Observer.
 func (m *Metrics) Attempted(destination string, status anyhook.DeliveryStatus, a anyhook.Attempt) {

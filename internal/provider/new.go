@@ -33,6 +33,10 @@ type kind struct {
 	// ids are where a request names itself without a secret: what the
 	// rejection log may keep of a refused one (Identifier).
 	ids []idSpec
+	// retries: the provider sends a request again by itself after a 503
+	// (docs/operations.md, "Overload", says how often and for how long),
+	// so a gateway over capacity may shed it.
+	retries bool
 }
 
 // kinds is the fixed table of providers, by config name.
@@ -42,23 +46,28 @@ var kinds = map[string]kind{
 		ids: headerIDs("X-GitHub-Delivery", "X-GitHub-Hook-ID")},
 	"gitlab": {build: buildGitLab, sign: signGitLab, ordered: true, credentials: []string{"X-Gitlab-Token"}, typeOf: typeOfGitLab,
 		ids: headerIDs("Idempotency-Key", "X-Gitlab-Event-UUID", "webhook-id", "webhook-timestamp")},
-	"hubspot": {build: buildHubSpot, sign: signHubSpot, ordered: true, urlBound: true, typeOf: typeOfHubSpot,
+	"hubspot": {retries: true, build: buildHubSpot, sign: signHubSpot, ordered: true, urlBound: true, typeOf: typeOfHubSpot,
 		ids: headerIDs("X-HubSpot-Request-Timestamp")},
-	"paddle": {build: buildPaddle, sign: signPaddle, ordered: true, typeOf: typeOfPaddle,
+	"paddle": {retries: true, build: buildPaddle, sign: signPaddle, ordered: true, typeOf: typeOfPaddle,
 		ids: []idSpec{{header: "Paddle-Signature", param: "ts", sep: ";"}, {path: []string{"event_id"}}}},
-	"shopify": {build: buildShopify, sign: signShopify, ordered: true, typeOf: typeOfShopify,
+	"shopify": {retries: true, build: buildShopify, sign: signShopify, ordered: true, typeOf: typeOfShopify,
 		ids: headerIDs("X-Shopify-Event-Id", "Shopify-Event-Id", "X-Shopify-Webhook-Id", "Shopify-Webhook-Id")},
-	"slack": {build: buildSlack, sign: signSlack, ordered: true, typeOf: typeOfSlack,
+	"slack": {retries: true, build: buildSlack, sign: signSlack, ordered: true, typeOf: typeOfSlack,
 		ids: append(headerIDs("X-Slack-Request-Timestamp"), idSpec{path: []string{"event_id"}})},
-	"square": {build: buildSquare, sign: signSquare, ordered: true, urlBound: true, typeOf: typeOfSquare,
+	"square": {retries: true, build: buildSquare, sign: signSquare, ordered: true, urlBound: true, typeOf: typeOfSquare,
 		ids: []idSpec{{path: []string{"event_id"}}}},
-	"standard": {build: buildStandard, sign: signStandard, ordered: true, typeOf: typeOfStandard,
+	"standard": {retries: true, build: buildStandard, sign: signStandard, ordered: true, typeOf: typeOfStandard,
 		ids: headerIDs("webhook-id", "webhook-timestamp", "svix-id", "svix-timestamp")},
-	"stripe": {build: buildStripe, sign: signStripe, ordered: true, typeOf: typeOfStripe,
+	"stripe": {retries: true, build: buildStripe, sign: signStripe, ordered: true, typeOf: typeOfStripe,
 		ids: []idSpec{{header: "Stripe-Signature", param: "t", sep: ","}, {path: []string{"id"}}}},
 	"twilio": {build: buildTwilio, sign: signTwilio, ordered: true, urlBound: true,
 		ids: headerIDs("I-Twilio-Idempotency-Token")},
 }
+
+// Retries reports whether the provider sends a request again by itself
+// after a 503 (GitHub, GitLab and Twilio do not by default; a generic
+// source's sender is unknown).
+func Retries(providerName string) bool { return kinds[providerName].retries }
 
 // Names returns the known provider names, sorted.
 func Names() []string {

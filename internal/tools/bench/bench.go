@@ -52,6 +52,15 @@ flags:
                         e.g. 'type.startsWith("charge.") && body.data.object.amount > 1000'
   --warmup N            untimed events first (default 500)
   --drain-timeout D     how long to wait for deliveries after ingest (default 2m)
+  --ingest-rate R       after the closed-loop run, an open-loop one: requests sent on
+                        schedule at R per second, or at a share of the capacity the
+                        closed-loop run measured (50%, 200%), whether or not earlier
+                        ones were answered; latency from when each was due (no
+                        coordinated omission), client timeout 10s; reports
+                        p50/p90/p99/p99.9/max, the longest stall, what was shed,
+                        and that every accepted event was delivered
+  --duration D          length of the open-loop run (default 60s)
+  --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
   --no-baseline         skip the bare net/http and relay runs
   --cpuprofile FILE     write a CPU profile of the timed gateway run
   --json                print the report as JSON
@@ -75,6 +84,10 @@ type options struct {
 	warmup       int
 	drainTimeout time.Duration
 	noBaseline   bool
+	ingestRate   float64 // requests per second, or
+	ingestShare  float64 // a share of the measured capacity
+	duration     time.Duration
+	maxQueueWait string
 	cpuprofile   string
 	json         bool
 }
@@ -96,6 +109,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.warmup, "warmup", 500, "")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "")
+	rate := fs.String("ingest-rate", "", "")
+	fs.DurationVar(&o.duration, "duration", time.Minute, "")
+	fs.StringVar(&o.maxQueueWait, "max-queue-wait", "", "")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "")
 	fs.BoolVar(&o.json, "json", false, "")
 	if err := cli.Parse(fs, args); err != nil {
@@ -106,7 +122,17 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("--body-size: %w", err)
 	}
 	o.bodySize = n
+	if o.ingestRate, o.ingestShare, err = parseRate(*rate); err != nil {
+		return nil, err
+	}
+	if o.maxQueueWait != "" {
+		if d, err := time.ParseDuration(o.maxQueueWait); err != nil || d < 0 {
+			return nil, fmt.Errorf("--max-queue-wait %q: want a duration such as 50ms (0 never sheds)", o.maxQueueWait)
+		}
+	}
 	switch {
+	case o.duration <= 0:
+		return nil, errors.New("--duration must be greater than 0")
 	case o.provider != "stripe" && o.provider != "generic":
 		return nil, fmt.Errorf("--provider %q: want stripe or generic", o.provider)
 	case o.events < 1:
@@ -332,6 +358,14 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	}
 	rep.check("ingest", rep.Ingest, o.events)
 
+	if o.ingestRate > 0 || o.ingestShare > 0 {
+		ol, err := runOpenLoop(ctx, o, url, sk, "evt_"+runID+"o", now, rep.Ingest.EventsPerSec, say)
+		rep.OpenLoop = ol
+		if err != nil {
+			rep.Failures = append(rep.Failures, "open loop: "+err.Error())
+		}
+	}
+
 	if o.duplicates > 1 {
 		prefix := "evt_" + runID + "s"
 		say("duplicate storm: %d events × %d copies", o.events, o.duplicates)
@@ -468,11 +502,15 @@ func writeConfig(dir string, o *options, sinkURL string) (string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: 127.0.0.1:0\ndatabase: %q\nadmin_token: bench\n", db)
+	if o.maxQueueWait != "" {
+		fmt.Fprintf(&b, "ingest: {max_queue_wait: %s}\n", o.maxQueueWait)
+	}
 	switch o.provider {
 	case "stripe":
 		fmt.Fprintf(&b, "sources:\n  stripe:\n    provider: stripe\n    secrets: [%s]\n    tolerance: 1h\n", secret)
 	case "generic":
-		b.WriteString("sources:\n  generic:\n    provider: generic\n    signature: none\n    id: json:id\n")
+		// Shed like a provider that retries: the bench measures overload.
+		b.WriteString("sources:\n  generic:\n    provider: generic\n    signature: none\n    id: json:id\n    overload: shed\n")
 	}
 	fmt.Fprintf(&b, "    max_body: %d\n", max(2*o.bodySize, 1<<20))
 	if o.destinations > 0 {

@@ -45,6 +45,9 @@ type Report struct {
 	// new-event run, per 1,000 duplicate requests.
 	DuplicateCPUPer1k float64 `json:"duplicate_cpu_s_per_1k,omitempty"`
 
+	// OpenLoop is the open-loop run (--ingest-rate).
+	OpenLoop *OpenLoop `json:"open_loop,omitempty"`
+
 	// PeakRSSMiB is the gateway process's peak RSS; BenchPeakRSSMiB this
 	// process's (load client with its pre-built requests, sink, relay).
 	PeakRSSMiB      float64  `json:"peak_rss_mib"`
@@ -216,6 +219,16 @@ func (r *Report) print(w io.Writer) {
 	drow("storm delivery", r.StormDelivery)
 	tw.Flush()
 	fmt.Fprintln(w)
+	if ol := r.OpenLoop; ol != nil {
+		fmt.Fprintf(w, "open loop: %.0f requests/s (%.0f%% of capacity) for %.0f s: %d sent, %d accepted, %d shed, %d failed, %d errors (%d timed out), %d delivered\n",
+			ol.Rate, ol.CapacityPct, ol.Seconds, ol.Sent, ol.Accepted, ol.Shed, ol.Failed, ol.Errors, ol.TimedOut, ol.Delivered)
+		fmt.Fprintf(w, "  accepted, from when each was due: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.1f ms; longest stall %.1f ms at %.1f s\n",
+			ol.P50MS, ol.P90MS, ol.P99MS, ol.P999MS, ol.MaxMS, ol.LongestStallMS, ol.StallAtS)
+		if ol.Shed > 0 {
+			fmt.Fprintf(w, "  shed answered within %.2f ms (p99)\n", ol.ShedP99MS)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.RatioToBare > 0 {
 		fmt.Fprintf(w, "anyhook / bare net/http:       %.1f%%\n", 100*r.RatioToBare)
 	}

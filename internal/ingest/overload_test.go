@@ -1,0 +1,230 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anyhook/anyhook/internal/ingest"
+	"github.com/anyhook/anyhook/internal/provider"
+	"github.com/anyhook/anyhook/internal/store"
+)
+
+// backlogRecorder records every event and reports the backlog the test
+// sets, standing in for the Batcher's estimate.
+type backlogRecorder struct {
+	backlog atomic.Int64
+	mu      sync.Mutex
+	keys    []string
+	block   chan struct{} // when not nil, Ingest waits for it or ctx
+	entered chan struct{} // when not nil, closed as the first Ingest begins
+	once    sync.Once
+}
+
+func (r *backlogRecorder) Backlog() time.Duration { return time.Duration(r.backlog.Load()) }
+
+func (r *backlogRecorder) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
+	if r.entered != nil {
+		r.once.Do(func() { close(r.entered) })
+	}
+	if r.block != nil {
+		select {
+		case <-r.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]store.IngestResult, len(evs))
+	for i, ev := range evs {
+		r.keys = append(r.keys, ev.Event.DedupKey)
+		out[i].ID = "id-" + ev.Event.DedupKey
+	}
+	return out, nil
+}
+
+type outcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *outcomes) Ingested(source, outcome string, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n[source+"/"+outcome]++
+}
+
+// overloadServer serves two sources over real HTTP: "stripe" sheds,
+// "github" queues.
+func overloadServer(t *testing.T, rec ingest.Recorder, log *slog.Logger, obs ingest.Observer) (*httptest.Server, func(src, id string) *http.Request) {
+	t.Helper()
+	var sources []ingest.Source
+	for _, name := range []string{"stripe", "github"} {
+		p, err := provider.New(provider.Settings{Provider: name, Secrets: []string{fuzzSecret}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources = append(sources, ingest.Source{Name: name, Provider: p, MaxBody: 1 << 16, Destinations: []string{"d"}, Shed: name == "stripe"})
+	}
+	h := ingest.New(ingest.Options{Sources: sources, Recorder: rec, Logger: log, Observer: obs, MaxQueueWait: 50 * time.Millisecond})
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhooks/{source}", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	signed := func(src, id string) *http.Request {
+		body := []byte(`{"id":"` + id + `","type":"invoice.paid","object":"event"}`)
+		pr := &provider.Request{Method: "POST", URL: srv.URL + "/webhooks/" + src, Header: http.Header{}, Body: body}
+		if src == "github" {
+			pr.Header.Set("X-GitHub-Delivery", id)
+			pr.Header.Set("X-GitHub-Event", "push")
+		}
+		if err := provider.Sign(src, fuzzSecret, pr, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", pr.URL, bytes.NewReader(body))
+		req.Header = pr.Header
+		req.Header.Set("Content-Type", "application/json")
+		return req
+	}
+	return srv, signed
+}
+
+// Past max_queue_wait a source that sheds is answered 503 with
+// Retry-After at once, counted as shed and not recorded; a source that
+// queues is recorded as usual; below it, both are recorded.
+func TestOverloadSheds(t *testing.T) {
+	t.Parallel()
+	rec := &backlogRecorder{}
+	obs := &outcomes{n: map[string]int{}}
+	var logs bytes.Buffer
+	srv, signed := overloadServer(t, rec, slog.New(slog.NewJSONHandler(&logs, nil)), obs)
+	post := func(src, id string) *http.Response {
+		t.Helper()
+		resp, err := srv.Client().Do(signed(src, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := post("stripe", "evt_1"); resp.StatusCode != 200 {
+		t.Fatalf("no backlog: %d", resp.StatusCode)
+	}
+	rec.backlog.Store(int64(80 * time.Millisecond))
+	for i := range 3 {
+		resp := post("stripe", "evt_shed")
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("request %d over capacity: %d, Retry-After %q; want 503 with Retry-After", i, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if resp := post("github", "gh_1"); resp.StatusCode != 200 {
+		t.Errorf("a source that queues, over capacity: %d, want 200", resp.StatusCode)
+	}
+	rec.backlog.Store(int64(50 * time.Millisecond)) // at the bound, not past it
+	if resp := post("stripe", "evt_2"); resp.StatusCode != 200 {
+		t.Errorf("backlog at max_queue_wait: %d, want 200", resp.StatusCode)
+	}
+	rec.mu.Lock()
+	keys := strings.Join(rec.keys, ",")
+	rec.mu.Unlock()
+	if len(rec.keys) != 3 || strings.Contains(keys, "evt_shed") || !strings.Contains(keys, "gh_1") {
+		t.Errorf("recorded %s, want evt_1,gh_1,evt_2 (nothing shed)", keys)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.n["stripe/shed"] != 3 || obs.n["stripe/accepted"] != 2 || obs.n["github/accepted"] != 1 {
+		t.Errorf("outcomes %v", obs.n)
+	}
+	// One warning for the three (they came within 10 s), no error.
+	if n := strings.Count(logs.String(), "over capacity"); n != 1 || strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Errorf("%d over-capacity log lines, want 1 and no error:\n%s", n, logs.String())
+	}
+}
+
+// A client that goes away while its request is queued behind a commit
+// (the Batcher withdraws it) is logged as that, at info with the time
+// spent, never as a store failure; its event is not recorded.
+func TestClientGoneIsNotAStoreFailure(t *testing.T) {
+	t.Parallel()
+	rec := &backlogRecorder{block: make(chan struct{}), entered: make(chan struct{})}
+	b := ingest.NewBatcher(rec, 256)
+	b.Start(t.Context())
+	defer b.Stop()
+	obs := &outcomes{n: map[string]int{}}
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	srv, signed := overloadServer(t, b, log, obs)
+	holder := make(chan int, 1)
+	go func() {
+		resp, err := srv.Client().Do(signed("stripe", "evt_holder"))
+		if err != nil {
+			holder <- 0
+			return
+		}
+		resp.Body.Close()
+		holder <- resp.StatusCode
+	}()
+	<-rec.entered // the holder's commit is in progress: the next request queues
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := srv.Client().Do(signed("stripe", "evt_gone").WithContext(ctx)); err == nil {
+		t.Fatal("the request was answered while the store held it")
+	}
+	// The handler's answer comes after the client left: wait for its log.
+	deadline := time.Now().Add(10 * time.Second)
+	var line map[string]any
+	for line == nil && time.Now().Before(deadline) {
+		mu.Lock()
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "client went away") {
+				json.Unmarshal([]byte(l), &line)
+			}
+		}
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if line == nil {
+		t.Fatalf("no client-gone log line:\n%s", logs.String())
+	}
+	if line["level"] != "INFO" || line["spent"] == "" || line["source"] != "stripe" {
+		t.Errorf("client-gone line %v: want INFO with source and spent", line)
+	}
+	mu.Lock()
+	if strings.Contains(logs.String(), "unavailable") || strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Errorf("logged as a store failure:\n%s", logs.String())
+	}
+	mu.Unlock()
+	close(rec.block)
+	if code := <-holder; code != 200 {
+		t.Errorf("the request that stayed: %d, want 200", code)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if strings.Join(rec.keys, ",") != "evt_holder" {
+		t.Errorf("recorded %v, want only the request that stayed", rec.keys)
+	}
+	if obs.n["stripe/client_gone"] != 1 {
+		t.Errorf("outcomes %v, want one client_gone", obs.n)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

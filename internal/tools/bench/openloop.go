@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// An open-loop run sends requests on a fixed schedule, as providers do,
+// whether or not earlier ones were answered: a closed loop (each client
+// waits for its answer before it sends again) sends less while the server
+// stalls, and so hides the stall from its own figures (coordinated
+// omission). Each latency is measured from when the request was due to be
+// sent, not from when it was sent.
+
+// clientTimeout is how long a provider waits for an answer (GitHub's 10
+// s; Slack's 3 s and Shopify's 5 s are shorter).
+const clientTimeout = 10 * time.Second
+
+// parseRate reads --ingest-rate: requests per second, or a percentage of
+// the capacity measured closed-loop in the same run ("50%").
+func parseRate(s string) (rate, share float64, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	if v, ok := strings.CutSuffix(s, "%"); ok {
+		share, err = strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || share <= 0 || share > 1000 {
+			return 0, 0, fmt.Errorf("--ingest-rate %q: want requests per second or a share of capacity such as 50%%", s)
+		}
+		return 0, share / 100, nil
+	}
+	rate, err = strconv.ParseFloat(s, 64)
+	if err != nil || rate <= 0 {
+		return 0, 0, fmt.Errorf("--ingest-rate %q: want requests per second or a share of capacity such as 50%%", s)
+	}
+	return rate, 0, nil
+}
+
+// OpenLoop is what an open-loop run measured.
+type OpenLoop struct {
+	Rate        float64 `json:"rate"`         // requests per second, as scheduled
+	CapacityPct float64 `json:"capacity_pct"` // Rate over the closed-loop capacity, %
+	Seconds     float64 `json:"seconds"`
+	Sent        int     `json:"sent"`
+	Accepted    int     `json:"accepted"` // 200 answers
+	Shed        int     `json:"shed"`     // 503 answers with Retry-After
+	Failed      int     `json:"failed"`   // other answers
+	TimedOut    int     `json:"timed_out"`
+	Errors      int     `json:"errors"` // transport errors
+	FirstError  string  `json:"first_error,omitempty"`
+	// Latency of the accepted requests from when each was due, ms.
+	P50MS  float64 `json:"p50_ms"`
+	P90MS  float64 `json:"p90_ms"`
+	P99MS  float64 `json:"p99_ms"`
+	P999MS float64 `json:"p99_9_ms"`
+	MaxMS  float64 `json:"max_ms"`
+	// ShedP99MS is how fast the shed ones were refused.
+	ShedP99MS float64 `json:"shed_p99_ms,omitempty"`
+	// LongestStallMS is the longest time in which no answer came back
+	// while a request was outstanding; StallAtS when it began, seconds
+	// into the run.
+	LongestStallMS float64 `json:"longest_stall_ms"`
+	StallAtS       float64 `json:"stall_at_s"`
+	// Delivered is how many of the accepted events reached the sink.
+	Delivered int `json:"delivered"`
+}
+
+// sent is one request of an open-loop run.
+type sent struct {
+	due, done time.Duration // since the run's start
+	code      int
+	retry     bool // Retry-After was set
+	err       error
+}
+
+// openLoop sends reqs to url at rate per second and waits for every
+// answer (at most clientTimeout each).
+func openLoop(ctx context.Context, url string, reqs []request, rate float64) ([]sent, time.Duration) {
+	// One connection per request in flight, as many providers' senders
+	// are: the schedule must never wait for a free connection.
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: clientTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: clientTimeout}
+	out := make([]sent, len(reqs))
+	interval := time.Duration(float64(time.Second) / rate)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range reqs {
+		due := time.Duration(i) * interval
+		if d := time.Until(start.Add(due)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				wg.Wait()
+				return out[:i], time.Since(start)
+			}
+		}
+		wg.Go(func() {
+			rq := &reqs[i]
+			s := &out[i]
+			s.due = due
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(rq.body))
+			if err == nil {
+				req.Header = rq.header
+				var resp *http.Response
+				if resp, err = client.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					s.code, s.retry = resp.StatusCode, resp.Header.Get("Retry-After") != ""
+				}
+			}
+			s.err = err
+			s.done = time.Since(start)
+		})
+	}
+	wg.Wait()
+	return out, time.Since(start)
+}
+
+// summarize turns an open-loop run's requests into its figures.
+func summarize(rs []sent, elapsed time.Duration) *OpenLoop {
+	ol := &OpenLoop{Sent: len(rs), Seconds: elapsed.Seconds()}
+	var ok, shed []time.Duration
+	for _, s := range rs {
+		lat := s.done - s.due
+		switch {
+		case s.err != nil:
+			ol.Errors++
+			if ne, isNet := s.err.(net.Error); isNet && ne.Timeout() || strings.Contains(s.err.Error(), "Client.Timeout") {
+				ol.TimedOut++
+			}
+			if ol.FirstError == "" {
+				ol.FirstError = s.err.Error()
+			}
+		case s.code == http.StatusOK:
+			ol.Accepted++
+			ok = append(ok, lat)
+		case s.code == http.StatusServiceUnavailable && s.retry:
+			ol.Shed++
+			shed = append(shed, lat)
+		default:
+			ol.Failed++
+			if ol.FirstError == "" {
+				ol.FirstError = fmt.Sprintf("HTTP %d", s.code)
+			}
+		}
+	}
+	slices.Sort(ok)
+	slices.Sort(shed)
+	ol.P50MS, ol.P90MS, ol.P99MS = ms(percentile(ok, 50)), ms(percentile(ok, 90)), ms(percentile(ok, 99))
+	ol.P999MS = ms(percentile(ok, 99.9))
+	if len(ok) > 0 {
+		ol.MaxMS = ms(ok[len(ok)-1])
+	}
+	if len(shed) > 0 {
+		ol.ShedP99MS = ms(percentile(shed, 99))
+	}
+	stall, at := longestStall(rs)
+	ol.LongestStallMS, ol.StallAtS = ms(stall), at.Seconds()
+	return ol
+}
+
+// longestStall is the longest time in which no answer came back while a
+// request was outstanding (due, and not yet answered), and when it began.
+func longestStall(rs []sent) (time.Duration, time.Duration) {
+	byDone := slices.Clone(rs)
+	slices.SortFunc(byDone, func(a, b sent) int { return int(a.done - b.done) })
+	// firstDue[k]: the earliest due time among the answers from k on.
+	firstDue := make([]time.Duration, len(byDone)+1)
+	firstDue[len(byDone)] = 1<<63 - 1
+	for k := len(byDone) - 1; k >= 0; k-- {
+		firstDue[k] = min(firstDue[k+1], byDone[k].due)
+	}
+	var longest, at, prev time.Duration
+	for k, s := range byDone {
+		// Before this answer, since the previous one, something was
+		// outstanding from the earliest due of those answered from here.
+		from := max(prev, firstDue[k])
+		if gap := s.done - from; gap > longest {
+			longest, at = gap, from
+		}
+		prev = s.done
+	}
+	return longest, at
+}
+
+// runOpenLoop sends events at the --ingest-rate (capacity is what the
+// closed-loop run measured, in events per second) for --duration, then
+// waits until every accepted event reached every destination.
+func runOpenLoop(ctx context.Context, o *options, url string, sk *sink, prefix string, now time.Time, capacity float64, say func(string, ...any)) (*OpenLoop, error) {
+	rate := o.ingestRate
+	if o.ingestShare > 0 {
+		rate = o.ingestShare * capacity
+	}
+	if rate <= 0 {
+		return nil, fmt.Errorf("no capacity measured to take %.0f%% of", 100*o.ingestShare)
+	}
+	n := max(1, int(rate*o.duration.Seconds()))
+	say("open loop: preparing %d requests", n)
+	reqs, err := makeRequests(o.provider, prefix, n, 1, o.bodySize, secret, now)
+	if err != nil {
+		return nil, err
+	}
+	sr := sk.expect(prefix, n)
+	say("open loop: %.0f requests/s for %s (%.0f%% of the %.0f events/s measured closed-loop)", rate, o.duration, 100*rate/capacity, capacity)
+	rs, elapsed := openLoop(ctx, url, reqs, rate)
+	ol := summarize(rs, elapsed)
+	ol.Rate = rate
+	if capacity > 0 {
+		ol.CapacityPct = 100 * rate / capacity
+	}
+	want := int64(ol.Accepted * o.destinations)
+	deadline := time.Now().Add(o.drainTimeout)
+	for sr.count.Load() < want && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	ol.Delivered = int(sr.count.Load())
+	if o.destinations > 0 && ol.Delivered < int(want) {
+		return ol, fmt.Errorf("%d of the %d accepted events' deliveries arrived within %s", ol.Delivered, want, o.drainTimeout)
+	}
+	if ol.TimedOut > 0 {
+		return ol, fmt.Errorf("%d requests timed out (client timeout %s)", ol.TimedOut, clientTimeout)
+	}
+	return ol, nil
+}
