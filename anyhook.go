@@ -201,13 +201,17 @@ func (s DeliveryStatus) Valid() bool { return slices.Contains(DeliveryStatuses, 
 
 // Delivery is one (event, destination) pair and its progress.
 type Delivery struct {
-	ID            string
-	EventID       string
-	Destination   string
-	Status        DeliveryStatus
-	Replay        bool // created by a replay
-	Stale         bool // the event was stale and the source says stale: deliver
-	AttemptCount  int  // attempts started so far
+	ID           string
+	EventID      string
+	Destination  string
+	Status       DeliveryStatus
+	Replay       bool // created by a replay
+	Stale        bool // the event was stale and the source says stale: deliver
+	AttemptCount int  // attempts started so far
+	// Probes is how many of those attempts were probes of a destination
+	// paused by its breaker (auto_pause): they do not count towards
+	// max_attempts.
+	Probes        int
 	NextAttemptAt time.Time
 	LeaseUntil    time.Time // while StatusDelivering
 	ClaimedAt     time.Time // when the latest claim (attempt) started; zero before the first

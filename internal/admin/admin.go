@@ -60,6 +60,10 @@ type Store interface {
 	Resolve(ctx context.Context, deliveryID, action string, by store.Actor) (anyhook.Delivery, error)
 	SetPaused(ctx context.Context, destination string, paused bool) error
 	Paused(ctx context.Context) (map[string]bool, error)
+	// A destination's breaker (auto_pause): shown, and cleared by a
+	// person's resume.
+	Breakers(ctx context.Context) (map[string]store.Breaker, error)
+	ResetBreaker(ctx context.Context, destination string) (bool, error)
 	Counts(ctx context.Context) (map[anyhook.DeliveryStatus]int, error)
 	Ping(ctx context.Context) error
 	WaitsBehind(ctx context.Context, ids []string) (map[string]store.Blocker, error)
@@ -115,26 +119,31 @@ type Options struct {
 	// has not attempted is judged from the store (store.LatestFailure);
 	// nil: every one is.
 	Health func() map[string]delivery.Health
+	// OnBreakerCleared is told when a person's resume cleared a pause by
+	// the destination's breaker (auto_pause), by whom, at Now, once it
+	// is stored (incidents record the resume); nil: nobody.
+	OnBreakerCleared func(destination, actor string, at time.Time)
 }
 
 // API is the admin API. Create it with New.
 type API struct {
-	filters   map[string]*routes.Filter
-	store     Store
-	token     []byte // sha256 of the token; nil when authentication is off
-	sources   map[string][]string
-	dests     []string // sorted, unique
-	known     map[string]bool
-	inOrder   map[string]bool // destinations with order: per_object
-	log       *slog.Logger
-	ready     func(ctx context.Context) error
-	now       func() time.Time
-	routes    []route
-	mux       *http.ServeMux
-	ledger    Ledger
-	backfills Backfills
-	queued    func()
-	health    func() map[string]delivery.Health
+	onBreakerCleared func(destination, actor string, at time.Time)
+	filters          map[string]*routes.Filter
+	store            Store
+	token            []byte // sha256 of the token; nil when authentication is off
+	sources          map[string][]string
+	dests            []string // sorted, unique
+	known            map[string]bool
+	inOrder          map[string]bool // destinations with order: per_object
+	log              *slog.Logger
+	ready            func(ctx context.Context) error
+	now              func() time.Time
+	routes           []route
+	mux              *http.ServeMux
+	ledger           Ledger
+	backfills        Backfills
+	queued           func()
+	health           func() map[string]delivery.Health
 }
 
 // queue tells Options.Queued that deliveries became due.
@@ -155,18 +164,20 @@ type route struct {
 // New returns the API described by opt.
 func New(opt Options) *API {
 	a := &API{
-		store:     opt.Store,
-		sources:   opt.Sources,
-		known:     map[string]bool{},
-		log:       opt.Logger,
-		ready:     opt.Ready,
-		now:       opt.Now,
-		ledger:    opt.Ledger,
-		filters:   opt.Filters,
-		inOrder:   map[string]bool{},
-		backfills: opt.Backfill,
-		queued:    opt.Queued,
-		health:    opt.Health,
+		store:   opt.Store,
+		sources: opt.Sources,
+		known:   map[string]bool{},
+		log:     opt.Logger,
+		ready:   opt.Ready,
+		now:     opt.Now,
+
+		onBreakerCleared: opt.OnBreakerCleared,
+		ledger:           opt.Ledger,
+		filters:          opt.Filters,
+		inOrder:          map[string]bool{},
+		backfills:        opt.Backfill,
+		queued:           opt.Queued,
+		health:           opt.Health,
 	}
 	for _, d := range opt.InOrder {
 		a.inOrder[d] = true

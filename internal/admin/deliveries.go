@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -102,15 +103,42 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) error {
 }
 
 type destinationJSON struct {
-	Name    string   `json:"name"`
-	Paused  bool     `json:"paused"`
-	Sources []string `json:"sources"`
+	Name string `json:"name"`
+	// Paused is true while its deliveries wait: paused by a person, or
+	// by its breaker (auto_pause); PausedBy says which ("person" when
+	// both), and Breaker is the breaker's state while it is tripped.
+	Paused   bool         `json:"paused"`
+	PausedBy string       `json:"paused_by,omitempty"`
+	Breaker  *breakerJSON `json:"breaker,omitempty"`
+	Sources  []string     `json:"sources"`
 	// Configured is false for a destination the config no longer names
 	// that still has unfinished deliveries (orphaned: they wait, and
 	// resume when the destination is configured again).
 	Configured bool `json:"configured"`
 	// Unfinished counts an orphaned destination's deliveries by status.
 	Unfinished map[anyhook.DeliveryStatus]int `json:"unfinished,omitzero"`
+}
+
+// breakerJSON is a tripped breaker: when, why, and when one delivery is
+// tried next.
+type breakerJSON struct {
+	TrippedAt   time.Time `json:"tripped_at"`
+	Reason      string    `json:"reason"`
+	NextProbeAt time.Time `json:"next_probe_at"`
+}
+
+// pausedBy fills d's pause from paused (a person's) and breakers.
+func (d *destinationJSON) pausedBy(paused map[string]bool, breakers map[string]store.Breaker) {
+	b, tripped := breakers[d.Name]
+	if tripped {
+		d.Breaker = &breakerJSON{TrippedAt: b.TrippedAt, Reason: b.Reason, NextProbeAt: b.NextProbe}
+	}
+	switch {
+	case paused[d.Name]:
+		d.Paused, d.PausedBy = true, "person"
+	case tripped:
+		d.Paused, d.PausedBy = true, "breaker"
+	}
 }
 
 type destinationsResponse struct {
@@ -127,6 +155,10 @@ func (a *API) listDestinations(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	breakers, err := a.store.Breakers(r.Context())
+	if err != nil {
+		return err
+	}
 	counts, err := a.store.Counts(r.Context())
 	if err != nil {
 		return err
@@ -136,7 +168,8 @@ func (a *API) listDestinations(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := destinationsResponse{Items: make([]destinationJSON, 0, len(a.dests)), Counts: counts}
 	for _, name := range a.dests {
-		d := destinationJSON{Name: name, Paused: paused[name], Sources: []string{}, Configured: true}
+		d := destinationJSON{Name: name, Sources: []string{}, Configured: true}
+		d.pausedBy(paused, breakers)
 		for src, ds := range a.sources {
 			for _, x := range ds {
 				if x == name {
@@ -154,7 +187,9 @@ func (a *API) listDestinations(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(qs.Depth)) {
 		if !a.known[name] {
-			out.Items = append(out.Items, destinationJSON{Name: name, Paused: paused[name], Sources: []string{}, Unfinished: qs.Depth[name]})
+			d := destinationJSON{Name: name, Sources: []string{}, Unfinished: qs.Depth[name]}
+			d.pausedBy(paused, breakers)
+			out.Items = append(out.Items, d)
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
@@ -175,15 +210,27 @@ func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 	if err := a.store.SetPaused(r.Context(), name, paused); err != nil {
 		return err
 	}
+	// A person's resume also clears a pause by the breaker (auto_pause):
+	// they have seen the destination and want it delivered to now.
+	cleared := false
 	if !paused {
+		var err error
+		if cleared, err = a.store.ResetBreaker(r.Context(), name); err != nil {
+			return err
+		}
 		a.queue()
 	}
+	if cleared && a.onBreakerCleared != nil {
+		a.onBreakerCleared(name, actor(r, "").Name, a.now())
+	}
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: destination pause changed",
-		slog.String("destination", name), slog.Bool("paused", paused))
+		slog.String("destination", name), slog.Bool("paused", paused), slog.Bool("breaker_cleared", cleared),
+		slog.String("actor", actor(r, "").Name))
 	return writeJSON(w, http.StatusOK, struct {
-		Name   string `json:"name"`
-		Paused bool   `json:"paused"`
-	}{name, paused})
+		Name           string `json:"name"`
+		Paused         bool   `json:"paused"`
+		BreakerCleared bool   `json:"breaker_cleared"`
+	}{name, paused, cleared})
 }
 
 type discardRequest struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -201,6 +202,53 @@ func TestPauseResume(t *testing.T) {
 		if code := r.errCode(t); code != "not_found" {
 			t.Errorf("code %q", code)
 		}
+	}
+}
+
+// TestBreakerInTheAPI: a destination paused by its breaker (auto_pause)
+// is listed paused by the breaker, with why and when the next probe is,
+// apart from a person's pause; a person's resume clears the breaker, and
+// says so, and the wiring is told who did it.
+func TestBreakerInTheAPI(t *testing.T) {
+	t.Parallel()
+	var cleared []string
+	f := setupWith(t, admin.Options{Token: token, OnBreakerCleared: func(dest, actor string, at time.Time) {
+		cleared = append(cleared, dest+" by "+actor)
+	}})
+	f.seed("stripe", "evt_1", []byte(`{}`), 0)
+	at := time.Now().UTC().Truncate(time.Second)
+	if _, err := f.store.TripBreaker(t.Context(), "billing", at, "20 consecutive failed attempts", at.Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	f.mustStatus(f.do("POST", "/api/destinations/audit/pause", ""), http.StatusOK)
+	byName := map[string]map[string]any{}
+	for _, d := range items(t, f.mustStatus(f.do("GET", "/api/destinations", ""), http.StatusOK)) {
+		byName[d["name"].(string)] = d
+	}
+	b := byName["billing"]
+	br, _ := b["breaker"].(map[string]any)
+	if b["paused"] != true || b["paused_by"] != "breaker" || br == nil || br["reason"] != "20 consecutive failed attempts" ||
+		br["next_probe_at"] != at.Add(30*time.Second).Format(time.RFC3339) {
+		t.Errorf("billing = %v, want paused by the breaker, with its reason and next probe", b)
+	}
+	if a := byName["audit"]; a["paused"] != true || a["paused_by"] != "person" || a["breaker"] != nil {
+		t.Errorf("audit = %v, want paused by a person, no breaker", a)
+	}
+	if c := byName["ci"]; c["paused"] != false || c["paused_by"] != nil {
+		t.Errorf("ci = %v, want not paused", c)
+	}
+	m := f.mustStatus(f.do("POST", "/api/destinations/billing/resume", ""), http.StatusOK).json(t)
+	if m["paused"] != false || m["breaker_cleared"] != true {
+		t.Errorf("resume = %v, want the breaker cleared", m)
+	}
+	if len(cleared) != 1 || cleared[0] != "billing by "+admin.ActorAPI {
+		t.Errorf("OnBreakerCleared told %v", cleared)
+	}
+	if cs := f.claim("billing", time.Minute); len(cs) != 1 {
+		t.Fatalf("claimed %d after a person's resume, want 1", len(cs))
+	}
+	if m := f.mustStatus(f.do("POST", "/api/destinations/billing/resume", ""), http.StatusOK).json(t); m["breaker_cleared"] != false {
+		t.Errorf("second resume = %v, want breaker_cleared false", m)
 	}
 }
 

@@ -218,3 +218,25 @@ func TestBulkReplayIntoTroubledDestination(t *testing.T) {
 		t.Errorf("bulk replay of an unknown status: %d %s", r.status, r.body)
 	}
 }
+
+// A bulk replay into a destination paused by its breaker (auto_pause) is
+// refused as paused, saying it was the breaker and why, unless forced.
+func TestBulkReplayIntoTrippedDestination(t *testing.T) {
+	t.Parallel()
+	f := setupWith(t, admin.Options{Token: token, Health: func() map[string]delivery.Health {
+		return map[string]delivery.Health{"audit": {Destination: "audit", LastSuccess: clock}}
+	}})
+	f.seed("stripe", "evt_1", []byte(`{}`), 0)
+	f.finish(f.claim("audit", time.Minute), anyhook.StatusDead, 503, nil)
+	if _, err := f.store.TripBreaker(t.Context(), "audit", clock, "20 consecutive failed attempts", clock); err != nil {
+		t.Fatal(err)
+	}
+	r := f.do("POST", "/api/replay", `{"status":"dead","destination":"audit"}`)
+	if r.status != http.StatusConflict || !strings.Contains(string(r.body), `"reason":"paused"`) ||
+		!strings.Contains(string(r.body), "audit is paused by its breaker (auto_pause: 20 consecutive failed attempts)") {
+		t.Errorf("into a tripped destination: %d %s", r.status, r.body)
+	}
+	if m := f.mustStatus(f.do("POST", "/api/replay", `{"status":"dead","destination":"audit","force":true}`), http.StatusAccepted).json(t); m["count"] != 1.0 {
+		t.Errorf("forced replay into a tripped destination: %v", m)
+	}
+}

@@ -169,7 +169,36 @@ type Destination struct {
 	// one at a time, in version order; every source listed must have
 	// ordering rules. Default "": no order, deliveries go at once.
 	Order string `yaml:"order"`
+	// AutoPause pauses the destination by itself while it keeps failing
+	// (a circuit breaker) and tries one delivery every probe_every until
+	// one succeeds. Default none: never paused but by a person.
+	AutoPause *AutoPause `yaml:"auto_pause"`
 }
+
+// AutoPause is a destination's breaker: exactly one rule of
+// consecutive_failures, or failure_rate with window.
+type AutoPause struct {
+	// ConsecutiveFailures trips after this many failed attempts in a
+	// row (2 to 10000).
+	ConsecutiveFailures int `yaml:"consecutive_failures"`
+	// FailureRate trips when at least this share (above 0, at most 1)
+	// of the last Window attempts failed (Window 10 to 10000).
+	FailureRate float64 `yaml:"failure_rate"`
+	Window      int     `yaml:"window"`
+	// ProbeEvery is how often one delivery is tried while paused;
+	// default 30s, 1s to 1h.
+	ProbeEvery Duration `yaml:"probe_every"`
+}
+
+// The bounds of auto_pause.
+const (
+	MinConsecutiveFailures = 2
+	MaxBreakerCount        = 10000 // consecutive_failures and window
+	MinBreakerWindow       = 10
+	DefaultProbeEvery      = 30 * time.Second
+	MinProbeEvery          = time.Second
+	MaxProbeEvery          = time.Hour
+)
 
 // OrderPerObject is the one value of a destination's order.
 const OrderPerObject = "per_object"

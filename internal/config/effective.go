@@ -178,6 +178,11 @@ func (p *printer) node(v reflect.Value, path string) *yaml.Node {
 		return scalar("!!str", p.str(v.String(), path))
 	case reflect.Int, reflect.Int64:
 		return scalar("!!int", strconv.FormatInt(v.Int(), 10))
+	case reflect.Float64:
+		if v.Float() == 0 {
+			return nil // auto_pause's other rule
+		}
+		return scalar("!!float", strconv.FormatFloat(v.Float(), 'f', -1, 64))
 	case reflect.Bool:
 		return scalar("!!bool", strconv.FormatBool(v.Bool()))
 	case reflect.Slice:

@@ -47,9 +47,11 @@ destinations:
     max_in_flight: 4
     rate: 600/m
     tls_insecure_skip_verify: true
+    auto_pause: {failure_rate: 0.5, window: 100, probe_every: 10s}
   audit:
     url: http://127.0.0.1:9000/audit
     sources: [open, twilio]
+    auto_pause: {consecutive_failures: 20}
 alerts:
   - webhook: https://alerts.example.com/hook/WEBHOOK-PATH-SECRET
   - slack: https://hooks.slack.com/services/SLACK-PATH-SECRET

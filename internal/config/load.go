@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -367,6 +368,23 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 			return d.errf(n, path, "must be an integer, not %s", shown(n, s))
 		}
 		v.SetInt(i)
+	case reflect.Float64:
+		if isNull {
+			v.SetFloat(0)
+			return nil
+		}
+		if n.Kind != yaml.ScalarNode {
+			return d.errf(n, path, "must be a number, not a %s", kindName(n))
+		}
+		s, err := d.scalar(n, path)
+		if err != nil {
+			return err
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return d.errf(n, path, "must be a number such as 0.5, not %s", shown(n, s))
+		}
+		v.SetFloat(f)
 	case reflect.Bool:
 		if isNull {
 			v.SetBool(false)

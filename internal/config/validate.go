@@ -108,6 +108,9 @@ func (c *Config) setDefaults() {
 		str(&d.OnStaleClaim, string(anyhook.Reclaim))
 		d.StalePolicy = anyhook.StalePolicy(d.OnStaleClaim)
 		integer(&d.MaxInFlight, k+"max_in_flight", DefaultMaxInFlight)
+		if ap := d.AutoPause; ap != nil {
+			dur(&ap.ProbeEvery, k+"auto_pause.probe_every", DefaultProbeEvery)
+		}
 		for _, src := range d.Sources {
 			if s := c.Sources[src]; s != nil && !slices.Contains(s.Destinations, name) {
 				s.Destinations = append(s.Destinations, name)
@@ -489,6 +492,43 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 	}
 	if sourcesOK {
 		p.add(c.validateOrder(k, d))
+	}
+	if d.AutoPause != nil || c.has(k+".auto_pause") {
+		p.add(c.validateAutoPause(k+".auto_pause", d.AutoPause))
+	}
+	return p.err()
+}
+
+// validateAutoPause checks a destination's breaker: exactly one rule,
+// each number within its bounds.
+func (c *Config) validateAutoPause(k string, ap *AutoPause) error {
+	if ap == nil {
+		return c.Errorf(k, "must be a mapping: consecutive_failures: N, or failure_rate: R with window: N")
+	}
+	var p problems
+	// By value, not by key: the effective config (anyhook config) prints
+	// the other rule's numbers as 0.
+	consecutive := ap.ConsecutiveFailures != 0
+	rate := ap.FailureRate != 0 || ap.Window != 0
+	switch {
+	case consecutive && rate:
+		p.add(c.Errorf(k, "has both consecutive_failures and failure_rate/window: choose one rule"))
+	case !consecutive && !rate:
+		p.add(c.Errorf(k, "needs a rule: consecutive_failures: N, or failure_rate: R with window: N"))
+	case consecutive:
+		if n := ap.ConsecutiveFailures; n < MinConsecutiveFailures || n > MaxBreakerCount {
+			p.add(c.Errorf(k+".consecutive_failures", "must be from %d to %d, not %d", MinConsecutiveFailures, MaxBreakerCount, n))
+		}
+	default:
+		if r := ap.FailureRate; !(r > 0 && r <= 1) {
+			p.add(c.Errorf(k+".failure_rate", "must be above 0 and at most 1 (a share of the window's attempts), not %v", r))
+		}
+		if n := ap.Window; n < MinBreakerWindow || n > MaxBreakerCount {
+			p.add(c.Errorf(k+".window", "must be from %d to %d attempts, not %d", MinBreakerWindow, MaxBreakerCount, n))
+		}
+	}
+	if ap.ProbeEvery < Duration(MinProbeEvery) || ap.ProbeEvery > Duration(MaxProbeEvery) {
+		p.add(c.Errorf(k+".probe_every", "must be from %s to %s, not %s", MinProbeEvery, MaxProbeEvery, ap.ProbeEvery))
 	}
 	return p.err()
 }

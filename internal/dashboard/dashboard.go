@@ -62,6 +62,7 @@ type Store interface {
 	ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error)
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
 	Paused(ctx context.Context) (map[string]bool, error)
+	Breakers(ctx context.Context) (map[string]store.Breaker, error)
 	WaitsBehind(ctx context.Context, ids []string) (map[string]store.Blocker, error)
 	store.DeliveryReader
 	store.QueueReader

@@ -42,7 +42,8 @@ type destRow struct {
 	Name          string
 	Orphaned      bool // not in the config, with unfinished deliveries
 	Sources       []string
-	Paused        bool
+	Paused        bool           // by a person
+	Breaker       *store.Breaker // tripped (auto_pause); nil when not
 	Health        delivery.Health
 	HasHealth     bool
 	Depth         map[anyhook.DeliveryStatus]int
@@ -61,6 +62,10 @@ func (d *Dashboard) destRows(r *http.Request) ([]destRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	breakers, err := d.opt.Store.Breakers(r.Context())
+	if err != nil {
+		return nil, err
+	}
 	var health map[string]delivery.Health
 	if d.opt.Health != nil {
 		health = d.opt.Health()
@@ -68,6 +73,9 @@ func (d *Dashboard) destRows(r *http.Request) ([]destRow, error) {
 	rows := make([]destRow, 0, len(d.dests))
 	for _, name := range d.dests {
 		row := destRow{Name: name, Paused: paused[name]}
+		if b, ok := breakers[name]; ok {
+			row.Breaker = &b
+		}
 		row.Health, row.HasHealth = health[name]
 		for _, src := range d.sources {
 			if slices.Contains(d.opt.Sources[src], name) {

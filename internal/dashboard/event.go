@@ -30,6 +30,9 @@ type deliveryView struct {
 	anyhook.Delivery
 	Attempts []attemptView
 	InFlight *inFlightView // a claim whose attempt has no outcome yet
+	// Breaker is its destination's breaker while tripped (auto_pause):
+	// why a paused delivery waits.
+	Breaker *store.Breaker
 }
 
 // inFlightView is a claimed delivery's current attempt: when it started,
@@ -186,8 +189,15 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request) error {
 	if err := store.FillWaitsBehind(r.Context(), d.opt.Store, ev.Deliveries, d.inOrder); err != nil {
 		return err
 	}
+	breakers, err := d.opt.Store.Breakers(r.Context())
+	if err != nil {
+		return err
+	}
 	for _, dl := range ev.Deliveries {
 		v := deliveryView{Delivery: dl, InFlight: d.inFlight(dl)}
+		if b, ok := breakers[dl.Destination]; ok {
+			v.Breaker = &b
+		}
 		for _, a := range dl.Attempts {
 			body, enc := encodeBytes(a.ResponseBody)
 			v.Attempts = append(v.Attempts, attemptView{Attempt: a, Response: body, ResponseEncoding: enc})

@@ -45,6 +45,10 @@ type Store interface {
 	// Event reads an event back with its deliveries: what a failed
 	// ingest's claims are recovered from (claimer.recover).
 	Event(ctx context.Context, id string) (anyhook.Event, error)
+	// The breakers of destinations with auto_pause (breaker.go).
+	TripBreaker(ctx context.Context, destination string, at time.Time, reason string, firstProbe time.Time) (bool, error)
+	ResetBreaker(ctx context.Context, destination string) (bool, error)
+	ClaimProbe(ctx context.Context, destination string, inOrder bool, at time.Time, every, lease time.Duration) ([]store.Claim, bool, error)
 }
 
 // Destination is one handler the engine delivers to.
@@ -67,6 +71,9 @@ type Destination struct {
 	// InOrder sends the deliveries of one (source, object) one at a time,
 	// in version order (order: per_object; Store.ClaimInOrder).
 	InOrder bool
+	// AutoPause, when set, pauses the destination automatically while it
+	// keeps failing (breaker.go); nil: never.
+	AutoPause *AutoPause
 }
 
 // Options configure an Engine.
@@ -92,6 +99,12 @@ type Options struct {
 	// OnRecovered at its next success (alerts); either may be nil.
 	OnFailing   func(Health)
 	OnRecovered func(Health)
+	// OnBreaker is told when this engine tripped a destination's breaker
+	// (auto_pause; tripped true) or reset it after a probe succeeded
+	// (false), at by the engine's clock, once the change is stored; a
+	// trip or reset made by another process, or a person's resume, is
+	// not told here. nil: nobody.
+	OnBreaker func(destination string, tripped bool, at time.Time)
 	// Observer is told of attempts and rescues (metrics); nil: nobody.
 	Observer Observer
 	// UserAgent is sent on every request.
@@ -112,9 +125,12 @@ type Engine struct {
 	client map[string]*http.Client // per destination: Options.Client or its insecure copy
 	wake   map[string]chan struct{}
 	slots  map[string]*slots // per destination: its claims against its limits
-	health *health
-	fin    *finisher    // batches the outcomes of all destinations
-	tracer trace.Tracer // nil: tracing is off
+	// breakers are those of the destinations with auto_pause, read-only
+	// after New.
+	breakers map[string]*breaker
+	health   *health
+	fin      *finisher    // batches the outcomes of all destinations
+	tracer   trace.Tracer // nil: tracing is off
 
 	run   lifecycle.Runner
 	sends sync.WaitGroup // in-flight requests
@@ -148,7 +164,7 @@ func New(st Store, opt Options) *Engine {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}, slots: map[string]*slots{},
-		client: map[string]*http.Client{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
+		client: map[string]*http.Client{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
 	if opt.Tracer != nil {
 		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
 	}
@@ -161,6 +177,9 @@ func New(st Store, opt Options) *Engine {
 		e.dests[d.Name] = d
 		e.wake[d.Name] = make(chan struct{}, 1)
 		e.slots[d.Name] = newSlots(d.MaxInFlight)
+		if d.AutoPause != nil {
+			e.breakers[d.Name] = newBreaker(*d.AutoPause)
+		}
 		e.client[d.Name] = opt.Client
 		if d.InsecureSkipVerify {
 			if insecure == nil {
@@ -346,9 +365,22 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 	}
 	tick := time.NewTicker(e.opt.PollInterval)
 	defer tick.Stop()
+	// A destination with auto_pause asks the store for its breaker at
+	// start and every poll, and probes while it is tripped.
+	b := e.breakers[d.Name]
+	probeNow := b != nil
 	for {
+		if probeNow {
+			probeNow = false
+			if cs, asked := e.probe(ctx, d, b); len(cs) > 0 {
+				start(cs, trace.SpanContext{}, e.deadline(d, asked))
+			}
+		}
 		// See what the limits allow.
 		inFlight, want, finished := sl.state()
+		if b != nil && b.tripped.Load() {
+			want = 0 // only probes
+		}
 		dry = dry && !(finished && d.InOrder)
 		var later <-chan time.Time // the rate (or a put-off claim) allows the next request then
 		// While requests are in flight, wait (at most claimDefer) until a
@@ -408,6 +440,7 @@ func (e *Engine) dispatch(ctx, sendCtx context.Context, d *Destination) {
 		case <-tick.C:
 			dry = false
 			sl.undrain() // retries may have come due
+			probeNow = b != nil
 		case <-later:
 		case <-deferral:
 			deferral, deferralOver = nil, true
@@ -461,6 +494,11 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		e.refuse(ctx, d, c, started, "not sent: the event's body was pruned by retention (log.retention); nothing can be sent in its place")
 		return
 	}
+	if !c.Probe && e.Paused(d.Name) {
+		sent() // the breaker tripped since the claim: it waits with the rest
+		e.releaseTripped(ctx, d, c)
+		return
+	}
 	timeout, ok := e.sendTimeout(d, deadline, started)
 	if !ok {
 		sent()
@@ -490,7 +528,11 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 	switch {
 	case err == nil && code >= 200 && code < 300:
 		out.Status = anyhook.StatusDelivered
-	case attempt >= d.MaxAttempts:
+	case c.Probe:
+		// A failed probe never uses up the delivery (its attempt does not
+		// count: Delivery.Probes): it waits, due, for the next one.
+		out.Status = anyhook.StatusPending
+	case attempt-c.Delivery.Probes >= d.MaxAttempts:
 		out.Status = anyhook.StatusDead
 	default:
 		out.Status = anyhook.StatusPending
@@ -501,6 +543,9 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 			out.Result.Error = err.Error()
 		} else {
 			out.Result.Error = "HTTP " + strconv.Itoa(code)
+		}
+		if c.Probe {
+			out.Result.Error = "probe of a destination paused automatically (auto_pause), not counted towards max_attempts: " + out.Result.Error
 		}
 	}
 	if span != nil {
@@ -528,6 +573,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		return
 	}
 	e.observe(d.Name, out.Status, out.Result)
+	e.attempted(ctx, d, c.Probe, out.Status == anyhook.StatusDelivered, a.StartedAt.Add(a.Duration))
 	switch out.Status {
 	case anyhook.StatusDelivered:
 		logf(slog.LevelDebug, "delivered", "duration_ms", a.Duration.Milliseconds())
@@ -566,7 +612,7 @@ func (e *Engine) aborted(ctx context.Context, d *Destination, c store.Claim, a a
 	default:
 		a.Error = "aborted by shutdown after the request was sent: the handler may have run"
 		out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: a.Number, Result: a, Status: anyhook.StatusPending}
-		if a.Number >= d.MaxAttempts {
+		if !c.Probe && a.Number-c.Delivery.Probes >= d.MaxAttempts {
 			out.Status = anyhook.StatusDead
 		}
 		if lost, err := e.fin.finish(fctx, out); err != nil || lost {

@@ -78,6 +78,19 @@ func (f *fakeStore) Event(ctx context.Context, id string) (anyhook.Event, error)
 	return anyhook.Event{}, errors.New("fake store: an event was read back")
 }
 
+// The fake's destinations have no auto_pause: no breaker is asked for.
+func (f *fakeStore) TripBreaker(ctx context.Context, destination string, at time.Time, reason string, firstProbe time.Time) (bool, error) {
+	return false, errors.New("fake store: a breaker tripped")
+}
+
+func (f *fakeStore) ResetBreaker(ctx context.Context, destination string) (bool, error) {
+	return false, errors.New("fake store: a breaker was reset")
+}
+
+func (f *fakeStore) ClaimProbe(ctx context.Context, destination string, inOrder bool, at time.Time, every, lease time.Duration) ([]store.Claim, bool, error) {
+	return nil, false, errors.New("fake store: a probe was asked for")
+}
+
 func claim(dest string) store.Claim {
 	return store.Claim{
 		Delivery: anyhook.Delivery{ID: "d1", EventID: "e1", Destination: dest, Status: anyhook.StatusDelivering, AttemptCount: 1},

@@ -185,7 +185,7 @@ func (g *Gateway) close() error {
 // dashboard, the routes and TLS. It starts nothing.
 func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Source, dests []delivery.Destination, filters map[string]*route.Filter) error {
 	cfg, log, now, st := g.cfg, g.log, g.now, g.store
-	mx := metrics.New(metrics.Options{Stats: st, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
+	mx := metrics.New(metrics.Options{Stats: st, Pauses: st, Sources: cfg.SourceOrder, Destinations: cfg.DestinationOrder, Logger: log, Runtime: true})
 	alertClient := &http.Client{Timeout: alert.DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	alerts, err := alert.New(alertChannels(cfg), alert.Options{Outbox: st, Window: cfg.AlertWindow.D(), Logger: log, UserAgent: userAgent(), Client: alertClient, Observe: mx.AlertTransport, Now: now})
 	if err != nil {

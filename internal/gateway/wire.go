@@ -128,6 +128,10 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 				continue
 			}
 		}
+		var ap *delivery.AutoPause
+		if a := d.AutoPause; a != nil {
+			ap = &delivery.AutoPause{ConsecutiveFailures: a.ConsecutiveFailures, FailureRate: a.FailureRate, Window: a.Window, ProbeEvery: a.ProbeEvery.D()}
+		}
 		out = append(out, delivery.Destination{
 			Name:          name,
 			URL:           d.URL,
@@ -143,6 +147,7 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 			InsecureSkipVerify: d.TLSInsecureSkipVerify,
 			Rate:               d.Rate.PerSecond(),
 			InOrder:            d.Order == config.OrderPerObject,
+			AutoPause:          ap,
 		})
 	}
 	if err := config.Join(errs...); err != nil {

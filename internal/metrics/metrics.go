@@ -40,12 +40,21 @@ type Options struct {
 	// that a dashboard shows 0 rather than "No data" and rate() sees the
 	// first increment.
 	Sources []string
+	// Pauses, when set, feeds anyhook_destination_paused at scrape time.
+	Pauses PauseReader
 	// ScrapeTimeout bounds the store queries of one scrape; default 5s.
 	ScrapeTimeout time.Duration
 	Logger        *slog.Logger
 	// Runtime adds the Go runtime and process collectors; the gateway sets
 	// it, tests may leave it off.
 	Runtime bool
+}
+
+// PauseReader reads who paused which destination: a person
+// (store.Operator.SetPaused) or its breaker (auto_pause).
+type PauseReader interface {
+	Paused(ctx context.Context) (map[string]bool, error)
+	Breakers(ctx context.Context) (map[string]store.Breaker, error)
 }
 
 // Metrics holds the gateway's collectors.
@@ -110,7 +119,7 @@ func New(opt Options) *Metrics {
 		}, []string{"destination", "status"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anyhook_releases_total",
-			Help: "Claims given back unsent, pending again with their attempt not counted, by destination and reason (lease: the claim came back with too little of its lease left to send it).",
+			Help: "Claims given back unsent, pending again with their attempt not counted, by destination and reason (lease: the claim came back with too little of its lease left to send it; breaker: its destination was paused by its breaker, auto_pause, before it was sent).",
 		}, []string{"destination", "reason"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "anyhook_alerts_sent_total",
@@ -119,6 +128,9 @@ func New(opt Options) *Metrics {
 	}
 	m.reg.MustRegister(m.ingest, m.shed, m.ingestLatency, m.attempts, m.deliveries, m.attemptLatency, m.rescues, m.releases, m.alerts)
 	m.reg.MustRegister(&queueCollector{stats: opt.Stats, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
+	if opt.Pauses != nil {
+		m.reg.MustRegister(&pauseCollector{pauses: opt.Pauses, dests: opt.Destinations, timeout: opt.ScrapeTimeout, log: opt.Logger})
+	}
 	if opt.Runtime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -162,6 +174,7 @@ func (m *Metrics) zero(sources, destinations []string) {
 			m.rescues.WithLabelValues(d, string(st))
 		}
 		m.releases.WithLabelValues(d, delivery.ReleaseLease)
+		m.releases.WithLabelValues(d, delivery.ReleaseBreaker)
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.alerts.WithLabelValues(r)
@@ -315,6 +328,47 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, qs.OldestPendingAge().Seconds())
 	for d, t := range qs.LastDelivered {
 		ch <- prometheus.MustNewConstMetric(lastDeliveredDesc, prometheus.GaugeValue, float64(t.UnixNano())/1e9, d)
+	}
+}
+
+// pauseCollector reads, at scrape time, which destinations are paused
+// and by whom.
+type pauseCollector struct {
+	pauses  PauseReader
+	dests   []string
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+var pausedDesc = prometheus.NewDesc("anyhook_destination_paused",
+	"1 while the destination is paused, by a person (by=\"person\": the pause action) or by its breaker (by=\"breaker\": auto_pause, it kept failing); read from the store at scrape time.",
+	[]string{"destination", "by"}, nil)
+
+func (c *pauseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- pausedDesc }
+
+func (c *pauseCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	paused, err := c.pauses.Paused(ctx)
+	if err != nil {
+		c.log.Warn("metrics: reading paused destinations", "err", err)
+		return
+	}
+	breakers, err := c.pauses.Breakers(ctx)
+	if err != nil {
+		c.log.Warn("metrics: reading breakers", "err", err)
+		return
+	}
+	one := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, d := range c.dests {
+		_, tripped := breakers[d]
+		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, one(paused[d]), d, "person")
+		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, one(tripped), d, "breaker")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,7 +17,44 @@ import (
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
+
+// TestDestinationPaused: anyhook_destination_paused tells a person's pause
+// from the breaker's, read from a real store at each scrape.
+func TestDestinationPaused(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	m := metrics.New(metrics.Options{Pauses: st, Destinations: []string{"billing", "audit", "ci"}})
+	if err := st.SetPaused(t.Context(), "audit", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TripBreaker(t.Context(), "billing", time.Now(), "20 consecutive failed attempts", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, body := scrape(t, m.Handler(), "")
+	for _, want := range []string{
+		`anyhook_destination_paused{by="breaker",destination="billing"} 1`,
+		`anyhook_destination_paused{by="person",destination="billing"} 0`,
+		`anyhook_destination_paused{by="breaker",destination="audit"} 0`,
+		`anyhook_destination_paused{by="person",destination="audit"} 1`,
+		`anyhook_destination_paused{by="breaker",destination="ci"} 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if _, err := st.ResetBreaker(t.Context(), "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := scrape(t, m.Handler(), ""); !strings.Contains(body, `anyhook_destination_paused{by="breaker",destination="billing"} 0`+"\n") {
+		t.Error("the breaker's reset is not seen at the next scrape")
+	}
+}
 
 // fakeStats is a hand-written store.StatsReader.
 type fakeStats struct {

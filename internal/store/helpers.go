@@ -62,12 +62,12 @@ func DecodeHeader(b []byte) (http.Header, error) {
 
 // RescueStatus is the new status of d, whose claim expired, under rule:
 // reclaim makes it pending again unless its attempts are used up (dead);
-// hold holds it.
+// hold holds it. Probes (auto_pause) do not count towards the attempts.
 func RescueStatus(d anyhook.Delivery, rule StaleRule) anyhook.DeliveryStatus {
 	if rule.Policy == anyhook.Hold {
 		return anyhook.StatusHeld
 	}
-	if rule.MaxAttempts > 0 && d.AttemptCount >= rule.MaxAttempts {
+	if rule.MaxAttempts > 0 && d.AttemptCount-d.Probes >= rule.MaxAttempts {
 		return anyhook.StatusDead
 	}
 	return anyhook.StatusPending

@@ -112,6 +112,7 @@ func ReplayRefusal(s anyhook.DeliveryStatus) string {
 type Troubled struct {
 	Destination string
 	Paused      bool
+	Breaker     string // Paused by its breaker (auto_pause): why it tripped
 	Failing     string // how it fails, in words; "" when it is not known to
 }
 
@@ -124,6 +125,9 @@ func (t Troubled) Reason() string {
 }
 
 func (t Troubled) String() string {
+	if t.Paused && t.Breaker != "" {
+		return t.Destination + " is paused by its breaker (auto_pause: " + t.Breaker + "): the replays wait until a probe succeeds or it is resumed"
+	}
 	if t.Paused {
 		return t.Destination + " is paused: the replays wait until it is resumed"
 	}
@@ -133,6 +137,7 @@ func (t Troubled) String() string {
 // TroubleReader reads what Trouble and LatestFailure need.
 type TroubleReader interface {
 	Paused(ctx context.Context) (map[string]bool, error)
+	Breakers(ctx context.Context) (map[string]Breaker, error)
 	ListDeliveries(ctx context.Context, f DeliveryFilter) ([]anyhook.Delivery, string, error)
 	QueueStats(ctx context.Context, destinations []string) (QueueStats, error)
 	QueueReader
@@ -149,10 +154,18 @@ func Trouble(ctx context.Context, st TroubleReader, dests []string, failing func
 	if err != nil {
 		return nil, err
 	}
+	breakers, err := st.Breakers(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []Troubled
 	for _, d := range dests {
 		if paused[d] {
 			out = append(out, Troubled{Destination: d, Paused: true})
+			continue
+		}
+		if b, ok := breakers[d]; ok {
+			out = append(out, Troubled{Destination: d, Paused: true, Breaker: b.Reason})
 			continue
 		}
 		how, err := failing(ctx, d)

@@ -60,6 +60,10 @@ type IngestResult struct {
 type Claim struct {
 	Delivery anyhook.Delivery // Status delivering; AttemptCount is this attempt's number
 	Event    anyhook.Event
+	// Probe marks a claim of Breakers.ClaimProbe: one try of a destination
+	// whose breaker tripped. Its failure does not count towards
+	// max_attempts.
+	Probe bool
 }
 
 // Outcome is the result of one attempt, written after the attempt ended.
@@ -176,6 +180,7 @@ type Store interface {
 	RejectionLog
 	BackfillLog
 	AlertOutbox
+	Breakers
 
 	Ping(ctx context.Context) error
 	Close() error
@@ -297,7 +302,8 @@ type Operator interface {
 
 	// SetPaused pauses or resumes a destination: while paused, Claim
 	// returns nothing for it, and its pending deliveries are shown (by
-	// every read, and selected by filters) as StatusPaused.
+	// every read, and selected by filters) as StatusPaused. It leaves the
+	// breaker (Breakers) alone: a person's resume clears that apart.
 	SetPaused(ctx context.Context, destination string, paused bool) error
 	DestinationDiscarder
 }

@@ -20,12 +20,22 @@ import (
 // workers of every process claim from one queue at once without waiting
 // for each other or claiming a row twice; the lease is the database clock
 // plus the caller's duration.
-var claimDeliveries = claimSQL(`SELECT id FROM deliveries
+var claimDeliveries = claimSQL(dueDeliveries(`AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND ` + sqlstore.HeldBack("") + `)`))
+
+// probeDeliveries is claimDeliveries for a probe (Store.ClaimProbe), which
+// has checked the destination's row itself.
+var probeDeliveries = claimSQL(dueDeliveries(""))
+
+// dueDeliveries selects the ids of destination $1's due pending
+// deliveries, at most $2, oldest due first, on condition held.
+func dueDeliveries(held string) string {
+	return `SELECT id FROM deliveries
 		WHERE destination = $1 AND status = 'pending' AND next_attempt_at <= now()
-			AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND paused)
+			` + held + `
 		ORDER BY next_attempt_at
 		LIMIT $2
-		FOR UPDATE SKIP LOCKED`)
+		FOR UPDATE SKIP LOCKED`
+}
 
 // claimSQL is the statement that claims the deliveries ids selects, with
 // the lease $3, and returns them with their events.

@@ -50,7 +50,7 @@ const insertEvent = `WITH t AS (SELECT clock_timestamp() AS at), ev AS (
 		CASE WHEN c.claim THEN t.at END
 	FROM ev CROSS JOIN t CROSS JOIN unnest($12::text[], $13::text[], $24::bigint[]) AS d (id, destination, lease)
 	CROSS JOIN LATERAL (SELECT d.lease <> 0 AND $14 = 'pending'
-		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = d.destination AND p.paused) AS claim) AS c
+		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = d.destination AND (p.paused OR p.breaker_at IS NOT NULL)) AS claim) AS c
 	RETURNING id, status
 ), vm AS (
 	INSERT INTO versions (source, object, version) SELECT $2, $9, $10 FROM ev WHERE $25

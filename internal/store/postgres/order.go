@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
@@ -25,18 +27,27 @@ const orderLockClass = 0x61686f72 // "ahor"
 // The lock is held until the transaction ends, so the queues read after
 // it (a later statement, a later snapshot) show every claim committed
 // before, and no other claimer claims from them until this one commits.
-var orderCandidates = `WITH blocked AS MATERIALIZED (
+var orderCandidates = orderCandidatesSQL(`AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND ` + sqlstore.HeldBack("") + `)`)
+
+// probeCandidates is orderCandidates for a probe (Store.ClaimProbe), which
+// has checked the destination's row itself.
+var probeCandidates = orderCandidatesSQL("")
+
+// orderCandidatesSQL is orderCandidates on condition held.
+func orderCandidatesSQL(held string) string {
+	return `WITH blocked AS MATERIALIZED (
 	SELECT DISTINCT be.source, be.object FROM deliveries b JOIN events be ON be.id = b.event_id
 	WHERE b.destination = $1 AND be.object IS NOT NULL
 		AND (b.status IN ('delivering', 'held') OR (b.status = 'pending' AND b.next_attempt_at > now())))
 SELECT c.id, c.source, coalesce(c.object, '') FROM (
 	SELECT d.id, d.next_attempt_at, e.source, e.object FROM deliveries d JOIN events e ON e.id = d.event_id
 	WHERE d.destination = $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
-		AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND paused)
+		` + held + `
 		AND (e.object IS NULL OR NOT EXISTS (SELECT 1 FROM blocked k WHERE k.source = e.source AND k.object = e.object))
 	ORDER BY d.next_attempt_at LIMIT $2) c
 WHERE c.object IS NULL OR pg_try_advisory_xact_lock(` + strconv.Itoa(orderLockClass) + `, hashtext($1 || chr(1) || c.source || chr(1) || c.object))
 ORDER BY c.next_attempt_at, c.id`
+}
 
 // claimByID claims the deliveries $2 of destination $1 that are still
 // pending.
@@ -52,15 +63,29 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 		return nil, store.Unavailable("claim", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, orderCandidates, destination, store.OrderCandidates(limit))
+	claims, err := claimInOrderTx(ctx, tx, orderCandidates, destination, limit, lease)
+	if err != nil || len(claims) == 0 {
+		return nil, err
+	}
+	if err := commit(ctx, tx); err != nil {
+		return nil, store.Unavailable("claim", err)
+	}
+	return claims, nil
+}
+
+// claimInOrderTx claims, in tx, up to limit of the deliveries that the
+// candidates query cands (orderCandidates, probeCandidates) selects and
+// that head their object's queue.
+func claimInOrderTx(ctx context.Context, tx pgx.Tx, cands, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	rows, err := tx.Query(ctx, cands, destination, store.OrderCandidates(limit))
 	if err != nil {
 		return nil, store.Unavailable("claim", err)
 	}
-	cands, err := collect(rows, sqlstore.ScanOrderCandidate)
+	cs, err := collect(rows, sqlstore.ScanOrderCandidate)
 	if err != nil {
 		return nil, store.Unavailable("claim", err)
 	}
-	ids, err := store.ToClaim(cands, limit, func(objects []string) ([]store.Queued, error) {
+	ids, err := store.ToClaim(cs, limit, func(objects []string) ([]store.Queued, error) {
 		rows, err := tx.Query(ctx, sqlstore.QueuedQuery(sqlstore.Postgres, len(objects)), objects)
 		if err != nil {
 			return nil, err
@@ -73,14 +98,7 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	claims, err := claimRows(ctx, tx, claimByID, destination, ids, micros(lease))
-	if err != nil {
-		return nil, err
-	}
-	if err := commit(ctx, tx); err != nil {
-		return nil, store.Unavailable("claim", err)
-	}
-	return claims, nil
+	return claimRows(ctx, tx, claimByID, destination, ids, micros(lease))
 }
 
 // WaitsBehind implements store.Store.

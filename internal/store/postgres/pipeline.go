@@ -57,7 +57,7 @@ const insertEvents = `WITH t AS (SELECT clock_timestamp() AS at), i AS (
 	FROM unnest($23::text[], $24::text[], $25::text[], $26::bigint[]) AS d (event_id, id, destination, lease)
 	JOIN ev ON ev.id = d.event_id JOIN i ON i.id = d.event_id CROSS JOIN t
 	CROSS JOIN LATERAL (SELECT d.lease <> 0 AND i.status = 'pending'
-		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = d.destination AND p.paused) AS claim) AS c
+		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = d.destination AND (p.paused OR p.breaker_at IS NOT NULL)) AS claim) AS c
 	RETURNING id, event_id, status
 ), vm AS (
 	INSERT INTO versions (source, object, version) SELECT i.source, i.object, i.version FROM ev JOIN i ON i.id = ev.id WHERE i.raise

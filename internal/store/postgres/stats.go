@@ -34,7 +34,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	sqlstore.AddDepth(&qs, sqlstore.UnfinishedDepth(ds))
 	var oldest time.Time
 	err = s.pool.QueryRow(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending'
-		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&oldest)
+		AND NOT EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND (p.paused OR p.breaker_at IS NOT NULL)) ORDER BY id LIMIT 1`).Scan(&oldest)
 	switch {
 	case err == nil:
 		qs.OldestPending = oldest.UTC()
@@ -53,7 +53,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		var due *time.Time
 		err = s.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM deliveries
 			WHERE destination = $1 AND status = 'pending' AND next_attempt_at <= $2
-				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND paused)`, d, qs.Now).Scan(&due)
+				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = $1 AND (paused OR breaker_at IS NOT NULL))`, d, qs.Now).Scan(&due)
 		if err != nil {
 			return qs, store.Unavailable("queue stats", err)
 		}

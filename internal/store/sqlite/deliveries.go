@@ -23,24 +23,31 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 		if paused, err := s.paused(ctx, tx, destination); paused || err != nil {
 			return err
 		}
-		st := s.stmts(ctx, tx)
-		now, lnow := s.now(), s.leaseNow()
-		rows, err := st.get(claimQuery).QueryContext(ctx, micros(lnow.Add(lease)), micros(now), micros(lnow), destination, micros(now), limit)
-		if err != nil {
-			return store.Unavailable("claim", err)
-		}
-		ds, err := sqlstore.Collect(rows, sqlstore.ScanDelivery)
-		rows.Close()
-		if err != nil {
-			return store.Unavailable("claim", err)
-		}
-		claims, err = s.withEvents(ctx, tx, ds)
+		var err error
+		claims, err = s.claimTx(ctx, tx, destination, limit, lease)
 		return err
 	})
 	if err != nil {
 		return nil, err // rolled back: nothing was claimed
 	}
 	return claims, nil
+}
+
+// claimTx claims, in tx, up to limit due pending deliveries of
+// destination, oldest due first.
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	st := s.stmts(ctx, tx)
+	now, lnow := s.now(), s.leaseNow()
+	rows, err := st.get(claimQuery).QueryContext(ctx, micros(lnow.Add(lease)), micros(now), micros(lnow), destination, micros(now), limit)
+	if err != nil {
+		return nil, store.Unavailable("claim", err)
+	}
+	ds, err := sqlstore.Collect(rows, sqlstore.ScanDelivery)
+	rows.Close()
+	if err != nil {
+		return nil, store.Unavailable("claim", err)
+	}
+	return s.withEvents(ctx, tx, ds)
 }
 
 // withEvents makes the claimed deliveries ds claims, with their events.

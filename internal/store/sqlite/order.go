@@ -40,39 +40,46 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 		if paused, err := s.paused(ctx, tx, destination); paused || err != nil {
 			return err
 		}
-		now := s.now()
-		cands, err := query(ctx, tx, sqlstore.ScanOrderCandidate, orderCandidates, destination, micros(now), destination, micros(now), store.OrderCandidates(limit))
-		if err != nil {
-			return store.Unavailable("claim", err)
-		}
-		ids, err := store.ToClaim(cands, limit, func(objects []string) ([]store.Queued, error) {
-			return s.queued(ctx, tx, now, objects)
-		})
-		if err != nil {
-			return store.Unavailable("claim", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		lnow := s.leaseNow()
-		args := []any{micros(lnow.Add(lease)), micros(now), micros(lnow)}
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		ds, err := query(ctx, tx, sqlstore.ScanDelivery, `UPDATE deliveries
-			SET status = 'delivering', attempt_count = attempt_count + 1, lease_until = ?, updated_at = ?, claimed_at = ?
-			WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`) AND status = 'pending'
-			RETURNING `+deliveryCols, args...)
-		if err != nil {
-			return store.Unavailable("claim", err)
-		}
-		claims, err = s.withEvents(ctx, tx, ds)
+		var err error
+		claims, err = s.claimInOrderTx(ctx, tx, destination, limit, lease)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return claims, nil
+}
+
+// claimInOrderTx claims, in tx, up to limit due pending deliveries of
+// destination that head their object's queue, oldest due first.
+func (s *Store) claimInOrderTx(ctx context.Context, tx *sql.Tx, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
+	now := s.now()
+	cands, err := query(ctx, tx, sqlstore.ScanOrderCandidate, orderCandidates, destination, micros(now), destination, micros(now), store.OrderCandidates(limit))
+	if err != nil {
+		return nil, store.Unavailable("claim", err)
+	}
+	ids, err := store.ToClaim(cands, limit, func(objects []string) ([]store.Queued, error) {
+		return s.queued(ctx, tx, now, objects)
+	})
+	if err != nil {
+		return nil, store.Unavailable("claim", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	lnow := s.leaseNow()
+	args := []any{micros(lnow.Add(lease)), micros(now), micros(lnow)}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	ds, err := query(ctx, tx, sqlstore.ScanDelivery, `UPDATE deliveries
+		SET status = 'delivering', attempt_count = attempt_count + 1, lease_until = ?, updated_at = ?, claimed_at = ?
+		WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`) AND status = 'pending'
+		RETURNING `+deliveryCols, args...)
+	if err != nil {
+		return nil, store.Unavailable("claim", err)
+	}
+	return s.withEvents(ctx, tx, ds)
 }
 
 // WaitsBehind implements store.Store.

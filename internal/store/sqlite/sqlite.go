@@ -151,7 +151,7 @@ const (
 		remote_addr, verify_method, verify_scheme, verify_secret, type, not_routed, origin)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 	qMarkStale = `UPDATE events SET stale = 1 WHERE id = ?`
-	qPaused    = `SELECT paused FROM destinations WHERE name = ?`
+	qPaused    = `SELECT paused OR breaker_at IS NOT NULL FROM destinations WHERE name = ?`
 	// Ingest's, the sequencer's and Finish's, each in multiRows.
 	qInsertDelivery    = `INSERT INTO deliveries (id, event_id, destination, status, stale, next_attempt_at, created_at, updated_at, attempt_count, lease_until, claimed_at) VALUES `
 	qInsertLedgerEntry = `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late) VALUES `

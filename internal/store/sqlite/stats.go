@@ -35,7 +35,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	sqlstore.AddDepth(&qs, sqlstore.UnfinishedDepth(ds))
 	var created int64
 	err = s.r.QueryRowContext(ctx, `SELECT created_at FROM deliveries WHERE status = 'pending' AND NOT `+
-		`EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND p.paused) ORDER BY id LIMIT 1`).Scan(&created)
+		`EXISTS (SELECT 1 FROM destinations p WHERE p.name = deliveries.destination AND (p.paused OR p.breaker_at IS NOT NULL)) ORDER BY id LIMIT 1`).Scan(&created)
 	switch {
 	case err == nil:
 		qs.OldestPending = fromMicros(created)
@@ -54,7 +54,7 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		var due sql.NullInt64
 		err = s.r.QueryRowContext(ctx, `SELECT min(next_attempt_at) FROM deliveries
 			WHERE destination = ? AND status = 'pending' AND next_attempt_at <= ?
-				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = ? AND paused)`, d, micros(qs.Now), d).Scan(&due)
+				AND NOT EXISTS (SELECT 1 FROM destinations WHERE name = ? AND (paused OR breaker_at IS NOT NULL))`, d, micros(qs.Now), d).Scan(&due)
 		if err != nil {
 			return qs, store.Unavailable("queue stats", err)
 		}

@@ -24,7 +24,7 @@ const NeedsBody = `d.status IN ('pending', 'delivering', 'paused', 'held', 'dead
 // pausedCond is the SQL condition that the destination of the delivery
 // whose columns are prefixed by p is paused.
 func pausedCond(p string) string {
-	return `EXISTS (SELECT 1 FROM destinations ps WHERE ps.name = ` + p + `destination AND ps.paused)`
+	return `EXISTS (SELECT 1 FROM destinations ps WHERE ps.name = ` + p + `destination AND ` + HeldBack("ps.") + `)`
 }
 
 // StatusExpr is the SQL expression (both dialects) of the status of the
@@ -51,4 +51,12 @@ func StatusCond(p string, st anyhook.DeliveryStatus) (stored anyhook.DeliverySta
 		return anyhook.StatusPending, pausedCond(p)
 	}
 	return st, ""
+}
+
+// HeldBack is the SQL condition that the destinations row whose columns
+// are prefixed by p holds its deliveries back: paused by a person, or by
+// its breaker (auto_pause). Claims skip such a destination and reads show
+// its pending deliveries paused.
+func HeldBack(p string) string {
+	return `(` + p + `paused OR ` + p + `breaker_at IS NOT NULL)`
 }

@@ -10,8 +10,8 @@ import (
 
 // CountersQuery (both dialects) reads the delivery counters per
 // destination and shown status: the pending and retrying deliveries of a
-// paused destination are shown paused. Rows that add up to nothing are left out.
-const CountersQuery = `SELECT c.destination, CASE WHEN c.status IN ('pending', 'retrying') AND p.paused IS TRUE THEN 'paused' ELSE c.status END, sum(c.n)
+// paused destination (by a person or its breaker) are shown paused. Rows that add up to nothing are left out.
+const CountersQuery = `SELECT c.destination, CASE WHEN c.status IN ('pending', 'retrying') AND (p.paused IS TRUE OR p.breaker_at IS NOT NULL) THEN 'paused' ELSE c.status END, sum(c.n)
 	FROM delivery_counts c LEFT JOIN destinations p ON p.name = c.destination
 	GROUP BY 1, 2 HAVING sum(c.n) <> 0`
 

@@ -81,7 +81,7 @@ func StoredDeliveryColumns(p string) string { return deliveryColumnsWith(p, p+"s
 func deliveryColumnsWith(p, status string) string {
 	r := strings.NewReplacer("$", p)
 	return r.Replace(`$id, $event_id, $destination, `) + status +
-		r.Replace(`, $replay, $stale, $attempt_count, $next_attempt_at, $lease_until, $claimed_at, $created_at, $updated_at, $note,
+		r.Replace(`, $replay, $stale, $attempt_count, $probes, $next_attempt_at, $lease_until, $claimed_at, $created_at, $updated_at, $note,
 		$resolution, $resolved_at, $resolved_by, $resolution_reason, coalesce($replayed_by, '')`)
 }
 
@@ -96,7 +96,7 @@ func EventColumns(p string) string {
 func DeliveryDest(d *anyhook.Delivery) ([]any, func()) {
 	var status string
 	r := &d.Resolution
-	dest := []any{&d.ID, &d.EventID, &d.Destination, &status, &d.Replay, &d.Stale, &d.AttemptCount, Time(&d.NextAttemptAt), Time(&d.LeaseUntil),
+	dest := []any{&d.ID, &d.EventID, &d.Destination, &status, &d.Replay, &d.Stale, &d.AttemptCount, &d.Probes, Time(&d.NextAttemptAt), Time(&d.LeaseUntil),
 		Time(&d.ClaimedAt), Time(&d.CreatedAt), Time(&d.UpdatedAt), &d.Note, &r.Kind, Time(&r.At), &r.By, &r.Reason, &r.ReplayedBy}
 	return dest, func() { d.Status = anyhook.DeliveryStatus(status) }
 }

@@ -115,6 +115,9 @@ func runQueue(t *testing.T, open Open) {
 		{"OrderPaused", testOrderPaused},
 		{"OrderConcurrentClaims", testOrderConcurrentClaims},
 		{"OrderReplayKeepsArrivalOrder", testOrderReplayKeepsArrivalOrder},
+		{"BreakerHoldsBack", testBreakerHoldsBack},
+		{"BreakerProbes", testBreakerProbes},
+		{"BreakerProbesInOrder", testBreakerProbesInOrder},
 	}
 	runTable(t, tests, withStore(open))
 	t.Run("Model", func(t *testing.T) {
