@@ -159,6 +159,7 @@ type Store interface {
 	RejectionLog
 	BackfillLog
 	AlertOutbox
+	Incidents
 
 	Ping(ctx context.Context) error
 	Close() error
