@@ -86,12 +86,13 @@ type Options struct {
 	OnDead func(anyhook.Delivery)
 	OnHeld func(anyhook.Delivery)
 	// FailingAfter is how many consecutive failed attempts make a
-	// destination failing; default DefaultFailingAfter.
+	// destination failing (Health, as the pages show it); default
+	// DefaultFailingAfter.
 	FailingAfter int
-	// OnFailing is told once when a destination turns failing, and
-	// OnRecovered at its next success (alerts); either may be nil.
-	OnFailing   func(Health)
-	OnRecovered func(Health)
+	// OnAttempt is told of each attempt whose outcome was recorded, with
+	// its event and the delivery's new status (incidents: it must not
+	// block); nil: nobody.
+	OnAttempt func(destination, eventID string, status anyhook.DeliveryStatus, a anyhook.Attempt)
 	// Observer is told of attempts and rescues (metrics); nil: nobody.
 	Observer Observer
 	// UserAgent is sent on every request.
@@ -527,7 +528,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		logf(slog.LevelWarn, "outcome not recorded: the claim was lost to a rescuer")
 		return
 	}
-	e.observe(d.Name, out.Status, out.Result)
+	e.observe(d.Name, c.Event.ID, out.Status, out.Result)
 	switch out.Status {
 	case anyhook.StatusDelivered:
 		logf(slog.LevelDebug, "delivered", "duration_ms", a.Duration.Milliseconds())
