@@ -32,6 +32,8 @@ type overviewData struct {
 	DeliveryChart chart
 	Destinations  []destRow
 	Ledger        *LedgerStatus
+	// Incidents are the unresolved ones: the page leads with them.
+	Incidents []incidentRow
 }
 
 // GET /
@@ -39,6 +41,9 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	data := overviewData{Window: "last hour", SuccessRatio: "—", OldestPending: "—", IngestRate: "—", DeliveryRate: "—"}
 	rows, err := d.destRows(r)
 	if err != nil {
+		return err
+	}
+	if data.Incidents, err = d.openIncidents(r.Context()); err != nil {
 		return err
 	}
 	if d.opt.Ledger != nil {
