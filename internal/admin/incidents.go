@@ -48,7 +48,6 @@ func toIncident(i store.Incident) incidentJSON {
 		ResolvedAt: i.ResolvedAt, ResolvedBy: i.ResolvedBy, Reopens: i.Reopens, BreakerTripped: i.BreakerTrippedAt, BreakerResumed: i.BreakerResumedAt}
 }
 
-
 // GET /api/incidents?state=&destination=&limit=&cursor=
 func (a *API) listIncidents(w http.ResponseWriter, r *http.Request) error {
 	q := a.query(r)

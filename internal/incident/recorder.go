@@ -11,14 +11,6 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// Defaults of the policy (config key incidents:, docs/configuration.md).
-const (
-	DefaultResolveAfter   = 5 * time.Minute
-	DefaultReopenWithin   = 30 * time.Minute
-	DefaultEscalateEvents = 10
-	DefaultEscalateAfter  = 15 * time.Minute
-)
-
 // The recorder's bounds.
 const (
 	// maxQueue bounds the attempts waiting to be written; beyond it an
