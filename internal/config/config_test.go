@@ -229,6 +229,7 @@ func TestErrors(t *testing.T) {
 		{"resolve_after too short", "incidents:\n  resolve_after: 0s\n" + minimal, 2, "incidents.resolve_after", "must be at least 1s"},
 		{"escalate_events negative", "incidents:\n  escalate_events: -1\n" + minimal, 2, "incidents.escalate_events", "must not be negative"},
 		{"reopen_within negative", minimal + "incidents:\n  reopen_within: -1m\n", 6, "incidents.reopen_within", "must not be negative"},
+		{"incidents unknown key", minimal + "incidents:\n  resolve_afte: 1m\n", 6, "incidents.resolve_afte", "unknown key"},
 		{"unknown nested key", minimal + "    secret: [x]\n", 5, "sources.stripe.secret", "unknown key"},
 		{"unknown backoff key", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    backoff: {inital: 1s}\n",
 			9, "destinations.d.backoff.inital", "unknown key"},
