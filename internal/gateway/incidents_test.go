@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 	"github.com/anyhook/anyhook/internal/testkit/testclock"
 	"github.com/anyhook/anyhook/internal/testkit/testwait"
@@ -228,5 +230,74 @@ incidents: {resolve_after: 1m, reopen_within: 10m, escalate_events: 0, escalate_
 		if !strings.HasPrefix(a.Kind, "incident_") {
 			t.Errorf("alert %+v: only incident alerts are on by default", a)
 		}
+	}
+}
+
+// TestIncidentsTwoGatewaysOnePostgres: two gateways on one PostgreSQL
+// database deliver to a destination that refuses connections; each
+// counts its own attempts on one incident, which both list, and its
+// opening alerts once.
+func TestIncidentsTwoGatewaysOnePostgres(t *testing.T) {
+	t.Parallel()
+	hold, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := hold.Addr().String()
+	hold.Close()
+	alerts := sinktest.New(t)
+	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
+database: %q
+admin_token: test-token
+log: {key_file: %q} # one log, one key
+delivery: {poll_interval: 50ms, grace: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+  billing: {url: http://%s/hooks, sources: [stripe], timeout: 5s, max_attempts: 1}
+alerts:
+  - webhook: %s/alerts
+`, pgtest.DSN(t), filepath.Join(t.TempDir(), "anyhook-log.key"), stripeSecret, addr, alerts.URL)
+	opt := gateway.Options{IncidentInterval: 10 * time.Millisecond}
+	a, ga := gatewaytest.Start(t, yaml, opt)
+	b, gb := gatewaytest.Start(t, yaml, opt)
+	const each = 6
+	for i := range each {
+		for j, base := range []string{a, b} {
+			body := fmt.Appendf(nil, `{"id":"evt_two_%d_%d","object":"event","type":"invoice.paid","created":1,"data":{"object":{"id":"in_1"}}}`, j, i)
+			if r := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, body, time.Now())); r.Status != "accepted" {
+				t.Fatalf("send: %+v", r)
+			}
+		}
+	}
+	for _, base := range []string{a, b} {
+		testwait.Value(t, "one incident counting every attempt, listed by "+base, func() (string, error) {
+			code, body := gatewaytest.Admin(t, "GET", base+"/api/incidents", "")
+			var l struct{ Items []incidentView }
+			if code != http.StatusOK || json.Unmarshal(body, &l) != nil {
+				t.Fatalf("GET /api/incidents: %d %s", code, body)
+			}
+			if len(l.Items) != 1 || l.Items[0].Kind != "refused" || l.Items[0].Attempts != 2*each || l.Items[0].Events != 2*each {
+				return "", fmt.Errorf("incidents %+v", l.Items)
+			}
+			return l.Items[0].ID, nil
+		})
+	}
+	opened := alerts.Await(t, "the incident's alert", func(rs []sinktest.Request) bool { return len(rs) >= 1 })
+	var first alertView
+	json.Unmarshal(opened[0].Body, &first)
+	// Stopping writes what each recorder holds and sends what is due.
+	ga.Stop(t.Context())
+	gb.Stop(t.Context())
+	n := 0
+	for _, r := range alerts.Requests() {
+		var x alertView
+		json.Unmarshal(r.Body, &x)
+		if x.Kind == "incident_opened" {
+			n++
+		}
+	}
+	if first.Kind != "incident_opened" || n != 1 {
+		t.Fatalf("alerts: first %+v, %d incident_opened; want one", first, n)
 	}
 }
