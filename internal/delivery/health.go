@@ -128,7 +128,7 @@ func (e *Engine) observe(dest, eventID string, status anyhook.DeliveryStatus, a 
 }
 
 // errorWithOutcome is a failed attempt's error as health reports it (the
-// failing alert, the overview): with whether the handler may have run
+// overview, the log): with whether the handler may have run
 // when no status came back.
 func errorWithOutcome(a anyhook.Attempt) string {
 	switch a.Outcome {
