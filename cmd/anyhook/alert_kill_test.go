@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/anyhook/anyhook/internal/testkit/pgtest"
@@ -25,12 +27,31 @@ import (
 // inside it; the restarted one a second's, so it finds the window over.
 func TestKillWhileAlertsFold(t *testing.T) {
 	t.Parallel()
-	alerts := sinktest.Start(t, sinktest.Options{Script: []int{http.StatusServiceUnavailable}})
+	// The first delivery_dead post is refused; the incident's alerts
+	// (the destination failing) go through, and are not counted here.
+	var refused atomic.Bool
+	isDead := func(body []byte) bool { return bytes.Contains(body, []byte(`"kind":"delivery_dead"`)) }
+	alerts := sinktest.Start(t, sinktest.Options{Answer: func(_ *http.Request, body []byte) int {
+		if isDead(body) && refused.CompareAndSwap(false, true) {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}})
+	deadPosts := func(rs []sinktest.Request) []sinktest.Request {
+		var out []sinktest.Request
+		for _, r := range rs {
+			if isDead(r.Body) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
 	dest := sinktest.Start(t, sinktest.Options{Answer: func(*http.Request, []byte) int { return http.StatusInternalServerError }})
 	dir := t.TempDir()
 	config := func(window string) string {
 		return writeConfig(t, dir, gatewayConfig("sqlite:anyhook.db", dest.URL, "reclaim")+fmt.Sprintf(`    max_attempts: 1
 alert_window: %s
+alert_delivery_dead: true
 alerts:
   - webhook: %s/alerts
 `, window, alerts.URL))
@@ -41,7 +62,7 @@ alerts:
 			t.Fatalf("send %d = %d, %v", i, code, err)
 		}
 	}
-	alerts.Wait(t, 1) // the first alert, refused
+	alerts.Await(t, "the first delivery_dead alert, refused", func(rs []sinktest.Request) bool { return len(deadPosts(rs)) >= 1 })
 
 	// Kill only once the store holds what the process owes: the two
 	// folded alerts, and the refused post's outcome (due again soon).
@@ -56,7 +77,7 @@ alerts:
 		if err := db.QueryRow(`SELECT pending FROM alert_folds WHERE fold = 'delivery_dead'`).Scan(&pending); err != nil {
 			return struct{}{}, err
 		}
-		if err := db.QueryRow(`SELECT attempts, last_error FROM alert_outbox WHERE state = 'pending'`).Scan(&attempts, &lastErr); err != nil {
+		if err := db.QueryRow(`SELECT attempts, last_error FROM alert_outbox WHERE state = 'pending' AND kind = 'delivery_dead'`).Scan(&attempts, &lastErr); err != nil {
 			return struct{}{}, err
 		}
 		if pending != 2 || attempts != 1 || !lastErr.Valid {
@@ -67,10 +88,10 @@ alerts:
 	p.kill()
 
 	p2 := start(t, config("1s"))
-	posts := alerts.Wait(t, 3)
+	posts := deadPosts(alerts.Await(t, "three delivery_dead posts", func(rs []sinktest.Request) bool { return len(deadPosts(rs)) >= 3 }))
 	p2.stop(t)
-	if n := len(alerts.Requests()); n != 3 {
-		t.Fatalf("%d posts after a clean stop, want 3", n)
+	if n := len(deadPosts(alerts.Requests())); n != 3 {
+		t.Fatalf("%d delivery_dead posts after a clean stop, want 3", n)
 	}
 	var got [3]struct {
 		DeliveryID string `json:"delivery_id"`
@@ -105,6 +126,7 @@ func TestPostgresAlertsTwoProcesses(t *testing.T) {
 	ps := startConfigs(t, 2, func(int) string {
 		return gatewayConfig(dsn, dest.URL, "reclaim") + fmt.Sprintf(`    max_attempts: 1
 alert_window: 1h
+alert_delivery_dead: true
 alerts:
   - webhook: %s/alerts
 `, alerts.URL)
@@ -143,7 +165,7 @@ alerts:
 			t.Fatal(err)
 		}
 		if m.Kind != "delivery_dead" {
-			continue // the destination's health, which each process judges alone
+			continue // the destination's incident
 		}
 		got = append(got, fmt.Sprintf("%s+%d", m.DeliveryID, m.More))
 		if seen[m.DeliveryID] {

@@ -38,7 +38,12 @@ func actor(r *http.Request, reason string) store.Actor {
 func checkReason(s string) (string, error) {
 	s, err := store.CheckReason(s)
 	if err != nil {
-		return "", badParam("reason", "%s", strings.TrimSuffix(err.Error(), ": "+anyhook.ErrInvalid.Error()))
+		return "", badParam("reason", "%s", trimInvalid(err))
 	}
 	return s, nil
+}
+
+// trimInvalid is err's text without its ": invalid" suffix.
+func trimInvalid(err error) string {
+	return strings.TrimSuffix(err.Error(), ": "+anyhook.ErrInvalid.Error())
 }

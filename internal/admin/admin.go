@@ -1,6 +1,7 @@
 // Package admin is the admin JSON API of the gateway (SPEC §9) as one
 // http.Handler: events and their deliveries, replay (one event or in bulk by
-// filter), resolving held and dead deliveries, pausing destinations, the
+// filter), resolving held and dead deliveries, pausing destinations,
+// incidents (acknowledge, resolve), the
 // health probes and the OpenAPI document at /api/openapi.json. docs/api.md
 // shows every endpoint with an example.
 //
@@ -72,6 +73,7 @@ type Store interface {
 	store.DestinationDiscarder
 	store.RejectionReader
 	store.QueueReader
+	IncidentStore
 }
 
 // Options configure an API.
@@ -123,6 +125,9 @@ type Options struct {
 	// the destination's breaker (auto_pause), by whom, at Now, once it
 	// is stored (incidents record the resume); nil: nobody.
 	OnBreakerCleared func(destination, actor string, at time.Time)
+	// OnIncident is told of an incident a person resolved (its alert);
+	// nil: nobody.
+	OnIncident func(store.IncidentChange)
 }
 
 // API is the admin API. Create it with New.
@@ -144,6 +149,8 @@ type API struct {
 	backfills        Backfills
 	queued           func()
 	health           func() map[string]delivery.Health
+	// onIncident: Options.OnIncident.
+	onIncident func(store.IncidentChange)
 }
 
 // queue tells Options.Queued that deliveries became due.
@@ -178,6 +185,7 @@ func New(opt Options) *API {
 		backfills:        opt.Backfill,
 		queued:           opt.Queued,
 		health:           opt.Health,
+		onIncident:       opt.OnIncident,
 	}
 	for _, d := range opt.InOrder {
 		a.inOrder[d] = true
@@ -221,6 +229,10 @@ func New(opt Options) *API {
 		{"GET", "/api/log/checkpoint", false, a.logCheckpoint},
 		{"GET", "/api/events/{id}/proof", false, a.eventProof},
 		{"GET", "/api/rejections", false, a.listRejections},
+		{"GET", "/api/incidents", false, a.listIncidents},
+		{"GET", "/api/incidents/{id}", false, a.getIncident},
+		{"POST", "/api/incidents/{id}/acknowledge", false, a.acknowledgeIncident},
+		{"POST", "/api/incidents/{id}/resolve", false, a.resolveIncident},
 		{"POST", "/api/sources/{name}/backfill", false, a.startBackfill},
 		{"GET", "/api/sources/{name}/backfill", false, a.getBackfill},
 	}

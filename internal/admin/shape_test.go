@@ -102,3 +102,14 @@ func TestOpenAPIRejectionShape(t *testing.T) {
 	checkShape(t, doc, schemas["RejectionList"].(map[string]any),
 		shapeOf(t, listJSON[rejectionJSON]{Items: []rejectionJSON{{ID: 1, Reason: anyhook.RejectSignature}}}), "rejections")
 }
+
+func TestOpenAPIIncidentShape(t *testing.T) {
+	t.Parallel()
+	doc := openapiMap(t)
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	full := incidentJSON{ID: "i", Destination: "billing", Kind: "5xx", State: "resolved", FirstSeen: at, LastSeen: at, Attempts: 1, Events: 1,
+		LatestError: "HTTP 500", SampleEventIDs: []string{"e"}, HealthySince: at, EscalatedAt: at, AcknowledgedBy: "api", AcknowledgedAt: at,
+		Note: "n", ResolvedAt: at, ResolvedBy: "auto", Reopens: 1, BreakerTripped: at, BreakerResumed: at}
+	checkShape(t, doc, schemas["IncidentList"].(map[string]any), shapeOf(t, listJSON[incidentJSON]{Items: []incidentJSON{full, {ID: "j"}}}), "incidents")
+}

@@ -1,6 +1,6 @@
-// Package alert tells people when something needs them (SPEC §10): a
-// delivery gone dead or held, a destination failing or recovered, a log
-// that does not verify. A Notifier posts alerts to the configured channels
+// Package alert tells people when something needs them (SPEC §10): an
+// incident opened, escalated or resolved (internal/incident), a delivery
+// held (or gone dead, when asked for), a log that does not verify. A Notifier posts alerts to the configured channels
 // (a generic JSON webhook, a Slack incoming webhook, PagerDuty Events v2)
 // and folds bursts together: per (kind, destination), the first alert goes
 // out at once and the rest of the window's become one summary ("… and 41
@@ -37,10 +37,11 @@ import (
 
 // Alert kinds.
 const (
-	DeliveryDead             = "delivery_dead"           // max_attempts reached
+	DeliveryDead             = "delivery_dead"           // max_attempts reached (opt-in: alert_delivery_dead)
 	DeliveryHeld             = "delivery_held"           // stale claim under on_stale_claim: hold
-	DestinationFailing       = "destination_failing"     // a destination keeps failing
-	DestinationRecovered     = "destination_recovered"   // ... and answers again
+	IncidentOpened           = "incident_opened"         // a destination started failing a new way (or again)
+	IncidentEscalated        = "incident_escalated"      // ... affecting many events, or for long
+	IncidentResolved         = "incident_resolved"       // ... and delivers again
 	LedgerVerificationFailed = "log_verification_failed" // the tamper-evident ledger does not verify
 )
 
@@ -52,10 +53,14 @@ type Alert struct {
 	EventID     string `json:"event_id,omitempty"` // AnyHook event id (X-AnyHook-Delivery)
 	// ProviderEventID is the provider's event id (the dedup key), when the
 	// event has one.
-	ProviderEventID string    `json:"provider_event_id,omitempty"`
-	DeliveryID      string    `json:"delivery_id,omitempty"` // AnyHook delivery id
-	Message         string    `json:"message,omitempty"`     // human detail, e.g. the last error
-	Time            time.Time `json:"time"`                  // when it happened; Notify fills a zero Time
+	ProviderEventID string `json:"provider_event_id,omitempty"`
+	DeliveryID      string `json:"delivery_id,omitempty"` // AnyHook delivery id
+	// IncidentID is the incident an incident_* alert is about: its
+	// PagerDuty dedup_key, so that PagerDuty's incident opens and
+	// resolves with ours.
+	IncidentID string    `json:"incident_id,omitempty"`
+	Message    string    `json:"message,omitempty"` // human detail, e.g. the last error
+	Time       time.Time `json:"time"`              // when it happened; Notify fills a zero Time
 	// URL is the event's page in the dashboard, when the config says
 	// where the dashboard is (dashboard_url).
 	URL string `json:"url,omitempty"`
@@ -302,16 +307,13 @@ func (n *Notifier) Notify(ctx context.Context, a Alert) {
 	}
 }
 
-const healthKind = "destination_health"
-
-// foldOf is the fold of a: what its rate limit is kept by. A destination's
-// failing and recovered alerts share one, so that a summary always carries
-// its latest state: a flapping destination cannot end on a stale
-// "failing" message (or re-open the PagerDuty incident its recovery
-// resolved).
+// foldOf is the fold of a: what its rate limit is kept by. The alerts of
+// one incident share one, so that a summary always carries its latest
+// state: a flapping incident cannot end on a stale "opened" message (or
+// re-open the PagerDuty incident its resolve closed).
 func foldOf(a Alert) string {
-	if a.Kind == DestinationFailing || a.Kind == DestinationRecovered {
-		return healthKind
+	if a.IncidentID != "" {
+		return "incident:" + a.IncidentID
 	}
 	return a.Kind
 }
@@ -319,6 +321,8 @@ func foldOf(a Alert) string {
 // identity is what makes two alerts the same alert, for de-duplication.
 func identity(a Alert) string {
 	switch {
+	case a.IncidentID != "":
+		return a.Kind + "\x00i:" + a.IncidentID
 	case a.DeliveryID != "":
 		return a.Kind + "\x00d:" + a.DeliveryID
 	case a.EventID != "":
@@ -327,18 +331,19 @@ func identity(a Alert) string {
 	return a.Kind + "\x00m:" + a.Source + "\x00" + a.Message
 }
 
-// raised is a as the outbox keeps it. A recovery resolves the incident
-// its destination's failing alert opened; any other alert triggers that
-// of its (kind, destination).
+// raised is a as the outbox keeps it. An incident's alerts are keyed by
+// its id; a resolve closes it. Any other alert triggers the channel
+// incident of its (kind, destination).
 func raised(a Alert) (store.RaisedAlert, error) {
 	b, err := json.Marshal(a)
-	fold := foldOf(a)
-	ra := store.RaisedAlert{Fold: fold, Destination: a.Destination, Kind: a.Kind, Identity: identity(a),
-		// "failing" after "recovered" is news even if said before.
-		Repeatable: fold == healthKind,
-		Action:     store.AlertTrigger, DedupKey: pdDedupKey(a.Kind, a.Destination), Message: b}
-	if a.Kind == DestinationRecovered {
-		ra.Action, ra.DedupKey = store.AlertResolve, pdDedupKey(DestinationFailing, a.Destination)
+	ra := store.RaisedAlert{Fold: foldOf(a), Destination: a.Destination, Kind: a.Kind, Identity: identity(a),
+		Action: store.AlertTrigger, DedupKey: pdDedupKey(a.Kind, a.Destination), Message: b}
+	if a.IncidentID != "" {
+		// "opened" after "resolved" (a reopen) is news even if said before.
+		ra.Repeatable, ra.DedupKey = true, a.IncidentID
+		if a.Kind == IncidentResolved {
+			ra.Action = store.AlertResolve
+		}
 	}
 	return ra, err
 }
@@ -397,6 +402,9 @@ func (m message) text() string {
 	if m.DeliveryID != "" {
 		ids = append(ids, "delivery "+m.DeliveryID)
 	}
+	if m.IncidentID != "" {
+		ids = append(ids, "incident "+m.IncidentID)
+	}
 	if len(ids) > 0 {
 		b.WriteString(" (" + strings.Join(ids, ", ") + ")")
 	}
@@ -416,10 +424,12 @@ func title(kind string) string {
 		return "delivery dead"
 	case DeliveryHeld:
 		return "delivery held"
-	case DestinationFailing:
-		return "destination failing"
-	case DestinationRecovered:
-		return "destination recovered"
+	case IncidentOpened:
+		return "incident opened"
+	case IncidentEscalated:
+		return "incident escalated"
+	case IncidentResolved:
+		return "incident resolved"
 	case LedgerVerificationFailed:
 		return "log verification failed"
 	}

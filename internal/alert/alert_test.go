@@ -257,7 +257,7 @@ func TestSlackBody(t *testing.T) {
 	t.Parallel()
 	r := newRecorder(t, http.StatusOK)
 	f := setup(t, Channel{Slack: r.srv.URL + "/services/T000/B000/XXXX"})
-	f.n.Notify(t.Context(), Alert{Kind: DestinationFailing, Destination: "billing",
+	f.n.Notify(t.Context(), Alert{Kind: IncidentOpened, Destination: "billing",
 		Message: "5 failures in a row: <503> & timeouts"})
 	var body map[string]any
 	if err := json.Unmarshal(r.next(t), &body); err != nil {
@@ -267,7 +267,7 @@ func TestSlackBody(t *testing.T) {
 	if len(body) != 1 || !ok {
 		t.Fatalf("Slack body = %v, want only {\"text\": ...}", body)
 	}
-	want := "AnyHook: destination failing: destination billing: 5 failures in a row: &lt;503&gt; &amp; timeouts"
+	want := "AnyHook: incident opened: destination billing: 5 failures in a row: &lt;503&gt; &amp; timeouts"
 	if text != want {
 		t.Errorf("text = %q, want %q", text, want)
 	}
@@ -279,27 +279,28 @@ func TestPagerDutyBodies(t *testing.T) {
 	f := setup(t, Channel{PagerDuty: &PagerDuty{RoutingKey: "R0UT1NG", URL: r.srv.URL + "/v2/enqueue"}})
 	ctx := t.Context()
 
-	f.n.Notify(ctx, Alert{Kind: DestinationFailing, Destination: "billing", Message: "503 for 5m"})
+	const inc = "0193b0c4-1111-7000-8000-000000000001"
+	f.n.Notify(ctx, Alert{Kind: IncidentOpened, Destination: "billing", IncidentID: inc, Message: "503 for 5m"})
 	var trig pdEvent
 	if err := json.Unmarshal(r.next(t), &trig); err != nil {
 		t.Fatal(err)
 	}
-	if trig.RoutingKey != "R0UT1NG" || trig.EventAction != "trigger" || trig.DedupKey != "anyhook/destination_failing/billing" {
+	if trig.RoutingKey != "R0UT1NG" || trig.EventAction != "trigger" || trig.DedupKey != inc {
 		t.Errorf("trigger = %+v", trig)
 	}
 	p := trig.Payload
-	if p == nil || p.Severity != "error" || p.Source == "" || p.Component != "billing" || p.Class != DestinationFailing ||
-		!strings.Contains(p.Summary, "destination failing: destination billing: 503 for 5m") {
+	if p == nil || p.Severity != "error" || p.Source == "" || p.Component != "billing" || p.Class != IncidentOpened ||
+		p.CustomDetails["incident_id"] != inc || !strings.Contains(p.Summary, "incident opened: destination billing (incident "+inc+"): 503 for 5m") {
 		t.Fatalf("payload = %+v", p)
 	}
 	if _, err := time.Parse(time.RFC3339, p.Timestamp); err != nil {
 		t.Errorf("timestamp %q: %v", p.Timestamp, err)
 	}
 
-	// Within the window, more failures and then the recovery are folded:
+	// Within the window, the escalation and then the resolve are folded:
 	// the summary carries the latest state and resolves the incident.
-	f.n.Notify(ctx, Alert{Kind: DestinationFailing, Destination: "billing", Message: "still 503"})
-	f.n.Notify(ctx, Alert{Kind: DestinationRecovered, Destination: "billing"})
+	f.n.Notify(ctx, Alert{Kind: IncidentEscalated, Destination: "billing", IncidentID: inc, Message: "still 503"})
+	f.n.Notify(ctx, Alert{Kind: IncidentResolved, Destination: "billing", IncidentID: inc})
 	f.written(t, 3)
 	f.flush()
 	if n := len(r.posts()); n != 1 {
@@ -311,7 +312,7 @@ func TestPagerDutyBodies(t *testing.T) {
 	if err := json.Unmarshal(r.next(t), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res["event_action"] != "resolve" || res["dedup_key"] != "anyhook/destination_failing/billing" ||
+	if res["event_action"] != "resolve" || res["dedup_key"] != inc ||
 		res["routing_key"] != "R0UT1NG" || res["payload"] != nil {
 		t.Errorf("resolve = %v", res)
 	}
@@ -469,8 +470,8 @@ func TestText(t *testing.T) {
 			"AnyHook: log verification failed: event ev_9 does not match"},
 		{message{Alert: dead("billing", 7), More: 41},
 			"AnyHook: delivery dead: destination billing (source stripe, event ev_7, delivery dl_7): 8 attempts; last: 503 — and 41 more"},
-		{message{Alert: Alert{Kind: DestinationRecovered, Destination: "billing"}},
-			"AnyHook: destination recovered: destination billing"},
+		{message{Alert: Alert{Kind: IncidentResolved, Destination: "billing", IncidentID: "inc_1"}},
+			"AnyHook: incident resolved: destination billing (incident inc_1)"},
 	} {
 		if got := tt.m.text(); got != tt.want {
 			t.Errorf("text = %q, want %q", got, tt.want)
@@ -508,21 +509,21 @@ func TestFlappingEndsOnLatestState(t *testing.T) {
 	r := newRecorder(t, http.StatusOK)
 	f := setup(t, Channel{Webhook: r.srv.URL})
 	ctx := t.Context()
-	failing := Alert{Kind: DestinationFailing, Destination: "billing", Message: "503"}
-	recovered := Alert{Kind: DestinationRecovered, Destination: "billing"}
-	f.n.Notify(ctx, failing)
-	f.n.Notify(ctx, recovered)
-	f.n.Notify(ctx, failing) // said before, but news after the recovery
-	f.n.Notify(ctx, Alert{Kind: DestinationRecovered, Destination: "shipping"})
+	opened := Alert{Kind: IncidentOpened, Destination: "billing", IncidentID: "inc_1", Message: "503"}
+	resolved := Alert{Kind: IncidentResolved, Destination: "billing", IncidentID: "inc_1"}
+	f.n.Notify(ctx, opened)
+	f.n.Notify(ctx, resolved)
+	f.n.Notify(ctx, opened) // said before, but news after the resolve (a reopen)
+	f.n.Notify(ctx, Alert{Kind: IncidentResolved, Destination: "shipping", IncidentID: "inc_2"})
 	f.n.Stop()
 	var got []string
 	for _, b := range r.posts() {
 		w := decode(t, b)
 		got = append(got, fmt.Sprintf("%s/%s+%d", w.Kind, w.Destination, w.More))
 	}
-	if len(got) != 3 || got[0] != "destination_failing/billing+0" ||
-		!strings.Contains(strings.Join(got, " "), "destination_failing/billing+1") ||
-		!strings.Contains(strings.Join(got, " "), "destination_recovered/shipping+0") {
+	if len(got) != 3 || got[0] != "incident_opened/billing+0" ||
+		!strings.Contains(strings.Join(got, " "), "incident_opened/billing+1") ||
+		!strings.Contains(strings.Join(got, " "), "incident_resolved/shipping+0") {
 		t.Errorf("posts = %v", got)
 	}
 }

@@ -161,9 +161,10 @@ func (s slackChannel) body(m message) ([]byte, error) {
 	}{text})
 }
 
-// pagerDutyChannel sends PagerDuty Events API v2 events: a trigger per
-// (kind, destination) incident, and a resolve of the destination's
-// "failing" incident when it recovers.
+// pagerDutyChannel sends PagerDuty Events API v2 events: an AnyHook
+// incident is a PagerDuty incident keyed by its id (triggered when it
+// opens or escalates, resolved with it); any other alert triggers the
+// incident of its (kind, destination).
 type pagerDutyChannel struct{ n, u, routingKey, k string }
 
 func (s pagerDutyChannel) name() string { return s.n }
@@ -208,8 +209,7 @@ func pdDedupKey(kind, destination string) string {
 }
 
 // body is m's event: the action and incident key its outbox row carries,
-// else those of its kind (a recovery resolves its destination's failing
-// incident).
+// else those raised gives it.
 func (s pagerDutyChannel) body(m message) ([]byte, error) {
 	action, dedup := m.Action, m.DedupKey
 	if action == "" {
@@ -234,7 +234,7 @@ func (s pagerDutyChannel) body(m message) ([]byte, error) {
 	details := map[string]any{"kind": m.Kind}
 	for k, v := range map[string]string{
 		"destination": m.Destination, "source": m.Source, "event_id": m.EventID,
-		"provider_event_id": m.ProviderEventID, "delivery_id": m.DeliveryID, "message": m.Message, "url": m.URL,
+		"provider_event_id": m.ProviderEventID, "delivery_id": m.DeliveryID, "incident_id": m.IncidentID, "message": m.Message, "url": m.URL,
 	} {
 		if v != "" {
 			details[k] = v
@@ -245,7 +245,11 @@ func (s pagerDutyChannel) body(m message) ([]byte, error) {
 	}
 	var links []pdLink
 	if m.URL != "" {
-		links = []pdLink{{Href: m.URL, Text: "the event in the AnyHook dashboard"}}
+		text := "the event in the AnyHook dashboard"
+		if m.IncidentID != "" {
+			text = "the incident in the AnyHook dashboard"
+		}
+		links = []pdLink{{Href: m.URL, Text: text}}
 	}
 	return json.Marshal(pdEvent{
 		RoutingKey:  s.routingKey,

@@ -34,6 +34,12 @@ type Config struct {
 	// first is sent at once and the rest of the window's are folded into
 	// one summary. Default 1m.
 	AlertWindow Duration `yaml:"alert_window"`
+	// AlertDeliveryDead sends a delivery_dead alert for each delivery
+	// that went dead (folded by alert_window). Default false: incidents
+	// alert instead, once per way a destination fails.
+	AlertDeliveryDead bool `yaml:"alert_delivery_dead"`
+	// Incidents say when incidents resolve, reopen and escalate.
+	Incidents IncidentSettings `yaml:"incidents"`
 
 	Delivery DeliverySettings `yaml:"delivery"`
 	Ingest   IngestSettings   `yaml:"ingest"`
@@ -56,6 +62,23 @@ type Config struct {
 	// lines maps a dotted key path ("sources.stripe.secrets",
 	// "alerts[0].slack") to the line it appears on, for Errorf.
 	lines map[string]int
+}
+
+// IncidentSettings are the incidents' windows (docs/configuration.md,
+// "incidents").
+type IncidentSettings struct {
+	// ResolveAfter: an incident resolves by itself once its destination
+	// has delivered, with no failure since, for this long. Default 5m.
+	ResolveAfter Duration `yaml:"resolve_after"`
+	// ReopenWithin: a failure like a resolved incident's within this long
+	// of its resolve reopens it. 0s: never reopen. Default 30m.
+	ReopenWithin Duration `yaml:"reopen_within"`
+	// EscalateEvents: an open incident escalates (one more alert) once
+	// this many distinct events are affected. 0: never. Default 10.
+	EscalateEvents int `yaml:"escalate_events"`
+	// EscalateAfter: ... or once it has been open this long. 0s: never.
+	// Default 15m.
+	EscalateAfter Duration `yaml:"escalate_after"`
 }
 
 // Source is one inbound URL: POST /webhooks/<Name>.

@@ -226,6 +226,10 @@ func TestErrors(t *testing.T) {
 		{"bad var", "admin_token: ${A-B}\n" + minimal, 1, "admin_token", "invalid environment variable"},
 		{"unterminated var", "admin_token: ${A\n" + minimal, 1, "admin_token", "unterminated"},
 		{"unknown top key", "lisen: x\n" + minimal, 1, "lisen", `unknown key (did you mean "listen"?)`},
+		{"resolve_after too short", "incidents:\n  resolve_after: 0s\n" + minimal, 2, "incidents.resolve_after", "must be at least 1s"},
+		{"escalate_events negative", "incidents:\n  escalate_events: -1\n" + minimal, 2, "incidents.escalate_events", "must not be negative"},
+		{"reopen_within negative", minimal + "incidents:\n  reopen_within: -1m\n", 6, "incidents.reopen_within", "must not be negative"},
+		{"incidents unknown key", minimal + "incidents:\n  resolve_afte: 1m\n", 6, "incidents.resolve_afte", "unknown key"},
 		{"unknown nested key", minimal + "    secret: [x]\n", 5, "sources.stripe.secret", "unknown key"},
 		{"unknown backoff key", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    backoff: {inital: 1s}\n",
 			9, "destinations.d.backoff.inital", "unknown key"},
@@ -755,5 +759,20 @@ func TestAlertCredentialsOverTLS(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "must be https://") || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("%s: %v; want %s: must be https://, quoting nothing of the URL", src, err, key)
 		}
+	}
+}
+
+func TestIncidentDefaults(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, minimal)
+	in := c.Incidents
+	if in.ResolveAfter.D() != DefaultResolveAfter || in.ReopenWithin.D() != DefaultReopenWithin || in.EscalateEvents != DefaultEscalateEvents ||
+		in.EscalateAfter.D() != DefaultEscalateAfter || c.AlertDeliveryDead {
+		t.Errorf("defaults: %+v, alert_delivery_dead %v", in, c.AlertDeliveryDead)
+	}
+	c = mustParse(t, minimal+"alert_delivery_dead: true\nincidents:\n  resolve_after: 1m\n  reopen_within: 0s\n  escalate_events: 0\n  escalate_after: 0s\n")
+	in = c.Incidents
+	if in.ResolveAfter.D() != time.Minute || in.ReopenWithin != 0 || in.EscalateEvents != 0 || in.EscalateAfter != 0 || !c.AlertDeliveryDead {
+		t.Errorf("explicit: %+v, alert_delivery_dead %v", in, c.AlertDeliveryDead)
 	}
 }

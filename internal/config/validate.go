@@ -37,6 +37,11 @@ const (
 	DefaultShutdown     = 10 * time.Second
 	DefaultMaxQueueWait = 50 * time.Millisecond
 	MaxMaxQueueWait     = 10 * time.Second
+
+	DefaultResolveAfter   = 5 * time.Minute
+	DefaultReopenWithin   = 30 * time.Minute
+	DefaultEscalateEvents = 10
+	DefaultEscalateAfter  = 15 * time.Minute
 )
 
 // setDefaults fills every value left out of the file. A value written
@@ -123,6 +128,10 @@ func (c *Config) setDefaults() {
 		}
 	}
 	dur(&c.AlertWindow, "alert_window", alert.DefaultWindow)
+	dur(&c.Incidents.ResolveAfter, "incidents.resolve_after", DefaultResolveAfter)
+	dur(&c.Incidents.ReopenWithin, "incidents.reopen_within", DefaultReopenWithin)
+	integer(&c.Incidents.EscalateEvents, "incidents.escalate_events", DefaultEscalateEvents)
+	dur(&c.Incidents.EscalateAfter, "incidents.escalate_after", DefaultEscalateAfter)
 	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
@@ -177,6 +186,7 @@ func (c *Config) Validate() error {
 		p.add(c.Errorf("alert_window", "must be at least 1s, not %s", c.AlertWindow))
 	}
 	p.add(c.validateDelivery())
+	p.add(c.validateIncidents())
 	p.add(c.validateLedger())
 	return p.err()
 }
@@ -598,6 +608,24 @@ func (c *Config) validateDelivery() error {
 		return c.Errorf("ingest.max_queue_wait", "must be between 0 (never shed) and %s, not %s", MaxMaxQueueWait, w)
 	}
 	return nil
+}
+
+func (c *Config) validateIncidents() error {
+	var p problems
+	in := c.Incidents
+	if in.ResolveAfter.D() < time.Second {
+		p.add(c.Errorf("incidents.resolve_after", "must be at least 1s, not %s", in.ResolveAfter))
+	}
+	if in.ReopenWithin < 0 {
+		p.add(c.Errorf("incidents.reopen_within", "must not be negative (0s: never reopen)"))
+	}
+	if in.EscalateEvents < 0 {
+		p.add(c.Errorf("incidents.escalate_events", "must not be negative (0: never by events), not %d", in.EscalateEvents))
+	}
+	if in.EscalateAfter < 0 {
+		p.add(c.Errorf("incidents.escalate_after", "must not be negative (0s: never by time)"))
+	}
+	return p.err()
 }
 
 func checkName(c *Config, key, name string) error {

@@ -432,7 +432,7 @@ func waitAPI[T any](t *testing.T, base, path string, ok func(T) bool) T {
 			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, raw)
 		}
 		var v T
-		if strings.HasPrefix(path, "/api/deliveries") || strings.HasPrefix(path, "/api/events?") {
+		if strings.HasPrefix(path, "/api/deliveries") || strings.HasPrefix(path, "/api/events?") || strings.HasPrefix(path, "/api/incidents?") {
 			var list struct{ Items T }
 			err = json.Unmarshal(raw, &list)
 			v = list.Items

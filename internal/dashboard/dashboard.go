@@ -68,6 +68,7 @@ type Store interface {
 	store.QueueReader
 	store.RejectionReader
 	store.StatsReader
+	IncidentReader
 }
 
 // Options configure a Dashboard.
@@ -245,6 +246,9 @@ func (d *Dashboard) routes() http.Handler {
 	page("GET /destinations", d.destinations)
 	page("POST /destinations/{name}/{action}", d.setPaused)
 	page("GET /rejections", d.rejections)
+	page("GET /incidents", d.incidents)
+	page("GET /incidents/{id}", d.incidentPage)
+	page("POST /incidents/{id}/{action}", d.actIncident)
 	page("GET /sources", d.sourcesPage)
 	page("POST /sources/{name}/backfill", d.startBackfill)
 	page("/", d.notFound)

@@ -34,6 +34,8 @@ type overviewData struct {
 	Ledger        *LedgerStatus
 	Shed          int64 // requests shed since this process started
 	ShowShed      bool
+	// Incidents are the unresolved ones: the page leads with them.
+	Incidents []incidentRow
 }
 
 // GET /
@@ -41,6 +43,9 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
 	data := overviewData{Window: "last hour", SuccessRatio: "—", OldestPending: "—", IngestRate: "—", DeliveryRate: "—"}
 	rows, err := d.destRows(r)
 	if err != nil {
+		return err
+	}
+	if data.Incidents, err = d.openIncidents(r.Context()); err != nil {
 		return err
 	}
 	if d.opt.Shed != nil {

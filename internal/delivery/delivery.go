@@ -93,18 +93,19 @@ type Options struct {
 	OnDead func(anyhook.Delivery)
 	OnHeld func(anyhook.Delivery)
 	// FailingAfter is how many consecutive failed attempts make a
-	// destination failing; default DefaultFailingAfter.
+	// destination failing (Health, as the pages show it); default
+	// DefaultFailingAfter.
 	FailingAfter int
-	// OnFailing is told once when a destination turns failing, and
-	// OnRecovered at its next success (alerts); either may be nil.
-	OnFailing   func(Health)
-	OnRecovered func(Health)
 	// OnBreaker is told when this engine tripped a destination's breaker
 	// (auto_pause; tripped true) or reset it after a probe succeeded
 	// (false), at by the engine's clock, once the change is stored; a
 	// trip or reset made by another process, or a person's resume, is
 	// not told here. nil: nobody.
 	OnBreaker func(destination string, tripped bool, at time.Time)
+	// OnAttempt is told of each attempt whose outcome was recorded, with
+	// its event and the delivery's new status (incidents: it must not
+	// block); nil: nobody.
+	OnAttempt func(destination, eventID string, status anyhook.DeliveryStatus, a anyhook.Attempt)
 	// Observer is told of attempts and rescues (metrics); nil: nobody.
 	Observer Observer
 	// UserAgent is sent on every request.
@@ -572,7 +573,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		logf(slog.LevelWarn, "outcome not recorded: the claim was lost to a rescuer")
 		return
 	}
-	e.observe(d.Name, out.Status, out.Result)
+	e.observe(d.Name, c.Event.ID, out.Status, out.Result)
 	e.attempted(ctx, d, c.Probe, out.Status == anyhook.StatusDelivered, a.StartedAt.Add(a.Duration))
 	switch out.Status {
 	case anyhook.StatusDelivered:

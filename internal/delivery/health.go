@@ -47,10 +47,10 @@ type Health struct {
 	LastSuccess time.Time
 }
 
-// health tracks consecutive failures per destination. A destination turns
-// failing exactly once per streak and recovers at its next success, so the
-// alerts it raises are one "failing" and one "recovered" per outage
-// however many deliveries fail.
+// health tracks consecutive failures per destination, for the pages and
+// the log: a destination turns failing exactly once per streak and
+// recovers at its next success. (Alerts follow incidents instead:
+// internal/incident.)
 type health struct {
 	after int
 
@@ -108,30 +108,27 @@ func (h *health) snapshot() map[string]Health {
 // attempted are absent.
 func (e *Engine) Health() map[string]Health { return e.health.snapshot() }
 
-// observe feeds one recorded attempt to the observer, the health tracker
-// and the failing/recovered callbacks.
-func (e *Engine) observe(dest string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
+// observe feeds one recorded attempt to the observer, OnAttempt and the
+// health tracker.
+func (e *Engine) observe(dest, eventID string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
 	if e.opt.Observer != nil {
 		e.opt.Observer.Attempted(dest, status, a)
+	}
+	if e.opt.OnAttempt != nil {
+		e.opt.OnAttempt(dest, eventID, status, a)
 	}
 	ok := status == anyhook.StatusDelivered
 	snap, failing, recovered := e.health.record(dest, ok, errorWithOutcome(a), a.StartedAt.Add(a.Duration))
 	switch {
 	case failing:
 		e.log.Warn("destination failing", "destination", dest, "streak", snap.Streak, "since", snap.Since, "err", snap.LastError)
-		if e.opt.OnFailing != nil {
-			e.opt.OnFailing(snap)
-		}
 	case recovered:
 		e.log.Info("destination recovered", "destination", dest, "failed_attempts", snap.Streak, "since", snap.Since)
-		if e.opt.OnRecovered != nil {
-			e.opt.OnRecovered(snap)
-		}
 	}
 }
 
 // errorWithOutcome is a failed attempt's error as health reports it (the
-// failing alert, the overview): with whether the handler may have run
+// overview, the log): with whether the handler may have run
 // when no status came back.
 func errorWithOutcome(a anyhook.Attempt) string {
 	switch a.Outcome {

@@ -48,7 +48,8 @@ func TestHealthStreaks(t *testing.T) {
 	}
 }
 
-// The failing alert's last error says whether the handler may have run.
+// Health's last error (the overview, the log) says whether the handler
+// may have run.
 func TestHealthErrorSaysOutcome(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

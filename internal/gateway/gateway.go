@@ -26,6 +26,7 @@ import (
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/incident"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/rejectlog"
@@ -53,6 +54,10 @@ type Options struct {
 	// ledger's checkpointer, alerts, the admin API, the dashboard and the
 	// limits; default time.Now.
 	Now func() time.Time
+	// IncidentInterval is how often incidents are written and swept
+	// (resolved, escalated by time); default incident.DefaultInterval.
+	// Tests shorten it.
+	IncidentInterval time.Duration
 	// Observer, when set, is told of each delivery attempt and rescue
 	// once the store recorded it and the gateway's metrics counted it:
 	// tests wait on it (river's test signals) rather than poll the store
@@ -75,6 +80,7 @@ type Gateway struct {
 	batcher      *ingest.Batcher
 	engine       *delivery.Engine
 	alerts       *alert.Notifier
+	incidents    *incident.Recorder
 	rejects      *rejectlog.Log // the log of refused requests
 	backfills    *backfill.Jobs // backfills started through the admin API and dashboard
 	ledger       *ledgerParts   // the tamper-evident log
@@ -197,10 +203,19 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	}
 	do := deliveryOptions(cfg, dests)
 	do.Logger, do.Now = log, now
-	do.OnDead = func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) }
+	if cfg.AlertDeliveryDead {
+		do.OnDead = func(d anyhook.Delivery) { g.alert(alert.DeliveryDead, d) }
+	}
 	do.OnHeld = func(d anyhook.Delivery) { g.alert(alert.DeliveryHeld, d) }
-	do.OnFailing = func(h delivery.Health) { g.healthAlert(alert.DestinationFailing, h) }
-	do.OnRecovered = func(h delivery.Health) { g.healthAlert(alert.DestinationRecovered, h) }
+	// Incidents, not per-delivery alerts, tell of failing destinations:
+	// the recorder batches the attempts into the store off the
+	// delivery path, and alerts on each change the store reports.
+	g.incidents = incident.New(incident.Options{Store: st, Policy: incidentPolicy(cfg), OnChange: g.incidentAlert, Now: now, Logger: log,
+		Interval: opt.IncidentInterval})
+	do.OnAttempt = func(dest, eventID string, status anyhook.DeliveryStatus, a anyhook.Attempt) {
+		g.incidents.Attempted(dest, eventID, status == anyhook.StatusDelivered, a)
+	}
+	do.OnBreaker = func(dest string, tripped bool, at time.Time) { g.noteBreaker(dest, tripped, at) }
 	do.Observer = mx
 	do.Tracer = opt.Tracer
 	if opt.Observer != nil {
@@ -231,18 +246,20 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	// Log: every process sees the latest backfill of each source.
 	g.backfills = backfill.NewJobs(bf.Run, backfill.JobsOptions{Now: now, Logger: log, Log: st})
 	api := admin.New(admin.Options{
-		Backfill:     backfillAPI{bf, g.backfills},
-		Store:        st,
-		Token:        cfg.AdminToken,
-		Sources:      bySource,
-		Destinations: cfg.DestinationOrder,
-		Logger:       log,
-		Ledger:       g.ledger.reader,
-		Filters:      filters,
-		Now:          now,
-		InOrder:      inOrder(cfg),
-		Queued:       g.engine.Wake,
-		Health:       g.engine.Health,
+		Backfill:         backfillAPI{bf, g.backfills},
+		Store:            st,
+		Token:            cfg.AdminToken,
+		Sources:          bySource,
+		Destinations:     cfg.DestinationOrder,
+		Logger:           log,
+		Ledger:           g.ledger.reader,
+		Filters:          filters,
+		Now:              now,
+		InOrder:          inOrder(cfg),
+		Queued:           g.engine.Wake,
+		Health:           g.engine.Health,
+		OnIncident:       g.incidentAlert,
+		OnBreakerCleared: func(dest, _ string, at time.Time) { g.noteBreaker(dest, false, at) },
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
@@ -388,7 +405,16 @@ func orderNote(dest *config.Destination, kind string, ev anyhook.Event) string {
 // dashboard_url (a proxy's basic auth) are left out, and the browser asks
 // for them.
 func (g *Gateway) eventURL(eventID string) string {
-	if g.cfg.DashboardURL == "" || eventID == "" {
+	if eventID == "" {
+		return ""
+	}
+	return g.dashboardURL("/events/" + url.PathEscape(eventID))
+}
+
+// dashboardURL is path under dashboard_url, as eventURL says; "" without
+// dashboard_url.
+func (g *Gateway) dashboardURL(path string) string {
+	if g.cfg.DashboardURL == "" {
 		return ""
 	}
 	base := g.cfg.DashboardURL
@@ -396,16 +422,53 @@ func (g *Gateway) eventURL(eventID string) string {
 		u.User = nil
 		base = u.String()
 	}
-	return strings.TrimSuffix(base, "/") + "/events/" + url.PathEscape(eventID)
+	return strings.TrimSuffix(base, "/") + path
 }
 
-// healthAlert raises a destination's failing or recovered alert.
-func (g *Gateway) healthAlert(kind string, h delivery.Health) {
-	msg := fmt.Sprintf("%d consecutive failed attempts since %s; last error: %s", h.Streak, h.Since.UTC().Format(time.RFC3339), h.LastError)
-	if kind == alert.DestinationRecovered {
-		msg = fmt.Sprintf("delivering again after %d consecutive failed attempts since %s", h.Streak, h.Since.UTC().Format(time.RFC3339))
+// incidentPolicy is the incidents' windows of cfg.
+func incidentPolicy(cfg *config.Config) store.IncidentPolicy {
+	in := cfg.Incidents
+	return store.IncidentPolicy{ResolveAfter: in.ResolveAfter.D(), ReopenWithin: in.ReopenWithin.D(),
+		EscalateEvents: in.EscalateEvents, EscalateAfter: in.EscalateAfter.D()}
+}
+
+// incidentAlert raises the alert of an incident's change: opened (or
+// reopened), escalated, resolved. Its channel incident is keyed by the
+// incident's id (PagerDuty's dedup_key).
+func (g *Gateway) incidentAlert(c store.IncidentChange) {
+	i := c.Incident
+	since := i.FirstSeen.UTC().Format(time.RFC3339)
+	counts := fmt.Sprintf("%d %s affected, %d failed %s", i.Events, plural(i.Events, "event", "events"), i.Attempts, plural(i.Attempts, "attempt", "attempts"))
+	kind := alert.IncidentOpened
+	var msg string
+	switch c.Change {
+	case store.ChangeOpened:
+		msg = fmt.Sprintf("%s since %s; %s; latest error: %s", incident.Describe(i.Kind), since, counts, i.LatestError)
+	case store.ChangeReopened:
+		msg = fmt.Sprintf("%s again (reopened, %d %s); %s since %s; latest error: %s", incident.Describe(i.Kind), i.Reopens,
+			plural(i.Reopens, "time", "times"), counts, since, i.LatestError)
+	case store.ChangeEscalated:
+		kind = alert.IncidentEscalated
+		msg = fmt.Sprintf("still %s since %s; %s; latest error: %s", incident.Describe(i.Kind), since, counts, i.LatestError)
+	case store.ChangeResolved:
+		kind = alert.IncidentResolved
+		by := "delivering again"
+		if i.ResolvedBy != store.ResolvedByAuto {
+			by = "resolved by " + i.ResolvedBy
+		}
+		msg = fmt.Sprintf("%s (was %s since %s; %s)", by, incident.Describe(i.Kind), since, counts)
+	default:
+		return
 	}
-	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: h.Destination, Message: msg, Time: g.now()})
+	g.alerts.Notify(context.Background(), alert.Alert{Kind: kind, Destination: i.Destination, IncidentID: i.ID, Message: msg, Time: g.now(),
+		URL: g.dashboardURL("/incidents/" + url.PathEscape(i.ID))})
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // AdminHandler is the HTTP handler of admin.listen, nil without it.
@@ -470,6 +533,7 @@ func (g *Gateway) StartListeners(ctx context.Context, ls Listeners) {
 	g.alerts.Start(context.WithoutCancel(ctx)) // Stop flushes; a signal must not drop alerts
 	g.batcher.Start(ctx)
 	g.rejects.Start(ctx)
+	g.incidents.Start(context.WithoutCancel(ctx)) // Stop writes what is buffered
 	g.engine.Start(ctx)
 	g.startLedger(ctx)
 	g.serveErr = make(chan error, 2)
@@ -528,6 +592,7 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	g.rejects.Stop() // writes what is queued
 	g.stopLedger()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
+	g.incidents.Stop() // after the engine's last attempts, before the alerts it raises
 	g.alerts.Stop()
 	errs = append(errs, g.close())
 	g.log.Info("stopped")
@@ -553,5 +618,16 @@ func (o observers) Rescued(destination string, status anyhook.DeliveryStatus) {
 func (o observers) Released(destination, reason string) {
 	for _, x := range o {
 		x.Released(destination, reason)
+	}
+}
+
+// noteBreaker records on the destination's unresolved incidents that its
+// automatic pause tripped or was reset (by a probe, or by a person's
+// resume). It runs rarely, on the engine's or the request's goroutine.
+func (g *Gateway) noteBreaker(dest string, tripped bool, at time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.store.NoteBreaker(ctx, dest, tripped, at); err != nil {
+		g.log.Warn("could not record the automatic pause on the destination's incident", "destination", dest, "tripped", tripped, "err", err)
 	}
 }

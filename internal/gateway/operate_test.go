@@ -148,9 +148,11 @@ func TestPlainHTTPSlackAlertCounted(t *testing.T) {
 }
 
 // TestDestinationOutageAlerts: 500 deliveries fail against one
-// destination; the alert channel gets a handful of messages (not 500), the
-// first saying the destination is failing, and once it answers again a
-// recovered message follows.
+// destination; the alert channel gets a handful of messages (not 500):
+// one incident opened, then escalated (more than escalate_events events
+// affected). The dead deliveries raise no alert of their own
+// (alert_delivery_dead is off by default). Resolving is
+// TestIncidentsFollowAnOutage's.
 func TestDestinationOutageAlerts(t *testing.T) {
 	t.Parallel()
 	const n = 500
@@ -194,6 +196,12 @@ func TestDestinationOutageAlerts(t *testing.T) {
 
 	// Every dead delivery is counted once: by its worker, or by the rescuer
 	// when its lease ran out first (a loaded machine). Both were signalled.
+	// The incident's alert is raised by the recorder within its interval.
+	testwait.For(t, "an alert sent", func() bool {
+		_, x := get(t, e, "/metrics", "test-token")
+		v, _ := metricValue(t, x, `anyhook_alerts_sent_total{result="ok"}`)
+		return v >= 1
+	})
 	_, exposition := get(t, e, "/metrics", "test-token")
 	byWorker, _ := metricValue(t, exposition, `anyhook_deliveries_total{destination="billing",outcome="dead"}`)
 	byRescuer, _ := metricValue(t, exposition, `anyhook_rescues_total{destination="billing",status="dead"}`)
@@ -210,25 +218,28 @@ func TestDestinationOutageAlerts(t *testing.T) {
 		bodies = append(bodies, r.Body)
 	}
 	var kinds []string
-	var health []map[string]any
+	var incident []map[string]any
 	for _, b := range bodies {
 		var m map[string]any
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
 		}
 		kinds = append(kinds, fmt.Sprint(m["kind"]))
-		if k := m["kind"]; k == "destination_failing" || k == "destination_recovered" {
-			health = append(health, m)
+		if k := fmt.Sprint(m["kind"]); strings.HasPrefix(k, "incident_") {
+			incident = append(incident, m)
+		} else {
+			t.Errorf("alert %v; want only incident alerts", m)
 		}
 	}
 	t.Logf("%d deliveries failed; %d alert messages: %v", n, len(bodies), kinds)
 	if len(bodies) > 6 {
 		t.Errorf("%d alert messages for one outage, want a handful", len(bodies))
 	}
-	if len(health) < 2 || health[0]["kind"] != "destination_failing" || health[len(health)-1]["kind"] != "destination_recovered" {
-		t.Fatalf("health alerts %v, want failing first and recovered last", health)
+	if len(incident) < 2 || incident[0]["kind"] != "incident_opened" || incident[len(incident)-1]["kind"] != "incident_escalated" {
+		t.Fatalf("incident alerts %v, want opened first and escalated last", incident)
 	}
-	if health[0]["destination"] != "billing" || !strings.Contains(fmt.Sprint(health[0]["message"]), "consecutive failed attempts") {
-		t.Errorf("failing alert %v", health[0])
+	if incident[0]["destination"] != "billing" || !strings.Contains(fmt.Sprint(incident[0]["message"]), "answering 5xx") ||
+		incident[0]["incident_id"] == nil || incident[0]["incident_id"] != incident[len(incident)-1]["incident_id"] {
+		t.Errorf("incident alerts %v", incident)
 	}
 }

@@ -31,8 +31,8 @@ func TestSideWriteFailuresNeverRedeliver(t *testing.T) {
 	hang := make(chan struct{})
 	alerts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hang }))
 	t.Cleanup(alerts.Close) // after the gateway stopped
-	// Five failures make the destination "failing" (an alert), the sixth
-	// attempt succeeds ("recovered", another alert).
+	// Five failures open an incident (an alert), the sixth attempt
+	// succeeds.
 	sk := sinktest.New(t, 500, 500, 500, 500, 500)
 	db := filepath.Join(t.TempDir(), "anyhook.db")
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0

@@ -18,8 +18,8 @@ const (
 type RaisedAlert struct {
 	// Fold and Destination name what folds together: the bursts of one
 	// (fold, destination) within a window become one summary. Fold is the
-	// alert's kind, or a name for several kinds that share a limit (a
-	// destination's failing and recovered alerts).
+	// alert's kind, or a name for several kinds that share a limit (the
+	// alerts of one incident).
 	Fold        string
 	Destination string // "" for an alert about no destination
 	Kind        string

@@ -181,6 +181,7 @@ type Store interface {
 	BackfillLog
 	AlertOutbox
 	Breakers
+	Incidents
 
 	Ping(ctx context.Context) error
 	Close() error

@@ -37,6 +37,7 @@ func Exercise(t *testing.T, open Open) {
 		{"Rejections", runRejections},
 		{"Lookup", runLookup},
 		{"Alerts", runAlerts},
+		{"Incidents", runIncidents},
 	} {
 		t.Run(part.name, func(t *testing.T) {
 			t.Parallel()

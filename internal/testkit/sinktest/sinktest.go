@@ -8,6 +8,7 @@ package sinktest
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -34,6 +35,10 @@ type Options struct {
 	// Reply is the body of an answer with status code; default
 	// "answer <code>".
 	Reply func(code int) string
+	// Listener, when set, is the socket the sink serves on (an address a
+	// test held closed first, to refuse connections); default a new one
+	// on 127.0.0.1.
+	Listener net.Listener
 }
 
 // Request is one request the sink received.
@@ -67,7 +72,12 @@ func New(t testing.TB, script ...int) *Sink { return Start(t, Options{Script: sc
 // Start starts a sink answering as o says, until the test ends.
 func Start(t testing.TB, o Options) *Sink {
 	s := &Sink{opt: o, script: o.Script, pass: make(chan struct{}, 1000), changed: make(chan struct{}), released: make(chan struct{})}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if o.Listener != nil {
+		s.Listener.Close()
+		s.Listener = o.Listener
+	}
+	s.Start()
 	t.Cleanup(s.Close)
 	t.Cleanup(s.Release) // runs first: Close waits for held requests
 	return s

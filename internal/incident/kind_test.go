@@ -1,0 +1,35 @@
+package incident
+
+import (
+	"testing"
+
+	"github.com/anyhook/anyhook"
+)
+
+func TestKindOf(t *testing.T) {
+	for _, c := range []struct {
+		a    anyhook.Attempt
+		want string
+	}{
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination billing: dial tcp: lookup nowhere.invalid: no such host"}, KindDNS},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination billing: dial tcp 127.0.0.1:9: connect: connection refused"}, KindRefused},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination billing: tls: failed to verify certificate: x509: certificate signed by unknown authority"}, KindTLS},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination billing: dial tcp 10.0.0.1:443: i/o timeout"}, KindConnect},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination billing: network is unreachable"}, KindConnect},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "timeout after 10s"}, KindTimeout},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "Post to destination billing: read: connection reset by peer"}, KindReset},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "Post to destination billing: EOF"}, KindReset},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, StatusCode: 500, Error: "HTTP 500"}, "5xx"},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, StatusCode: 503}, "5xx"},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, StatusCode: 404}, "4xx"},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, StatusCode: 429}, "429"},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, StatusCode: 410}, "410"},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, StatusCode: 302}, "3xx"},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeUnknown}, KindUnknown},
+		{anyhook.Attempt{}, KindUnknown},
+	} {
+		if got := KindOf(c.a); got != c.want {
+			t.Errorf("KindOf(%+v) = %q; want %q", c.a, got, c.want)
+		}
+	}
+}
