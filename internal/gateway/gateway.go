@@ -627,6 +627,9 @@ func (o observers) Released(destination, reason string) {
 func (g *Gateway) noteBreaker(dest string, tripped bool, at time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// The failures that tripped it may still be in the recorder's buffer:
+	// written first, so that their incident exists to take the note.
+	g.incidents.Flush(ctx)
 	if err := g.store.NoteBreaker(ctx, dest, tripped, at); err != nil {
 		g.log.Warn("could not record the automatic pause on the destination's incident", "destination", dest, "tripped", tripped, "err", err)
 	}

@@ -301,3 +301,49 @@ alerts:
 		t.Fatalf("alerts: first %+v, %d incident_opened; want one", first, n)
 	}
 }
+
+// TestBreakerTripRecordedOnIncident: a destination with auto_pause that
+// refuses connections opens a refused incident, trips its breaker after
+// two failures, and the incident records the trip (the breaker's hook
+// reaches the store through the wiring, after the failures that tripped
+// it were written).
+func TestBreakerTripRecordedOnIncident(t *testing.T) {
+	t.Parallel()
+	hold, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := hold.Addr().String()
+	hold.Close()
+	yaml := testTop + fmt.Sprintf(`sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+  billing:
+    url: http://%s/hooks
+    sources: [stripe]
+    timeout: 300ms
+    max_attempts: 20
+    backoff: {initial: 10ms, max: 20ms}
+    auto_pause: {consecutive_failures: 2, probe_every: 1h}
+`, stripeSecret, addr)
+	// The recorder writes once an hour: only the breaker's own flush can
+	// have made the incident by the time it trips.
+	base, _ := gatewaytest.Start(t, yaml, gateway.Options{IncidentInterval: time.Hour})
+	body := []byte(`{"id":"evt_trip","object":"event","type":"invoice.paid","created":1,"data":{"object":{"id":"in_1"}}}`)
+	if a := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, body, time.Now())); a.Status != "accepted" {
+		t.Fatalf("send: %+v", a)
+	}
+	testwait.For(t, "the refused incident to record the breaker's trip", func() bool {
+		code, b := gatewaytest.Admin(t, "GET", base+"/api/incidents", "")
+		var l struct {
+			Items []struct {
+				Kind    string    `json:"kind"`
+				Tripped time.Time `json:"breaker_tripped_at"`
+			}
+		}
+		if code != http.StatusOK || json.Unmarshal(b, &l) != nil {
+			t.Fatalf("GET /api/incidents: %d %s", code, b)
+		}
+		return len(l.Items) == 1 && l.Items[0].Kind == "refused" && !l.Items[0].Tripped.IsZero()
+	})
+}
