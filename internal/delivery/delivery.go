@@ -602,7 +602,7 @@ func (e *Engine) aborted(ctx context.Context, d *Destination, c store.Claim, a a
 	defer cancel()
 	switch {
 	case a.Outcome == anyhook.OutcomeNotSent:
-		released, err := e.st.Release(fctx, []store.Release{{DeliveryID: c.Delivery.ID, Attempt: a.Number}})
+		released, err := e.st.Release(fctx, []store.Release{{DeliveryID: c.Delivery.ID, Attempt: a.Number, Probe: c.Probe}})
 		if err != nil || len(released) == 0 {
 			log.Warn("attempt aborted by shutdown before it was sent; releasing its claim failed, its lease will expire", "err", err)
 			return

@@ -82,6 +82,9 @@ type Outcome struct {
 type Release struct {
 	DeliveryID string
 	Attempt    int // the claim's AttemptCount: the fence, as Outcome's
+	// Probe: the claim was a probe (Claim.Probe); its probe, counted at
+	// the claim, goes back down with its attempt.
+	Probe bool
 }
 
 // StaleRule says what to do with an expired claim of a destination.
