@@ -584,6 +584,13 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		dd.Status = anyhook.StatusDead
 		e.notify(dd)
 	default:
+		if c.Probe {
+			// Its retry_in (0s: due for the next probe) would read as
+			// "now", while the destination stays paused until a probe
+			// succeeds.
+			logf(slog.LevelInfo, "probe failed; the destination stays paused (auto_pause)", "err", out.Result.Error)
+			return
+		}
 		logf(slog.LevelInfo, "attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn.String())
 	}
 }
