@@ -347,10 +347,21 @@ func ActIncident(d Dialect, tx AlertTx, id string, ack bool, by store.Actor, at 
 		if !ack {
 			verb = "resolve"
 		}
-		return i, fmt.Errorf("incident %s is %s: cannot %s it: %w", id, i.State, verb, anyhook.ErrInvalid)
+		hint := "it can only be resolved"
+		if i.State == "resolved" {
+			hint = "a resolved incident takes no action; it reopens by itself if the destination fails again"
+		}
+		return i, stateError(fmt.Sprintf("incident %s is %s, so it cannot be %sd: %s", id, i.State, verb, hint))
 	}
 	return i, nil
 }
+
+// stateError is an action the incident's state does not allow: an
+// anyhook.ErrInvalid whose text is whole (no ": invalid" at its end).
+type stateError string
+
+func (e stateError) Error() string { return string(e) }
+func (e stateError) Unwrap() error { return anyhook.ErrInvalid }
 
 // NoteBreaker implements store.Incidents.NoteBreaker in tx.
 func NoteBreaker(d Dialect, tx AlertTx, destination string, tripped bool, at time.Time) error {
