@@ -3,6 +3,7 @@ package storetest
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,84 @@ func testCounts(t *testing.T, s store.Store) {
 	}
 	if m[anyhook.StatusPending] != 2 || m[anyhook.StatusDelivered] != 1 {
 		t.Fatalf("counts = %v", m)
+	}
+}
+
+// testSearchBodies holds a search inside the bodies to its window and
+// budget: newest first, stopping only between two receive times, and
+// saying where to continue.
+func testSearchBodies(t *testing.T, s store.Store) {
+	// Six events a minute apart, the two oldest in one instant; every
+	// other one names cus_123. One more, two hours older, also does.
+	at := func(i int) time.Time { return received.Add(time.Duration(i) * time.Minute) }
+	var ids []string
+	for i, min := range []int{0, 0, 1, 2, 3, 4} {
+		e := newEvent("stripe", "b"+strconv.Itoa(i), "billing")
+		e.Event.ReceivedAt = at(min)
+		if i%2 == 0 {
+			e.Event.Body = []byte(`{"customer":"cus_123","n":` + strconv.Itoa(i) + `}`)
+		}
+		ids = append(ids, ingest(t, s, e)[0].ID)
+	}
+	old := newEvent("stripe", "old", "billing")
+	old.Event.ReceivedAt = received.Add(-2 * time.Hour)
+	old.Event.Body = []byte(`{"customer":"cus_123"}`)
+	oldID := ingest(t, s, old)[0].ID
+	now := at(10)
+	has := func(ev *anyhook.Event) bool { return strings.Contains(string(ev.Body), "cus_123") }
+	idsOf := func(evs []anyhook.Event) []string {
+		var out []string
+		for _, ev := range evs {
+			out = append(out, ev.ID)
+		}
+		return out
+	}
+	search := func(f store.EventFilter, b store.BodyBudget) ([]string, store.Searched) {
+		t.Helper()
+		evs, sr, err := store.SearchBodies(ctx(t), s, f, has, now, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return idsOf(evs), sr
+	}
+	// The whole window: every match in it, newest first; not complete, as
+	// the window ended an hour back.
+	got, sr := search(store.EventFilter{}, store.DefaultBodyBudget)
+	if want := []string{ids[4], ids[2], ids[0]}; !slices.Equal(got, want) || sr.Complete || !sr.BackTo.Equal(now.Add(-store.PrefixWindow)) {
+		t.Errorf("window: %v, %+v; want %v back to %v", got, sr, want, now.Add(-store.PrefixWindow))
+	}
+	// A limit of one: the newest match, and back to its receive time;
+	// continuing from there finds the next.
+	got, sr = search(store.EventFilter{Limit: 1}, store.DefaultBodyBudget)
+	if !slices.Equal(got, []string{ids[4]}) || sr.Complete || !sr.BackTo.Equal(at(3)) {
+		t.Errorf("limit 1: %v, %+v; want [%s] back to %v", got, sr, ids[4], at(3))
+	}
+	got, _ = search(store.EventFilter{Limit: 1, Until: sr.BackTo}, store.DefaultBodyBudget)
+	if !slices.Equal(got, []string{ids[2]}) {
+		t.Errorf("continued: %v, want [%s]", got, ids[2])
+	}
+	// A budget of four rows stops at minute 1; of five, it reads both
+	// events of minute 0 (it stops between receive times only).
+	got, sr = search(store.EventFilter{}, store.BodyBudget{Rows: 4, Bytes: 1 << 20})
+	if !slices.Equal(got, []string{ids[4], ids[2]}) || !sr.BackTo.Equal(at(1)) {
+		t.Errorf("4 rows: %v, %+v; want [%s %s] back to %v", got, sr, ids[4], ids[2], at(1))
+	}
+	got, sr = search(store.EventFilter{}, store.BodyBudget{Rows: 5, Bytes: 1 << 20})
+	if !slices.Equal(got, []string{ids[4], ids[2], ids[0]}) || !sr.BackTo.Equal(now.Add(-store.PrefixWindow)) {
+		t.Errorf("5 rows: %v, %+v; want all three back to the window's start", got, sr)
+	}
+	// A byte budget stops as a row budget does.
+	_, sr = search(store.EventFilter{}, store.BodyBudget{Rows: 100, Bytes: 1})
+	if sr.Complete || !sr.BackTo.Equal(at(4)) {
+		t.Errorf("1 byte: %+v, want back to %v", sr, at(4))
+	}
+	// A window of the caller's, inside the bounded one, is complete; one
+	// further back finds the old event.
+	if _, sr = search(store.EventFilter{Since: received}, store.DefaultBodyBudget); !sr.Complete {
+		t.Errorf("since %v: %+v, want complete", received, sr)
+	}
+	got, _ = search(store.EventFilter{Until: received.Add(-time.Hour)}, store.DefaultBodyBudget)
+	if !slices.Equal(got, []string{oldID}) {
+		t.Errorf("an hour further back: %v, want [%s]", got, oldID)
 	}
 }

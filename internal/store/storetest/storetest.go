@@ -103,6 +103,7 @@ func runQueue(t *testing.T, open Open) {
 		{"Pause", testPause},
 		{"PausedShownEverywhere", testPausedShownEverywhere},
 		{"ListEventsPagingAndFilters", testListEvents},
+		{"SearchBodies", testSearchBodies},
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
