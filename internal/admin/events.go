@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // GET /api/events?source=&type=&status=&q=&since=&until=&limit=&cursor=
 func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	q := a.query(r)
-	q.only("source", "type", "status", "q", "since", "until", "limit", "cursor")
+	q.only("source", "type", "status", "q", "body", "filter", "since", "until", "limit", "cursor")
 	f := store.EventFilter{
 		Source: q.str("source"),
 		Type:   q.str("type"),
@@ -32,8 +33,12 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 		Cursor: q.str("cursor"),
 	}
 	q.window(f.Since, f.Until)
+	match := bodyQuery(q, f)
 	if q.err != nil {
 		return q.err
+	}
+	if match != nil {
+		return a.searchBodies(w, r, f, match)
 	}
 	// q is whichever id a person has: the event's own, a delivery's, or
 	// the provider's.
@@ -76,6 +81,81 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
+// bodyQuery reads body= and filter= of GET /api/events: the predicate
+// of a search inside the bodies, or nil when neither is given.
+func bodyQuery(q *query, f store.EventFilter) func(*anyhook.Event) bool {
+	body, filter := q.v.Get("body"), strings.TrimSpace(q.v.Get("filter"))
+	if body == "" && filter == "" {
+		return nil
+	}
+	match, err := BodyMatcher(body, filter)
+	if err != nil {
+		q.fail(err)
+		return nil
+	}
+	switch {
+	case f.Status != "":
+		q.fail(badParam("status", "a search inside the bodies walks receive time and cannot take status; search first, then open the events"))
+	case f.Q != "":
+		q.fail(badParam("q", "search by id or inside the bodies, not both"))
+	case f.Cursor != "":
+		q.fail(badParam("cursor", "a search inside the bodies continues with until=searched.back_to, not a cursor"))
+	}
+	return match
+}
+
+// MaxBodyText bounds body=, the text a search looks for in the bodies.
+const MaxBodyText = 1024
+
+// BodyMatcher is the predicate of a search inside the bodies (GET
+// /api/events?body=&filter=, the dashboard's body: and filter:): the
+// body holds the bytes of body, and the CEL expression filter (the
+// language and variables of a destination's filter, route.Compile) is
+// true; either may be "". Its error names the parameter.
+func BodyMatcher(body, filter string) (func(*anyhook.Event) bool, *Error) {
+	if len(body) > MaxBodyText {
+		return nil, badParam("body", "longer than %d bytes", MaxBodyText)
+	}
+	var cel *routes.Filter
+	if filter != "" {
+		var err error
+		if cel, err = routes.Compile(filter); err != nil {
+			return nil, badParam("filter", "%s", err)
+		}
+	}
+	needle := []byte(body)
+	return func(ev *anyhook.Event) bool {
+		if !bytes.Contains(ev.Body, needle) {
+			return false
+		}
+		if cel == nil {
+			return true
+		}
+		// An evaluation that fails (over the cost limit, a field of the
+		// wrong type) is no match, as it is for a destination.
+		ok, err := cel.Match(routes.NewInput(routes.FromEvent(ev)))
+		return err == nil && ok
+	}, nil
+}
+
+// searchBodies answers GET /api/events?body=&filter=: the matching events
+// of the bounded window (store.SearchBodies), and how far back it looked.
+func (a *API) searchBodies(w http.ResponseWriter, r *http.Request, f store.EventFilter, match func(*anyhook.Event) bool) error {
+	evs, sr, err := store.SearchBodies(r.Context(), a.store, f, match, a.now(), store.DefaultBodyBudget)
+	if err != nil {
+		return err
+	}
+	searched := &searchedJSON{Complete: sr.Complete}
+	if !sr.Complete {
+		searched.BackTo = &sr.BackTo
+	}
+	out := eventListJSON{listJSON: listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs))}, Searched: searched}
+	for _, ev := range evs {
+		out.Items = append(out.Items, a.toEvent(ev, false))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
 // eventListJSON is a page of events; a search by q that found none says
 // how many refused requests q names (GET /api/rejections?q=).
 type eventListJSON struct {
@@ -84,7 +164,8 @@ type eventListJSON struct {
 	Searched   *searchedJSON `json:"searched,omitempty"`
 }
 
-// searchedJSON says how far back a search by id prefix looked: back_to,
+// searchedJSON says how far back a search by id prefix or inside the
+// bodies looked: back_to,
 // when not complete, is the receive time before which it did not look
 // (ask again with until=back_to to look further back).
 type searchedJSON struct {
