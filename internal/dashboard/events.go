@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -39,6 +40,23 @@ type eventsData struct {
 	// looked (store.SearchPrefix); FurtherURL continues it before then.
 	SearchedBackTo time.Time
 	FurtherURL     string
+	// BodySearch is set when Q is body:… or filter:… (a search inside
+	// the bodies, bodyQuery); SearchError says why one was refused.
+	BodySearch  bool
+	SearchError string
+}
+
+// bodyQuery reads a search box that searches inside the bodies:
+// "body:cus_123" (the body contains cus_123) or "filter:<CEL>" (as GET
+// /api/events?body= and ?filter=). ok is false for any other text (an id).
+func bodyQuery(q string) (body, filter string, ok bool) {
+	if rest, found := strings.CutPrefix(q, "body:"); found {
+		return strings.TrimSpace(rest), "", true
+	}
+	if rest, found := strings.CutPrefix(q, "filter:"); found {
+		return "", strings.TrimSpace(rest), true
+	}
+	return "", "", false
 }
 
 // eventFilter reads the list's query parameters.
@@ -65,6 +83,8 @@ func eventFilter(v url.Values) (store.EventFilter, error) {
 }
 
 // GET /events?source=&status=&q=&type=&until=&cursor=  (X-AnyHook-Partial: rows only)
+//
+// q is an id, its start, body:<text> or filter:<CEL>.
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	f, err := eventFilter(r.URL.Query())
 	if err != nil {
@@ -77,17 +97,44 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	// One match opens the event.
 	var evs []anyhook.Event
 	var next string
-	ev, found, err := store.SearchByID(r.Context(), d.opt.Store, f)
-	if err != nil {
-		return err
-	}
-	if found {
-		evs = []anyhook.Event{ev}
-	} else if evs, next, err = d.listEvents(r, f); err != nil {
-		return err
-	}
+	var found bool
 	searched := store.Searched{Complete: true}
-	if f.Q != "" && !found && len(evs) == 0 {
+	status := http.StatusOK
+	body, filter, bodySearch := bodyQuery(f.Q)
+	var searchError string
+	if bodySearch {
+		// body: and filter: search inside the bodies, bounded as GET
+		// /api/events?body=&filter= is.
+		match, perr := admin.BodyMatcher(body, filter)
+		switch {
+		case perr != nil:
+			searchError = perr.Message
+		case body == "" && filter == "":
+			searchError = "say what to look for after " + strings.TrimSuffix(f.Q, " ")
+		case f.Status != "":
+			searchError = "a search inside the bodies cannot take a delivery status: choose any status"
+		}
+		if searchError != "" {
+			status = http.StatusBadRequest
+		} else {
+			g := f
+			g.Q, g.Cursor = "", ""
+			if evs, searched, err = store.SearchBodies(r.Context(), d.opt.Store, g, match, d.now(), store.DefaultBodyBudget); err != nil {
+				return err
+			}
+		}
+	} else {
+		var ev anyhook.Event
+		if ev, found, err = store.SearchByID(r.Context(), d.opt.Store, f); err != nil {
+			return err
+		}
+		if found {
+			evs = []anyhook.Event{ev}
+		} else if evs, next, err = d.listEvents(r, f); err != nil {
+			return err
+		}
+	}
+	if f.Q != "" && !bodySearch && !found && len(evs) == 0 {
 		// No exact match: a prefix of an id, over a bounded window, as
 		// GET /api/events?q= does.
 		g := f
@@ -96,16 +143,16 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if f.Q != "" && f.Cursor == "" && !partial && len(evs) == 1 && next == "" && searched.Complete {
+	if f.Q != "" && !bodySearch && f.Cursor == "" && !partial && len(evs) == 1 && next == "" && searched.Complete {
 		http.Redirect(w, r, "/events/"+url.PathEscape(evs[0].ID), http.StatusSeeOther)
 		return nil
 	}
 	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
-		Statuses: statusOrder, Paged: f.Cursor != ""}
+		Statuses: statusOrder, Paged: f.Cursor != "", BodySearch: bodySearch, SearchError: searchError}
 	if !f.Until.IsZero() {
 		data.Until = f.Until.UTC().Format(time.RFC3339Nano)
 	}
-	if f.Q != "" && f.Cursor == "" && len(evs) == 0 {
+	if f.Q != "" && !bodySearch && f.Cursor == "" && len(evs) == 0 {
 		if data.Refused, err = store.RejectionHint(r.Context(), d.opt.Store, f.Source, f.Q); err != nil {
 			return err
 		}
@@ -154,7 +201,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	if partial {
 		return d.renderPartial(w, "events", "rows", data)
 	}
-	d.render(w, r, http.StatusOK, "events", "Events", data)
+	d.render(w, r, status, "events", "Events", data)
 	return nil
 }
 
