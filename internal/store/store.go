@@ -182,6 +182,7 @@ type Store interface {
 	AlertOutbox
 	Breakers
 	Incidents
+	SavedSearches
 
 	Ping(ctx context.Context) error
 	Close() error

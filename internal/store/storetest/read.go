@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,5 +209,46 @@ func testSearchBodies(t *testing.T, s store.Store) {
 	got, _ = search(store.EventFilter{Until: received.Add(-time.Hour)}, store.DefaultBodyBudget)
 	if !slices.Equal(got, []string{oldID}) {
 		t.Errorf("an hour further back: %v, want [%s]", got, oldID)
+	}
+}
+
+// testSavedSearches: saved searches are kept by name, a name once, and
+// deleted by id.
+func testSavedSearches(t *testing.T, s store.Store) {
+	if got, err := s.ListSavedSearches(ctx(t)); err != nil || len(got) != 0 {
+		t.Fatalf("a new store lists %v, %v", got, err)
+	}
+	b := store.SavedSearch{ID: store.NewID(), Name: "big invoices", Query: "q=filter%3Abody.amount+%3E+1000", CreatedAt: received, CreatedBy: "api"}
+	a := store.SavedSearch{ID: store.NewID(), Name: "acme", Query: "source=stripe&q=body%3Acus_123", CreatedAt: received.Add(time.Second), CreatedBy: "dashboard"}
+	for _, ss := range []store.SavedSearch{b, a} {
+		if err := s.SaveSearch(ctx(t), ss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := a
+	again.ID, again.Query = store.NewID(), "q=other"
+	if err := s.SaveSearch(ctx(t), again); !errors.Is(err, anyhook.ErrInvalid) || !strings.Contains(err.Error(), `"acme"`) {
+		t.Errorf("a second search named acme: %v; want ErrInvalid naming it", err)
+	}
+	got, err := s.ListSavedSearches(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != a.ID || got[1].ID != b.ID || got[0].Query != a.Query || got[0].CreatedBy != "dashboard" ||
+		!got[0].CreatedAt.Equal(a.CreatedAt) || got[1].Name != "big invoices" {
+		t.Errorf("listed %+v; want acme then big invoices, as saved", got)
+	}
+	if err := s.DeleteSavedSearch(ctx(t), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSavedSearch(ctx(t), a.ID); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Errorf("deleting it twice: %v; want ErrNotFound", err)
+	}
+	if got, _ := s.ListSavedSearches(ctx(t)); len(got) != 1 || got[0].ID != b.ID {
+		t.Errorf("after the delete: %+v", got)
+	}
+	// The name is free again.
+	if err := s.SaveSearch(ctx(t), again); err != nil {
+		t.Errorf("acme again after its delete: %v", err)
 	}
 }

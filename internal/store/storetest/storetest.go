@@ -104,6 +104,7 @@ func runQueue(t *testing.T, open Open) {
 		{"PausedShownEverywhere", testPausedShownEverywhere},
 		{"ListEventsPagingAndFilters", testListEvents},
 		{"SearchBodies", testSearchBodies},
+		{"SavedSearches", testSavedSearches},
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
