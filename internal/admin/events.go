@@ -33,7 +33,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 		Cursor: q.str("cursor"),
 	}
 	q.window(f.Since, f.Until)
-	match := bodyQuery(q, f)
+	match := bodyQuery(q, &f)
 	if q.err != nil {
 		return q.err
 	}
@@ -83,8 +83,21 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 
 // bodyQuery reads body= and filter= of GET /api/events: the predicate
 // of a search inside the bodies, or nil when neither is given.
-func bodyQuery(q *query, f store.EventFilter) func(*anyhook.Event) bool {
+// A q of body:… or filter:… is the same search (BodySearch), and is
+// taken out of f.
+func bodyQuery(q *query, f *store.EventFilter) func(*anyhook.Event) bool {
 	body, filter := q.v.Get("body"), strings.TrimSpace(q.v.Get("filter"))
+	if b, fl, ok := BodySearch(f.Q); ok {
+		if body != "" || filter != "" {
+			q.fail(badParam("q", "%s and body= or filter=: give one", f.Q))
+			return nil
+		}
+		if b == "" && fl == "" {
+			q.fail(badParam("q", "%q: say what to look for after the colon", f.Q))
+			return nil
+		}
+		body, filter, f.Q = b, fl, ""
+	}
 	if body == "" && filter == "" {
 		return nil
 	}

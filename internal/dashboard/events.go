@@ -41,23 +41,11 @@ type eventsData struct {
 	SearchedBackTo time.Time
 	FurtherURL     string
 	// BodySearch is set when Q is body:… or filter:… (a search inside
-	// the bodies, bodyQuery); SearchError says why one was refused.
+	// the bodies, admin.BodySearch); SearchError says why one was refused.
 	BodySearch  bool
 	SearchError string
 }
 
-// bodyQuery reads a search box that searches inside the bodies:
-// "body:cus_123" (the body contains cus_123) or "filter:<CEL>" (as GET
-// /api/events?body= and ?filter=). ok is false for any other text (an id).
-func bodyQuery(q string) (body, filter string, ok bool) {
-	if rest, found := strings.CutPrefix(q, "body:"); found {
-		return strings.TrimSpace(rest), "", true
-	}
-	if rest, found := strings.CutPrefix(q, "filter:"); found {
-		return "", strings.TrimSpace(rest), true
-	}
-	return "", "", false
-}
 
 // eventFilter reads the list's query parameters.
 func eventFilter(v url.Values) (store.EventFilter, error) {
@@ -100,7 +88,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	var found bool
 	searched := store.Searched{Complete: true}
 	status := http.StatusOK
-	body, filter, bodySearch := bodyQuery(f.Q)
+	body, filter, bodySearch := admin.BodySearch(f.Q)
 	var searchError string
 	if bodySearch {
 		// body: and filter: search inside the bodies, bounded as GET
