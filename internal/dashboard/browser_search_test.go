@@ -207,5 +207,31 @@ sources:
 		if w, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); err != nil || w[0] > w[1] {
 			t.Errorf("%d px: the page is %v wide (%v); want no sideways scroll", width, w, err)
 		}
+
+		// Save the filter search under a name: it is listed on the events
+		// page and runs again from there; then delete it.
+		name := fmt.Sprint("big ", width)
+		search("filter:body.amount > 1000", "#searched")
+		do("save "+name, chromedp.SendKeys(chromedp.CSS(`#save-search input[name="name"]`), name),
+			chromedp.Submit(chromedp.CSS(`#save-search input[name="name"]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(".flash"); !strings.Contains(f, "saved") {
+			t.Errorf("%d px: saving says %q", width, f)
+		}
+		do("open /events", chromedp.Navigate(base+"/events"), chromedp.WaitVisible(chromedp.CSS("#saved-searches")))
+		links, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#saved-searches .saved-search a")].map(a => a.innerText)`))
+		if err != nil || len(links) != 1 || links[0] != name {
+			t.Errorf("%d px: saved searches listed %q (%v); want [%s]", width, links, err, name)
+		}
+		if w, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); err != nil || w[0] > w[1] {
+			t.Errorf("%d px: with a saved search the page is %v wide (%v); want no sideways scroll", width, w, err)
+		}
+		do("run "+name, chromedp.Click(chromedp.CSS("#saved-searches .saved-search a")), chromedp.WaitVisible(chromedp.CSS("#searched")))
+		if got := rows(); len(got) != 1 || got[0] != big.Event.ID {
+			t.Errorf("%d px: the saved search lists %q, want [%s]", width, got, big.Event.ID)
+		}
+		do("delete "+name, chromedp.Click(chromedp.CSS("#saved-searches .saved-search button")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#saved-searches .saved-search").length`)); err != nil || n != 0 {
+			t.Errorf("%d px: after the delete %d saved searches are listed (%v)", width, n, err)
+		}
 	}
 }

@@ -44,8 +44,17 @@ type eventsData struct {
 	// the bodies, admin.BodySearch); SearchError says why one was refused.
 	BodySearch  bool
 	SearchError string
+	// Saved are the saved searches, each with its link; SaveQuery is
+	// this list's parameters, which "save this search" keeps.
+	Saved     []savedSearch
+	SaveQuery string
 }
 
+// savedSearch is a saved search and the events list it opens.
+type savedSearch struct {
+	store.SavedSearch
+	URL string
+}
 
 // eventFilter reads the list's query parameters.
 func eventFilter(v url.Values) (store.EventFilter, error) {
@@ -177,6 +186,16 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		further.Set("until", searched.BackTo.UTC().Format(time.RFC3339Nano))
 		data.FurtherURL = "/events?" + further.Encode()
 	}
+	saved, err := d.opt.Store.ListSavedSearches(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, s := range saved {
+		data.Saved = append(data.Saved, savedSearch{s, "/events?" + s.Query})
+	}
+	keep := maps.Clone(q)
+	keep.Del("until")
+	data.SaveQuery = keep.Encode()
 	data.FirstURL = "/events"
 	if len(q) > 0 {
 		data.FirstURL += "?" + q.Encode()
@@ -243,4 +262,41 @@ func (d *Dashboard) listEvents(r *http.Request, f store.EventFilter) ([]anyhook.
 		next = all[len(all)-1].ID
 	}
 	return all, next, nil
+}
+
+// POST /searches name=&query=  (query: the events list's parameters)
+func (d *Dashboard) saveSearch(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	query := r.PostForm.Get("query")
+	res, err := d.callAPI(r, "POST", "/api/searches", map[string]string{"name": r.PostForm.Get("name"), "query": query}, nil)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Not saved: "+res.message())
+	} else {
+		setFlash(w, r, false, "Search \""+strings.TrimSpace(r.PostForm.Get("name"))+"\" saved.")
+	}
+	back(w, r, "/events?"+query)
+	return nil
+}
+
+// POST /searches/{id}/delete
+func (d *Dashboard) deleteSearch(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	res, err := d.callAPI(r, "DELETE", "/api/searches/"+url.PathEscape(r.PathValue("id")), nil, nil)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Not deleted: "+res.message())
+	} else {
+		setFlash(w, r, false, "Saved search deleted.")
+	}
+	back(w, r, "/events")
+	return nil
 }
