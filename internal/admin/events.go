@@ -342,13 +342,19 @@ type bulkReplayRequest struct {
 	Until       string `json:"until"`
 	DryRun      bool   `json:"dry_run"`
 	Reason      string `json:"reason"`
+	// Filter, a CEL expression over the event (a destination's filter
+	// language), keeps the deliveries of the events it accepts among
+	// those received from since to until (required since).
+	Filter string `json:"filter"`
 	// Force replays into destinations that are paused or failing, which
 	// is otherwise refused (409) naming them.
 	Force bool `json:"force"`
 }
 
 type bulkReplayResponse struct {
-	Count   int             `json:"count"`
+	Count int `json:"count"`
+	// Matched is how many events filter accepted (with a filter only).
+	Matched *int            `json:"matched_events,omitempty"`
 	DryRun  bool            `json:"dry_run"`
 	Skipped []skippedReplay `json:"skipped"`
 	// Troubled are the destinations the replay sends (or would send)
@@ -483,12 +489,34 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		q.fail(badParam("destination", "unknown destination %q (configured: %s)", f.Destination, strings.Join(a.dests, ", ")))
 	}
 	q.window(f.Since, f.Until)
+	filter := strings.TrimSpace(req.Filter)
+	var match func(*anyhook.Event) bool
+	if filter != "" {
+		var perr *Error
+		if match, perr = BodyMatcher("", filter); perr != nil {
+			q.fail(perr)
+		} else if f.Since.IsZero() {
+			q.fail(badParam("since", "a replay by filter needs since: it reads the body of every event received from since to until"))
+		}
+	}
 	if f.Destination == "" && f.Source == "" && f.Status == "" && f.Since.IsZero() && f.Until.IsZero() {
 		q.fail(&Error{Status: http.StatusBadRequest, Code: "invalid",
 			Message: "an empty filter would replay every delivery; give at least one of source, status, destination, since, until"})
 	}
 	if q.err != nil {
 		return q.err
+	}
+	var matched *int
+	if match != nil {
+		ids, err := a.filterEvents(r, f, match)
+		if err != nil {
+			return err
+		}
+		// The filter's window is the events' receive time; the deliveries
+		// are those of the events it matched, whenever created.
+		f.EventIDs, f.Since, f.Until = ids, time.Time{}, time.Time{}
+		n := len(ids)
+		matched = &n
 	}
 	if f.Destination == "" {
 		// Only destinations a dispatcher takes: a replay queued for one the
@@ -504,7 +532,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, DryRun: true, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
+		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, Matched: matched, DryRun: true, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
 	}
 	if len(troubled) > 0 && !req.Force {
 		var says []string
@@ -524,8 +552,39 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: bulk replay",
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
-		slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
+		slog.String("filter", filter), slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
 		slog.Any("forced_into", troubledNames(troubled)),
 		slog.String("actor", by.Name), slog.String("reason", by.Reason))
-	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
+	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Matched: matched, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
+}
+
+// filterEvents returns the ids of the events received from f.Since to
+// f.Until (now) of f.Source that match accepts, for a bulk replay by
+// filter. It reads at most store.DefaultBodyBudget of them and keeps at
+// most store.MaxFilterReplay: a window holding more is refused, naming
+// how far back the budget reached, so that a replay never covers part of
+// what it was asked for.
+func (a *API) filterEvents(r *http.Request, f store.DeliveryFilter, match func(*anyhook.Event) bool) ([]string, error) {
+	until := f.Until
+	if until.IsZero() {
+		until = a.now()
+	}
+	b := store.DefaultBodyBudget
+	b.Window, b.Matches = until.Sub(f.Since), store.MaxFilterReplay+1
+	evs, sr, err := store.SearchBodies(r.Context(), a.store, store.EventFilter{Source: f.Source, Since: f.Since, Until: until}, match, a.now(), b)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) > store.MaxFilterReplay {
+		return nil, badParam("filter", "it matches more than %d events from since to until; replay a shorter window at a time", store.MaxFilterReplay)
+	}
+	if !sr.Complete {
+		return nil, badParam("since", "a replay by filter reads at most %d events (%d MiB) of bodies, which reached back to %s only; replay a shorter window at a time (until=%s is where this one stopped)",
+			b.Rows, b.Bytes>>20, sr.BackTo.UTC().Format(time.RFC3339Nano), sr.BackTo.UTC().Format(time.RFC3339Nano))
+	}
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.ID
+	}
+	return ids, nil
 }

@@ -14,7 +14,17 @@ import (
 type BodyBudget struct {
 	Rows  int   // events examined
 	Bytes int64 // bytes of body and headers examined
+	// Window is how far back before Until the search looks; 0 is
+	// PrefixWindow.
+	Window time.Duration
+	// Matches stops the search once it has this many; 0 is f.Limit (as
+	// a page: PageLimit).
+	Matches int
 }
+
+// MaxFilterReplay bounds the events one bulk replay by a CEL filter
+// replays: their ids are a parameter list.
+const MaxFilterReplay = 5000
 
 // DefaultBodyBudget is about an hour of events at ten million a month
 // (PrefixWindow) at 2.4 KB each: some 100–300 ms of reading on either
@@ -27,8 +37,8 @@ const bodyPage = 500
 // SearchBodies lists the events f selects whose body and headers match
 // says, newest first by receive time: at most f.Limit (plus those received
 // in the same instant as the last), looking at the events received in
-// PrefixWindow before f.Until (before now when unset), unless f.Since is
-// later, and at no more of them than b allows. f.Status and f.Cursor must
+// PrefixWindow (b.Window) before f.Until (before now when unset), unless
+// f.Since is later, and at no more of them than b allows. f.Status and f.Cursor must
 // be unset: the search walks receive time, and continues with Until =
 // Searched.BackTo.
 //
@@ -39,13 +49,20 @@ func SearchBodies(ctx context.Context, s EventLister, f EventFilter, match func(
 	if until.IsZero() {
 		until = now
 	}
-	from := until.Add(-PrefixWindow)
+	window := b.Window
+	if window == 0 {
+		window = PrefixWindow
+	}
+	from := until.Add(-window)
 	windowed := false
 	if f.Since.IsZero() || f.Since.Before(from) {
 		f.Since, windowed = from, true
 	}
 	f.Until = until
 	limit := PageLimit(f.Limit)
+	if b.Matches > 0 {
+		limit = b.Matches
+	}
 	f.Limit, f.Cursor, f.Status = bodyPage, "", ""
 	var out []anyhook.Event
 	var rows int

@@ -133,7 +133,11 @@ type DeliveryFilter struct {
 	// replay no dispatcher will take.
 	Destinations []string
 	Source       string
-	Since        time.Time // delivery created at or after
+	// EventIDs, when not nil, keeps only deliveries of these events (none
+	// when empty): a bulk replay by a CEL filter names the events it
+	// matched (at most MaxFilterReplay).
+	EventIDs []string
+	Since    time.Time // delivery created at or after
 	Until        time.Time
 	Limit        int
 	Cursor       string

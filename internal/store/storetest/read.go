@@ -252,3 +252,34 @@ func testSavedSearches(t *testing.T, s store.Store) {
 		t.Errorf("acme again after its delete: %v", err)
 	}
 }
+
+// testDeliveriesOfEvents: DeliveryFilter.EventIDs keeps the deliveries of
+// those events (a bulk replay by filter), none when empty, and a replay
+// by it replays only those.
+func testDeliveriesOfEvents(t *testing.T, s store.Store) {
+	res := ingest(t, s, newEvent("stripe", "e1", "billing"), newEvent("stripe", "e2", "billing"), newEvent("stripe", "e3", "billing"))
+	ds, _, err := s.ListDeliveries(ctx(t), store.DeliveryFilter{EventIDs: []string{res[0].ID, res[2].ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.EventID)
+	}
+	if want := []string{res[2].ID, res[0].ID}; !slices.Equal(got, want) {
+		t.Errorf("deliveries of e1 and e3: %v, want %v", got, want)
+	}
+	if ds, _, err := s.ListDeliveries(ctx(t), store.DeliveryFilter{EventIDs: []string{}}); err != nil || len(ds) != 0 {
+		t.Errorf("of no events: %d deliveries, %v; want none", len(ds), err)
+	}
+	for _, c := range claim(t, s, "billing", 3, time.Minute) {
+		finish(t, s, delivered(c))
+	}
+	br, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{EventIDs: []string{res[1].ID}, Status: anyhook.StatusDelivered}, store.Actor{Name: "test"})
+	if err != nil || br.Count != 1 {
+		t.Fatalf("replay of e2: %+v, %v; want one", br, err)
+	}
+	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 1 || cs[0].Event.ID != res[1].ID || !cs[0].Delivery.Replay {
+		t.Errorf("claimed after the replay: %+v; want e2's replay", cs)
+	}
+}

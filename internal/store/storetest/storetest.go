@@ -105,6 +105,7 @@ func runQueue(t *testing.T, open Open) {
 		{"ListEventsPagingAndFilters", testListEvents},
 		{"SearchBodies", testSearchBodies},
 		{"SavedSearches", testSavedSearches},
+		{"DeliveriesOfEvents", testDeliveriesOfEvents},
 		{"ListDeliveries", testListDeliveries},
 		{"Counts", testCounts},
 		{"EventTypeAndNotRouted", testEventTypeAndNotRouted},
