@@ -659,7 +659,7 @@ func TestBulkReplayByFilter(t *testing.T) {
 		t.Errorf("a filter matching nothing: %v", m)
 	}
 	for body, says := range map[string]string{
-		`{"filter":"body.amount > 1000","status":"dead"}`:            "since: a replay by filter needs since",
+		`{"filter":"body.amount > 1000","status":"dead"}`:           "since: a replay by filter needs since",
 		`{"filter":"body.amount >","status":"dead",` + window + `}`: "filter: invalid CEL expression: column",
 	} {
 		r := f.mustStatus(f.do("POST", "/api/replay", body), http.StatusBadRequest)

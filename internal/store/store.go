@@ -138,9 +138,9 @@ type DeliveryFilter struct {
 	// matched (at most MaxFilterReplay).
 	EventIDs []string
 	Since    time.Time // delivery created at or after
-	Until        time.Time
-	Limit        int
-	Cursor       string
+	Until    time.Time
+	Limit    int
+	Cursor   string
 }
 
 // Resolve actions for held and dead deliveries, and ActionReplay, the
