@@ -200,6 +200,16 @@ sources:
 			t.Errorf("%d px: filter lists %q, want [%s]", width, got, big.Event.ID)
 		}
 
+		// Its replay's dry run counts the events the filter matches in the
+		// window searched, and comes back to the search.
+		do("dry run", chromedp.Click(chromedp.CSS("#filter-replay-dry")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(".flash"); !strings.Contains(f, "Dry run: the filter matches 1 event") {
+			t.Errorf("%d px: the dry run says %q", width, f)
+		}
+		if got := rows(); len(got) != 1 || got[0] != big.Event.ID {
+			t.Errorf("%d px: back from the dry run, the page lists %q", width, got)
+		}
+
 		search("filter:body.amount >", "#search-error")
 		if e := text("#search-error"); !strings.Contains(e, "column") {
 			t.Errorf("%d px: a bad filter says %q; want it to name the column", width, e)

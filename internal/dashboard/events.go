@@ -48,6 +48,12 @@ type eventsData struct {
 	// this list's parameters, which "save this search" keeps.
 	Saved     []savedSearch
 	SaveQuery string
+	// Filter is the CEL of a filter: search; ReplaySince and ReplayUntil
+	// are the window it looked at, which its bulk replay covers.
+	Filter                   string
+	ReplaySince, ReplayUntil string
+	// Back is this page's URL, where a replay comes back to.
+	Back string
 }
 
 // savedSearch is a saved search and the events list it opens.
@@ -179,6 +185,16 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	if bodySearch && filter != "" && searchError == "" && !searched.Complete {
+		until := f.Until
+		if until.IsZero() {
+			until = d.now()
+		}
+		data.Filter = filter
+		data.ReplaySince = searched.BackTo.UTC().Format(time.RFC3339Nano)
+		data.ReplayUntil = until.UTC().Format(time.RFC3339Nano)
+		data.Back = r.URL.RequestURI()
 	}
 	if !searched.Complete {
 		data.SearchedBackTo = searched.BackTo
