@@ -20,8 +20,9 @@ A destination to try the gateway with: prints one line per delivery it
 receives (its event id, attempt, source, provider event id and, when the
 source has ordering rules, object=… version=…, stale=true on a stale
 event, and backfill=true on an event a backfill read from the provider's
-API; as an alert channel's webhook, alert=KIND text="…") and answers --status (400 when --signing-secret is given and the
-signature does not match).`
+API; as an alert channel's webhook, alert=KIND text="…") and answers
+--status (400 when --signing-secret is given and the signature does not
+match).`
 
 // alertLine renders an alert webhook's body (kind and text) for a sink's
 // line, or "" when body is not one.

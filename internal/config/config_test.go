@@ -313,7 +313,7 @@ func TestErrors(t *testing.T) {
 			9, "destinations.d.auto_pause", "both consecutive_failures and failure_rate"},
 		{"auto_pause consecutive", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    auto_pause:\n      consecutive_failures: 1\n", 10, "destinations.d.auto_pause.consecutive_failures", "from 2 to 10000, not 1"},
 		{"auto_pause rate", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    auto_pause:\n      failure_rate: 1.5\n      window: 100\n", 10, "destinations.d.auto_pause.failure_rate", "above 0 and at most 1"},
-		{"auto_pause rate no window", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    auto_pause:\n      failure_rate: 0.5\n", 9, "destinations.d.auto_pause.window", "from 10 to 10000 attempts, not 0"},
+		{"auto_pause rate no window", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    auto_pause:\n      failure_rate: 0.5\n", 9, "destinations.d.auto_pause.window", "required with failure_rate"},
 		{"auto_pause window", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    auto_pause:\n      failure_rate: 0.5\n      window: 20000\n", 11, "destinations.d.auto_pause.window", "from 10 to 10000"},
 		{"auto_pause probe_every", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    auto_pause:\n      consecutive_failures: 20\n      probe_every: 2h\n", 11, "destinations.d.auto_pause.probe_every", "from 1s to 1h0m0s, not 2h0m0s"},
 		{"rate zero", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    rate: 0\n",

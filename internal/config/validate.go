@@ -533,7 +533,9 @@ func (c *Config) validateAutoPause(k string, ap *AutoPause) error {
 		if r := ap.FailureRate; !(r > 0 && r <= 1) {
 			p.add(c.Errorf(k+".failure_rate", "must be above 0 and at most 1 (a share of the window's attempts), not %v", r))
 		}
-		if n := ap.Window; n < MinBreakerWindow || n > MaxBreakerCount {
+		if n := ap.Window; n == 0 {
+			p.add(c.Errorf(k+".window", "required with failure_rate: how many of the latest attempts it is judged over, from %d to %d (window: 100)", MinBreakerWindow, MaxBreakerCount))
+		} else if n < MinBreakerWindow || n > MaxBreakerCount {
 			p.add(c.Errorf(k+".window", "must be from %d to %d attempts, not %d", MinBreakerWindow, MaxBreakerCount, n))
 		}
 	}

@@ -121,6 +121,16 @@ destinations:
 		fits(p.name)
 		hover(p.name)
 	}
+	// The destinations, on the overview and their own page, are cards too:
+	// every cell (the last error, the Pause button) is inside the screen,
+	// not off to the side of a table that scrolls within itself.
+	for _, page := range []string{"/", "/destinations"} {
+		do(page, chromedp.Navigate(base+page), chromedp.WaitVisible(chromedp.CSS("table#destinations")))
+		off, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#destinations td")].filter(td => td.getBoundingClientRect().right > 390).map(td => td.dataset.label || td.className)`))
+		if err != nil || len(off) > 0 {
+			t.Errorf("%s at 390 px: destination cells off the screen: %q (%v)", page, off, err)
+		}
+	}
 	// The dead queue is cards: nothing of it is off to the side.
 	do("dead queue", chromedp.Navigate(base+"/deliveries?status=dead"), chromedp.WaitVisible(chromedp.CSS("table#deliveries")))
 	if w, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`(() => { const t = document.querySelector("#deliveries"); return [t.scrollWidth, t.clientWidth]; })()`)); err != nil || w[0] > w[1] {

@@ -216,9 +216,9 @@ func (e *Engine) probe(ctx context.Context, d *Destination, b *breaker) ([]store
 	sl.giveBack(1-len(cs), false)
 	if b.set(tripped) {
 		if tripped {
-			e.log.Info("destination paused automatically elsewhere (auto_pause): its deliveries wait", "destination", d.Name)
+			e.log.Info("destination paused automatically, as the store says (auto_pause: tripped by another process or before a restart): its deliveries wait", "destination", d.Name)
 		} else {
-			e.log.Info("destination's automatic pause was cleared elsewhere: delivering again", "destination", d.Name)
+			e.log.Info("destination's automatic pause was cleared (a person's resume, or another process's probe): delivering again", "destination", d.Name)
 			e.wakeOne(d.Name)
 		}
 	}

@@ -584,6 +584,13 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 		dd.Status = anyhook.StatusDead
 		e.notify(dd)
 	default:
+		if c.Probe {
+			// Its retry_in (0s: due for the next probe) would read as
+			// "now", while the destination stays paused until a probe
+			// succeeds.
+			logf(slog.LevelInfo, "probe failed; the destination stays paused (auto_pause)", "err", out.Result.Error)
+			return
+		}
 		logf(slog.LevelInfo, "attempt failed; retrying", "err", out.Result.Error, "retry_in", out.RetryIn.String())
 	}
 }
@@ -602,7 +609,7 @@ func (e *Engine) aborted(ctx context.Context, d *Destination, c store.Claim, a a
 	defer cancel()
 	switch {
 	case a.Outcome == anyhook.OutcomeNotSent:
-		released, err := e.st.Release(fctx, []store.Release{{DeliveryID: c.Delivery.ID, Attempt: a.Number}})
+		released, err := e.st.Release(fctx, []store.Release{{DeliveryID: c.Delivery.ID, Attempt: a.Number, Probe: c.Probe}})
 		if err != nil || len(released) == 0 {
 			log.Warn("attempt aborted by shutdown before it was sent; releasing its claim failed, its lease will expire", "err", err)
 			return
@@ -692,13 +699,38 @@ func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeou
 		if errors.As(err, &ue) {
 			err = fmt.Errorf("%s to destination %s: %w", ue.Op, d.Name, ue.Err)
 		}
-		return r, err
+		return r, clipError(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // let the connection be reused
 	return reply{code: resp.StatusCode, body: body, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), e.opt.Now()),
 		outcome: anyhook.OutcomeAnswered}, nil
+}
+
+// maxErrorText bounds an attempt's error text. Go's errors can quote what
+// the destination sent (a malformed status line of up to 10 MiB), and the
+// text is stored with every attempt and copied to incidents and alerts:
+// what a destination makes us keep stays bounded, as its body is.
+const maxErrorText = 1024
+
+// clippedError is an error whose text was cut to maxErrorText.
+type clippedError struct {
+	msg string
+	err error
+}
+
+func (e *clippedError) Error() string { return e.msg }
+func (e *clippedError) Unwrap() error { return e.err }
+
+// clipError bounds err's text to maxErrorText bytes (valid UTF-8).
+func clipError(err error) error {
+	s := err.Error()
+	if len(s) <= maxErrorText {
+		return err
+	}
+	cut := strings.ToValidUTF8(s[:maxErrorText], "")
+	return &clippedError{msg: cut + "… (" + strconv.Itoa(len(s)-len(cut)) + " bytes cut)", err: err}
 }
 
 // dropped are the request headers never forwarded: hop-by-hop ones, Host

@@ -121,7 +121,7 @@ func (e *Engine) late(ctx context.Context, d *Destination, cs []store.Claim, spa
 func fences(cs []store.Claim) []store.Release {
 	rs := make([]store.Release, len(cs))
 	for i, c := range cs {
-		rs[i] = store.Release{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount}
+		rs[i] = store.Release{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Probe: c.Probe}
 	}
 	return rs
 }

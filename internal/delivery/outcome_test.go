@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,4 +123,32 @@ func answering500URL(t *testing.T, ran *atomic.Int32) string {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// A destination that answers with a garbage status line of a megabyte
+// must not make its attempt's error (stored with every attempt, copied to
+// the incident's latest error and to alerts) a megabyte: what a
+// destination can make the gateway keep is bounded, as its response body
+// is (4 KiB).
+func TestMalformedAnswerErrorBounded(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		buf.WriteString("<script>alert(1)</script>" + strings.Repeat("A", 1<<20) + "\r\n\r\n")
+		buf.Flush()
+	}))
+	t.Cleanup(srv.Close)
+	o := attempt(t, delivery.Destination{URL: srv.URL}, nil)
+	if o.Status == anyhook.StatusDelivered {
+		t.Fatalf("delivered; want a failed attempt")
+	}
+	if n := len(o.Result.Error); n > 4096 {
+		t.Errorf("the attempt's error is %d bytes (starts %.120q): a destination can make every attempt store a megabyte", n, o.Result.Error)
+	}
 }

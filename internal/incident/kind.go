@@ -36,6 +36,14 @@ var SpecificStatuses = []int{429, 410}
 // stored with the attempt, so an attempt read back classifies alike.
 func KindOf(a anyhook.Attempt) string {
 	e := strings.ToLower(a.Error)
+	// "… to destination NAME: cause": the name (letters, digits, '_',
+	// '-', '.') is the operator's and must not choose the kind (a
+	// destination called "certificates" is not failing TLS).
+	if _, rest, ok := strings.Cut(e, " to destination "); ok {
+		if _, cause, ok := strings.Cut(rest, ": "); ok {
+			e = cause
+		}
+	}
 	switch a.Outcome {
 	case anyhook.OutcomeAnswered:
 		for _, s := range SpecificStatuses {

@@ -27,6 +27,10 @@ func TestKindOf(t *testing.T) {
 		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, StatusCode: 302}, "3xx"},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeUnknown}, KindUnknown},
 		{anyhook.Attempt{}, KindUnknown},
+		// The destination's name is in the text: it must not choose the kind.
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination certificates: network is unreachable"}, KindConnect},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "Post to destination timeouts: read: connection reset by peer"}, KindReset},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "probe of a destination paused automatically (auto_pause), not counted towards max_attempts: Post to destination certificate-deadline: dial tcp 10.0.0.1:443: connect: network is unreachable"}, KindConnect},
 	} {
 		if got := KindOf(c.a); got != c.want {
 			t.Errorf("KindOf(%+v) = %q; want %q", c.a, got, c.want)

@@ -82,6 +82,9 @@ type Outcome struct {
 type Release struct {
 	DeliveryID string
 	Attempt    int // the claim's AttemptCount: the fence, as Outcome's
+	// Probe: the claim was a probe (Claim.Probe); its probe, counted at
+	// the claim, goes back down with its attempt.
+	Probe bool
 }
 
 // StaleRule says what to do with an expired claim of a destination.
@@ -233,7 +236,8 @@ type Queue interface {
 	// Release gives back claims whose request was never sent. Each one
 	// whose (delivery, attempt) still holds its claim, fenced as Finish
 	// is, becomes pending again as if it had not been claimed: its
-	// attempt is not counted (the attempt count goes back down), its
+	// attempt is not counted (the attempt count, and a probe's probe count,
+	// go back down), its
 	// claim time is its previous attempt's start (none before the
 	// first), no attempt row is written, and its due time, so its place
 	// in the queue, is unchanged: in order (ClaimInOrder) it is still its

@@ -181,8 +181,9 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 // before this one.
 const releaseDeliveries = `UPDATE deliveries d
 SET status = 'pending', attempt_count = d.attempt_count - 1, lease_until = NULL, updated_at = now(),
+	probes = d.probes - CASE WHEN r.probe AND d.probes > 0 THEN 1 ELSE 0 END,
 	claimed_at = (SELECT a.started_at FROM attempts a WHERE a.delivery_id = d.id AND a.number = d.attempt_count - 1)
-FROM unnest($1::text[], $2::integer[]) AS r (id, attempt)
+FROM unnest($1::text[], $2::integer[], $3::boolean[]) AS r (id, attempt, probe)
 WHERE d.id = r.id AND d.attempt_count = r.attempt AND d.status = 'delivering'
 RETURNING d.id`
 
@@ -191,7 +192,11 @@ RETURNING d.id`
 // that holds it makes the rescue skip it (SKIP LOCKED) and then find it
 // pending.
 func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, error) {
-	return s.fenced(ctx, "release", releaseDeliveries, rs)
+	probes := make([]bool, len(rs))
+	for i, r := range rs {
+		probes[i] = r.Probe
+	}
+	return s.fenced(ctx, "release", releaseDeliveries, rs, probes)
 }
 
 // fenced runs q, one of the statements that act on claims fenced by

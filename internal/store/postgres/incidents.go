@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,12 +45,29 @@ func (s *Store) RecordIncidents(ctx context.Context, as []store.IncidentAttempt,
 		return nil, nil
 	}
 	var cs []store.IncidentChange
-	err := s.tx(ctx, "record incidents", func(tx pgx.Tx) error {
-		var err error
-		cs, err = sqlstore.RecordIncidents(sqlstore.Postgres, pgQ{ctx, tx}, as, p)
-		return store.Unavailable("record incidents", err)
-	})
-	return cs, err
+	var err error
+	for try := 0; ; try++ {
+		err = s.tx(ctx, "record incidents", func(tx pgx.Tx) error {
+			var err error
+			cs, err = sqlstore.RecordIncidents(sqlstore.Postgres, pgQ{ctx, tx}, as, p)
+			return store.Unavailable("record incidents", err)
+		})
+		// A reopen that raced another process's new incident of the same
+		// (destination, kind) fails on the unique index once that one
+		// commits, and two batches can deadlock with a sweep: run again,
+		// and this time the reopen sees the other incident and counts on
+		// it. Without this the whole batch (every destination) is lost.
+		if err == nil || try == 2 || !recordRace(err) {
+			return cs, err
+		}
+	}
+}
+
+// recordRace reports whether err is a unique violation or a deadlock:
+// the races of concurrent recorders that a new transaction resolves.
+func recordRace(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "40P01")
 }
 
 // SweepIncidents implements store.Incidents.

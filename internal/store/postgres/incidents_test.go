@@ -1,10 +1,13 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/testkit/pgtest"
@@ -77,3 +80,80 @@ func TestIncidentsTwoStoresOneIncident(t *testing.T) {
 
 // postgresStore names the part of the store the test drives.
 type postgresStore struct{ store.Incidents }
+
+// TestIncidentsReopenRacesInsert: one process's upsert has inserted a new
+// incident of (billing, refused) and not yet committed (its reopen ran
+// before a sweep resolved the old one), while another process's batch
+// reopens the resolved one. The reopen's unique-index check waits for the
+// insert and then fails; the second process's whole batch (every
+// destination in it) must not be lost to that race: it counts on the
+// incident the first one made.
+func TestIncidentsReopenRacesInsert(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	a := openDSN(t, dsn)
+	p := store.IncidentPolicy{ResolveAfter: time.Minute, ReopenWithin: time.Hour}
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	ctx := t.Context()
+	fail := func(dest, ev string, at time.Time) store.IncidentAttempt {
+		return store.IncidentAttempt{Destination: dest, Kind: "refused", EventID: ev, Error: "connection refused", At: at}
+	}
+	if _, err := a.RecordIncidents(ctx, []store.IncidentAttempt{fail("billing", "e1", t0), {Destination: "billing", At: t0.Add(time.Second)}}, p); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := a.SweepIncidents(ctx, t0.Add(2*time.Minute), p); err != nil || len(cs) != 1 {
+		t.Fatalf("sweep: %v, %v; want the incident resolved", cs, err)
+	}
+	// The other process, mid-transaction: the INSERT its upsert made.
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.WithoutCancel(ctx))
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const newID = "01900000-0000-7000-8000-000000000001"
+	if _, err := tx.Exec(ctx, `INSERT INTO incidents (id, destination, kind, state, first_seen, last_seen, attempts, events, latest_error)
+		VALUES ($1, 'billing', 'refused', 'open', $2, $2, 1, 0, 'connection refused')`, newID, t0.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.RecordIncidents(ctx, []store.IncidentAttempt{fail("billing", "e2", t0.Add(3*time.Minute)), fail("search", "e3", t0.Add(3*time.Minute))}, p)
+		done <- err
+	}()
+	// Wait until the recorder waits on the other transaction's lock.
+	for {
+		var waiting bool
+		if err := other.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the recorder did not wait for the other transaction (err %v)", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("RecordIncidents lost its batch to the race: %v", err)
+	}
+	is, _, err := a.ListIncidents(ctx, store.IncidentFilter{State: "unresolved"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, i := range is {
+		got[i.Destination] += i.Attempts
+	}
+	if len(is) != 2 || got["billing"] != 2 || got["search"] != 1 {
+		t.Fatalf("unresolved incidents %+v; want billing's counting 2 attempts and search's 1", is)
+	}
+}

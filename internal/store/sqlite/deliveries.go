@@ -165,6 +165,7 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 // expressions read the row as it was, so the claim time is that of the
 // attempt before this one.
 const qReleaseClaim = `UPDATE deliveries SET status = 'pending', attempt_count = attempt_count - 1, lease_until = NULL, updated_at = ?,
+		probes = probes - CASE WHEN ? AND probes > 0 THEN 1 ELSE 0 END,
 		claimed_at = (SELECT a.started_at FROM attempts a WHERE a.delivery_id = deliveries.id AND a.number = deliveries.attempt_count - 1)
 	WHERE id = ? AND attempt_count = ? AND status = 'delivering'
 	RETURNING id`
@@ -173,7 +174,7 @@ const qReleaseClaim = `UPDATE deliveries SET status = 'pending', attempt_count =
 // so one statement per claim, in one transaction.
 func (s *Store) Release(ctx context.Context, rs []store.Release) ([]string, error) {
 	return s.fenced(ctx, "release", rs, func(r store.Release, now time.Time) []any {
-		return []any{qReleaseClaim, micros(now), r.DeliveryID, r.Attempt}
+		return []any{qReleaseClaim, micros(now), r.Probe, r.DeliveryID, r.Attempt}
 	})
 }
 

@@ -220,6 +220,11 @@ func readChanges(d Dialect, tx AlertTx, cs []change) ([]store.IncidentChange, er
 
 func readIncident(d Dialect, q AlertTx, id string) (store.Incident, error) {
 	var i store.Incident
+	if store.TextProblem(id) != "" {
+		// No incident's id holds such bytes, and PostgreSQL refuses them
+		// in a query: a page's URL must not make the store look failed.
+		return i, fmt.Errorf("incident %q: %w", id, anyhook.ErrNotFound)
+	}
 	found := false
 	err := q.Query(d.Rebind(`SELECT `+incidentColumns+` FROM incidents WHERE id = ?`), []any{id}, func(sc Scanner) error {
 		var err error
@@ -278,6 +283,9 @@ func Incident(d Dialect, q AlertTx, id string) (store.Incident, error) {
 // ListIncidents lists incidents newest first (ids are UUIDv7).
 func ListIncidents(d Dialect, q AlertTx, f store.IncidentFilter) ([]store.Incident, string, error) {
 	limit := store.PageLimit(f.Limit)
+	if store.TextProblem(f.Destination) != "" || store.TextProblem(f.Cursor) != "" {
+		return nil, "", nil // no incident has such a destination or id (readIncident)
+	}
 	var where []string
 	var args []any
 	switch f.State {
@@ -313,6 +321,9 @@ func ListIncidents(d Dialect, q AlertTx, f store.IncidentFilter) ([]store.Incide
 
 // ActIncident acknowledges (ack) or resolves an incident by an actor.
 func ActIncident(d Dialect, tx AlertTx, id string, ack bool, by store.Actor, at time.Time) (store.Incident, error) {
+	if store.TextProblem(id) != "" {
+		return readIncident(d, tx, id) // not found
+	}
 	name := by.Name
 	if name == "" {
 		name = "unknown"

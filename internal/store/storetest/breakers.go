@@ -135,3 +135,26 @@ func testBreakerProbesInOrder(t *testing.T, s store.Store) {
 	cs, _ = probe(t, s, "billing", true, at.Add(30*time.Second))
 	wantKeys(t, "second probe in order", cs, "a1")
 }
+
+// testBreakerReleasedProbe: a probe's claim given back unsent (too little
+// lease left, a shutdown before the request left) is as if never claimed:
+// its attempt and its probe both go back down. Were only the attempt to
+// go down, the probe would still be subtracted from the attempts counted
+// towards max_attempts, and the delivery would get one attempt more than
+// its destination allows for every probe released.
+func testBreakerReleasedProbe(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_1", "billing"))
+	at := received.Add(time.Hour)
+	trip(t, s, "billing", at, at)
+	cs, _ := probe(t, s, "billing", false, at)
+	if len(cs) != 1 || !cs[0].Probe || cs[0].Delivery.Probes != 1 {
+		t.Fatalf("probe = %+v, want one probe claim", cs)
+	}
+	if rel, err := s.Release(ctx(t), []store.Release{{DeliveryID: cs[0].Delivery.ID, Attempt: cs[0].Delivery.AttemptCount, Probe: true}}); err != nil || len(rel) != 1 {
+		t.Fatalf("Release = %v, %v", rel, err)
+	}
+	d := delivery(t, s, cs[0].Event.ID, "billing")
+	if d.Status != anyhook.StatusPaused || d.AttemptCount != 0 || d.Probes != 0 {
+		t.Fatalf("released probe = status %s, attempts %d, probes %d; want as never claimed (0, 0)", d.Status, d.AttemptCount, d.Probes)
+	}
+}

@@ -122,6 +122,7 @@ func runQueue(t *testing.T, open Open) {
 		{"BreakerHoldsBack", testBreakerHoldsBack},
 		{"BreakerProbes", testBreakerProbes},
 		{"BreakerProbesInOrder", testBreakerProbesInOrder},
+		{"BreakerReleasedProbe", testBreakerReleasedProbe},
 	}
 	runTable(t, tests, withStore(open))
 	t.Run("Model", func(t *testing.T) {

@@ -220,13 +220,16 @@ func (r *Report) print(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	if ol := r.OpenLoop; ol != nil {
-		fmt.Fprintf(w, "open loop: %.0f requests/s (%.0f%% of capacity) for %.0f s: %d sent, %d accepted, %d shed, %d failed, %d errors (%d timed out), %d delivered\n",
-			ol.Rate, ol.CapacityPct, ol.Seconds, ol.Sent, ol.Accepted, ol.Shed, ol.Failed, ol.Errors, ol.TimedOut, ol.Delivered)
+		// The run lasts until the last answer: say so beside the schedule,
+		// or "for 17 s" after --duration 10s reads as a bug.
+		fmt.Fprintf(w, "open loop: %.0f requests/s (%.0f%% of capacity) scheduled over %.0f s, the last answered at %.0f s: %d sent, %d accepted, %d shed, %d failed, %d errors (%d timed out), %d delivered\n",
+			ol.Rate, ol.CapacityPct, float64(ol.Sent)/ol.Rate, ol.Seconds, ol.Sent, ol.Accepted, ol.Shed, ol.Failed, ol.Errors, ol.TimedOut, ol.Delivered)
 		fmt.Fprintf(w, "  accepted, from when each was due: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.1f ms; longest stall %.1f ms at %.1f s\n",
 			ol.P50MS, ol.P90MS, ol.P99MS, ol.P999MS, ol.MaxMS, ol.LongestStallMS, ol.StallAtS)
 		if ol.Shed > 0 {
-			fmt.Fprintf(w, "  shed answered within %.2f ms (p99)\n", ol.ShedP99MS)
+			fmt.Fprintf(w, "  shed (the bench's source says overload: shed) answered within %.2f ms (p99), from when each was due\n", ol.ShedP99MS)
 		}
+		fmt.Fprintln(w, "  (from when due: a client or a machine that cannot keep the schedule adds its lag to both)")
 		fmt.Fprintln(w)
 	}
 	if r.RatioToBare > 0 {
