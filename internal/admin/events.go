@@ -560,7 +560,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 
 // filterEvents returns the ids of the events received from f.Since to
 // f.Until (now) of f.Source that match accepts, for a bulk replay by
-// filter. It reads at most store.DefaultBodyBudget of them and keeps at
+// filter. It reads at most store.ReplayBodyBudget of them and keeps at
 // most store.MaxFilterReplay: a window holding more is refused, naming
 // how far back the budget reached, so that a replay never covers part of
 // what it was asked for.
@@ -569,7 +569,7 @@ func (a *API) filterEvents(r *http.Request, f store.DeliveryFilter, match func(*
 	if until.IsZero() {
 		until = a.now()
 	}
-	b := store.DefaultBodyBudget
+	b := store.ReplayBodyBudget
 	b.Window, b.Matches = until.Sub(f.Since), store.MaxFilterReplay+1
 	evs, sr, err := store.SearchBodies(r.Context(), a.store, store.EventFilter{Source: f.Source, Since: f.Since, Until: until}, match, a.now(), b)
 	if err != nil {
