@@ -71,6 +71,7 @@ type Store interface {
 	QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error)
 	store.DeliveryReader
 	store.DestinationDiscarder
+	store.SavedSearches
 	store.RejectionReader
 	store.QueueReader
 	IncidentStore
@@ -220,6 +221,9 @@ func New(opt Options) *API {
 		{"GET", "/api/events/{id}", false, a.getEvent},
 		{"POST", "/api/events/{id}/replay", false, a.replayEvent},
 		{"POST", "/api/replay", false, a.bulkReplay},
+		{"GET", "/api/searches", false, a.listSearches},
+		{"POST", "/api/searches", false, a.saveSearch},
+		{"DELETE", "/api/searches/{id}", false, a.deleteSearch},
 		{"GET", "/api/deliveries", false, a.listDeliveries},
 		{"POST", "/api/deliveries/{id}/resolve", false, a.resolve},
 		{"GET", "/api/destinations", false, a.listDestinations},

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // GET /api/events?source=&type=&status=&q=&since=&until=&limit=&cursor=
 func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	q := a.query(r)
-	q.only("source", "type", "status", "q", "since", "until", "limit", "cursor")
+	q.only("source", "type", "status", "q", "body", "filter", "since", "until", "limit", "cursor")
 	f := store.EventFilter{
 		Source: q.str("source"),
 		Type:   q.str("type"),
@@ -32,8 +33,12 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 		Cursor: q.str("cursor"),
 	}
 	q.window(f.Since, f.Until)
+	match := bodyQuery(q, &f)
 	if q.err != nil {
 		return q.err
+	}
+	if match != nil {
+		return a.searchBodies(w, r, f, match)
 	}
 	// q is whichever id a person has: the event's own, a delivery's, or
 	// the provider's.
@@ -76,6 +81,94 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
+// bodyQuery reads body= and filter= of GET /api/events: the predicate
+// of a search inside the bodies, or nil when neither is given.
+// A q of body:… or filter:… is the same search (BodySearch), and is
+// taken out of f.
+func bodyQuery(q *query, f *store.EventFilter) func(*anyhook.Event) bool {
+	body, filter := q.v.Get("body"), strings.TrimSpace(q.v.Get("filter"))
+	if b, fl, ok := BodySearch(f.Q); ok {
+		if body != "" || filter != "" {
+			q.fail(badParam("q", "%s and body= or filter=: give one", f.Q))
+			return nil
+		}
+		if b == "" && fl == "" {
+			q.fail(badParam("q", "%q: say what to look for after the colon", f.Q))
+			return nil
+		}
+		body, filter, f.Q = b, fl, ""
+	}
+	if body == "" && filter == "" {
+		return nil
+	}
+	match, err := BodyMatcher(body, filter)
+	if err != nil {
+		q.fail(err)
+		return nil
+	}
+	switch {
+	case f.Status != "":
+		q.fail(badParam("status", "a search inside the bodies walks receive time and cannot take status; search first, then open the events"))
+	case f.Q != "":
+		q.fail(badParam("q", "search by id or inside the bodies, not both"))
+	case f.Cursor != "":
+		q.fail(badParam("cursor", "a search inside the bodies continues with until=searched.back_to, not a cursor"))
+	}
+	return match
+}
+
+// MaxBodyText bounds body=, the text a search looks for in the bodies.
+const MaxBodyText = 1024
+
+// BodyMatcher is the predicate of a search inside the bodies (GET
+// /api/events?body=&filter=, the dashboard's body: and filter:): the
+// body holds the bytes of body, and the CEL expression filter (the
+// language and variables of a destination's filter, route.Compile) is
+// true; either may be "". Its error names the parameter.
+func BodyMatcher(body, filter string) (func(*anyhook.Event) bool, *Error) {
+	if len(body) > MaxBodyText {
+		return nil, badParam("body", "longer than %d bytes", MaxBodyText)
+	}
+	var cel *routes.Filter
+	if filter != "" {
+		var err error
+		if cel, err = routes.Compile(filter); err != nil {
+			return nil, badParam("filter", "%s", err)
+		}
+	}
+	needle := []byte(body)
+	return func(ev *anyhook.Event) bool {
+		if !bytes.Contains(ev.Body, needle) {
+			return false
+		}
+		if cel == nil {
+			return true
+		}
+		// An evaluation that fails (over the cost limit, a field of the
+		// wrong type) is no match, as it is for a destination.
+		ok, err := cel.Match(routes.NewInput(routes.FromEvent(ev)))
+		return err == nil && ok
+	}, nil
+}
+
+// searchBodies answers GET /api/events?body=&filter=: the matching events
+// of the bounded window (store.SearchBodies), and how far back it looked.
+func (a *API) searchBodies(w http.ResponseWriter, r *http.Request, f store.EventFilter, match func(*anyhook.Event) bool) error {
+	evs, sr, err := store.SearchBodies(r.Context(), a.store, f, match, a.now(), store.DefaultBodyBudget)
+	if err != nil {
+		return err
+	}
+	searched := &searchedJSON{Complete: sr.Complete}
+	if !sr.Complete {
+		searched.BackTo = &sr.BackTo
+	}
+	out := eventListJSON{listJSON: listJSON[eventJSON]{Items: make([]eventJSON, 0, len(evs))}, Searched: searched}
+	for _, ev := range evs {
+		out.Items = append(out.Items, a.toEvent(ev, false))
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
 // eventListJSON is a page of events; a search by q that found none says
 // how many refused requests q names (GET /api/rejections?q=).
 type eventListJSON struct {
@@ -84,7 +177,8 @@ type eventListJSON struct {
 	Searched   *searchedJSON `json:"searched,omitempty"`
 }
 
-// searchedJSON says how far back a search by id prefix looked: back_to,
+// searchedJSON says how far back a search by id prefix or inside the
+// bodies looked: back_to,
 // when not complete, is the receive time before which it did not look
 // (ask again with until=back_to to look further back).
 type searchedJSON struct {
@@ -248,13 +342,19 @@ type bulkReplayRequest struct {
 	Until       string `json:"until"`
 	DryRun      bool   `json:"dry_run"`
 	Reason      string `json:"reason"`
+	// Filter, a CEL expression over the event (a destination's filter
+	// language), keeps the deliveries of the events it accepts among
+	// those received from since to until (required since).
+	Filter string `json:"filter"`
 	// Force replays into destinations that are paused or failing, which
 	// is otherwise refused (409) naming them.
 	Force bool `json:"force"`
 }
 
 type bulkReplayResponse struct {
-	Count   int             `json:"count"`
+	Count int `json:"count"`
+	// Matched is how many events filter accepted (with a filter only).
+	Matched *int            `json:"matched_events,omitempty"`
 	DryRun  bool            `json:"dry_run"`
 	Skipped []skippedReplay `json:"skipped"`
 	// Troubled are the destinations the replay sends (or would send)
@@ -389,12 +489,34 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		q.fail(badParam("destination", "unknown destination %q (configured: %s)", f.Destination, strings.Join(a.dests, ", ")))
 	}
 	q.window(f.Since, f.Until)
+	filter := strings.TrimSpace(req.Filter)
+	var match func(*anyhook.Event) bool
+	if filter != "" {
+		var perr *Error
+		if match, perr = BodyMatcher("", filter); perr != nil {
+			q.fail(perr)
+		} else if f.Since.IsZero() {
+			q.fail(badParam("since", "a replay by filter needs since: it reads the body of every event received from since to until"))
+		}
+	}
 	if f.Destination == "" && f.Source == "" && f.Status == "" && f.Since.IsZero() && f.Until.IsZero() {
 		q.fail(&Error{Status: http.StatusBadRequest, Code: "invalid",
 			Message: "an empty filter would replay every delivery; give at least one of source, status, destination, since, until"})
 	}
 	if q.err != nil {
 		return q.err
+	}
+	var matched *int
+	if match != nil {
+		ids, err := a.filterEvents(r, f, match)
+		if err != nil {
+			return err
+		}
+		// The filter's window is the events' receive time; the deliveries
+		// are those of the events it matched, whenever created.
+		f.EventIDs, f.Since, f.Until = ids, time.Time{}, time.Time{}
+		n := len(ids)
+		matched = &n
 	}
 	if f.Destination == "" {
 		// Only destinations a dispatcher takes: a replay queued for one the
@@ -410,7 +532,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, DryRun: true, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
+		return writeJSON(w, http.StatusOK, bulkReplayResponse{Count: res.Count, Matched: matched, DryRun: true, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
 	}
 	if len(troubled) > 0 && !req.Force {
 		var says []string
@@ -430,8 +552,39 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: bulk replay",
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
-		slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
+		slog.String("filter", filter), slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
 		slog.Any("forced_into", troubledNames(troubled)),
 		slog.String("actor", by.Name), slog.String("reason", by.Reason))
-	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
+	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Matched: matched, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
+}
+
+// filterEvents returns the ids of the events received from f.Since to
+// f.Until (now) of f.Source that match accepts, for a bulk replay by
+// filter. It reads at most store.ReplayBodyBudget of them and keeps at
+// most store.MaxFilterReplay: a window holding more is refused, naming
+// how far back the budget reached, so that a replay never covers part of
+// what it was asked for.
+func (a *API) filterEvents(r *http.Request, f store.DeliveryFilter, match func(*anyhook.Event) bool) ([]string, error) {
+	until := f.Until
+	if until.IsZero() {
+		until = a.now()
+	}
+	b := store.ReplayBodyBudget
+	b.Window, b.Matches = until.Sub(f.Since), store.MaxFilterReplay+1
+	evs, sr, err := store.SearchBodies(r.Context(), a.store, store.EventFilter{Source: f.Source, Since: f.Since, Until: until}, match, a.now(), b)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) > store.MaxFilterReplay {
+		return nil, badParam("filter", "it matches more than %d events from since to until; replay a shorter window at a time", store.MaxFilterReplay)
+	}
+	if !sr.Complete {
+		return nil, badParam("since", "a replay by filter reads at most %d events (%d MiB) of bodies, which reached back to %s only; replay a shorter window at a time (until=%s is where this one stopped)",
+			b.Rows, b.Bytes>>20, sr.BackTo.UTC().Format(time.RFC3339Nano), sr.BackTo.UTC().Format(time.RFC3339Nano))
+	}
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.ID
+	}
+	return ids, nil
 }

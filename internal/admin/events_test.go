@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -535,5 +536,135 @@ func TestEventsSearchAnyID(t *testing.T) {
 	// An exact match needs no window.
 	if out := search("evt_paste", until); out.Searched != nil {
 		t.Errorf("an exact provider id says it searched %+v", out.Searched)
+	}
+}
+
+// TestEventsSearchBodies: GET /api/events?body= and ?filter= look inside
+// the bodies of the events in the bounded window, newest first, and say
+// how far back they looked; a bad expression is refused naming its error.
+func TestEventsSearchBodies(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	a := f.seed("stripe", "evt_a", []byte(`{"customer":"cus_123","amount":500}`), 0)
+	b := f.seed("stripe", "evt_b", []byte(`{"customer":"cus_999","amount":700}`), time.Minute)
+	c := f.seed("github", "1:c", []byte(`{"note":"for cus_123","amount":900}`), 2*time.Minute)
+	type answer struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+		NextCursor string `json:"next_cursor"`
+		Searched   *struct {
+			Complete bool       `json:"complete"`
+			BackTo   *time.Time `json:"back_to"`
+		} `json:"searched"`
+	}
+	until := clock.Add(10 * time.Minute).Format(time.RFC3339)
+	search := func(params string) answer {
+		t.Helper()
+		var out answer
+		if err := json.Unmarshal(f.mustStatus(f.do("GET", "/api/events?until="+url.QueryEscape(until)+"&"+params, ""), http.StatusOK).body, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	ids := func(out answer) []string {
+		var got []string
+		for _, it := range out.Items {
+			got = append(got, it.ID)
+		}
+		return got
+	}
+	window := clock.Add(10 * time.Minute).Add(-store.PrefixWindow)
+	for params, want := range map[string][]string{
+		"body=cus_123":                                   {c, a},
+		"body=cus_123&source=stripe":                     {a},
+		"filter=" + url.QueryEscape(`body.amount > 600`): {c, b},
+		"filter=" + url.QueryEscape(`source == "stripe" && body.customer.startsWith("cus_")`):   {b, a},
+		"body=cus_&filter=" + url.QueryEscape(`headers["x-test"] == "a" && body.amount >= 800`): {c},
+		"body=nowhere": nil,
+	} {
+		out := search(params)
+		if got := ids(out); !slices.Equal(got, want) || out.Searched == nil || out.Searched.Complete ||
+			out.Searched.BackTo == nil || !out.Searched.BackTo.Equal(window) || out.NextCursor != "" {
+			t.Errorf("%s: %v %+v; want %v, searched back to %v", params, got, out.Searched, want, window)
+		}
+	}
+	// A limit stops the search at the last match's receive time.
+	out := search("body=cus_123&limit=1")
+	if got := ids(out); !slices.Equal(got, []string{c}) || out.Searched == nil || out.Searched.BackTo == nil || !out.Searched.BackTo.Equal(clock.Add(2*time.Minute)) {
+		t.Errorf("limit=1: %v %+v; want [%s] back to %v", got, out.Searched, c, clock.Add(2*time.Minute))
+	}
+	// A window of the caller's, within the bounded one, is complete.
+	if out := search("body=cus_123&since=" + url.QueryEscape(clock.Format(time.RFC3339))); out.Searched == nil || !out.Searched.Complete || len(out.Items) != 2 {
+		t.Errorf("since in the window: %v %+v; want two, complete", ids(out), out.Searched)
+	}
+	for params, says := range map[string]string{
+		"filter=" + url.QueryEscape(`body.amount >`):   "filter: invalid CEL expression: column",
+		"filter=" + url.QueryEscape(`body.amount + 1`): "filter: ",
+		"body=x&status=dead":                           "status: ",
+		"body=x&q=evt_a":                               "q: ",
+		"filter=true&cursor=abc":                       "cursor: ",
+		"body=" + strings.Repeat("x", 1025):            "body: longer than 1024 bytes",
+	} {
+		r := f.mustStatus(f.do("GET", "/api/events?"+params, ""), http.StatusBadRequest)
+		if !strings.Contains(string(r.body), says) {
+			t.Errorf("%s: %s; want it to say %q", params, r.body, says)
+		}
+	}
+}
+
+// TestBulkReplayByFilter: POST /api/replay takes a CEL filter over the
+// events received from since to until: a dry run counts what it would
+// replay, the replay creates replay deliveries of the matching events
+// only; a filter without since, or one that does not compile, is refused.
+func TestBulkReplayByFilter(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.seed("stripe", "evt_small", []byte(`{"amount":100}`), 0)
+	big1 := f.seed("stripe", "evt_big1", []byte(`{"amount":5000}`), time.Minute)
+	big2 := f.seed("stripe", "evt_big2", []byte(`{"amount":7000}`), 2*time.Minute)
+	f.seed("stripe", "evt_late", []byte(`{"amount":9000}`), 3*time.Hour) // after until
+	f.finish(f.claim("billing", time.Minute), anyhook.StatusDead, 500, nil)
+	window := `"since":"` + clock.Add(-time.Minute).Format(time.RFC3339) + `","until":"` + clock.Add(time.Hour).Format(time.RFC3339) + `"`
+	req := `{"filter":"body.amount > 1000","status":"dead","destination":"billing","force":true,` + window
+
+	r := f.mustStatus(f.do("POST", "/api/replay", req+`,"dry_run":true}`), http.StatusOK)
+	if m := r.json(t); m["count"] != 2.0 || m["matched_events"] != 2.0 || m["dry_run"] != true {
+		t.Errorf("dry run: %v; want count 2, matched_events 2", m)
+	}
+	if cs := f.claim("billing", time.Minute); len(cs) != 0 {
+		t.Fatalf("the dry run queued %d deliveries", len(cs))
+	}
+	r = f.mustStatus(f.do("POST", "/api/replay", req+`}`), http.StatusAccepted)
+	if m := r.json(t); m["count"] != 2.0 {
+		t.Errorf("replay: %v; want count 2", m)
+	}
+	cs := f.claim("billing", time.Minute)
+	var got []string
+	for _, c := range cs {
+		if !c.Delivery.Replay {
+			t.Errorf("claimed a delivery that is not a replay: %+v", c.Delivery)
+		}
+		got = append(got, c.Event.ID)
+	}
+	slices.Sort(got)
+	want := []string{big1, big2}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("replayed events %v, want %v", got, want)
+	}
+	// A filter nothing matches replays nothing (not everything).
+	r = f.mustStatus(f.do("POST", "/api/replay", `{"filter":"body.amount > 100000","status":"dead","dry_run":true,`+window+`}`), http.StatusOK)
+	if m := r.json(t); m["count"] != 0.0 || m["matched_events"] != 0.0 {
+		t.Errorf("a filter matching nothing: %v", m)
+	}
+	for body, says := range map[string]string{
+		`{"filter":"body.amount > 1000","status":"dead"}`:           "since: a replay by filter needs since",
+		`{"filter":"body.amount >","status":"dead",` + window + `}`: "filter: invalid CEL expression: column",
+	} {
+		r := f.mustStatus(f.do("POST", "/api/replay", body), http.StatusBadRequest)
+		if !strings.Contains(string(r.body), says) {
+			t.Errorf("%s: %s; want it to say %q", body, r.body, says)
+		}
 	}
 }

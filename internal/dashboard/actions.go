@@ -192,7 +192,7 @@ func (d *Dashboard) resolveMany(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// POST /replay status=dead&destination=…&source=…
+// POST /replay status=dead&destination=…&source=…[&filter=&since=&until=&dry_run=on]
 //
 // Replays by filter through POST /api/replay: every selected delivery
 // gets a new replay delivery.
@@ -209,8 +209,17 @@ func (d *Dashboard) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		// destinations the replay sends into; a yes is the API's force.
 		"force": r.PostForm.Get("force") == "on",
 	}
+	// The events page's filter: search offers a replay of what it looked
+	// at: the events its filter accepts, received in the search's window;
+	// a dry run first.
+	filter := strings.TrimSpace(r.PostForm.Get("filter"))
+	dry := r.PostForm.Get("dry_run") == "on"
+	if filter != "" {
+		req["filter"], req["since"], req["until"], req["dry_run"] = filter, r.PostForm.Get("since"), r.PostForm.Get("until"), dry
+	}
 	var out struct {
 		Count   int `json:"count"`
+		Matched int `json:"matched_events"`
 		Skipped []struct {
 			EventID string `json:"event_id"`
 		} `json:"skipped"`
@@ -221,6 +230,9 @@ func (d *Dashboard) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !res.ok() {
 		setFlash(w, r, true, "Bulk replay failed: "+res.message())
+	} else if dry && filter != "" {
+		setFlash(w, r, false, fmt.Sprintf("Dry run: the filter matches %s; a replay would queue %s (%s skipped: body pruned).",
+			count(out.Matched, "event", "events"), count(out.Count, "delivery", "deliveries"), count(len(out.Skipped), "event", "events")))
 	} else {
 		msg := fmt.Sprintf("Replay queued for %s.", count(out.Count, "delivery", "deliveries"))
 		if n := len(out.Skipped); n > 0 {

@@ -117,3 +117,131 @@ sources:
 		do("exact id", chromedp.Navigate(base+"/events?q=evt_prefix_older"), chromedp.WaitVisible(chromedp.CSS("#event-id")))
 	}
 }
+
+// TestBrowserSearchBodies: the search box takes body:TEXT and
+// filter:<CEL>, searching inside the bodies over the last hour first, as
+// GET /api/events?body=&filter= does: it lists the matches (never opening
+// one), says how far back it looked and links further; a bad expression
+// is shown, naming its column. At 1280 px and on a 390 px phone.
+func TestBrowserSearchBodies(t *testing.T) {
+	needChromium(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "anyhook.db")
+	st, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ev := func(key, body string, ago time.Duration) store.NewEvent {
+		return store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "stripe", DedupKey: key, ReceivedAt: now.Add(-ago),
+			Method: "POST", Path: "/webhooks/stripe", Header: http.Header{"Content-Type": {"application/json"}},
+			Body: []byte(body)}}
+	}
+	old := ev("evt_b_old", `{"customer":"cus_123","amount":100}`, 90*time.Minute)
+	big := ev("evt_b_big", `{"customer":"cus_777","amount":9000}`, 30*time.Minute)
+	small := ev("evt_b_small", `{"customer":"cus_123","amount":50}`, 20*time.Minute)
+	if _, err := st.Ingest(ctx, []store.NewEvent{old, big, small}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:%s
+admin_token: %s
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+`, dbPath, browserToken, browserSecret), gateway.Options{})
+
+	bctx := startChromium(t)
+	do := browser{t, bctx}.do
+	do("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), browserToken), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("main")))
+	rows := func() []string {
+		t.Helper()
+		ids, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#event-rows a.mono")].map(a => a.innerText)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	search := func(q, waitFor string) {
+		t.Helper()
+		do("search "+q, chromedp.Navigate(base+"/events"), chromedp.WaitVisible(chromedp.CSS(`input[name="q"]`)),
+			chromedp.SendKeys(chromedp.CSS(`input[name="q"]`), q), chromedp.Submit(chromedp.CSS(`input[name="q"]`)),
+			chromedp.WaitVisible(chromedp.CSS(waitFor)))
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, width := range []int{1280, 390} {
+		do(fmt.Sprint(width, " px"), chromedp.EmulateViewport(int64(width), 900))
+
+		search("body:cus_123", "#searched")
+		if got := rows(); len(got) != 1 || got[0] != small.Event.ID {
+			t.Errorf("%d px: body:cus_123 lists %q, want [%s] (the other is older than an hour)", width, got, small.Event.ID)
+		}
+		if n := text("#searched"); !strings.Contains(n, "Searched back to") {
+			t.Errorf("%d px: notice %q", width, n)
+		}
+		do("search further", chromedp.Click(chromedp.CSS("#search-further")), chromedp.WaitVisible(chromedp.CSS("#searched")))
+		if got := rows(); len(got) != 1 || got[0] != old.Event.ID {
+			t.Errorf("%d px: searched further, body:cus_123 lists %q, want [%s]", width, got, old.Event.ID)
+		}
+
+		search("filter:body.amount > 1000 && source == \"stripe\"", "#searched")
+		if got := rows(); len(got) != 1 || got[0] != big.Event.ID {
+			t.Errorf("%d px: filter lists %q, want [%s]", width, got, big.Event.ID)
+		}
+
+		// Its replay's dry run counts the events the filter matches in the
+		// window searched, and comes back to the search.
+		do("dry run", chromedp.Click(chromedp.CSS("#filter-replay-dry")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(".flash"); !strings.Contains(f, "Dry run: the filter matches 1 event") {
+			t.Errorf("%d px: the dry run says %q", width, f)
+		}
+		if got := rows(); len(got) != 1 || got[0] != big.Event.ID {
+			t.Errorf("%d px: back from the dry run, the page lists %q", width, got)
+		}
+
+		search("filter:body.amount >", "#search-error")
+		if e := text("#search-error"); !strings.Contains(e, "column") {
+			t.Errorf("%d px: a bad filter says %q; want it to name the column", width, e)
+		}
+		if w, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); err != nil || w[0] > w[1] {
+			t.Errorf("%d px: the page is %v wide (%v); want no sideways scroll", width, w, err)
+		}
+
+		// Save the filter search under a name: it is listed on the events
+		// page and runs again from there; then delete it.
+		name := fmt.Sprint("big ", width)
+		search("filter:body.amount > 1000", "#searched")
+		do("save "+name, chromedp.SendKeys(chromedp.CSS(`#save-search input[name="name"]`), name),
+			chromedp.Submit(chromedp.CSS(`#save-search input[name="name"]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if f := text(".flash"); !strings.Contains(f, "saved") {
+			t.Errorf("%d px: saving says %q", width, f)
+		}
+		do("open /events", chromedp.Navigate(base+"/events"), chromedp.WaitVisible(chromedp.CSS("#saved-searches")))
+		links, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#saved-searches .saved-search a")].map(a => a.innerText)`))
+		if err != nil || len(links) != 1 || links[0] != name {
+			t.Errorf("%d px: saved searches listed %q (%v); want [%s]", width, links, err, name)
+		}
+		if w, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); err != nil || w[0] > w[1] {
+			t.Errorf("%d px: with a saved search the page is %v wide (%v); want no sideways scroll", width, w, err)
+		}
+		do("run "+name, chromedp.Click(chromedp.CSS("#saved-searches .saved-search a")), chromedp.WaitVisible(chromedp.CSS("#searched")))
+		if got := rows(); len(got) != 1 || got[0] != big.Event.ID {
+			t.Errorf("%d px: the saved search lists %q, want [%s]", width, got, big.Event.ID)
+		}
+		do("delete "+name, chromedp.Click(chromedp.CSS("#saved-searches .saved-search button")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+		if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#saved-searches .saved-search").length`)); err != nil || n != 0 {
+			t.Errorf("%d px: after the delete %d saved searches are listed (%v)", width, n, err)
+		}
+	}
+}

@@ -69,6 +69,7 @@ type Store interface {
 	store.RejectionReader
 	store.StatsReader
 	IncidentReader
+	ListSavedSearches(ctx context.Context) ([]store.SavedSearch, error)
 }
 
 // Options configure a Dashboard.
@@ -243,6 +244,8 @@ func (d *Dashboard) routes() http.Handler {
 	page("POST /deliveries/{id}/resolve", d.resolve)
 	page("POST /deliveries/resolve", d.resolveMany)
 	page("POST /replay", d.bulkReplay)
+	page("POST /searches", d.saveSearch)
+	page("POST /searches/{id}/delete", d.deleteSearch)
 	page("GET /destinations", d.destinations)
 	page("POST /destinations/{name}/{action}", d.setPaused)
 	page("GET /rejections", d.rejections)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -39,6 +40,26 @@ type eventsData struct {
 	// looked (store.SearchPrefix); FurtherURL continues it before then.
 	SearchedBackTo time.Time
 	FurtherURL     string
+	// BodySearch is set when Q is body:… or filter:… (a search inside
+	// the bodies, admin.BodySearch); SearchError says why one was refused.
+	BodySearch  bool
+	SearchError string
+	// Saved are the saved searches, each with its link; SaveQuery is
+	// this list's parameters, which "save this search" keeps.
+	Saved     []savedSearch
+	SaveQuery string
+	// Filter is the CEL of a filter: search; ReplaySince and ReplayUntil
+	// are the window it looked at, which its bulk replay covers.
+	Filter                   string
+	ReplaySince, ReplayUntil string
+	// Back is this page's URL, where a replay comes back to.
+	Back string
+}
+
+// savedSearch is a saved search and the events list it opens.
+type savedSearch struct {
+	store.SavedSearch
+	URL string
 }
 
 // eventFilter reads the list's query parameters.
@@ -65,6 +86,8 @@ func eventFilter(v url.Values) (store.EventFilter, error) {
 }
 
 // GET /events?source=&status=&q=&type=&until=&cursor=  (X-AnyHook-Partial: rows only)
+//
+// q is an id, its start, body:<text> or filter:<CEL>.
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	f, err := eventFilter(r.URL.Query())
 	if err != nil {
@@ -77,17 +100,44 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	// One match opens the event.
 	var evs []anyhook.Event
 	var next string
-	ev, found, err := store.SearchByID(r.Context(), d.opt.Store, f)
-	if err != nil {
-		return err
-	}
-	if found {
-		evs = []anyhook.Event{ev}
-	} else if evs, next, err = d.listEvents(r, f); err != nil {
-		return err
-	}
+	var found bool
 	searched := store.Searched{Complete: true}
-	if f.Q != "" && !found && len(evs) == 0 {
+	status := http.StatusOK
+	body, filter, bodySearch := admin.BodySearch(f.Q)
+	var searchError string
+	if bodySearch {
+		// body: and filter: search inside the bodies, bounded as GET
+		// /api/events?body=&filter= is.
+		match, perr := admin.BodyMatcher(body, filter)
+		switch {
+		case perr != nil:
+			searchError = perr.Message
+		case body == "" && filter == "":
+			searchError = "say what to look for after " + strings.TrimSuffix(f.Q, " ")
+		case f.Status != "":
+			searchError = "a search inside the bodies cannot take a delivery status: choose any status"
+		}
+		if searchError != "" {
+			status = http.StatusBadRequest
+		} else {
+			g := f
+			g.Q, g.Cursor = "", ""
+			if evs, searched, err = store.SearchBodies(r.Context(), d.opt.Store, g, match, d.now(), store.DefaultBodyBudget); err != nil {
+				return err
+			}
+		}
+	} else {
+		var ev anyhook.Event
+		if ev, found, err = store.SearchByID(r.Context(), d.opt.Store, f); err != nil {
+			return err
+		}
+		if found {
+			evs = []anyhook.Event{ev}
+		} else if evs, next, err = d.listEvents(r, f); err != nil {
+			return err
+		}
+	}
+	if f.Q != "" && !bodySearch && !found && len(evs) == 0 {
 		// No exact match: a prefix of an id, over a bounded window, as
 		// GET /api/events?q= does.
 		g := f
@@ -96,16 +146,16 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if f.Q != "" && f.Cursor == "" && !partial && len(evs) == 1 && next == "" && searched.Complete {
+	if f.Q != "" && !bodySearch && f.Cursor == "" && !partial && len(evs) == 1 && next == "" && searched.Complete {
 		http.Redirect(w, r, "/events/"+url.PathEscape(evs[0].ID), http.StatusSeeOther)
 		return nil
 	}
 	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
-		Statuses: statusOrder, Paged: f.Cursor != ""}
+		Statuses: statusOrder, Paged: f.Cursor != "", BodySearch: bodySearch, SearchError: searchError}
 	if !f.Until.IsZero() {
 		data.Until = f.Until.UTC().Format(time.RFC3339Nano)
 	}
-	if f.Q != "" && f.Cursor == "" && len(evs) == 0 {
+	if f.Q != "" && !bodySearch && f.Cursor == "" && len(evs) == 0 {
 		if data.Refused, err = store.RejectionHint(r.Context(), d.opt.Store, f.Source, f.Q); err != nil {
 			return err
 		}
@@ -136,12 +186,32 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 			q.Set(k, v)
 		}
 	}
+	if bodySearch && filter != "" && searchError == "" && !searched.Complete {
+		until := f.Until
+		if until.IsZero() {
+			until = d.now()
+		}
+		data.Filter = filter
+		data.ReplaySince = searched.BackTo.UTC().Format(time.RFC3339Nano)
+		data.ReplayUntil = until.UTC().Format(time.RFC3339Nano)
+		data.Back = r.URL.RequestURI()
+	}
 	if !searched.Complete {
 		data.SearchedBackTo = searched.BackTo
 		further := maps.Clone(q)
 		further.Set("until", searched.BackTo.UTC().Format(time.RFC3339Nano))
 		data.FurtherURL = "/events?" + further.Encode()
 	}
+	saved, err := d.opt.Store.ListSavedSearches(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, s := range saved {
+		data.Saved = append(data.Saved, savedSearch{s, "/events?" + s.Query})
+	}
+	keep := maps.Clone(q)
+	keep.Del("until")
+	data.SaveQuery = keep.Encode()
 	data.FirstURL = "/events"
 	if len(q) > 0 {
 		data.FirstURL += "?" + q.Encode()
@@ -154,7 +224,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 	if partial {
 		return d.renderPartial(w, "events", "rows", data)
 	}
-	d.render(w, r, http.StatusOK, "events", "Events", data)
+	d.render(w, r, status, "events", "Events", data)
 	return nil
 }
 
@@ -208,4 +278,41 @@ func (d *Dashboard) listEvents(r *http.Request, f store.EventFilter) ([]anyhook.
 		next = all[len(all)-1].ID
 	}
 	return all, next, nil
+}
+
+// POST /searches name=&query=  (query: the events list's parameters)
+func (d *Dashboard) saveSearch(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	query := r.PostForm.Get("query")
+	res, err := d.callAPI(r, "POST", "/api/searches", map[string]string{"name": r.PostForm.Get("name"), "query": query}, nil)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Not saved: "+res.message())
+	} else {
+		setFlash(w, r, false, "Search \""+strings.TrimSpace(r.PostForm.Get("name"))+"\" saved.")
+	}
+	back(w, r, "/events?"+query)
+	return nil
+}
+
+// POST /searches/{id}/delete
+func (d *Dashboard) deleteSearch(w http.ResponseWriter, r *http.Request) error {
+	if err := parseForm(w, r); err != nil {
+		return err
+	}
+	res, err := d.callAPI(r, "DELETE", "/api/searches/"+url.PathEscape(r.PathValue("id")), nil, nil)
+	if err != nil {
+		return err
+	}
+	if !res.ok() {
+		setFlash(w, r, true, "Not deleted: "+res.message())
+	} else {
+		setFlash(w, r, false, "Saved search deleted.")
+	}
+	back(w, r, "/events")
+	return nil
 }

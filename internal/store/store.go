@@ -136,10 +136,14 @@ type DeliveryFilter struct {
 	// replay no dispatcher will take.
 	Destinations []string
 	Source       string
-	Since        time.Time // delivery created at or after
-	Until        time.Time
-	Limit        int
-	Cursor       string
+	// EventIDs, when not nil, keeps only deliveries of these events (none
+	// when empty): a bulk replay by a CEL filter names the events it
+	// matched (at most MaxFilterReplay).
+	EventIDs []string
+	Since    time.Time // delivery created at or after
+	Until    time.Time
+	Limit    int
+	Cursor   string
 }
 
 // Resolve actions for held and dead deliveries, and ActionReplay, the
@@ -185,6 +189,7 @@ type Store interface {
 	AlertOutbox
 	Breakers
 	Incidents
+	SavedSearches
 
 	Ping(ctx context.Context) error
 	Close() error

@@ -310,6 +310,9 @@ func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
 		w.In("d.destination", f.Destinations)
 	}
 	w.AddString("e.source = ?", f.Source)
+	if f.EventIDs != nil {
+		w.In("d.event_id", f.EventIDs)
+	}
 	w.AddTime("d.created_at >= ?", f.Since)
 	w.AddTime("d.created_at < ?", f.Until)
 	if store.DeliveriesByTime(f) {

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +130,156 @@ func testCounts(t *testing.T, s store.Store) {
 	}
 	if m[anyhook.StatusPending] != 2 || m[anyhook.StatusDelivered] != 1 {
 		t.Fatalf("counts = %v", m)
+	}
+}
+
+// testSearchBodies holds a search inside the bodies to its window and
+// budget: newest first, stopping only between two receive times, and
+// saying where to continue.
+func testSearchBodies(t *testing.T, s store.Store) {
+	// Six events a minute apart, the two oldest in one instant; every
+	// other one names cus_123. One more, two hours older, also does.
+	at := func(i int) time.Time { return received.Add(time.Duration(i) * time.Minute) }
+	var ids []string
+	for i, min := range []int{0, 0, 1, 2, 3, 4} {
+		e := newEvent("stripe", "b"+strconv.Itoa(i), "billing")
+		e.Event.ReceivedAt = at(min)
+		if i%2 == 0 {
+			e.Event.Body = []byte(`{"customer":"cus_123","n":` + strconv.Itoa(i) + `}`)
+		}
+		ids = append(ids, ingest(t, s, e)[0].ID)
+	}
+	old := newEvent("stripe", "old", "billing")
+	old.Event.ReceivedAt = received.Add(-2 * time.Hour)
+	old.Event.Body = []byte(`{"customer":"cus_123"}`)
+	oldID := ingest(t, s, old)[0].ID
+	now := at(10)
+	has := func(ev *anyhook.Event) bool { return strings.Contains(string(ev.Body), "cus_123") }
+	idsOf := func(evs []anyhook.Event) []string {
+		var out []string
+		for _, ev := range evs {
+			out = append(out, ev.ID)
+		}
+		return out
+	}
+	search := func(f store.EventFilter, b store.BodyBudget) ([]string, store.Searched) {
+		t.Helper()
+		evs, sr, err := store.SearchBodies(ctx(t), s, f, has, now, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return idsOf(evs), sr
+	}
+	// The whole window: every match in it, newest first; not complete, as
+	// the window ended an hour back.
+	got, sr := search(store.EventFilter{}, store.DefaultBodyBudget)
+	if want := []string{ids[4], ids[2], ids[0]}; !slices.Equal(got, want) || sr.Complete || !sr.BackTo.Equal(now.Add(-store.PrefixWindow)) {
+		t.Errorf("window: %v, %+v; want %v back to %v", got, sr, want, now.Add(-store.PrefixWindow))
+	}
+	// A limit of one: the newest match, and back to its receive time;
+	// continuing from there finds the next.
+	got, sr = search(store.EventFilter{Limit: 1}, store.DefaultBodyBudget)
+	if !slices.Equal(got, []string{ids[4]}) || sr.Complete || !sr.BackTo.Equal(at(3)) {
+		t.Errorf("limit 1: %v, %+v; want [%s] back to %v", got, sr, ids[4], at(3))
+	}
+	got, _ = search(store.EventFilter{Limit: 1, Until: sr.BackTo}, store.DefaultBodyBudget)
+	if !slices.Equal(got, []string{ids[2]}) {
+		t.Errorf("continued: %v, want [%s]", got, ids[2])
+	}
+	// A budget of four rows stops at minute 1; of five, it reads both
+	// events of minute 0 (it stops between receive times only).
+	got, sr = search(store.EventFilter{}, store.BodyBudget{Rows: 4, Bytes: 1 << 20})
+	if !slices.Equal(got, []string{ids[4], ids[2]}) || !sr.BackTo.Equal(at(1)) {
+		t.Errorf("4 rows: %v, %+v; want [%s %s] back to %v", got, sr, ids[4], ids[2], at(1))
+	}
+	got, sr = search(store.EventFilter{}, store.BodyBudget{Rows: 5, Bytes: 1 << 20})
+	if !slices.Equal(got, []string{ids[4], ids[2], ids[0]}) || !sr.BackTo.Equal(now.Add(-store.PrefixWindow)) {
+		t.Errorf("5 rows: %v, %+v; want all three back to the window's start", got, sr)
+	}
+	// A byte budget stops as a row budget does.
+	_, sr = search(store.EventFilter{}, store.BodyBudget{Rows: 100, Bytes: 1})
+	if sr.Complete || !sr.BackTo.Equal(at(4)) {
+		t.Errorf("1 byte: %+v, want back to %v", sr, at(4))
+	}
+	// A window of the caller's, inside the bounded one, is complete; one
+	// further back finds the old event.
+	if _, sr = search(store.EventFilter{Since: received}, store.DefaultBodyBudget); !sr.Complete {
+		t.Errorf("since %v: %+v, want complete", received, sr)
+	}
+	got, _ = search(store.EventFilter{Until: received.Add(-time.Hour)}, store.DefaultBodyBudget)
+	if !slices.Equal(got, []string{oldID}) {
+		t.Errorf("an hour further back: %v, want [%s]", got, oldID)
+	}
+}
+
+// testSavedSearches: saved searches are kept by name, a name once, and
+// deleted by id.
+func testSavedSearches(t *testing.T, s store.Store) {
+	if got, err := s.ListSavedSearches(ctx(t)); err != nil || len(got) != 0 {
+		t.Fatalf("a new store lists %v, %v", got, err)
+	}
+	b := store.SavedSearch{ID: store.NewID(), Name: "big invoices", Query: "q=filter%3Abody.amount+%3E+1000", CreatedAt: received, CreatedBy: "api"}
+	a := store.SavedSearch{ID: store.NewID(), Name: "acme", Query: "source=stripe&q=body%3Acus_123", CreatedAt: received.Add(time.Second), CreatedBy: "dashboard"}
+	for _, ss := range []store.SavedSearch{b, a} {
+		if err := s.SaveSearch(ctx(t), ss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := a
+	again.ID, again.Query = store.NewID(), "q=other"
+	if err := s.SaveSearch(ctx(t), again); !errors.Is(err, anyhook.ErrInvalid) || !strings.Contains(err.Error(), `"acme"`) {
+		t.Errorf("a second search named acme: %v; want ErrInvalid naming it", err)
+	}
+	got, err := s.ListSavedSearches(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != a.ID || got[1].ID != b.ID || got[0].Query != a.Query || got[0].CreatedBy != "dashboard" ||
+		!got[0].CreatedAt.Equal(a.CreatedAt) || got[1].Name != "big invoices" {
+		t.Errorf("listed %+v; want acme then big invoices, as saved", got)
+	}
+	if err := s.DeleteSavedSearch(ctx(t), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSavedSearch(ctx(t), a.ID); !errors.Is(err, anyhook.ErrNotFound) {
+		t.Errorf("deleting it twice: %v; want ErrNotFound", err)
+	}
+	if got, _ := s.ListSavedSearches(ctx(t)); len(got) != 1 || got[0].ID != b.ID {
+		t.Errorf("after the delete: %+v", got)
+	}
+	// The name is free again.
+	if err := s.SaveSearch(ctx(t), again); err != nil {
+		t.Errorf("acme again after its delete: %v", err)
+	}
+}
+
+// testDeliveriesOfEvents: DeliveryFilter.EventIDs keeps the deliveries of
+// those events (a bulk replay by filter), none when empty, and a replay
+// by it replays only those.
+func testDeliveriesOfEvents(t *testing.T, s store.Store) {
+	res := ingest(t, s, newEvent("stripe", "e1", "billing"), newEvent("stripe", "e2", "billing"), newEvent("stripe", "e3", "billing"))
+	ds, _, err := s.ListDeliveries(ctx(t), store.DeliveryFilter{EventIDs: []string{res[0].ID, res[2].ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.EventID)
+	}
+	if want := []string{res[2].ID, res[0].ID}; !slices.Equal(got, want) {
+		t.Errorf("deliveries of e1 and e3: %v, want %v", got, want)
+	}
+	if ds, _, err := s.ListDeliveries(ctx(t), store.DeliveryFilter{EventIDs: []string{}}); err != nil || len(ds) != 0 {
+		t.Errorf("of no events: %d deliveries, %v; want none", len(ds), err)
+	}
+	for _, c := range claim(t, s, "billing", 3, time.Minute) {
+		finish(t, s, delivered(c))
+	}
+	br, err := s.ReplayDeliveries(ctx(t), store.DeliveryFilter{EventIDs: []string{res[1].ID}, Status: anyhook.StatusDelivered}, store.Actor{Name: "test"})
+	if err != nil || br.Count != 1 {
+		t.Fatalf("replay of e2: %+v, %v; want one", br, err)
+	}
+	if cs := claim(t, s, "billing", 10, time.Minute); len(cs) != 1 || cs[0].Event.ID != res[1].ID || !cs[0].Delivery.Replay {
+		t.Errorf("claimed after the replay: %+v; want e2's replay", cs)
 	}
 }
