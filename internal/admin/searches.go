@@ -100,6 +100,11 @@ func NewSavedSearch(name, query string, now time.Time) (store.SavedSearch, *Erro
 		if !slices.Contains(searchKeys, k) {
 			return store.SavedSearch{}, badParam("query", "unknown parameter %q (a saved search keeps %s)", k, strings.Join(searchKeys, ", "))
 		}
+		if len(vs) > 1 {
+			// The events list reads the first only: keeping it silently
+			// would save another search than the one asked for.
+			return store.SavedSearch{}, badParam("query", "%s given %d times: give it once", k, len(vs))
+		}
 		if s := strings.TrimSpace(vs[0]); s != "" {
 			keep.Set(k, s)
 		}
@@ -113,6 +118,10 @@ func NewSavedSearch(name, query string, now time.Time) (store.SavedSearch, *Erro
 	if body, filter, ok := BodySearch(keep.Get("q")); ok {
 		if _, perr := BodyMatcher(body, filter); perr != nil {
 			return store.SavedSearch{}, badParam("query", "%s", perr.Message)
+		}
+		if keep.Get("status") != "" {
+			// GET /api/events refuses the pair: saved, it could never run.
+			return store.SavedSearch{}, badParam("query", "a search inside the bodies (q=%s) cannot take status", keep.Get("q"))
 		}
 	}
 	if p := store.TextProblem(keep.Encode()); p != "" {

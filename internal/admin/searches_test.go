@@ -41,6 +41,8 @@ func TestSavedSearches(t *testing.T) {
 		`{"name":"x","query":"limit=5"}`:                      `unknown parameter \"limit\"`,
 		`{"name":"x","query":"q=filter%3Abody.amount%20%3E"}`: "invalid CEL expression: column",
 		`{"name":"x","query":"status=nope"}`:                  `unknown status \"nope\"`,
+		`{"name":"x","query":"source=stripe&source=demo"}`:    "source given 2 times",
+		`{"name":"x","query":"status=dead&q=body%3Acus"}`:     "cannot take status",
 	} {
 		r := f.mustStatus(f.do("POST", "/api/searches", req), http.StatusBadRequest)
 		if !strings.Contains(string(r.body), says) {
