@@ -468,6 +468,9 @@ func TestEventsSearchAnyID(t *testing.T) {
 	want := f.seed("stripe", "evt_paste", []byte(`{}`), 0)
 	other := f.seed("stripe", "evt_other", []byte(`{}`), time.Minute)
 	f.seed("github", "1:guid", []byte(`{}`), 2*time.Minute)
+	// An older event: without one, a window reaching past the first
+	// event is complete (store.SearchPrefix).
+	f.seed("github", "2:older", []byte(`{}`), -3*time.Hour)
 	ev, err := f.store.Event(t.Context(), want)
 	if err != nil {
 		t.Fatal(err)
@@ -548,6 +551,9 @@ func TestEventsSearchBodies(t *testing.T) {
 	a := f.seed("stripe", "evt_a", []byte(`{"customer":"cus_123","amount":500}`), 0)
 	b := f.seed("stripe", "evt_b", []byte(`{"customer":"cus_999","amount":700}`), time.Minute)
 	c := f.seed("github", "1:c", []byte(`{"note":"for cus_123","amount":900}`), 2*time.Minute)
+	// An older event, outside the window: the searches below are not
+	// complete (with none, they would be: store.SearchBodies).
+	f.seed("github", "2:older", []byte(`{}`), -3*time.Hour)
 	type answer struct {
 		Items []struct {
 			ID string `json:"id"`

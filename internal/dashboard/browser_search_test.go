@@ -41,7 +41,10 @@ func TestBrowserSearchPrefix(t *testing.T) {
 	old := ev("evt_prefix_older", 90*time.Minute) // in the hour before the first one searched
 	recent2 := ev("evt_prefix_recent_2", 30*time.Minute)
 	recent1 := ev("evt_prefix_recent_1", 20*time.Minute)
-	if _, err := st.Ingest(ctx, []store.NewEvent{old, recent2, recent1}); err != nil {
+	// Older still, matching nothing: with no event before the hour
+	// searched further, that search would be complete (no notice).
+	ancient := ev("evt_zz_ancient", 5*time.Hour)
+	if _, err := st.Ingest(ctx, []store.NewEvent{ancient, old, recent2, recent1}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -141,7 +144,10 @@ func TestBrowserSearchBodies(t *testing.T) {
 	old := ev("evt_b_old", `{"customer":"cus_123","amount":100}`, 90*time.Minute)
 	big := ev("evt_b_big", `{"customer":"cus_777","amount":9000}`, 30*time.Minute)
 	small := ev("evt_b_small", `{"customer":"cus_123","amount":50}`, 20*time.Minute)
-	if _, err := st.Ingest(ctx, []store.NewEvent{old, big, small}); err != nil {
+	// Older still, matching nothing: with no event before the hour
+	// searched further, that search would be complete (no notice).
+	ancient := ev("evt_b_ancient", `{"amount":0}`, 5*time.Hour)
+	if _, err := st.Ingest(ctx, []store.NewEvent{ancient, old, big, small}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

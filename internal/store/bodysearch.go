@@ -103,7 +103,25 @@ func SearchBodies(ctx context.Context, s EventLister, f EventFilter, match func(
 		f.Cursor = next
 	}
 	if windowed {
-		return out, Searched{BackTo: from}, nil
+		sr, err := windowEnd(ctx, s, from)
+		return out, sr, err
 	}
 	return out, Searched{Complete: true}, nil
+}
+
+// windowEnd is how far a search that read its whole window, back to
+// from, looked: complete when no event at all was received before from,
+// so that "search further" does not step back an hour at a time for ever
+// past the first event. One row through the index on receive time; it
+// ignores the search's filters, which could make it read every older
+// event.
+func windowEnd(ctx context.Context, s EventLister, from time.Time) (Searched, error) {
+	older, _, err := s.ListEvents(ctx, EventFilter{Until: from, Limit: 1})
+	if err != nil {
+		return Searched{}, err
+	}
+	if len(older) == 0 {
+		return Searched{Complete: true}, nil
+	}
+	return Searched{BackTo: from}, nil
 }

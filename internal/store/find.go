@@ -235,5 +235,8 @@ func SearchPrefix(ctx context.Context, s EventLister, f EventFilter, now time.Ti
 		f.Since, sr = from, Searched{BackTo: from}
 	}
 	evs, next, err := s.ListEvents(ctx, f)
+	if err == nil && !sr.Complete {
+		sr, err = windowEnd(ctx, s, from)
+	}
 	return evs, next, sr, err
 }
