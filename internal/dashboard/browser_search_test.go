@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -214,6 +215,18 @@ sources:
 		}
 		if got := rows(); len(got) != 1 || got[0] != big.Event.ID {
 			t.Errorf("%d px: back from the dry run, the page lists %q", width, got)
+		}
+
+		// A search that reached past the first event is complete and
+		// offers its replay too, over the hour it searched.
+		until := ancient.Event.ReceivedAt.Add(time.Minute).UTC()
+		do("a complete filter search", chromedp.Navigate(base+"/events?until="+url.QueryEscape(until.Format(time.RFC3339Nano))+"&q="+url.QueryEscape("filter:body.amount >= 0")),
+			chromedp.WaitVisible(chromedp.CSS("#filter-replay")))
+		if got := rows(); len(got) != 1 || got[0] != ancient.Event.ID {
+			t.Errorf("%d px: before the first event, the filter lists %q, want [%s]", width, got, ancient.Event.ID)
+		}
+		if v, err := chromedp.Run(bctx, chromedp.Value(chromedp.CSS(`#filter-replay input[name="since"]`))); err != nil || v != until.Add(-store.PrefixWindow).Format(time.RFC3339Nano) {
+			t.Errorf("%d px: a complete search's replay is since %q (%v); want %s", width, v, err, until.Add(-store.PrefixWindow).Format(time.RFC3339Nano))
 		}
 
 		search("filter:body.amount >", "#search-error")

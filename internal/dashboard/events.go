@@ -52,6 +52,7 @@ type eventsData struct {
 	// are the window it looked at, which its bulk replay covers.
 	Filter                   string
 	ReplaySince, ReplayUntil string
+	ReplayFrom               time.Time
 	// Back is this page's URL, where a replay comes back to.
 	Back string
 }
@@ -186,13 +187,21 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 			q.Set(k, v)
 		}
 	}
-	if bodySearch && filter != "" && searchError == "" && !searched.Complete {
+	if bodySearch && filter != "" && searchError == "" {
 		until := f.Until
 		if until.IsZero() {
 			until = d.now()
 		}
-		data.Filter = filter
-		data.ReplaySince = searched.BackTo.UTC().Format(time.RFC3339Nano)
+		// The window searched: a complete search began at since, or
+		// at the window's start when nothing was received before it.
+		from := searched.BackTo
+		if searched.Complete {
+			if from = f.Since; from.IsZero() {
+				from = until.Add(-store.PrefixWindow)
+			}
+		}
+		data.Filter, data.ReplayFrom = filter, from
+		data.ReplaySince = from.UTC().Format(time.RFC3339Nano)
 		data.ReplayUntil = until.UTC().Format(time.RFC3339Nano)
 		data.Back = r.URL.RequestURI()
 	}
