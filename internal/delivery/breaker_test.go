@@ -308,8 +308,12 @@ func TestBreakerFailureRate(t *testing.T) {
 	r.await(t, true)
 	r.settled(t)
 	bs, err := st.Breakers(t.Context())
-	if err != nil || !strings.Contains(bs["dest"].Reason, "3 of the last 4 attempts failed") {
-		t.Fatalf("Breakers = %+v, %v, want the reason 3 of the last 4", bs, err)
+	// 3 of 4; or 4 of 4 when the machine is so loaded that the 200's
+	// claim ran out of lease before it was sent (released, then failed
+	// again): either way it trips only once the window is full.
+	if err != nil || !strings.Contains(bs["dest"].Reason, "of the last 4 attempts failed") ||
+		(!strings.HasPrefix(bs["dest"].Reason, "3 ") && !strings.HasPrefix(bs["dest"].Reason, "4 ")) {
+		t.Fatalf("Breakers = %+v, %v, want the reason 3 (or 4) of the last 4", bs, err)
 	}
 	r.quiet(t, 5)
 	select {
