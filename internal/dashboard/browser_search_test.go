@@ -49,27 +49,7 @@ func TestBrowserSearchPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-database: sqlite:%s
-admin_token: %s
-sources:
-  stripe: {provider: stripe, secrets: [%s]}
-`, dbPath, browserToken, browserSecret), gateway.Options{})
-
-	bctx := startChromium(t)
-	do := browser{t, bctx}.do
-	do("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), browserToken), chromedp.Click(chromedp.CSS("#login")),
-		chromedp.WaitVisible(chromedp.CSS("main")))
-	rows := func() []string {
-		t.Helper()
-		ids, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#event-rows a.mono")].map(a => a.innerText)`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids
-	}
+	base, bctx, do, rows := searchPage(t, dbPath)
 	search := func(q string) {
 		t.Helper()
 		do("search "+q, chromedp.Navigate(base+"/events"), chromedp.WaitVisible(chromedp.CSS(`input[name="q"]`)),
@@ -152,27 +132,7 @@ func TestBrowserSearchBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-database: sqlite:%s
-admin_token: %s
-sources:
-  stripe: {provider: stripe, secrets: [%s]}
-`, dbPath, browserToken, browserSecret), gateway.Options{})
-
-	bctx := startChromium(t)
-	do := browser{t, bctx}.do
-	do("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), browserToken), chromedp.Click(chromedp.CSS("#login")),
-		chromedp.WaitVisible(chromedp.CSS("main")))
-	rows := func() []string {
-		t.Helper()
-		ids, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#event-rows a.mono")].map(a => a.innerText)`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids
-	}
+	base, bctx, do, rows := searchPage(t, dbPath)
 	search := func(q, waitFor string) {
 		t.Helper()
 		do("search "+q, chromedp.Navigate(base+"/events"), chromedp.WaitVisible(chromedp.CSS(`input[name="q"]`)),
@@ -263,4 +223,32 @@ sources:
 			t.Errorf("%d px: after the delete %d saved searches are listed (%v)", width, n, err)
 		}
 	}
+}
+
+// searchPage serves the SQLite store at dbPath, logs a browser in, and
+// returns the gateway's URL, the browser, its step runner and a reader of
+// the event ids the events list shows.
+func searchPage(t *testing.T, dbPath string) (string, context.Context, func(string, ...chromedp.Action[chromedp.Void]), func() []string) {
+	t.Helper()
+	base, _ := gatewaytest.Start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:%s
+admin_token: %s
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+`, dbPath, browserToken, browserSecret), gateway.Options{})
+	bctx := startChromium(t)
+	do := browser{t, bctx}.do
+	do("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), browserToken), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("main")))
+	rows := func() []string {
+		t.Helper()
+		ids, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#event-rows a.mono")].map(a => a.innerText)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	return base, bctx, do, rows
 }
