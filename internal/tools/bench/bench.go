@@ -63,6 +63,8 @@ flags:
   --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
   --no-baseline         skip the bare net/http and relay runs
   --cpuprofile FILE     write a CPU profile of the timed gateway run
+  --trace FILE          write a runtime execution trace of the gateway during the
+                        open-loop run (go tool trace FILE), to find what a stall waited on
   --json                print the report as JSON
 
 anyhook bench --fill N fills a store with N events and times the read side
@@ -89,6 +91,7 @@ type options struct {
 	duration     time.Duration
 	maxQueueWait string
 	cpuprofile   string
+	trace        string
 	json         bool
 }
 
@@ -113,6 +116,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", time.Minute, "")
 	fs.StringVar(&o.maxQueueWait, "max-queue-wait", "", "")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "")
+	fs.StringVar(&o.trace, "trace", "", "")
 	fs.BoolVar(&o.json, "json", false, "")
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
@@ -131,6 +135,8 @@ func parseFlags(args []string) (*options, error) {
 		}
 	}
 	switch {
+	case o.trace != "" && o.ingestRate == 0 && o.ingestShare == 0:
+		return nil, errors.New("--trace traces the open-loop run: give --ingest-rate too")
 	case o.duration <= 0:
 		return nil, errors.New("--duration must be greater than 0")
 	case o.provider != "stripe" && o.provider != "generic":
@@ -359,7 +365,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	rep.check("ingest", rep.Ingest, o.events)
 
 	if o.ingestRate > 0 || o.ingestShare > 0 {
-		ol, err := runOpenLoop(ctx, o, url, sk, "evt_"+runID+"o", now, rep.Ingest.EventsPerSec, say)
+		ol, err := runOpenLoop(ctx, o, url, sk, "evt_"+runID+"o", now, rep.Ingest.EventsPerSec, gw, say)
 		rep.OpenLoop = ol
 		if err != nil {
 			rep.Failures = append(rep.Failures, "open loop: "+err.Error())

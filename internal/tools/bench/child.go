@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,8 @@ import (
 //	usage                       → usage CPU_NS MAXRSS_BYTES (getrusage of this process)
 //	profile FILE                → ok (a CPU profile starts)
 //	profile-stop                → ok (and the profile is written)
+//	trace FILE                  → ok (a runtime execution trace starts)
+//	trace-stop                  → ok (and the trace is written)
 //	check SOURCE PREFIX N DUPS  → ok, or fail MESSAGE (the duplicate storm's check)
 //
 // and stops gracefully at the end of its stdin, so that it never outlives
@@ -65,7 +68,7 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	g.Start(ctx, ln)
 	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
 
-	var prof *os.File
+	var prof, tr *os.File
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(sc.Text(), " ")
@@ -92,6 +95,24 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				}
 				prof = nil
 			}
+		case "trace":
+			if tr, err = os.Create(arg); err == nil {
+				if err = trace.Start(tr); err != nil {
+					tr.Close()
+					tr = nil
+				}
+			}
+			if err != nil {
+				answer = "fail " + err.Error()
+			}
+		case "trace-stop":
+			if tr != nil {
+				trace.Stop()
+				if err := tr.Close(); err != nil {
+					answer = "fail " + err.Error()
+				}
+				tr = nil
+			}
 		case "check":
 			f := strings.Fields(arg)
 			var n, dups int
@@ -117,6 +138,10 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if prof != nil {
 		pprof.StopCPUProfile()
 		prof.Close()
+	}
+	if tr != nil {
+		trace.Stop()
+		tr.Close()
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,7 +203,7 @@ func longestStall(rs []sent) (time.Duration, time.Duration) {
 // runOpenLoop sends events at the --ingest-rate (capacity is what the
 // closed-loop run measured, in events per second) for --duration, then
 // waits until every accepted event reached every destination.
-func runOpenLoop(ctx context.Context, o *options, url string, sk *sink, prefix string, now time.Time, capacity float64, say func(string, ...any)) (*OpenLoop, error) {
+func runOpenLoop(ctx context.Context, o *options, url string, sk *sink, prefix string, now time.Time, capacity float64, gw *child, say func(string, ...any)) (*OpenLoop, error) {
 	rate := o.ingestRate
 	if o.ingestShare > 0 {
 		rate = o.ingestShare * capacity
@@ -218,7 +219,21 @@ func runOpenLoop(ctx context.Context, o *options, url string, sk *sink, prefix s
 	}
 	sr := sk.expect(prefix, n)
 	say("open loop: %.0f requests/s for %s (%.0f%% of the %.0f events/s measured closed-loop)", rate, o.duration, 100*rate/capacity, capacity)
+	if o.trace != "" {
+		path, err := filepath.Abs(o.trace)
+		if err == nil {
+			_, err = gw.call("trace " + path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--trace: %w", err)
+		}
+	}
 	rs, elapsed := openLoop(ctx, url, reqs, rate)
+	if o.trace != "" {
+		if _, err := gw.call("trace-stop"); err != nil {
+			return nil, fmt.Errorf("--trace: %w", err)
+		}
+	}
 	ol := summarize(rs, elapsed)
 	ol.Rate = rate
 	if capacity > 0 {
