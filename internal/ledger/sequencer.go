@@ -17,7 +17,7 @@ import (
 // Defaults.
 const (
 	DefaultSequenceInterval = time.Second
-	DefaultBatchSize        = 512
+	DefaultBatchSize        = 128
 	// DefaultLag bounds how long a genuine event may take from its receive
 	// time to its commit plus sequencing. An event older than that with no
 	// ledger position, or one that turns up that much after a checkpoint that

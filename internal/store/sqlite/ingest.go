@@ -40,7 +40,7 @@ var errItemFailed = errors.New("an ingest item failed")
 // inserted at its end, in multi-row statements.
 func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool) ([]store.IngestResult, error) {
 	res := make([]store.IngestResult, len(evs))
-	err := s.tx(ctx, "ingest", func(tx *sql.Tx) error {
+	err := s.tx(ctx, opIngest, func(tx *sql.Tx) error {
 		now := clocks{s.now(), s.leaseNow()}
 		st := s.stmts(ctx, tx)
 		paused, err := s.pausedOf(st, evs)

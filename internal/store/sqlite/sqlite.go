@@ -52,6 +52,7 @@ type Store struct {
 	// writer connection at Open (read-only afterwards); a transaction
 	// borrows them with Tx.StmtContext instead of parsing SQL each time.
 	prepared map[string]*sql.Stmt
+	gate     writeGate // the write transactions' turns, ingest first
 	wal      *walCopier // nil for an in-memory database
 	// fewRows: a filter selecting fewer rows than this is answered by
 	// reading them and sorting (defaultFewRows; tests move it).
@@ -252,12 +253,19 @@ func (s *Store) Close() error {
 // Errors of fn are returned as they are; failing to begin or commit is
 // unavailability.
 func (s *Store) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	if err := s.gate.enter(ctx, op == opIngest); err != nil {
+		return store.Unavailable(op, err)
+	}
+	defer s.gate.leave()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Unavailable(op, err)
 	}
 	return s.commit(op, tx, fn)
 }
+
+// opIngest names ingest's transactions, which go first (writeGate).
+const opIngest = "ingest"
 
 // txUnsynced is tx for a transaction whose commit need not wait for
 // fsync (Finish says why that is safe for outcomes): the writer
@@ -269,6 +277,10 @@ func (s *Store) txUnsynced(ctx context.Context, op string, fn func(*sql.Tx) erro
 	if s.r == s.w {
 		return s.tx(ctx, op, fn)
 	}
+	if err := s.gate.enter(ctx, false); err != nil {
+		return store.Unavailable(op, err)
+	}
+	defer s.gate.leave()
 	c, err := s.w.Conn(ctx)
 	if err != nil {
 		return store.Unavailable(op, err)
