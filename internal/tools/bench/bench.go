@@ -54,7 +54,8 @@ flags:
   --drain-timeout D     how long to wait for deliveries after ingest (default 2m)
   --ingest-rate R       after the closed-loop run, an open-loop one: requests sent on
                         schedule at R per second, or at a share of the capacity the
-                        closed-loop run measured (50%, 200%), whether or not earlier
+                        closed-loop run measured (50%, 200%; events/s taken and
+                        delivered: the lower of ingest and delivery), whether or not earlier
                         ones were answered; latency from when each was due (no
                         coordinated omission), client timeout 10s; reports
                         p50/p90/p99/p99.9/max, the longest stall, what was shed,
@@ -365,7 +366,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	rep.check("ingest", rep.Ingest, o.events)
 
 	if o.ingestRate > 0 || o.ingestShare > 0 {
-		ol, err := runOpenLoop(ctx, o, url, sk, "evt_"+runID+"o", now, rep.Ingest.EventsPerSec, gw, say)
+		ol, err := runOpenLoop(ctx, o, url, sk, "evt_"+runID+"o", now, capacity(rep, o.destinations), gw, say)
 		rep.OpenLoop = ol
 		if err != nil {
 			rep.Failures = append(rep.Failures, "open loop: "+err.Error())
@@ -412,6 +413,19 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		rep.Failures = append(rep.Failures, err.Error())
 	}
 	return rep, nil
+}
+
+// capacity is what the closed-loop run took and delivered, events/s: its
+// ingest rate, or its delivery rate when that was lower. Ingest goes
+// first for the SQLite writer, so a closed loop can take events faster
+// than it delivers them, leaving a backlog; a share of that ingest rate
+// alone would be past what the gateway sustains.
+func capacity(rep *Report, destinations int) float64 {
+	c := rep.Ingest.EventsPerSec
+	if d := rep.Delivery; destinations > 0 && d != nil && d.PerSec > 0 {
+		c = min(c, d.PerSec/float64(destinations))
+	}
+	return c
 }
 
 // timed drives reqs against url and waits until every event reached every

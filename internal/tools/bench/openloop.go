@@ -201,7 +201,7 @@ func longestStall(rs []sent) (time.Duration, time.Duration) {
 }
 
 // runOpenLoop sends events at the --ingest-rate (capacity is what the
-// closed-loop run measured, in events per second) for --duration, then
+// closed-loop run took and delivered, in events per second) for --duration, then
 // waits until every accepted event reached every destination.
 func runOpenLoop(ctx context.Context, o *options, url string, sk *sink, prefix string, now time.Time, capacity float64, gw *child, say func(string, ...any)) (*OpenLoop, error) {
 	rate := o.ingestRate
@@ -218,7 +218,7 @@ func runOpenLoop(ctx context.Context, o *options, url string, sk *sink, prefix s
 		return nil, err
 	}
 	sr := sk.expect(prefix, n)
-	say("open loop: %.0f requests/s for %s (%.0f%% of the %.0f events/s measured closed-loop)", rate, o.duration, 100*rate/capacity, capacity)
+	say("open loop: %.0f requests/s for %s (%.0f%% of the %.0f events/s taken and delivered closed-loop)", rate, o.duration, 100*rate/capacity, capacity)
 	if o.trace != "" {
 		path, err := filepath.Abs(o.trace)
 		if err == nil {
