@@ -85,7 +85,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 // of a search inside the bodies, or nil when neither is given.
 // A q of body:… or filter:… is the same search (BodySearch), and is
 // taken out of f.
-func bodyQuery(q *query, f *store.EventFilter) func(*anyhook.Event) bool {
+func bodyQuery(q *query, f *store.EventFilter) store.Matcher {
 	body, filter := q.v.Get("body"), strings.TrimSpace(q.v.Get("filter"))
 	if b, fl, ok := BodySearch(f.Q); ok {
 		if body != "" || filter != "" {
@@ -125,7 +125,7 @@ const MaxBodyText = 1024
 // body holds the bytes of body, and the CEL expression filter (the
 // language and variables of a destination's filter, route.Compile) is
 // true; either may be "". Its error names the parameter.
-func BodyMatcher(body, filter string) (func(*anyhook.Event) bool, *Error) {
+func BodyMatcher(body, filter string) (store.Matcher, *Error) {
 	if len(body) > MaxBodyText {
 		return nil, badParam("body", "longer than %d bytes", MaxBodyText)
 	}
@@ -137,23 +137,23 @@ func BodyMatcher(body, filter string) (func(*anyhook.Event) bool, *Error) {
 		}
 	}
 	needle := []byte(body)
-	return func(ev *anyhook.Event) bool {
+	return func(ev *anyhook.Event) (bool, uint64) {
 		if !bytes.Contains(ev.Body, needle) {
-			return false
+			return false, 0
 		}
 		if cel == nil {
-			return true
+			return true, 0
 		}
 		// An evaluation that fails (over the cost limit, a field of the
 		// wrong type) is no match, as it is for a destination.
-		ok, err := cel.Match(routes.NewInput(routes.FromEvent(ev)))
-		return err == nil && ok
+		ok, cost, err := cel.MatchCost(routes.NewInput(routes.FromEvent(ev)))
+		return err == nil && ok, cost
 	}, nil
 }
 
 // searchBodies answers GET /api/events?body=&filter=: the matching events
 // of the bounded window (store.SearchBodies), and how far back it looked.
-func (a *API) searchBodies(w http.ResponseWriter, r *http.Request, f store.EventFilter, match func(*anyhook.Event) bool) error {
+func (a *API) searchBodies(w http.ResponseWriter, r *http.Request, f store.EventFilter, match store.Matcher) error {
 	evs, sr, err := store.SearchBodies(r.Context(), a.store, f, match, a.now(), store.DefaultBodyBudget)
 	if err != nil {
 		return err
@@ -490,7 +490,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	}
 	q.window(f.Since, f.Until)
 	filter := strings.TrimSpace(req.Filter)
-	var match func(*anyhook.Event) bool
+	var match store.Matcher
 	if filter != "" {
 		var perr *Error
 		if match, perr = BodyMatcher("", filter); perr != nil {
@@ -564,7 +564,7 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 // most store.MaxFilterReplay: a window holding more is refused, naming
 // how far back the budget reached, so that a replay never covers part of
 // what it was asked for.
-func (a *API) filterEvents(r *http.Request, f store.DeliveryFilter, match func(*anyhook.Event) bool) ([]string, error) {
+func (a *API) filterEvents(r *http.Request, f store.DeliveryFilter, match store.Matcher) ([]string, error) {
 	until := f.Until
 	if until.IsZero() {
 		until = a.now()

@@ -104,6 +104,8 @@ func runQueue(t *testing.T, open Open) {
 		{"PausedShownEverywhere", testPausedShownEverywhere},
 		{"ListEventsPagingAndFilters", testListEvents},
 		{"SearchBodies", testSearchBodies},
+		{"SearchBodiesBounded", testSearchBodiesBounded},
+		{"SearchBodiesCost", testSearchBodiesCost},
 		{"SavedSearches", testSavedSearches},
 		{"DeliveriesOfEvents", testDeliveriesOfEvents},
 		{"ListDeliveries", testListDeliveries},
