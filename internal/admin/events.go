@@ -579,8 +579,8 @@ func (a *API) filterEvents(r *http.Request, f store.DeliveryFilter, match store.
 		return nil, badParam("filter", "it matches more than %d events from since to until; replay a shorter window at a time", store.MaxFilterReplay)
 	}
 	if !sr.Complete {
-		return nil, badParam("since", "a replay by filter reads at most %d events (%d MiB) of bodies, which reached back to %s only; replay a shorter window at a time (until=%s is where this one stopped)",
-			b.Rows, b.Bytes>>20, sr.BackTo.UTC().Format(time.RFC3339Nano), sr.BackTo.UTC().Format(time.RFC3339Nano))
+		return nil, badParam("since", "a replay by filter reads at most %d events (%d MiB) of bodies and spends a filter cost of %d at most, which reached back to %s only; replay a shorter window at a time (until=%s is where this one stopped)",
+			b.Rows, b.Bytes>>20, b.Cost, sr.BackTo.UTC().Format(time.RFC3339Nano), sr.BackTo.UTC().Format(time.RFC3339Nano))
 	}
 	ids := make([]string, len(evs))
 	for i, ev := range evs {
