@@ -346,6 +346,10 @@ type bulkReplayRequest struct {
 	// language), keeps the deliveries of the events it accepts among
 	// those received from since to until (required since).
 	Filter string `json:"filter"`
+	// Search, the name of a saved search (of body: or filter:), replays
+	// the events it finds as Filter does; it brings its own source, so
+	// neither filter, source nor status goes with it.
+	Search string `json:"search"`
 	// Force replays into destinations that are paused or failing, which
 	// is otherwise refused (409) naming them.
 	Force bool `json:"force"`
@@ -489,15 +493,26 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		q.fail(badParam("destination", "unknown destination %q (configured: %s)", f.Destination, strings.Join(a.dests, ", ")))
 	}
 	q.window(f.Since, f.Until)
-	filter := strings.TrimSpace(req.Filter)
-	var match store.Matcher
-	if filter != "" {
-		var perr *Error
-		if match, perr = BodyMatcher("", filter); perr != nil {
+	filter, search := strings.TrimSpace(req.Filter), strings.TrimSpace(req.Search)
+	var sel *EventSelection
+	switch {
+	case search != "":
+		for _, c := range []struct{ name, value string }{{"filter", filter}, {"source", f.Source}, {"status", string(f.Status)}} {
+			if c.value != "" {
+				q.fail(badParam("search", "a saved search selects the events itself: give search or %s, not both", c.name))
+			}
+		}
+		if f.Since.IsZero() {
+			q.fail(badParam("since", "a replay by search needs since: it reads the body of every event received from since to until"))
+		}
+	case filter != "":
+		s, perr := FilterSelection(f.Source, filter)
+		if perr != nil {
 			q.fail(perr)
 		} else if f.Since.IsZero() {
 			q.fail(badParam("since", "a replay by filter needs since: it reads the body of every event received from since to until"))
 		}
+		sel = &s
 	}
 	if f.Destination == "" && f.Source == "" && f.Status == "" && f.Since.IsZero() && f.Until.IsZero() {
 		q.fail(&Error{Status: http.StatusBadRequest, Code: "invalid",
@@ -506,9 +521,16 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	if q.err != nil {
 		return q.err
 	}
+	if search != "" {
+		s, err := SearchSelection(r.Context(), a.store, search)
+		if err != nil {
+			return err
+		}
+		sel, f.Source, f.Status = &s, s.Source, s.Status
+	}
 	var matched *int
-	if match != nil {
-		ids, err := a.filterEvents(r, f, match)
+	if sel != nil {
+		ids, err := FilterEvents(r.Context(), a.store, *sel, f.Since, f.Until, a.now())
 		if err != nil {
 			return err
 		}
@@ -552,39 +574,8 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: bulk replay",
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
-		slog.String("filter", filter), slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
+		slog.String("filter", filter), slog.String("search", search), slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
 		slog.Any("forced_into", troubledNames(troubled)),
 		slog.String("actor", by.Name), slog.String("reason", by.Reason))
 	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Matched: matched, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
-}
-
-// filterEvents returns the ids of the events received from f.Since to
-// f.Until (now) of f.Source that match accepts, for a bulk replay by
-// filter. It reads at most store.ReplayBodyBudget of them and keeps at
-// most store.MaxFilterReplay: a window holding more is refused, naming
-// how far back the budget reached, so that a replay never covers part of
-// what it was asked for.
-func (a *API) filterEvents(r *http.Request, f store.DeliveryFilter, match store.Matcher) ([]string, error) {
-	until := f.Until
-	if until.IsZero() {
-		until = a.now()
-	}
-	b := store.ReplayBodyBudget
-	b.Window, b.Matches = until.Sub(f.Since), store.MaxFilterReplay+1
-	evs, sr, err := store.SearchBodies(r.Context(), a.store, store.EventFilter{Source: f.Source, Since: f.Since, Until: until}, match, a.now(), b)
-	if err != nil {
-		return nil, err
-	}
-	if len(evs) > store.MaxFilterReplay {
-		return nil, badParam("filter", "it matches more than %d events from since to until; replay a shorter window at a time", store.MaxFilterReplay)
-	}
-	if !sr.Complete {
-		return nil, badParam("since", "a replay by filter reads at most %d events (%d MiB) of bodies and spends a filter cost of %d at most, which reached back to %s only; replay a shorter window at a time (until=%s is where this one stopped)",
-			b.Rows, b.Bytes>>20, b.Cost, sr.BackTo.UTC().Format(time.RFC3339Nano), sr.BackTo.UTC().Format(time.RFC3339Nano))
-	}
-	ids := make([]string, len(evs))
-	for i, ev := range evs {
-		ids[i] = ev.ID
-	}
-	return ids, nil
 }

@@ -674,3 +674,54 @@ func TestBulkReplayByFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkReplayBySearch: POST /api/replay takes the name of a saved
+// search (q=filter:…, with its source) and replays the deliveries of the
+// events it finds, as a filter does; it refuses a search with filter,
+// source or status (naming the conflict), an unknown name (404), and a
+// saved search that is not a search inside the bodies.
+func TestBulkReplayBySearch(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.seed("stripe", "evt_small", []byte(`{"amount":100}`), 0)
+	big := f.seed("stripe", "evt_big", []byte(`{"amount":5000}`), time.Minute)
+	f.seed("github", "gh_big", []byte(`{"amount":5000}`), time.Minute) // another source
+	for _, s := range []string{
+		`{"name":"big invoices","query":"source=stripe&q=filter%3Abody.amount+%3E+1000"}`,
+		`{"name":"by id","query":"q=evt_big"}`,
+	} {
+		f.mustStatus(f.do("POST", "/api/searches", s), http.StatusCreated)
+	}
+	window := `"since":"` + clock.Add(-time.Minute).Format(time.RFC3339) + `","until":"` + clock.Add(time.Hour).Format(time.RFC3339) + `"`
+	req := `{"search":"big invoices","destination":"billing","force":true,` + window
+	r := f.mustStatus(f.do("POST", "/api/replay", req+`,"dry_run":true}`), http.StatusOK)
+	if m := r.json(t); m["count"] != 1.0 || m["matched_events"] != 1.0 {
+		t.Errorf("dry run: %v; want count 1, matched_events 1", m)
+	}
+	// The originals are pending; a replay is one more delivery of big.
+	before := len(f.claim("billing", time.Minute))
+	r = f.mustStatus(f.do("POST", "/api/replay", req+`}`), http.StatusAccepted)
+	if m := r.json(t); m["count"] != 1.0 {
+		t.Errorf("replay: %v; want count 1", m)
+	}
+	cs := f.claim("billing", time.Minute)
+	if len(cs) != 1 || cs[0].Event.ID != big || !cs[0].Delivery.Replay {
+		t.Errorf("after the replay claimed %d (%d before): %+v; want one replay of %s", len(cs), before, cs, big)
+	}
+	for body, want := range map[string]struct {
+		status int
+		says   string
+	}{
+		`{"search":"big invoices","filter":"true",` + window + `}`:   {http.StatusBadRequest, "search: a saved search selects the events itself: give search or filter, not both"},
+		`{"search":"big invoices","source":"stripe",` + window + `}`: {http.StatusBadRequest, "give search or source, not both"},
+		`{"search":"big invoices","status":"dead",` + window + `}`:   {http.StatusBadRequest, "give search or status, not both"},
+		`{"search":"big invoices"}`:                                  {http.StatusBadRequest, "since: a replay by search needs since"},
+		`{"search":"nope",` + window + `}`:                           {http.StatusNotFound, `search: no saved search is named \"nope\" (saved: big invoices, by id)`},
+		`{"search":"by id",` + window + `}`:                          {http.StatusBadRequest, `does not search inside the bodies`},
+	} {
+		r := f.mustStatus(f.do("POST", "/api/replay", body), want.status)
+		if !strings.Contains(string(r.body), want.says) {
+			t.Errorf("%s: %s; want it to say %s", body, r.body, want.says)
+		}
+	}
+}
