@@ -725,3 +725,32 @@ func TestBulkReplayBySearch(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkReplayByFilterRefusedWhole: a bulk replay by filter matching
+// more than store.MaxFilterReplay events is refused whole, dry run or
+// not, and replays nothing. (The budget's other bounds, cost included,
+// end the same store.SearchBodies: storetest's SearchBodies*.)
+func TestBulkReplayByFilterRefusedWhole(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	evs := make([]store.NewEvent, store.MaxFilterReplay+1)
+	for i := range evs {
+		evs[i] = store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "github", ReceivedAt: clock.Add(time.Duration(i) * time.Millisecond),
+			Method: "POST", Path: "/webhooks/github", Header: http.Header{}, Body: []byte(`{"amount":5000}`)}, Destinations: sources["github"]}
+	}
+	if res, err := f.store.Ingest(t.Context(), evs); err != nil || res[0].Err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+	window := `"since":"` + clock.Add(-time.Minute).Format(time.RFC3339) + `","until":"` + clock.Add(time.Minute).Format(time.RFC3339) + `"`
+	for _, dry := range []string{`"dry_run":true,`, ``} {
+		r := f.mustStatus(f.do("POST", "/api/replay", `{`+dry+`"filter":"body.amount > 1000",`+window+`}`), http.StatusBadRequest)
+		if says := "filter: it matches more than 5000 events"; !strings.Contains(string(r.body), says) {
+			t.Errorf("%s: %s; want it to say %s", dry, r.body, says)
+		}
+	}
+	// One pending delivery (to ci) per event ingested, no replay.
+	counts, err := f.store.Counts(t.Context())
+	if want := store.MaxFilterReplay + 1; err != nil || counts[anyhook.StatusPending] != want {
+		t.Errorf("pending deliveries: %v, %v; want %d: a refused replay created some", counts, err, want)
+	}
+}
