@@ -87,6 +87,7 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 // taken out of f.
 func bodyQuery(q *query, f *store.EventFilter) store.Matcher {
 	body, filter := q.v.Get("body"), strings.TrimSpace(q.v.Get("filter"))
+	inQ := false
 	if b, fl, ok := BodySearch(f.Q); ok {
 		if body != "" || filter != "" {
 			q.fail(badParam("q", "%s and body= or filter=: give one", f.Q))
@@ -97,12 +98,18 @@ func bodyQuery(q *query, f *store.EventFilter) store.Matcher {
 			return nil
 		}
 		body, filter, f.Q = b, fl, ""
+		inQ = true
 	}
 	if body == "" && filter == "" {
 		return nil
 	}
 	match, err := BodyMatcher(body, filter)
 	if err != nil {
+		if inQ {
+			// The parameter given was q: "q: filter: …" names it, and
+			// which part of it.
+			err = badParam("q", "%s", err.Message)
+		}
 		q.fail(err)
 		return nil
 	}

@@ -611,6 +611,9 @@ func TestEventsSearchBodies(t *testing.T) {
 		"body=x&q=evt_a":                               "q: ",
 		"filter=true&cursor=abc":                       "cursor: ",
 		"body=" + strings.Repeat("x", 1025):            "body: longer than 1024 bytes",
+		// From q, the error names q (the parameter given) first.
+		"q=" + url.QueryEscape(`filter:body.amount >`):            `"message":"q: filter: invalid CEL expression: column`,
+		"q=" + url.QueryEscape("body:"+strings.Repeat("x", 1025)): `"message":"q: body: longer than 1024 bytes`,
 	} {
 		r := f.mustStatus(f.do("GET", "/api/events?"+params, ""), http.StatusBadRequest)
 		if !strings.Contains(string(r.body), says) {
