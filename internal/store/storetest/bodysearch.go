@@ -171,3 +171,34 @@ func testSearchBodiesCost(t *testing.T, s store.Store) {
 		t.Errorf("continued: %d events, first %v; want 3 from %s", len(evs), evs, ids[2])
 	}
 }
+
+// testSearchBodiesTypeGlob: a search inside the bodies takes a type glob
+// (a saved search's type), its sizes listed one exact type at a time as
+// ListEvents does.
+func testSearchBodiesTypeGlob(t *testing.T, s store.Store) {
+	want := map[string]bool{}
+	for i, typ := range []string{"invoice.paid", "charge.succeeded", "invoice.created", "invoice.paid", "customer.updated"} {
+		e := newEvent("stripe", "g"+strconv.Itoa(i), "billing")
+		e.Event.Type = typ
+		e.Event.ReceivedAt = received.Add(time.Duration(i) * time.Second)
+		id := ingest(t, s, e)[0].ID
+		if typ[:8] == "invoice." {
+			want[id] = true
+		}
+	}
+	all := func(*anyhook.Event) (bool, uint64) { return true, 0 }
+	evs, sr, err := store.SearchBodies(ctx(t), s, store.EventFilter{Type: "invoice.*"}, all, received.Add(time.Minute), store.DefaultBodyBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for i, ev := range evs {
+		got[ev.ID] = true
+		if i > 0 && ev.ReceivedAt.After(evs[i-1].ReceivedAt) {
+			t.Errorf("not newest first: %v after %v", ev.ReceivedAt, evs[i-1].ReceivedAt)
+		}
+	}
+	if !maps.Equal(got, want) || !sr.Complete {
+		t.Errorf("invoice.*: %d events %+v; want the %d invoices, complete", len(got), sr, len(want))
+	}
+}

@@ -106,6 +106,7 @@ func runQueue(t *testing.T, open Open) {
 		{"SearchBodies", testSearchBodies},
 		{"SearchBodiesBounded", testSearchBodiesBounded},
 		{"SearchBodiesCost", testSearchBodiesCost},
+		{"SearchBodiesTypeGlob", testSearchBodiesTypeGlob},
 		{"SavedSearches", testSavedSearches},
 		{"DeliveriesOfEvents", testDeliveriesOfEvents},
 		{"ListDeliveries", testListDeliveries},
