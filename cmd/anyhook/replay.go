@@ -66,14 +66,14 @@ event's actions record it, by "cli", with --reason.
 
 --status takes dead, held, delivered or skipped. Pending, retrying,
 delivering and paused deliveries are refused: each is still to be sent, and a replay
-would send its event twice. A --status replay into a destination that is
+would send its event twice. A --status, --filter or --search replay into a destination that is
 paused, or whose latest attempt failed with none succeeding since, asks
 first (on a terminal; elsewhere it exits 2 naming them): the replays
 would spend their attempts there and go dead again. --yes replays
 without asking; an --event replay only says so.
 
 --dry-run prints what would be replayed and changes nothing. Exit 1: no
-such event, or not confirmed; exit 2: bad flags or config, an ambiguous
+such event or saved search, or not confirmed; exit 2: bad flags or config, an ambiguous
 provider event id, an unreachable database, a paused or failing
 destination without --yes.`
 
