@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -27,6 +28,8 @@ import (
 const replayUsage = `usage: anyhook replay [--config FILE] --event ID [--source S] [--destination D] [--ignore-filters] [--reason TEXT] [--dry-run] [--json]
        anyhook replay [--config FILE] --status STATUS [--source S] [--destination D]
                       [--since T] [--until T] [--reason TEXT] [--yes] [--dry-run] [--json]
+       anyhook replay [--config FILE] (--filter EXPR [--source S] [--status STATUS] | --search NAME)
+                      --since T [--until T] [--destination D] [--reason TEXT] [--yes] [--dry-run] [--json]
 
 Marks events for redelivery: each replay is a new delivery carrying the
 same X-AnyHook-Delivery and X-AnyHook-Replay: true.
@@ -44,6 +47,18 @@ deliveries in that status (e.g. dead), filtered by --source,
 --destination and creation time (--since, --until: an RFC 3339 time or a
 duration ago such as 24h).
 
+--filter replays the deliveries of the events a CEL expression accepts
+(a destination's filter language: body.data.object.customer == "cus_1"),
+among those received from --since (required) to --until (default now);
+--search does so for a saved search of the dashboard or the API (by its
+name; its q must be body: or filter:, and it brings its own source). It
+reads the body of every event in that window, so it is bounded as the
+API's bulk replay is: at most 20,000 events (48 MiB of bodies, a filter
+cost of 80 evaluations at the cost limit) read and 5,000 matched; a
+window holding more is refused whole (exit 2), saying where the reading
+stopped: replay from there to --until first. --dry-run first, and give
+the replay the same --until.
+
 Each replay takes the held and dead deliveries of its event and
 destination out of their queues (status resolved: the replay carries the
 work), so --status dead run twice replays nothing the second time. The
@@ -51,14 +66,14 @@ event's actions record it, by "cli", with --reason.
 
 --status takes dead, held, delivered or skipped. Pending, retrying,
 delivering and paused deliveries are refused: each is still to be sent, and a replay
-would send its event twice. A --status replay into a destination that is
+would send its event twice. A --status, --filter or --search replay into a destination that is
 paused, or whose latest attempt failed with none succeeding since, asks
 first (on a terminal; elsewhere it exits 2 naming them): the replays
 would spend their attempts there and go dead again. --yes replays
 without asking; an --event replay only says so.
 
 --dry-run prints what would be replayed and changes nothing. Exit 1: no
-such event, or not confirmed; exit 2: bad flags or config, an ambiguous
+such event or saved search, or not confirmed; exit 2: bad flags or config, an ambiguous
 provider event id, an unreachable database, a paused or failing
 destination without --yes.`
 
@@ -72,6 +87,8 @@ type replayItem struct {
 // replayReport is what replay prints with --json.
 type replayReport struct {
 	DryRun bool `json:"dry_run"`
+	// Matched is how many events --filter or --search accepted.
+	MatchedEvents *int `json:"matched_events,omitempty"`
 	// Count is the number of replay deliveries created (or, in a dry run,
 	// that would be).
 	Count int `json:"count"`
@@ -115,6 +132,7 @@ type replayError struct {
 
 type replayOptions struct {
 	cfgPath, event, status, source, dest, since, until, reason string
+	filter, search                                             string
 	dryRun, json, ignoreFilters, yes                           bool
 }
 
@@ -126,8 +144,10 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.status, "status", "", "replay the deliveries in this `status`: dead, held, delivered or skipped")
 	fs.StringVar(&o.source, "source", "", "only this `source` (with --event: the source of a provider event id)")
 	fs.StringVar(&o.dest, "destination", "", "only this `destination`")
-	fs.StringVar(&o.since, "since", "", "with --status: deliveries created at or after `T`, an RFC 3339 time or a duration ago (e.g. 24h)")
-	fs.StringVar(&o.until, "until", "", "with --status: deliveries created before `T`, an RFC 3339 time or a duration ago")
+	fs.StringVar(&o.filter, "filter", "", "replay the deliveries of the events this CEL `expression` accepts, received from --since to --until")
+	fs.StringVar(&o.search, "search", "", "replay the deliveries of the events the saved search of this `name` finds, received from --since to --until")
+	fs.StringVar(&o.since, "since", "", "with --status: deliveries created at or after `T`, an RFC 3339 time or a duration ago (e.g. 24h); with --filter, --search: events received")
+	fs.StringVar(&o.until, "until", "", "with --status: deliveries created before `T`, an RFC 3339 time or a duration ago; with --filter, --search: events received")
 	fs.StringVar(&o.reason, "reason", "", "why, recorded with the replay in the event's actions (one line)")
 	fs.BoolVar(&o.ignoreFilters, "ignore-filters", false, "with --event and no --destination: replay to every destination of the source, whatever their filters say")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be replayed; change nothing")
@@ -147,8 +167,17 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return fail(stderr, code, err)
 	}
-	if (o.event == "") == (o.status == "") {
-		return bad(exitUsage, errors.New("replay: give either --event ID or --status STATUS (anyhook replay --help)"))
+	o.filter, o.search = strings.TrimSpace(o.filter), strings.TrimSpace(o.search)
+	bySel := o.filter != "" || o.search != ""
+	switch {
+	case (o.event != "") == (o.status != "" || bySel):
+		return bad(exitUsage, errors.New("replay: give either --event ID, --status STATUS, --filter EXPR or --search NAME (anyhook replay --help)"))
+	case o.filter != "" && o.search != "":
+		return bad(exitUsage, errors.New("replay: give --filter or --search, not both"))
+	case o.search != "" && (o.source != "" || o.status != ""):
+		return bad(exitUsage, errors.New("replay: --search selects the events itself: give --search or --source/--status, not both"))
+	case bySel && o.since == "":
+		return bad(exitUsage, errors.New("replay: --filter and --search need --since: they read the body of every event received from --since to --until"))
 	}
 	reason, err := store.CheckReason(o.reason)
 	if err != nil {
@@ -157,22 +186,22 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o.reason = reason
 	// No stored id or name has bytes that are not text; PostgreSQL would
 	// fail the lookup where SQLite finds nothing.
-	for _, v := range []struct{ flag, value string }{{"--event", o.event}, {"--source", o.source}, {"--destination", o.dest}} {
+	for _, v := range []struct{ flag, value string }{{"--event", o.event}, {"--source", o.source}, {"--destination", o.dest}, {"--search", o.search}} {
 		if p := store.TextProblem(v.value); p != "" {
 			return bad(exitUsage, fmt.Errorf("replay: %s %s", v.flag, p))
 		}
 	}
 	var f store.DeliveryFilter
-	if o.status != "" {
+	if o.status != "" || bySel {
 		f = store.DeliveryFilter{Status: anyhook.DeliveryStatus(o.status), Source: o.source, Destination: o.dest}
-		if !f.Status.Valid() {
+		if f.Status != "" && !f.Status.Valid() {
 			msg := fmt.Sprintf("replay: --status %q is not a delivery status; a replay takes %s", o.status, statusList(store.ReplayStatuses))
 			if st := cli.Suggest(o.status, statusNames(store.ReplayStatuses)); st != "" {
 				msg += fmt.Sprintf(" (did you mean %s?)", st)
 			}
 			return bad(exitUsage, errors.New(msg))
 		}
-		if why := store.ReplayRefusal(f.Status); why != "" {
+		if why := store.ReplayRefusal(f.Status); f.Status != "" && why != "" {
 			if f.Status == anyhook.StatusResolved {
 				why += "; replay one event with --event ID"
 			}
@@ -196,7 +225,14 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return bad(exitUsage, errors.New("replay: --since must be before --until"))
 		}
 	} else if o.since != "" || o.until != "" {
-		return bad(exitUsage, errors.New("replay: --since and --until go with --status"))
+		return bad(exitUsage, errors.New("replay: --since and --until go with --status, --filter or --search"))
+	}
+	var sel admin.EventSelection
+	if o.filter != "" {
+		var perr *admin.Error
+		if sel, perr = admin.FilterSelection(o.source, o.filter); perr != nil {
+			return bad(exitUsage, fmt.Errorf("replay: --%s", perr.Message))
+		}
 	}
 	cfg, err := loadConfig(o.cfgPath, stderr, "replay", "database", "destinations.*.sources", "destinations.*.filter")
 	if err != nil {
@@ -206,7 +242,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// No dispatcher would ever take such a delivery.
 		return bad(exitUsage, fmt.Errorf("replay: --destination %q is not in %s (known: %s)", o.dest, cfg.Path, strings.Join(cfg.DestinationOrder, ", ")))
 	}
-	if o.status != "" && o.dest == "" {
+	if (o.status != "" || bySel) && o.dest == "" {
 		// Only destinations a dispatcher takes: a replay queued for one the
 		// config no longer names would wait for ever.
 		f.Destinations = cfg.DestinationOrder
@@ -218,9 +254,12 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer st.Close()
 	var rep replayReport
 	var code int
-	if o.event != "" {
+	switch {
+	case o.event != "":
 		rep, code, err = replayEvent(ctx, st, cfg, o)
-	} else {
+	case bySel:
+		rep, code, err = replaySelected(ctx, st, f, sel, o, stderr)
+	default:
 		rep, code, err = replayStatus(ctx, st, f, o, stderr)
 	}
 	if err != nil {
@@ -334,6 +373,52 @@ func replayStatus(ctx context.Context, st store.Store, f store.DeliveryFilter, o
 		return rep, exitFail, fmt.Errorf("replay: %w", store.PrunedManyError(len(pruned), pruned[0]))
 	}
 	return rep, exitOK, nil
+}
+
+// replaySelected replays, as replayStatus does, the deliveries f selects
+// of the events --filter (sel) or the saved search --search selects,
+// read as the API's bulk replay reads them (admin.FilterEvents): refused
+// whole past its bounds.
+func replaySelected(ctx context.Context, st store.Store, f store.DeliveryFilter, sel admin.EventSelection, o replayOptions, stderr io.Writer) (replayReport, int, error) {
+	if o.search != "" {
+		var err error
+		if sel, err = admin.SearchSelection(ctx, st, o.search); err != nil {
+			return replayReport{}, selectionExit(err), flagError(err)
+		}
+		f.Source, f.Status = sel.Source, sel.Status
+	}
+	ids, err := admin.FilterEvents(ctx, st, sel, f.Since, f.Until, time.Now())
+	if err != nil {
+		return replayReport{}, selectionExit(err), flagError(err)
+	}
+	// The window is the events' receive time; the deliveries are those
+	// of the events selected, whenever created.
+	f.EventIDs, f.Since, f.Until = ids, time.Time{}, time.Time{}
+	rep, code, err := replayStatus(ctx, st, f, o, stderr)
+	n := len(ids)
+	rep.MatchedEvents = &n
+	return rep, code, err
+}
+
+// selectionExit is the exit code of err from admin.SearchSelection or
+// FilterEvents: 1 for no saved search of that name (as for no such
+// event), 2 for the rest (flags to change).
+func selectionExit(err error) int {
+	var e *admin.Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return exitFail
+	}
+	return exitUsage
+}
+
+// flagError words an admin.Error, whose message names the API's field
+// (search, filter, since), for the flag of that name.
+func flagError(err error) error {
+	var e *admin.Error
+	if errors.As(err, &e) {
+		return fmt.Errorf("replay: --%s", e.Message)
+	}
+	return fmt.Errorf("replay: %w", err)
 }
 
 // statusNames are ss as strings.
@@ -452,7 +537,11 @@ func (r replayReport) print(w io.Writer) {
 			fmt.Fprintf(w, "not to %s: its filter does not accept the event (--ignore-filters to send anyway)\n", strings.Join(r.Filtered, ", "))
 		}
 	} else {
-		fmt.Fprintf(w, "%s %d %s\n", verb, r.Count, plural(r.Count, "delivery", "deliveries"))
+		fmt.Fprintf(w, "%s %d %s", verb, r.Count, plural(r.Count, "delivery", "deliveries"))
+		if r.MatchedEvents != nil {
+			fmt.Fprintf(w, " of the %d %s matched", *r.MatchedEvents, plural(*r.MatchedEvents, "event", "events"))
+		}
+		fmt.Fprintln(w)
 		for _, d := range r.Deliveries {
 			fmt.Fprintf(w, "  event %s to %s\n", d.EventID, d.Destination)
 		}

@@ -55,6 +55,7 @@ import (
 type Store interface {
 	Event(ctx context.Context, id string) (anyhook.Event, error)
 	ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error)
+	store.BodyLister
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
 	Replay(ctx context.Context, eventID string, destinations []string, by store.Actor) ([]anyhook.Delivery, error)
 	ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by store.Actor) (store.BulkReplay, error)

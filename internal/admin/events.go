@@ -85,8 +85,9 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request) error {
 // of a search inside the bodies, or nil when neither is given.
 // A q of body:… or filter:… is the same search (BodySearch), and is
 // taken out of f.
-func bodyQuery(q *query, f *store.EventFilter) func(*anyhook.Event) bool {
+func bodyQuery(q *query, f *store.EventFilter) store.Matcher {
 	body, filter := q.v.Get("body"), strings.TrimSpace(q.v.Get("filter"))
+	inQ := false
 	if b, fl, ok := BodySearch(f.Q); ok {
 		if body != "" || filter != "" {
 			q.fail(badParam("q", "%s and body= or filter=: give one", f.Q))
@@ -97,12 +98,18 @@ func bodyQuery(q *query, f *store.EventFilter) func(*anyhook.Event) bool {
 			return nil
 		}
 		body, filter, f.Q = b, fl, ""
+		inQ = true
 	}
 	if body == "" && filter == "" {
 		return nil
 	}
 	match, err := BodyMatcher(body, filter)
 	if err != nil {
+		if inQ {
+			// The parameter given was q: "q: filter: …" names it, and
+			// which part of it.
+			err = badParam("q", "%s", err.Message)
+		}
 		q.fail(err)
 		return nil
 	}
@@ -125,7 +132,7 @@ const MaxBodyText = 1024
 // body holds the bytes of body, and the CEL expression filter (the
 // language and variables of a destination's filter, route.Compile) is
 // true; either may be "". Its error names the parameter.
-func BodyMatcher(body, filter string) (func(*anyhook.Event) bool, *Error) {
+func BodyMatcher(body, filter string) (store.Matcher, *Error) {
 	if len(body) > MaxBodyText {
 		return nil, badParam("body", "longer than %d bytes", MaxBodyText)
 	}
@@ -137,23 +144,23 @@ func BodyMatcher(body, filter string) (func(*anyhook.Event) bool, *Error) {
 		}
 	}
 	needle := []byte(body)
-	return func(ev *anyhook.Event) bool {
+	return func(ev *anyhook.Event) (bool, uint64) {
 		if !bytes.Contains(ev.Body, needle) {
-			return false
+			return false, 0
 		}
 		if cel == nil {
-			return true
+			return true, 0
 		}
 		// An evaluation that fails (over the cost limit, a field of the
 		// wrong type) is no match, as it is for a destination.
-		ok, err := cel.Match(routes.NewInput(routes.FromEvent(ev)))
-		return err == nil && ok
+		ok, cost, err := cel.MatchCost(routes.NewInput(routes.FromEvent(ev)))
+		return err == nil && ok, cost
 	}, nil
 }
 
 // searchBodies answers GET /api/events?body=&filter=: the matching events
 // of the bounded window (store.SearchBodies), and how far back it looked.
-func (a *API) searchBodies(w http.ResponseWriter, r *http.Request, f store.EventFilter, match func(*anyhook.Event) bool) error {
+func (a *API) searchBodies(w http.ResponseWriter, r *http.Request, f store.EventFilter, match store.Matcher) error {
 	evs, sr, err := store.SearchBodies(r.Context(), a.store, f, match, a.now(), store.DefaultBodyBudget)
 	if err != nil {
 		return err
@@ -346,6 +353,10 @@ type bulkReplayRequest struct {
 	// language), keeps the deliveries of the events it accepts among
 	// those received from since to until (required since).
 	Filter string `json:"filter"`
+	// Search, the name of a saved search (of body: or filter:), replays
+	// the events it finds as Filter does; it brings its own source, so
+	// neither filter, source nor status goes with it.
+	Search string `json:"search"`
 	// Force replays into destinations that are paused or failing, which
 	// is otherwise refused (409) naming them.
 	Force bool `json:"force"`
@@ -489,15 +500,26 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		q.fail(badParam("destination", "unknown destination %q (configured: %s)", f.Destination, strings.Join(a.dests, ", ")))
 	}
 	q.window(f.Since, f.Until)
-	filter := strings.TrimSpace(req.Filter)
-	var match func(*anyhook.Event) bool
-	if filter != "" {
-		var perr *Error
-		if match, perr = BodyMatcher("", filter); perr != nil {
+	filter, search := strings.TrimSpace(req.Filter), strings.TrimSpace(req.Search)
+	var sel *EventSelection
+	switch {
+	case search != "":
+		for _, c := range []struct{ name, value string }{{"filter", filter}, {"source", f.Source}, {"status", string(f.Status)}} {
+			if c.value != "" {
+				q.fail(badParam("search", "a saved search selects the events itself: give search or %s, not both", c.name))
+			}
+		}
+		if f.Since.IsZero() {
+			q.fail(badParam("since", "a replay by search needs since: it reads the body of every event received from since to until"))
+		}
+	case filter != "":
+		s, perr := FilterSelection(f.Source, filter)
+		if perr != nil {
 			q.fail(perr)
 		} else if f.Since.IsZero() {
 			q.fail(badParam("since", "a replay by filter needs since: it reads the body of every event received from since to until"))
 		}
+		sel = &s
 	}
 	if f.Destination == "" && f.Source == "" && f.Status == "" && f.Since.IsZero() && f.Until.IsZero() {
 		q.fail(&Error{Status: http.StatusBadRequest, Code: "invalid",
@@ -506,9 +528,16 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	if q.err != nil {
 		return q.err
 	}
+	if search != "" {
+		s, err := SearchSelection(r.Context(), a.store, search)
+		if err != nil {
+			return err
+		}
+		sel, f.Source, f.Status = &s, s.Source, s.Status
+	}
 	var matched *int
-	if match != nil {
-		ids, err := a.filterEvents(r, f, match)
+	if sel != nil {
+		ids, err := FilterEvents(r.Context(), a.store, *sel, f.Since, f.Until, a.now())
 		if err != nil {
 			return err
 		}
@@ -552,39 +581,8 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	a.log.LogAttrs(r.Context(), slog.LevelInfo, "admin: bulk replay",
 		slog.String("source", f.Source), slog.String("status", string(f.Status)),
 		slog.String("destination", f.Destination), slog.Time("since", f.Since), slog.Time("until", f.Until),
-		slog.String("filter", filter), slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
+		slog.String("filter", filter), slog.String("search", search), slog.Int("count", res.Count), slog.Int("skipped_pruned", len(res.Pruned)),
 		slog.Any("forced_into", troubledNames(troubled)),
 		slog.String("actor", by.Name), slog.String("reason", by.Reason))
 	return writeJSON(w, http.StatusAccepted, bulkReplayResponse{Count: res.Count, Matched: matched, Skipped: skipped(res.Pruned), Troubled: TroubledDestinations(troubled)})
-}
-
-// filterEvents returns the ids of the events received from f.Since to
-// f.Until (now) of f.Source that match accepts, for a bulk replay by
-// filter. It reads at most store.ReplayBodyBudget of them and keeps at
-// most store.MaxFilterReplay: a window holding more is refused, naming
-// how far back the budget reached, so that a replay never covers part of
-// what it was asked for.
-func (a *API) filterEvents(r *http.Request, f store.DeliveryFilter, match func(*anyhook.Event) bool) ([]string, error) {
-	until := f.Until
-	if until.IsZero() {
-		until = a.now()
-	}
-	b := store.ReplayBodyBudget
-	b.Window, b.Matches = until.Sub(f.Since), store.MaxFilterReplay+1
-	evs, sr, err := store.SearchBodies(r.Context(), a.store, store.EventFilter{Source: f.Source, Since: f.Since, Until: until}, match, a.now(), b)
-	if err != nil {
-		return nil, err
-	}
-	if len(evs) > store.MaxFilterReplay {
-		return nil, badParam("filter", "it matches more than %d events from since to until; replay a shorter window at a time", store.MaxFilterReplay)
-	}
-	if !sr.Complete {
-		return nil, badParam("since", "a replay by filter reads at most %d events (%d MiB) of bodies, which reached back to %s only; replay a shorter window at a time (until=%s is where this one stopped)",
-			b.Rows, b.Bytes>>20, sr.BackTo.UTC().Format(time.RFC3339Nano), sr.BackTo.UTC().Format(time.RFC3339Nano))
-	}
-	ids := make([]string, len(evs))
-	for i, ev := range evs {
-		ids[i] = ev.ID
-	}
-	return ids, nil
 }

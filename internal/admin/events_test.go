@@ -611,6 +611,9 @@ func TestEventsSearchBodies(t *testing.T) {
 		"body=x&q=evt_a":                               "q: ",
 		"filter=true&cursor=abc":                       "cursor: ",
 		"body=" + strings.Repeat("x", 1025):            "body: longer than 1024 bytes",
+		// From q, the error names q (the parameter given) first.
+		"q=" + url.QueryEscape(`filter:body.amount >`):            `"message":"q: filter: invalid CEL expression: column`,
+		"q=" + url.QueryEscape("body:"+strings.Repeat("x", 1025)): `"message":"q: body: longer than 1024 bytes`,
 	} {
 		r := f.mustStatus(f.do("GET", "/api/events?"+params, ""), http.StatusBadRequest)
 		if !strings.Contains(string(r.body), says) {
@@ -672,5 +675,85 @@ func TestBulkReplayByFilter(t *testing.T) {
 		if !strings.Contains(string(r.body), says) {
 			t.Errorf("%s: %s; want it to say %q", body, r.body, says)
 		}
+	}
+}
+
+// TestBulkReplayBySearch: POST /api/replay takes the name of a saved
+// search (q=filter:…, with its source) and replays the deliveries of the
+// events it finds, as a filter does; it refuses a search with filter,
+// source or status (naming the conflict), an unknown name (404), and a
+// saved search that is not a search inside the bodies.
+func TestBulkReplayBySearch(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.seed("stripe", "evt_small", []byte(`{"amount":100}`), 0)
+	big := f.seed("stripe", "evt_big", []byte(`{"amount":5000}`), time.Minute)
+	f.seed("github", "gh_big", []byte(`{"amount":5000}`), time.Minute) // another source
+	for _, s := range []string{
+		`{"name":"big invoices","query":"source=stripe&q=filter%3Abody.amount+%3E+1000"}`,
+		`{"name":"by id","query":"q=evt_big"}`,
+	} {
+		f.mustStatus(f.do("POST", "/api/searches", s), http.StatusCreated)
+	}
+	window := `"since":"` + clock.Add(-time.Minute).Format(time.RFC3339) + `","until":"` + clock.Add(time.Hour).Format(time.RFC3339) + `"`
+	req := `{"search":"big invoices","destination":"billing","force":true,` + window
+	r := f.mustStatus(f.do("POST", "/api/replay", req+`,"dry_run":true}`), http.StatusOK)
+	if m := r.json(t); m["count"] != 1.0 || m["matched_events"] != 1.0 {
+		t.Errorf("dry run: %v; want count 1, matched_events 1", m)
+	}
+	// The originals are pending; a replay is one more delivery of big.
+	before := len(f.claim("billing", time.Minute))
+	r = f.mustStatus(f.do("POST", "/api/replay", req+`}`), http.StatusAccepted)
+	if m := r.json(t); m["count"] != 1.0 {
+		t.Errorf("replay: %v; want count 1", m)
+	}
+	cs := f.claim("billing", time.Minute)
+	if len(cs) != 1 || cs[0].Event.ID != big || !cs[0].Delivery.Replay {
+		t.Errorf("after the replay claimed %d (%d before): %+v; want one replay of %s", len(cs), before, cs, big)
+	}
+	for body, want := range map[string]struct {
+		status int
+		says   string
+	}{
+		`{"search":"big invoices","filter":"true",` + window + `}`:   {http.StatusBadRequest, "search: a saved search selects the events itself: give search or filter, not both"},
+		`{"search":"big invoices","source":"stripe",` + window + `}`: {http.StatusBadRequest, "give search or source, not both"},
+		`{"search":"big invoices","status":"dead",` + window + `}`:   {http.StatusBadRequest, "give search or status, not both"},
+		`{"search":"big invoices"}`:                                  {http.StatusBadRequest, "since: a replay by search needs since"},
+		`{"search":"nope",` + window + `}`:                           {http.StatusNotFound, `search: no saved search is named \"nope\" (saved: big invoices, by id)`},
+		`{"search":"by id",` + window + `}`:                          {http.StatusBadRequest, `does not search inside the bodies`},
+	} {
+		r := f.mustStatus(f.do("POST", "/api/replay", body), want.status)
+		if !strings.Contains(string(r.body), want.says) {
+			t.Errorf("%s: %s; want it to say %s", body, r.body, want.says)
+		}
+	}
+}
+
+// TestBulkReplayByFilterRefusedWhole: a bulk replay by filter matching
+// more than store.MaxFilterReplay events is refused whole, dry run or
+// not, and replays nothing. (The budget's other bounds, cost included,
+// end the same store.SearchBodies: storetest's SearchBodies*.)
+func TestBulkReplayByFilterRefusedWhole(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	evs := make([]store.NewEvent, store.MaxFilterReplay+1)
+	for i := range evs {
+		evs[i] = store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "github", ReceivedAt: clock.Add(time.Duration(i) * time.Millisecond),
+			Method: "POST", Path: "/webhooks/github", Header: http.Header{}, Body: []byte(`{"amount":5000}`)}, Destinations: sources["github"]}
+	}
+	if res, err := f.store.Ingest(t.Context(), evs); err != nil || res[0].Err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+	window := `"since":"` + clock.Add(-time.Minute).Format(time.RFC3339) + `","until":"` + clock.Add(time.Minute).Format(time.RFC3339) + `"`
+	for _, dry := range []string{`"dry_run":true,`, ``} {
+		r := f.mustStatus(f.do("POST", "/api/replay", `{`+dry+`"filter":"body.amount > 1000",`+window+`}`), http.StatusBadRequest)
+		if says := "filter: it matches more than 5000 events"; !strings.Contains(string(r.body), says) {
+			t.Errorf("%s: %s; want it to say %s", dry, r.body, says)
+		}
+	}
+	// One pending delivery (to ci) per event ingested, no replay.
+	counts, err := f.store.Counts(t.Context())
+	if want := store.MaxFilterReplay + 1; err != nil || counts[anyhook.StatusPending] != want {
+		t.Errorf("pending deliveries: %v, %v; want %d: a refused replay created some", counts, err, want)
 	}
 }

@@ -79,6 +79,10 @@ type IncidentSettings struct {
 	// EscalateAfter: ... or once it has been open this long. 0s: never.
 	// Default 15m.
 	EscalateAfter Duration `yaml:"escalate_after"`
+	// Retention: a resolved incident (and its sample of events) is
+	// deleted this long after its resolve. 0s: kept for ever. Default
+	// 2160h (90 days).
+	Retention Duration `yaml:"retention"`
 }
 
 // Source is one inbound URL: POST /webhooks/<Name>.

@@ -230,6 +230,9 @@ func TestErrors(t *testing.T) {
 		{"escalate_events negative", "incidents:\n  escalate_events: -1\n" + minimal, 2, "incidents.escalate_events", "must not be negative"},
 		{"reopen_within negative", minimal + "incidents:\n  reopen_within: -1m\n", 6, "incidents.reopen_within", "must not be negative"},
 		{"incidents unknown key", minimal + "incidents:\n  resolve_afte: 1m\n", 6, "incidents.resolve_afte", "unknown key"},
+		{"incident retention short", minimal + "incidents:\n  retention: 1h\n", 6, "incidents.retention", "at least 24h"},
+		{"incident retention negative", minimal + "incidents:\n  retention: -1h\n", 6, "incidents.retention", "must be 0s"},
+		{"incident retention within reopen", minimal + "incidents:\n  reopen_within: 48h\n  retention: 30h\n", 7, "incidents.retention", "longer than incidents.reopen_within (48h0m0s)"},
 		{"unknown nested key", minimal + "    secret: [x]\n", 5, "sources.stripe.secret", "unknown key"},
 		{"unknown backoff key", minimal + "destinations:\n  d:\n    url: http://x/\n    sources: [stripe]\n    backoff: {inital: 1s}\n",
 			9, "destinations.d.backoff.inital", "unknown key"},
@@ -767,12 +770,12 @@ func TestIncidentDefaults(t *testing.T) {
 	c := mustParse(t, minimal)
 	in := c.Incidents
 	if in.ResolveAfter.D() != DefaultResolveAfter || in.ReopenWithin.D() != DefaultReopenWithin || in.EscalateEvents != DefaultEscalateEvents ||
-		in.EscalateAfter.D() != DefaultEscalateAfter || c.AlertDeliveryDead {
+		in.EscalateAfter.D() != DefaultEscalateAfter || in.Retention.D() != 90*24*time.Hour || c.AlertDeliveryDead {
 		t.Errorf("defaults: %+v, alert_delivery_dead %v", in, c.AlertDeliveryDead)
 	}
-	c = mustParse(t, minimal+"alert_delivery_dead: true\nincidents:\n  resolve_after: 1m\n  reopen_within: 0s\n  escalate_events: 0\n  escalate_after: 0s\n")
+	c = mustParse(t, minimal+"alert_delivery_dead: true\nincidents:\n  resolve_after: 1m\n  reopen_within: 0s\n  escalate_events: 0\n  escalate_after: 0s\n  retention: 0s\n")
 	in = c.Incidents
-	if in.ResolveAfter.D() != time.Minute || in.ReopenWithin != 0 || in.EscalateEvents != 0 || in.EscalateAfter != 0 || !c.AlertDeliveryDead {
+	if in.ResolveAfter.D() != time.Minute || in.ReopenWithin != 0 || in.EscalateEvents != 0 || in.EscalateAfter != 0 || in.Retention != 0 || !c.AlertDeliveryDead {
 		t.Errorf("explicit: %+v, alert_delivery_dead %v", in, c.AlertDeliveryDead)
 	}
 }

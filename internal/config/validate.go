@@ -42,6 +42,7 @@ const (
 	DefaultReopenWithin   = 30 * time.Minute
 	DefaultEscalateEvents = 10
 	DefaultEscalateAfter  = 15 * time.Minute
+	DefaultIncidentKeep   = 90 * 24 * time.Hour
 )
 
 // setDefaults fills every value left out of the file. A value written
@@ -132,6 +133,7 @@ func (c *Config) setDefaults() {
 	dur(&c.Incidents.ReopenWithin, "incidents.reopen_within", DefaultReopenWithin)
 	integer(&c.Incidents.EscalateEvents, "incidents.escalate_events", DefaultEscalateEvents)
 	dur(&c.Incidents.EscalateAfter, "incidents.escalate_after", DefaultEscalateAfter)
+	dur(&c.Incidents.Retention, "incidents.retention", DefaultIncidentKeep)
 	dur(&c.Delivery.PollInterval, "delivery.poll_interval", DefaultPollInterval)
 	dur(&c.Delivery.Grace, "delivery.grace", DefaultGrace)
 	dur(&c.Delivery.Shutdown, "delivery.shutdown", DefaultShutdown)
@@ -626,6 +628,11 @@ func (c *Config) validateIncidents() error {
 	}
 	if in.EscalateAfter < 0 {
 		p.add(c.Errorf("incidents.escalate_after", "must not be negative (0s: never by time)"))
+	}
+	// A resolved incident must outlive the window it can reopen in, or a
+	// failure in it would open a new one beside the deleted one.
+	if r := in.Retention; r < 0 || (r > 0 && (r.D() < 24*time.Hour || r <= in.ReopenWithin)) {
+		p.add(c.Errorf("incidents.retention", "must be 0s (keep resolved incidents for ever) or at least 24h and longer than incidents.reopen_within (%s), not %s", in.ReopenWithin, r))
 	}
 	return p.err()
 }

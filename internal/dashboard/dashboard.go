@@ -60,6 +60,7 @@ var assetFS embed.FS
 type Store interface {
 	Event(ctx context.Context, id string) (anyhook.Event, error)
 	ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error)
+	store.BodyLister
 	ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error)
 	Paused(ctx context.Context) (map[string]bool, error)
 	Breakers(ctx context.Context) (map[string]store.Breaker, error)

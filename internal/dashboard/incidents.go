@@ -85,6 +85,10 @@ type incidentData struct {
 	Open     bool // open: it can be acknowledged
 	Resolved bool
 	For      time.Duration // how long it has lasted (until resolved)
+	// PausedBy is "a person" or "its breaker" while the destination is
+	// paused: its failing deliveries then wait as paused, not dead, and
+	// the page links that list.
+	PausedBy string
 }
 
 // NavKey marks the page in the navigation.
@@ -102,6 +106,19 @@ func (d *Dashboard) incidentPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	data := incidentData{incidentRow: incidentRow{i, incident.Describe(i.Kind)}, Open: i.State == store.IncidentOpen,
 		Resolved: i.State == store.IncidentResolved, For: end.Sub(i.FirstSeen)}
+	paused, err := d.opt.Store.Paused(r.Context())
+	if err != nil {
+		return err
+	}
+	breakers, err := d.opt.Store.Breakers(r.Context())
+	if err != nil {
+		return err
+	}
+	if _, ok := breakers[i.Destination]; ok {
+		data.PausedBy = "its breaker"
+	} else if paused[i.Destination] {
+		data.PausedBy = "a person"
+	}
 	d.render(w, r, http.StatusOK, "incident", "Incident: "+i.Destination+" "+i.Kind, data)
 	return nil
 }

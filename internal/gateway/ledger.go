@@ -53,7 +53,7 @@ func (g *Gateway) newLedger(ctx context.Context, l store.Ledger) error {
 		return fmt.Errorf("%s: database: %w", g.cfg.Path, err)
 	}
 	cpo := checkpointerOptions(g.cfg, key)
-	cpo.Logger, cpo.Now = g.log, g.now
+	cpo.Logger, cpo.Now, cpo.Incidents = g.log, g.now, g.store
 	cpo.OnFailure = func(err error) {
 		g.ledgerAlert("", "the tamper-evident log failed its self-check: "+err.Error()+". Run anyhook log verify.")
 	}

@@ -210,6 +210,8 @@ func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.Checkpointe
 		Interval:  cfg.Ledger.CheckpointInterval.D(),
 		PushURL:   cfg.Ledger.PushURL,
 		Retention: cfg.Ledger.Retention.D(),
+		// The incidents' retention rides on the same round.
+		IncidentRetention: cfg.Incidents.Retention.D(),
 	}
 }
 

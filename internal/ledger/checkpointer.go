@@ -47,7 +47,12 @@ type CheckpointerOptions struct {
 	// Retention, when > 0, empties the bodies of logged events received
 	// longer ago than this (their hashes stay in the ledger).
 	Retention time.Duration
-	Logger    *slog.Logger
+	// Incidents, when set with IncidentRetention > 0, deletes the
+	// incidents resolved longer ago than that (incidents.retention), in
+	// the same round as the bodies.
+	Incidents         store.IncidentPruner
+	IncidentRetention time.Duration
+	Logger            *slog.Logger
 	// OnFailure is called when the self-check finds the stored log no longer
 	// matches the last checkpoint or its events: a verification failure.
 	OnFailure func(err error)
@@ -336,6 +341,21 @@ func (c *Checkpointer) prune(ctx context.Context) {
 	if _, err := PruneActivity(ctx, c.st, now.Add(-store.ActivityKept)); err != nil && ctx.Err() == nil {
 		c.opt.Logger.Warn("ledger: pruning the activity rollup failed", "err", err)
 	}
+	if c.opt.Incidents != nil && c.opt.IncidentRetention > 0 {
+		if _, err := PruneIncidents(ctx, c.opt.Incidents, now.Add(-c.opt.IncidentRetention)); err != nil && ctx.Err() == nil {
+			c.opt.Logger.Warn("ledger: pruning old incidents failed", "err", err)
+		}
+	}
+}
+
+// incidentBatch is how many incidents one transaction of PruneIncidents
+// deletes: each takes its events (at most a few hundred rows) along.
+const incidentBatch = 100
+
+// PruneIncidents deletes the incidents resolved before cutoff, and their
+// events, a batch at a time; it returns how many.
+func PruneIncidents(ctx context.Context, st store.IncidentPruner, cutoff time.Time) (int, error) {
+	return inBatches(ctx, incidentBatch, func(limit int) (int, error) { return st.PruneIncidents(ctx, cutoff, limit) })
 }
 
 // Prune empties the bodies of logged events received before cutoff whose

@@ -318,25 +318,42 @@ var ErrNotBool = errors.New("the filter's value is not true or false")
 // Match evaluates f on in. An error (a missing key, a type mismatch, the
 // cost limit) means no match; the caller logs it.
 func (f *Filter) Match(in *Input) (bool, error) {
+	ok, _, err := f.MatchCost(in)
+	return ok, err
+}
+
+// MatchCost is Match, also saying what the evaluation cost, decoding the
+// body included (CostLimit when it went over): a search that evaluates
+// f on many events bounds their total.
+func (f *Filter) MatchCost(in *Input) (bool, uint64, error) {
 	in.act = activation{in: in, reads: f.reads}
 	a := &in.act
 	defer func() { in.act = activation{} }() // the decoded body is garbage now
 	out, det, err := f.prg.Eval(a)
 	if a.over {
-		return false, ErrCost
+		return false, CostLimit, ErrCost
+	}
+	cost := uint64((a.spent + bytesPerCost - 1) / bytesPerCost)
+	if det != nil {
+		if c := det.ActualCost(); c != nil {
+			cost += *c
+		}
+	}
+	var cancelled interpreter.EvalCancelledError
+	if errors.As(err, &cancelled) {
+		cost = CostLimit // over CEL's own limit: det may be nil
 	}
 	if err != nil {
-		return false, err
+		return false, min(cost, CostLimit), err
 	}
-	// The body's decoding counts against the same limit as the rest.
-	if c := det.ActualCost(); c != nil && *c+uint64((a.spent+bytesPerCost-1)/bytesPerCost) > CostLimit {
-		return false, ErrCost
+	if cost > CostLimit {
+		return false, CostLimit, ErrCost
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
-		return false, ErrNotBool
+		return false, cost, ErrNotBool
 	}
-	return b, nil
+	return b, cost, nil
 }
 
 // FromEvent is what a filter sees of a recorded event.

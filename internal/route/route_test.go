@@ -88,6 +88,34 @@ func TestCostLimit(t *testing.T) {
 	if ok || err == nil || !strings.Contains(err.Error(), "cost") {
 		t.Fatalf("Match = %v, %v; want false and a cost limit error", ok, err)
 	}
+	// What it spent is the whole limit: a search totals that.
+	if _, cost, _ := f.MatchCost(NewInput(&Event{Body: []byte(b.String())})); cost != CostLimit {
+		t.Errorf("cost over the limit = %d, want %d", cost, CostLimit)
+	}
+}
+
+// TestMatchCost: an evaluation says what it cost, the body's decoding
+// included, so that a search over many events can bound their total.
+func TestMatchCost(t *testing.T) {
+	t.Parallel()
+	f, err := Compile(`body.amount > 1000 && body.note != ""`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := []byte(`{"amount":2000,"note":"x"}`)
+	big := []byte(`{"amount":2000,"note":"` + strings.Repeat("x", 5000) + `"}`)
+	ok, c1, err := f.MatchCost(NewInput(&Event{Body: small}))
+	if !ok || err != nil || c1 == 0 {
+		t.Fatalf("small body: %v, cost %d, %v; want a match at some cost", ok, c1, err)
+	}
+	ok, c2, err := f.MatchCost(NewInput(&Event{Body: big}))
+	if !ok || err != nil || c2 <= c1 || c2 > CostLimit {
+		t.Errorf("5 KB body: %v, cost %d, %v; want a match costing more than %d", ok, c2, err, c1)
+	}
+	// An error (no such key) still says what it cost.
+	if _, c, err := f.MatchCost(NewInput(&Event{Body: []byte(`{"amount":2000}`)})); err == nil || c > CostLimit {
+		t.Errorf("missing key: cost %d, %v; want an error", c, err)
+	}
 }
 
 // TestConcurrentMatch: one compiled filter serves every ingest request at

@@ -12,8 +12,14 @@ import (
 // so every event in the window is read, and a busy hour could hold more
 // than a request should read.
 type BodyBudget struct {
-	Rows  int   // events examined
-	Bytes int64 // bytes of body and headers examined
+	Rows int // events examined
+	// Bytes bounds the bytes of body and headers (as stored) the search
+	// reads, and so holds: an event is read only when it fits in what is
+	// left (EventSize first), except in the first receive time looked at.
+	Bytes int64
+	// Cost bounds the CEL cost (route.CostLimit's units) the filter
+	// spends on all the events together; 0 is no bound (no filter).
+	Cost uint64
 	// Window is how far back before Until the search looks; 0 is
 	// PrefixWindow.
 	Window time.Duration
@@ -29,16 +35,44 @@ const MaxFilterReplay = 5000
 // DefaultBodyBudget bounds one search request: 20,000 events of 2.4 KB
 // took 0.55–0.7 s on SQLite here (2 shared cores), so a quarter of that
 // keeps a search near the read side's 100–200 ms; a busier hour is
-// searched in several requests (back_to).
-var DefaultBodyBudget = BodyBudget{Rows: 5_000, Bytes: 12 << 20}
+// searched in several requests (back_to). Its cost, 2,000,000 units, is
+// 20 evaluations at the per-evaluation limit (route.CostLimit): a unit
+// took some 170 ns here (an evaluation at the limit 17 ms), so a filter
+// that spends the limit on every event stops after some 0.35 s, while
+// one reading a field or two of the body costs under 100 units an event
+// and reaches the 5,000 rows first.
+var DefaultBodyBudget = BodyBudget{Rows: 5_000, Bytes: 12 << 20, Cost: 2_000_000}
 
 // ReplayBodyBudget bounds what a bulk replay by filter reads: a rare act
 // that a person asked for, refused whole beyond it, so larger than a
 // search's.
-var ReplayBodyBudget = BodyBudget{Rows: 20_000, Bytes: 48 << 20}
+var ReplayBodyBudget = BodyBudget{Rows: 20_000, Bytes: 48 << 20, Cost: 8_000_000}
 
-// bodyPage is how many events one read of a body search asks for.
+// bodyPage is how many event sizes one read of a body search asks for.
 const bodyPage = 500
+
+// EventSize is an event as a search inside the bodies first lists it
+// (BodyLister.ListEventSizes): its body is read only if it fits.
+type EventSize struct {
+	ID         string
+	ReceivedAt time.Time
+	Size       int64 // bytes of body and headers as stored
+}
+
+// BodyLister is the read a search inside the bodies walks: sizes first,
+// then the bodies that fit its budget (SearchBodies holds the rule).
+type BodyLister interface {
+	// ListEventSizes is ListEvents (the same filter, order and cursor)
+	// reading each event's id, receive time and size only.
+	ListEventSizes(ctx context.Context, f EventFilter) ([]EventSize, string, error)
+	// EventBodies reads the events ids names as ListEvents does, in any
+	// order; one pruned away since is left out.
+	EventBodies(ctx context.Context, ids []string) ([]anyhook.Event, error)
+}
+
+// Matcher says whether an event matches a search inside the bodies, and
+// the CEL cost that spent (0 without a filter).
+type Matcher func(*anyhook.Event) (ok bool, cost uint64)
 
 // SearchBodies lists the events f selects whose body and headers match
 // says, newest first by receive time: at most f.Limit (plus those received
@@ -49,8 +83,12 @@ const bodyPage = 500
 // Searched.BackTo.
 //
 // It stops only between two receive times, so that every event received
-// at or after BackTo was looked at (Until is exclusive).
-func SearchBodies(ctx context.Context, s EventLister, f EventFilter, match func(*anyhook.Event) bool, now time.Time, b BodyBudget) ([]anyhook.Event, Searched, error) {
+// at or after BackTo was looked at (Until is exclusive). An event whose
+// body does not fit in what is left of b.Bytes stops it before that
+// event's receive time, giving up the events of that instant already
+// looked at; only in the first receive time does it read on, or a search
+// could never move on (an event larger than the budget is read alone).
+func SearchBodies(ctx context.Context, s BodyLister, f EventFilter, match Matcher, now time.Time, b BodyBudget) ([]anyhook.Event, Searched, error) {
 	until := f.Until
 	if until.IsZero() {
 		until = now
@@ -65,35 +103,49 @@ func SearchBodies(ctx context.Context, s EventLister, f EventFilter, match func(
 		f.Since, windowed = from, true
 	}
 	f.Until = until
-	limit := PageLimit(f.Limit)
+	w := bodyWalk{b: b, limit: PageLimit(f.Limit)}
 	if b.Matches > 0 {
-		limit = b.Matches
+		w.limit = b.Matches
 	}
 	f.Limit, f.Cursor, f.Status = bodyPage, "", ""
 	var out []anyhook.Event
-	var rows int
-	var bytes int64
-	var last time.Time // receive time of the last event looked at
 	for {
-		evs, next, err := s.ListEvents(ctx, f)
+		page, next, err := s.ListEventSizes(ctx, f)
 		if err != nil {
 			return nil, Searched{}, err
 		}
+		// The bodies this page may look at: the walk as if nothing
+		// matched (more than it will, never fewer), within the budget.
+		plan, ids := w, []string(nil)
+		for _, m := range page {
+			if look, _, _ := plan.step(m, 0); !look {
+				break
+			}
+			ids = append(ids, m.ID)
+		}
+		evs, err := s.EventBodies(ctx, ids)
+		if err != nil {
+			return nil, Searched{}, err
+		}
+		byID := make(map[string]*anyhook.Event, len(evs))
 		for i := range evs {
-			ev := &evs[i]
-			full := len(out) >= limit || rows >= b.Rows || bytes >= b.Bytes
-			if full && !ev.ReceivedAt.Equal(last) {
-				return out, Searched{BackTo: last}, nil
-			}
-			rows++
-			bytes += int64(len(ev.Body))
-			for k, vs := range ev.Header {
-				for _, v := range vs {
-					bytes += int64(len(k) + len(v))
+			byID[evs[i].ID] = &evs[i]
+		}
+		for _, m := range page {
+			look, backTo, drop := w.step(m, len(out))
+			if !look {
+				for drop && len(out) > 0 && out[len(out)-1].ReceivedAt.Before(backTo) {
+					out = out[:len(out)-1]
 				}
+				return out, Searched{BackTo: backTo}, nil
 			}
-			last = ev.ReceivedAt
-			if match(ev) {
+			ev := byID[m.ID]
+			if ev == nil {
+				continue // pruned between the two reads
+			}
+			ok, cost := match(ev)
+			w.cost += cost
+			if ok {
 				out = append(out, *ev)
 			}
 		}
@@ -103,10 +155,49 @@ func SearchBodies(ctx context.Context, s EventLister, f EventFilter, match func(
 		f.Cursor = next
 	}
 	if windowed {
-		sr, err := windowEnd(ctx, s, from)
+		sr, err := windowEnd(ctx, s.ListEventSizes, from)
 		return out, sr, err
 	}
 	return out, Searched{Complete: true}, nil
+}
+
+// bodyWalk is where a search inside the bodies is in its budget.
+type bodyWalk struct {
+	b     BodyBudget
+	limit int
+	rows  int
+	bytes int64
+	cost  uint64
+	// last is the receive time of the last event looked at, before that
+	// of the last one looked at before it.
+	last, before time.Time
+}
+
+// step says whether to look at m, having found matches; if not, the
+// search stops with BackTo backTo, and drop says to give up the matches
+// received at the stopping instant (last), whose events were not all
+// looked at.
+func (w *bodyWalk) step(m EventSize, matches int) (look bool, backTo time.Time, drop bool) {
+	same := w.rows > 0 && m.ReceivedAt.Equal(w.last)
+	full := matches >= w.limit || w.rows >= w.b.Rows || w.bytes >= w.b.Bytes || (w.b.Cost > 0 && w.cost >= w.b.Cost)
+	switch {
+	case w.rows > 0 && full && !same:
+		return false, w.last, false
+	case w.rows > 0 && w.bytes+m.Size > w.b.Bytes:
+		if !same {
+			return false, w.last, false
+		}
+		if !w.before.IsZero() {
+			return false, w.before, true
+		}
+		// Only the first receive time looked at yet: read on.
+	}
+	w.rows++
+	w.bytes += m.Size
+	if !same {
+		w.before, w.last = w.last, m.ReceivedAt
+	}
+	return true, time.Time{}, false
 }
 
 // windowEnd is how far a search that read its whole window, back to
@@ -115,8 +206,8 @@ func SearchBodies(ctx context.Context, s EventLister, f EventFilter, match func(
 // past the first event. One row through the index on receive time; it
 // ignores the search's filters, which could make it read every older
 // event.
-func windowEnd(ctx context.Context, s EventLister, from time.Time) (Searched, error) {
-	older, _, err := s.ListEvents(ctx, EventFilter{Until: from, Limit: 1})
+func windowEnd[T any](ctx context.Context, list func(context.Context, EventFilter) ([]T, string, error), from time.Time) (Searched, error) {
+	older, _, err := list(ctx, EventFilter{Until: from, Limit: 1})
 	if err != nil {
 		return Searched{}, err
 	}

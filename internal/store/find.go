@@ -236,7 +236,7 @@ func SearchPrefix(ctx context.Context, s EventLister, f EventFilter, now time.Ti
 	}
 	evs, next, err := s.ListEvents(ctx, f)
 	if err == nil && !sr.Complete {
-		sr, err = windowEnd(ctx, s, from)
+		sr, err = windowEnd(ctx, s.ListEvents, from)
 	}
 	return evs, next, sr, err
 }

@@ -131,4 +131,13 @@ type Incidents interface {
 	// NoteBreaker records on the destination's unresolved incidents that
 	// its automatic pause tripped (or resumed) at at.
 	NoteBreaker(ctx context.Context, destination string, tripped bool, at time.Time) error
+	IncidentPruner
+}
+
+// IncidentPruner forgets old incidents (incidents.retention).
+type IncidentPruner interface {
+	// PruneIncidents deletes at most limit incidents resolved before
+	// before, and their events (the sample), oldest first, and returns
+	// how many; an unresolved one is never deleted.
+	PruneIncidents(ctx context.Context, before time.Time, limit int) (int, error)
 }

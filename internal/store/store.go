@@ -324,6 +324,7 @@ type Reader interface {
 	Paused(ctx context.Context) (map[string]bool, error)
 	Event(ctx context.Context, id string) (anyhook.Event, error)
 	ListEvents(ctx context.Context, f EventFilter) (evs []anyhook.Event, next string, err error)
+	BodyLister
 	ListDeliveries(ctx context.Context, f DeliveryFilter) (ds []anyhook.Delivery, next string, err error)
 	// Counts returns the number of deliveries per status (as shown:
 	// paused for the pending deliveries of a paused destination).

@@ -119,3 +119,14 @@ func (s *Store) NoteBreaker(ctx context.Context, destination string, tripped boo
 		return store.Unavailable("note breaker", sqlstore.NoteBreaker(sqlstore.Postgres, pgQ{ctx, tx}, destination, tripped, at))
 	})
 }
+
+// PruneIncidents implements store.Incidents.
+func (s *Store) PruneIncidents(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int
+	err := s.tx(ctx, "prune incidents", func(tx pgx.Tx) error {
+		var err error
+		n, err = sqlstore.PruneIncidents(sqlstore.Postgres, pgQ{ctx, tx}, before, limit)
+		return store.Unavailable("prune incidents", err)
+	})
+	return n, err
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -99,6 +100,34 @@ const customPlans = pgx.QueryExecModeCacheDescribe
 
 // ListEvents implements store.Store.
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error) {
+	return listEvents(ctx, s, f, eventCols+`, `+sqlstore.InfoColumns(""), sqlstore.ScanEventInfo, sqlstore.EventKey, s.ListEvents)
+}
+
+// ListEventSizes implements store.BodyLister: ListEvents' query reading
+// the sizes instead of the bodies.
+func (s *Store) ListEventSizes(ctx context.Context, f store.EventFilter) ([]store.EventSize, string, error) {
+	return listEvents(ctx, s, f, `id, received_at, octet_length(body)::bigint + octet_length(headers)::bigint`, sqlstore.ScanEventSize, sqlstore.SizeKey, s.ListEventSizes)
+}
+
+// EventBodies implements store.BodyLister.
+func (s *Store) EventBodies(ctx context.Context, ids []string) ([]anyhook.Event, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+`, `+sqlstore.InfoColumns("")+` FROM events WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, store.Unavailable("list events", err)
+	}
+	evs, err := collect(rows, sqlstore.ScanEventInfo)
+	if err != nil {
+		return nil, store.Unavailable("list events", err)
+	}
+	return evs, nil
+}
+
+// listEvents lists the events f selects, reading cols of each with scan.
+func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols string, scan func(scanner) (T, error),
+	key func(T) (string, time.Time), self func(context.Context, store.EventFilter) ([]T, string, error)) ([]T, string, error) {
 	if strings.Contains(f.Type, "*") {
 		from, to := sqlstore.TypeRange(f.Type)
 		rows, err := s.pool.Query(ctx, sqlstore.Postgres.TypesQuery(), from, to, to)
@@ -110,7 +139,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 			return nil, "", store.Unavailable("list events", err)
 		}
 		if types, ok := sqlstore.GlobTypes(f.Type, found); ok {
-			return sqlstore.ListTypes(ctx, f, types, s.ListEvents)
+			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
 	c := sqlstore.NewWhere(sqlstore.Postgres)
@@ -135,16 +164,16 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 		c.AddString("id < ?", f.Cursor)
 	}
 	limit := store.PageLimit(f.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+`, `+sqlstore.InfoColumns("")+` FROM events`+c.String()+order+` LIMIT `+strconv.Itoa(limit+1),
+	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM events`+c.String()+order+` LIMIT `+strconv.Itoa(limit+1),
 		append([]any{customPlans}, c.Args()...)...)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
-	evs, err := collect(rows, sqlstore.ScanEventInfo)
+	evs, err := collect(rows, scan)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
-	evs, next := store.Page(evs, limit, func(ev anyhook.Event) string { return ev.ID })
+	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
 	return evs, next, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -56,6 +57,37 @@ func (s *Store) Event(ctx context.Context, id string) (anyhook.Event, error) {
 
 // ListEvents implements store.Store.
 func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.Event, string, error) {
+	return listEvents(ctx, s, f, sqlstore.EventColumns("events.")+`, `+sqlstore.InfoColumns("events."), sqlstore.ScanEventInfo, sqlstore.EventKey, s.ListEvents)
+}
+
+// ListEventSizes implements store.BodyLister: ListEvents' query reading
+// the sizes instead of the bodies. CAST: length() of a TEXT value counts
+// characters.
+func (s *Store) ListEventSizes(ctx context.Context, f store.EventFilter) ([]store.EventSize, string, error) {
+	return listEvents(ctx, s, f, `events.id, events.received_at, length(CAST(events.body AS BLOB)) + length(CAST(events.headers AS BLOB))`,
+		sqlstore.ScanEventSize, sqlstore.SizeKey, s.ListEventSizes)
+}
+
+// EventBodies implements store.BodyLister.
+func (s *Store) EventBodies(ctx context.Context, ids []string) ([]anyhook.Event, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	evs, err := query(ctx, s.r, sqlstore.ScanEventInfo, `SELECT `+sqlstore.EventColumns("")+`, `+sqlstore.InfoColumns("")+
+		` FROM events WHERE id IN (?`+strings.Repeat(",?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, store.Unavailable("list events", err)
+	}
+	return evs, nil
+}
+
+// listEvents lists the events f selects, reading cols of each with scan.
+func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols string, scan func(scanner) (T, error),
+	key func(T) (string, time.Time), self func(context.Context, store.EventFilter) ([]T, string, error)) ([]T, string, error) {
 	if strings.Contains(f.Type, "*") {
 		from, to := sqlstore.TypeRange(f.Type)
 		found, err := query(ctx, s.r, sqlstore.ScanString, sqlstore.SQLite.TypesQuery(), from, to, to)
@@ -63,7 +95,7 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 			return nil, "", store.Unavailable("list events", err)
 		}
 		if types, ok := sqlstore.GlobTypes(f.Type, found); ok {
-			return sqlstore.ListTypes(ctx, f, types, s.ListEvents)
+			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
 	w := sqlstore.NewWhere(sqlstore.SQLite)
@@ -106,12 +138,11 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]anyhook.
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
 	limit := store.PageLimit(f.Limit)
-	evs, err := query(ctx, s.r, sqlstore.ScanEventInfo, `SELECT `+sqlstore.EventColumns("events.")+`, `+sqlstore.InfoColumns("events.")+
-		from+w.String()+order+` LIMIT `+strconv.Itoa(limit+1), w.Args()...)
+	evs, err := query(ctx, s.r, scan, `SELECT `+cols+from+w.String()+order+` LIMIT `+strconv.Itoa(limit+1), w.Args()...)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
-	evs, next := store.Page(evs, limit, func(ev anyhook.Event) string { return ev.ID })
+	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
 	return evs, next, nil
 }
 

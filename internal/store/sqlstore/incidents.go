@@ -373,6 +373,30 @@ func NoteBreaker(d Dialect, tx AlertTx, destination string, tripped bool, at tim
 	return err
 }
 
+// PruneIncidents deletes at most limit incidents resolved before before,
+// with their events, oldest first; it returns how many. One statement
+// picks them and the deletes name them, in one transaction: an incident
+// that reopens meanwhile is no longer resolved, and stays.
+func PruneIncidents(d Dialect, tx AlertTx, before time.Time, limit int) (int, error) {
+	var ids []any
+	err := tx.Query(d.Rebind(`SELECT id FROM incidents WHERE state = 'resolved' AND resolved_at < ? ORDER BY resolved_at LIMIT ?`), []any{d.Time(before), limit},
+		func(sc Scanner) error {
+			var id string
+			err := sc.Scan(&id)
+			ids = append(ids, id)
+			return err
+		})
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	in := "(?" + strings.Repeat(",?", len(ids)-1) + ")"
+	if _, err := tx.Exec(d.Rebind(`DELETE FROM incident_events WHERE incident_id IN `+in), ids); err != nil {
+		return 0, err
+	}
+	n, err := tx.Exec(d.Rebind(`DELETE FROM incidents WHERE state = 'resolved' AND id IN `+in), ids)
+	return int(n), err
+}
+
 // IncidentError passes the errors a caller branches on through and marks
 // the rest as the store's failure.
 func IncidentError(op string, err error) error {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -77,11 +78,12 @@ func GlobTypes(glob string, found []string) (types []string, ok bool) {
 }
 
 // ListTypes answers f (whose Type is a glob) with one list per exact type,
-// merged newest first.
-func ListTypes(ctx context.Context, f store.EventFilter, types []string,
-	list func(context.Context, store.EventFilter) ([]anyhook.Event, string, error)) ([]anyhook.Event, string, error) {
+// merged newest first; key gives a listed item's id and receive time
+// (events, or their sizes: store.EventSize).
+func ListTypes[T any](ctx context.Context, f store.EventFilter, types []string,
+	list func(context.Context, store.EventFilter) ([]T, string, error), key func(T) (string, time.Time)) ([]T, string, error) {
 	limit := store.PageLimit(f.Limit)
-	var all []anyhook.Event
+	var all []T
 	more := false
 	for _, t := range types {
 		g := f
@@ -93,21 +95,37 @@ func ListTypes(ctx context.Context, f store.EventFilter, types []string,
 		all = append(all, evs...)
 		more = more || next != ""
 	}
-	slices.SortFunc(all, func(a, b anyhook.Event) int {
+	slices.SortFunc(all, func(a, b T) int {
+		aid, aat := key(a)
+		bid, bat := key(b)
 		if store.EventsByTime(f) {
-			if c := b.ReceivedAt.Compare(a.ReceivedAt); c != 0 {
+			if c := bat.Compare(aat); c != 0 {
 				return c
 			}
 		}
-		return strings.Compare(b.ID, a.ID)
+		return strings.Compare(bid, aid)
 	})
+	last := func(i int) string { id, _ := key(all[i]); return id }
 	if len(all) > limit {
-		return all[:limit], all[limit-1].ID, nil
+		return all[:limit], last(limit - 1), nil
 	}
 	if more {
 		// A type had more than a page, all of it here: the next page
 		// starts after its last event.
-		return all, all[len(all)-1].ID, nil
+		return all, last(len(all) - 1), nil
 	}
 	return all, "", nil
+}
+
+// EventKey is ListTypes' key of an event.
+func EventKey(ev anyhook.Event) (string, time.Time) { return ev.ID, ev.ReceivedAt }
+
+// SizeKey is ListTypes' key of an event's size.
+func SizeKey(e store.EventSize) (string, time.Time) { return e.ID, e.ReceivedAt }
+
+// ScanEventSize scans EventSizeColumns.
+func ScanEventSize(sc Scanner) (store.EventSize, error) {
+	var e store.EventSize
+	err := sc.Scan(&e.ID, Time(&e.ReceivedAt), &e.Size)
+	return e, err
 }

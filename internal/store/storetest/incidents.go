@@ -26,6 +26,7 @@ func runIncidents(t *testing.T, open Open) {
 		{"NoteBreaker", testIncidentBreaker},
 		{"ConcurrentRecordersOneIncident", testIncidentConcurrent},
 		{"LookupNotText", testIncidentLookupNotText},
+		{"Prune", testIncidentPrune},
 	}, func(t *testing.T, fn func(*testing.T, store.Incidents)) {
 		fn(t, open(t))
 	})
@@ -334,5 +335,60 @@ func testIncidentLookupNotText(t *testing.T, s store.Incidents) {
 		if is, _, err := s.ListIncidents(ctx(t), store.IncidentFilter{Cursor: bad}); err != nil {
 			t.Errorf("ListIncidents(cursor %q) = %v, %v, want no error", bad, is, err)
 		}
+	}
+}
+
+// testIncidentPrune: pruning deletes the incidents resolved before the
+// cutoff, oldest first and a batch at a time, with their events; never
+// one still open, nor one resolved since the cutoff.
+func testIncidentPrune(t *testing.T, s store.Incidents) {
+	// crm resolves at 6m, billing's at 8m (testIncidentResolve's story);
+	// audit stays open.
+	cs := recordInc(t, s, incPolicy, failInc("billing", "5xx", "e1", 0), failInc("crm", "5xx", "e2", 0), failInc("audit", "5xx", "e3", 0))
+	recordInc(t, s, incPolicy, successInc("crm", time.Minute))
+	sweepInc(t, s, 6*time.Minute, incPolicy)
+	recordInc(t, s, incPolicy, successInc("billing", 2*time.Minute))
+	sweepInc(t, s, 8*time.Minute, incPolicy)
+	ids := map[string]string{}
+	for _, c := range cs {
+		ids[c.Incident.Destination] = c.Incident.ID
+	}
+	billing, crm, audit := ids["billing"], ids["crm"], ids["audit"]
+	prune := func(before time.Duration, limit int) int {
+		t.Helper()
+		n, err := s.PruneIncidents(ctx(t), incT0.Add(before), limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	gone := func(id string) bool {
+		_, err := s.Incident(ctx(t), id)
+		if err != nil && !errors.Is(err, anyhook.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err != nil
+	}
+	if n := prune(6*time.Minute, 10); n != 0 {
+		t.Errorf("before 6m: pruned %d, want none (crm resolved at 6m)", n)
+	}
+	// Both resolved before 1h, one a batch: crm first (the older).
+	if n := prune(time.Hour, 1); n != 1 || !gone(crm) || gone(billing) {
+		t.Errorf("a batch of one: pruned %d; crm gone %v, billing gone %v; want crm only", n, gone(crm), gone(billing))
+	}
+	if n := prune(time.Hour, 10); n != 1 || !gone(billing) {
+		t.Errorf("the next batch: pruned %d, billing gone %v", n, gone(billing))
+	}
+	if n := prune(1000*time.Hour, 10); n != 0 || gone(audit) {
+		t.Errorf("far ahead: pruned %d, the open incident gone %v; want it kept", n, gone(audit))
+	}
+	// A new failure of billing/5xx opens a new incident (its events
+	// start afresh: none left behind by the pruned one).
+	cs = recordInc(t, s, incPolicy, failInc("billing", "5xx", "e1", 2*time.Hour))
+	if changes(cs) != "[opened billing/5xx]" || cs[0].Incident.Events != 1 {
+		t.Errorf("after the prune: %s %+v", changes(cs), cs)
+	}
+	if i := readIncident(t, s, cs[0].Incident.ID); len(i.Sample) != 1 || i.Sample[0] != "e1" {
+		t.Errorf("the new incident's sample: %v", i.Sample)
 	}
 }

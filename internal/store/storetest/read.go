@@ -154,7 +154,7 @@ func testSearchBodies(t *testing.T, s store.Store) {
 	old.Event.Body = []byte(`{"customer":"cus_123"}`)
 	oldID := ingest(t, s, old)[0].ID
 	now := at(10)
-	has := func(ev *anyhook.Event) bool { return strings.Contains(string(ev.Body), "cus_123") }
+	has := func(ev *anyhook.Event) (bool, uint64) { return strings.Contains(string(ev.Body), "cus_123"), 0 }
 	idsOf := func(evs []anyhook.Event) []string {
 		var out []string
 		for _, ev := range evs {
