@@ -141,3 +141,39 @@ func (f *fileCert) load() (*tls.Certificate, error) {
 func same(a, b os.FileInfo) bool {
 	return a != nil && b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
+
+// ClientOptions are the TLS settings of a client to one server (a
+// destination): its certificate for mutual TLS, the CAs the server is
+// verified with and the name it must bear.
+type ClientOptions struct {
+	// CertFile and KeyFile are the client certificate, PEM, read again
+	// when they change (as a listener's are); "": no client certificate.
+	CertFile, KeyFile string
+	// RootCAs are the CAs the server's certificate must chain to; nil:
+	// the system's.
+	RootCAs *x509.CertPool
+	// ServerName is the name the server's certificate must bear (and
+	// the SNI sent); "": the URL's host.
+	ServerName string
+	Logger     *slog.Logger
+}
+
+// ClientConfig builds a client's *tls.Config. The certificate files are
+// loaded now (an error names them), and then on the first handshake after
+// either changed: a renewal needs no restart. A connection already open
+// keeps the certificate it was made with.
+func ClientConfig(o ClientOptions) (*tls.Config, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs, ServerName: o.ServerName}
+	if o.CertFile != "" {
+		fc := &fileCert{certFile: o.CertFile, keyFile: o.KeyFile, log: log}
+		if _, err := fc.load(); err != nil {
+			return nil, err
+		}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return fc.load() }
+	}
+	return tc, nil
+}
