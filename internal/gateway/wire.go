@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -358,7 +359,12 @@ func destinationReach(cfg *config.Config, name string, d *config.Destination, lo
 		}
 		tc, err := certs.ClientConfig(o)
 		if err != nil {
-			return out, cfg.Errorf(k+".tls.client_cert_file", "%v", err)
+			// Said as config.Validate says it, so that config check
+			// lists it once.
+			if cause := errors.Unwrap(err); cause != nil {
+				err = cause
+			}
+			return out, cfg.Errorf(k+".tls.client_cert_file", "%s and %s: %s", t.ClientCertFile, t.ClientKeyFile, err)
 		}
 		out.TLS = tc
 	}
