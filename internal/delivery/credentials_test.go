@@ -266,6 +266,9 @@ func TestOAuthErrorsKeepSecrets(t *testing.T) {
 		t.Errorf("outcome %s, error %q: want not sent, saying the token endpoint answered 401 invalid_client", o.Result.Outcome, o.Result.Error)
 	}
 	noSecret(t, o, "WRONG-secret-echoed-back")
+	if k := incident.KindOf(o.Result); k != incident.KindToken {
+		t.Errorf("kind %q, want token", k)
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
