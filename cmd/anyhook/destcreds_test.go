@@ -20,7 +20,7 @@ destinations:
     sources: [s]
     headers: {X-AnyHook-Event-Id: CHECK-SECRET-1}
     auth: {bearer: CHECK-SECRET-2, basic: {user: u, password: CHECK-SECRET-3}}
-    tls: {client_cert_file: nope.crt, client_key_file: nope.key}
+    tls: {client_cert_file: nope.crt, client_key_file: nope.key, ca_file: nope.pem}
     proxy: "ftp://u:CHECK-SECRET-4@proxy:21"
 `)
 	code, _, errOut := exe(t, "config", "check", "--config", cfg)
@@ -28,6 +28,7 @@ destinations:
 		cfg + ":7: destinations.d.headers.X-AnyHook-Event-Id: may not be set",
 		cfg + ":8: destinations.d.auth: sets exactly one of bearer, basic or oauth2 (found 2)",
 		cfg + ":9: destinations.d.tls.client_cert_file: nope.crt and nope.key: open ",
+		cfg + ":9: destinations.d.tls.ca_file: open ",
 		cfg + ":10: destinations.d.proxy: must be an http:// or https:// proxy URL",
 	}
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")

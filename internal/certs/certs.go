@@ -150,7 +150,8 @@ type ClientOptions struct {
 	// when they change (as a listener's are); "": no client certificate.
 	CertFile, KeyFile string
 	// RootCAs are the CAs the server's certificate must chain to; nil:
-	// the system's.
+	// the system's. (A CAFile's Pool, for CAs read again when they
+	// change: its caller makes new connections with a new pool.)
 	RootCAs *x509.CertPool
 	// ServerName is the name the server's certificate must bear (and
 	// the SNI sent); "": the URL's host.
@@ -176,4 +177,75 @@ func ClientConfig(o ClientOptions) (*tls.Config, error) {
 		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return fc.load() }
 	}
 	return tc, nil
+}
+
+// CAFile is a PEM file of CA certificates, read again when it changes
+// (another inode, size or modification time), as certificate files are.
+// A file that changed but does not load is logged and the previous CAs
+// kept.
+type CAFile struct {
+	path string
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	pool  *x509.CertPool
+	stamp os.FileInfo
+	gen   uint64
+}
+
+// NewCAFile reads path now (an error names it).
+func NewCAFile(path string, log *slog.Logger) (*CAFile, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &CAFile{path: path, log: log}
+	if _, _, err := f.load(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Pool returns the CAs as the file is now, and a generation that changes
+// when they do.
+func (f *CAFile) Pool() (*x509.CertPool, uint64) {
+	pool, gen, _ := f.load()
+	return pool, gen
+}
+
+func (f *CAFile) load() (*x509.CertPool, uint64, error) {
+	fi, serr := os.Stat(f.path)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if serr == nil && f.pool != nil && same(f.stamp, fi) {
+		return f.pool, f.gen, nil
+	}
+	pool, err := caPool(f.path)
+	if err != nil {
+		if f.pool == nil {
+			return nil, 0, err
+		}
+		f.log.Warn("tls: the CA file changed but does not load; verifying with the previous CAs", "ca_file", f.path, "err", err)
+		if serr == nil {
+			f.stamp = fi
+		}
+		return f.pool, f.gen, nil
+	}
+	if f.pool != nil {
+		f.log.Info("tls: CA file reloaded", "ca_file", f.path)
+	}
+	f.pool, f.stamp = pool, fi
+	f.gen++
+	return f.pool, f.gen, nil
+}
+
+func caPool(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }

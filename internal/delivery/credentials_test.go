@@ -496,3 +496,67 @@ func TestOAuthTokenThroughMTLSAndProxy(t *testing.T) {
 		t.Errorf("the proxy was asked to CONNECT to %v, want the token endpoint, then the destination", proxy.hosts)
 	}
 }
+
+// TestMTLSCAFileReloaded: a destination's ca_file is read again when it
+// changes: a destination whose certificate moved to another CA is
+// refused (kind tls) until the file names that CA, then delivered to,
+// by the same running engine.
+func TestMTLSCAFileReloaded(t *testing.T) {
+	t.Parallel()
+	oldCA, newCA := certstest.NewCA(t, "old CA"), certstest.NewCA(t, "new CA")
+	var serving atomic.Pointer[tls.Certificate]
+	serve := func(ca *certstest.CA) {
+		leaf := ca.Server(t)
+		cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		serving.Store(&cert)
+	}
+	serve(oldCA)
+	sink := sinktest.Start(t, sinktest.Options{TLS: &tls.Config{
+		// Not GetCertificate: without SNI (an IP address) the server
+		// would show httptest's own certificate instead.
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return &tls.Config{Certificates: []tls.Certificate{*serving.Load()}}, nil
+		},
+	}})
+	sink.Config.SetKeepAlivesEnabled(false) // each request a new handshake
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	certstest.WriteFile(t, caFile, oldCA.PEM)
+	cas, err := certs.NewCAFile(caFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newFakeStore()
+	e := delivery.New(st, delivery.Options{Destinations: []delivery.Destination{withDefaults(delivery.Destination{URL: sink.URL, RootCAs: cas})}, PollInterval: 10 * time.Millisecond})
+	e.Start(t.Context())
+	t.Cleanup(func() { e.Stop(time.Second) })
+	send := func(id string) store.Outcome {
+		t.Helper()
+		c := claim("dest")
+		c.Delivery.ID = id
+		st.mu.Lock()
+		st.claims = append(st.claims, c)
+		st.mu.Unlock()
+		e.Wake()
+		select {
+		case o := <-st.outcomes:
+			return o
+		case <-time.After(time.Minute):
+			t.Fatal("no outcome")
+		}
+		panic("unreachable")
+	}
+	if o := send("d1"); o.Status != anyhook.StatusDelivered {
+		t.Fatalf("with the old CA: %s %q", o.Status, o.Result.Error)
+	}
+	serve(newCA)
+	if o := send("d2"); o.Status == anyhook.StatusDelivered || incident.KindOf(o.Result) != incident.KindTLS {
+		t.Fatalf("a certificate of a CA not in ca_file: %s, kind %s (%q); want a failure of kind tls", o.Status, incident.KindOf(o.Result), o.Result.Error)
+	}
+	certstest.WriteFile(t, caFile, newCA.PEM)
+	if o := send("d3"); o.Status != anyhook.StatusDelivered {
+		t.Fatalf("after ca_file named the new CA: %s %q", o.Status, o.Result.Error)
+	}
+}

@@ -86,6 +86,10 @@ type Destination struct {
 	// certs.ClientConfig); InsecureSkipVerify still applies. nil: the
 	// client's.
 	TLS *tls.Config
+	// RootCAs, when set, are the CAs the destination (and its token URL)
+	// is verified with, as their file is now (certs.CAFile): when they
+	// change, new connections use them. nil: TLS's, else the system's.
+	RootCAs CAs
 	// Proxy, when set, is the proxy every request to the destination
 	// (and its token URL) goes through; nil: the client's (NewClient:
 	// HTTPS_PROXY, HTTP_PROXY and NO_PROXY).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -76,7 +77,7 @@ const minScrub = 8
 func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecure func() *http.Client) *outbound {
 	o := &outbound{client: base, headers: d.Headers}
 	switch {
-	case d.TLS != nil || d.Proxy != nil:
+	case d.TLS != nil || d.RootCAs != nil || d.Proxy != nil:
 		o.client = ownClient(base, d)
 	case d.InsecureSkipVerify:
 		o.client = insecure()
@@ -135,7 +136,63 @@ func ownClient(base *http.Client, d *Destination) *http.Client {
 		t.Proxy = http.ProxyURL(d.Proxy)
 	}
 	c.Transport = t
+	if d.RootCAs != nil {
+		c.Transport = &caTransport{tmpl: t, cas: d.RootCAs}
+	}
 	return &c
+}
+
+// CAs are CAs read from a file, again when it changes (certs.CAFile):
+// Pool returns them as the file is now, with a generation that changes
+// when they do.
+type CAs interface {
+	Pool() (*x509.CertPool, uint64)
+}
+
+// caTransport is a transport whose CAs are read again when their file
+// changes. A Go transport's TLS configuration is fixed once it is in use,
+// so a change makes a new transport; the old one's idle connections are
+// closed (one in use finishes its request first).
+type caTransport struct {
+	tmpl *http.Transport
+	cas  CAs
+
+	mu  sync.Mutex
+	gen uint64
+	cur *http.Transport
+}
+
+func (c *caTransport) transport() *http.Transport {
+	pool, gen := c.cas.Pool() // a stat, unless the file changed
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil || gen != c.gen {
+		t := c.tmpl.Clone()
+		if t.TLSClientConfig == nil {
+			t.TLSClientConfig = &tls.Config{}
+		}
+		t.TLSClientConfig.RootCAs = pool
+		if c.cur != nil {
+			c.cur.CloseIdleConnections()
+		}
+		c.cur, c.gen = t, gen
+	}
+	return c.cur
+}
+
+func (c *caTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return c.transport().RoundTrip(r)
+}
+
+// CloseIdleConnections closes the current transport's idle connections
+// (http.Client.CloseIdleConnections).
+func (c *caTransport) CloseIdleConnections() {
+	c.mu.Lock()
+	cur := c.cur
+	c.mu.Unlock()
+	if cur != nil {
+		cur.CloseIdleConnections()
+	}
 }
 
 // authorize sets the destination's headers and credential on h; with

@@ -161,6 +161,7 @@ func deliveryDestinations(cfg *config.Config, log *slog.Logger) ([]delivery.Dest
 			Headers: reach.Headers,
 			Auth:    reach.Auth,
 			TLS:     reach.TLS,
+			RootCAs: reach.RootCAs,
 			Proxy:   reach.Proxy,
 		})
 	}
@@ -348,11 +349,11 @@ func destinationReach(cfg *config.Config, name string, d *config.Destination, lo
 	if t := d.TLS; t != nil {
 		o := certs.ClientOptions{CertFile: cfg.FilePath(t.ClientCertFile), KeyFile: cfg.FilePath(t.ClientKeyFile), ServerName: t.ServerName, Logger: log}
 		if t.CAFile != "" {
-			pool, err := config.LoadCertPool(cfg.FilePath(t.CAFile))
+			cas, err := certs.NewCAFile(cfg.FilePath(t.CAFile), log)
 			if err != nil {
 				return out, cfg.Errorf(k+".tls.ca_file", "%v", err)
 			}
-			o.RootCAs = pool
+			out.RootCAs = cas
 		}
 		if t.ClientCertFile == "" {
 			o.CertFile, o.KeyFile = "", ""
