@@ -1,17 +1,14 @@
 package delivery_test
 
 import (
-	"bufio"
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +22,7 @@ import (
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/incident"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/testkit/proxytest"
 	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 	"github.com/anyhook/anyhook/internal/testkit/testclock"
 )
@@ -372,56 +370,6 @@ func TestMTLSClientCertReloaded(t *testing.T) {
 	}
 }
 
-// connectProxy is a minimal HTTP CONNECT proxy on 127.0.0.1 that wants
-// Proxy-Authorization for user "p" with password "PROXY-password-xyz"
-// and records the hosts it was asked to reach.
-type connectProxy struct {
-	*httptest.Server
-	mu    sync.Mutex
-	hosts []string
-}
-
-func newConnectProxy(t *testing.T) *connectProxy {
-	p := &connectProxy{}
-	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("p:PROXY-password-xyz"))
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodConnect {
-			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
-			return
-		}
-		if r.Header.Get("Proxy-Authorization") != want {
-			w.WriteHeader(http.StatusProxyAuthRequired)
-			return
-		}
-		p.mu.Lock()
-		p.hosts = append(p.hosts, r.Host)
-		p.mu.Unlock()
-		up, err := net.Dial("tcp", r.Host)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			up.Close()
-			return
-		}
-		io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n")
-		go func() {
-			defer up.Close()
-			defer conn.Close()
-			io.Copy(conn, up)
-		}()
-		go func() {
-			defer up.Close()
-			defer conn.Close()
-			io.Copy(up, bufio.NewReader(rw)) // what the client sent after CONNECT
-		}()
-	}))
-	t.Cleanup(p.Close)
-	return p
-}
-
 // TestProxyCONNECT: an https destination with a proxy of its own is
 // reached through it (the proxy sees the CONNECT, with the credentials
 // of the proxy URL); a proxy that refuses them fails the attempt without
@@ -435,23 +383,18 @@ func TestProxyCONNECT(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := sinktest.Start(t, sinktest.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
-	proxy := newConnectProxy(t)
-	pu, _ := url.Parse(proxy.URL)
-	pu.User = url.UserPassword("p", "PROXY-password-xyz")
+	proxy := proxytest.New(t, "p", "PROXY-password-xyz")
+	pu := proxy.URL("p", "PROXY-password-xyz")
 	d := withDefaults(delivery.Destination{URL: sink.URL, TLS: &tls.Config{RootCAs: ca.Pool()}, Proxy: pu})
 	if o := attempt(t, d, nil); o.Status != anyhook.StatusDelivered {
 		t.Fatalf("through the proxy: %s %q", o.Status, o.Result.Error)
 	}
-	proxy.mu.Lock()
-	hosts := proxy.hosts
-	proxy.mu.Unlock()
+	hosts := proxy.Hosts()
 	if host := strings.TrimPrefix(sink.URL, "https://"); len(hosts) != 1 || hosts[0] != host {
 		t.Errorf("the proxy was asked to CONNECT to %v, want [%s]", hosts, host)
 	}
 
-	wrong := *pu
-	wrong.User = url.UserPassword("p", "WRONG-proxy-password")
-	d.Proxy = &wrong
+	d.Proxy = proxy.URL("p", "WRONG-proxy-password")
 	o := attempt(t, d, nil)
 	if o.Status == anyhook.StatusDelivered || o.Result.Outcome != anyhook.OutcomeNotSent {
 		t.Errorf("with a wrong proxy password: %s, outcome %s", o.Status, o.Result.Outcome)
@@ -482,18 +425,14 @@ func TestOAuthTokenThroughMTLSAndProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newConnectProxy(t)
-	pu, _ := url.Parse(proxy.URL)
-	pu.User = url.UserPassword("p", "PROXY-password-xyz")
+	proxy := proxytest.New(t, "p", "PROXY-password-xyz")
 	d := withDefaults(oauthDest(sink.URL, ts.URL))
-	d.TLS, d.Proxy = tc, pu
+	d.TLS, d.Proxy = tc, proxy.URL("p", "PROXY-password-xyz")
 	if o := attempt(t, d, nil); o.Status != anyhook.StatusDelivered {
 		t.Fatalf("%s %q", o.Status, o.Result.Error)
 	}
-	proxy.mu.Lock()
-	defer proxy.mu.Unlock()
-	if len(proxy.hosts) != 2 || proxy.hosts[0] != strings.TrimPrefix(ts.URL, "https://") {
-		t.Errorf("the proxy was asked to CONNECT to %v, want the token endpoint, then the destination", proxy.hosts)
+	if hosts := proxy.Hosts(); len(hosts) != 2 || hosts[0] != strings.TrimPrefix(ts.URL, "https://") {
+		t.Errorf("the proxy was asked to CONNECT to %v, want the token endpoint, then the destination", hosts)
 	}
 }
 

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,8 +17,10 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/certs/certstest"
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
+	"github.com/anyhook/anyhook/internal/testkit/proxytest"
 	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 	"github.com/anyhook/anyhook/internal/testkit/syncio"
 	"github.com/anyhook/anyhook/internal/testkit/testwait"
@@ -249,5 +252,57 @@ destinations:
 	}
 	if len(seen) < 10 {
 		t.Errorf("looked at %d places", len(seen))
+	}
+}
+
+// TestMTLSProxyFromConfig: a destination's tls (client certificate and
+// ca_file) and proxy, as a config file gives them, reach a destination
+// that requires the certificate, through the proxy; the API says so
+// without the proxy's password.
+func TestMTLSProxyFromConfig(t *testing.T) {
+	t.Parallel()
+	ca := certstest.NewCA(t, "e2e CA")
+	leaf := ca.Server(t)
+	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := sinktest.Start(t, sinktest.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}})
+	dir := t.TempDir()
+	ca.ClientLeaf(t, "anyhook").Write(t, dir, "client.crt", "client.key")
+	certstest.WriteFile(t, filepath.Join(dir, "ca.pem"), ca.PEM)
+	proxy := proxytest.New(t, "anyhook", "E2E-proxy-password-888")
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+database: sqlite:anyhook.db
+delivery: {poll_interval: 20ms, grace: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+  internal:
+    url: %s/in
+    sources: [stripe]
+    tls: {client_cert_file: %s, client_key_file: %s, ca_file: %s}
+    proxy: "%s"
+`, stripeSecret, sink.URL, filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"), filepath.Join(dir, "ca.pem"), proxy.URL("anyhook", "E2E-proxy-password-888"))
+	base, g := gatewaytest.Start(t, yaml, gateway.Options{})
+	e := &env{url: base, gw: g, store: g.Store()}
+	a := e.sendStripe(t, "evt_mtls")
+	e.waitStatus(t, a.ID, anyhook.StatusDelivered)
+	if hosts := proxy.Hosts(); len(hosts) != 1 || hosts[0] != strings.TrimPrefix(sink.URL, "https://") {
+		t.Errorf("the proxy was asked to CONNECT to %v", hosts)
+	}
+	var dests struct {
+		Items []struct {
+			ClientCert bool `json:"client_cert"`
+			Proxy      string
+		}
+	}
+	code, b := gatewaytest.Admin(t, "GET", base+"/api/destinations", "")
+	if err := json.Unmarshal(b, &dests); code != http.StatusOK || err != nil || len(dests.Items) != 1 {
+		t.Fatalf("/api/destinations: %d %s", code, b)
+	}
+	if d := dests.Items[0]; !d.ClientCert || d.Proxy != strings.TrimSuffix(proxy.Server.URL, "/") || strings.Contains(string(b), "E2E-proxy-password") {
+		t.Errorf("/api/destinations: %s", b)
 	}
 }
