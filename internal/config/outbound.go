@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -43,13 +44,7 @@ func reservedHeader(name string) string {
 func (c *Config) validateOutbound(k string, d *Destination) error {
 	var p problems
 	seen := map[string]string{}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range d.Headers {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(d.Headers)) {
 		hk := k + ".headers." + name
 		canon := http.CanonicalHeaderKey(name)
 		switch {

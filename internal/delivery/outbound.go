@@ -85,9 +85,11 @@ func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecu
 	for _, vs := range d.Headers {
 		o.secrets = append(o.secrets, vs...)
 	}
-	if d.Proxy != nil {
+	if d.Proxy != nil && d.Proxy.User != nil {
 		if pw, ok := d.Proxy.User.Password(); ok {
 			o.secrets = append(o.secrets, pw)
+		} else {
+			o.secrets = append(o.secrets, d.Proxy.User.Username()) // a key as the user name
 		}
 	}
 	switch a := d.Auth; {
