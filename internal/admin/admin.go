@@ -92,6 +92,9 @@ type Options struct {
 	// Destinations are the configured destination names; the destinations
 	// named in Sources are added. Pause, resume and replay accept only these.
 	Destinations []string
+	// Reach says how each destination is reached, without its secrets
+	// (GET /api/destinations); nil: nothing to say.
+	Reach map[string]Reach
 	// Logger receives operator actions and the details of 5xx errors;
 	// default: discard.
 	Logger *slog.Logger
@@ -141,6 +144,7 @@ type API struct {
 	sources          map[string][]string
 	dests            []string // sorted, unique
 	known            map[string]bool
+	reach            map[string]Reach
 	inOrder          map[string]bool // destinations with order: per_object
 	log              *slog.Logger
 	ready            func(ctx context.Context) error
@@ -205,6 +209,7 @@ func New(opt Options) *API {
 		}
 	}
 	a.dests = slices.Sorted(maps.Keys(a.known))
+	a.reach = opt.Reach
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

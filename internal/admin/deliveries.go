@@ -117,6 +117,17 @@ type destinationJSON struct {
 	Configured bool `json:"configured"`
 	// Unfinished counts an orphaned destination's deliveries by status.
 	Unfinished map[anyhook.DeliveryStatus]int `json:"unfinished,omitzero"`
+	Reach
+}
+
+// Reach says how a destination is reached, never with a secret: the kind
+// of its credential, the names of its static headers, whether it presents
+// a client certificate, and its proxy without user or password.
+type Reach struct {
+	Auth       string   `json:"auth,omitempty"`    // bearer, basic or oauth2; "": none
+	Headers    []string `json:"headers,omitempty"` // names only
+	ClientCert bool     `json:"client_cert,omitempty"`
+	Proxy      string   `json:"proxy,omitempty"` // scheme://host:port; "": the environment's
 }
 
 // breakerJSON is a tripped breaker: when, why, and when one delivery is
@@ -168,7 +179,7 @@ func (a *API) listDestinations(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := destinationsResponse{Items: make([]destinationJSON, 0, len(a.dests)), Counts: counts}
 	for _, name := range a.dests {
-		d := destinationJSON{Name: name, Sources: []string{}, Configured: true}
+		d := destinationJSON{Name: name, Sources: []string{}, Configured: true, Reach: a.reach[name]}
 		d.pausedBy(paused, breakers)
 		for src, ds := range a.sources {
 			for _, x := range ds {

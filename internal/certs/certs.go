@@ -141,3 +141,111 @@ func (f *fileCert) load() (*tls.Certificate, error) {
 func same(a, b os.FileInfo) bool {
 	return a != nil && b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
+
+// ClientOptions are the TLS settings of a client to one server (a
+// destination): its certificate for mutual TLS, the CAs the server is
+// verified with and the name it must bear.
+type ClientOptions struct {
+	// CertFile and KeyFile are the client certificate, PEM, read again
+	// when they change (as a listener's are); "": no client certificate.
+	CertFile, KeyFile string
+	// RootCAs are the CAs the server's certificate must chain to; nil:
+	// the system's. (A CAFile's Pool, for CAs read again when they
+	// change: its caller makes new connections with a new pool.)
+	RootCAs *x509.CertPool
+	// ServerName is the name the server's certificate must bear (and
+	// the SNI sent); "": the URL's host.
+	ServerName string
+	Logger     *slog.Logger
+}
+
+// ClientConfig builds a client's *tls.Config. The certificate files are
+// loaded now (an error names them), and then on the first handshake after
+// either changed: a renewal needs no restart. A connection already open
+// keeps the certificate it was made with.
+func ClientConfig(o ClientOptions) (*tls.Config, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: o.RootCAs, ServerName: o.ServerName}
+	if o.CertFile != "" {
+		fc := &fileCert{certFile: o.CertFile, keyFile: o.KeyFile, log: log}
+		if _, err := fc.load(); err != nil {
+			return nil, err
+		}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return fc.load() }
+	}
+	return tc, nil
+}
+
+// CAFile is a PEM file of CA certificates, read again when it changes
+// (another inode, size or modification time), as certificate files are.
+// A file that changed but does not load is logged and the previous CAs
+// kept.
+type CAFile struct {
+	path string
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	pool  *x509.CertPool
+	stamp os.FileInfo
+	gen   uint64
+}
+
+// NewCAFile reads path now (an error names it).
+func NewCAFile(path string, log *slog.Logger) (*CAFile, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &CAFile{path: path, log: log}
+	if _, _, err := f.load(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Pool returns the CAs as the file is now, and a generation that changes
+// when they do.
+func (f *CAFile) Pool() (*x509.CertPool, uint64) {
+	pool, gen, _ := f.load()
+	return pool, gen
+}
+
+func (f *CAFile) load() (*x509.CertPool, uint64, error) {
+	fi, serr := os.Stat(f.path)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if serr == nil && f.pool != nil && same(f.stamp, fi) {
+		return f.pool, f.gen, nil
+	}
+	pool, err := caPool(f.path)
+	if err != nil {
+		if f.pool == nil {
+			return nil, 0, err
+		}
+		f.log.Warn("tls: the CA file changed but does not load; verifying with the previous CAs", "ca_file", f.path, "err", err)
+		if serr == nil {
+			f.stamp = fi
+		}
+		return f.pool, f.gen, nil
+	}
+	if f.pool != nil {
+		f.log.Info("tls: CA file reloaded", "ca_file", f.path)
+	}
+	f.pool, f.stamp = pool, fi
+	f.gen++
+	return f.pool, f.gen, nil
+}
+
+func caPool(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}

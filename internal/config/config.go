@@ -200,6 +200,56 @@ type Destination struct {
 	// (a circuit breaker) and tries one delivery every probe_every until
 	// one succeeds. Default none: never paused but by a person.
 	AutoPause *AutoPause `yaml:"auto_pause"`
+
+	// Headers are static request headers sent with every delivery here
+	// (an API key, a tenant); values may use ${VAR} and are secrets:
+	// never shown, logged or stored. Default none.
+	Headers map[string]string `yaml:"headers"`
+	// Auth is the destination's own credential, added at send time:
+	// exactly one of bearer, basic or oauth2. Default none.
+	Auth *DestinationAuth `yaml:"auth"`
+	// TLS is mutual TLS to the destination and the CAs it is verified
+	// with, read again when the files change. Default none: no client
+	// certificate, the system's CAs.
+	TLS *DestinationTLS `yaml:"tls"`
+	// Proxy is the http:// or https:// URL of the proxy the destination
+	// (and its oauth2 token_url) is reached through; it may hold
+	// user:password. Default: HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
+	Proxy string `yaml:"proxy"`
+}
+
+// DestinationAuth is a destination's own credential; exactly one field
+// is set.
+type DestinationAuth struct {
+	Bearer string       `yaml:"bearer"` // sent as Authorization: Bearer …
+	Basic  *BasicAuth   `yaml:"basic"`
+	OAuth2 *OAuth2Creds `yaml:"oauth2"`
+}
+
+// BasicAuth is HTTP Basic authentication (RFC 7617).
+type BasicAuth struct {
+	User     string `yaml:"user"` // required; no ':'
+	Password string `yaml:"password"`
+}
+
+// OAuth2Creds is the OAuth2 client credentials grant (RFC 6749 §4.4):
+// the token is fetched from TokenURL, cached, refreshed before it
+// expires and once more when the destination answers 401.
+type OAuth2Creds struct {
+	TokenURL     string   `yaml:"token_url"`     // required: https://, or http:// to loopback
+	ClientID     string   `yaml:"client_id"`     // required
+	ClientSecret string   `yaml:"client_secret"` // required
+	Scopes       []string `yaml:"scopes"`        // default none
+}
+
+// DestinationTLS is a destination's TLS: a client certificate (mutual
+// TLS), the CAs its certificate must chain to, and the name it must
+// bear. Files are read again when they change.
+type DestinationTLS struct {
+	ClientCertFile string `yaml:"client_cert_file"` // PEM; with client_key_file
+	ClientKeyFile  string `yaml:"client_key_file"`  // PEM; with client_cert_file
+	CAFile         string `yaml:"ca_file"`          // PEM; default the system's CAs
+	ServerName     string `yaml:"server_name"`      // default the URL's host
 }
 
 // AutoPause is a destination's breaker: exactly one rule of

@@ -81,6 +81,20 @@ var valueKinds = map[string]printAs{
 	"destinations.*.filter":         shownPlain,
 	"destinations.*.order":          shownPlain,
 
+	"destinations.*.headers.*":                 shownSecret,
+	"destinations.*.auth.bearer":               shownSecret,
+	"destinations.*.auth.basic.user":           shownSecret,
+	"destinations.*.auth.basic.password":       shownSecret,
+	"destinations.*.auth.oauth2.token_url":     shownURL,
+	"destinations.*.auth.oauth2.client_id":     shownSecret,
+	"destinations.*.auth.oauth2.client_secret": shownSecret,
+	"destinations.*.auth.oauth2.scopes[]":      shownPlain,
+	"destinations.*.tls.client_cert_file":      shownPlain,
+	"destinations.*.tls.client_key_file":       shownPlain,
+	"destinations.*.tls.ca_file":               shownPlain,
+	"destinations.*.tls.server_name":           shownPlain,
+	"destinations.*.proxy":                     shownURL,
+
 	"alerts[].webhook":               shownCapability,
 	"alerts[].slack":                 shownCapability,
 	"alerts[].pagerduty.routing_key": shownSecret,
@@ -139,6 +153,10 @@ func pattern(path string) string {
 	parts := strings.Split(path, ".")
 	if len(parts) > 1 && (parts[0] == "sources" || parts[0] == "destinations") {
 		parts[1] = "*"
+	}
+	if len(parts) > 3 && parts[0] == "destinations" && parts[2] == "headers" {
+		// A header's name, which may hold dots.
+		parts = append(parts[:3], "*")
 	}
 	return strings.Join(parts, ".")
 }

@@ -508,6 +508,7 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 	if d.AutoPause != nil || c.has(k+".auto_pause") {
 		p.add(c.validateAutoPause(k+".auto_pause", d.AutoPause))
 	}
+	p.add(c.validateOutbound(k, d))
 	return p.err()
 }
 

@@ -74,6 +74,26 @@ type Destination struct {
 	// AutoPause, when set, pauses the destination automatically while it
 	// keeps failing (breaker.go); nil: never.
 	AutoPause *AutoPause
+
+	// Headers are static headers set on every request, over the event's
+	// own of those names (config headers): secrets, never stored.
+	Headers http.Header
+	// Auth is the destination's own credential, set on each request at
+	// send time; nil: none.
+	Auth *Auth
+	// TLS, when set, configures the connections to the destination and
+	// to its OAuth2 token URL (a client certificate, CAs, a server name:
+	// certs.ClientConfig); InsecureSkipVerify still applies. nil: the
+	// client's.
+	TLS *tls.Config
+	// RootCAs, when set, are the CAs the destination (and its token URL)
+	// is verified with, as their file is now (certs.CAFile): when they
+	// change, new connections use them. nil: TLS's, else the system's.
+	RootCAs CAs
+	// Proxy, when set, is the proxy every request to the destination
+	// (and its token URL) goes through; nil: the client's (NewClient:
+	// HTTPS_PROXY, HTTP_PROXY and NO_PROXY).
+	Proxy *url.URL
 }
 
 // Options configure an Engine.
@@ -119,13 +139,13 @@ type Options struct {
 
 // Engine runs the dispatchers and the rescuer.
 type Engine struct {
-	st     Store
-	opt    Options
-	log    *slog.Logger
-	dests  map[string]*Destination
-	client map[string]*http.Client // per destination: Options.Client or its insecure copy
-	wake   map[string]chan struct{}
-	slots  map[string]*slots // per destination: its claims against its limits
+	st    Store
+	opt   Options
+	log   *slog.Logger
+	dests map[string]*Destination
+	out   map[string]*outbound // per destination: its client and credentials
+	wake  map[string]chan struct{}
+	slots map[string]*slots // per destination: its claims against its limits
 	// breakers are those of the destinations with auto_pause, read-only
 	// after New.
 	breakers map[string]*breaker
@@ -165,11 +185,17 @@ func New(st Store, opt Options) *Engine {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}, slots: map[string]*slots{},
-		client: map[string]*http.Client{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
+		out: map[string]*outbound{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
 	if opt.Tracer != nil {
 		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
 	}
 	var insecure *http.Client
+	shared := func() *http.Client {
+		if insecure == nil {
+			insecure = insecureClient(opt.Client)
+		}
+		return insecure
+	}
 	for i := range opt.Destinations {
 		d := &opt.Destinations[i]
 		if d.MaxInFlight <= 0 {
@@ -181,19 +207,15 @@ func New(st Store, opt Options) *Engine {
 		if d.AutoPause != nil {
 			e.breakers[d.Name] = newBreaker(*d.AutoPause)
 		}
-		e.client[d.Name] = opt.Client
-		if d.InsecureSkipVerify {
-			if insecure == nil {
-				insecure = insecureClient(opt.Client)
-			}
-			e.client[d.Name] = insecure
-		}
+		e.out[d.Name] = newOutbound(opt.Client, d, opt.Now, shared)
 	}
 	return e
 }
 
 // NewClient returns the outbound HTTP client: bounded dial and header
-// timeouts, connection reuse, no redirects to other hosts.
+// timeouts, connection reuse, no redirects to other hosts, and the proxy
+// of the environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY; never for
+// localhost and loopback addresses).
 func NewClient() *http.Client {
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -668,44 +690,83 @@ type reply struct {
 func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var wrote atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+	out := e.out[d.Name]
+	h := e.header(d, c, e.opt.Now())
+	if e.tracer != nil {
+		tracing.Inject(ctx, h) // the attempt's span: the destination continues the trace
+	}
+	var wrote, reused atomic.Bool
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
 		// Once its headers are written on a connection, the handler may
 		// start: a server runs it before the body has arrived, so a write
 		// cut off in the body is sent, not "not sent". Headers written
 		// to a connection that then failed count too: the safe side.
 		WroteHeaders: func() { wrote.Store(true) },
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(c.Event.Body))
-	if err != nil {
-		return reply{outcome: anyhook.OutcomeNotSent}, err
-	}
-	req.Header = e.header(d, c, e.opt.Now())
-	if e.tracer != nil {
-		tracing.Inject(ctx, req.Header) // the attempt's span: the destination continues the trace
-	}
-	resp, err := e.client[d.Name].Do(req)
-	if err != nil {
-		r := reply{outcome: anyhook.OutcomeNotSent}
-		if wrote.Load() {
-			r.outcome = anyhook.OutcomeNoAnswer
+	for refreshed := false; ; refreshed = true {
+		// The credential is set here, on the request only: the stored
+		// event never holds it. A token is fetched outside the trace:
+		// its request is not the destination's.
+		tok, err := out.authorize(ctx, h)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("timeout after %v", timeout)
+			}
+			return reply{outcome: anyhook.OutcomeNotSent}, clipError(errors.New(out.scrub(fmt.Sprintf("oauth2 token for destination %s: %v", d.Name, err))))
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("timeout after %v", timeout)
+		req, err := http.NewRequestWithContext(traced, http.MethodPost, d.URL, bytes.NewReader(c.Event.Body))
+		if err != nil {
+			return reply{outcome: anyhook.OutcomeNotSent}, err
 		}
-		// Not the *url.Error text: the destination's URL can hold a secret
-		// (a token in its path or query), and this text reaches alerts.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = fmt.Errorf("%s to destination %s: %w", ue.Op, d.Name, ue.Err)
+		req.Header = h
+		wrote.Store(false)
+		resp, err := out.client.Do(req)
+		if err != nil {
+			r := reply{outcome: anyhook.OutcomeNotSent}
+			if wrote.Load() && !(refused(err) && !reused.Load()) {
+				r.outcome = anyhook.OutcomeNoAnswer
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("timeout after %v", timeout)
+			}
+			// Not the *url.Error text: the destination's URL can hold a secret
+			// (a token in its path or query), and this text reaches alerts.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = fmt.Errorf("%s to destination %s: %w", ue.Op, d.Name, ue.Err)
+			}
+			if len(out.secrets) > 0 || out.token != nil {
+				err = &clippedError{msg: out.scrub(err.Error()), err: err}
+			}
+			return r, clipError(err)
 		}
-		return r, clipError(err)
+		if resp.StatusCode == http.StatusUnauthorized && tok != "" && !refreshed {
+			// The token may have been revoked before it expired: one
+			// more, with a new token; that one's answer counts.
+			io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+			resp.Body.Close()
+			out.token.drop(tok)
+			continue
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // let the connection be reused
+		if len(out.secrets) > 0 || out.token != nil {
+			body = out.scrubBytes(body)
+		}
+		return reply{code: resp.StatusCode, body: body, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), e.opt.Now()),
+			outcome: anyhook.OutcomeAnswered}, nil
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // let the connection be reused
-	return reply{code: resp.StatusCode, body: body, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), e.opt.Now()),
-		outcome: anyhook.OutcomeAnswered}, nil
+}
+
+// refused reports whether err is a TLS alert from the server: on a new
+// connection it refused the handshake (in TLS 1.3 a client learns that
+// its certificate was refused only when it reads, after writing its
+// request), so no handler saw the request.
+func refused(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "remote error" && strings.HasPrefix(oe.Err.Error(), "tls: ")
 }
 
 // maxErrorText bounds an attempt's error text. Go's errors can quote what

@@ -123,7 +123,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	dests, err := deliveryDestinations(cfg)
+	dests, err := deliveryDestinations(cfg, log)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
@@ -251,6 +251,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		Token:            cfg.AdminToken,
 		Sources:          bySource,
 		Destinations:     cfg.DestinationOrder,
+		Reach:            destinationsReach(cfg),
 		Logger:           log,
 		Ledger:           g.ledger.reader,
 		Filters:          filters,

@@ -2,14 +2,17 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
 	"github.com/anyhook/anyhook/internal/backfill"
 	"github.com/anyhook/anyhook/internal/buildinfo"
@@ -113,8 +116,9 @@ func requestIDs(cfg *config.Config) func(source string, h http.Header, body []by
 }
 
 // deliveryDestinations checks each destination's signing secret and gives
-// its delivery settings.
-func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
+// its delivery settings; log is told when a client certificate is
+// reloaded (nil: nobody).
+func deliveryDestinations(cfg *config.Config, log *slog.Logger) ([]delivery.Destination, error) {
 	var out []delivery.Destination
 	var errs []error
 	for _, name := range cfg.DestinationOrder {
@@ -132,6 +136,11 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 		if a := d.AutoPause; a != nil {
 			ap = &delivery.AutoPause{ConsecutiveFailures: a.ConsecutiveFailures, FailureRate: a.FailureRate, Window: a.Window, ProbeEvery: a.ProbeEvery.D()}
 		}
+		reach, err := destinationReach(cfg, name, d, log)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		out = append(out, delivery.Destination{
 			Name:          name,
 			URL:           d.URL,
@@ -148,6 +157,12 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 			Rate:               d.Rate.PerSecond(),
 			InOrder:            d.Order == config.OrderPerObject,
 			AutoPause:          ap,
+
+			Headers: reach.Headers,
+			Auth:    reach.Auth,
+			TLS:     reach.TLS,
+			RootCAs: reach.RootCAs,
+			Proxy:   reach.Proxy,
 		})
 	}
 	if err := config.Join(errs...); err != nil {
@@ -225,7 +240,7 @@ func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.Checkpointe
 // listing every problem found (config.List reads them), in line order.
 func Check(cfg *config.Config) error {
 	_, srcErr := ingestSources(cfg)
-	_, destErr := deliveryDestinations(cfg)
+	_, destErr := deliveryDestinations(cfg, nil)
 	alertErr := alert.CheckChannels(alertChannels(cfg))
 	if err := config.Join(srcErr, destErr, alertErr); err != nil {
 		return &ConfigError{err}
@@ -308,6 +323,93 @@ func backfillSources(cfg *config.Config) map[string]backfill.Source {
 			b.Repo, b.Org, b.HookID = src.Backfill.Repo, src.Backfill.Org, src.Backfill.HookID
 		}
 		out[name] = b
+	}
+	return out
+}
+
+// destinationReach gives how destination name is reached: its headers,
+// credential, TLS and proxy (config.Validate has checked each; an error
+// here is a file that changed since, or a config not validated).
+func destinationReach(cfg *config.Config, name string, d *config.Destination, log *slog.Logger) (delivery.Destination, error) {
+	k := "destinations." + name
+	var out delivery.Destination
+	if len(d.Headers) > 0 {
+		out.Headers = http.Header{}
+		for h, v := range d.Headers {
+			out.Headers.Set(h, v)
+		}
+	}
+	if a := d.Auth; a != nil {
+		out.Auth = &delivery.Auth{Bearer: a.Bearer}
+		if a.Basic != nil {
+			out.Auth.Basic = &delivery.BasicAuth{User: a.Basic.User, Password: a.Basic.Password}
+		}
+		if o := a.OAuth2; o != nil {
+			out.Auth.OAuth2 = &delivery.OAuth2{TokenURL: o.TokenURL, ClientID: o.ClientID, ClientSecret: o.ClientSecret, Scopes: o.Scopes}
+		}
+	}
+	if t := d.TLS; t != nil {
+		o := certs.ClientOptions{CertFile: cfg.FilePath(t.ClientCertFile), KeyFile: cfg.FilePath(t.ClientKeyFile), ServerName: t.ServerName, Logger: log}
+		if t.CAFile != "" {
+			cas, err := certs.NewCAFile(cfg.FilePath(t.CAFile), log)
+			if err != nil {
+				return out, cfg.Errorf(k+".tls.ca_file", "%v", err)
+			}
+			out.RootCAs = cas
+		}
+		if t.ClientCertFile == "" {
+			o.CertFile, o.KeyFile = "", ""
+		}
+		tc, err := certs.ClientConfig(o)
+		if err != nil {
+			// Said as config.Validate says it, so that config check
+			// lists it once.
+			if cause := errors.Unwrap(err); cause != nil {
+				err = cause
+			}
+			return out, cfg.Errorf(k+".tls.client_cert_file", "%s and %s: %s", t.ClientCertFile, t.ClientKeyFile, err)
+		}
+		out.TLS = tc
+	}
+	if d.Proxy != "" {
+		u, err := url.Parse(d.Proxy)
+		if err != nil {
+			return out, cfg.Errorf(k+".proxy", "not a valid URL") // never quoted: it may hold a password
+		}
+		out.Proxy = u
+	}
+	return out, nil
+}
+
+// destinationsReach says, for the API, how each destination is reached,
+// without a secret: its credential's kind, its headers' names, whether it
+// has a client certificate, and its proxy without user or password.
+func destinationsReach(cfg *config.Config) map[string]admin.Reach {
+	out := map[string]admin.Reach{}
+	for name, d := range cfg.Destinations {
+		if d == nil {
+			continue
+		}
+		var r admin.Reach
+		if d.Auth != nil {
+			switch {
+			case d.Auth.Basic != nil:
+				r.Auth = "basic"
+			case d.Auth.OAuth2 != nil:
+				r.Auth = "oauth2"
+			case d.Auth.Bearer != "":
+				r.Auth = "bearer"
+			}
+		}
+		for h := range d.Headers {
+			r.Headers = append(r.Headers, http.CanonicalHeaderKey(h))
+		}
+		slices.Sort(r.Headers)
+		r.ClientCert = d.TLS != nil && d.TLS.ClientCertFile != ""
+		if u, err := url.Parse(d.Proxy); err == nil && d.Proxy != "" {
+			r.Proxy = u.Scheme + "://" + u.Host
+		}
+		out[name] = r
 	}
 	return out
 }

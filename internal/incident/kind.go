@@ -20,6 +20,7 @@ const (
 	KindRefused = "refused" // the connection was refused
 	KindTLS     = "tls"     // the TLS handshake or certificate failed
 	KindConnect = "connect" // not sent for another reason
+	KindToken   = "token"   // not sent: no OAuth2 token could be had for it
 	KindTimeout = "timeout" // sent, no answer within the timeout
 	KindReset   = "reset"   // sent, then the connection broke
 	KindUnknown = "unknown" // an attempt without an outcome
@@ -57,6 +58,10 @@ func KindOf(a anyhook.Attempt) string {
 		return KindUnknown
 	case anyhook.OutcomeNotSent:
 		switch {
+		case strings.Contains(e, "oauth2 token for destination "):
+			// The token endpoint failed, not the destination: its own
+			// way of failing, whatever the endpoint's error says.
+			return KindToken
 		case strings.Contains(e, "no such host"), strings.Contains(e, "lookup "), strings.Contains(e, "server misbehaving"):
 			return KindDNS
 		case strings.Contains(e, "connection refused"):
@@ -85,6 +90,8 @@ func Describe(kind string) string {
 		return "TLS failing (not sent)"
 	case KindConnect:
 		return "cannot connect (not sent)"
+	case KindToken:
+		return "no OAuth2 token from its token_url (not sent)"
 	case KindTimeout:
 		return "timing out (sent, no answer: the handler may have run)"
 	case KindReset:

@@ -16,6 +16,8 @@ func TestKindOf(t *testing.T) {
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination billing: tls: failed to verify certificate: x509: certificate signed by unknown authority"}, KindTLS},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination billing: dial tcp 10.0.0.1:443: i/o timeout"}, KindConnect},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination billing: network is unreachable"}, KindConnect},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "oauth2 token for destination billing: Post to the oauth2 token endpoint: dial tcp 127.0.0.1:1: connect: connection refused"}, KindToken},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "probe of a destination paused automatically (auto_pause), not counted towards max_attempts: oauth2 token for destination billing: oauth2 token endpoint answered HTTP 401 (invalid_client)"}, KindToken},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "timeout after 10s"}, KindTimeout},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "Post to destination billing: read: connection reset by peer"}, KindReset},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "Post to destination billing: EOF"}, KindReset},

@@ -80,6 +80,13 @@ func (ca *CA) Client(t testing.TB, name string) tls.Certificate {
 	return c
 }
 
+// ClientLeaf issues a client certificate named name, as PEM (to be
+// written as files).
+func (ca *CA) ClientLeaf(t testing.TB, name string) Leaf {
+	t.Helper()
+	return ca.issue(t, name, x509.ExtKeyUsageClientAuth, nil, nil)
+}
+
 func (ca *CA) issue(t testing.TB, cn string, usage x509.ExtKeyUsage, names []string, ips []net.IP) Leaf {
 	key := newKey(t)
 	tmpl := &x509.Certificate{

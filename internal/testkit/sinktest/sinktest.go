@@ -6,6 +6,7 @@
 package sinktest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -39,6 +40,9 @@ type Options struct {
 	// test held closed first, to refuse connections); default a new one
 	// on 127.0.0.1.
 	Listener net.Listener
+	// TLS, when set, makes the sink serve HTTPS with it (its certificate,
+	// the client certificates it requires); default plain HTTP.
+	TLS *tls.Config
 }
 
 // Request is one request the sink received.
@@ -77,7 +81,12 @@ func Start(t testing.TB, o Options) *Sink {
 		s.Listener.Close()
 		s.Listener = o.Listener
 	}
-	s.Start()
+	if o.TLS != nil {
+		s.TLS = o.TLS
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
 	t.Cleanup(s.Close)
 	t.Cleanup(s.Release) // runs first: Close waits for held requests
 	return s
