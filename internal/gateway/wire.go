@@ -148,6 +148,9 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 			Rate:               d.Rate.PerSecond(),
 			InOrder:            d.Order == config.OrderPerObject,
 			AutoPause:          ap,
+
+			// Broker kinds (docs/destinations.md); nil for http.
+			Publisher: publisher(cfg, d),
 		})
 	}
 	if err := config.Join(errs...); err != nil {
