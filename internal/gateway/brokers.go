@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/broker"
+	"github.com/anyhook/anyhook/internal/broker/kafkadest"
 	"github.com/anyhook/anyhook/internal/broker/natsdest"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/delivery"
@@ -20,13 +21,20 @@ const dupWindowMargin = time.Minute
 
 // publisher gives the broker client of a destination of a broker type
 // (nil for http); nothing is dialled yet.
-func publisher(cfg *config.Config, d *config.Destination) broker.Publisher {
+func publisher(cfg *config.Config, d *config.Destination) (broker.Publisher, error) {
+	k := "destinations." + d.Name
 	switch d.Type {
 	case config.TypeNATS:
 		return natsdest.New(natsdest.Options{URL: d.NATS.URL, Subject: d.NATS.Subject, Stream: d.NATS.Stream,
-			MinWindow: d.Timeout.D() + cfg.Delivery.Grace.D() + dupWindowMargin, Name: "anyhook " + d.Name})
+			MinWindow: d.Timeout.D() + cfg.Delivery.Grace.D() + dupWindowMargin, Name: "anyhook " + d.Name}), nil
+	case config.TypeKafka:
+		p, err := kafkadest.New(kafkadest.Options{Brokers: d.Kafka.Brokers, Topic: d.Kafka.Topic, Timeout: d.Timeout.D()})
+		if err != nil {
+			return nil, cfg.Errorf(k+".kafka", "%v", err)
+		}
+		return p, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // checkBrokers checks at start what each broker destination needs of its
