@@ -9,6 +9,7 @@ import (
 	"github.com/anyhook/anyhook/internal/broker"
 	"github.com/anyhook/anyhook/internal/broker/kafkadest"
 	"github.com/anyhook/anyhook/internal/broker/natsdest"
+	"github.com/anyhook/anyhook/internal/broker/rabbitdest"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/delivery"
 )
@@ -27,6 +28,8 @@ func publisher(cfg *config.Config, d *config.Destination) (broker.Publisher, err
 	case config.TypeNATS:
 		return natsdest.New(natsdest.Options{URL: d.NATS.URL, Subject: d.NATS.Subject, Stream: d.NATS.Stream,
 			MinWindow: d.Timeout.D() + cfg.Delivery.Grace.D() + dupWindowMargin, Name: "anyhook " + d.Name}), nil
+	case config.TypeRabbitMQ:
+		return rabbitdest.New(rabbitdest.Options{URL: d.RabbitMQ.URL, Exchange: d.RabbitMQ.Exchange, RoutingKey: d.RabbitMQ.RoutingKey}), nil
 	case config.TypeKafka:
 		p, err := kafkadest.New(kafkadest.Options{Brokers: d.Kafka.Brokers, Topic: d.Kafka.Topic, Timeout: d.Timeout.D()})
 		if err != nil {
