@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -87,7 +88,11 @@ func (p *Publisher) conn(ctx context.Context) (jetstream.JetStream, error) {
 	}
 	nc, err := nats.Connect(p.opt.URL, nats.Name(p.opt.Name), nats.Timeout(timeout), nats.ReconnectBufSize(-1), nats.MaxReconnects(-1))
 	if err != nil {
-		return nil, broker.Errorf(broker.NotSent, broker.Unreachable, "%v", err)
+		msg := err.Error()
+		if strings.Contains(msg, "://") {
+			msg = "connect failed" // an error quoting the URL (and its password) is not repeated
+		}
+		return nil, broker.Errorf(broker.NotSent, broker.Unreachable, "%s", msg)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
