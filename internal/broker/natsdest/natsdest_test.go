@@ -11,6 +11,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/broker"
 	"github.com/anyhook/anyhook/internal/testkit/brokertest"
+	"github.com/anyhook/anyhook/internal/testkit/faultnet"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -91,5 +92,35 @@ func TestPublishFailures(t *testing.T) {
 	err = p.Publish(ctxT(t), m)
 	if !errors.As(err, &be) || be.Stage != broker.Answered || be.Reason != broker.Unroutable {
 		t.Errorf("subject in no stream: %v, want answered, unroutable", err)
+	}
+}
+
+// A publish whose PubAck does not come gives up when its context ends
+// (the claim's lease, as for an HTTP request): no answer, the stream may
+// hold the message.
+func TestPublishGivesUpWithTheLease(t *testing.T) {
+	t.Parallel()
+	s := brokertest.NATSStream(t, 0)
+	proxy, err := faultnet.NewProxy(strings.TrimPrefix(s.URL, "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	p := New(Options{URL: "nats://" + proxy.Addr(), Subject: s.Subject, Stream: s.Name, MinWindow: time.Minute})
+	defer p.Close()
+	if err := p.Check(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	proxy.HoldReplies()
+	defer proxy.ReleaseReplies()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = p.Publish(ctx, broker.Message{ID: "held", Header: http.Header{}, Body: []byte("{}")})
+	var be *broker.Error
+	if !errors.As(err, &be) || be.Stage != broker.NoAnswer || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("ack held: %v, want no answer, timeout", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("Publish returned before its context ended, without an ack")
 	}
 }
