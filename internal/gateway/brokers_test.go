@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
@@ -177,6 +181,65 @@ alert_window: 1s
 	for where, text := range seen {
 		if strings.Contains(text, password) {
 			t.Errorf("%s shows the broker's password", where)
+		}
+	}
+}
+
+// A Kafka record is keyed by the event's object when the destination
+// orders per object (one partition per object), else by the event id.
+func TestKafkaRecordKey(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "ordered", "unordered"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base, _ := gatewaytest.Start(t, testTop+fmt.Sprintf(`sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+  ordered:
+    type: kafka
+    kafka: {brokers: [%q], topic: ordered}
+    sources: [stripe]
+    order: per_object
+  unordered:
+    type: kafka
+    kafka: {brokers: [%q], topic: unordered}
+    sources: [stripe]
+`, stripeSecret, c.ListenAddrs()[0], c.ListenAddrs()[0]), gateway.Options{})
+	ids := map[string]bool{}
+	for i := range 3 {
+		body := fmt.Appendf(nil, `{"id":"evt_key_%d","object":"event","type":"invoice.paid","created":%d,"data":{"object":{"id":"in_1"}}}`, i, 100+i)
+		a := do(t, stripeRequest(t, base+"/webhooks/stripe", stripeSecret, body, time.Now()))
+		if a.Status != "accepted" {
+			t.Fatalf("send: %+v", a)
+		}
+		ids[a.ID] = true
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("ordered", "unordered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for len(recs) < 6 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+	}
+	if len(recs) != 6 {
+		t.Fatalf("%d records, want 6", len(recs))
+	}
+	for _, r := range recs {
+		switch key := string(r.Key); r.Topic {
+		case "ordered":
+			if key != "in_1" {
+				t.Errorf("ordered record key %q, want the object in_1", key)
+			}
+		default:
+			if !ids[key] {
+				t.Errorf("unordered record key %q, want an event id (%v)", key, ids)
+			}
 		}
 	}
 }
