@@ -43,6 +43,10 @@ func tool(p string) bool { return strings.HasPrefix(rel(p), "internal/tools/") }
 
 func workshop(p string) bool { return testKit(p) || tool(p) }
 
+// brokerClient says whether p is a broker destination's client
+// (internal/broker/natsdest, rabbitdest, kafkadest).
+func brokerClient(p string) bool { return strings.HasPrefix(rel(p), "internal/broker/") }
+
 // wiring says whether p is where the config meets the components.
 func wiring(p string) bool { return rel(p) == "internal/gateway" || rel(p) == "cmd/anyhook" }
 
@@ -108,7 +112,9 @@ func goList(t *testing.T) []listed {
 //     imports the tools but no test kit, and only it imports the tools;
 //   - nothing of the product, cmd/anyhook included, links "testing";
 //   - the stores depend on nothing of ours but the domain and each other,
-//     import no HTTP serving package, and the backends no net/http at all.
+//     import no HTTP serving package, and the backends no net/http at all;
+//   - only the wiring and the workshop import a broker client
+//     (internal/broker/natsdest …); the engine knows internal/broker alone.
 func TestLayers(t *testing.T) {
 	t.Parallel()
 	for _, p := range goList(t) {
@@ -127,6 +133,8 @@ func TestLayers(t *testing.T) {
 				t.Errorf("the store package %s imports %s", name, imp)
 			case backend(name) && imp == "net/http":
 				t.Errorf("the backend %s imports net/http", name)
+			case brokerClient(imp) && !wiring(name) && !workshop(name):
+				t.Errorf("%s imports the broker client %s: only the wiring builds them (the engine sees a broker.Publisher)", name, imp)
 			}
 		}
 		for _, dep := range p.Deps {

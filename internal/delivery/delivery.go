@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/broker"
 	"github.com/anyhook/anyhook/internal/lifecycle"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/redirect"
@@ -94,6 +95,10 @@ type Destination struct {
 	// (and its token URL) goes through; nil: the client's (NewClient:
 	// HTTPS_PROXY, HTTP_PROXY and NO_PROXY).
 	Proxy *url.URL
+	// Publisher, when set, makes this a broker destination (type nats,
+	// rabbitmq or kafka): each attempt is a message it publishes
+	// (Engine.publish) instead of a POST to URL; nil: HTTP.
+	Publisher broker.Publisher
 }
 
 // Options configure an Engine.
@@ -139,13 +144,14 @@ type Options struct {
 
 // Engine runs the dispatchers and the rescuer.
 type Engine struct {
-	st    Store
-	opt   Options
-	log   *slog.Logger
-	dests map[string]*Destination
-	out   map[string]*outbound // per destination: its client and credentials
-	wake  map[string]chan struct{}
-	slots map[string]*slots // per destination: its claims against its limits
+	st     Store
+	opt    Options
+	log    *slog.Logger
+	dests  map[string]*Destination
+	out    map[string]*outbound // per destination: its client and credentials (HTTP)
+	sender map[string]sender    // per destination: by its kind (send)
+	wake   map[string]chan struct{}
+	slots  map[string]*slots // per destination: its claims against its limits
 	// breakers are those of the destinations with auto_pause, read-only
 	// after New.
 	breakers map[string]*breaker
@@ -185,7 +191,7 @@ func New(st Store, opt Options) *Engine {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}, slots: map[string]*slots{},
-		out: map[string]*outbound{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
+		out: map[string]*outbound{}, sender: map[string]sender{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
 	if opt.Tracer != nil {
 		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
 	}
@@ -208,6 +214,10 @@ func New(st Store, opt Options) *Engine {
 			e.breakers[d.Name] = newBreaker(*d.AutoPause)
 		}
 		e.out[d.Name] = newOutbound(opt.Client, d, opt.Now, shared)
+		e.sender[d.Name] = e.post
+		if d.Publisher != nil {
+			e.sender[d.Name] = e.publish
+		}
 	}
 	return e
 }
@@ -549,7 +559,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: e.opt.Now().Sub(started), StatusCode: code, ResponseBody: r.body, Outcome: r.outcome}
 	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: attempt, Result: a}
 	switch {
-	case err == nil && code >= 200 && code < 300:
+	case err == nil && (r.acked || code >= 200 && code < 300):
 		out.Status = anyhook.StatusDelivered
 	case c.Probe:
 		// A failed probe never uses up the delivery (its attempt does not
@@ -681,13 +691,58 @@ type reply struct {
 	body       []byte // the first 4 KiB of the response
 	retryAfter time.Duration
 	outcome    string // anyhook.Outcome*
+	acked      bool   // a broker took the message (publish): delivered
 }
 
-// send POSTs the event to d, giving up after timeout. It returns the
+// A sender makes one attempt of c to d, giving up after timeout: an HTTP
+// POST (post) or a broker publish (publish). It returns the reply, and
+// an error when the attempt failed without an answer that says how; the
+// reply's outcome says then whether anything reached the destination.
+type sender func(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error)
+
+// send makes one attempt by d's kind; retries, leases, breakers and the
+// outcome's recording are the same for every kind.
+func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
+	return e.sender[d.Name](ctx, d, c, timeout)
+}
+
+// publish sends the event to d's broker as one message, giving up after
+// timeout (the lease's deadline, as for a POST). The message carries the
+// headers a POST would, X-AnyHook-Delivery-Id, and the delivery's id as
+// its message id: a crash between the broker's ack and the outcome's
+// commit re-sends the same id, while a replay (a new delivery) has its
+// own. Delivered means the broker acked it (docs/destinations.md).
+func (e *Engine) publish(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	h := e.header(d, c, e.opt.Now())
+	h.Set("X-AnyHook-Delivery-Id", c.Delivery.ID)
+	if e.tracer != nil {
+		tracing.Inject(ctx, h)
+	}
+	key := c.Event.ID
+	if d.InOrder && c.Event.Object != "" {
+		key = c.Event.Object // one partition per object keeps its order
+	}
+	err := d.Publisher.Publish(ctx, broker.Message{ID: c.Delivery.ID, Key: key, Header: h, Body: c.Event.Body, ContentType: h.Get("Content-Type")})
+	if err == nil {
+		return reply{outcome: anyhook.OutcomeAnswered, acked: true}, nil
+	}
+	r := reply{outcome: anyhook.OutcomeNotSent}
+	switch broker.StageOf(err) {
+	case broker.NoAnswer:
+		r.outcome = anyhook.OutcomeNoAnswer
+	case broker.Answered:
+		r.outcome = anyhook.OutcomeAnswered
+	}
+	return r, clipError(fmt.Errorf("publish to destination %s: %w", d.Name, err))
+}
+
+// post POSTs the event to d, giving up after timeout. It returns the
 // reply, and an error when no response arrived; the reply's outcome says
 // then whether the request's headers had been written (no_answer: the
 // handler may have run) or not (not_sent).
-func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
+func (e *Engine) post(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := e.out[d.Name]

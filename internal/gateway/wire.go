@@ -132,6 +132,11 @@ func deliveryDestinations(cfg *config.Config, log *slog.Logger) ([]delivery.Dest
 				continue
 			}
 		}
+		pub, err := publisher(cfg, d) // a broker kind's client; nil for http
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		var ap *delivery.AutoPause
 		if a := d.AutoPause; a != nil {
 			ap = &delivery.AutoPause{ConsecutiveFailures: a.ConsecutiveFailures, FailureRate: a.FailureRate, Window: a.Window, ProbeEvery: a.ProbeEvery.D()}
@@ -163,6 +168,8 @@ func deliveryDestinations(cfg *config.Config, log *slog.Logger) ([]delivery.Dest
 			TLS:     reach.TLS,
 			RootCAs: reach.RootCAs,
 			Proxy:   reach.Proxy,
+			// Broker kinds (docs/destinations.md); nil for http.
+			Publisher: pub,
 		})
 	}
 	if err := config.Join(errs...); err != nil {
@@ -240,7 +247,8 @@ func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.Checkpointe
 // listing every problem found (config.List reads them), in line order.
 func Check(cfg *config.Config) error {
 	_, srcErr := ingestSources(cfg)
-	_, destErr := deliveryDestinations(cfg, nil)
+	dests, destErr := deliveryDestinations(cfg, nil)
+	closePublishers(dests) // built to be checked, never used
 	alertErr := alert.CheckChannels(alertChannels(cfg))
 	if err := config.Join(srcErr, destErr, alertErr); err != nil {
 		return &ConfigError{err}
