@@ -247,6 +247,16 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Destination = strings.TrimSpace(req.Destination)
+	pull := !principal(r).Admin()
+	if pull {
+		// Before the destination is looked up: a pull token learns
+		// nothing of the others.
+		d, err := pullOnly(r, req.Destination)
+		if err != nil {
+			return err
+		}
+		req.Destination = d
+	}
 	if req.Destination != "" && !a.known[req.Destination] {
 		return badParam("destination", "unknown destination %q (configured: %s)", req.Destination, strings.Join(a.dests, ", "))
 	}
@@ -272,6 +282,9 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	if dest == "" && found.Via != nil {
 		dest = found.Via.Destination // a delivery id: that delivery's destination
 	}
+	if pull && (dest != req.Destination || !a.eventOf(ev, dest)) {
+		return forbidden(principal(r), "may replay only events of destination "+req.Destination+"; "+ev.ID+" is not one")
+	}
 	dests, err := a.replayTargets(ev, dest, req.IgnoreFilters)
 	if err != nil {
 		return err
@@ -289,6 +302,22 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 		out.Deliveries = append(out.Deliveries, a.toDelivery(d, false))
 	}
 	return writeJSON(w, http.StatusAccepted, out)
+}
+
+// eventOf reports whether ev is an event of dest, for a pull token's
+// replay: dest had a delivery of it, or receives its source and its
+// filter accepts it now.
+func (a *API) eventOf(ev anyhook.Event, dest string) bool {
+	for _, d := range ev.Deliveries {
+		if d.Destination == dest {
+			return true
+		}
+	}
+	if !slices.Contains(a.sources[ev.Source], dest) {
+		return false
+	}
+	ok, _ := routes.Split(a.filters, routes.NewInput(routes.FromEvent(&ev)), []string{dest}, nil)
+	return len(ok) == 1
 }
 
 // replayTargets says where a replay of ev goes: dest alone, if it receives
@@ -462,10 +491,14 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := &query{now: a.now()}
+	dest, err := pullOnly(r, strings.TrimSpace(req.Destination)) // a pull token's own destination
+	if err != nil {
+		return err
+	}
 	f := store.DeliveryFilter{
 		Source:      strings.TrimSpace(req.Source),
 		Status:      anyhook.DeliveryStatus(strings.TrimSpace(req.Status)),
-		Destination: strings.TrimSpace(req.Destination),
+		Destination: dest,
 		Since:       parseTime(q, "since", strings.TrimSpace(req.Since)),
 		Until:       parseTime(q, "until", strings.TrimSpace(req.Until)),
 	}

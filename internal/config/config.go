@@ -14,9 +14,9 @@ type Config struct {
 	Path string `yaml:"-"` // the file it was loaded from
 	Dir  string `yaml:"-"` // its directory; relative paths resolve against it
 
-	Listen     string `yaml:"listen"`      // default 127.0.0.1:8080
-	TLS        *TLS   `yaml:"tls"`         // listen's HTTPS; default none: plain HTTP (see listen.go)
-	Database   string `yaml:"database"`    // default sqlite:anyhook.db
+	Listen   string `yaml:"listen"`   // default 127.0.0.1:8080
+	TLS      *TLS   `yaml:"tls"`      // listen's HTTPS; default none: plain HTTP (see listen.go)
+	Database string `yaml:"database"` // default sqlite:anyhook.db
 	// AdminToken is the token named "admin" with scope admin. An admin
 	// token (this or one in Tokens) is required unless the admin API
 	// listens on a loopback address.

@@ -228,7 +228,7 @@ func TestLogin(t *testing.T) {
 	if r.code != http.StatusUnauthorized || f.sessionCookie() != nil {
 		t.Fatalf("bad token: %d, cookie %v; want 401 and no cookie", r.code, f.sessionCookie())
 	}
-	mustContain(t, r, "not the admin token")
+	mustContain(t, r, "not a token of this gateway")
 
 	// An off-site next is ignored.
 	r = f.post("/login", url.Values{"token": {token}, "next": {"//evil.example/x"}})

@@ -85,6 +85,7 @@ type incidentData struct {
 	Open     bool // open: it can be acknowledged
 	Resolved bool
 	For      time.Duration // how long it has lasted (until resolved)
+	CanAct   bool          // the session may act: acknowledge, resolve
 }
 
 // NavKey marks the page in the navigation.
@@ -101,7 +102,7 @@ func (d *Dashboard) incidentPage(w http.ResponseWriter, r *http.Request) error {
 		end = i.ResolvedAt
 	}
 	data := incidentData{incidentRow: incidentRow{i, incident.Describe(i.Kind)}, Open: i.State == store.IncidentOpen,
-		Resolved: i.State == store.IncidentResolved, For: end.Sub(i.FirstSeen)}
+		Resolved: i.State == store.IncidentResolved, For: end.Sub(i.FirstSeen), CanAct: canAct(r)}
 	d.render(w, r, http.StatusOK, "incident", "Incident: "+i.Destination+" "+i.Kind, data)
 	return nil
 }
