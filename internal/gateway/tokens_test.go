@@ -1,13 +1,17 @@
 package gateway_test
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/testkit/sinktest"
 )
 
@@ -118,5 +122,69 @@ func TestTokenPullReplaysItsOwn(t *testing.T) {
 	}
 	if len(ev.Actions) != 1 || ev.Actions[0].Actor != "alice" {
 		t.Errorf("actions %+v: want the replay by alice", ev.Actions)
+	}
+}
+
+// logBuffer collects a gateway's log lines from any goroutine.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestTokenNeverLogged: logins, refusals and forged tokens are logged by
+// the token's name at most, never a token's value.
+func TestTokenNeverLogged(t *testing.T) {
+	t.Parallel()
+	var logs logBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	base, g := gatewaytest.Start(t, testTop+`sources:
+  stripe: {provider: stripe, secrets: [`+stripeSecret+`]}
+destinations:
+  billing: {url: http://127.0.0.1:1/hooks, sources: [stripe]}
+`+tokensTop, gateway.Options{Logger: log})
+	for _, tok := range []string{gwPullToken, gwReadToken, "forged-token-0123456789"} {
+		resp, err := http.PostForm(base+"/login", url.Values{"token": {tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, path := range []string{"/api/events", "/api/destinations/billing/pause", "/metrics"} {
+			method := "GET"
+			if strings.HasSuffix(path, "pause") {
+				method = "POST"
+			}
+			req, _ := http.NewRequest(method, base+path, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	g.Stop(t.Context())
+	out := logs.String()
+	if !strings.Contains(out, "token=alice") {
+		t.Errorf("the refused login is not logged by the token's name:\n%s", out)
+	}
+	for _, tok := range []string{gwPullToken, gwReadToken, "forged-token-0123456789", gatewaytest.AdminToken} {
+		if strings.Contains(out, tok) {
+			t.Errorf("the log shows the token %q:\n%s", tok, out)
+		}
+	}
+	if eff := string(g.Config().Effective()); strings.Contains(eff, gwPullToken) || strings.Contains(eff, gwReadToken) {
+		t.Errorf("the effective config shows a token:\n%s", eff)
 	}
 }
