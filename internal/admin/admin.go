@@ -367,10 +367,10 @@ func principal(r *http.Request) auth.Principal {
 	return p
 }
 
-// pullOnly returns the destination a replay by r may target when r's
-// principal is not an admin: its one pull destination, with ok; want is
-// the destination the request names ("" for none). An admin gets want
-// back. A pull token naming another destination, or holding several pull
+// pullOnly returns the destination a replay by r may target: want, the
+// destination the request names ("" for none), for an admin; for a pull
+// token, want when it is one of its own, else its one pull destination.
+// A pull token naming another destination, or holding several pull
 // scopes without naming one, is refused 403.
 func pullOnly(r *http.Request, want string) (dest string, err error) {
 	p := principal(r)

@@ -98,9 +98,10 @@ func TestScopePullToken(t *testing.T) {
 		{"POST", "/api/events/" + stripeEv + "/replay", `{"destination":"ci"}`},      // into its own, not its event
 		{"POST", "/api/events/" + dead + "/replay", `{}`},                            // by another destination's delivery id
 		{"POST", "/api/events/" + githubEv + "/replay", `{"destination":"nowhere"}`}, // says nothing of other names
-		{"POST", "/api/replay", `{"status":"dead","destination":"billing"}`},         // bulk into another
-		{"POST", "/api/deliveries/" + dead + "/resolve", `{"action":"resend"}`},      // resolve is not a replay
-		{"POST", "/api/destinations/ci/pause", ""},                                   // not even its own
+		{"POST", "/api/replay", `{"status":"dead","destination":"billing"}`},
+		{"POST", "/api/replay", `{"status":"dead","filter":"body.amount > 1000","since":"1h"}`}, // a body search over every destination's events         // bulk into another
+		{"POST", "/api/deliveries/" + dead + "/resolve", `{"action":"resend"}`},                 // resolve is not a replay
+		{"POST", "/api/destinations/ci/pause", ""},                                              // not even its own
 		{"POST", "/api/sources/github/backfill", `{"since":"1h"}`},
 	} {
 		refused(t, "pull "+c.method+" "+c.path+" "+c.body, f.doAuth(c.method, c.path, c.body, pull), "alice")
