@@ -301,7 +301,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	login := " (no login: admin_token is not set)"
 	switch {
 	case len(cfg.Tokens) > 0:
-		login = " (log in with the admin_token or a token of tokens with scope admin or read)"
+		login = " (log in with a token with scope admin or read)"
 	case cfg.AdminToken != "":
 		login = " (log in with the admin_token)"
 	}
