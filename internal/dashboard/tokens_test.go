@@ -1,11 +1,16 @@
 package dashboard_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/auth"
@@ -143,5 +148,61 @@ func TestLoginSessionActsAsItsToken(t *testing.T) {
 	}
 	if len(got.Actions) != 1 || !regexp.MustCompile(`^ops \(dashboard session [0-9a-f]{8}\)$`).MatchString(got.Actions[0].Actor) {
 		t.Errorf("actions %+v: want the replay by ops's dashboard session", got.Actions)
+	}
+}
+
+// TestLoginSessionEndsWithItsToken: a session is accepted by every
+// instance with the same tokens, and ends where its token changed, was
+// removed, or lost the right to log in. A session cookie from before
+// tokens had names is the admin token's.
+func TestLoginSessionEndsWithItsToken(t *testing.T) {
+	t.Parallel()
+	a := setupWith(t, false, scopedTokens())
+	if r := a.loginWith(readToken); r.code != http.StatusSeeOther {
+		t.Fatalf("read login: %d", r.code)
+	}
+	cookie := a.sessionCookie()
+	pageWith := func(f *fixture, c *http.Cookie) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", f.srv.URL+"/events", nil)
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		return f.do(req).code
+	}
+	with := func(grafana auth.Token) *fixture {
+		return setupWith(t, false, auth.New([]auth.Token{
+			{Name: "ops", Secret: opsToken, Scopes: []string{auth.ScopeAdmin}}, grafana}))
+	}
+	for _, c := range []struct {
+		name   string
+		f      *fixture
+		wantOK bool
+	}{
+		{"another instance sharing the tokens", with(auth.Token{Name: "grafana", Secret: readToken, Scopes: []string{auth.ScopeRead}}), true},
+		{"token changed", with(auth.Token{Name: "grafana", Secret: "another-read-token-0123", Scopes: []string{auth.ScopeRead}}), false},
+		{"token removed", setupWith(t, false, auth.New([]auth.Token{{Name: "ops", Secret: opsToken, Scopes: []string{auth.ScopeAdmin}}})), false},
+		{"now a pull token", with(auth.Token{Name: "grafana", Secret: readToken, Scopes: []string{"pull:ci"}}), false},
+	} {
+		code := pageWith(c.f, cookie)
+		if (code == http.StatusOK) != c.wantOK {
+			t.Errorf("%s: GET /events with the session: %d, want accepted %v", c.name, code, c.wantOK)
+		}
+	}
+
+	// A cookie of the old shape: expiry ‖ nonce, MACed with the key of the
+	// admin token.
+	old := setup(t)
+	payload := make([]byte, 24)
+	binary.BigEndian.PutUint64(payload, uint64(time.Now().Add(time.Hour).Unix()))
+	copy(payload[8:], "0123456789abcdef")
+	k := hmac.New(sha256.New, []byte(token))
+	k.Write([]byte("anyhook dashboard session v1"))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	m.Write(payload)
+	legacy := &http.Cookie{Name: "anyhook_session", Value: base64.RawURLEncoding.EncodeToString(payload) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))}
+	if code := pageWith(old, legacy); code != http.StatusOK {
+		t.Errorf("a session cookie from before tokens had names: %d, want accepted", code)
+	}
+	if code := pageWith(a, legacy); code == http.StatusOK {
+		t.Error("the old cookie of another admin token was accepted")
 	}
 }
