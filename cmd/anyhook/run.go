@@ -299,7 +299,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		dashboard = cfg.DashboardURL
 	}
 	login := " (no login: admin_token is not set)"
-	if cfg.AdminToken != "" {
+	switch {
+	case len(cfg.Tokens) > 0:
+		login = " (log in with a token with scope admin or read)"
+	case cfg.AdminToken != "":
 		login = " (log in with the admin_token)"
 	}
 	fmt.Fprintf(stdout, "dashboard: %s%s\n", dashboard, login)

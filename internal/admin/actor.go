@@ -9,16 +9,18 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
-// ActorAPI is the actor of a request that came with the admin token:
-// there is one token, so the API cannot tell its holders apart.
+// ActorAPI is the actor of a request when authentication is off (no
+// token is configured): the API cannot tell its callers apart. With
+// tokens, the actor is the name of the token the request came with
+// ("admin" for admin_token).
 const ActorAPI = "api"
 
 type actorKey struct{}
 
 // WithActor returns ctx carrying the actor in whose name the API records
-// a replay or a resolve made with it, instead of ActorAPI. The dashboard
-// calls the API in-process, as the admin token's holder, on behalf of one
-// of its sessions, and says which; a request from the network cannot set
+// a replay or a resolve made with it, instead of the token's name. The
+// dashboard calls the API in-process, as its session's principal, and
+// names the token and the session; a request from the network cannot set
 // it.
 func WithActor(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, actorKey{}, name)
@@ -27,6 +29,9 @@ func WithActor(ctx context.Context, name string) context.Context {
 // actor is who r acts for, with reason.
 func actor(r *http.Request, reason string) store.Actor {
 	name, _ := r.Context().Value(actorKey{}).(string)
+	if name == "" {
+		name = principal(r).Name
+	}
 	if name == "" {
 		name = ActorAPI
 	}

@@ -7,11 +7,17 @@
 //
 // # Authentication
 //
-// Every /api/ route requires "Authorization: Bearer <admin_token>"; the token
-// is compared in constant time. A missing or wrong token answers 401 with
-// WWW-Authenticate: Bearer. /healthz and /readyz need no token.
+// Every /api/ route requires "Authorization: Bearer <token>": the
+// admin_token or a token of the config's tokens, resolved to a principal
+// by internal/auth (constant time, against every token). A missing or
+// unknown token answers 401 with WWW-Authenticate: Bearer. A known token
+// whose scopes do not allow the request answers 403 (see authorize):
+// admin may do everything; read may GET; pull:DESTINATION may only
+// replay that destination's events and deliveries. /healthz and /readyz
+// need no token.
 //
-// An empty Options.Token turns authentication off. That is only safe when
+// No token at all (Options.Token and Options.Tokens empty) turns
+// authentication off. That is only safe when
 // the API listens on a loopback address, and it is the caller's job (the
 // serve command) to refuse to start without an admin_token on any other
 // address, and to answer only requests addressed to a loopback name there
@@ -33,8 +39,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"io"
 	"log/slog"
@@ -45,6 +49,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/delivery"
 	routes "github.com/anyhook/anyhook/internal/route"
 	"github.com/anyhook/anyhook/internal/store"
@@ -82,9 +87,14 @@ type Store interface {
 type Options struct {
 	// Store is required.
 	Store Store
-	// Token is the admin token. "" disables authentication: allowed only on
-	// a loopback listener, which the caller enforces (see the package doc).
+	// Token is the admin token: a token named "admin" with scope admin,
+	// for callers that have no other (tests). Tokens, when set, is used
+	// instead.
 	Token string
+	// Tokens are the tokens the API accepts. None (and no Token) disables
+	// authentication: allowed only on a loopback listener, which the
+	// caller enforces (see the package doc).
+	Tokens *auth.Tokens
 	// Sources maps each source name to the names of its destinations. A
 	// replay without a destination goes to every destination of the event's
 	// source.
@@ -140,7 +150,7 @@ type API struct {
 	onBreakerCleared func(destination, actor string, at time.Time)
 	filters          map[string]*routes.Filter
 	store            Store
-	token            []byte // sha256 of the token; nil when authentication is off
+	tokens           *auth.Tokens // Off: authentication is off
 	sources          map[string][]string
 	dests            []string // sorted, unique
 	known            map[string]bool
@@ -196,9 +206,9 @@ func New(opt Options) *API {
 	for _, d := range opt.InOrder {
 		a.inOrder[d] = true
 	}
-	if opt.Token != "" {
-		sum := sha256.Sum256([]byte(opt.Token))
-		a.token = sum[:]
+	a.tokens = opt.Tokens
+	if a.tokens == nil && opt.Token != "" {
+		a.tokens = auth.New([]auth.Token{{Name: auth.AdminTokenName, Secret: opt.Token, Scopes: []string{auth.ScopeAdmin}}})
 	}
 	for _, d := range opt.Destinations {
 		a.known[d] = true
@@ -258,7 +268,7 @@ func New(opt Options) *API {
 	for _, rt := range a.routes {
 		h := a.adapt(rt.h)
 		if !rt.public {
-			h = cop.Handler(a.authenticate(h))
+			h = cop.Handler(a.authenticate(a.authorize(rt, h)))
 		}
 		a.mux.Handle(rt.method+" "+rt.path, h)
 	}
@@ -269,29 +279,121 @@ func New(opt Options) *API {
 // Handler returns the handler serving /api/, /healthz and /readyz.
 func (a *API) Handler() http.Handler { return a.mux }
 
-// authenticate lets a request through only with the admin token.
+// authenticate resolves the request's token to a principal and lets it
+// through with the principal in its context: 401 without a token or with
+// one no configured token matches (the only answers the gateway counts
+// as authentication failures). The dashboard calls in-process with its
+// session's principal already in the context.
 func (a *API) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.token == nil {
+		if _, ok := auth.FromContext(r.Context()); ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="anyhook"`)
-			a.render(w, r, &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
-				Message: "missing bearer token: send Authorization: Bearer <admin_token>"})
+		if a.tokens.Off() {
+			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), auth.Anonymous)))
 			return
 		}
-		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		if subtle.ConstantTimeCompare(sum[:], a.token) != 1 {
+		tok, ok := auth.Bearer(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="anyhook"`)
+			a.render(w, r, &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+				Message: "missing bearer token: send Authorization: Bearer <token>"})
+			return
+		}
+		p, ok := a.tokens.Resolve(tok)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="anyhook", error="invalid_token"`)
 			a.render(w, r, &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
-				Message: "invalid admin token"})
+				Message: "invalid token"})
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// replayRoutes are the routes a pull token may call, for its own
+// destination (the handlers check which).
+var replayRoutes = map[string]bool{
+	"POST /api/events/{id}/replay": true,
+	"POST /api/replay":             true,
+}
+
+// authorize lets an authenticated request through when its principal's
+// scopes allow rt, else answers 403: a GET needs read (or admin), a
+// replay admin or a pull scope (its handler then checks the
+// destination), anything else admin.
+func (a *API) authorize(rt route, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := auth.FromContext(r.Context())
+		var why string
+		switch {
+		case p.Admin():
+		case rt.method == http.MethodGet:
+			if !p.CanRead() {
+				why = "may not read the admin API"
+			}
+		case replayRoutes[rt.method+" "+rt.path]:
+			if len(p.Pulls()) == 0 {
+				why = "may not act (replay, resolve, pause …): that needs scope admin"
+			}
+		default:
+			why = "may not act (replay, resolve, pause …): that needs scope admin"
+		}
+		if why != "" {
+			a.render(w, r, forbidden(p, why))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// forbidden is the 403 of principal p, which may not do what why says.
+func forbidden(p auth.Principal, why string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: p.Describe() + " " + why}
+}
+
+// AuthorizePull is the rule of the pull endpoints
+// (/api/destinations/{name}/lease, ack, nack, extend): nil when r's
+// principal may pull from destination (an admin, or a token with
+// pull:destination), else a 403 *Error naming the token. Their routes
+// go through authenticate like every other; their handlers call this
+// first.
+func AuthorizePull(r *http.Request, destination string) error {
+	p := principal(r)
+	if p.CanPull(destination) {
+		return nil
+	}
+	return forbidden(p, "may not pull from "+destination)
+}
+
+// principal is who r comes from (authenticate put it there).
+func principal(r *http.Request) auth.Principal {
+	p, _ := auth.FromContext(r.Context())
+	return p
+}
+
+// pullOnly returns the destination a replay by r may target: want, the
+// destination the request names ("" for none), for an admin; for a pull
+// token, want when it is one of its own, else its one pull destination.
+// A pull token naming another destination, or holding several pull
+// scopes without naming one, is refused 403.
+func pullOnly(r *http.Request, want string) (dest string, err error) {
+	p := principal(r)
+	if p.Admin() {
+		return want, nil
+	}
+	pulls := p.Pulls()
+	switch {
+	case want != "" && !p.CanReplay(want):
+		return "", forbidden(p, "may replay only into "+strings.Join(pulls, ", ")+", not "+want)
+	case want != "":
+		return want, nil
+	case len(pulls) == 1:
+		return pulls[0], nil
+	default:
+		return "", forbidden(p, "may replay into "+strings.Join(pulls, ", ")+": name one as destination")
+	}
 }
 
 // noRoute answers an /api/ path no route serves: 405 when another method

@@ -241,7 +241,7 @@ func TestBreakerInTheAPI(t *testing.T) {
 	if m["paused"] != false || m["breaker_cleared"] != true {
 		t.Errorf("resume = %v, want the breaker cleared", m)
 	}
-	if len(cleared) != 1 || cleared[0] != "billing by "+admin.ActorAPI {
+	if len(cleared) != 1 || cleared[0] != "billing by "+"admin" {
 		t.Errorf("OnBreakerCleared told %v", cleared)
 	}
 	if cs := f.claim("billing", time.Minute); len(cs) != 1 {
@@ -319,11 +319,11 @@ func TestDiscardOrphanedDestination(t *testing.T) {
 		}
 		for _, d := range ev.Deliveries {
 			orphan := d.Destination == "legacy"
-			if orphan != (d.Status == anyhook.StatusResolved) || (orphan && (d.Resolution.Kind != anyhook.ResolvedDiscarded || d.Resolution.By != "api" || d.Resolution.Reason != "legacy CRM retired")) {
+			if orphan != (d.Status == anyhook.StatusResolved) || (orphan && (d.Resolution.Kind != anyhook.ResolvedDiscarded || d.Resolution.By != "admin" || d.Resolution.Reason != "legacy CRM retired")) {
 				t.Errorf("delivery to %s after the discard: %s %+v", d.Destination, d.Status, d.Resolution)
 			}
 		}
-		if len(ev.Actions) != 1 || ev.Actions[0].Kind != store.ActionDiscard || ev.Actions[0].Destination != "legacy" || ev.Actions[0].Actor != "api" {
+		if len(ev.Actions) != 1 || ev.Actions[0].Kind != store.ActionDiscard || ev.Actions[0].Destination != "legacy" || ev.Actions[0].Actor != "admin" {
 			t.Errorf("actions: %+v", ev.Actions)
 		}
 	}

@@ -254,6 +254,16 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Destination = strings.TrimSpace(req.Destination)
+	pull := !principal(r).Admin()
+	if pull {
+		// Before the destination is looked up: a pull token learns
+		// nothing of the others.
+		d, err := pullOnly(r, req.Destination)
+		if err != nil {
+			return err
+		}
+		req.Destination = d
+	}
 	if req.Destination != "" && !a.known[req.Destination] {
 		return badParam("destination", "unknown destination %q (configured: %s)", req.Destination, strings.Join(a.dests, ", "))
 	}
@@ -268,6 +278,11 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	found, err := store.Resolve(r.Context(), a.store, r.PathValue("id"), req.Source, slices.Sorted(maps.Keys(a.sources)))
 	var amb *store.AmbiguousError
+	if errors.As(err, &amb) && pull {
+		// The candidates are events of other destinations too.
+		return &Error{Status: http.StatusConflict, Code: "ambiguous_id",
+			Message: "events of several sources have this id; name one with \"source\", or use its event_id"}
+	}
 	if errors.As(err, &amb) {
 		return ambiguous(amb)
 	}
@@ -278,6 +293,9 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 	dest := req.Destination
 	if dest == "" && found.Via != nil {
 		dest = found.Via.Destination // a delivery id: that delivery's destination
+	}
+	if pull && !a.eventOf(ev, dest) {
+		return forbidden(principal(r), "may replay only events of destination "+req.Destination+"; "+ev.ID+" is not one")
 	}
 	dests, err := a.replayTargets(ev, dest, req.IgnoreFilters)
 	if err != nil {
@@ -296,6 +314,22 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 		out.Deliveries = append(out.Deliveries, a.toDelivery(d, false))
 	}
 	return writeJSON(w, http.StatusAccepted, out)
+}
+
+// eventOf reports whether ev is an event of dest, for a pull token's
+// replay: dest had a delivery of it, or receives its source and its
+// filter accepts it now.
+func (a *API) eventOf(ev anyhook.Event, dest string) bool {
+	for _, d := range ev.Deliveries {
+		if d.Destination == dest {
+			return true
+		}
+	}
+	if !slices.Contains(a.sources[ev.Source], dest) {
+		return false
+	}
+	ok, _ := routes.Split(a.filters, routes.NewInput(routes.FromEvent(&ev)), []string{dest}, nil)
+	return len(ok) == 1
 }
 
 // replayTargets says where a replay of ev goes: dest alone, if it receives
@@ -473,10 +507,14 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := &query{now: a.now()}
+	dest, err := pullOnly(r, strings.TrimSpace(req.Destination)) // a pull token's own destination
+	if err != nil {
+		return err
+	}
 	f := store.DeliveryFilter{
 		Source:      strings.TrimSpace(req.Source),
 		Status:      anyhook.DeliveryStatus(strings.TrimSpace(req.Status)),
-		Destination: strings.TrimSpace(req.Destination),
+		Destination: dest,
 		Since:       parseTime(q, "since", strings.TrimSpace(req.Since)),
 		Until:       parseTime(q, "until", strings.TrimSpace(req.Until)),
 	}
@@ -501,6 +539,11 @@ func (a *API) bulkReplay(w http.ResponseWriter, r *http.Request) error {
 	}
 	q.window(f.Since, f.Until)
 	filter, search := strings.TrimSpace(req.Filter), strings.TrimSpace(req.Search)
+	if (filter != "" || search != "") && !principal(r).Admin() {
+		// It reads the bodies of every destination's events: its count
+		// would answer questions about them.
+		return forbidden(principal(r), "may not replay by filter or saved search, which search the bodies of every destination's events; replay by status and time")
+	}
 	var sel *EventSelection
 	switch {
 	case search != "":

@@ -50,7 +50,7 @@ func TestIncidents(t *testing.T) {
 	f.mustStatus(f.do("GET", "/api/incidents/"+store.NewID(), ""), 404)
 
 	ack := f.mustStatus(f.do("POST", "/api/incidents/"+id+"/acknowledge", `{"note":"on it"}`), 200).json(t)
-	if ack["state"] != "acknowledged" || ack["acknowledged_by"] != admin.ActorAPI || ack["note"] != "on it" {
+	if ack["state"] != "acknowledged" || ack["acknowledged_by"] != "admin" || ack["note"] != "on it" {
 		t.Fatalf("acknowledge: %v", ack)
 	}
 	r := f.mustStatus(f.do("POST", "/api/incidents/"+id+"/acknowledge", ""), 400)
@@ -61,7 +61,7 @@ func TestIncidents(t *testing.T) {
 		t.Fatalf("an acknowledge told %v", <-told)
 	}
 	res := f.mustStatus(f.do("POST", "/api/incidents/"+id+"/resolve", `{"note":"rolled back"}`), 200).json(t)
-	if res["state"] != "resolved" || res["resolved_by"] != admin.ActorAPI || res["note"] != "rolled back" {
+	if res["state"] != "resolved" || res["resolved_by"] != "admin" || res["note"] != "rolled back" {
 		t.Fatalf("resolve: %v", res)
 	}
 	if c := <-told; len(told) != 0 || c.Change != store.ChangeResolved || c.Incident.ID != id {

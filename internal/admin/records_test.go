@@ -60,7 +60,7 @@ func TestReplayEmptiesTheDeadQueue(t *testing.T) {
 	ev := f.mustStatus(f.do("GET", "/api/events/"+ev1, ""), http.StatusOK).json(t)
 	d := deliveryOf(ev, dead1)
 	res, _ := d["resolution"].(map[string]any)
-	if d["status"] != "resolved" || res == nil || res["kind"] != "replayed" || res["by"] != "api" ||
+	if d["status"] != "resolved" || res == nil || res["kind"] != "replayed" || res["by"] != "admin" ||
 		res["reason"] != "billing fixed its TLS certificate" || res["replay_delivery_id"] != replay || res["at"] == "" {
 		t.Errorf("the dead delivery after a replay: %v", d)
 	}
@@ -69,7 +69,7 @@ func TestReplayEmptiesTheDeadQueue(t *testing.T) {
 	}
 	acts := actionsOf(t, ev)
 	if len(acts) != 1 || acts[0]["action"] != "replay" || acts[0]["delivery_id"] != replay || acts[0]["destination"] != "billing" ||
-		acts[0]["actor"] != "api" || acts[0]["reason"] != "billing fixed its TLS certificate" || acts[0]["at"] == "" ||
+		acts[0]["actor"] != "admin" || acts[0]["reason"] != "billing fixed its TLS certificate" || acts[0]["at"] == "" ||
 		len(acts[0]["resolved"].([]any)) != 1 || acts[0]["resolved"].([]any)[0] != dead1 {
 		t.Errorf("actions %v", acts)
 	}
@@ -111,8 +111,8 @@ func TestResolveRecordsWhoAndWhy(t *testing.T) {
 	ev1, dead1 := f.deadEvent("evt_1")
 	d := f.mustStatus(f.do("POST", "/api/deliveries/"+dead1+"/resolve", `{"action":"discard","reason":"test event, never mind"}`), http.StatusOK).json(t)
 	res := d["resolution"].(map[string]any)
-	if d["status"] != "resolved" || res["kind"] != "discarded" || res["by"] != "api" || res["reason"] != "test event, never mind" ||
-		!strings.Contains(d["note"].(string), "discarded by api") {
+	if d["status"] != "resolved" || res["kind"] != "discarded" || res["by"] != "admin" || res["reason"] != "test event, never mind" ||
+		!strings.Contains(d["note"].(string), "discarded by admin") {
 		t.Errorf("discard %v", d)
 	}
 
@@ -138,10 +138,11 @@ func TestResolveRecordsWhoAndWhy(t *testing.T) {
 		acts[0]["reason"] != "the charge went through" || acts[0]["delivery_id"] != dead2 {
 		t.Errorf("actions %v", acts)
 	}
-	// A header cannot claim to be someone else: only the context can.
+	// A header cannot claim to be someone else: only the context can. The
+	// admin token acts as the token named admin.
 	_, dead3 := f.deadEvent("evt_3")
 	r := f.doAuth("POST", "/api/deliveries/"+dead3+"/resolve", `{"action":"resend"}`, "Bearer "+token)
-	if r.status != http.StatusOK || !strings.Contains(r.json(t)["note"].(string), "resent by api") {
+	if r.status != http.StatusOK || !strings.Contains(r.json(t)["note"].(string), "resent by admin") {
 		t.Errorf("resend %d %s", r.status, r.body)
 	}
 

@@ -31,7 +31,7 @@ func TestSavedSearches(t *testing.T) {
 	}
 	big := save("big invoices", "q="+url.QueryEscape("filter:body.amount > 1000")+"&source=stripe")
 	acme := save("  acme ", "?q=body%3Acus_123")
-	if big.Query != "q=filter%3Abody.amount+%3E+1000&source=stripe" || acme.Name != "acme" || acme.CreatedBy != "api" || acme.ID == "" {
+	if big.Query != "q=filter%3Abody.amount+%3E+1000&source=stripe" || acme.Name != "acme" || acme.CreatedBy != "admin" || acme.ID == "" {
 		t.Errorf("saved %+v and %+v", big, acme)
 	}
 	for req, says := range map[string]string{

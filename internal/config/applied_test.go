@@ -73,7 +73,7 @@ func TestEverySettingIsApplied(t *testing.T) {
 		}
 	}
 	for _, typ := range []any{config.Config{}, config.Source{}, config.Signature{}, config.Ordering{}, config.RateLimit{},
-		config.Destination{}, config.Backoff{}, config.Alert{}, config.PagerDuty{}, config.DeliverySettings{}, config.LedgerSettings{}} {
+		config.Destination{}, config.Backoff{}, config.Alert{}, config.PagerDuty{}, config.DeliverySettings{}, config.LedgerSettings{}, config.Token{}} {
 		rt := reflect.TypeOf(typ)
 		for f := range rt.Fields() {
 			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]

@@ -14,10 +14,17 @@ type Config struct {
 	Path string `yaml:"-"` // the file it was loaded from
 	Dir  string `yaml:"-"` // its directory; relative paths resolve against it
 
-	Listen     string `yaml:"listen"`      // default 127.0.0.1:8080
-	TLS        *TLS   `yaml:"tls"`         // listen's HTTPS; default none: plain HTTP (see listen.go)
-	Database   string `yaml:"database"`    // default sqlite:anyhook.db
-	AdminToken string `yaml:"admin_token"` // required unless listen is loopback
+	Listen   string `yaml:"listen"`   // default 127.0.0.1:8080
+	TLS      *TLS   `yaml:"tls"`      // listen's HTTPS; default none: plain HTTP (see listen.go)
+	Database string `yaml:"database"` // default sqlite:anyhook.db
+	// AdminToken is the token named "admin" with scope admin. An admin
+	// token (this or one in Tokens) is required unless the admin API
+	// listens on a loopback address.
+	AdminToken string `yaml:"admin_token"`
+	// Tokens are named tokens with scopes, for the admin API, the
+	// dashboard, /metrics and the pull API (docs/configuration.md,
+	// "tokens"). Default none.
+	Tokens []Token `yaml:"tokens"`
 	// DashboardURL is the gateway's own URL as people open it (behind a
 	// proxy, say): alerts link to the event's page under it. Optional;
 	// without it, alerts carry no link.
@@ -327,6 +334,15 @@ const OrderPerObject = "per_object"
 type Backoff struct {
 	Initial Duration `yaml:"initial"` // default 5s
 	Max     Duration `yaml:"max"`     // default 2h
+}
+
+// Token is one named token: who presents it is known by Name (the actor
+// of what it does) and may do what Scopes say: admin, read or
+// pull:DESTINATION.
+type Token struct {
+	Name   string   `yaml:"name"`   // required, unique; "admin" is admin_token's when that is set
+	Token  string   `yaml:"token"`  // required, ${VAR}; at least 16 characters; never logged or shown
+	Scopes []string `yaml:"scopes"` // required: admin, read, pull:DESTINATION
 }
 
 // Alert is one alert channel; exactly one field is set.

@@ -37,6 +37,10 @@ var valueKinds = map[string]printAs{
 	"admin_token":   shownSecret,
 	"dashboard_url": shownURL,
 
+	"tokens[].name":     shownPlain,
+	"tokens[].token":    shownSecret,
+	"tokens[].scopes[]": shownPlain,
+
 	"tls.cert_file":            shownPlain,
 	"tls.key_file":             shownPlain,
 	"tls.client_ca":            shownPlain,
@@ -118,7 +122,7 @@ var valueKinds = map[string]printAs{
 // Effective returns the configuration as anyhook runs it, as YAML: every
 // key with its value after ${VAR} and ${file:PATH} expansion and with the
 // defaults filled in, sources and destinations in the file's order. Secrets
-// (admin_token, secrets, signing_secret, PagerDuty routing keys) are
+// (admin_token, tokens, secrets, signing_secret, PagerDuty routing keys) are
 // replaced by "<redacted>", URLs lose their password and secret-looking
 // query values, and alert webhook and Slack URLs (which are credentials
 // themselves) keep only their scheme and host. The SQLite file and the log

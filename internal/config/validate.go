@@ -220,21 +220,22 @@ func (c *Config) validateServer() error {
 	case c.has("admin_token") && strings.TrimSpace(c.AdminToken) == "":
 		// Likely ${VAR} with VAR set but empty: never silently open.
 		p.add(c.Errorf("admin_token", "is empty; remove the key to run without a token (loopback only)"))
-	case c.AdminToken == "" && err == nil && !isLoopback(host) && !c.AdminSeparate():
+	case !c.hasAdminToken() && err == nil && !isLoopback(host) && !c.AdminSeparate():
 		key := "admin_token"
 		if !c.has(key) {
 			key = "listen"
 		}
-		p.add(c.Errorf(key, "admin_token is required when listen (%s) is not a loopback address", c.Listen))
-	case c.AdminToken == "" && c.AdminSeparate():
+		p.add(c.Errorf(key, "admin_token is required when listen (%s) is not a loopback address (or a token in tokens with scope admin)", c.Listen))
+	case !c.hasAdminToken() && c.AdminSeparate():
 		if h, _, err := net.SplitHostPort(c.Admin.Listen); err == nil && !isLoopback(h) {
 			key := "admin_token"
 			if !c.has(key) {
 				key = "admin.listen"
 			}
-			p.add(c.Errorf(key, "admin_token is required when admin.listen (%s) is not a loopback address", c.Admin.Listen))
+			p.add(c.Errorf(key, "admin_token is required when admin.listen (%s) is not a loopback address (or a token in tokens with scope admin)", c.Admin.Listen))
 		}
 	}
+	p.add(c.validateTokens())
 	if c.DashboardURL != "" {
 		if err := checkHTTPURL(c.DashboardURL); err != nil {
 			p.add(c.Errorf("dashboard_url", "%s", err))
@@ -251,6 +252,87 @@ func (c *Config) validateServer() error {
 		}
 	default:
 		p.add(c.Errorf("database", "must be sqlite:PATH or postgres://USER@HOST:PORT/DB"))
+	}
+	return p.err()
+}
+
+// hasAdminToken reports whether some token may do everything:
+// admin_token, or a token in tokens with scope admin.
+func (c *Config) hasAdminToken() bool {
+	if c.AdminToken != "" {
+		return true
+	}
+	for _, t := range c.Tokens {
+		if slices.Contains(t.Scopes, ScopeAdmin) {
+			return true
+		}
+	}
+	return false
+}
+
+// The scopes of a token (internal/auth says what each may do).
+const (
+	ScopeAdmin = "admin"
+	ScopeRead  = "read"
+	ScopePull  = "pull:" // + a destination's name
+)
+
+// MinTokenLength is the fewest characters of a token in tokens: what
+// stops guessing is a token's length.
+const MinTokenLength = 16
+
+// validateTokens checks tokens: names and tokens unique (admin_token is
+// the token named "admin"), tokens long enough, scopes known and naming
+// configured destinations. A token's value is never quoted.
+func (c *Config) validateTokens() error {
+	var p problems
+	names := map[string]string{} // name → the key that took it
+	secrets := map[string]string{}
+	if c.AdminToken != "" {
+		names["admin"], secrets[c.AdminToken] = "admin_token", "admin_token"
+	}
+	for i, t := range c.Tokens {
+		k := fmt.Sprintf("tokens[%d]", i)
+		switch {
+		case t.Name == "":
+			p.add(c.Errorf(k+".name", "required: the name under which the token's actions are recorded"))
+		case !nameRe.MatchString(t.Name):
+			p.add(c.Errorf(k+".name", "%q: use letters, digits, '_', '.' and '-'", t.Name))
+		case names[t.Name] != "":
+			p.add(c.Errorf(k+".name", "%q is taken by %s: token names are unique", t.Name, names[t.Name]))
+		default:
+			names[t.Name] = k
+		}
+		switch {
+		case strings.TrimSpace(t.Token) == "":
+			p.add(c.Errorf(k+".token", "required (is ${VAR} set?): the token itself, at least %d characters", MinTokenLength))
+		case len(t.Token) < MinTokenLength:
+			p.add(c.Errorf(k+".token", "is %d characters; a token needs at least %d (e.g. openssl rand -hex 32)", len(t.Token), MinTokenLength))
+		case secrets[t.Token] != "":
+			p.add(c.Errorf(k+".token", "is the same token as %s: each token is unique, so that its holder is known", secrets[t.Token]))
+		default:
+			secrets[t.Token] = k
+		}
+		if len(t.Scopes) == 0 {
+			p.add(c.Errorf(k+".scopes", "required: one or more of admin, read, pull:DESTINATION"))
+		}
+		for j, s := range t.Scopes {
+			sk := fmt.Sprintf("%s.scopes[%d]", k, j)
+			dest, pull := strings.CutPrefix(s, ScopePull)
+			switch {
+			case s == ScopeAdmin, s == ScopeRead:
+			case pull && dest == "":
+				p.add(c.Errorf(sk, "pull: needs a destination, pull:DESTINATION"))
+			case pull && c.Destinations[dest] == nil:
+				p.add(c.Errorf(sk, "no destination %q (configured: %s)", dest, strings.Join(c.DestinationOrder, ", ")))
+			case pull:
+			default:
+				p.add(c.Errorf(sk, "unknown scope %q: admin, read or pull:DESTINATION", s))
+			}
+		}
+	}
+	if len(c.Tokens) > 0 && !c.hasAdminToken() {
+		p.add(c.Errorf("tokens", "no token has scope admin and admin_token is not set: nobody could pause, replay or resolve; give one token scope admin"))
 	}
 	return p.err()
 }

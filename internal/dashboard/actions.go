@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/auth"
 )
 
 // apiResult is the answer of an in-process admin API call.
@@ -47,9 +48,10 @@ func (a *apiResult) message() string {
 	return fmt.Sprintf("the admin API answered %d", a.status)
 }
 
-// callAPI sends one request to the admin API in-process, as the admin
-// token's holder, on behalf of the person whose session r carries: the API
-// records that session as the actor of what it does (admin.WithActor).
+// callAPI sends one request to the admin API in-process, as the principal
+// of r's session (requireSession put it in r's context), which the API
+// authorizes as it would the token: the API records the token's name and
+// the session as the actor of what it does (admin.WithActor).
 func (d *Dashboard) callAPI(r *http.Request, method, path string, body any, out any) (*apiResult, error) {
 	var rd bytes.Buffer
 	if body != nil {
@@ -57,16 +59,18 @@ func (d *Dashboard) callAPI(r *http.Request, method, path string, body any, out 
 			return nil, err
 		}
 	}
-	req, err := http.NewRequestWithContext(admin.WithActor(r.Context(), d.sessions.actor(r)), method, path, &rd)
+	p, ok := auth.FromContext(r.Context())
+	if !ok {
+		p = auth.Principal{} // no session: the API refuses
+	}
+	ctx := auth.WithPrincipal(admin.WithActor(r.Context(), d.sessions.actor(r)), p)
+	req, err := http.NewRequestWithContext(ctx, method, path, &rd)
 	if err != nil {
 		return nil, err
 	}
 	req.RemoteAddr = r.RemoteAddr
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "AnyHook dashboard")
-	if d.opt.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+d.opt.Token)
-	}
 	res := &apiResult{header: http.Header{}}
 	d.opt.API.ServeHTTP(res, req)
 	if res.status == 0 {

@@ -53,7 +53,8 @@ func (d *Dashboard) sourcesPage(w http.ResponseWriter, r *http.Request) error {
 	d.render(w, r, http.StatusOK, "sources", "Sources", struct {
 		Rows    []sourceRow
 		Running bool
-	}{rows, running})
+		CanAct  bool
+	}{rows, running, canAct(r)})
 	return nil
 }
 

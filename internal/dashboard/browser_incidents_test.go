@@ -116,8 +116,8 @@ destinations:
 		t.Errorf("state after resolve: %q", s)
 	}
 	got := waitAPI(t, base, "/api/incidents/"+id, func(m map[string]any) bool { return m["state"] == "resolved" })
-	if by, _ := got["resolved_by"].(string); !strings.HasPrefix(by, "dashboard session ") || got["acknowledged_by"] != by || got["note"] != "firewall rule fixed" {
-		t.Errorf("resolved: %v; want the dashboard session as the actor of both actions", got)
+	if by, _ := got["resolved_by"].(string); !strings.HasPrefix(by, "admin (dashboard session ") || got["acknowledged_by"] != by || got["note"] != "firewall rule fixed" {
+		t.Errorf("resolved: %v; want the token and its dashboard session as the actor of both actions", got)
 	}
 	// Nothing is open: the landing page no longer leads with incidents.
 	do("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("table#destinations")))

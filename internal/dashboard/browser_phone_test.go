@@ -174,7 +174,7 @@ destinations:
 	ev := waitAPI(t, base, "/api/events/"+orphanEvent, func(ev map[string]any) bool { return true })
 	d := ev["deliveries"].([]any)[0].(map[string]any)
 	if res, _ := d["resolution"].(map[string]any); d["status"] != "resolved" || res["kind"] != "discarded" || res["reason"] != "legacy CRM retired" ||
-		!strings.HasPrefix(fmt.Sprint(res["by"]), "dashboard session") {
+		!strings.HasPrefix(fmt.Sprint(res["by"]), "admin (dashboard session") {
 		t.Errorf("the orphaned delivery after the discard: %v", d)
 	}
 }

@@ -200,14 +200,14 @@ destinations:
 	if page := text("main"); strings.Contains(page, "once per destination") {
 		t.Errorf("the event page still claims delivery once per destination")
 	}
-	session := regexp.MustCompile(`^dashboard session [0-9a-f]{8}$`)
+	session := regexp.MustCompile(`^admin \(dashboard session [0-9a-f]{8}\)$`)
 	actions := text("table#actions tbody")
 	cells := strings.Split(strings.TrimSpace(actions), "\t")
 	if len(cells) < 5 || !session.MatchString(strings.TrimSpace(cells[1])) || !strings.Contains(actions, "replayed to ledger-sync") ||
 		!strings.Contains(actions, "ledger-sync fixed (INC-7)") {
 		t.Errorf("actions %q, want the replay by a dashboard session with its reason", actions)
 	}
-	if res := text(`p.resolution[data-resolution="replayed"]`); !strings.Contains(res, "Resolved: replayed by dashboard session") ||
+	if res := text(`p.resolution[data-resolution="replayed"]`); !strings.Contains(res, "Resolved: replayed by admin (dashboard session") ||
 		!strings.Contains(res, "ledger-sync fixed (INC-7)") || !strings.Contains(res, "carries the work") {
 		t.Errorf("resolution of the dead delivery: %q", res)
 	}

@@ -244,7 +244,7 @@ destinations:
 	}
 	held := waitAPI(t, base, "/api/events/"+heldEvent, func(ev map[string]any) bool { return true })
 	d := held["deliveries"].([]any)[0].(map[string]any)
-	if d["status"] != "delivered" || !strings.Contains(fmt.Sprint(d["note"]), "marked delivered by dashboard session ") {
+	if d["status"] != "delivered" || !strings.Contains(fmt.Sprint(d["note"]), "marked delivered by admin (dashboard session ") {
 		t.Fatalf("held delivery after resolve: %v", d)
 	}
 	if vault.replays() != 1 {

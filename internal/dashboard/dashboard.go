@@ -11,11 +11,15 @@
 //
 // # Security
 //
-// The admin token is typed into a login form once; the answer is a session
-// cookie (HttpOnly, SameSite=Strict, Secure when the request came over
-// TLS) holding an expiry and a nonce MACed with a key derived from the
+// A token with scope admin or read (the admin_token, or one of the
+// config's tokens) is typed into a login form once; a pull token is
+// refused there. The answer is a session cookie (HttpOnly,
+// SameSite=Strict, Secure when the request came over TLS) holding an
+// expiry, a nonce and the token's name MACed with a key derived from the
 // token, so every instance sharing the token accepts it and changing the
-// token ends every session. Logging out revokes the nonce in this process
+// token ends its sessions. A read token's session sees every page but no
+// action: the pages leave the action buttons out and every POST answers
+// 403. Logging out revokes the nonce in this process
 // and clears the cookie. Every state-changing request (POST) must pass
 // net/http's CrossOriginProtection (Sec-Fetch-Site / Origin checks) on top
 // of the SameSite cookie. Pages carry a Content-Security-Policy without
@@ -46,6 +50,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -78,11 +83,17 @@ type Options struct {
 	// Store is required.
 	Store Store
 	// API is the admin API handler; actions are sent to it in-process,
-	// with Token. Required.
+	// as the session's principal (auth.WithPrincipal). Required.
 	API http.Handler
-	// Token is the admin token. "" turns the login off: allowed only where
-	// the admin API's authentication is off too (a loopback listener).
+	// Token is the admin token: a token named "admin" with scope admin,
+	// for callers that have no other (tests). Tokens, when set, is used
+	// instead.
 	Token string
+	// Tokens are the tokens one may log in with: those with scope admin
+	// or read (read sees, cannot act). None (and no Token) turns the
+	// login off: allowed only where the admin API's authentication is off
+	// too (a loopback listener).
+	Tokens *auth.Tokens
 	// Sources maps each source name to its destinations.
 	Sources map[string][]string
 	// CanBackfill says why a source cannot be backfilled (nil: it can);
@@ -167,7 +178,11 @@ func New(opt Options) (*Dashboard, error) {
 	for _, name := range opt.InOrder {
 		d.inOrder[name] = true
 	}
-	d.sessions = newSessions(opt.Token, d.opt.SessionTTL, d.now)
+	tokens := opt.Tokens
+	if tokens == nil && opt.Token != "" {
+		tokens = auth.New([]auth.Token{{Name: auth.AdminTokenName, Secret: opt.Token, Scopes: []string{auth.ScopeAdmin}}})
+	}
+	d.sessions = newSessions(tokens, d.opt.SessionTTL, d.now)
 	if err := d.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -236,7 +251,13 @@ func (d *Dashboard) routes() http.Handler {
 	mux.Handle("POST /login", d.adapt(d.login))
 	mux.Handle("POST /logout", d.adapt(d.logout))
 
-	page := func(pattern string, h handlerFunc) { mux.Handle(pattern, d.requireSession(d.adapt(h))) }
+	page := func(pattern string, h handlerFunc) {
+		hh := d.adapt(h)
+		if strings.HasPrefix(pattern, "POST ") {
+			hh = d.requireAct(hh) // every POST but login and logout is an action
+		}
+		mux.Handle(pattern, d.requireSession(hh))
+	}
 	page("GET /{$}", d.overview)
 	page("GET /events", d.events)
 	page("GET /events/{id}", d.event)
@@ -346,6 +367,8 @@ type view struct {
 	Nav      string // the active navigation entry
 	LoggedIn bool
 	AuthOff  bool
+	User     string // the name of the token the session logged in with
+	ReadOnly bool   // the session may see but not act (scope read)
 	Flash    *flash
 	Version  string
 	Data     any
@@ -354,8 +377,12 @@ type view struct {
 // render executes page into a buffer and writes it with status.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page, title string, data any) {
 	t := d.pages[page]
-	v := view{Title: title, Nav: page, LoggedIn: d.sessions.valid(r), AuthOff: d.sessions.off(),
+	p, loggedIn := d.sessions.principal(r)
+	v := view{Title: title, Nav: page, LoggedIn: loggedIn, AuthOff: d.sessions.off(),
 		Flash: takeFlash(w, r), Version: d.opt.Version, Data: data}
+	if loggedIn && !d.sessions.off() {
+		v.User, v.ReadOnly = p.Name, !p.CanAct()
+	}
 	if n, ok := data.(interface{ NavKey() string }); ok {
 		v.Nav = n.NavKey()
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/dashboard"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ledger"
@@ -37,16 +38,20 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture { return setupTLS(t, false) }
 
-func setupTLS(t *testing.T, useTLS bool) *fixture {
+func setupTLS(t *testing.T, useTLS bool) *fixture { return setupWith(t, useTLS, nil) }
+
+// setupWith is setupTLS with tokens instead of the admin token, when
+// given.
+func setupWith(t *testing.T, useTLS bool, tokens *auth.Tokens) *fixture {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	api := admin.New(admin.Options{Store: st, Token: token, Sources: sources, InOrder: []string{"billing"}})
+	api := admin.New(admin.Options{Store: st, Token: token, Tokens: tokens, Sources: sources, InOrder: []string{"billing"}})
 	d, err := dashboard.New(dashboard.Options{
-		Store: st, API: api.Handler(), Token: token, Sources: sources, InOrder: []string{"billing"},
+		Store: st, API: api.Handler(), Token: token, Tokens: tokens, Sources: sources, InOrder: []string{"billing"},
 		Health: func() map[string]delivery.Health {
 			return map[string]delivery.Health{"ci": {Destination: "ci", Streak: 7, Failing: true, Since: time.Now().Add(-time.Minute), LastError: "HTTP 502"},
 				// failing before the alert's threshold: one word for both, as
@@ -228,7 +233,7 @@ func TestLogin(t *testing.T) {
 	if r.code != http.StatusUnauthorized || f.sessionCookie() != nil {
 		t.Fatalf("bad token: %d, cookie %v; want 401 and no cookie", r.code, f.sessionCookie())
 	}
-	mustContain(t, r, "not the admin token")
+	mustContain(t, r, "not a token of this gateway")
 
 	// An off-site next is ignored.
 	r = f.post("/login", url.Values{"token": {token}, "next": {"//evil.example/x"}})

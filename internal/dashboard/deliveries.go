@@ -42,8 +42,9 @@ type deliveriesData struct {
 	Rows        []queueRow
 	NextURL     string
 	Back        string
-	Resolvable  bool
-	Total       int // of Status (and Destination), when known
+	Resolvable  bool // held or dead, and the session may act
+	CanAct      bool // the session may act (scope admin)
+	Total       int  // of Status (and Destination), when known
 	HaveTotal   bool
 	// Troubled says, of the destinations "Replay all dead" sends into,
 	// those paused or failing: its confirmation names them, and a yes
@@ -77,7 +78,7 @@ func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	data := deliveriesData{Status: f.Status, Destination: f.Destination, Dests: d.dests, Statuses: statusOrder,
-		Back: r.URL.RequestURI(), Resolvable: f.Status == anyhook.StatusHeld || f.Status == anyhook.StatusDead}
+		Back: r.URL.RequestURI(), Resolvable: canAct(r) && (f.Status == anyhook.StatusHeld || f.Status == anyhook.StatusDead), CanAct: canAct(r)}
 	data.Rows = make([]queueRow, len(ds))
 	ids := make([]string, len(ds))
 	for i, dl := range ds {

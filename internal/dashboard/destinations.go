@@ -33,7 +33,8 @@ func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request) error {
 	d.render(w, r, http.StatusOK, "destinations", "Destinations", struct {
 		Rows     []destRow
 		Statuses []anyhook.DeliveryStatus
-	}{rows, store.UnfinishedStatuses})
+		CanAct   bool
+	}{rows, store.UnfinishedStatuses, canAct(r)})
 	return nil
 }
 

@@ -142,6 +142,7 @@ type eventData struct {
 	Actions      []actionView
 	Back         string
 	Arrived      arrivedView
+	CanAct       bool // the session may act: replay, resolve
 }
 
 // encodeBytes is b as text: itself when valid UTF-8, else base64, as the
@@ -159,7 +160,7 @@ func (d *Dashboard) event(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	data := eventData{Event: ev, Back: r.URL.RequestURI(), Arrived: arrivedOf(ev)}
+	data := eventData{Event: ev, Back: r.URL.RequestURI(), Arrived: arrivedOf(ev), CanAct: canAct(r)}
 	for _, name := range slices.Sorted(func(yield func(string) bool) {
 		for k := range ev.Header {
 			if !yield(k) {

@@ -48,6 +48,8 @@ type eventsData struct {
 	// this list's parameters, which "save this search" keeps.
 	Saved     []savedSearch
 	SaveQuery string
+	// CanAct: the session may act (save and delete searches, replay).
+	CanAct bool
 	// Filter is the CEL of a filter: search; ReplaySince and ReplayUntil
 	// are the window it looked at, which its bulk replay covers.
 	Filter                   string
@@ -152,7 +154,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
-		Statuses: statusOrder, Paged: f.Cursor != "", BodySearch: bodySearch, SearchError: searchError}
+		Statuses: statusOrder, Paged: f.Cursor != "", BodySearch: bodySearch, SearchError: searchError, CanAct: canAct(r)}
 	if !f.Until.IsZero() {
 		data.Until = f.Until.UTC().Format(time.RFC3339Nano)
 	}

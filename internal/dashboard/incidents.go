@@ -89,6 +89,7 @@ type incidentData struct {
 	// paused: its failing deliveries then wait as paused, not dead, and
 	// the page links that list.
 	PausedBy string
+	CanAct   bool // the session may act: acknowledge, resolve
 }
 
 // NavKey marks the page in the navigation.
@@ -105,7 +106,7 @@ func (d *Dashboard) incidentPage(w http.ResponseWriter, r *http.Request) error {
 		end = i.ResolvedAt
 	}
 	data := incidentData{incidentRow: incidentRow{i, incident.Describe(i.Kind)}, Open: i.State == store.IncidentOpen,
-		Resolved: i.State == store.IncidentResolved, For: end.Sub(i.FirstSeen)}
+		Resolved: i.State == store.IncidentResolved, For: end.Sub(i.FirstSeen), CanAct: canAct(r)}
 	paused, err := d.opt.Store.Paused(r.Context())
 	if err != nil {
 		return err

@@ -42,15 +42,15 @@ func TestEventPageSaysWhatHappened(t *testing.T) {
 	mustContain(t, page,
 		"<strong>audit</strong>: tried 2 times (1 attempt of its delivery, 1 attempt of 1 replay); <span class=\"may-have-run\">the handler may have run 2 times (2 outcome unknown: lost in a crash, or recorded before outcomes were kept)</span>, answered 2xx 1 time.",
 		"<strong>billing</strong>: tried 1 time (1 attempt of its delivery); <span class=\"may-have-run\">the handler may have run 1 time (1 outcome unknown: lost in a crash, or recorded before outcomes were kept)</span>, answered 2xx 0 times; marked delivered by a person 1 time.",
-		`data-resolution="replayed">Resolved: replayed by <strong>dashboard session `,
+		`data-resolution="replayed">Resolved: replayed by <strong>admin (dashboard session `,
 		`audit is back`, `carries the work`,
-		`data-resolution="marked_delivered">Marked delivered (the gateway saw no 2xx for it) by <strong>dashboard session `,
+		`data-resolution="marked_delivered">Marked delivered (the gateway saw no 2xx for it) by <strong>admin (dashboard session `,
 		`>unknown</span></td>`,
 	)
 	if strings.Contains(page.body, "once per destination") {
 		t.Error("the event page claims delivery once per destination")
 	}
-	rows := regexp.MustCompile(`<tr data-action="([a-z_]+)"><td[^>]*>[^<]*</td><td>(dashboard session [0-9a-f]{8})</td><td>([^<]*)</td><td><a class="mono" href="#d-([^"]+)">[^<]*</a></td><td>([^<]*)</td></tr>`).
+	rows := regexp.MustCompile(`<tr data-action="([a-z_]+)"><td[^>]*>[^<]*</td><td>(admin \(dashboard session [0-9a-f]{8}\))</td><td>([^<]*)</td><td><a class="mono" href="#d-([^"]+)">[^<]*</a></td><td>([^<]*)</td></tr>`).
 		FindAllStringSubmatch(page.body, -1)
 	if len(rows) != 2 || rows[0][1] != "mark_delivered" || rows[0][4] != held[0] || rows[0][5] != "the charge went through" ||
 		rows[1][1] != "replay" || rows[1][3] != "replayed to audit" || rows[1][4] != cs[0].Delivery.ID || rows[1][5] != "audit is back" ||
@@ -71,7 +71,7 @@ func TestEventPageSaysWhatHappened(t *testing.T) {
 	d := f.park("ci", anyhook.StatusDead)
 	g.post("/deliveries/"+d[0]+"/resolve", url.Values{"action": {"discard"}})
 	ev, _ = f.store.Event(ctx, other)
-	if len(ev.Actions) != 1 || ev.Actions[0].Actor == rows[0][2] || !strings.HasPrefix(ev.Actions[0].Actor, "dashboard session ") {
+	if len(ev.Actions) != 1 || ev.Actions[0].Actor == rows[0][2] || !strings.HasPrefix(ev.Actions[0].Actor, "admin (dashboard session ") {
 		t.Errorf("discard by another session recorded as %+v (the first session is %s)", ev.Actions, rows[0][2])
 	}
 	mustContain(t, f.get("/deliveries?status=resolved"), d[0])

@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -12,9 +11,12 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/anyhook/anyhook/internal/auth"
 )
 
 const (
@@ -23,97 +25,117 @@ const (
 )
 
 // sessions issues and checks session cookies. A cookie is
-// base64url(expiry ‖ nonce) "." base64url(HMAC-SHA256(key, expiry ‖ nonce))
-// with key derived from the admin token: no server-side state but the
-// nonces revoked by logout.
+// base64url(expiry ‖ nonce ‖ token name) "." base64url(HMAC-SHA256(key,
+// expiry ‖ nonce ‖ token name)) with key derived from the named token
+// (auth.Tokens.Key): no server-side state but the nonces revoked by
+// logout, and changing or removing a token ends the sessions it opened.
+// A cookie without a name is the admin token's (issued before tokens had
+// names: its key is the same).
 type sessions struct {
-	key   []byte // nil: authentication is off
-	token []byte // sha256 of the admin token
-	ttl   time.Duration
-	now   func() time.Time
+	tokens *auth.Tokens // Off: authentication is off
+	ttl    time.Duration
+	now    func() time.Time
 
 	mu      sync.Mutex
 	revoked map[string]time.Time // nonce → expiry
 }
 
-func newSessions(token string, ttl time.Duration, now func() time.Time) *sessions {
-	s := &sessions{ttl: ttl, now: now, revoked: map[string]time.Time{}}
-	if token != "" {
-		mac := hmac.New(sha256.New, []byte(token))
-		mac.Write([]byte("anyhook dashboard session v1"))
-		s.key = mac.Sum(nil)
-		sum := sha256.Sum256([]byte(token))
-		s.token = sum[:]
+// sessionPurpose is what a token's session key is derived for.
+const sessionPurpose = "anyhook dashboard session v1"
+
+func newSessions(tokens *auth.Tokens, ttl time.Duration, now func() time.Time) *sessions {
+	return &sessions{tokens: tokens, ttl: ttl, now: now, revoked: map[string]time.Time{}}
+}
+
+func (s *sessions) off() bool { return s.tokens.Off() }
+
+// sign is the MAC of payload with the session key of the token named
+// name; false when there is no such token.
+func (s *sessions) sign(name string, payload []byte) ([]byte, bool) {
+	key, ok := s.tokens.Key(name, sessionPurpose)
+	if !ok {
+		return nil, false
 	}
-	return s
-}
-
-func (s *sessions) off() bool { return s.key == nil }
-
-// checkToken compares a typed token with the admin token in constant time.
-func (s *sessions) checkToken(typed string) bool {
-	sum := sha256.Sum256([]byte(strings.TrimSpace(typed)))
-	return subtle.ConstantTimeCompare(sum[:], s.token) == 1
-}
-
-func (s *sessions) sign(payload []byte) []byte {
-	mac := hmac.New(sha256.New, s.key)
+	mac := hmac.New(sha256.New, key)
 	mac.Write(payload)
-	return mac.Sum(nil)
+	return mac.Sum(nil), true
 }
 
-// issue returns a new cookie value and its expiry.
-func (s *sessions) issue() (string, time.Time) {
+// issue returns a new cookie value for the token named name, and its
+// expiry.
+func (s *sessions) issue(name string) (string, time.Time) {
 	exp := s.now().Add(s.ttl)
-	payload := make([]byte, 8+16)
+	payload := make([]byte, 8+16, 8+16+len(name))
 	binary.BigEndian.PutUint64(payload, uint64(exp.Unix()))
 	rand.Read(payload[8:])
+	payload = append(payload, name...)
+	mac, _ := s.sign(name, payload)
 	enc := base64.RawURLEncoding
-	return enc.EncodeToString(payload) + "." + enc.EncodeToString(s.sign(payload)), exp
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(mac), exp
 }
 
-// parse checks a cookie value and returns its nonce and expiry.
-func (s *sessions) parse(v string) (nonce string, exp time.Time, ok bool) {
-	p, m, found := strings.Cut(v, ".")
-	if !found || s.key == nil {
-		return "", time.Time{}, false
+// parse checks a cookie value and returns its nonce, expiry and
+// principal. A session whose token has since lost the right to log in
+// (its scopes changed) is not valid.
+func (s *sessions) parse(v string) (nonce string, exp time.Time, p auth.Principal, ok bool) {
+	pv, m, found := strings.Cut(v, ".")
+	if !found || s.off() {
+		return "", time.Time{}, p, false
 	}
 	enc := base64.RawURLEncoding
-	payload, err1 := enc.DecodeString(p)
+	payload, err1 := enc.DecodeString(pv)
 	mac, err2 := enc.DecodeString(m)
-	if err1 != nil || err2 != nil || len(payload) != 24 || !hmac.Equal(mac, s.sign(payload)) {
-		return "", time.Time{}, false
+	if err1 != nil || err2 != nil || len(payload) < 24 {
+		return "", time.Time{}, p, false
+	}
+	name := string(payload[24:])
+	if name == "" {
+		name = auth.AdminTokenName
+	}
+	want, known := s.sign(name, payload)
+	if !known || !hmac.Equal(mac, want) {
+		return "", time.Time{}, p, false
 	}
 	exp = time.Unix(int64(binary.BigEndian.Uint64(payload)), 0)
 	if !s.now().Before(exp) {
-		return "", time.Time{}, false
+		return "", time.Time{}, p, false
 	}
-	nonce = string(payload[8:])
+	if p, ok = s.tokens.Lookup(name); !ok || !p.CanLogin() {
+		return "", time.Time{}, auth.Principal{}, false
+	}
+	nonce = string(payload[8:24])
 	s.mu.Lock()
 	_, gone := s.revoked[nonce]
 	s.mu.Unlock()
-	return nonce, exp, !gone
+	return nonce, exp, p, !gone
+}
+
+// principal is who r's live session is of (auth.Anonymous with
+// authentication off), and whether r has one.
+func (s *sessions) principal(r *http.Request) (auth.Principal, bool) {
+	if s.off() {
+		return auth.Anonymous, true
+	}
+	c, err := r.Cookie(cookieName(r, sessionCookie))
+	if err != nil {
+		return auth.Principal{}, false
+	}
+	_, _, p, ok := s.parse(c.Value)
+	return p, ok
 }
 
 // valid reports whether r carries a live session (always, with
 // authentication off).
 func (s *sessions) valid(r *http.Request) bool {
-	if s.off() {
-		return true
-	}
-	c, err := r.Cookie(cookieName(r, sessionCookie))
-	if err != nil {
-		return false
-	}
-	_, _, ok := s.parse(c.Value)
+	_, ok := s.principal(r)
 	return ok
 }
 
 // actor names the person behind r in the audit trail of replays and
-// resolves: their session, by the first 8 hex digits of the SHA-256 of its
-// nonce. That tells sessions apart and reveals nothing of the cookie,
-// which is the nonce and its MAC. Without a login (no admin token) it is
-// "dashboard".
+// resolves: the name of the token they logged in with, and their
+// session, by the first 8 hex digits of the SHA-256 of its nonce. That
+// tells sessions apart and reveals nothing of the cookie, which is the
+// nonce and its MAC. Without a login (no token) it is "dashboard".
 func (s *sessions) actor(r *http.Request) string {
 	if s.off() {
 		return "dashboard"
@@ -122,17 +144,17 @@ func (s *sessions) actor(r *http.Request) string {
 	if err != nil {
 		return "dashboard"
 	}
-	nonce, _, ok := s.parse(c.Value)
+	nonce, _, p, ok := s.parse(c.Value)
 	if !ok {
 		return "dashboard"
 	}
 	sum := sha256.Sum256([]byte(nonce))
-	return "dashboard session " + hex.EncodeToString(sum[:4])
+	return p.Name + " (dashboard session " + hex.EncodeToString(sum[:4]) + ")"
 }
 
 // revoke ends the session of cookie value v in this process.
 func (s *sessions) revoke(v string) {
-	nonce, exp, ok := s.parse(v)
+	nonce, exp, _, ok := s.parse(v)
 	if !ok {
 		return
 	}
@@ -172,12 +194,13 @@ func overTLS(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-// requireSession lets a request through with a live session; else a page
-// load is sent to the login form and anything else gets 401.
+// requireSession lets a request through with a live session, its
+// principal in the request's context; else a page load is sent to the
+// login form and anything else gets 401.
 func (d *Dashboard) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if d.sessions.valid(r) {
-			next.ServeHTTP(w, r)
+		if p, ok := d.sessions.principal(r); ok {
+			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 			return
 		}
 		if r.Method == http.MethodGet && r.Header.Get("X-AnyHook-Partial") == "" {
@@ -186,6 +209,27 @@ func (d *Dashboard) requireSession(next http.Handler) http.Handler {
 		}
 		d.renderError(w, r, &pageError{http.StatusUnauthorized, "your session has ended; log in again"})
 	})
+}
+
+// requireAct lets an action through only for a principal that may act
+// (scope admin): a read token sees the pages but gets 403 here. The pages
+// do not offer it the actions (canAct).
+func (d *Dashboard) requireAct(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, _ := auth.FromContext(r.Context()); !p.CanAct() {
+			d.renderError(w, r, &pageError{http.StatusForbidden,
+				"you are logged in with " + p.Describe() + ": it can see everything but not act (replay, resolve, pause …); log in with a token with scope admin"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// canAct reports whether the principal of r's session may act: the pages
+// offer their action buttons only then.
+func canAct(r *http.Request) bool {
+	p, _ := auth.FromContext(r.Context())
+	return p.CanAct()
 }
 
 type loginData struct {
@@ -266,14 +310,25 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return nil
 	}
-	if !d.sessions.checkToken(r.PostForm.Get("token")) {
+	p, ok := d.sessions.tokens.Resolve(r.PostForm.Get("token"))
+	if !ok {
 		d.log.LogAttrs(r.Context(), slog.LevelWarn, "dashboard: login failed", slog.String("remote", r.RemoteAddr))
-		d.render(w, r, http.StatusUnauthorized, "login", "Log in", loginData{Next: next, Error: "That is not the admin token."})
+		d.render(w, r, http.StatusUnauthorized, "login", "Log in", loginData{Next: next, Error: "That is not a token of this gateway."})
 		return nil
 	}
-	v, exp := d.sessions.issue()
+	if !p.CanLogin() {
+		// The token is right, so this is no guess: 403, which the
+		// gateway does not count as an authentication failure.
+		d.log.LogAttrs(r.Context(), slog.LevelWarn, "dashboard: login refused: the token's scopes do not include the dashboard",
+			slog.String("remote", r.RemoteAddr), slog.String("token", p.Name))
+		d.render(w, r, http.StatusForbidden, "login", "Log in", loginData{Next: next,
+			Error: "The token " + strconv.Quote(p.Name) + " has scope " + strings.Join(p.Scopes, ", ") +
+				": it pulls deliveries (anyhook listen) and cannot log in to the dashboard. Log in with a token with scope admin or read."})
+		return nil
+	}
+	v, exp := d.sessions.issue(p.Name)
 	setCookie(w, r, sessionCookie, v, int(time.Until(exp).Seconds()))
-	d.log.LogAttrs(r.Context(), slog.LevelInfo, "dashboard: login", slog.String("remote", r.RemoteAddr))
+	d.log.LogAttrs(r.Context(), slog.LevelInfo, "dashboard: login", slog.String("remote", r.RemoteAddr), slog.String("token", p.Name))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }

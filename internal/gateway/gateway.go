@@ -20,6 +20,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/backfill"
 	"github.com/anyhook/anyhook/internal/buildinfo"
 	"github.com/anyhook/anyhook/internal/certs"
@@ -250,10 +251,11 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	bf.Sleep = opt.BackfillSleep
 	// Log: every process sees the latest backfill of each source.
 	g.backfills = backfill.NewJobs(bf.Run, backfill.JobsOptions{Now: now, Logger: log, Log: st})
+	tokens := authTokens(cfg)
 	api := admin.New(admin.Options{
 		Backfill:         backfillAPI{bf, g.backfills},
 		Store:            st,
-		Token:            cfg.AdminToken,
+		Tokens:           tokens,
 		Sources:          bySource,
 		Destinations:     cfg.DestinationOrder,
 		Reach:            destinationsReach(cfg),
@@ -270,7 +272,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,
 		API:          api.Handler(),
-		Token:        cfg.AdminToken,
+		Tokens:       tokens,
 		Sources:      bySource,
 		CanBackfill:  bf.Check,
 		Destinations: cfg.DestinationOrder,
@@ -286,18 +288,18 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 	if err != nil {
 		return err
 	}
-	g.route(ih, api.Handler(), dash.Handler(), mx)
+	g.route(ih, api.Handler(), dash.Handler(), mx, tokens)
 	return g.buildTLS()
 }
 
 // route builds the route table and the listeners' handlers over ingest,
 // the admin API, the dashboard and the metrics.
-func (g *Gateway) route(ih, api, dash http.Handler, mx *metrics.Metrics) {
+func (g *Gateway) route(ih, api, dash http.Handler, mx *metrics.Metrics, tokens *auth.Tokens) {
 	cfg, log, now := g.cfg, g.log, g.now
 	// Without a token, what it would guard answers only requests for a
 	// loopback name (DNS rebinding; see loopbackHostsOnly).
 	guarded := func(h http.Handler) http.Handler {
-		if cfg.AdminToken != "" {
+		if !tokens.Off() {
 			return h
 		}
 		return loopbackHostsOnly(h, log)
@@ -310,7 +312,7 @@ func (g *Gateway) route(ih, api, dash http.Handler, mx *metrics.Metrics) {
 		{Pattern: "/api/", On: OnAdmin, handler: guarded(api)},
 		{Pattern: "/healthz", On: OnBoth, handler: api},
 		{Pattern: "/readyz", On: OnAdmin, handler: api},
-		{Pattern: "GET /metrics", On: OnAdmin, handler: guarded(metrics.RequireToken(cfg.AdminToken, mx.Handler()))},
+		{Pattern: "GET /metrics", On: OnAdmin, handler: guarded(metrics.RequireToken(tokens, mx.Handler()))},
 		{Pattern: "/", On: OnAdmin, handler: guarded(dash)}, // the dashboard: every other path
 	}
 	failures := throttle.NewFailures(AuthMaxFailures, AuthWindow, authMaxAddresses)

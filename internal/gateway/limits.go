@@ -51,7 +51,8 @@ func limitSources(next http.Handler, buckets map[string]*throttle.Bucket, now fu
 }
 
 // guardAuth counts the 401 answers to presented credentials (a wrong
-// bearer token, a failed dashboard login) per remote address. Past the
+// bearer token, a failed dashboard login) per remote address. A 403 (a
+// right token refused for its scopes) is no guess and is not counted. Past the
 // limit, a credential is still checked: the right one passes, a wrong one
 // gets 429 with Retry-After instead of its 401. Refusing the right one too
 // would let one misconfigured client lock the on-call engineer out, and

@@ -44,7 +44,7 @@ func TestRoutes(t *testing.T) {
 		{"/readyz", "", 200, "ok"},
 		{"/api/events", "", 401, "unauthorized"},
 		{"/api/events", "test-token", 200, `"items"`},
-		{"/metrics", "", 401, "admin token"},
+		{"/metrics", "", 401, "scope admin or read"},
 		{"/metrics", "test-token", 200, "anyhook_queue_depth"},
 		{"/login", "", 200, `name="token"`},
 		{"/", "", 303, ""},

@@ -14,6 +14,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
 	"github.com/anyhook/anyhook/internal/alert"
+	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/backfill"
 	"github.com/anyhook/anyhook/internal/buildinfo"
 	"github.com/anyhook/anyhook/internal/certs"
@@ -176,6 +177,20 @@ func deliveryDestinations(cfg *config.Config, log *slog.Logger) ([]delivery.Dest
 		return nil, err
 	}
 	return out, nil
+}
+
+// authTokens are the tokens of cfg: admin_token as the token named
+// "admin" with scope admin, then cfg.Tokens. None: authentication is off
+// (the config allows it on loopback only).
+func authTokens(cfg *config.Config) *auth.Tokens {
+	var ts []auth.Token
+	if cfg.AdminToken != "" {
+		ts = append(ts, auth.Token{Name: auth.AdminTokenName, Secret: cfg.AdminToken, Scopes: []string{auth.ScopeAdmin}})
+	}
+	for _, t := range cfg.Tokens {
+		ts = append(ts, auth.Token{Name: t.Name, Secret: t.Token, Scopes: t.Scopes})
+	}
+	return auth.New(ts)
 }
 
 // alertChannels gives the alert channels of cfg.Alerts, in order.

@@ -9,11 +9,8 @@ package metrics
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/store"
@@ -373,19 +371,24 @@ func (c *pauseCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RequireToken lets a scrape through only with "Authorization: Bearer
-// <token>" (Prometheus: authorization: {credentials: …}); token "" lets
-// everything through, as the admin API does on a loopback listener.
-func RequireToken(token string, next http.Handler) http.Handler {
-	if token == "" {
+// <token>" (Prometheus: authorization: {credentials: …}) of a token with
+// scope admin or read: 401 without one, 403 for another (a pull token).
+// No tokens let everything through, as the admin API does on a loopback
+// listener.
+func RequireToken(tokens *auth.Tokens, next http.Handler) http.Handler {
+	if tokens.Off() {
 		return next
 	}
-	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		tok, _ := auth.Bearer(r)
+		p, ok := tokens.Resolve(tok)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="anyhook"`)
-			http.Error(w, "metrics need the admin token: Authorization: Bearer <admin_token>", http.StatusUnauthorized)
+			http.Error(w, "metrics need a token with scope admin or read: Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		if !p.CanRead() {
+			http.Error(w, "metrics need a token with scope admin or read; "+p.Describe()+" is not one", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/store"
@@ -109,12 +110,22 @@ func TestExposition(t *testing.T) {
 	rt := m.AlertTransport(roundTrip(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil }))
 	rt.RoundTrip(httptest.NewRequest("POST", "http://sink/", nil))
 
-	h := metrics.RequireToken("tok", m.Handler())
+	h := metrics.RequireToken(auth.New([]auth.Token{
+		{Name: "admin", Secret: "tok", Scopes: []string{auth.ScopeAdmin}},
+		{Name: "grafana", Secret: "read-token", Scopes: []string{auth.ScopeRead}},
+		{Name: "alice", Secret: "pull-token", Scopes: []string{"pull:billing"}},
+	}), m.Handler())
 	if code, _ := scrape(t, h, ""); code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", code)
 	}
 	if code, _ := scrape(t, h, "Bearer nope"); code != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d", code)
+	}
+	if code, _ := scrape(t, h, "Bearer pull-token"); code != http.StatusForbidden {
+		t.Fatalf("pull token: %d, want 403", code)
+	}
+	if code, _ := scrape(t, h, "Bearer read-token"); code != http.StatusOK {
+		t.Fatalf("read token: %d, want 200", code)
 	}
 	code, body := scrape(t, h, "Bearer tok")
 	if code != 200 {
