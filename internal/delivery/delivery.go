@@ -74,6 +74,9 @@ type Destination struct {
 	// AutoPause, when set, pauses the destination automatically while it
 	// keeps failing (breaker.go); nil: never.
 	AutoPause *AutoPause
+	// Pull: consumers lease its deliveries through the API (pull.go);
+	// no dispatcher sends them.
+	Pull bool
 }
 
 // Options configure an Engine.
@@ -129,6 +132,10 @@ type Engine struct {
 	// breakers are those of the destinations with auto_pause, read-only
 	// after New.
 	breakers map[string]*breaker
+	// pullWait wakes the lease requests of each pull destination;
+	// pullStop closes at Stop, ending them.
+	pullWait map[string]*pullWaiters
+	pullStop chan struct{}
 	health   *health
 	fin      *finisher    // batches the outcomes of all destinations
 	tracer   trace.Tracer // nil: tracing is off
@@ -165,7 +172,7 @@ func New(st Store, opt Options) *Engine {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}, slots: map[string]*slots{},
-		client: map[string]*http.Client{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
+		client: map[string]*http.Client{}, breakers: map[string]*breaker{}, pullWait: map[string]*pullWaiters{}, pullStop: make(chan struct{}), health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
 	if opt.Tracer != nil {
 		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
 	}
@@ -178,6 +185,9 @@ func New(st Store, opt Options) *Engine {
 		e.dests[d.Name] = d
 		e.wake[d.Name] = make(chan struct{}, 1)
 		e.slots[d.Name] = newSlots(d.MaxInFlight)
+		if d.Pull {
+			e.pullWait[d.Name] = &pullWaiters{}
+		}
 		if d.AutoPause != nil {
 			e.breakers[d.Name] = newBreaker(*d.AutoPause)
 		}
@@ -253,6 +263,10 @@ func (e *Engine) wakeOne(destination string) {
 
 // nudge tells destination's dispatcher that deliveries may be due.
 func (e *Engine) nudge(destination string) {
+	if w := e.pullWait[destination]; w != nil {
+		w.wake()
+		return
+	}
 	select {
 	case e.wake[destination] <- struct{}{}:
 	default:
@@ -274,6 +288,7 @@ func (e *Engine) Stop(grace time.Duration) {
 	e.mu.Lock()
 	if !e.stop {
 		e.stop, e.grace = true, grace
+		close(e.pullStop)
 	}
 	e.mu.Unlock()
 	e.run.Stop()
@@ -289,7 +304,9 @@ func (e *Engine) serve(end context.Context) {
 	e.fin.Start(base)
 	var loops sync.WaitGroup
 	for _, d := range e.dests {
-		loops.Go(func() { e.dispatch(end, sendCtx, d) })
+		if !d.Pull {
+			loops.Go(func() { e.dispatch(end, sendCtx, d) })
+		}
 	}
 	loops.Go(func() { e.rescuer().run(end) })
 	loops.Wait()
