@@ -52,7 +52,7 @@ type Store struct {
 	// writer connection at Open (read-only afterwards); a transaction
 	// borrows them with Tx.StmtContext instead of parsing SQL each time.
 	prepared map[string]*sql.Stmt
-	gate     writeGate // the write transactions' turns, ingest first
+	gate     writeGate  // the write transactions' turns, ingest first
 	wal      *walCopier // nil for an in-memory database
 	// fewRows: a filter selecting fewer rows than this is answered by
 	// reading them and sorting (defaultFewRows; tests move it).
