@@ -42,6 +42,7 @@ type Store interface {
 	Release(ctx context.Context, rs []store.Release) ([]string, error)
 	Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error)
 	Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error)
+	ExpirePending(ctx context.Context, destination string, before time.Time, limit int, why string) ([]anyhook.Delivery, error)
 	// Event reads an event back with its deliveries: what a failed
 	// ingest's claims are recovered from (claimer.recover).
 	Event(ctx context.Context, id string) (anyhook.Event, error)
@@ -75,8 +76,10 @@ type Destination struct {
 	// keeps failing (breaker.go); nil: never.
 	AutoPause *AutoPause
 	// Pull: consumers lease its deliveries through the API (pull.go);
-	// no dispatcher sends them.
-	Pull bool
+	// no dispatcher sends them. MaxAge, when set, makes dead those not
+	// leased (or not acked) within it of their creation.
+	Pull   bool
+	MaxAge time.Duration
 }
 
 // Options configure an Engine.
@@ -309,6 +312,7 @@ func (e *Engine) serve(end context.Context) {
 		}
 	}
 	loops.Go(func() { e.rescuer().run(end) })
+	loops.Go(func() { e.expire(end) })
 	loops.Wait()
 	e.mu.Lock()
 	grace := e.grace

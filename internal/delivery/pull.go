@@ -275,3 +275,55 @@ func (e *Engine) Extend(ctx context.Context, name string, ref LeaseRef, lease ti
 	}
 	return asked.Add(lease), nil
 }
+
+// expirePolls is how many polls apart the max_age sweeps run; a batch
+// is at most expireBatch deliveries, so one sweep holds the writer
+// briefly, and a backlog is worked off in consecutive batches.
+const (
+	expirePolls = 10
+	expireBatch = 500
+)
+
+// expire makes dead, until ctx ends, the deliveries of pull destinations
+// with a max_age that were not settled within it.
+func (e *Engine) expire(ctx context.Context) {
+	var ds []*Destination
+	for _, d := range e.dests {
+		if d.Pull && d.MaxAge > 0 {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) == 0 {
+		return
+	}
+	tick := time.NewTicker(expirePolls * e.opt.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, d := range ds {
+			for ctx.Err() == nil {
+				why := fmt.Sprintf("dead: no consumer settled it within the destination's max_age (%s)", d.MaxAge)
+				gone, err := e.st.ExpirePending(ctx, d.Name, e.opt.Now().Add(-d.MaxAge), expireBatch, why)
+				if err != nil {
+					if ctx.Err() == nil {
+						e.log.Warn("expiring a pull destination's backlog failed", "destination", d.Name, "err", err)
+					}
+					break
+				}
+				if len(gone) > 0 {
+					e.log.Warn("pull deliveries expired (max_age)", "destination", d.Name, "count", len(gone), "max_age", d.MaxAge.String())
+				}
+				for _, dl := range gone {
+					e.notify(dl)
+				}
+				if len(gone) < expireBatch {
+					break
+				}
+			}
+		}
+	}
+}

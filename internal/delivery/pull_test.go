@@ -267,3 +267,36 @@ func concurrentConsumers(t *testing.T, st store.Store, a, b *delivery.Engine) {
 		t.Fatalf("%d of %d delivered", got, n)
 	}
 }
+
+// A pull destination with max_age: what no consumer settled within it
+// goes dead (and is told as dead: the alerts), what was settled stays.
+func TestPullMaxAge(t *testing.T) {
+	st := openSQLite(t)
+	d := pullDest(anyhook.Reclaim)
+	d.MaxAge = time.Millisecond
+	dead := make(chan anyhook.Delivery, 10)
+	e := delivery.New(st, delivery.Options{PollInterval: 5 * time.Millisecond, Destinations: []delivery.Destination{d},
+		OnDead: func(dl anyhook.Delivery) { dead <- dl }})
+	evs := newEvents(3, "dest")
+	ingestAll(t, st, evs)
+	ls, err := e.LeasePull(t.Context(), "dest", 1, 0, time.Minute)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("leased %d, %v", len(ls), err)
+	}
+	e.Start(t.Context())
+	t.Cleanup(func() { e.Stop(time.Second) })
+	for range 2 {
+		select {
+		case dl := <-dead:
+			if dl.Destination != "dest" || dl.Status != anyhook.StatusDead {
+				t.Fatalf("told of %+v", dl)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the two unleased deliveries were not expired")
+		}
+	}
+	got := statuses(t, st, evs)
+	if got[anyhook.StatusDead] != 2 || got[anyhook.StatusDelivering] != 1 {
+		t.Fatalf("statuses %v, want 2 dead and the leased one still delivering", got)
+	}
+}
