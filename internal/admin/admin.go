@@ -236,6 +236,7 @@ func New(opt Options) *API {
 		{"POST", "/api/destinations/{name}/resume", false, a.resume},
 		{"POST", "/api/destinations/{name}/discard", false, a.discardDestination},
 		{"POST", "/api/destinations/{name}/lease", false, a.lease},
+		{"GET", "/api/destinations/{name}/stream", false, a.stream},
 		{"POST", "/api/destinations/{name}/ack", false, a.ack},
 		{"POST", "/api/destinations/{name}/nack", false, a.nack},
 		{"POST", "/api/destinations/{name}/extend", false, a.extend},

@@ -2,7 +2,10 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -19,6 +22,8 @@ type Puller interface {
 	Ack(ctx context.Context, name string, ref delivery.LeaseRef, by string) error
 	Nack(ctx context.Context, name string, ref delivery.LeaseRef, retryAfter time.Duration, dead bool, reason, by string) error
 	Extend(ctx context.Context, name string, ref delivery.LeaseRef, lease time.Duration) (time.Time, error)
+	Settled(name string) (<-chan delivery.LeaseRef, func())
+	PullStopped() <-chan struct{}
 }
 
 // The defaults of a lease request.
@@ -149,14 +154,147 @@ func (a *API) lease(w http.ResponseWriter, r *http.Request) error {
 	now := a.now()
 	out := leaseResponse{Deliveries: make([]leasedJSON, 0, len(ls))}
 	for _, l := range ls {
-		body, enc := encodeBytes(l.Event.Body)
-		out.Deliveries = append(out.Deliveries, leasedJSON{
-			LeaseID: leaseID(l), DeliveryID: l.Delivery.ID, EventID: l.Event.ID, Attempt: l.Delivery.AttemptCount,
-			Replay: l.Delivery.Replay, LeaseUntil: l.Until.UTC(), LeaseRemainingMS: max(0, l.Until.Sub(now).Milliseconds()),
-			Headers: l.Header, Body: body, BodyEncoding: enc,
-		})
+		out.Deliveries = append(out.Deliveries, toLeased(l, now))
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+func toLeased(l delivery.Leased, now time.Time) leasedJSON {
+	body, enc := encodeBytes(l.Event.Body)
+	return leasedJSON{
+		LeaseID: leaseID(l), DeliveryID: l.Delivery.ID, EventID: l.Event.ID, Attempt: l.Delivery.AttemptCount,
+		Replay: l.Delivery.Replay, LeaseUntil: l.Until.UTC(), LeaseRemainingMS: max(0, l.Until.Sub(now).Milliseconds()),
+		Headers: l.Header, Body: body, BodyEncoding: enc,
+	}
+}
+
+// streamKeepAlive is how often an idle stream sends a comment line, so
+// that proxies and load balancers see it alive.
+const streamKeepAlive = 15 * time.Second
+
+// stream is the streaming lease: Server-Sent Events, one "delivery"
+// event per lease, at most max_in_flight unsettled at once. Each is
+// acked, nacked or extended with the same POSTs as a polled lease. A
+// lease stops counting once this process settles it, or at its end
+// (settled by another process, or never).
+func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
+	if a.pull == nil {
+		return pullErr(delivery.ErrNotPull)
+	}
+	q := r.URL.Query()
+	window := defaultPullMax
+	if v := q.Get("max_in_flight"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > delivery.MaxPullBatch {
+			return badParam("max_in_flight", "%q is out of 1..%d", clip(v), delivery.MaxPullBatch)
+		}
+		window = n
+	}
+	lease, err := parseDur("lease", q.Get("lease"), defaultPullLease)
+	if err != nil {
+		return err
+	}
+	if lease < delivery.MinPullLease || lease > delivery.MaxPullLease {
+		return badParam("lease", "%s is out of %s..%s", lease, delivery.MinPullLease, delivery.MaxPullLease)
+	}
+	name := r.PathValue("name")
+	// The first lease, before the answer starts: an unknown destination
+	// is a plain 404, not an event stream.
+	first, err := a.pull.LeasePull(r.Context(), name, window, 0, lease)
+	if err != nil {
+		return pullErr(err)
+	}
+	rc := http.NewResponseController(w)
+	settled, stop := a.pull.Settled(name)
+	defer stop()
+	// The server's write timeout would cut a stream that outlives it.
+	rc.SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	open := map[string]time.Time{} // lease id → its end
+	send := func(ls []delivery.Leased) error {
+		now := a.now()
+		for _, l := range ls {
+			b, err := json.Marshal(toLeased(l, now))
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(w, "event: delivery\nid: %s\ndata: %s\n\n", leaseID(l), b); err != nil {
+				return err
+			}
+			open[leaseID(l)] = l.Until
+		}
+		if err := rc.Flush(); err != nil {
+			return err
+		}
+		return nil
+	}
+	if err := send(first); err != nil {
+		return nil // the client went away
+	}
+	for {
+		for id, until := range open {
+			if !a.now().Before(until) {
+				delete(open, id)
+			}
+		}
+		select {
+		case ref := <-settled:
+			delete(open, ref.EventID+"."+ref.DeliveryID+"."+strconv.Itoa(ref.Attempt))
+			continue
+		case <-a.pull.PullStopped():
+			return nil
+		case <-r.Context().Done():
+			return nil
+		default:
+		}
+		if free := window - len(open); free > 0 {
+			ls, err := a.pull.LeasePull(r.Context(), name, free, streamKeepAlive, lease)
+			if err != nil {
+				return nil // the client went away, or the store failed: it reconnects
+			}
+			if len(ls) == 0 {
+				if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+					return nil
+				}
+				if rc.Flush() != nil {
+					return nil // the client went away
+				}
+				continue
+			}
+			if err := send(ls); err != nil {
+				return nil
+			}
+			continue
+		}
+		// Full: wait for a settle, a lease's end or the keep-alive.
+		next := streamKeepAlive
+		for _, until := range open {
+			next = min(next, until.Sub(a.now()))
+		}
+		t := time.NewTimer(max(next, time.Millisecond))
+		select {
+		case ref := <-settled:
+			delete(open, ref.EventID+"."+ref.DeliveryID+"."+strconv.Itoa(ref.Attempt))
+		case <-t.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				t.Stop()
+				return nil
+			}
+			if rc.Flush() != nil {
+				return nil // the client went away
+			}
+		case <-a.pull.PullStopped():
+			t.Stop()
+			return nil
+		case <-r.Context().Done():
+			t.Stop()
+			return nil
+		}
+		t.Stop()
+	}
 }
 
 // settleReq decodes an ack, nack or extend.

@@ -137,11 +137,12 @@ type Engine struct {
 	breakers map[string]*breaker
 	// pullWait wakes the lease requests of each pull destination;
 	// pullStop closes at Stop, ending them.
-	pullWait map[string]*pullWaiters
-	pullStop chan struct{}
-	health   *health
-	fin      *finisher    // batches the outcomes of all destinations
-	tracer   trace.Tracer // nil: tracing is off
+	pullWait    map[string]*pullWaiters
+	pullSettled map[string]*settleSubs
+	pullStop    chan struct{}
+	health      *health
+	fin         *finisher    // batches the outcomes of all destinations
+	tracer      trace.Tracer // nil: tracing is off
 
 	run   lifecycle.Runner
 	sends sync.WaitGroup // in-flight requests
@@ -175,7 +176,7 @@ func New(st Store, opt Options) *Engine {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}, slots: map[string]*slots{},
-		client: map[string]*http.Client{}, breakers: map[string]*breaker{}, pullWait: map[string]*pullWaiters{}, pullStop: make(chan struct{}), health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
+		client: map[string]*http.Client{}, breakers: map[string]*breaker{}, pullWait: map[string]*pullWaiters{}, pullSettled: map[string]*settleSubs{}, pullStop: make(chan struct{}), health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
 	if opt.Tracer != nil {
 		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
 	}
@@ -190,6 +191,7 @@ func New(st Store, opt Options) *Engine {
 		e.slots[d.Name] = newSlots(d.MaxInFlight)
 		if d.Pull {
 			e.pullWait[d.Name] = &pullWaiters{}
+			e.pullSettled[d.Name] = &settleSubs{}
 		}
 		if d.AutoPause != nil {
 			e.breakers[d.Name] = newBreaker(*d.AutoPause)

@@ -84,6 +84,47 @@ func (w *pullWaiters) wake() {
 	}
 }
 
+// settleSubs tells the streams of one destination (the API's streaming
+// lease) which of their leases this process settled, so that a stream
+// can lease more in their place. A stream that misses one (its channel
+// full) frees that slot when the lease ends.
+type settleSubs struct {
+	mu   sync.Mutex
+	subs map[chan LeaseRef]bool
+}
+
+func (s *settleSubs) tell(ref LeaseRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- ref:
+		default:
+		}
+	}
+}
+
+// Settled subscribes to the leases of the pull destination name this
+// process settles (ack or nack); stop ends the subscription.
+func (e *Engine) Settled(name string) (refs <-chan LeaseRef, stop func()) {
+	s := e.pullSettled[name]
+	ch := make(chan LeaseRef, MaxPullBatch)
+	if s == nil {
+		return ch, func() {}
+	}
+	s.mu.Lock()
+	if s.subs == nil {
+		s.subs = map[chan LeaseRef]bool{}
+	}
+	s.subs[ch] = true
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.subs, ch)
+		s.mu.Unlock()
+	}
+}
+
 // pullDest is the pull destination named name.
 func (e *Engine) pullDest(name string) (*Destination, error) {
 	d := e.dests[name]
@@ -243,6 +284,7 @@ func (e *Engine) settle(ctx context.Context, name string, ref LeaseRef, decide f
 		return fmt.Errorf("lease %s (attempt %d): %w", ref.DeliveryID, ref.Attempt, ErrLeaseEnded)
 	}
 	e.observe(d.Name, ref.EventID, out.Status, a)
+	e.pullSettled[d.Name].tell(ref)
 	if out.Status == anyhook.StatusDead {
 		dl.Status = anyhook.StatusDead
 		e.notify(dl)
@@ -327,3 +369,6 @@ func (e *Engine) expire(ctx context.Context) {
 		}
 	}
 }
+
+// PullStopped closes when the engine stops: the API's streams end then.
+func (e *Engine) PullStopped() <-chan struct{} { return e.pullStop }
