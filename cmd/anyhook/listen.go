@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -67,7 +68,7 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.max < 1 || o.max > 100 || o.lease < time.Second || o.lease > time.Hour || o.since < 0 {
 		return fail(stderr, exitUsage, errors.New("listen: --max is 1..100, --lease 1s..1h, --since positive"))
 	}
-	l := &listener{o: o, out: stdout, errw: stderr, api: &http.Client{Timeout: 90 * time.Second}, fwd: &http.Client{
+	l := &listener{o: o, out: stdout, errw: stderr, api: &http.Client{Timeout: 90 * time.Second}, streamer: &http.Client{}, fwd: &http.Client{
 		// A redirect from the local handler is its answer, not a place to
 		// send the event (and its signature) to.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -85,7 +86,9 @@ func listen(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type listener struct {
 	o         listenOptions
 	out, errw io.Writer
-	api, fwd  *http.Client
+	// api has a timeout, streamer none (it stays open), fwd follows no
+	// redirect.
+	api, streamer, fwd *http.Client
 }
 
 // errFatal marks an answer that retrying will not change (a bad token, an
@@ -169,10 +172,100 @@ type leased struct {
 	BodyEncoding     string              `json:"body_encoding"`
 }
 
-// run leases and forwards until ctx ends. A failed lease request (the
-// network, the gateway restarting) is tried again with a growing pause;
-// one that cannot succeed ends it.
+// run leases and forwards until ctx ends: from the streaming lease, or
+// by polling where the gateway has none. A failed request (the network,
+// the gateway restarting) is tried again with a growing pause; one that
+// cannot succeed ends it.
 func (l *listener) run(ctx context.Context) error {
+	pause := time.Duration(0)
+	retry := func(err error) {
+		pause = min(max(2*pause, time.Second), 30*time.Second)
+		fmt.Fprintf(l.errw, "connection lost (%v); again in %s\n", err, pause)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+		}
+	}
+	for ctx.Err() == nil {
+		got, err := l.stream(ctx)
+		var fatal errFatal
+		switch {
+		case errors.Is(err, errNoStream):
+			return l.poll(ctx)
+		case errors.As(err, &fatal):
+			return err
+		case ctx.Err() != nil:
+		case err != nil:
+			if got {
+				pause = 0
+			}
+			retry(err)
+		}
+	}
+	return ctx.Err()
+}
+
+// errNoStream: the gateway has no streaming lease (an older version).
+var errNoStream = errors.New("no streaming lease")
+
+// stream reads the streaming lease and forwards each delivery, one at a
+// time, until the stream ends; got says whether one was read.
+func (l *listener) stream(ctx context.Context) (got bool, err error) {
+	u := strings.TrimRight(l.o.gateway, "/") + "/api/destinations/" + url.PathEscape(l.o.dest) +
+		"/stream?max_in_flight=1&lease=" + url.QueryEscape(l.o.lease.String())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, err
+	}
+	if l.o.token != "" {
+		req.Header.Set("Authorization", "Bearer "+l.o.token)
+	}
+	resp, err := l.streamer.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if resp.StatusCode == http.StatusNotFound && strings.Contains(string(data), "unknown_endpoint") ||
+			resp.StatusCode == http.StatusMethodNotAllowed {
+			return false, errNoStream
+		}
+		err := fmt.Errorf("stream: %d %s", resp.StatusCode, strings.TrimSpace(string(data)))
+		if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
+			return false, errFatal{err}
+		}
+		return false, err
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 128<<20) // a delivery's body can be large
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if len(data) == 0 {
+				continue
+			}
+			var d leased
+			if err := json.Unmarshal([]byte(strings.Join(data, "\n")), &d); err != nil {
+				return got, fmt.Errorf("stream: %w", err)
+			}
+			data = data[:0]
+			got = true
+			l.deliver(ctx, d)
+		case strings.HasPrefix(line, "data:"):
+			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return got, err
+	}
+	return got, errors.New("the gateway closed the stream")
+}
+
+// poll leases by long polling, for a gateway without the stream.
+func (l *listener) poll(ctx context.Context) error {
 	pause := time.Duration(0)
 	for ctx.Err() == nil {
 		var res struct {
