@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: what the README's test command and CI run.
-# It makes sure PostgreSQL is up (scripts/postgres.sh), Chromium is
+# It makes sure PostgreSQL and the brokers are up (scripts/postgres.sh,
+# scripts/nats.sh, scripts/rabbitmq.sh), Chromium is
 # installed for the dashboard's browser test (scripts/chromium.sh) and the
 # tools that check the shipping files are there (scripts/tools.sh: zsh,
 # systemd-analyze, shellcheck, deploy/'s Go modules, staticcheck and
@@ -14,6 +15,8 @@ cd "$(dirname "$0")/.."
 
 export CI="${CI:-}"
 ./scripts/postgres.sh
+./scripts/nats.sh
+./scripts/rabbitmq.sh
 ./scripts/chromium.sh
 ./scripts/pebble.sh >/dev/null
 ./scripts/tools.sh

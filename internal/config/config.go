@@ -167,8 +167,16 @@ var BackfillProviders = []string{"stripe", "github", "paddle"}
 
 // Destination is one user handler.
 type Destination struct {
-	Name          string   `yaml:"-"`
-	URL           string   `yaml:"url"`            // required
+	Name string `yaml:"-"`
+	// Type is the destination's kind: http (default), nats, rabbitmq or
+	// kafka, each broker with its block below (docs/destinations.md);
+	// pull is reserved.
+	Type     string    `yaml:"type"`
+	NATS     *NATS     `yaml:"nats"`
+	RabbitMQ *RabbitMQ `yaml:"rabbitmq"`
+	Kafka    *Kafka    `yaml:"kafka"`
+
+	URL           string   `yaml:"url"`            // required for type http
 	Sources       []string `yaml:"sources"`        // required
 	SigningSecret string   `yaml:"signing_secret"` // Standard Webhooks whsec_…; optional
 	Timeout       Duration `yaml:"timeout"`        // default 15s
@@ -196,6 +204,40 @@ type Destination struct {
 	// (a circuit breaker) and tries one delivery every probe_every until
 	// one succeeds. Default none: never paused but by a person.
 	AutoPause *AutoPause `yaml:"auto_pause"`
+}
+
+// The destination types (Destination.Type).
+const (
+	TypeHTTP     = "http"
+	TypeNATS     = "nats"
+	TypeRabbitMQ = "rabbitmq"
+	TypeKafka    = "kafka"
+	TypePull     = "pull" // reserved: not available yet
+)
+
+// NATS is a type: nats destination: each delivery is a message published
+// to a JetStream stream.
+type NATS struct {
+	URL     string `yaml:"url"`     // required: nats://host:port (or tls://), comma-separated for a cluster
+	Subject string `yaml:"subject"` // required: no wildcards
+	// Stream is the JetStream stream that must store Subject; at start
+	// its duplicate window must cover the destination's lease.
+	Stream string `yaml:"stream"`
+}
+
+// RabbitMQ is a type: rabbitmq destination: each delivery is a persistent
+// message published with confirms and mandatory.
+type RabbitMQ struct {
+	URL        string `yaml:"url"`         // required: amqp:// or amqps://
+	Exchange   string `yaml:"exchange"`    // default "": the default exchange (routing_key names the queue)
+	RoutingKey string `yaml:"routing_key"` // required with the default exchange
+}
+
+// Kafka is a type: kafka destination: each delivery is a record produced
+// by an idempotent producer with acks=all.
+type Kafka struct {
+	Brokers []string `yaml:"brokers"` // required: host:port of one or more seed brokers
+	Topic   string   `yaml:"topic"`   // required
 }
 
 // AutoPause is a destination's breaker: exactly one rule of

@@ -73,6 +73,16 @@ var valueKinds = map[string]printAs{
 	"sources.*.ordering.stale":      shownPlain,
 	"sources.*.overload":            shownPlain,
 
+	"destinations.*.type":                 shownPlain,
+	"destinations.*.nats.url":             shownURL,
+	"destinations.*.nats.subject":         shownPlain,
+	"destinations.*.nats.stream":          shownPlain,
+	"destinations.*.rabbitmq.url":         shownURL,
+	"destinations.*.rabbitmq.exchange":    shownPlain,
+	"destinations.*.rabbitmq.routing_key": shownPlain,
+	"destinations.*.kafka.brokers[]":      shownPlain,
+	"destinations.*.kafka.topic":          shownPlain,
+
 	"destinations.*.url":            shownURL,
 	"destinations.*.sources[]":      shownPlain,
 	"destinations.*.signing_secret": shownSecret,

@@ -106,6 +106,7 @@ func (c *Config) setDefaults() {
 		}
 		k := "destinations." + name + "."
 		d.Name = name
+		str(&d.Type, TypeHTTP)
 		dur(&d.Timeout, k+"timeout", DefaultTimeout)
 		integer(&d.MaxAttempts, k+"max_attempts", DefaultMaxAttempts)
 		dur(&d.Backoff.Initial, k+"backoff.initial", DefaultBackoffInit)
@@ -427,7 +428,10 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 		return c.Errorf(k, "must be a mapping with at least url and sources")
 	}
 	var p problems
-	if d.URL == "" {
+	p.add(c.validateKind(k, d))
+	if d.Type != TypeHTTP {
+		// The kind's block holds where messages go (validateKind).
+	} else if d.URL == "" {
 		p.add(c.Errorf(k+".url", "required"))
 	} else if err := checkHTTPURL(d.URL); err != nil {
 		p.add(c.Errorf(k+".url", "%s", err))
@@ -507,6 +511,104 @@ func (c *Config) validateDestination(name string, d *Destination) error {
 		p.add(c.validateAutoPause(k+".auto_pause", d.AutoPause))
 	}
 	return p.err()
+}
+
+// validateKind checks a destination's type and its block: each kind has
+// its own (nats, rabbitmq, kafka), a block of another kind is a mistake,
+// and url is http's alone.
+func (c *Config) validateKind(k string, d *Destination) error {
+	var p problems
+	blocks := []struct {
+		kind string
+		set  bool
+	}{{TypeNATS, d.NATS != nil || c.has(k+".nats")}, {TypeRabbitMQ, d.RabbitMQ != nil || c.has(k+".rabbitmq")}, {TypeKafka, d.Kafka != nil || c.has(k+".kafka")}}
+	switch d.Type {
+	case TypeHTTP, TypeNATS, TypeRabbitMQ, TypeKafka:
+	case TypePull:
+		return c.Errorf(k+".type", "pull is not available yet: use http, nats, rabbitmq or kafka")
+	default:
+		return c.Errorf(k+".type", "must be http, nats, rabbitmq or kafka, not %q", d.Type)
+	}
+	for _, b := range blocks {
+		if b.set && b.kind != d.Type {
+			p.add(c.Errorf(k+"."+b.kind, "is for type: %s, and this destination is type: %s: remove the block or set type: %s", b.kind, d.Type, b.kind))
+		}
+	}
+	if d.Type != TypeHTTP && (d.URL != "" || c.has(k+".url")) {
+		p.add(c.Errorf(k+".url", "is for type: http; a %s destination's broker is %s.%s", d.Type, k, map[string]string{TypeNATS: "nats.url", TypeRabbitMQ: "rabbitmq.url", TypeKafka: "kafka.brokers"}[d.Type]))
+	}
+	if d.Type != TypeHTTP && d.TLSInsecureSkipVerify {
+		p.add(c.Errorf(k+".tls_insecure_skip_verify", "is for type: http"))
+	}
+	switch d.Type {
+	case TypeNATS:
+		n := d.NATS
+		if n == nil {
+			p.add(c.Errorf(k+".nats", "required for type: nats: url, subject and stream"))
+			break
+		}
+		p.add(checkBrokerURL(c, k+".nats.url", n.URL, "nats", "tls"))
+		switch {
+		case n.Subject == "":
+			p.add(c.Errorf(k+".nats.subject", "required: the subject each delivery is published to"))
+		case strings.ContainsAny(n.Subject, "*> \t\r\n") || strings.HasPrefix(n.Subject, ".") || strings.HasSuffix(n.Subject, ".") || strings.Contains(n.Subject, ".."):
+			p.add(c.Errorf(k+".nats.subject", "must be a subject without wildcards (* >), white space or empty tokens, not %q", n.Subject))
+		}
+		switch {
+		case n.Stream == "":
+			p.add(c.Errorf(k+".nats.stream", "required: the JetStream stream that stores the subject (its duplicate window dedupes re-sends)"))
+		case strings.ContainsAny(n.Stream, ".*> \t\r\n/\\"):
+			p.add(c.Errorf(k+".nats.stream", "%q is not a stream name (no . * > / \\ or white space)", n.Stream))
+		}
+	case TypeRabbitMQ:
+		r := d.RabbitMQ
+		if r == nil {
+			p.add(c.Errorf(k+".rabbitmq", "required for type: rabbitmq: url, and exchange or routing_key"))
+			break
+		}
+		p.add(checkBrokerURL(c, k+".rabbitmq.url", r.URL, "amqp", "amqps"))
+		if r.Exchange == "" && r.RoutingKey == "" {
+			p.add(c.Errorf(k+".rabbitmq.routing_key", "required with the default exchange (exchange unset): the queue each delivery goes to"))
+		}
+	case TypeKafka:
+		kf := d.Kafka
+		if kf == nil {
+			p.add(c.Errorf(k+".kafka", "required for type: kafka: brokers and topic"))
+			break
+		}
+		if len(kf.Brokers) == 0 {
+			p.add(c.Errorf(k+".kafka.brokers", "required: host:port of one or more brokers"))
+		}
+		for i, b := range kf.Brokers {
+			if host, port, err := net.SplitHostPort(b); err != nil || host == "" || port == "" {
+				p.add(c.Errorf(fmt.Sprintf("%s.kafka.brokers[%d]", k, i), "must be host:port, not %q", b))
+			}
+		}
+		switch {
+		case kf.Topic == "":
+			p.add(c.Errorf(k+".kafka.topic", "required: the topic each delivery is produced to"))
+		case !kafkaTopicRe.MatchString(kf.Topic):
+			p.add(c.Errorf(k+".kafka.topic", "%q is not a Kafka topic name: 1 to 249 of a-z A-Z 0-9 . _ -", kf.Topic))
+		}
+	}
+	return p.err()
+}
+
+var kafkaTopicRe = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// checkBrokerURL checks a broker's URL (or comma-separated URLs) against
+// its schemes. Its message never quotes the URL: it may hold a password.
+func checkBrokerURL(c *Config, key, s string, schemes ...string) error {
+	if s == "" {
+		return c.Errorf(key, "required: %s://host:port", schemes[0])
+	}
+	for _, one := range strings.Split(s, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" {
+			return c.Errorf(key, "must be a %s:// URL with a host", strings.Join(schemes, ":// or "))
+		}
+	}
+	return nil
 }
 
 // validateAutoPause checks a destination's breaker: exactly one rule,

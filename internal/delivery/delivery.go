@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/broker"
 	"github.com/anyhook/anyhook/internal/lifecycle"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/redirect"
@@ -75,6 +76,11 @@ type Destination struct {
 	// AutoPause, when set, pauses the destination automatically while it
 	// keeps failing (breaker.go); nil: never.
 	AutoPause *AutoPause
+
+	// Publisher, when set, makes this a broker destination (type nats,
+	// rabbitmq or kafka): each attempt is a message it publishes
+	// (Engine.publish) instead of a POST to URL; nil: HTTP.
+	Publisher broker.Publisher
 	// Pull: consumers lease its deliveries through the API (pull.go);
 	// no dispatcher sends them. MaxAge, when set, makes dead those not
 	// leased (or not acked) within it of their creation.
@@ -130,6 +136,7 @@ type Engine struct {
 	log    *slog.Logger
 	dests  map[string]*Destination
 	client map[string]*http.Client // per destination: Options.Client or its insecure copy
+	sender map[string]sender       // per destination: by its kind (send)
 	wake   map[string]chan struct{}
 	slots  map[string]*slots // per destination: its claims against its limits
 	// breakers are those of the destinations with auto_pause, read-only
@@ -176,7 +183,8 @@ func New(st Store, opt Options) *Engine {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}, slots: map[string]*slots{},
-		client: map[string]*http.Client{}, breakers: map[string]*breaker{}, pullWait: map[string]*pullWaiters{}, pullSettled: map[string]*settleSubs{}, pullStop: make(chan struct{}), health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
+		client: map[string]*http.Client{}, sender: map[string]sender{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch),
+		pullWait: map[string]*pullWaiters{}, pullSettled: map[string]*settleSubs{}, pullStop: make(chan struct{})}
 	if opt.Tracer != nil {
 		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
 	}
@@ -197,6 +205,10 @@ func New(st Store, opt Options) *Engine {
 			e.breakers[d.Name] = newBreaker(*d.AutoPause)
 		}
 		e.client[d.Name] = opt.Client
+		e.sender[d.Name] = e.post
+		if d.Publisher != nil {
+			e.sender[d.Name] = e.publish
+		}
 		if d.InsecureSkipVerify {
 			if insecure == nil {
 				insecure = insecureClient(opt.Client)
@@ -550,7 +562,7 @@ func (e *Engine) deliver(ctx context.Context, d *Destination, c store.Claim, dea
 	a := anyhook.Attempt{Number: attempt, StartedAt: started, Duration: e.opt.Now().Sub(started), StatusCode: code, ResponseBody: r.body, Outcome: r.outcome}
 	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: attempt, Result: a}
 	switch {
-	case err == nil && code >= 200 && code < 300:
+	case err == nil && (r.acked || code >= 200 && code < 300):
 		out.Status = anyhook.StatusDelivered
 	case c.Probe:
 		// A failed probe never uses up the delivery (its attempt does not
@@ -682,13 +694,58 @@ type reply struct {
 	body       []byte // the first 4 KiB of the response
 	retryAfter time.Duration
 	outcome    string // anyhook.Outcome*
+	acked      bool   // a broker took the message (publish): delivered
 }
 
-// send POSTs the event to d, giving up after timeout. It returns the
+// A sender makes one attempt of c to d, giving up after timeout: an HTTP
+// POST (post) or a broker publish (publish). It returns the reply, and
+// an error when the attempt failed without an answer that says how; the
+// reply's outcome says then whether anything reached the destination.
+type sender func(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error)
+
+// send makes one attempt by d's kind; retries, leases, breakers and the
+// outcome's recording are the same for every kind.
+func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
+	return e.sender[d.Name](ctx, d, c, timeout)
+}
+
+// publish sends the event to d's broker as one message, giving up after
+// timeout (the lease's deadline, as for a POST). The message carries the
+// headers a POST would, X-AnyHook-Delivery-Id, and the delivery's id as
+// its message id: a crash between the broker's ack and the outcome's
+// commit re-sends the same id, while a replay (a new delivery) has its
+// own. Delivered means the broker acked it (docs/destinations.md).
+func (e *Engine) publish(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	h := e.header(d, c, e.opt.Now())
+	h.Set("X-AnyHook-Delivery-Id", c.Delivery.ID)
+	if e.tracer != nil {
+		tracing.Inject(ctx, h)
+	}
+	key := c.Event.ID
+	if d.InOrder && c.Event.Object != "" {
+		key = c.Event.Object // one partition per object keeps its order
+	}
+	err := d.Publisher.Publish(ctx, broker.Message{ID: c.Delivery.ID, Key: key, Header: h, Body: c.Event.Body, ContentType: h.Get("Content-Type")})
+	if err == nil {
+		return reply{outcome: anyhook.OutcomeAnswered, acked: true}, nil
+	}
+	r := reply{outcome: anyhook.OutcomeNotSent}
+	switch broker.StageOf(err) {
+	case broker.NoAnswer:
+		r.outcome = anyhook.OutcomeNoAnswer
+	case broker.Answered:
+		r.outcome = anyhook.OutcomeAnswered
+	}
+	return r, clipError(fmt.Errorf("publish to destination %s: %w", d.Name, err))
+}
+
+// post POSTs the event to d, giving up after timeout. It returns the
 // reply, and an error when no response arrived; the reply's outcome says
 // then whether the request's headers had been written (no_answer: the
 // handler may have run) or not (not_sent).
-func (e *Engine) send(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
+func (e *Engine) post(ctx context.Context, d *Destination, c store.Claim, timeout time.Duration) (reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var wrote atomic.Bool

@@ -132,6 +132,11 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 		return nil, &ConfigError{err}
 	}
 	g := &Gateway{cfg: cfg, log: log, now: now, seqInterval: opt.SequenceInterval}
+	g.onClose(func() error { return closePublishers(dests) })
+	if err := checkBrokers(ctx, cfg, dests, log); err != nil {
+		g.close()
+		return nil, &ConfigError{err}
+	}
 	if err := g.open(ctx, opt); err != nil {
 		g.close() // what open took before it failed (the serve lock)
 		return nil, err

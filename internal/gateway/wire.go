@@ -128,6 +128,11 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 				continue
 			}
 		}
+		pub, err := publisher(cfg, d) // a broker kind's client; nil for http
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		var ap *delivery.AutoPause
 		if a := d.AutoPause; a != nil {
 			ap = &delivery.AutoPause{ConsecutiveFailures: a.ConsecutiveFailures, FailureRate: a.FailureRate, Window: a.Window, ProbeEvery: a.ProbeEvery.D()}
@@ -148,6 +153,9 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 			Rate:               d.Rate.PerSecond(),
 			InOrder:            d.Order == config.OrderPerObject,
 			AutoPause:          ap,
+
+			// Broker kinds (docs/destinations.md); nil for http.
+			Publisher: pub,
 		})
 	}
 	if err := config.Join(errs...); err != nil {
@@ -223,7 +231,8 @@ func checkpointerOptions(cfg *config.Config, key *ledger.Key) ledger.Checkpointe
 // listing every problem found (config.List reads them), in line order.
 func Check(cfg *config.Config) error {
 	_, srcErr := ingestSources(cfg)
-	_, destErr := deliveryDestinations(cfg)
+	dests, destErr := deliveryDestinations(cfg)
+	closePublishers(dests) // built to be checked, never used
 	alertErr := alert.CheckChannels(alertChannels(cfg))
 	if err := config.Join(srcErr, destErr, alertErr); err != nil {
 		return &ConfigError{err}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/broker"
 )
 
 // Failure kinds of attempts whose request was not sent, or sent without
@@ -23,6 +24,13 @@ const (
 	KindTimeout = "timeout" // sent, no answer within the timeout
 	KindReset   = "reset"   // sent, then the connection broke
 	KindUnknown = "unknown" // an attempt without an outcome
+
+	// Broker destinations (nats, rabbitmq, kafka); a publish that timed
+	// out waiting for the ack is KindTimeout, one whose connection broke
+	// before the ack KindReset.
+	KindBrokerUnreachable = "broker_unreachable" // no connection to the broker (not sent)
+	KindBrokerNack        = "broker_nack"        // the broker refused the message
+	KindUnroutable        = "unroutable"         // no queue, stream or topic took it
 )
 
 // SpecificStatuses are the statuses an incident keeps apart from their
@@ -43,6 +51,15 @@ func KindOf(a anyhook.Attempt) string {
 		if _, cause, ok := strings.Cut(rest, ": "); ok {
 			e = cause
 		}
+	}
+	// A publish's error starts with its reason (internal/broker).
+	switch {
+	case strings.HasPrefix(e, broker.Unreachable+":"):
+		return KindBrokerUnreachable
+	case strings.HasPrefix(e, broker.Nack+":"):
+		return KindBrokerNack
+	case strings.HasPrefix(e, broker.Unroutable+":"):
+		return KindUnroutable
 	}
 	switch a.Outcome {
 	case anyhook.OutcomeAnswered:
@@ -93,6 +110,12 @@ func Describe(kind string) string {
 		return "answering 429 Too Many Requests"
 	case "410":
 		return "answering 410 Gone"
+	case KindBrokerUnreachable:
+		return "broker unreachable (not sent)"
+	case KindBrokerNack:
+		return "broker refusing messages (nack)"
+	case KindUnroutable:
+		return "messages unroutable: no queue, stream or topic takes them"
 	case KindUnknown:
 		return "failing (outcome unknown)"
 	}

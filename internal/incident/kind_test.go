@@ -31,6 +31,13 @@ func TestKindOf(t *testing.T) {
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "Post to destination certificates: network is unreachable"}, KindConnect},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "Post to destination timeouts: read: connection reset by peer"}, KindReset},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "probe of a destination paused automatically (auto_pause), not counted towards max_attempts: Post to destination certificate-deadline: dial tcp 10.0.0.1:443: connect: network is unreachable"}, KindConnect},
+		// Broker destinations: the publish's reason (internal/broker) names the kind.
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "publish to destination orders: broker unreachable: dial tcp 127.0.0.1:4222: connect: connection refused"}, KindBrokerUnreachable},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, Error: "publish to destination orders: broker nack: the broker did not take the message"}, KindBrokerNack},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, Error: "publish to destination orders: unroutable: no stream takes subject x"}, KindUnroutable},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "publish to destination orders: no ack: timeout after 2s"}, KindTimeout},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "publish to destination orders: no ack: connection closed"}, KindReset},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "probe of a destination paused automatically (auto_pause), not counted towards max_attempts: publish to destination unroutable: broker unreachable: nats: no servers available for connection"}, KindBrokerUnreachable},
 	} {
 		if got := KindOf(c.a); got != c.want {
 			t.Errorf("KindOf(%+v) = %q; want %q", c.a, got, c.want)
