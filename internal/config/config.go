@@ -204,7 +204,17 @@ type Destination struct {
 	// (a circuit breaker) and tries one delivery every probe_every until
 	// one succeeds. Default none: never paused but by a person.
 	AutoPause *AutoPause `yaml:"auto_pause"`
+	// MaxAge (type: pull only) makes dead the deliveries no consumer
+	// settled within it of their creation; default none: kept until
+	// leased.
+	MaxAge Duration `yaml:"max_age,omitempty"`
 }
+
+// The bounds of a pull destination's max_age.
+const (
+	MinPullMaxAge = time.Minute
+	MaxPullMaxAge = 366 * 24 * time.Hour
+)
 
 // The destination types (Destination.Type).
 const (
@@ -212,7 +222,7 @@ const (
 	TypeNATS     = "nats"
 	TypeRabbitMQ = "rabbitmq"
 	TypeKafka    = "kafka"
-	TypePull     = "pull" // reserved: not available yet
+	TypePull     = "pull" // consumers lease its deliveries (docs/pull.md)
 )
 
 // NATS is a type: nats destination: each delivery is a message published

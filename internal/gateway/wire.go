@@ -153,6 +153,8 @@ func deliveryDestinations(cfg *config.Config) ([]delivery.Destination, error) {
 			Rate:               d.Rate.PerSecond(),
 			InOrder:            d.Order == config.OrderPerObject,
 			AutoPause:          ap,
+			Pull:               d.Type == config.TypePull,
+			MaxAge:             d.MaxAge.D(),
 
 			// Broker kinds (docs/destinations.md); nil for http.
 			Publisher: pub,
