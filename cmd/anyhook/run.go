@@ -37,6 +37,7 @@ var commands = []struct{ name, does string }{
 	{"replay", "mark events for redelivery"},
 	{"backfill", "after an outage, fetch from the provider's API the events it could not deliver"},
 	{"sink", "a destination to try it with: prints each delivery it receives"},
+	{"listen", "forward a pull destination's deliveries to a local handler"},
 	{"log", "verify the tamper-evident log (log verify), print its public key (log key), change it (log rotate-key)"},
 	{"bench", "measure ingest and delivery on this machine"},
 	{"soak", "run gateways under load with injected faults and reconcile"},
@@ -79,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return send.Main(ctx, rest, stdout, stderr)
 	case "sink":
 		return sink(ctx, rest, stdout, stderr)
+	case "listen":
+		return listen(ctx, rest, stdout, stderr)
 	case "replay":
 		return replay(ctx, rest, stdout, stderr)
 	case "backfill":

@@ -143,6 +143,9 @@ type Options struct {
 	// OnIncident is told of an incident a person resolved (its alert);
 	// nil: nobody.
 	OnIncident func(store.IncidentChange)
+	// Pull leases the deliveries of pull destinations; nil answers the
+	// lease routes 404.
+	Pull Puller
 }
 
 // API is the admin API. Create it with New.
@@ -167,6 +170,7 @@ type API struct {
 	health           func() map[string]delivery.Health
 	// onIncident: Options.OnIncident.
 	onIncident func(store.IncidentChange)
+	pull       Puller
 }
 
 // queue tells Options.Queued that deliveries became due.
@@ -202,6 +206,7 @@ func New(opt Options) *API {
 		queued:           opt.Queued,
 		health:           opt.Health,
 		onIncident:       opt.OnIncident,
+		pull:             opt.Pull,
 	}
 	for _, d := range opt.InOrder {
 		a.inOrder[d] = true
@@ -246,6 +251,11 @@ func New(opt Options) *API {
 		{"POST", "/api/destinations/{name}/pause", false, a.pause},
 		{"POST", "/api/destinations/{name}/resume", false, a.resume},
 		{"POST", "/api/destinations/{name}/discard", false, a.discardDestination},
+		{"POST", "/api/destinations/{name}/lease", false, a.lease},
+		{"GET", "/api/destinations/{name}/stream", false, a.stream},
+		{"POST", "/api/destinations/{name}/ack", false, a.ack},
+		{"POST", "/api/destinations/{name}/nack", false, a.nack},
+		{"POST", "/api/destinations/{name}/extend", false, a.extend},
 		{"GET", "/api/log/checkpoint", false, a.logCheckpoint},
 		{"GET", "/api/events/{id}/proof", false, a.eventProof},
 		{"GET", "/api/rejections", false, a.listRejections},

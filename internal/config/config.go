@@ -231,6 +231,10 @@ type Destination struct {
 	// (and its oauth2 token_url) is reached through; it may hold
 	// user:password. Default: HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
 	Proxy string `yaml:"proxy"`
+	// MaxAge (type: pull only) makes dead the deliveries no consumer
+	// settled within it of their creation; default none: kept until
+	// leased.
+	MaxAge Duration `yaml:"max_age,omitempty"`
 }
 
 // DestinationAuth is a destination's own credential; exactly one field
@@ -267,13 +271,19 @@ type DestinationTLS struct {
 	ServerName     string `yaml:"server_name"`      // default the URL's host
 }
 
+// The bounds of a pull destination's max_age.
+const (
+	MinPullMaxAge = time.Minute
+	MaxPullMaxAge = 366 * 24 * time.Hour
+)
+
 // The destination types (Destination.Type).
 const (
 	TypeHTTP     = "http"
 	TypeNATS     = "nats"
 	TypeRabbitMQ = "rabbitmq"
 	TypeKafka    = "kafka"
-	TypePull     = "pull" // reserved: not available yet
+	TypePull     = "pull" // consumers lease its deliveries (docs/pull.md)
 )
 
 // NATS is a type: nats destination: each delivery is a message published

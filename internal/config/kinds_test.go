@@ -57,7 +57,9 @@ func TestDestinationKindErrors(t *testing.T) {
 destinations:
   a:
     type: pull
+    url: http://127.0.0.1:9000/
     sources: [stripe]
+    auto_pause: {consecutive_failures: 5}
   b:
     type: nats
     url: http://127.0.0.1:9000/
@@ -81,17 +83,18 @@ destinations:
 `
 	_, err := Parse("anyhook.yaml", []byte(src), env())
 	want := []string{
-		`anyhook.yaml:7: destinations.a.type: pull is not available yet`,
-		`anyhook.yaml:11: destinations.b.url: is for type: http; a nats destination's broker is destinations.b.nats.url`,
-		`anyhook.yaml:13: destinations.b.nats.url: must be a nats:// or tls:// URL with a host`,
-		`anyhook.yaml:13: destinations.b.nats.subject: must be a subject without wildcards`,
-		`anyhook.yaml:13: destinations.b.nats.stream: required`,
-		`anyhook.yaml:17: destinations.c.kafka.brokers[0]: must be host:port, not "nohost"`,
-		`anyhook.yaml:17: destinations.c.kafka.topic: "bad topic" is not a Kafka topic name`,
-		`anyhook.yaml:18: destinations.c.rabbitmq: is for type: rabbitmq, and this destination is type: kafka`,
-		`anyhook.yaml:19: destinations.d.rabbitmq: required for type: rabbitmq`,
-		`anyhook.yaml:25: destinations.e.nats: is for type: nats, and this destination is type: http`,
-		`anyhook.yaml:27: destinations.f.type: must be http, nats, rabbitmq or kafka, not "carrier-pigeon"`,
+		`anyhook.yaml:8: destinations.a.url: is for type: http; a pull destination is not called`,
+		`anyhook.yaml:10: destinations.a.auto_pause: is not for type: pull`,
+		`anyhook.yaml:13: destinations.b.url: is for type: http; a nats destination's broker is destinations.b.nats.url`,
+		`anyhook.yaml:15: destinations.b.nats.url: must be a nats:// or tls:// URL with a host`,
+		`anyhook.yaml:15: destinations.b.nats.subject: must be a subject without wildcards`,
+		`anyhook.yaml:15: destinations.b.nats.stream: required`,
+		`anyhook.yaml:19: destinations.c.kafka.brokers[0]: must be host:port, not "nohost"`,
+		`anyhook.yaml:19: destinations.c.kafka.topic: "bad topic" is not a Kafka topic name`,
+		`anyhook.yaml:20: destinations.c.rabbitmq: is for type: rabbitmq, and this destination is type: kafka`,
+		`anyhook.yaml:21: destinations.d.rabbitmq: required for type: rabbitmq`,
+		`anyhook.yaml:27: destinations.e.nats: is for type: nats, and this destination is type: http`,
+		`anyhook.yaml:29: destinations.f.type: must be http, nats, rabbitmq, kafka or pull, not "carrier-pigeon"`,
 	}
 	problems := List(err)
 	var got []string

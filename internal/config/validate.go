@@ -608,19 +608,30 @@ func (c *Config) validateKind(k string, d *Destination) error {
 		set  bool
 	}{{TypeNATS, d.NATS != nil || c.has(k+".nats")}, {TypeRabbitMQ, d.RabbitMQ != nil || c.has(k+".rabbitmq")}, {TypeKafka, d.Kafka != nil || c.has(k+".kafka")}}
 	switch d.Type {
-	case TypeHTTP, TypeNATS, TypeRabbitMQ, TypeKafka:
-	case TypePull:
-		return c.Errorf(k+".type", "pull is not available yet: use http, nats, rabbitmq or kafka")
+	case TypeHTTP, TypeNATS, TypeRabbitMQ, TypeKafka, TypePull:
 	default:
-		return c.Errorf(k+".type", "must be http, nats, rabbitmq or kafka, not %q", d.Type)
+		return c.Errorf(k+".type", "must be http, nats, rabbitmq, kafka or pull, not %q", d.Type)
 	}
 	for _, b := range blocks {
 		if b.set && b.kind != d.Type {
 			p.add(c.Errorf(k+"."+b.kind, "is for type: %s, and this destination is type: %s: remove the block or set type: %s", b.kind, d.Type, b.kind))
 		}
 	}
-	if d.Type != TypeHTTP && (d.URL != "" || c.has(k+".url")) {
+	switch {
+	case d.Type == TypePull && (d.URL != "" || c.has(k+".url")):
+		p.add(c.Errorf(k+".url", "is for type: http; a pull destination is not called: its consumers lease its deliveries (docs/pull.md)"))
+	case d.Type != TypeHTTP && (d.URL != "" || c.has(k+".url")):
 		p.add(c.Errorf(k+".url", "is for type: http; a %s destination's broker is %s.%s", d.Type, k, map[string]string{TypeNATS: "nats.url", TypeRabbitMQ: "rabbitmq.url", TypeKafka: "kafka.brokers"}[d.Type]))
+	}
+	if d.Type == TypePull {
+		if d.AutoPause != nil || c.has(k+".auto_pause") {
+			p.add(c.Errorf(k+".auto_pause", "is not for type: pull: nothing is sent, so nothing fails to pause for"))
+		}
+		if m := d.MaxAge.D(); m != 0 && (m < MinPullMaxAge || m > MaxPullMaxAge) {
+			p.add(c.Errorf(k+".max_age", "must be between %s and %s, not %s", MinPullMaxAge, "366d", m))
+		}
+	} else if d.MaxAge != 0 {
+		p.add(c.Errorf(k+".max_age", "is for type: pull (how long its deliveries wait for a consumer)"))
 	}
 	if d.Type != TypeHTTP && d.TLSInsecureSkipVerify {
 		p.add(c.Errorf(k+".tls_insecure_skip_verify", "is for type: http"))

@@ -43,6 +43,7 @@ type Store interface {
 	Release(ctx context.Context, rs []store.Release) ([]string, error)
 	Renew(ctx context.Context, rs []store.Release, lease time.Duration) ([]string, error)
 	Rescue(ctx context.Context, rule func(destination string) (store.StaleRule, bool)) ([]anyhook.Delivery, error)
+	ExpirePending(ctx context.Context, destination string, before time.Time, limit int, why string) ([]anyhook.Delivery, error)
 	// Event reads an event back with its deliveries: what a failed
 	// ingest's claims are recovered from (claimer.recover).
 	Event(ctx context.Context, id string) (anyhook.Event, error)
@@ -99,6 +100,11 @@ type Destination struct {
 	// rabbitmq or kafka): each attempt is a message it publishes
 	// (Engine.publish) instead of a POST to URL; nil: HTTP.
 	Publisher broker.Publisher
+	// Pull: consumers lease its deliveries through the API (pull.go);
+	// no dispatcher sends them. MaxAge, when set, makes dead those not
+	// leased (or not acked) within it of their creation.
+	Pull   bool
+	MaxAge time.Duration
 }
 
 // Options configure an Engine.
@@ -155,9 +161,14 @@ type Engine struct {
 	// breakers are those of the destinations with auto_pause, read-only
 	// after New.
 	breakers map[string]*breaker
-	health   *health
-	fin      *finisher    // batches the outcomes of all destinations
-	tracer   trace.Tracer // nil: tracing is off
+	// pullWait wakes the lease requests of each pull destination;
+	// pullStop closes at Stop, ending them.
+	pullWait    map[string]*pullWaiters
+	pullSettled map[string]*settleSubs
+	pullStop    chan struct{}
+	health      *health
+	fin         *finisher    // batches the outcomes of all destinations
+	tracer      trace.Tracer // nil: tracing is off
 
 	run   lifecycle.Runner
 	sends sync.WaitGroup // in-flight requests
@@ -191,7 +202,8 @@ func New(st Store, opt Options) *Engine {
 		opt.UserAgent = "AnyHook"
 	}
 	e := &Engine{st: st, opt: opt, log: opt.Logger, dests: map[string]*Destination{}, wake: map[string]chan struct{}{}, slots: map[string]*slots{},
-		out: map[string]*outbound{}, sender: map[string]sender{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch)}
+		out: map[string]*outbound{}, sender: map[string]sender{}, breakers: map[string]*breaker{}, health: newHealth(opt.FailingAfter), fin: newFinisher(st, maxFinishBatch),
+		pullWait: map[string]*pullWaiters{}, pullSettled: map[string]*settleSubs{}, pullStop: make(chan struct{})}
 	if opt.Tracer != nil {
 		e.tracer = opt.Tracer.Tracer("github.com/anyhook/anyhook/internal/delivery")
 	}
@@ -210,6 +222,10 @@ func New(st Store, opt Options) *Engine {
 		e.dests[d.Name] = d
 		e.wake[d.Name] = make(chan struct{}, 1)
 		e.slots[d.Name] = newSlots(d.MaxInFlight)
+		if d.Pull {
+			e.pullWait[d.Name] = &pullWaiters{}
+			e.pullSettled[d.Name] = &settleSubs{}
+		}
 		if d.AutoPause != nil {
 			e.breakers[d.Name] = newBreaker(*d.AutoPause)
 		}
@@ -285,6 +301,10 @@ func (e *Engine) wakeOne(destination string) {
 
 // nudge tells destination's dispatcher that deliveries may be due.
 func (e *Engine) nudge(destination string) {
+	if w := e.pullWait[destination]; w != nil {
+		w.wake()
+		return
+	}
 	select {
 	case e.wake[destination] <- struct{}{}:
 	default:
@@ -306,6 +326,7 @@ func (e *Engine) Stop(grace time.Duration) {
 	e.mu.Lock()
 	if !e.stop {
 		e.stop, e.grace = true, grace
+		close(e.pullStop)
 	}
 	e.mu.Unlock()
 	e.run.Stop()
@@ -321,9 +342,12 @@ func (e *Engine) serve(end context.Context) {
 	e.fin.Start(base)
 	var loops sync.WaitGroup
 	for _, d := range e.dests {
-		loops.Go(func() { e.dispatch(end, sendCtx, d) })
+		if !d.Pull {
+			loops.Go(func() { e.dispatch(end, sendCtx, d) })
+		}
 	}
 	loops.Go(func() { e.rescuer().run(end) })
+	loops.Go(func() { e.expire(end) })
 	loops.Wait()
 	e.mu.Lock()
 	grace := e.grace

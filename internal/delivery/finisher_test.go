@@ -34,6 +34,10 @@ func (s *finishStore) ClaimInOrder(context.Context, string, int, time.Duration) 
 	return nil, nil
 }
 
+func (s *finishStore) ExpirePending(context.Context, string, time.Time, int, string) ([]anyhook.Delivery, error) {
+	return nil, nil
+}
+
 func (s *finishStore) Rescue(context.Context, func(string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	return nil, nil
 }

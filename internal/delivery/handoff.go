@@ -360,7 +360,7 @@ func (c *claimer) reserve(evs []store.NewEvent) map[string]int {
 	var want map[string]int
 	for i := range evs {
 		for _, d := range evs[i].Destinations {
-			if dd := c.e.dests[d]; dd == nil || dd.InOrder || dd.Rate > 0 {
+			if dd := c.e.dests[d]; dd == nil || dd.InOrder || dd.Rate > 0 || dd.Pull {
 				continue
 			}
 			if want == nil {

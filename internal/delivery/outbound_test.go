@@ -68,6 +68,10 @@ func (f *fakeStore) Renew(ctx context.Context, rs []store.Release, lease time.Du
 	return nil, errors.New("fake store: a claim was renewed")
 }
 
+func (f *fakeStore) ExpirePending(context.Context, string, time.Time, int, string) ([]anyhook.Delivery, error) {
+	return nil, nil // no pull destination here
+}
+
 func (f *fakeStore) Rescue(ctx context.Context, rule func(string) (store.StaleRule, bool)) ([]anyhook.Delivery, error) {
 	return nil, nil
 }

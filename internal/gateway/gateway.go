@@ -268,6 +268,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		Health:           g.engine.Health,
 		OnIncident:       g.incidentAlert,
 		OnBreakerCleared: func(dest, _ string, at time.Time) { g.noteBreaker(dest, false, at) },
+		Pull:             g.engine,
 	})
 	dash, err := dashboard.New(dashboard.Options{
 		Store:        st,

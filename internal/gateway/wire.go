@@ -163,6 +163,8 @@ func deliveryDestinations(cfg *config.Config, log *slog.Logger) ([]delivery.Dest
 			Rate:               d.Rate.PerSecond(),
 			InOrder:            d.Order == config.OrderPerObject,
 			AutoPause:          ap,
+			Pull:               d.Type == config.TypePull,
+			MaxAge:             d.MaxAge.D(),
 
 			Headers: reach.Headers,
 			Auth:    reach.Auth,

@@ -277,6 +277,13 @@ type Queue interface {
 	// change) is left as it is, for a process that knows its policy. It
 	// returns the deliveries it changed, in their new state.
 	Rescue(ctx context.Context, rule func(destination string) (StaleRule, bool)) ([]anyhook.Delivery, error)
+
+	// ExpirePending makes dead, with note why, up to limit of
+	// destination's pending deliveries (due or not, never one being
+	// delivered) created before before, oldest first, and returns them:
+	// a pull destination's max_age, so that an abandoned one does not
+	// keep its backlog for ever.
+	ExpirePending(ctx context.Context, destination string, before time.Time, limit int, why string) ([]anyhook.Delivery, error)
 }
 
 // Operator is what a person does to the queue through the API, the

@@ -315,6 +315,29 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 	return changed, nil
 }
 
+// ExpirePending implements store.Store. SKIP LOCKED: a delivery another
+// transaction is claiming is not pending for long, and is left to it.
+func (s *Store) ExpirePending(ctx context.Context, destination string, before time.Time, limit int, why string) ([]anyhook.Delivery, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []anyhook.Delivery
+	err := s.tx(ctx, "expire pending", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE deliveries SET status = 'dead', note = $1, lease_until = NULL, updated_at = now()
+			WHERE id IN (SELECT id FROM deliveries WHERE destination = $2 AND status = 'pending' AND created_at < $3
+				ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+			RETURNING `+sqlstore.StoredDeliveryColumns("deliveries."), why, destination, before, limit)
+		if err != nil {
+			return store.Unavailable("expire pending", err)
+		}
+		if out, err = collect(rows, sqlstore.ScanDelivery); err != nil {
+			return store.Unavailable("expire pending", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // sendable checks in tx that the events ids exist and still have their
 // bodies, atomically with PruneBodies: it first takes a KEY SHARE lock on
 // each event row, which PruneBodies (FOR UPDATE SKIP LOCKED) skips while it

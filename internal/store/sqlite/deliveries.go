@@ -259,6 +259,27 @@ func (s *Store) Rescue(ctx context.Context, rule func(destination string) (store
 	return changed, err
 }
 
+// ExpirePending implements store.Store.
+func (s *Store) ExpirePending(ctx context.Context, destination string, before time.Time, limit int, why string) ([]anyhook.Delivery, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []anyhook.Delivery
+	err := s.tx(ctx, "expire pending", func(tx *sql.Tx) error {
+		at := micros(s.now())
+		var err error
+		out, err = query(ctx, tx, sqlstore.ScanDelivery, `UPDATE deliveries SET status = 'dead', note = ?, lease_until = NULL, updated_at = ?
+			WHERE id IN (SELECT id FROM deliveries WHERE destination = ? AND status = 'pending' AND created_at < ?
+				ORDER BY created_at LIMIT ?)
+			RETURNING `+deliveryCols, why, at, destination, micros(before), limit)
+		if err != nil {
+			return store.Unavailable("expire pending", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // sendable checks, inside a write transaction (so that no prune runs
 // meanwhile), that event id exists and still has its body.
 func sendable(ctx context.Context, tx *sql.Tx, id string) error {

@@ -120,4 +120,55 @@ func runLookup(t *testing.T, open Open) {
 			t.Errorf("DiscardDestination again = %d, %v; want 0", n, err)
 		}
 	})
+	t.Run("ExpirePending", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		// pull: three pending (one of them retrying), one delivering, one
+		// delivered; other: five pending.
+		var evs []string
+		for i := range 5 {
+			evs = append(evs, ingest(t, s, newEvent("stripe", fmt.Sprint("evt_expire_", i), "pull", "other"))[0].ID)
+		}
+		c := claim(t, s, "pull", 1, time.Minute)
+		finish(t, s, retry(c[0], time.Hour))
+		c = claim(t, s, "pull", 1, time.Minute)
+		finish(t, s, delivered(c[0]))
+		delivering := claim(t, s, "pull", 1, time.Minute)[0].Delivery.ID
+		if got, err := s.ExpirePending(ctx(t), "pull", time.Now().Add(-time.Hour), 10, "too old"); err != nil || len(got) != 0 {
+			t.Fatalf("ExpirePending of what is older than an hour = %d, %v; want none", len(got), err)
+		}
+		first, err := s.ExpirePending(ctx(t), "pull", time.Now().Add(time.Hour), 1, "too old")
+		if err != nil || len(first) != 1 {
+			t.Fatalf("ExpirePending limit 1 = %d, %v", len(first), err)
+		}
+		rest, err := s.ExpirePending(ctx(t), "pull", time.Now().Add(time.Hour), 10, "too old")
+		if err != nil || len(rest) != 2 {
+			t.Fatalf("ExpirePending of the rest = %d, %v; want the other two pending", len(rest), err)
+		}
+		for _, d := range append(first, rest...) {
+			if d.Status != anyhook.StatusDead || d.Destination != "pull" || d.Note != "too old" {
+				t.Errorf("expired %+v", d)
+			}
+		}
+		statuses := map[anyhook.DeliveryStatus]int{}
+		for _, id := range evs {
+			for _, d := range event(t, s, id).Deliveries {
+				if d.Destination == "other" {
+					if d.Status != anyhook.StatusPending {
+						t.Errorf("other's delivery %s is %s", d.ID, d.Status)
+					}
+					continue
+				}
+				statuses[d.Status]++
+				if d.ID == delivering && d.Status != anyhook.StatusDelivering {
+					t.Errorf("the delivering delivery became %s", d.Status)
+				}
+			}
+		}
+		want := map[anyhook.DeliveryStatus]int{anyhook.StatusDead: 3, anyhook.StatusDelivering: 1, anyhook.StatusDelivered: 1}
+		if !maps.Equal(statuses, want) {
+			t.Errorf("after expiring: %v, want %v", statuses, want)
+		}
+	})
+
 }
