@@ -329,16 +329,32 @@ var replayRoutes = map[string]bool{
 	"POST /api/replay":             true,
 }
 
+// pullRoutes are a pull destination's lease, stream, ack, nack and
+// extend: for an admin or a token with scope pull:<that destination>.
+var pullRoutes = map[string]bool{
+	"POST /api/destinations/{name}/lease":  true,
+	"GET /api/destinations/{name}/stream":  true,
+	"POST /api/destinations/{name}/ack":    true,
+	"POST /api/destinations/{name}/nack":   true,
+	"POST /api/destinations/{name}/extend": true,
+}
+
 // authorize lets an authenticated request through when its principal's
-// scopes allow rt, else answers 403: a GET needs read (or admin), a
-// replay admin or a pull scope (its handler then checks the
-// destination), anything else admin.
+// scopes allow rt, else answers 403: a pull route needs its
+// destination's pull scope (or admin), a GET read (or admin), a replay
+// admin or a pull scope (its handler then checks the destination),
+// anything else admin.
 func (a *API) authorize(rt route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := auth.FromContext(r.Context())
 		var why string
 		switch {
 		case p.Admin():
+		case pullRoutes[rt.method+" "+rt.path]:
+			if err := AuthorizePull(r, r.PathValue("name")); err != nil {
+				a.render(w, r, err)
+				return
+			}
 		case rt.method == http.MethodGet:
 			if !p.CanRead() {
 				why = "may not read the admin API"
@@ -363,12 +379,9 @@ func forbidden(p auth.Principal, why string) *Error {
 	return &Error{Status: http.StatusForbidden, Code: "forbidden", Message: p.Describe() + " " + why}
 }
 
-// AuthorizePull is the rule of the pull endpoints
-// (/api/destinations/{name}/lease, ack, nack, extend): nil when r's
-// principal may pull from destination (an admin, or a token with
-// pull:destination), else a 403 *Error naming the token. Their routes
-// go through authenticate like every other; their handlers call this
-// first.
+// AuthorizePull is the rule of the pull routes (pullRoutes): nil when
+// r's principal may pull from destination (an admin, or a token with
+// pull:destination), else a 403 *Error naming the token.
 func AuthorizePull(r *http.Request, destination string) error {
 	p := principal(r)
 	if p.CanPull(destination) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/admin"
+	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/delivery"
 	"github.com/anyhook/anyhook/internal/provider"
 	"github.com/anyhook/anyhook/internal/store"
@@ -35,7 +36,12 @@ func pullFixture(t *testing.T) (*fixture, *delivery.Engine) {
 		StalePolicy: anyhook.Reclaim, SigningSecret: pullSecret, MaxInFlight: 10}}})
 	e.Start(t.Context())
 	t.Cleanup(func() { e.Stop(time.Second) })
-	api := admin.New(admin.Options{Store: st, Token: token, Sources: map[string][]string{"stripe": {"inbox"}},
+	api := admin.New(admin.Options{Store: st, Tokens: auth.New([]auth.Token{
+		{Name: "admin", Secret: token, Scopes: []string{auth.ScopeAdmin}},
+		{Name: "grafana", Secret: readToken, Scopes: []string{auth.ScopeRead}},
+		{Name: "alice", Secret: aliceToken, Scopes: []string{"pull:inbox"}},
+		{Name: "bob", Secret: bobToken, Scopes: []string{"pull:billing"}},
+	}), Sources: map[string][]string{"stripe": {"inbox"}},
 		Destinations: []string{"inbox", "billing"}, Pull: e, Queued: e.Wake,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	srv := httptest.NewServer(api.Handler())
@@ -195,5 +201,42 @@ func TestPullStream(t *testing.T) {
 	seen := map[string]bool{first.EventID: true, second.EventID: true, third.EventID: true}
 	if len(seen) != 3 {
 		t.Fatalf("the stream sent %s, %s, %s: want three different events", first.EventID, second.EventID, third.EventID)
+	}
+}
+
+const bobToken = "bob-pull-token-0123456789"
+
+// Only a token with scope pull:<destination> (or admin) may lease, ack,
+// nack, extend or stream that destination; every other is 403, and
+// what it names is recorded under the token's name.
+func TestPullScopes(t *testing.T) {
+	f, _ := pullFixture(t)
+	id := f.seedPull("evt_scoped")
+	for _, c := range []struct {
+		who, tok, method, path string
+	}{
+		{"read", readToken, "POST", "/api/destinations/inbox/lease"},
+		{"read", readToken, "GET", "/api/destinations/inbox/stream"},
+		{"another destination's", bobToken, "POST", "/api/destinations/inbox/lease"},
+		{"another destination's", bobToken, "POST", "/api/destinations/inbox/ack"},
+		{"another destination's", bobToken, "GET", "/api/destinations/inbox/stream"},
+		{"its own, on another destination", aliceToken, "POST", "/api/destinations/billing/lease"},
+	} {
+		r := f.doAuth(c.method, c.path, `{}`, "Bearer "+c.tok)
+		if r.status != http.StatusForbidden || r.errCode(t) != "forbidden" {
+			t.Errorf("%s token %s %s: %d %s, want 403 forbidden", c.who, c.method, c.path, r.status, r.body)
+		}
+	}
+	ls := leaseAll(t, f.mustStatus(f.doAuth("POST", "/api/destinations/inbox/lease", `{}`, "Bearer "+aliceToken), http.StatusOK))
+	if len(ls) != 1 || ls[0].EventID != id {
+		t.Fatalf("alice leased %+v", ls)
+	}
+	f.mustStatus(f.doAuth("POST", "/api/destinations/inbox/nack", `{"lease_id": "`+ls[0].LeaseID+`", "dead": true, "reason": "bad"}`, "Bearer "+aliceToken), http.StatusNoContent)
+	ev, err := f.store.Event(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := ev.Deliveries[0].Attempts; len(a) != 1 || a[0].Error != "refused by pull consumer alice: bad" {
+		t.Fatalf("the nack's attempt: %+v", a)
 	}
 }
