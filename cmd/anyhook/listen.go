@@ -295,13 +295,13 @@ func (l *listener) poll(ctx context.Context) error {
 }
 
 // forwardMargin is kept of each lease for the ack: a forward ends that
-// much before the lease does.
+// much before the lease does (a fifth of a shorter lease).
 const forwardMargin = 2 * time.Second
 
 // deliver forwards d and acks or nacks it.
 func (l *listener) deliver(ctx context.Context, d leased) {
 	started := time.Now()
-	status, err := l.forwardOne(ctx, d, time.Duration(d.LeaseRemainingMS)*time.Millisecond-forwardMargin)
+	status, err := l.forwardOne(ctx, d, time.Duration(d.LeaseRemainingMS)*time.Millisecond-min(forwardMargin, l.o.lease/5))
 	took := time.Since(started)
 	typ := "-"
 	if v := d.Headers["X-Anyhook-Event-Type"]; len(v) > 0 {

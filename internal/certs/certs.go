@@ -219,7 +219,7 @@ func (f *CAFile) load() (*x509.CertPool, uint64, error) {
 	if serr == nil && f.pool != nil && same(f.stamp, fi) {
 		return f.pool, f.gen, nil
 	}
-	pool, err := caPool(f.path)
+	pool, err := LoadCAPool(f.path)
 	if err != nil {
 		if f.pool == nil {
 			return nil, 0, err
@@ -238,7 +238,8 @@ func (f *CAFile) load() (*x509.CertPool, uint64, error) {
 	return f.pool, f.gen, nil
 }
 
-func caPool(path string) (*x509.CertPool, error) {
+// LoadCAPool reads a PEM file of CA certificates.
+func LoadCAPool(path string) (*x509.CertPool, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

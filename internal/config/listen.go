@@ -3,13 +3,13 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/anyhook/anyhook/internal/certs"
 )
 
 // AdminSettings give the admin API, the dashboard, /metrics and /readyz a
@@ -244,15 +244,6 @@ func validDomain(d string) bool {
 	return true
 }
 
-// LoadCertPool reads a PEM file of CA certificates.
-func LoadCertPool(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
-}
+// LoadCertPool reads a PEM file of CA certificates, as the gateway will
+// (certs.LoadCAPool).
+func LoadCertPool(path string) (*x509.CertPool, error) { return certs.LoadCAPool(path) }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/anyhook/anyhook/internal/testkit/syncio"
+)
+
+const pullSigning = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// pullConfig is a gateway with a stripe source and one pull destination,
+// dev, that signs with pullSigning and takes stale leases as policy.
+func pullConfig(database, policy string) string {
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+database: %q
+admin_token: test-token
+delivery: {poll_interval: 100ms, grace: 1s, shutdown: 1s}
+sources:
+  stripe: {provider: stripe, secrets: [%s]}
+destinations:
+  dev:
+    type: pull
+    sources: [stripe]
+    signing_secret: %s
+    on_stale_claim: %s
+    backoff: {initial: 50ms, max: 200ms}
+`, database, secret, pullSigning, policy)
+}
+
+// verifiedHandler is a local handler that checks each request with the
+// reference Standard Webhooks library and records the webhook ids it
+// accepted; status answers each.
+type verifiedHandler struct {
+	*httptest.Server
+	mu     sync.Mutex
+	got    []string // webhook-id of each verified request
+	status func(n int) int
+}
+
+func newVerifiedHandler(t *testing.T, status func(n int) int) *verifiedHandler {
+	h := &verifiedHandler{status: status}
+	wh, err := standardwebhooks.NewWebhook(pullSigning)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := wh.Verify(body, r.Header); err != nil {
+			t.Errorf("the forwarded request does not verify: %v", err)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		h.mu.Lock()
+		h.got = append(h.got, r.Header.Get("Webhook-Id"))
+		n := len(h.got)
+		h.mu.Unlock()
+		w.WriteHeader(h.status(n))
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *verifiedHandler) ids() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.got...)
+}
+
+// startListen runs anyhook listen and returns its output lines.
+func startListen(t *testing.T, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"listen"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncio.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("listen's stderr:\n%s", stderr.String())
+		}
+	})
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return cmd, lines
+}
+
+func nextLine(t *testing.T, lines <-chan string) string {
+	t.Helper()
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			t.Fatal("listen exited")
+		}
+		return l
+	case <-time.After(30 * time.Second):
+		t.Fatal("listen printed nothing for 30s")
+	}
+	return ""
+}
+
+// anyhook listen forwards a pull destination's deliveries with a
+// signature the reference Standard Webhooks library accepts, prints a
+// line for each, nacks a failure (retried) and acks a 2xx: each event
+// ends delivered once.
+func TestListenForwards(t *testing.T) {
+	t.Parallel()
+	p := start(t, writeConfig(t, t.TempDir(), pullConfig("sqlite:anyhook.db", "reclaim")))
+	// The first request fails: it is nacked and comes again.
+	h := newVerifiedHandler(t, func(n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	_, lines := startListen(t, "--gateway", p.url, "--destination", "dev", "--token", "test-token", "--forward", h.URL)
+	var ids []string
+	for i := range 2 {
+		code, id, err := sendEvent(p.url, fmt.Sprintf("evt_listen_%d", i))
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("send: %d %v", code, err)
+		}
+		ids = append(ids, id)
+	}
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		l := nextLine(t, lines)
+		if !strings.Contains(l, "charge.succeeded") {
+			t.Fatalf("line %q does not name the event type", l)
+		}
+		for _, id := range ids {
+			if strings.Contains(l, id) && strings.Contains(l, " 200 ") {
+				seen[id] = true
+			}
+		}
+	}
+	for _, id := range ids {
+		ev := getEvent(t, p.url, id)
+		if len(ev.Deliveries) != 1 || ev.Deliveries[0].Status != "delivered" {
+			t.Fatalf("event %s deliveries: %+v", id, ev.Deliveries)
+		}
+	}
+	if got := h.ids(); len(got) != 3 {
+		t.Fatalf("the handler verified %d requests, want 3 (one failed, then both): %v", len(got), got)
+	}
+}
+
+type eventView struct {
+	Deliveries []struct {
+		Status   string `json:"status"`
+		Attempts []struct {
+			Number int    `json:"number"`
+			Error  string `json:"error"`
+		} `json:"attempts"`
+	} `json:"deliveries"`
+}
+
+func getEvent(t *testing.T, base, id string) eventView {
+	t.Helper()
+	var ev eventView
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", base+"/api/events/"+id, nil)
+		req.Header.Set("Authorization", "Bearer test-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&ev)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The ack follows the printed line: wait for it to be recorded.
+		if len(ev.Deliveries) == 1 && ev.Deliveries[0].Status == "delivered" || time.Now().After(deadline) {
+			return ev
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A consumer killed (kill -9) mid-lease loses nothing: under reclaim
+// the delivery is leased again as the next attempt after the lease runs
+// out, and delivered once by the next consumer.
+func TestListenKilledMidLease(t *testing.T) {
+	t.Parallel()
+	p := start(t, writeConfig(t, t.TempDir(), pullConfig("sqlite:anyhook.db", "reclaim")))
+	hold, release := make(chan struct{}), make(chan struct{})
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hold <- struct{}{}:
+		default:
+		}
+		select { // never answers
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(stuck.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for the handler
+	first, _ := startListen(t, "--gateway", p.url, "--destination", "dev", "--token", "test-token", "--forward", stuck.URL, "--lease", "2s")
+	code, id, err := sendEvent(p.url, "evt_listen_kill")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("send: %d %v", code, err)
+	}
+	select {
+	case <-hold:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first consumer never forwarded")
+	}
+	first.Process.Kill() // mid-lease: no ack, no nack
+	h := newVerifiedHandler(t, func(int) int { return http.StatusOK })
+	_, lines := startListen(t, "--gateway", p.url, "--destination", "dev", "--token", "test-token", "--forward", h.URL)
+	for l := nextLine(t, lines); !strings.Contains(l, id); l = nextLine(t, lines) {
+	}
+	ev := getEvent(t, p.url, id)
+	d := ev.Deliveries[0]
+	if d.Status != "delivered" || len(d.Attempts) != 2 || d.Attempts[1].Number != 2 {
+		t.Fatalf("after the kill: %+v, want delivered at attempt 2 after the lost attempt 1", d)
+	}
+	if got := h.ids(); len(got) != 1 || got[0] != id {
+		t.Fatalf("the second consumer got %v, want %s once", got, id)
+	}
+}
