@@ -248,3 +248,48 @@ func TestListenKilledMidLease(t *testing.T) {
 		t.Fatalf("the second consumer got %v, want %s once", got, id)
 	}
 }
+
+// SIGTERM does not wait for consumers: a lease request long polling and
+// a lease stream are answered and ended as the shutdown begins, and the
+// gateway exits 0 (a graceful shutdown would otherwise wait out its
+// deadline for them, and fail).
+func TestSIGTERMEndsPulls(t *testing.T) {
+	t.Parallel()
+	p := start(t, writeConfig(t, t.TempDir(), pullConfig("sqlite:anyhook.db", "reclaim")))
+	pull := func(method, path, body string) (*http.Response, error) {
+		req, err := http.NewRequest(method, p.url+path, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer test-token")
+		return http.DefaultClient.Do(req)
+	}
+	stream, err := pull("GET", "/api/destinations/dev/stream", "")
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %v %v", stream, err)
+	}
+	defer stream.Body.Close()
+	polled := make(chan error, 1)
+	go func() {
+		resp, err := pull("POST", "/api/destinations/dev/lease", `{"wait": "60s"}`)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"deliveries":[]`) {
+				err = fmt.Errorf("the long poll answered %d %s", resp.StatusCode, body)
+			}
+		}
+		polled <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the long poll is waiting (were it not yet, it would be refused: also a failure below)
+	p.stopExitsZero(t)
+	if strings.Contains(p.stderr.String(), "stop was not clean") {
+		t.Fatalf("the shutdown waited for the consumers until its deadline: %s", p.stderr)
+	}
+	if err := <-polled; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, stream.Body); err != nil {
+		t.Logf("the stream ended with %v", err)
+	}
+}

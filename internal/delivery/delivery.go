@@ -166,6 +166,7 @@ type Engine struct {
 	pullWait    map[string]*pullWaiters
 	pullSettled map[string]*settleSubs
 	pullStop    chan struct{}
+	pullOnce    sync.Once // closes pullStop
 	health      *health
 	fin         *finisher    // batches the outcomes of all destinations
 	tracer      trace.Tracer // nil: tracing is off
@@ -326,9 +327,9 @@ func (e *Engine) Stop(grace time.Duration) {
 	e.mu.Lock()
 	if !e.stop {
 		e.stop, e.grace = true, grace
-		close(e.pullStop)
 	}
 	e.mu.Unlock()
+	e.EndPulls()
 	e.run.Stop()
 }
 

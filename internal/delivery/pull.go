@@ -370,5 +370,12 @@ func (e *Engine) expire(ctx context.Context) {
 	}
 }
 
-// PullStopped closes when the engine stops: the API's streams end then.
+// PullStopped closes at EndPulls: the API's lease requests answer what
+// they have, and its streams end.
 func (e *Engine) PullStopped() <-chan struct{} { return e.pullStop }
+
+// EndPulls ends the waiting lease requests and the streams, so that an
+// HTTP server's graceful shutdown does not wait for them (the gateway
+// calls it as its servers begin to shut down; Stop calls it too). It is
+// idempotent.
+func (e *Engine) EndPulls() { e.pullOnce.Do(func() { close(e.pullStop) }) }

@@ -565,6 +565,9 @@ func (g *Gateway) serve(ln net.Listener, h http.Handler, tc *tls.Config, name st
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
+	// A long-polled lease or a lease stream would hold a graceful
+	// shutdown until its deadline: they end as it begins.
+	srv.RegisterOnShutdown(g.engine.EndPulls)
 	g.servers = append(g.servers, srv)
 	scheme := "http"
 	if tc != nil {
