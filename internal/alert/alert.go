@@ -43,6 +43,7 @@ const (
 	IncidentEscalated        = "incident_escalated"      // ... affecting many events, or for long
 	IncidentResolved         = "incident_resolved"       // ... and delivers again
 	LedgerVerificationFailed = "log_verification_failed" // the tamper-evident ledger does not verify
+	PullBacklog              = "pull_backlog"            // a pull destination's deliveries wait with no consumer
 )
 
 // Alert is one thing a person should know about.

@@ -235,7 +235,13 @@ type Destination struct {
 	// settled within it of their creation; default none: kept until
 	// leased.
 	MaxAge Duration `yaml:"max_age,omitempty"`
+	// AlertBacklogAfter (type: pull only) raises a pull_backlog alert
+	// when its oldest due delivery has waited this long; default 1h.
+	AlertBacklogAfter Duration `yaml:"alert_backlog_after,omitempty"`
 }
+
+// DefaultAlertBacklogAfter is a pull destination's alert_backlog_after.
+const DefaultAlertBacklogAfter = time.Hour
 
 // DestinationAuth is a destination's own credential; exactly one field
 // is set.

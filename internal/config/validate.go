@@ -108,6 +108,9 @@ func (c *Config) setDefaults() {
 		k := "destinations." + name + "."
 		d.Name = name
 		str(&d.Type, TypeHTTP)
+		if d.Type == TypePull {
+			dur(&d.AlertBacklogAfter, k+"alert_backlog_after", DefaultAlertBacklogAfter)
+		}
 		dur(&d.Timeout, k+"timeout", DefaultTimeout)
 		integer(&d.MaxAttempts, k+"max_attempts", DefaultMaxAttempts)
 		dur(&d.Backoff.Initial, k+"backoff.initial", DefaultBackoffInit)
@@ -630,8 +633,16 @@ func (c *Config) validateKind(k string, d *Destination) error {
 		if m := d.MaxAge.D(); m != 0 && (m < MinPullMaxAge || m > MaxPullMaxAge) {
 			p.add(c.Errorf(k+".max_age", "must be between %s and %s, not %s", MinPullMaxAge, "366d", m))
 		}
-	} else if d.MaxAge != 0 {
-		p.add(c.Errorf(k+".max_age", "is for type: pull (how long its deliveries wait for a consumer)"))
+		if a := d.AlertBacklogAfter.D(); a < time.Second || a > MaxPullMaxAge {
+			p.add(c.Errorf(k+".alert_backlog_after", "must be between 1s and 366d, not %s", a))
+		}
+	} else {
+		if d.MaxAge != 0 {
+			p.add(c.Errorf(k+".max_age", "is for type: pull (how long its deliveries wait for a consumer)"))
+		}
+		if d.AlertBacklogAfter != 0 {
+			p.add(c.Errorf(k+".alert_backlog_after", "is for type: pull (when its waiting deliveries raise an alert)"))
+		}
 	}
 	if d.Type != TypeHTTP && d.TLSInsecureSkipVerify {
 		p.add(c.Errorf(k+".tls_insecure_skip_verify", "is for type: http"))

@@ -80,6 +80,7 @@ type Gateway struct {
 	store        store.Store
 	batcher      *ingest.Batcher
 	engine       *delivery.Engine
+	backlog      *backlogWatch // pull destinations' pull_backlog alerts
 	alerts       *alert.Notifier
 	incidents    *incident.Recorder
 	rejects      *rejectlog.Log // the log of refused requests
@@ -544,6 +545,8 @@ func (g *Gateway) StartListeners(ctx context.Context, ls Listeners) {
 	g.rejects.Start(ctx)
 	g.incidents.Start(context.WithoutCancel(ctx)) // Stop writes what is buffered
 	g.engine.Start(ctx)
+	g.backlog = &backlogWatch{g: g}
+	g.backlog.Start(ctx)
 	g.startLedger(ctx)
 	g.serveErr = make(chan error, 2)
 	g.serve(ls.Ingest, g.handler, g.ingestTLS, "ingest")
@@ -604,6 +607,9 @@ func (g *Gateway) Stop(ctx context.Context) error {
 	g.rejects.Stop() // writes what is queued
 	g.stopLedger()
 	g.engine.Stop(g.cfg.Delivery.Shutdown.D())
+	if g.backlog != nil {
+		g.backlog.Stop()
+	}
 	g.incidents.Stop() // after the engine's last attempts, before the alerts it raises
 	g.alerts.Stop()
 	errs = append(errs, g.close())
