@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/anyhook/anyhook/internal/testkit/syncio"
+	"github.com/anyhook/anyhook/internal/testkit/testwait"
 )
 
 const pullSigning = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -292,4 +294,92 @@ func TestSIGTERMEndsPulls(t *testing.T) {
 	if _, err := io.Copy(io.Discard, stream.Body); err != nil {
 		t.Logf("the stream ended with %v", err)
 	}
+}
+
+// Two gateway processes on one PostgreSQL database, a listen consumer on
+// each: every event is forwarded and acked once, never to both
+// consumers. Then one gateway is killed (kill -9) under its consumer's
+// open stream and the other consumer stopped; what is sent meanwhile is
+// delivered once the killed gateway is back, by its consumer, which
+// reconnected by itself.
+func TestListenTwoGatewaysPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := pgDSN(t)
+	// The second gateway restarts on its own address: its consumer knows
+	// no other.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ps := startConfigs(t, 2, func(i int) string {
+		c := pullConfig(dsn, "reclaim")
+		if i == 2 {
+			c = strings.Replace(c, "listen: 127.0.0.1:0", "listen: "+addr, 1)
+		}
+		return c
+	})
+	h := newVerifiedHandler(t, func(int) int { return http.StatusOK })
+	var consumers []*exec.Cmd
+	for _, p := range ps {
+		c, _ := startListen(t, "--gateway", p.url, "--destination", "dev", "--token", "test-token", "--forward", h.URL, "--lease", "10s")
+		consumers = append(consumers, c)
+	}
+	send := func(prefix string, n int) map[string]bool {
+		ids := map[string]bool{}
+		for i := range n {
+			code, id, err := sendEvent(ps[0].url, fmt.Sprintf("%s_%d", prefix, i))
+			if err != nil || code != http.StatusOK {
+				t.Fatalf("send: %d %v", code, err)
+			}
+			ids[id] = true
+		}
+		return ids
+	}
+	delivered := func(ids map[string]bool) {
+		t.Helper()
+		testwait.For(t, "every event delivered", func() bool {
+			n := 0
+			for id := range ids {
+				if ev := getEventNow(t, ps[0].url, id); len(ev.Deliveries) == 1 && ev.Deliveries[0].Status == "delivered" {
+					n++
+				}
+			}
+			return n == len(ids)
+		})
+	}
+	first := send("evt_two", 20)
+	delivered(first)
+	seen := map[string]int{}
+	for _, id := range h.ids() {
+		seen[id]++
+	}
+	for id := range first {
+		if seen[id] != 1 {
+			t.Errorf("event %s forwarded %d times, want once (no lease ran out)", id, seen[id])
+		}
+	}
+	cfg := ps[1].cmd.Args[3] // serve --config FILE
+	ps[1].kill()
+	consumers[0].Process.Kill()
+	second := send("evt_after_kill", 10)
+	ps[1] = start(t, cfg)
+	delivered(second)
+}
+
+// getEventNow reads the event once (getEvent waits for it to be
+// delivered).
+func getEventNow(t *testing.T, base, id string) eventView {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/api/events/"+id, nil)
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ev eventView
+	json.NewDecoder(resp.Body).Decode(&ev)
+	return ev
 }
