@@ -350,6 +350,7 @@ func TestBadConfigExits2(t *testing.T) {
 		{"unset variable", "admin_token: ${ANYHOOK_TEST_UNSET_VAR}\nsources:\n  s: {provider: stripe, secrets: [whsec_x]}\n", []string{"anyhook.yaml:1", "admin_token", "ANYHOOK_TEST_UNSET_VAR"}},
 		{"indentation", "sources:\n  stripe:\n    provider: stripe\n     secrets: [x]\n", []string{"anyhook.yaml:4: invalid YAML", "indented deeper than line 3"}},
 		{"tab", "sources:\n  stripe:\n\tprovider: stripe\n", []string{"anyhook.yaml:3: invalid YAML", "tab"}},
+		{"broker without its block", "sources:\n  s: {provider: stripe, secrets: [whsec_x]}\ndestinations:\n  n:\n    type: nats\n    sources: [s]\n", []string{"anyhook.yaml:4", "destinations.n.nats: required"}},
 		{"stripe secret", "sources:\n  stripe:\n    provider: stripe\n    secrets:\n      - whsec_ok\n      - sk_live_abc\n", []string{"anyhook.yaml:6: sources.stripe.secrets[1]: not a Stripe signing secret", "whsec_"}},
 	}
 	for _, tt := range tests {

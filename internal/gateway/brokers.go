@@ -24,6 +24,12 @@ const dupWindowMargin = time.Minute
 // (nil for http); nothing is dialled yet.
 func publisher(cfg *config.Config, d *config.Destination) (broker.Publisher, error) {
 	k := "destinations." + d.Name
+	switch {
+	case d.Type == config.TypeNATS && d.NATS == nil, d.Type == config.TypeRabbitMQ && d.RabbitMQ == nil, d.Type == config.TypeKafka && d.Kafka == nil:
+		// config.Validate names the missing block; Check runs on a config
+		// with problems too, to list every one.
+		return nil, nil
+	}
 	switch d.Type {
 	case config.TypeNATS:
 		return natsdest.New(natsdest.Options{URL: d.NATS.URL, Subject: d.NATS.Subject, Stream: d.NATS.Stream,

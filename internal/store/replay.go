@@ -55,6 +55,24 @@ func DryRunReplay(ctx context.Context, st ReplayLister, f DeliveryFilter) (DryRu
 	slices.SortFunc(pairs, func(a, b pair) int { return cmp.Or(strings.Compare(a.event, b.event), strings.Compare(a.dest, b.dest)) })
 	var out DryRun
 	pruned := map[string]bool{}
+	// As ReplayDeliveries (sqlstore.NotResolved): never a pair with a
+	// delivery still to send, which the replay would send twice.
+	unfinished := map[pair]bool{}
+	for i, p := range pairs {
+		if i > 0 && pairs[i-1].event == p.event {
+			continue
+		}
+		ev, err := st.Event(ctx, p.event)
+		if err != nil {
+			return DryRun{}, err
+		}
+		for _, d := range ev.Deliveries {
+			if d.Status == anyhook.StatusPending || d.Status == anyhook.StatusRetrying || d.Status == anyhook.StatusPaused || d.Status == anyhook.StatusDelivering {
+				unfinished[pair{d.EventID, d.Destination}] = true
+			}
+		}
+	}
+	pairs = slices.DeleteFunc(pairs, func(p pair) bool { return unfinished[p] })
 	for i, p := range pairs {
 		if i == 0 || pairs[i-1].event != p.event {
 			if !needs[p.event] {

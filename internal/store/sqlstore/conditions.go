@@ -5,8 +5,12 @@ import "github.com/anyhook/anyhook"
 // The SQL conditions and expressions on deliveries both dialects share.
 
 // NotResolved is the SQL condition (both dialects) on a delivery d that a
-// bulk replay may select: a resolved one (replayed or discarded) is done.
-const NotResolved = `d.status <> 'resolved'`
+// bulk replay may select: a resolved one (replayed or discarded) is done,
+// and one whose event has a delivery to that destination still to send
+// (pending, retrying, paused, delivering: an earlier replay's, say)
+// would be sent twice.
+const NotResolved = `d.status <> 'resolved' AND NOT EXISTS (SELECT 1 FROM deliveries u
+	WHERE u.event_id = d.event_id AND u.destination = d.destination AND u.status IN ('pending', 'delivering'))`
 
 // Resolvable is the SQL condition (both dialects) on a delivery d that a
 // replay of its event to its destination resolves.

@@ -1181,10 +1181,19 @@ func (r *run) opReplayDeliveries() {
 		ev   *mEvent
 		dest string
 	}
+	// A pair with a delivery still to send (pending, retrying, paused,
+	// delivering) is never replayed: it would be sent twice.
+	unfinished := map[pair]bool{}
+	for _, d := range r.m.deliveries {
+		switch r.m.shown(d) {
+		case anyhook.StatusPending, anyhook.StatusRetrying, anyhook.StatusPaused, anyhook.StatusDelivering:
+			unfinished[pair{d.ev, d.dest}] = true
+		}
+	}
 	var pairs []pair
 	for _, d := range r.m.deliveries {
 		// A resolved delivery is never selected: a person dealt with it.
-		if p := (pair{d.ev, d.dest}); r.m.matches(d, f) && r.m.shown(d) != anyhook.StatusResolved && !slices.Contains(pairs, p) {
+		if p := (pair{d.ev, d.dest}); r.m.matches(d, f) && r.m.shown(d) != anyhook.StatusResolved && !unfinished[p] && !slices.Contains(pairs, p) {
 			pairs = append(pairs, p)
 		}
 	}
