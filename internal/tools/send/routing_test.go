@@ -22,6 +22,9 @@ func TestREADMEFilters(t *testing.T) {
 	section := string(readme)
 	if i := strings.Index(section, "## Routing"); i >= 0 {
 		section = section[i:]
+		if j := strings.Index(section[1:], "\n## "); j >= 0 {
+			section = section[:j+1] // that section only
+		}
 	}
 	filters := map[string]string{}
 	for _, m := range regexp.MustCompile(`(?m)^    sources: \[(\w+)\]\n    filter: (.+)$`).FindAllStringSubmatch(section, -1) {
