@@ -102,3 +102,38 @@ func TestAdvPublishFrozenBrokerRespectsContext(t *testing.T) {
 		t.Fatalf("Publish with a 1s context still blocked after 10s on a frozen broker")
 	}
 }
+
+// ADVERSARY: the same with no idle channel: the second of two publishes
+// opens a channel (conn.Channel, then Confirm), synchronous RPCs that take
+// no context.
+func TestAdvPublishFrozenBrokerNewChannel(t *testing.T) {
+	q := brokertest.RabbitMQQueue(t)
+	u, err := url.Parse(q.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := newFrozenRelay(t, u.Host)
+	u.Host = relay.l.Addr().String()
+	p := New(Options{URL: u.String(), RoutingKey: q.Name})
+	t.Cleanup(func() { go p.Close() })
+	m := broker.Message{ID: "frozen-2", Header: http.Header{}, Body: []byte("{}")}
+	if err := p.Publish(ctxT(t), m); err != nil {
+		t.Fatalf("first publish: %v", err)
+	}
+	relay.freeze()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { done <- p.Publish(ctx, m) }()
+	}
+	deadline := time.After(10 * time.Second) // ten times the publishes' own time
+	for range 2 {
+		select {
+		case err := <-done:
+			t.Logf("returned: %v", err)
+		case <-deadline:
+			t.Fatalf("a Publish with a 1s context still blocked after 10s on a frozen broker")
+		}
+	}
+}
