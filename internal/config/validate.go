@@ -636,6 +636,15 @@ func (c *Config) validateKind(k string, d *Destination) error {
 	if d.Type != TypeHTTP && d.TLSInsecureSkipVerify {
 		p.add(c.Errorf(k+".tls_insecure_skip_verify", "is for type: http"))
 	}
+	if d.Type != TypeHTTP {
+		// How an HTTP request is made: nothing else reads them, and a
+		// credential accepted and then ignored would mislead.
+		for _, key := range []string{"headers", "auth", "tls", "proxy"} {
+			if c.has(k + "." + key) {
+				p.add(c.Errorf(k+"."+key, "is for type: http; a %s destination does not use it", d.Type))
+			}
+		}
+	}
 	switch d.Type {
 	case TypeNATS:
 		n := d.NATS
