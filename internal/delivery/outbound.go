@@ -86,11 +86,15 @@ func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecu
 		o.secrets = append(o.secrets, vs...)
 	}
 	if d.Proxy != nil && d.Proxy.User != nil {
-		if pw, ok := d.Proxy.User.Password(); ok {
+		pw, ok := d.Proxy.User.Password()
+		if ok {
 			o.secrets = append(o.secrets, pw)
 		} else {
 			o.secrets = append(o.secrets, d.Proxy.User.Username()) // a key as the user name
 		}
+		// And as Proxy-Authorization carries it, which a proxy may quote
+		// in its answer or in a CONNECT refusal's reason phrase.
+		o.secrets = append(o.secrets, base64.StdEncoding.EncodeToString([]byte(d.Proxy.User.Username()+":"+pw)))
 	}
 	switch a := d.Auth; {
 	case a == nil:
