@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -242,6 +243,34 @@ func (o *outbound) scrubBytes(b []byte) []byte {
 	}
 	for _, secret := range o.all() {
 		b = bytes.ReplaceAll(b, []byte(secret), []byte(redacted))
+	}
+	return b
+}
+
+// readScrubbed reads the first maxResponse bytes of an answer cleaned of
+// the secrets. It reads further by the longest secret and cleans before
+// it cuts, so that a secret echoed across the cut is not kept in part; a
+// cut answer that then ends in the start of a secret loses that end.
+func (o *outbound) readScrubbed(r io.Reader) []byte {
+	secrets := o.all()
+	longest := 0
+	for _, s := range secrets {
+		longest = max(longest, len(s))
+	}
+	b, _ := io.ReadAll(io.LimitReader(r, int64(maxResponse+longest)))
+	cut := len(b) > maxResponse
+	b = o.scrubBytes(b)
+	if !cut && len(b) <= maxResponse {
+		return b
+	}
+	b = b[:min(len(b), maxResponse)]
+	for _, s := range secrets {
+		for n := min(len(s)-1, len(b)); n > 0; n-- {
+			if bytes.HasSuffix(b, []byte(s[:n])) {
+				b = b[:len(b)-n]
+				break
+			}
+		}
 	}
 	return b
 }
