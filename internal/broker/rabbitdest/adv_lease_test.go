@@ -2,73 +2,15 @@ package rabbitdest
 
 import (
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/broker"
 	"github.com/anyhook/anyhook/internal/testkit/brokertest"
+	"github.com/anyhook/anyhook/internal/testkit/faultnet"
 )
-
-// frozenRelay forwards TCP to target until freeze: then it keeps every
-// connection open and forwards nothing, as a broker stopped with SIGSTOP.
-type frozenRelay struct {
-	l      net.Listener
-	mu     sync.Mutex
-	frozen chan struct{}
-}
-
-func newFrozenRelay(t *testing.T, target string) *frozenRelay {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &frozenRelay{l: l, frozen: make(chan struct{})}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			t.Cleanup(func() { c.Close(); b.Close() })
-			go r.pipe(b, c)
-			go r.pipe(c, b)
-		}
-	}()
-	return r
-}
-
-func (r *frozenRelay) pipe(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			select {
-			case <-r.frozen:
-				select {} // stopped: nothing goes through any more
-			default:
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (r *frozenRelay) freeze() { close(r.frozen) }
 
 // ADVERSARY (issue 35: "a publish respects the lease"): a broker that
 // stops answering (SIGSTOP: its connection stays open) must not hold a
@@ -81,15 +23,20 @@ func TestAdvPublishFrozenBrokerRespectsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay := newFrozenRelay(t, u.Host)
-	u.Host = relay.l.Addr().String()
+	proxy, err := faultnet.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
 	p := New(Options{URL: u.String(), RoutingKey: q.Name})
 	t.Cleanup(func() { go p.Close() })
 	m := broker.Message{ID: "frozen-1", Header: http.Header{}, Body: []byte("{}")}
 	if err := p.Publish(ctxT(t), m); err != nil {
 		t.Fatalf("first publish: %v", err)
 	}
-	relay.freeze()
+	proxy.HoldReplies() // the broker answers nothing more, as when stopped (SIGSTOP)
+	t.Cleanup(proxy.ReleaseReplies)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -112,15 +59,20 @@ func TestAdvPublishFrozenBrokerNewChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay := newFrozenRelay(t, u.Host)
-	u.Host = relay.l.Addr().String()
+	proxy, err := faultnet.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
 	p := New(Options{URL: u.String(), RoutingKey: q.Name})
 	t.Cleanup(func() { go p.Close() })
 	m := broker.Message{ID: "frozen-2", Header: http.Header{}, Body: []byte("{}")}
 	if err := p.Publish(ctxT(t), m); err != nil {
 		t.Fatalf("first publish: %v", err)
 	}
-	relay.freeze()
+	proxy.HoldReplies() // the broker answers nothing more, as when stopped (SIGSTOP)
+	t.Cleanup(proxy.ReleaseReplies)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	done := make(chan error, 2)
