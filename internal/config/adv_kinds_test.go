@@ -36,3 +36,39 @@ destinations:
 		}
 	}
 }
+
+// ADVERSARY (issue 35, secrets in `anyhook config` output): a broker URL
+// is printed with its password redacted, but NATS's token form
+// (nats://TOKEN@host, the user name is the credential) was printed as
+// is, and so was every URL after the first of a comma-separated list,
+// which checkBrokerURL accepts.
+func TestAdvBrokerURLRedacted(t *testing.T) {
+	t.Parallel()
+	src := `sources:
+  stripe:
+    provider: stripe
+    secrets: [whsec_abc]
+destinations:
+  token:
+    type: nats
+    sources: [stripe]
+    nats: {url: "nats://NatsTokenSecret9@127.0.0.1:14222", subject: a.b, stream: HOOKS}
+  cluster:
+    type: nats
+    sources: [stripe]
+    nats: {url: "nats://a:NatsPwFirst9@127.0.0.1:14222,nats://a:NatsPwSecond9@127.0.0.1:14223", subject: a.b, stream: HOOKS}
+`
+	c, err := Parse("anyhook.yaml", []byte(src), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(c.Effective())
+	for _, s := range []string{"NatsTokenSecret9", "NatsPwFirst9", "NatsPwSecond9"} {
+		if strings.Contains(out, s) {
+			t.Errorf("the effective config shows %s:\n%s", s, out)
+		}
+	}
+	if !strings.Contains(out, "127.0.0.1:14223") {
+		t.Errorf("the second server is not shown:\n%s", out)
+	}
+}
