@@ -72,3 +72,29 @@ destinations:
 		t.Errorf("the second server is not shown:\n%s", out)
 	}
 }
+
+// ADVERSARY (issue 35): checkBrokerURL accepts comma-separated URLs for
+// rabbitmq as for nats, but amqp091 takes one URL: the rest becomes the
+// vhost (",amqp://user:PASSWORD@host2/"), every publish fails, and the
+// broker's "vhost ... not found" quotes the second password into the
+// attempt's error, the logs and the alerts. One URL only.
+func TestAdvRabbitMQURLIsOne(t *testing.T) {
+	t.Parallel()
+	src := `sources:
+  stripe:
+    provider: stripe
+    secrets: [whsec_abc]
+destinations:
+  queue:
+    type: rabbitmq
+    sources: [stripe]
+    rabbitmq: {url: "amqp://u:p@127.0.0.1:5672/,amqp://u:SecondPw9@127.0.0.1:5673/", routing_key: hooks}
+`
+	_, err := Parse("anyhook.yaml", []byte(src), env())
+	if err == nil || !strings.Contains(err.Error(), "destinations.queue.rabbitmq.url") {
+		t.Fatalf("a rabbitmq url list: %v, want an error naming destinations.queue.rabbitmq.url", err)
+	}
+	if strings.Contains(err.Error(), "SecondPw9") {
+		t.Errorf("the error quotes the password: %v", err)
+	}
+}
