@@ -671,7 +671,13 @@ func (c *Config) validateKind(k string, d *Destination) error {
 			p.add(c.Errorf(k+".rabbitmq", "required for type: rabbitmq: url, and exchange or routing_key"))
 			break
 		}
-		p.add(checkBrokerURL(c, k+".rabbitmq.url", r.URL, "amqp", "amqps"))
+		if strings.Contains(r.URL, ",") {
+			// amqp091 dials one URL: the rest would be the vhost, and the
+			// broker's refusal would quote it, a password included.
+			p.add(c.Errorf(k+".rabbitmq.url", "must be one amqp:// or amqps:// URL, not a list"))
+		} else {
+			p.add(checkBrokerURL(c, k+".rabbitmq.url", r.URL, "amqp", "amqps"))
+		}
 		if r.Exchange == "" && r.RoutingKey == "" {
 			p.add(c.Errorf(k+".rabbitmq.routing_key", "required with the default exchange (exchange unset): the queue each delivery goes to"))
 		}
