@@ -104,12 +104,21 @@ func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecu
 		o.auth = "Basic " + cred
 		o.secrets = append(o.secrets, a.Basic.Password, cred)
 	case a.OAuth2 != nil:
+		tokenClient := o.client
+		if d.TLS != nil && d.TLS.ServerName != "" {
+			// server_name is the destination's; the token endpoint, on a
+			// host of its own, is verified by its URL's host.
+			td := *d
+			td.TLS = d.TLS.Clone()
+			td.TLS.ServerName = ""
+			tokenClient = ownClient(base, &td)
+		}
 		o.token = &tokenCache{
 			cfg: &clientcredentials.Config{ClientID: a.OAuth2.ClientID, ClientSecret: a.OAuth2.ClientSecret, TokenURL: a.OAuth2.TokenURL, Scopes: a.OAuth2.Scopes},
 			// The token endpoint is reached as the destination is (its
 			// TLS, its proxy), and a redirect that would carry the
 			// client's credentials elsewhere is refused.
-			client: &http.Client{Transport: o.client.Transport, CheckRedirect: redirect.Check},
+			client: &http.Client{Transport: tokenClient.Transport, CheckRedirect: redirect.Check},
 			now:    now,
 			lock:   make(chan struct{}, 1),
 		}
