@@ -95,3 +95,19 @@ func TestAdvProxyCONNECTRefusalQuotesCredential(t *testing.T) {
 	}
 	noSecret(t, o, pw, base64.StdEncoding.EncodeToString([]byte("p:"+pw)))
 }
+
+// ADVERSARY (issue 35, secrets): headers: {Authorization: "Bearer T"}
+// (allowed without auth:) is scrubbed as the whole value only; a
+// destination that echoes the token alone ("invalid token T") has it
+// stored.
+func TestAdvHeaderAuthorizationTokenEchoed(t *testing.T) {
+	t.Parallel()
+	const tok = "HEADER-bearer-token-0123456789"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, "invalid token %s", strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	}))
+	t.Cleanup(echo.Close)
+	o := attempt(t, withDefaults(delivery.Destination{URL: echo.URL, Headers: http.Header{"Authorization": {"Bearer " + tok}}}), nil)
+	noSecret(t, o, tok)
+}
