@@ -83,8 +83,16 @@ func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecu
 	case d.InsecureSkipVerify:
 		o.client = insecure()
 	}
-	for _, vs := range d.Headers {
+	for k, vs := range d.Headers {
 		o.secrets = append(o.secrets, vs...)
+		if k == "Authorization" || k == "Proxy-Authorization" {
+			for _, v := range vs {
+				// "Scheme credential": the credential may be quoted alone.
+				if _, cred, ok := strings.Cut(v, " "); ok {
+					o.secrets = append(o.secrets, strings.TrimSpace(cred))
+				}
+			}
+		}
 	}
 	if d.Proxy != nil && d.Proxy.User != nil {
 		pw, ok := d.Proxy.User.Password()
