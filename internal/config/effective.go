@@ -25,6 +25,7 @@ const (
 	shownSecret             // replaced by Redacted
 	shownURL                // the password and secret-looking query values redacted
 	shownCapability         // a URL that is itself the credential: only scheme and host kept
+	shownBrokerURL          // comma-separated URLs, each as shownURL; a user name alone too (a NATS token)
 )
 
 // valueKinds classifies every string value of the file by its key path,
@@ -78,10 +79,10 @@ var valueKinds = map[string]printAs{
 	"sources.*.overload":            shownPlain,
 
 	"destinations.*.type":                 shownPlain,
-	"destinations.*.nats.url":             shownURL,
+	"destinations.*.nats.url":             shownBrokerURL,
 	"destinations.*.nats.subject":         shownPlain,
 	"destinations.*.nats.stream":          shownPlain,
-	"destinations.*.rabbitmq.url":         shownURL,
+	"destinations.*.rabbitmq.url":         shownBrokerURL,
 	"destinations.*.rabbitmq.exchange":    shownPlain,
 	"destinations.*.rabbitmq.routing_key": shownPlain,
 	"destinations.*.kafka.brokers[]":      shownPlain,
@@ -334,9 +335,29 @@ func (p *printer) str(s, path string) string {
 			s = redactURL(s, false)
 		case shownCapability:
 			s = redactURL(s, true)
+		case shownBrokerURL:
+			s = redactBrokerURL(s)
 		}
 	}
 	return strings.ReplaceAll(s, "${", "$${")
+}
+
+// redactBrokerURL is redactURL of each of comma-separated broker URLs,
+// which also redacts a user name without a password: NATS takes a token
+// as nats://TOKEN@host.
+func redactBrokerURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, one := range parts {
+		one = strings.TrimSpace(one)
+		if u, err := url.Parse(one); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); !ok {
+				u.User = url.User(Redacted)
+				one = strings.ReplaceAll(u.String(), "%3Credacted%3E", Redacted)
+			}
+		}
+		parts[i] = redactURL(one, false)
+	}
+	return strings.Join(parts, ",")
 }
 
 // redactURL removes the password and the values of secret-looking query

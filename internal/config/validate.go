@@ -647,6 +647,15 @@ func (c *Config) validateKind(k string, d *Destination) error {
 	if d.Type != TypeHTTP && d.TLSInsecureSkipVerify {
 		p.add(c.Errorf(k+".tls_insecure_skip_verify", "is for type: http"))
 	}
+	if d.Type != TypeHTTP {
+		// How an HTTP request is made: nothing else reads them, and a
+		// credential accepted and then ignored would mislead.
+		for _, key := range []string{"headers", "auth", "tls", "proxy"} {
+			if c.has(k + "." + key) {
+				p.add(c.Errorf(k+"."+key, "is for type: http; a %s destination does not use it", d.Type))
+			}
+		}
+	}
 	switch d.Type {
 	case TypeNATS:
 		n := d.NATS
@@ -673,7 +682,13 @@ func (c *Config) validateKind(k string, d *Destination) error {
 			p.add(c.Errorf(k+".rabbitmq", "required for type: rabbitmq: url, and exchange or routing_key"))
 			break
 		}
-		p.add(checkBrokerURL(c, k+".rabbitmq.url", r.URL, "amqp", "amqps"))
+		if strings.Contains(r.URL, ",") {
+			// amqp091 dials one URL: the rest would be the vhost, and the
+			// broker's refusal would quote it, a password included.
+			p.add(c.Errorf(k+".rabbitmq.url", "must be one amqp:// or amqps:// URL, not a list"))
+		} else {
+			p.add(checkBrokerURL(c, k+".rabbitmq.url", r.URL, "amqp", "amqps"))
+		}
 		if r.Exchange == "" && r.RoutingKey == "" {
 			p.add(c.Errorf(k+".rabbitmq.routing_key", "required with the default exchange (exchange unset): the queue each delivery goes to"))
 		}

@@ -830,11 +830,13 @@ func (e *Engine) post(ctx context.Context, d *Destination, c store.Claim, timeou
 			continue
 		}
 		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-		io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // let the connection be reused
+		var body []byte
 		if len(out.secrets) > 0 || out.token != nil {
-			body = out.scrubBytes(body)
+			body = out.readScrubbed(resp.Body)
+		} else {
+			body, _ = io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // let the connection be reused
 		return reply{code: resp.StatusCode, body: body, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), e.opt.Now()),
 			outcome: anyhook.OutcomeAnswered}, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -82,15 +83,27 @@ func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecu
 	case d.InsecureSkipVerify:
 		o.client = insecure()
 	}
-	for _, vs := range d.Headers {
+	for k, vs := range d.Headers {
 		o.secrets = append(o.secrets, vs...)
+		if k == "Authorization" || k == "Proxy-Authorization" {
+			for _, v := range vs {
+				// "Scheme credential": the credential may be quoted alone.
+				if _, cred, ok := strings.Cut(v, " "); ok {
+					o.secrets = append(o.secrets, strings.TrimSpace(cred))
+				}
+			}
+		}
 	}
 	if d.Proxy != nil && d.Proxy.User != nil {
-		if pw, ok := d.Proxy.User.Password(); ok {
+		pw, ok := d.Proxy.User.Password()
+		if ok {
 			o.secrets = append(o.secrets, pw)
 		} else {
 			o.secrets = append(o.secrets, d.Proxy.User.Username()) // a key as the user name
 		}
+		// And as Proxy-Authorization carries it, which a proxy may quote
+		// in its answer or in a CONNECT refusal's reason phrase.
+		o.secrets = append(o.secrets, base64.StdEncoding.EncodeToString([]byte(d.Proxy.User.Username()+":"+pw)))
 	}
 	switch a := d.Auth; {
 	case a == nil:
@@ -99,12 +112,21 @@ func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecu
 		o.auth = "Basic " + cred
 		o.secrets = append(o.secrets, a.Basic.Password, cred)
 	case a.OAuth2 != nil:
+		tokenClient := o.client
+		if d.TLS != nil && d.TLS.ServerName != "" {
+			// server_name is the destination's; the token endpoint, on a
+			// host of its own, is verified by its URL's host.
+			td := *d
+			td.TLS = d.TLS.Clone()
+			td.TLS.ServerName = ""
+			tokenClient = ownClient(base, &td)
+		}
 		o.token = &tokenCache{
 			cfg: &clientcredentials.Config{ClientID: a.OAuth2.ClientID, ClientSecret: a.OAuth2.ClientSecret, TokenURL: a.OAuth2.TokenURL, Scopes: a.OAuth2.Scopes},
 			// The token endpoint is reached as the destination is (its
 			// TLS, its proxy), and a redirect that would carry the
 			// client's credentials elsewhere is refused.
-			client: &http.Client{Transport: o.client.Transport, CheckRedirect: redirect.Check},
+			client: &http.Client{Transport: tokenClient.Transport, CheckRedirect: redirect.Check},
 			now:    now,
 			lock:   make(chan struct{}, 1),
 		}
@@ -238,6 +260,34 @@ func (o *outbound) scrubBytes(b []byte) []byte {
 	}
 	for _, secret := range o.all() {
 		b = bytes.ReplaceAll(b, []byte(secret), []byte(redacted))
+	}
+	return b
+}
+
+// readScrubbed reads the first maxResponse bytes of an answer cleaned of
+// the secrets. It reads further by the longest secret and cleans before
+// it cuts, so that a secret echoed across the cut is not kept in part; a
+// cut answer that then ends in the start of a secret loses that end.
+func (o *outbound) readScrubbed(r io.Reader) []byte {
+	secrets := o.all()
+	longest := 0
+	for _, s := range secrets {
+		longest = max(longest, len(s))
+	}
+	b, _ := io.ReadAll(io.LimitReader(r, int64(maxResponse+longest)))
+	cut := len(b) > maxResponse
+	b = o.scrubBytes(b)
+	if !cut && len(b) <= maxResponse {
+		return b
+	}
+	b = b[:min(len(b), maxResponse)]
+	for _, s := range secrets {
+		for n := min(len(s)-1, len(b)); n > 0; n-- {
+			if bytes.HasSuffix(b, []byte(s[:n])) {
+				b = b[:len(b)-n]
+				break
+			}
+		}
 	}
 	return b
 }

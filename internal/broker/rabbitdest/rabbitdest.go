@@ -104,6 +104,33 @@ func (p *Publisher) channel(ctx context.Context) (*pubChan, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Opening a channel is two synchronous RPCs that take no context: a
+	// broker that stopped answering (SIGSTOP) would hold the publish until
+	// the heartbeat gives up, past the lease. The open goes on alone; a
+	// channel it opens too late is closed.
+	type opened struct {
+		pc  *pubChan
+		err error
+	}
+	res := make(chan opened, 1)
+	go func() {
+		pc, err := openChannel(conn)
+		res <- opened{pc, err}
+	}()
+	select {
+	case o := <-res:
+		return o.pc, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-res; o.pc != nil {
+				o.pc.ch.Close()
+			}
+		}()
+		return nil, broker.Errorf(broker.NotSent, broker.Unreachable, "opening a channel: no answer: %v", ctx.Err())
+	}
+}
+
+func openChannel(conn *amqp.Connection) (*pubChan, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, broker.Errorf(broker.NotSent, broker.Unreachable, "opening a channel: %v", err)
@@ -112,8 +139,7 @@ func (p *Publisher) channel(ctx context.Context) (*pubChan, error) {
 		ch.Close()
 		return nil, broker.Errorf(broker.NotSent, broker.Unreachable, "turning on publisher confirms: %v", err)
 	}
-	pc := &pubChan{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 1)), closed: ch.NotifyClose(make(chan *amqp.Error, 1))}
-	return pc, nil
+	return &pubChan{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 1)), closed: ch.NotifyClose(make(chan *amqp.Error, 1))}, nil
 }
 
 func (p *Publisher) release(pc *pubChan) {
@@ -148,14 +174,14 @@ func (p *Publisher) Publish(ctx context.Context, m broker.Message) error {
 	}
 	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, p.opt.Exchange, p.opt.RoutingKey, true, false, msg)
 	if err != nil {
-		pc.ch.Close()
+		go pc.ch.Close() // a synchronous RPC: a broker that stopped answering would hold this publish
 		return broker.Errorf(broker.NotSent, broker.Unreachable, "%v", err)
 	}
 	acked, err := dc.WaitContext(ctx)
 	if err != nil {
 		// The confirm may still come: this channel's next publish must
 		// not read it as its own.
-		pc.ch.Close()
+		go pc.ch.Close()
 		return broker.Errorf(broker.NoAnswer, broker.NoAck, "timeout waiting for the publisher confirm")
 	}
 	if !acked {
