@@ -128,7 +128,7 @@ func (l *listener) call(ctx context.Context, path string, body, out any) error {
 		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
 			msg = e.Error.Code + ": " + e.Error.Message
 		}
-		err := fmt.Errorf("%s: %d %s", path, resp.StatusCode, msg)
+		err := fmt.Errorf("%s: %d %s%s", path, resp.StatusCode, msg, statusHint(resp.StatusCode))
 		switch resp.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusBadRequest:
 			return errFatal{err}
@@ -141,6 +141,19 @@ func (l *listener) call(ctx context.Context, path string, body, out any) error {
 	return nil
 }
 
+// statusHint says what to do about a refusal of the gateway's.
+func statusHint(code int) string {
+	switch code {
+	case http.StatusUnauthorized:
+		return " (pass a token with --token, or set ANYHOOK_TOKEN)"
+	case http.StatusForbidden:
+		return " (the token needs the scope pull:<destination>; check --destination)"
+	case http.StatusNotFound:
+		return " (is --destination a pull destination of this gateway, and --gateway its admin URL?)"
+	}
+	return ""
+}
+
 // replays asks for --replay and --since before listening.
 func (l *listener) replays(ctx context.Context) error {
 	if l.o.replay != "" {
@@ -151,13 +164,13 @@ func (l *listener) replays(ctx context.Context) error {
 	}
 	if l.o.since > 0 {
 		var res struct {
-			Replayed int `json:"replayed"`
+			Count int `json:"count"`
 		}
 		if err := l.call(ctx, "/api/replay", map[string]any{"destination": l.o.dest, "since": l.o.since.String(), "force": true,
 			"reason": "anyhook listen --since " + l.o.since.String()}, &res); err != nil {
 			return err
 		}
-		fmt.Fprintf(l.errw, "replayed %d deliveries of the last %s to %s\n", res.Replayed, l.o.since, l.o.dest)
+		fmt.Fprintf(l.errw, "replayed %d deliveries of the last %s to %s\n", res.Count, l.o.since, l.o.dest)
 	}
 	return nil
 }
@@ -166,6 +179,7 @@ type leased struct {
 	LeaseID          string              `json:"lease_id"`
 	EventID          string              `json:"event_id"`
 	Attempt          int                 `json:"attempt"`
+	Replay           bool                `json:"replay"`
 	LeaseRemainingMS int64               `json:"lease_remaining_ms"`
 	Headers          map[string][]string `json:"headers"`
 	Body             string              `json:"body"`
@@ -231,7 +245,7 @@ func (l *listener) stream(ctx context.Context) (got bool, err error) {
 			resp.StatusCode == http.StatusMethodNotAllowed {
 			return false, errNoStream
 		}
-		err := fmt.Errorf("stream: %d %s", resp.StatusCode, strings.TrimSpace(string(data)))
+		err := fmt.Errorf("stream: %d %s%s", resp.StatusCode, strings.TrimSpace(string(data)), statusHint(resp.StatusCode))
 		if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
 			return false, errFatal{err}
 		}
@@ -317,7 +331,11 @@ func (l *listener) deliver(ctx context.Context, d leased) {
 		}
 		body["reason"] = clipText(reason, 500)
 	}
-	fmt.Fprintf(l.out, "%s  %-28s %s  attempt %d  %s  %s\n", started.Format("15:04:05"), typ, d.EventID, d.Attempt, result, took.Round(time.Millisecond))
+	replay := ""
+	if d.Replay {
+		replay = "  replay"
+	}
+	fmt.Fprintf(l.out, "%s  %-28s %s  attempt %d%s  %s  %s\n", started.Format("15:04:05"), typ, d.EventID, d.Attempt, replay, result, took.Round(time.Millisecond))
 	if err != nil {
 		fmt.Fprintf(l.errw, "  %v\n", err)
 	}

@@ -295,7 +295,10 @@ func (a *API) replayEvent(w http.ResponseWriter, r *http.Request) error {
 		dest = found.Via.Destination // a delivery id: that delivery's destination
 	}
 	if pull && !a.eventOf(ev, dest) {
-		return forbidden(principal(r), "may replay only events of destination "+req.Destination+"; "+ev.ID+" is not one")
+		// As if it did not exist: a pull token learns nothing of other
+		// destinations' events, not even that an id is one.
+		return &Error{Status: http.StatusNotFound, Code: "not_found",
+			Message: "event " + clip(r.PathValue("id")) + " of destination " + dest + ": not found"}
 	}
 	dests, err := a.replayTargets(ev, dest, req.IgnoreFilters)
 	if err != nil {

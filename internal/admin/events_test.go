@@ -368,6 +368,7 @@ func TestBulkReplayDryRunPages(t *testing.T) {
 	if _, err := f.store.Ingest(t.Context(), evs); err != nil {
 		t.Fatal(err)
 	}
+	f.deliverAll()
 	r := f.mustStatus(f.do("POST", "/api/replay", `{"source":"stripe","dry_run":true}`), http.StatusOK)
 	if m := r.json(t); m["count"] != 520.0 {
 		t.Errorf("dry run %v", m)
@@ -407,6 +408,7 @@ func TestPrunedEventRefused(t *testing.T) {
 		t.Fatalf("Prune = %d, %v; want 1", n, err)
 	}
 	kept := f.seed("stripe", "evt_kept", []byte(`{"id":"evt_kept"}`), time.Hour)
+	f.deliverAll()
 
 	for _, tc := range []struct{ path, body string }{
 		{"/api/events/" + gone + "/replay", ``},
@@ -689,6 +691,7 @@ func TestBulkReplayBySearch(t *testing.T) {
 	f.seed("stripe", "evt_small", []byte(`{"amount":100}`), 0)
 	big := f.seed("stripe", "evt_big", []byte(`{"amount":5000}`), time.Minute)
 	f.seed("github", "gh_big", []byte(`{"amount":5000}`), time.Minute) // another source
+	f.deliverAll()
 	for _, s := range []string{
 		`{"name":"big invoices","query":"source=stripe&q=filter%3Abody.amount+%3E+1000"}`,
 		`{"name":"by id","query":"q=evt_big"}`,

@@ -23,6 +23,7 @@ type Puller interface {
 	Nack(ctx context.Context, name string, ref delivery.LeaseRef, retryAfter time.Duration, dead bool, reason, by string) error
 	Extend(ctx context.Context, name string, ref delivery.LeaseRef, lease time.Duration) (time.Time, error)
 	Settled(name string) (<-chan delivery.LeaseRef, func())
+	Held(ctx context.Context, name string, refs []delivery.LeaseRef) (map[delivery.LeaseRef]bool, error)
 	PullStopped() <-chan struct{}
 }
 
@@ -73,7 +74,7 @@ type extendResponse struct {
 // leaseID names a lease to its consumer: the event, the delivery and
 // the attempt, the fence of every ack, nack and extend.
 func leaseID(l delivery.Leased) string {
-	return l.Event.ID + "." + l.Delivery.ID + "." + strconv.Itoa(l.Delivery.AttemptCount)
+	return leaseIDOf(delivery.LeaseRef{EventID: l.Event.ID, DeliveryID: l.Delivery.ID, Attempt: l.Delivery.AttemptCount})
 }
 
 func parseLeaseID(s string) (delivery.LeaseRef, error) {
@@ -213,7 +214,11 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	open := map[string]time.Time{} // lease id → its end
+	// open are the leases sent and not known to be settled. A settle
+	// this process records is told at once (settled); one recorded by
+	// another process, a lease the rescuer took back, or one extended,
+	// the store says when the window is full (refresh).
+	open := map[string]delivery.LeaseRef{}
 	send := func(ls []delivery.Leased) error {
 		now := a.now()
 		for _, l := range ls {
@@ -224,25 +229,33 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
 			if _, err := fmt.Fprintf(w, "event: delivery\nid: %s\ndata: %s\n\n", leaseID(l), b); err != nil {
 				return err
 			}
-			open[leaseID(l)] = l.Until
+			open[leaseID(l)] = delivery.LeaseRef{EventID: l.Event.ID, DeliveryID: l.Delivery.ID, Attempt: l.Delivery.AttemptCount}
 		}
-		if err := rc.Flush(); err != nil {
-			return err
+		return rc.Flush()
+	}
+	refresh := func() {
+		refs := make([]delivery.LeaseRef, 0, len(open))
+		for _, ref := range open {
+			refs = append(refs, ref)
 		}
-		return nil
+		still, err := a.pull.Held(r.Context(), name, refs)
+		if err != nil {
+			return // the store failed: ask again at the next tick
+		}
+		for id, ref := range open {
+			if !still[ref] {
+				delete(open, id)
+			}
+		}
 	}
 	if err := send(first); err != nil {
 		return nil // the client went away
 	}
+	keepAlive := time.Now()
 	for {
-		for id, until := range open {
-			if !a.now().Before(until) {
-				delete(open, id)
-			}
-		}
 		select {
 		case ref := <-settled:
-			delete(open, ref.EventID+"."+ref.DeliveryID+"."+strconv.Itoa(ref.Attempt))
+			delete(open, leaseIDOf(ref))
 			continue
 		case <-a.pull.PullStopped():
 			return nil
@@ -255,46 +268,47 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return nil // the client went away, or the store failed: it reconnects
 			}
-			if len(ls) == 0 {
-				if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+			if len(ls) > 0 {
+				if err := send(ls); err != nil {
 					return nil
-				}
-				if rc.Flush() != nil {
-					return nil // the client went away
 				}
 				continue
 			}
-			if err := send(ls); err != nil {
+		} else {
+			// Full: wait for a settle, else look again each second.
+			t := time.NewTimer(streamRefresh)
+			select {
+			case ref := <-settled:
+				delete(open, leaseIDOf(ref))
+			case <-t.C:
+				refresh()
+			case <-a.pull.PullStopped():
+				t.Stop()
+				return nil
+			case <-r.Context().Done():
+				t.Stop()
 				return nil
 			}
-			continue
+			t.Stop()
 		}
-		// Full: wait for a settle, a lease's end or the keep-alive.
-		next := streamKeepAlive
-		for _, until := range open {
-			next = min(next, until.Sub(a.now()))
-		}
-		t := time.NewTimer(max(next, time.Millisecond))
-		select {
-		case ref := <-settled:
-			delete(open, ref.EventID+"."+ref.DeliveryID+"."+strconv.Itoa(ref.Attempt))
-		case <-t.C:
+		if time.Since(keepAlive) >= streamKeepAlive {
+			keepAlive = time.Now()
 			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
-				t.Stop()
 				return nil
 			}
 			if rc.Flush() != nil {
 				return nil // the client went away
 			}
-		case <-a.pull.PullStopped():
-			t.Stop()
-			return nil
-		case <-r.Context().Done():
-			t.Stop()
-			return nil
 		}
-		t.Stop()
 	}
+}
+
+// streamRefresh is how often a full stream asks the store which of its
+// leases still hold.
+const streamRefresh = time.Second
+
+func leaseIDOf(ref delivery.LeaseRef) string {
+	return ref.EventID + "." + ref.DeliveryID + "." + strconv.Itoa(ref.Attempt)
 }
 
 // settleReq decodes an ack, nack or extend.

@@ -91,12 +91,20 @@ func TestScopePullToken(t *testing.T) {
 	for _, path := range []string{"/api/events", "/api/events/" + githubEv, "/api/deliveries", "/api/destinations", "/api/openapi.json"} {
 		refused(t, "pull GET "+path, f.doAuth("GET", path, "", pull), "alice")
 	}
+	// Another destination's event is as if it did not exist: 404, and
+	// nothing quoted but the id asked for.
+	for _, c := range []struct{ path, body string }{
+		{"/api/events/" + stripeEv + "/replay", `{}`},
+		{"/api/events/" + stripeEv + "/replay", `{"destination":"ci"}`}, // into its own, not its event
+		{"/api/events/" + dead + "/replay", `{}`},                       // by another destination's delivery id
+	} {
+		if r := f.doAuth("POST", c.path, c.body, pull); r.status != http.StatusNotFound || (strings.Contains(string(r.body), stripeEv) && !strings.Contains(c.path, stripeEv)) {
+			t.Errorf("pull POST %s %s: %d %s, want 404", c.path, c.body, r.status, r.body)
+		}
+	}
 	for _, c := range []struct{ method, path, body string }{
-		{"POST", "/api/events/" + stripeEv + "/replay", `{}`},                        // another destination's event
 		{"POST", "/api/events/" + stripeEv + "/replay", `{"destination":"billing"}`}, // into another destination
 		{"POST", "/api/events/" + githubEv + "/replay", `{"destination":"billing"}`}, // its event, another destination
-		{"POST", "/api/events/" + stripeEv + "/replay", `{"destination":"ci"}`},      // into its own, not its event
-		{"POST", "/api/events/" + dead + "/replay", `{}`},                            // by another destination's delivery id
 		{"POST", "/api/events/" + githubEv + "/replay", `{"destination":"nowhere"}`}, // says nothing of other names
 		{"POST", "/api/replay", `{"status":"dead","destination":"billing"}`},
 		{"POST", "/api/replay", `{"status":"dead","filter":"body.amount > 1000","since":"1h"}`}, // a body search over every destination's events         // bulk into another

@@ -125,9 +125,13 @@ type Tokens struct {
 func New(ts []Token) *Tokens {
 	t := &Tokens{}
 	for _, x := range ts {
+		// White space around a configured token (a secret file's final
+		// newline) is ignored, as around a presented one: kept, the token
+		// could never match.
+		secret := strings.TrimSpace(x.Secret)
 		t.entries = append(t.entries, entry{
-			sum:    sha256.Sum256([]byte(x.Secret)),
-			secret: []byte(x.Secret),
+			sum:    sha256.Sum256([]byte(secret)),
+			secret: []byte(secret),
 			p:      Principal{Name: x.Name, Scopes: slices.Clone(x.Scopes)},
 		})
 	}

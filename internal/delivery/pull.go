@@ -150,6 +150,11 @@ func (e *Engine) LeasePull(ctx context.Context, name string, max int, wait, leas
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
+		select {
+		case <-e.pullStop:
+			return nil, nil // shutting down: nothing more is leased
+		default:
+		}
 		// Before the claim: a wake between the claim and the wait is not
 		// lost.
 		woken := e.pullWait[name].wait()
@@ -200,10 +205,13 @@ func (e *Engine) leased(ctx context.Context, d *Destination, cs []store.Claim, u
 }
 
 // held reads the delivery ref names and checks that its lease still
-// holds: the delivery of destination d, delivering, at ref's attempt,
-// its lease not run out. Another worker can still take it back between
-// this read and the write that follows; the write is fenced by the
-// attempt, so that one is refused too.
+// holds: the delivery of destination d, delivering, at ref's attempt.
+// The lease's end is not compared with any clock here: the store's
+// lease clock is its own (SQLite's ignores wall-clock steps; PostgreSQL's
+// is the database's), so a lease ends when the rescuer takes the
+// delivery back, which changes its status or attempt. The rescuer can
+// still do so between this read and the write that follows; the write is
+// fenced by the attempt, so that one is refused too.
 func (e *Engine) held(ctx context.Context, d *Destination, ref LeaseRef) (anyhook.Delivery, error) {
 	ev, err := e.st.Event(ctx, ref.EventID)
 	if errors.Is(err, anyhook.ErrNotFound) {
@@ -216,12 +224,34 @@ func (e *Engine) held(ctx context.Context, d *Destination, ref LeaseRef) (anyhoo
 		if dl.ID != ref.DeliveryID || dl.Destination != d.Name {
 			continue
 		}
-		if dl.Status != anyhook.StatusDelivering || dl.AttemptCount != ref.Attempt || !e.opt.Now().Before(dl.LeaseUntil) {
+		if dl.Status != anyhook.StatusDelivering || dl.AttemptCount != ref.Attempt {
 			return dl, fmt.Errorf("lease %s (attempt %d): %w (now %s, attempt %d)", ref.DeliveryID, ref.Attempt, ErrLeaseEnded, dl.Status, dl.AttemptCount)
 		}
 		return dl, nil
 	}
 	return anyhook.Delivery{}, fmt.Errorf("lease %s of destination %s: %w", ref.DeliveryID, d.Name, anyhook.ErrNotFound)
+}
+
+// Held says which of refs, leases of the pull destination name, still
+// hold: not settled, not taken back by the rescuer (the API's stream
+// counts its window by it).
+func (e *Engine) Held(ctx context.Context, name string, refs []LeaseRef) (map[LeaseRef]bool, error) {
+	d, err := e.pullDest(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[LeaseRef]bool, len(refs))
+	for _, ref := range refs {
+		_, err := e.held(ctx, d, ref)
+		switch {
+		case err == nil:
+			out[ref] = true
+		case errors.Is(err, ErrLeaseEnded), errors.Is(err, anyhook.ErrNotFound):
+		default:
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Ack records the leased delivery ref as delivered.

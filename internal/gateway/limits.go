@@ -135,6 +135,10 @@ func (l *lockoutWriter) Flush() {
 	}
 }
 
+// Unwrap lets http.ResponseController reach the connection (a lease
+// stream lifts its write deadline).
+func (l *lockoutWriter) Unwrap() http.ResponseWriter { return l.w }
+
 // tooManyFailures answers 429 to a wrong credential from a blocked address.
 func tooManyFailures(w http.ResponseWriter, r *http.Request, wait time.Duration) {
 	w.Header().Set("Retry-After", retryAfter(wait))
