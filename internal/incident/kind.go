@@ -32,6 +32,9 @@ const (
 	KindBrokerUnreachable = "broker_unreachable" // no connection to the broker (not sent)
 	KindBrokerNack        = "broker_nack"        // the broker refused the message
 	KindUnroutable        = "unroutable"         // no queue, stream or topic took it
+	// KindRefusedByConsumer: a pull destination's consumer nacked the
+	// lease (its handler failed, or it could not reach it).
+	KindRefusedByConsumer = "consumer_refused"
 )
 
 // SpecificStatuses are the statuses an incident keeps apart from their
@@ -53,8 +56,11 @@ func KindOf(a anyhook.Attempt) string {
 			e = cause
 		}
 	}
-	// A publish's error starts with its reason (internal/broker).
+	// A publish's error starts with its reason (internal/broker); a pull
+	// consumer's nack with who refused (delivery.Engine.Nack).
 	switch {
+	case strings.HasPrefix(e, "refused by pull consumer "):
+		return KindRefusedByConsumer
 	case strings.HasPrefix(e, broker.Unreachable+":"):
 		return KindBrokerUnreachable
 	case strings.HasPrefix(e, broker.Nack+":"):

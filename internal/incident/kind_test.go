@@ -37,6 +37,8 @@ func TestKindOf(t *testing.T) {
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "publish to destination orders: broker unreachable: dial tcp 127.0.0.1:4222: connect: connection refused"}, KindBrokerUnreachable},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, Error: "publish to destination orders: broker nack: the broker did not take the message"}, KindBrokerNack},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, Error: "publish to destination orders: unroutable: no stream takes subject x"}, KindUnroutable},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, Error: "refused by pull consumer alice: forward failed: dial tcp 127.0.0.1:3000: connect: connection refused"}, KindRefusedByConsumer},
+		{anyhook.Attempt{Outcome: anyhook.OutcomeAnswered, Error: "refused by pull consumer alice: the local handler answered 400"}, KindRefusedByConsumer},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "publish to destination orders: no ack: timeout after 2s"}, KindTimeout},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNoAnswer, Error: "publish to destination orders: no ack: connection closed"}, KindReset},
 		{anyhook.Attempt{Outcome: anyhook.OutcomeNotSent, Error: "probe of a destination paused automatically (auto_pause), not counted towards max_attempts: publish to destination unroutable: broker unreachable: nats: no servers available for connection"}, KindBrokerUnreachable},
