@@ -120,10 +120,11 @@ type destinationJSON struct {
 	Reach
 }
 
-// Reach says how a destination is reached, never with a secret: the kind
-// of its credential, the names of its static headers, whether it presents
+// Reach says how a destination is reached, never with a secret: its
+// type, the kind of its credential, the names of its static headers, whether it presents
 // a client certificate, and its proxy without user or password.
 type Reach struct {
+	Type       string   `json:"type,omitempty"`    // http, nats, rabbitmq, kafka or pull
 	Auth       string   `json:"auth,omitempty"`    // bearer, basic or oauth2; "": none
 	Headers    []string `json:"headers,omitempty"` // names only
 	ClientCert bool     `json:"client_cert,omitempty"`

@@ -104,6 +104,9 @@ type Options struct {
 	// InOrder are the destinations with order: per_object: their pending
 	// deliveries show what they wait behind.
 	InOrder []string
+	// Kinds are the destinations' types (http, nats, rabbitmq, kafka,
+	// pull), shown beside their names; nil: all http.
+	Kinds map[string]string
 	// StaleRules are the configured destinations' stale-claim rules: an
 	// event page says what happens to a claim whose lease runs out.
 	StaleRules map[string]store.StaleRule

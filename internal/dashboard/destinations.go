@@ -41,7 +41,8 @@ func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request) error {
 // destRow is one destination's health.
 type destRow struct {
 	Name          string
-	Orphaned      bool // not in the config, with unfinished deliveries
+	Kind          string // the destination's type, "" for http
+	Orphaned      bool   // not in the config, with unfinished deliveries
 	Sources       []string
 	Paused        bool           // by a person
 	Breaker       *store.Breaker // tripped (auto_pause); nil when not
@@ -74,6 +75,9 @@ func (d *Dashboard) destRows(r *http.Request) ([]destRow, error) {
 	rows := make([]destRow, 0, len(d.dests))
 	for _, name := range d.dests {
 		row := destRow{Name: name, Paused: paused[name]}
+		if k := d.opt.Kinds[name]; k != "http" {
+			row.Kind = k
+		}
 		if b, ok := breakers[name]; ok {
 			row.Breaker = &b
 		}

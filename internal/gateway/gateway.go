@@ -279,6 +279,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		CanBackfill:  bf.Check,
 		Destinations: cfg.DestinationOrder,
 		InOrder:      inOrder(cfg),
+		Kinds:        destinationKinds(cfg),
 		StaleRules:   staleRules(cfg),
 		Health:       g.engine.Health,
 		Logger:       log,

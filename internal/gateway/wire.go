@@ -415,7 +415,7 @@ func destinationsReach(cfg *config.Config) map[string]admin.Reach {
 		if d == nil {
 			continue
 		}
-		var r admin.Reach
+		r := admin.Reach{Type: d.Type}
 		if d.Auth != nil {
 			switch {
 			case d.Auth.Basic != nil:
@@ -435,6 +435,17 @@ func destinationsReach(cfg *config.Config) map[string]admin.Reach {
 			r.Proxy = u.Scheme + "://" + u.Host
 		}
 		out[name] = r
+	}
+	return out
+}
+
+// destinationKinds is each destination's type, for the dashboard.
+func destinationKinds(cfg *config.Config) map[string]string {
+	out := map[string]string{}
+	for name, d := range cfg.Destinations {
+		if d != nil {
+			out[name] = d.Type
+		}
 	}
 	return out
 }
