@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/anyhook/anyhook/internal/redirect"
+	"golang.org/x/net/http/httpproxy"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -94,16 +95,23 @@ func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecu
 			}
 		}
 	}
-	if d.Proxy != nil && d.Proxy.User != nil {
-		pw, ok := d.Proxy.User.Password()
-		if ok {
-			o.secrets = append(o.secrets, pw)
-		} else {
-			o.secrets = append(o.secrets, d.Proxy.User.Username()) // a key as the user name
+	if d.Proxy != nil {
+		o.secrets = append(o.secrets, proxySecrets(d.Proxy)...)
+	} else {
+		// The environment's proxy (HTTPS_PROXY, HTTP_PROXY) may carry a
+		// credential too, and a proxy may quote it back.
+		env := httpproxy.FromEnvironment()
+		for _, raw := range []string{env.HTTPProxy, env.HTTPSProxy} {
+			if raw == "" {
+				continue
+			}
+			if !strings.Contains(raw, "://") {
+				raw = "http://" + raw // as http.ProxyFromEnvironment reads it
+			}
+			if u, err := url.Parse(raw); err == nil {
+				o.secrets = append(o.secrets, proxySecrets(u)...)
+			}
 		}
-		// And as Proxy-Authorization carries it, which a proxy may quote
-		// in its answer or in a CONNECT refusal's reason phrase.
-		o.secrets = append(o.secrets, base64.StdEncoding.EncodeToString([]byte(d.Proxy.User.Username()+":"+pw)))
 	}
 	switch a := d.Auth; {
 	case a == nil:
@@ -136,6 +144,22 @@ func newOutbound(base *http.Client, d *Destination, now func() time.Time, insecu
 		o.secrets = append(o.secrets, a.Bearer)
 	}
 	return o
+}
+
+// proxySecrets are what of proxy u's credential a proxy may quote back:
+// the password (or a key given as the user name), and the
+// Proxy-Authorization value that carries them, which a proxy may quote
+// in its answer or in a CONNECT refusal's reason phrase.
+func proxySecrets(u *url.URL) []string {
+	if u.User == nil {
+		return nil
+	}
+	pw, ok := u.User.Password()
+	first := pw
+	if !ok {
+		first = u.User.Username() // a key as the user name
+	}
+	return []string{first, base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pw))}
 }
 
 // ownClient is a copy of base with d's TLS configuration and proxy. A
