@@ -60,10 +60,31 @@ type LeaseRef struct {
 	Attempt    int
 }
 
-// pullWaiters wakes the lease requests waiting on one destination.
+// pullWaiters wakes the lease requests waiting on one destination, and
+// spares the store their polls: while one of them found nothing within
+// the last poll interval and nothing woke them since, the others do not
+// ask again (many idle consumers cost one claim a poll, not one each).
 type pullWaiters struct {
-	mu sync.Mutex
-	ch chan struct{} // closed at the next wake
+	mu    sync.Mutex
+	ch    chan struct{} // closed at the next wake
+	empty time.Time     // when a claim last found nothing; zero after a wake
+}
+
+// found notes what a claim at at found.
+func (w *pullWaiters) found(n int, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n == 0 {
+		w.empty = at
+	}
+}
+
+// polledWithin says whether a claim found nothing less than d ago, with
+// no wake since: claiming again now would find nothing either.
+func (w *pullWaiters) polledWithin(d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.empty.IsZero() && time.Since(w.empty) < d
 }
 
 func (w *pullWaiters) wait() <-chan struct{} {
@@ -78,6 +99,7 @@ func (w *pullWaiters) wait() <-chan struct{} {
 func (w *pullWaiters) wake() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.empty = time.Time{}
 	if w.ch != nil {
 		close(w.ch)
 		w.ch = nil
@@ -149,7 +171,8 @@ func (e *Engine) LeasePull(ctx context.Context, name string, max int, wait, leas
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for {
+	w := e.pullWait[name]
+	for claim := true; ; {
 		select {
 		case <-e.pullStop:
 			return nil, nil // shutting down: nothing more is leased
@@ -157,24 +180,31 @@ func (e *Engine) LeasePull(ctx context.Context, name string, max int, wait, leas
 		}
 		// Before the claim: a wake between the claim and the wait is not
 		// lost.
-		woken := e.pullWait[name].wait()
-		asked := e.opt.Now()
-		var cs []store.Claim
-		if d.InOrder {
-			cs, err = e.st.ClaimInOrder(ctx, name, max, lease)
-		} else {
-			cs, err = e.st.Claim(ctx, name, max, lease)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if out := e.leased(ctx, d, cs, asked.Add(lease)); len(out) > 0 {
-			return out, nil
+		woken := w.wait()
+		if claim {
+			asked := e.opt.Now()
+			var cs []store.Claim
+			if d.InOrder {
+				cs, err = e.st.ClaimInOrder(ctx, name, max, lease)
+			} else {
+				cs, err = e.st.Claim(ctx, name, max, lease)
+			}
+			if err != nil {
+				return nil, err
+			}
+			w.found(len(cs), time.Now())
+			if out := e.leased(ctx, d, cs, asked.Add(lease)); len(out) > 0 {
+				return out, nil
+			}
 		}
 		poll := time.NewTimer(e.opt.PollInterval)
+		claim = true
 		select {
 		case <-woken:
 		case <-poll.C:
+			// Another request's claim found nothing since: this one's
+			// would too (deliveries of this process wake it).
+			claim = !w.polledWithin(e.opt.PollInterval / 2)
 		case <-timer.C:
 			poll.Stop()
 			return nil, nil

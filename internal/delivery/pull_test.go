@@ -1,8 +1,10 @@
 package delivery_test
 
 import (
+	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,5 +300,42 @@ func TestPullMaxAge(t *testing.T) {
 	got := statuses(t, st, evs)
 	if got[anyhook.StatusDead] != 2 || got[anyhook.StatusDelivering] != 1 {
 		t.Fatalf("statuses %v, want 2 dead and the leased one still delivering", got)
+	}
+}
+
+// idleClaims counts every claim, found something or not.
+type idleClaims struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (c *idleClaims) Claim(ctx context.Context, dest string, limit int, lease time.Duration) ([]store.Claim, error) {
+	c.n.Add(1)
+	return c.Store.Claim(ctx, dest, limit, lease)
+}
+
+// Many consumers waiting on an idle destination cost the store about
+// one claim a poll between them, not one each: a developer's token
+// cannot load the one SQLite writer by holding many long polls open.
+func TestPullIdleWaitersShareTheirPolls(t *testing.T) {
+	st := &idleClaims{Store: openSQLite(t)}
+	const waiters, poll = 30, 100 * time.Millisecond
+	e := pullEngine(t, st, pullDest(anyhook.Reclaim), poll)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Go(func() {
+			if ls, err := e.LeasePull(t.Context(), "dest", 1, 2*time.Second, time.Minute); err != nil || len(ls) != 0 {
+				t.Errorf("leased %d, %v from an idle destination", len(ls), err)
+			}
+		})
+	}
+	wg.Wait()
+	polls := int64(time.Since(start) / poll)
+	// Each claims once as it starts; then, unshared, each would claim at
+	// every poll: waiters × polls. Shared, a few a poll.
+	t.Logf("%d claims by %d waiters over %d polls", st.n.Load(), waiters, polls)
+	if n := st.n.Load(); n > waiters+polls*waiters/3 {
+		t.Fatalf("%d claims by %d waiters over %d polls: they do not share their polls (unshared: about %d)", n, waiters, polls, waiters*(polls+1))
 	}
 }
