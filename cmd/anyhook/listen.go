@@ -301,7 +301,10 @@ func (l *listener) poll(ctx context.Context) error {
 			continue
 		}
 		pause = 0
+		got := time.Now()
 		for _, d := range res.Deliveries {
+			// What is left of the lease now, after the forwards before it.
+			d.LeaseRemainingMS -= time.Since(got).Milliseconds()
 			l.deliver(ctx, d)
 		}
 	}
@@ -317,6 +320,12 @@ func (l *listener) deliver(ctx context.Context, d leased) {
 	started := time.Now()
 	status, err := l.forwardOne(ctx, d, time.Duration(d.LeaseRemainingMS)*time.Millisecond-min(forwardMargin, l.o.lease/5))
 	took := time.Since(started)
+	if err != nil && ctx.Err() != nil {
+		// Stopped (Ctrl-C) mid-forward: no nack, which would spend an
+		// attempt; the lease runs out and the delivery comes again.
+		fmt.Fprintf(l.errw, "stopped while forwarding %s: it is delivered again after its lease\n", d.EventID)
+		return
+	}
 	typ := "-"
 	if v := d.Headers["X-Anyhook-Event-Type"]; len(v) > 0 {
 		typ = v[0]

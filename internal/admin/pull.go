@@ -148,6 +148,10 @@ func (a *API) lease(w http.ResponseWriter, r *http.Request) error {
 	if lease < delivery.MinPullLease || lease > delivery.MaxPullLease {
 		return badParam("lease", "%s is out of %s..%s", lease, delivery.MinPullLease, delivery.MaxPullLease)
 	}
+	// The server's write timeout runs from the request's headers: a long
+	// poll near its limit would have its answer, and the leases in it,
+	// cut off unseen.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
 	ls, err := a.pull.LeasePull(r.Context(), r.PathValue("name"), n, wait, lease)
 	if err != nil {
 		return pullErr(err)
@@ -199,6 +203,9 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
 		return badParam("lease", "%s is out of %s..%s", lease, delivery.MinPullLease, delivery.MaxPullLease)
 	}
 	name := r.PathValue("name")
+	// Told of settles before the first lease, so that none is missed.
+	settled, stop := a.pull.Settled(name)
+	defer stop()
 	// The first lease, before the answer starts: an unknown destination
 	// is a plain 404, not an event stream.
 	first, err := a.pull.LeasePull(r.Context(), name, window, 0, lease)
@@ -206,8 +213,6 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
 		return pullErr(err)
 	}
 	rc := http.NewResponseController(w)
-	settled, stop := a.pull.Settled(name)
-	defer stop()
 	// The server's write timeout would cut a stream that outlives it.
 	rc.SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")

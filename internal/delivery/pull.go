@@ -179,8 +179,10 @@ func (e *Engine) LeasePull(ctx context.Context, name string, max int, wait, leas
 		default:
 		}
 		// Before the claim: a wake between the claim and the wait is not
-		// lost.
+		// lost. A wake since the tick decided not to claim clears what
+		// that decision rested on: ask again.
 		woken := w.wait()
+		claim = claim || !w.polledWithin(e.opt.PollInterval/2)
 		if claim {
 			asked := e.opt.Now()
 			var cs []store.Claim
