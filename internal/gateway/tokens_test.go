@@ -1,18 +1,17 @@
 package gateway_test
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/gateway/gatewaytest"
 	"github.com/anyhook/anyhook/internal/testkit/sinktest"
+	"github.com/anyhook/anyhook/internal/testkit/syncio"
 )
 
 const (
@@ -125,29 +124,11 @@ func TestTokenPullReplaysItsOwn(t *testing.T) {
 	}
 }
 
-// logBuffer collects a gateway's log lines from any goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestTokenNeverLogged: logins, refusals and forged tokens are logged by
 // the token's name at most, never a token's value.
 func TestTokenNeverLogged(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs syncio.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base, g := gatewaytest.Start(t, testTop+`sources:
   stripe: {provider: stripe, secrets: [`+stripeSecret+`]}
