@@ -105,14 +105,20 @@ type Ledger interface {
 	// them all: their sizes must never shrink.
 	Checkpoints(ctx context.Context) ([]Checkpoint, error)
 
-	// PruneBodies empties the bodies of up to limit logged events received
-	// before receivedBefore that have no delivery still needing the body
-	// (sqlstore.NeedsBody: pending, delivering, paused, held, or dead and not
-	// discarded), marking their entries BodyPruned; events, headers, dedup
-	// keys and hashes stay. It is atomic with Replay, ReplayDeliveries and
-	// Resolve: an event gets a new delivery and keeps its body, or is
-	// pruned and refuses the delivery. It returns how many it pruned.
-	PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error)
+	// PruneBodies looks at up to limit log entries whose bodies are kept,
+	// in index order after the index after (-1: from the first), and
+	// empties the bodies of those whose events were received before
+	// receivedBefore and have no delivery still needing the body
+	// (sqlstore.NeedsBody: pending, delivering, paused, held, or dead and
+	// not discarded), marking their entries BodyPruned; events, headers,
+	// dedup keys and hashes stay. It is atomic with Replay,
+	// ReplayDeliveries and Resolve: an event gets a new delivery and keeps
+	// its body, or is pruned and refuses the delivery.
+	//
+	// One call is one transaction over at most limit entries, however many
+	// the log holds, so that the writer is never held long: a pass walks
+	// the log with PruneStep.Last (ledger.Prune).
+	PruneBodies(ctx context.Context, receivedBefore time.Time, after int64, limit int) (PruneStep, error)
 	// PruneActivity deletes up to limit rows of the activity rollup
 	// (StatsReader.Activity) of the minutes before before, oldest first, and
 	// returns how many. It lives beside PruneBodies so that one retention
@@ -156,4 +162,12 @@ func CheckBatch(size, nhashes int64, evs []anyhook.Event, b LedgerBatch) error {
 		return fmt.Errorf("ledger batch: hashes start at %d, want %d: %w", b.HashIndex, nhashes, anyhook.ErrInvalid)
 	}
 	return nil
+}
+
+// PruneStep is what one PruneBodies call did.
+type PruneStep struct {
+	Examined int   // entries looked at, at most the limit
+	Old      int   // of those, received before the cutoff
+	Pruned   int   // bodies emptied
+	Last     int64 // the index of the last entry looked at (after, if none)
 }

@@ -320,21 +320,33 @@ func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
 // empties their bodies in a later statement that checks their deliveries
 // again: its snapshot sees every delivery that a replay holding the lock
 // before had committed.
-func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
-	var n int
+func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, after int64, limit int) (store.PruneStep, error) {
+	var step store.PruneStep
 	err := s.tx(ctx, "prune bodies", func(tx pgx.Tx) error {
-		n = 0
-		rows, err := tx.Query(ctx, `SELECT e.id FROM ledger_entries l JOIN events e ON e.id = l.event_id
-			WHERE NOT l.body_pruned AND e.received_at < $1
-				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+sqlstore.NeedsBody+`)
-			ORDER BY l.idx LIMIT $2
-			FOR UPDATE OF e SKIP LOCKED`, receivedBefore, limit)
+		step = store.PruneStep{Last: after}
+		rows, err := tx.Query(ctx, `SELECT l.idx, e.id, e.received_at < $1,
+				e.received_at < $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND `+sqlstore.NeedsBody+`)
+			FROM ledger_entries l JOIN events e ON e.id = l.event_id
+			WHERE NOT l.body_pruned AND l.idx > $2
+			ORDER BY l.idx LIMIT $3
+			FOR UPDATE OF e SKIP LOCKED`, receivedBefore, after, limit)
 		if err != nil {
 			return store.Unavailable("prune bodies", err)
 		}
-		ids, err := collect(rows, sqlstore.ScanString)
+		items, err := collect(rows, sqlstore.ScanPruneCandidate)
 		if err != nil {
 			return store.Unavailable("prune bodies", err)
+		}
+		var ids []string
+		for _, it := range items {
+			step.Examined++
+			step.Last = it.Index
+			if it.Old {
+				step.Old++
+			}
+			if it.Prunable {
+				ids = append(ids, it.EventID)
+			}
 		}
 		if len(ids) == 0 {
 			return nil
@@ -351,10 +363,10 @@ func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit
 		if _, err := tx.Exec(ctx, `UPDATE ledger_entries SET body_pruned = true WHERE event_id = ANY($1)`, ids); err != nil {
 			return store.Unavailable("prune bodies", err)
 		}
-		n = len(ids)
+		step.Pruned = len(ids)
 		return nil
 	})
-	return n, err
+	return step, err
 }
 
 // PruneActivity implements store.Ledger: a range of the rollup's primary

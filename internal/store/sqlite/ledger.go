@@ -217,28 +217,39 @@ func (s *Store) Checkpoints(ctx context.Context) ([]store.Checkpoint, error) {
 
 // PruneBodies implements store.Ledger. SQLite runs one write transaction
 // at a time, so no replay or resend interleaves with it.
-func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, limit int) (int, error) {
-	var n int
+func (s *Store) PruneBodies(ctx context.Context, receivedBefore time.Time, after int64, limit int) (store.PruneStep, error) {
+	var step store.PruneStep
 	err := s.tx(ctx, "prune bodies", func(tx *sql.Tx) error {
-		items, err := query(ctx, tx, sqlstore.ScanEntryID, `SELECT l.idx, l.event_id FROM ledger_entries l JOIN events e ON e.id = l.event_id
-			WHERE l.body_pruned = 0 AND e.received_at < ?
-				AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+sqlstore.NeedsBody+`)
-			ORDER BY l.idx LIMIT ?`, micros(receivedBefore), limit)
+		step = store.PruneStep{Last: after}
+		cutoff := micros(receivedBefore)
+		items, err := query(ctx, tx, sqlstore.ScanPruneCandidate, `SELECT l.idx, l.event_id, e.received_at < ?,
+				e.received_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = l.event_id AND `+sqlstore.NeedsBody+`)
+			FROM ledger_entries l JOIN events e ON e.id = l.event_id
+			WHERE l.body_pruned = 0 AND l.idx > ?
+			ORDER BY l.idx LIMIT ?`, cutoff, cutoff, after, limit)
 		if err != nil {
 			return store.Unavailable("prune bodies", err)
 		}
 		for _, it := range items {
+			step.Examined++
+			step.Last = it.Index
+			if it.Old {
+				step.Old++
+			}
+			if !it.Prunable {
+				continue
+			}
 			if _, err := tx.ExecContext(ctx, `UPDATE events SET body = x'' WHERE id = ?`, it.EventID); err != nil {
 				return store.Unavailable("prune bodies", err)
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE ledger_entries SET body_pruned = 1 WHERE idx = ?`, it.Index); err != nil {
 				return store.Unavailable("prune bodies", err)
 			}
+			step.Pruned++
 		}
-		n = len(items)
 		return nil
 	})
-	return n, err
+	return step, err
 }
 
 // PruneActivity implements store.Ledger: a range of the rollup's primary

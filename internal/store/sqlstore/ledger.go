@@ -94,6 +94,21 @@ func ScanEntryID(sc Scanner) (store.LedgerEntry, error) {
 	return e, sc.Scan(&e.Index, &e.EventID)
 }
 
+// PruneCandidate is a log entry whose body is kept, as PruneBodies looks
+// at it.
+type PruneCandidate struct {
+	Index    int64
+	EventID  string
+	Old      bool // received before the cutoff
+	Prunable bool // and no delivery needs its body
+}
+
+// ScanPruneCandidate scans a row of idx, event_id, old and prunable.
+func ScanPruneCandidate(sc Scanner) (PruneCandidate, error) {
+	var c PruneCandidate
+	return c, sc.Scan(&c.Index, &c.EventID, &c.Old, &c.Prunable)
+}
+
 // CheckpointColumns lists what ScanCheckpoint reads.
 const CheckpointColumns = `size, root, note, created_at`
 

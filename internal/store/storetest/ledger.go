@@ -30,6 +30,7 @@ func runLedger(t *testing.T, open Open) {
 		{"CheckpointsInInsertionOrder", testLedgerCheckpointList},
 		{"PruneBodiesKeepsHashes", testLedgerPrune},
 		{"PruneKeepsBodiesStillNeeded", testLedgerPruneNeeded},
+		{"PruneStepsAreBounded", testLedgerPruneSteps},
 		{"PrunedEventNotSentAgain", testLedgerPrunedNotSent},
 		{"ReplayRacesPrune", testLedgerReplayRacesPrune},
 		{"ConcurrentSequencers", testLedgerConcurrent},
@@ -289,11 +290,11 @@ func testLedgerPrune(t *testing.T, s store.Store, l store.Ledger) {
 	sequenceAll(t, l)
 	ingest(t, s, late) // not in the log yet: never pruned
 	before := records(t, l)
-	n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 10)
+	n, err := pruneAll(ctx(t), l, received.Add(time.Second), 10)
 	if err != nil || n != 1 {
 		t.Fatalf("PruneBodies = %d, %v; want 1", n, err)
 	}
-	if n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 10); err != nil || n != 0 {
+	if n, err := pruneAll(ctx(t), l, received.Add(time.Second), 10); err != nil || n != 0 {
 		t.Fatalf("PruneBodies again = %d, %v; want 0", n, err)
 	}
 	if ev := event(t, s, done.Event.ID); len(ev.Body) != 0 || ev.DedupKey != "evt_done" || len(ev.Header) == 0 {
@@ -480,7 +481,7 @@ func testLedgerPruneNeeded(t *testing.T, s store.Store, l store.Ledger) {
 		deliverAs(t, s, "done_"+st, "delivered")
 	}
 	sequenceAll(t, l)
-	n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100)
+	n, err := pruneAll(ctx(t), l, received.Add(time.Second), 100)
 	if err != nil || n != 2 {
 		t.Fatalf("PruneBodies = %d, %v; want 2 (discarded and delivered)", n, err)
 	}
@@ -506,7 +507,7 @@ func testLedgerPrunedNotSent(t *testing.T, s store.Store, l store.Ledger) {
 	kept := ingest(t, s, newEvent("stripe", "evt_kept", "billing"))[0].ID
 	deliverAs(t, s, "billing", "dead")
 	sequenceAll(t, l)
-	if n, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100); err != nil || n != 2 {
+	if n, err := pruneAll(ctx(t), l, received.Add(time.Second), 100); err != nil || n != 2 {
 		t.Fatalf("PruneBodies = %d, %v; want 2", n, err)
 	}
 	before := event(t, s, gone)
@@ -561,7 +562,7 @@ func testLedgerReplayRacesPrune(t *testing.T, s store.Store, l store.Ledger) {
 	errs := make(chan error, 2*n+1)
 	wg.Go(func() {
 		for {
-			m, err := l.PruneBodies(context.WithoutCancel(ctx(t)), received.Add(time.Second), 3)
+			m, err := pruneAll(context.WithoutCancel(ctx(t)), l, received.Add(time.Second), 3)
 			if err != nil {
 				errs <- err
 				return
@@ -594,7 +595,7 @@ func testLedgerReplayRacesPrune(t *testing.T, s store.Store, l store.Ledger) {
 		t.Fatal(err)
 	}
 	// What the race left is stable: another prune changes nothing.
-	if m, err := l.PruneBodies(ctx(t), received.Add(time.Second), 100); err != nil || m != 0 {
+	if m, err := pruneAll(ctx(t), l, received.Add(time.Second), 100); err != nil || m != 0 {
 		t.Fatalf("PruneBodies after the race = %d, %v; want 0", m, err)
 	}
 	for i, id := range ids {
@@ -799,5 +800,66 @@ func testLedgerPruneActivity(t *testing.T, s store.Store, l store.Ledger) {
 	}
 	if got := received(); got != 1 {
 		t.Errorf("after pruning: received %d, want the recent event's 1", got)
+	}
+}
+
+// pruneAll calls PruneBodies over the whole log, limit entries at a time,
+// and returns how many bodies it emptied.
+func pruneAll(ctx context.Context, l store.Ledger, before time.Time, limit int) (int, error) {
+	n, after := 0, int64(-1)
+	for {
+		step, err := l.PruneBodies(ctx, before, after, limit)
+		n += step.Pruned
+		if err != nil || step.Examined < limit {
+			return n, err
+		}
+		if step.Last <= after {
+			return n, fmt.Errorf("PruneBodies after %d examined %d entries and ended at %d", after, step.Examined, step.Last)
+		}
+		after = step.Last
+	}
+}
+
+// testLedgerPruneSteps: a PruneBodies call looks at no more than its limit
+// of entries, whatever the log holds, and says where it stopped and what it
+// saw (what ledger.Prune needs to stop at the first step that saw nothing
+// old, without walking the rest of the log).
+func testLedgerPruneSteps(t *testing.T, s store.Store, l store.Ledger) {
+	for i := range 5 {
+		ingest(t, s, newEvent("stripe", fmt.Sprint("evt_old_", i), "billing"))
+		deliverAs(t, s, "billing", []string{"delivered", "dead"}[i%2])
+	}
+	sequenceAll(t, l)
+	// The cutoff falls after these five and before the rest: received
+	// later (the fixtures' events all carry one time, so the rest are
+	// told apart by the cutoff: they are received "now").
+	for i := range 7 {
+		ev := newEvent("stripe", fmt.Sprint("evt_new_", i))
+		ev.Event.ReceivedAt = received.Add(time.Hour)
+		ingest(t, s, ev)
+	}
+	sequenceAll(t, l)
+	cutoff := received.Add(time.Minute)
+	step, err := l.PruneBodies(ctx(t), cutoff, -1, 2)
+	if err != nil || step.Examined != 2 || step.Old != 2 || step.Pruned != 1 {
+		t.Fatalf("first step = %+v, %v; want 2 examined, 2 old, 1 pruned (the delivered one, not the dead)", step, err)
+	}
+	next, err := l.PruneBodies(ctx(t), cutoff, step.Last, 2)
+	if err != nil || next.Examined != 2 || next.Last <= step.Last || next.Pruned != 1 {
+		t.Fatalf("second step = %+v, %v; want 2 examined after %d, 1 pruned", next, err, step.Last)
+	}
+	// Twelve entries; the walk so far pruned 2 of the 3 delivered ones,
+	// and Prune takes the third.
+	if n, err := ledger.Prune(ctx(t), l, cutoff); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want 1 (the third delivered event)", n, err)
+	}
+	// From the front again, nothing old is left to prune, the two dead
+	// ones are still kept.
+	if n, err := pruneAll(ctx(t), l, cutoff, 3); err != nil || n != 0 {
+		t.Fatalf("pruneAll = %d, %v; want 0", n, err)
+	}
+	last, err := l.PruneBodies(ctx(t), cutoff, 1<<40, 10)
+	if err != nil || last.Examined != 0 || last.Last != 1<<40 {
+		t.Errorf("a step past the log's end = %+v, %v; want nothing examined, Last unchanged", last, err)
 	}
 }
