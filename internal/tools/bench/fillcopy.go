@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -51,6 +52,16 @@ func (d copyDialect) ph(i int) string {
 		return fmt.Sprintf("$%d", i)
 	}
 	return "?"
+}
+
+// originals is a subquery of the ids in the JSON array bound to the first
+// placeholder: a chunk's originals are named, not found by a range of ids,
+// which after k copies holds k+1 times the rows.
+func (d copyDialect) originals() string {
+	if d.postgres {
+		return "SELECT jsonb_array_elements_text(CAST($1 AS jsonb))"
+	}
+	return "SELECT value FROM json_each(?)"
 }
 
 func (d copyDialect) columns(ctx context.Context, db *sql.DB, table string) ([]string, error) {
@@ -168,6 +179,9 @@ func copyFill(ctx context.Context, dsn, run string, n, chunk int, say func(strin
 			return err
 		}
 	}
+	if err := dropIndexes(ctx, db, d, say); err != nil {
+		return fmt.Errorf("drop indexes: %w", err)
+	}
 	t0, lastSay, done := time.Now(), time.Now(), 0
 	for k := 1; done < n; k++ {
 		var inserts []string
@@ -208,9 +222,12 @@ func copyFill(ctx context.Context, dsn, run string, n, chunk int, say func(strin
 				continue
 			}
 			m -= first - i
-			lo, hi := base[first], base[first+m-1]
-			if err := copyChunk(ctx, db, d, inserts, lo, hi); err != nil {
-				return fmt.Errorf("copy %d of events %s..%s: %w", k, lo, hi, err)
+			ids, err := json.Marshal(base[first : first+m])
+			if err != nil {
+				return err
+			}
+			if err := copyChunk(ctx, db, d, inserts, string(ids)); err != nil {
+				return fmt.Errorf("copy %d of events %s..%s: %w", k, base[first], base[first+m-1], err)
 			}
 			done += m
 			if time.Since(lastSay) > 10*time.Second {
@@ -220,11 +237,16 @@ func copyFill(ctx context.Context, dsn, run string, n, chunk int, say func(strin
 		}
 	}
 	say("copied %d events in %s (%.0f/s)", done, time.Since(t0).Round(time.Second), float64(done)/time.Since(t0).Seconds())
+	t0 = time.Now()
+	if err := restoreIndexes(ctx, db, d, say); err != nil {
+		return err
+	}
+	say("built the indexes again in %s", time.Since(t0).Round(time.Second))
 	return nil
 }
 
 // copyInsert is the INSERT … SELECT that copies the rows of table hanging
-// off the events with ids in [lo, hi] (placeholders 1 and 2) as their k-th
+// off the events with the ids given as a JSON array (placeholder 1) as their k-th
 // copies.
 func copyInsert(d copyDialect, table string, cols, ids []string, k int) (string, error) {
 	sel := make([]string, len(cols))
@@ -240,7 +262,7 @@ func copyInsert(d copyDialect, table string, cols, ids []string, k int) (string,
 			sel[i] = fmt.Sprintf("CASE WHEN %[1]s IS NULL THEN NULL ELSE %[1]s || '~%[2]d' END", c, k)
 		}
 	}
-	originals := fmt.Sprintf("SELECT id FROM events WHERE id BETWEEN %s AND %s AND dedup_key NOT LIKE '%%~%%'", d.ph(1), d.ph(2))
+	originals := d.originals()
 	var where string
 	switch table {
 	case "events":
@@ -256,17 +278,17 @@ func copyInsert(d copyDialect, table string, cols, ids []string, k int) (string,
 		table, strings.Join(cols, ", "), strings.Join(sel, ", "), table, where), nil
 }
 
-// copyChunk copies one range of events and what hangs off them in one
+// copyChunk copies the events with the ids given as a JSON array and what hangs off them in one
 // transaction, and adds the copies' delivered and dead transitions to the
 // per-minute activity.
-func copyChunk(ctx context.Context, db *sql.DB, d copyDialect, inserts []string, lo, hi string) error {
+func copyChunk(ctx context.Context, db *sql.DB, d copyDialect, inserts []string, ids string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
 	for i, q := range inserts {
-		if _, err := tx.ExecContext(ctx, q, lo, hi); err != nil {
+		if _, err := tx.ExecContext(ctx, q, ids); err != nil {
 			return fmt.Errorf("%s: %w", copyRefs[i].table, err)
 		}
 	}
@@ -278,12 +300,12 @@ func copyChunk(ctx context.Context, db *sql.DB, d copyDialect, inserts []string,
 	}
 	q := fmt.Sprintf(`INSERT INTO activity (minute, destination, kind%[1]s, n)
 		SELECT %[2]s, destination, status%[3]s, count(*) FROM deliveries
-		WHERE event_id IN (SELECT id FROM events WHERE id BETWEEN %[4]s AND %[5]s AND dedup_key NOT LIKE '%%~%%')
+		WHERE event_id IN (%[4]s)
 			AND status IN ('delivered', 'dead') AND resolution <> 'marked_delivered'
 		GROUP BY 1, 2, 3
-		ON CONFLICT %[6]s DO UPDATE SET n = activity.n + excluded.n`,
-		shardCol, minute, shardVal, d.ph(1), d.ph(2), conflict)
-	if _, err := tx.ExecContext(ctx, q, lo, hi); err != nil {
+		ON CONFLICT %[5]s DO UPDATE SET n = activity.n + excluded.n`,
+		shardCol, minute, shardVal, d.originals(), conflict)
+	if _, err := tx.ExecContext(ctx, q, ids); err != nil {
 		return fmt.Errorf("activity: %w", err)
 	}
 	return tx.Commit()
