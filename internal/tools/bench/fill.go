@@ -47,7 +47,10 @@ flags:
                    with ids, dedup keys and objects of its own and the same
                    times, bodies and outcomes (N/W at most 256). --written 0
                    copies the latest earlier fill's events, skipping the
-                   copies it already made: it resumes a copy that stopped
+                   copies it already made: it resumes a copy that stopped.
+                   The copy drops the indexes it does not read by and
+                   builds them again at its end (a copy that stopped
+                   leaves them dropped until it is resumed)
   --batch B        events per Ingest call (default 1000)
   --body-size S    body size (default 1KiB)
   --repeat R       warm requests per URL (default 20)

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"database/sql"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/anyhook/anyhook/internal/testkit/pgtest"
@@ -82,6 +84,54 @@ func TestCopyFill(t *testing.T) {
 			if got, want := one(`SELECT count(*) FROM events`), int64(982+2000); got != want {
 				t.Errorf("after a resumed copy of 2,000: %d events, want %d", got, want)
 			}
+			// The copy dropped indexes and built them again: the store has
+			// every index a store just migrated has.
+			fresh := dsn
+			if name == "sqlite" {
+				fresh = "sqlite:" + filepath.Join(t.TempDir(), "fresh.db")
+			} else {
+				fresh = pgtest.DSN(t)
+			}
+			var clock atomic.Int64
+			st, err := openFill(t.Context(), fresh, &clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			fdb, d, err := openCopyDB(fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fdb.Close()
+			if got, want := indexDefs(t, db, d), indexDefs(t, fdb, d); got != want {
+				t.Errorf("indexes after the copy:\n%s\nwant:\n%s", got, want)
+			}
 		})
 	}
+}
+
+// indexDefs lists a store's indexes and their definitions, one a line.
+func indexDefs(t *testing.T, db *sql.DB, d copyDialect) string {
+	t.Helper()
+	q := `SELECT name || ' ' || coalesce(sql, '') FROM sqlite_master WHERE type = 'index' ORDER BY name`
+	if d.postgres {
+		q = `SELECT indexname || ' ' || indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY indexname`
+	}
+	rows, err := db.QueryContext(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(s + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
