@@ -83,6 +83,10 @@ func TestBrowserSearchPrefix(t *testing.T) {
 		if got := rows(); len(got) != 0 {
 			t.Errorf("%d px: evt_prefix_old in the last hour lists %q, want none", width, got)
 		}
+		// The empty list says how far it looked, not that nothing matches.
+		if s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#event-rows"))); err != nil || !strings.Contains(s, "older events were not searched") || strings.Contains(s, "No events match") {
+			t.Errorf("%d px: the empty list says %q (%v)", width, s, err)
+		}
 		do("search further", chromedp.Click(chromedp.CSS("#search-further")), chromedp.WaitVisible(chromedp.CSS("#searched")))
 		if got := rows(); len(got) != 1 || got[0] != old.Event.ID {
 			t.Errorf("%d px: searched further, evt_prefix_old lists %q, want %s", width, got, old.Event.ID)
