@@ -27,11 +27,15 @@ type FillReport struct {
 	// OpenSeconds is how long opening the store took: the pending
 	// migrations, which hold their locks that long.
 	OpenSeconds float64 `json:"open_seconds"`
-	// Events is how many events the store holds (the ledger's size).
-	Events   int64        `json:"events"`
-	Requests []ReadTiming `json:"requests"`
-	Failures []string     `json:"failures,omitempty"`
-	Repeat   int          `json:"repeat"`
+	// Events is how many events the store holds (the ledger's size):
+	// fewer than Added, as the fill's duplicates are not events.
+	Events int64 `json:"events"`
+	// StoreBytes is the SQLite file with its WAL after the timing (0 on
+	// PostgreSQL): what an operator sizing a disk compares with the docs.
+	StoreBytes int64        `json:"store_bytes,omitempty"`
+	Requests   []ReadTiming `json:"requests"`
+	Failures   []string     `json:"failures,omitempty"`
+	Repeat     int          `json:"repeat"`
 }
 
 // ReadTiming is one request's figures.
@@ -51,8 +55,12 @@ func (r *FillReport) write(w io.Writer, asJSON bool) {
 		enc.Encode(r)
 		return
 	}
-	fmt.Fprintf(w, "store: %s, %d events (%d added in %.0f s; opened and migrated in %.1f s); %d CPUs, %s\n",
+	fmt.Fprintf(w, "store: %s, %d events recorded (%d added, duplicates included, in %.0f s; opened and migrated in %.1f s); %d CPUs, %s\n",
 		r.Database, r.Events, r.Added, r.FillSeconds, r.OpenSeconds, r.Machine.CPUs, r.Machine.CPUModel)
+	if r.StoreBytes > 0 && r.Events > 0 {
+		fmt.Fprintf(w, "disk: %.2f GB, file and WAL (%.2f KB per recorded event)\n", float64(r.StoreBytes)/1e9, float64(r.StoreBytes)/float64(r.Events)/1e3)
+	}
+	fmt.Fprintf(w, "cold: each URL's first request after the gateway started; p50, p95: of %d warm requests each\n", r.Repeat)
 	fmt.Fprintf(w, "%-40s %7s %9s %9s %9s\n", "request", "status", "cold ms", "p50 ms", "p95 ms")
 	for _, t := range r.Requests {
 		fmt.Fprintf(w, "%-40s %7d %9.1f %9.1f %9.1f\n", t.Name, t.Status, t.ColdMS, t.P50MS, t.P95MS)
@@ -132,6 +140,13 @@ func fillAndTime(ctx context.Context, o *fillOptions, stderr io.Writer) (*FillRe
 		}
 		slices.Sort(ds)
 		rep.Requests[i].P50MS, rep.Requests[i].P95MS = ms(percentile(ds, 50)), ms(percentile(ds, 95))
+	}
+	if path, ok := strings.CutPrefix(o.database, "sqlite:"); ok {
+		for _, f := range []string{path, path + "-wal"} {
+			if fi, err := os.Stat(f); err == nil {
+				rep.StoreBytes += fi.Size()
+			}
+		}
 	}
 	return rep, nil
 }
