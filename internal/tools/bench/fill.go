@@ -33,9 +33,14 @@ times every dashboard page and every list, filter and search of the admin
 API: once cold (the first request after the process started) and --repeat
 times warm, printing p50 and p95 per request.
 
-Disk: with 1 KiB bodies about 2.6 KB per event on SQLite (1M events 2.6 GB,
-10M about 26 GB) and 3–4.4 KB on PostgreSQL, dead row versions included
-(check df first).
+Disk: with 1 KiB bodies about 3.1 KB per event on SQLite (1M events 3.1 GB,
+10M about 31 GB) and 3–4.4 KB on PostgreSQL, dead row versions included
+(check df first). The report ends with the SQLite file's size.
+
+The fill's outcomes are stamped a batch at a time: the overview's "last
+hour" of delivered, dead and failed (and its charts) shows lumps of
+thousands in one minute, not a gateway's steady traffic; the counts by
+destination and status are exact.
 
 flags:
   --fill N         events to add; 0 times an existing store without adding any
