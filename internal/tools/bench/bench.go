@@ -63,6 +63,9 @@ flags:
   --duration D          length of the open-loop run (default 60s)
   --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
   --no-baseline         skip the bare net/http and relay runs
+  --gateway-cpus LIST   run the gateway process on these CPUs only (e.g. 0 or 0-1;
+                        its GOMAXPROCS follows), and this process, the load
+                        client and the sink, on the others (Linux)
   --cpuprofile FILE     write a CPU profile of the timed gateway run
   --trace FILE          write a runtime execution trace of the gateway during the
                         open-loop run (go tool trace FILE), to find what a stall waited on
@@ -91,6 +94,7 @@ type options struct {
 	ingestShare  float64 // a share of the measured capacity
 	duration     time.Duration
 	maxQueueWait string
+	gatewayCPUs  []int
 	cpuprofile   string
 	trace        string
 	json         bool
@@ -116,6 +120,7 @@ func parseFlags(args []string) (*options, error) {
 	rate := fs.String("ingest-rate", "", "")
 	fs.DurationVar(&o.duration, "duration", time.Minute, "")
 	fs.StringVar(&o.maxQueueWait, "max-queue-wait", "", "")
+	cpus := fs.String("gateway-cpus", "", "")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "")
 	fs.StringVar(&o.trace, "trace", "", "")
 	fs.BoolVar(&o.json, "json", false, "")
@@ -127,6 +132,9 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("--body-size: %w", err)
 	}
 	o.bodySize = n
+	if o.gatewayCPUs, err = parseCPUs(*cpus); err != nil {
+		return nil, fmt.Errorf("--gateway-cpus: %w", err)
+	}
 	if o.ingestRate, o.ingestShare, err = parseRate(*rate); err != nil {
 		return nil, err
 	}
@@ -316,7 +324,13 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		return nil, err
 	}
 	say("starting the gateway process (%s)", rep.Database)
-	gw, err := startChild(ctx, exe, cfgPath, stderr)
+	if len(o.gatewayCPUs) > 0 {
+		if err := pinSelf(o.gatewayCPUs); err != nil {
+			return nil, err
+		}
+		say("the gateway runs on CPUs %v, this process on the others", o.gatewayCPUs)
+	}
+	gw, err := startChild(ctx, exe, cfgPath, o.gatewayCPUs, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -578,4 +592,28 @@ func machine() Machine {
 		}
 	}
 	return m
+}
+
+// parseCPUs reads a CPU list: numbers and ranges, comma-separated ("0",
+// "0-1", "0,2").
+func parseCPUs(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a || b >= 1024 {
+			return nil, fmt.Errorf("%q is not a CPU list (like 0 or 0-1 or 0,2)", s)
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
 }

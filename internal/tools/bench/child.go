@@ -164,8 +164,8 @@ type child struct {
 }
 
 // startChild runs `exe bench _gateway --config cfgPath` and waits until it
-// listens. Its stderr goes to stderr.
-func startChild(ctx context.Context, exe, cfgPath string, stderr io.Writer) (*child, error) {
+// listens, on the CPUs cpus (all when empty). Its stderr goes to stderr.
+func startChild(ctx context.Context, exe, cfgPath string, cpus []int, stderr io.Writer) (*child, error) {
 	cmd := exec.CommandContext(ctx, exe, "bench", childCommand, "--config", cfgPath)
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
@@ -176,7 +176,11 @@ func startChild(ctx context.Context, exe, cfgPath string, stderr io.Writer) (*ch
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if len(cpus) > 0 {
+		start = func() error { return startPinned(cmd, cpus) }
+	}
+	if err := start(); err != nil {
 		return nil, fmt.Errorf("start the gateway process %s: %w", exe, err)
 	}
 	c := &child{cmd: cmd, in: in, out: bufio.NewReader(out), done: make(chan struct{})}
