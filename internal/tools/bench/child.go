@@ -266,3 +266,30 @@ func (c *child) stop(timeout time.Duration) error {
 	}
 	return nil
 }
+
+// gateways are the gateway processes of a run (several share one
+// PostgreSQL database); the first answers the calls that concern the
+// store.
+type gateways []*child
+
+func (g gateways) call(line string) (string, error) { return g[0].call(line) }
+
+// usage is the processes' CPU together, and the largest peak RSS.
+func (g gateways) usage() (cpu time.Duration, maxRSS int64, err error) {
+	for _, c := range g {
+		u, r, err := c.usage()
+		if err != nil {
+			return 0, 0, err
+		}
+		cpu, maxRSS = cpu+u, max(maxRSS, r)
+	}
+	return cpu, maxRSS, nil
+}
+
+func (g gateways) stop(timeout time.Duration) error {
+	var errs []error
+	for _, c := range g {
+		errs = append(errs, c.stop(timeout))
+	}
+	return errors.Join(errs...)
+}
