@@ -63,6 +63,11 @@ flags:
   --duration D          length of the open-loop run (default 60s)
   --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
   --no-baseline         skip the bare net/http and relay runs
+  --processes N         run N gateway processes on one PostgreSQL database, the
+                        requests spread over them in turn (default 1)
+  --gateway-cpus LIST   run the gateway process(es) on these CPUs only (e.g. 0 or 0-1;
+                        its GOMAXPROCS follows), and this process, the load
+                        client and the sink, on the others (Linux)
   --cpuprofile FILE     write a CPU profile of the timed gateway run
   --trace FILE          write a runtime execution trace of the gateway during the
                         open-loop run (go tool trace FILE), to find what a stall waited on
@@ -91,6 +96,8 @@ type options struct {
 	ingestShare  float64 // a share of the measured capacity
 	duration     time.Duration
 	maxQueueWait string
+	gatewayCPUs  []int
+	processes    int
 	cpuprofile   string
 	trace        string
 	json         bool
@@ -116,6 +123,8 @@ func parseFlags(args []string) (*options, error) {
 	rate := fs.String("ingest-rate", "", "")
 	fs.DurationVar(&o.duration, "duration", time.Minute, "")
 	fs.StringVar(&o.maxQueueWait, "max-queue-wait", "", "")
+	cpus := fs.String("gateway-cpus", "", "")
+	fs.IntVar(&o.processes, "processes", 1, "")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "")
 	fs.StringVar(&o.trace, "trace", "", "")
 	fs.BoolVar(&o.json, "json", false, "")
@@ -127,6 +136,15 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("--body-size: %w", err)
 	}
 	o.bodySize = n
+	if o.gatewayCPUs, err = parseCPUs(*cpus); err != nil {
+		return nil, fmt.Errorf("--gateway-cpus: %w", err)
+	}
+	switch {
+	case o.processes < 1 || o.processes > 16:
+		return nil, errors.New("--processes must be 1..16")
+	case o.processes > 1 && !strings.HasPrefix(o.database, "postgres"):
+		return nil, errors.New("--processes above 1 needs --database postgres://…: a SQLite file has one process")
+	}
 	if o.ingestRate, o.ingestShare, err = parseRate(*rate); err != nil {
 		return nil, err
 	}
@@ -226,7 +244,8 @@ func (p progress) say(format string, args ...any) { fmt.Fprintf(p.w, "bench: "+f
 func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	say := progress{stderr}.say
 	rep := &Report{Machine: machine(), Provider: o.provider, Events: o.events, BodySize: o.bodySize, Concurrency: o.concurrency,
-		Destinations: o.destinations, Filter: o.filter, Duplicates: o.duplicates, SinkDelayMS: ms(o.sinkDelay), Database: "sqlite"}
+		Destinations: o.destinations, Filter: o.filter, Duplicates: o.duplicates, SinkDelayMS: ms(o.sinkDelay), Database: "sqlite",
+		Processes: o.processes, GatewayCPUs: o.gatewayCPUs}
 	if strings.HasPrefix(o.database, "postgres") {
 		rep.Database = "postgres"
 	}
@@ -263,7 +282,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			return nil
 		}
 		wr := sk.expect(warmPrefix, nwarm)
-		drive(ctx, client, url, warm, nwarm, o.concurrency)
+		drive(ctx, client, []string{url}, warm, nwarm, o.concurrency)
 		if !delivers {
 			return nil
 		}
@@ -281,7 +300,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		}
 		warmUp(url, false)
 		cpu0, _ := usage()
-		lr := drive(ctx, client, url, reqs, o.events, o.concurrency)
+		lr := drive(ctx, client, []string{url}, reqs, o.events, o.concurrency)
 		cpu1, _ := usage()
 		rep.Baseline = phase(lr, o.events, cpu1-cpu0)
 		client.CloseIdleConnections()
@@ -294,7 +313,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		}
 		err = warmUp(rl.url, true)
 		if err == nil {
-			rep.Relay, rep.RelayDelivery, err = timed(ctx, client, rl.url, sk, prefix, reqs, o, nil, nil)
+			rep.Relay, rep.RelayDelivery, err = timed(ctx, client, []string{rl.url}, sk, prefix, reqs, o, nil, nil)
 		}
 		client.CloseIdleConnections()
 		if cerr := rl.close(ctx); err == nil {
@@ -315,18 +334,30 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	say("starting the gateway process (%s)", rep.Database)
-	gw, err := startChild(ctx, exe, cfgPath, stderr)
-	if err != nil {
-		return nil, err
+	say("starting %d gateway process(es) (%s)", o.processes, rep.Database)
+	if len(o.gatewayCPUs) > 0 {
+		if err := pinSelf(o.gatewayCPUs); err != nil {
+			return nil, err
+		}
+		say("the gateway runs on CPUs %v, this process on the others", o.gatewayCPUs)
 	}
+	var gw gateways
 	stopped := false
 	defer func() {
 		if !stopped {
 			gw.stop(time.Minute)
 		}
 	}()
-	url := "http://" + gw.addr + "/webhooks/" + o.provider
+	var urls []string
+	for range o.processes {
+		c, err := startChild(ctx, exe, cfgPath, o.gatewayCPUs, stderr)
+		if err != nil {
+			return nil, err
+		}
+		gw = append(gw, c)
+		urls = append(urls, "http://"+c.addr+"/webhooks/"+o.provider)
+	}
+	url := urls[0]
 
 	say("warm-up: %d events", nwarm)
 	if err := warmUp(url, true); err != nil {
@@ -348,7 +379,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		}
 	}
 	say("anyhook (%s): %d events at concurrency %d, %d destination(s)", rep.Database, o.events, o.concurrency, o.destinations)
-	rep.Ingest, rep.Delivery, err = timed(ctx, client, url, sk, prefix, reqs, o, gw, db)
+	rep.Ingest, rep.Delivery, err = timed(ctx, client, urls, sk, prefix, reqs, o, gw, db)
 	if err != nil {
 		rep.Failures = append(rep.Failures, err.Error())
 	}
@@ -366,7 +397,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	rep.check("ingest", rep.Ingest, o.events)
 
 	if o.ingestRate > 0 || o.ingestShare > 0 {
-		ol, err := runOpenLoop(ctx, o, url, sk, "evt_"+runID+"o", now, capacity(rep, o.destinations), gw, say)
+		ol, err := runOpenLoop(ctx, o, urls, sk, "evt_"+runID+"o", now, capacity(rep, o.destinations), gw, say)
 		rep.OpenLoop = ol
 		if err != nil {
 			rep.Failures = append(rep.Failures, "open loop: "+err.Error())
@@ -380,7 +411,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		st, dl, err := timed(ctx, client, url, sk, prefix, storm, o, gw, db)
+		st, dl, err := timed(ctx, client, urls, sk, prefix, storm, o, gw, db)
 		rep.Storm, rep.StormDelivery = st, dl
 		if err != nil {
 			rep.Failures = append(rep.Failures, "storm: "+err.Error())
@@ -429,34 +460,34 @@ func capacity(rep *Report, destinations int) float64 {
 }
 
 // timed drives reqs against url and waits until every event reached every
-// destination. gw, when not nil, is the server's process: its own CPU in
-// the same window is the gateway's; db, when not nil, the database
+// destination. gw, when not empty, is the server's processes: their own
+// CPU in the same window is the gateway's; db, when not nil, the database
 // server's processes, whose CPU in the window is the database's.
-func timed(ctx context.Context, client *http.Client, url string, sk *sink, prefix string, reqs []request, o *options, gw *child, db *dbServer) (*Phase, *Delivery, error) {
+func timed(ctx context.Context, client *http.Client, urls []string, sk *sink, prefix string, reqs []request, o *options, gw gateways, db *dbServer) (*Phase, *Delivery, error) {
 	sr := sk.expect(prefix, o.events)
 	var g0, g1 time.Duration
 	var d0, d1 cpuUse
 	var gerr, derr error
-	if gw != nil {
+	if len(gw) > 0 {
 		g0, _, gerr = gw.usage()
 	}
 	if db != nil {
 		d0, derr = db.cpu()
 	}
 	cpu0, _ := usage()
-	lr := drive(ctx, client, url, reqs, o.events, o.concurrency)
+	lr := drive(ctx, client, urls, reqs, o.events, o.concurrency)
 	backlog := sr.want - sr.count.Load()
 	werr := wait(ctx, sr, o.drainTimeout)
 	cpu1, _ := usage()
 	window := time.Since(lr.Start)
-	if gw != nil && gerr == nil {
+	if len(gw) > 0 && gerr == nil {
 		g1, _, gerr = gw.usage()
 	}
 	if db != nil && derr == nil {
 		d1, derr = db.cpu()
 	}
 	p := phase(lr, o.events, cpu1-cpu0)
-	if gw != nil && gerr == nil {
+	if len(gw) > 0 && gerr == nil {
 		p.gateway(g1-g0, window, o.events)
 	}
 	if db != nil && derr == nil {
@@ -578,4 +609,28 @@ func machine() Machine {
 		}
 	}
 	return m
+}
+
+// parseCPUs reads a CPU list: numbers and ranges, comma-separated ("0",
+// "0-1", "0,2").
+func parseCPUs(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a || b >= 1024 {
+			return nil, fmt.Errorf("%q is not a CPU list (like 0 or 0-1 or 0,2)", s)
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,7 +160,7 @@ func TestChildProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	c, err := startChild(t.Context(), exe, cfg, &syncio.Writer{W: &stderr})
+	c, err := startChild(t.Context(), exe, cfg, nil, &syncio.Writer{W: &stderr})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
@@ -220,5 +221,19 @@ func TestBenchBadFlags(t *testing.T) {
 	var out bytes.Buffer
 	if code := Main(t.Context(), []string{"-h"}, &out, &out); code != 0 || !strings.Contains(out.String(), "--sink-delay") {
 		t.Errorf("-h: exit %d, %q", code, out.String())
+	}
+}
+
+func TestParseCPUs(t *testing.T) {
+	for in, want := range map[string][]int{"": nil, "0": {0}, "0-2": {0, 1, 2}, "1,3": {1, 3}, "0-1,3": {0, 1, 3}} {
+		got, err := parseCPUs(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseCPUs(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"x", "2-1", "-1", "0,", "1-"} {
+		if _, err := parseCPUs(in); err == nil {
+			t.Errorf("parseCPUs(%q) took it", in)
+		}
 	}
 }

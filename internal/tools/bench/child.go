@@ -164,8 +164,8 @@ type child struct {
 }
 
 // startChild runs `exe bench _gateway --config cfgPath` and waits until it
-// listens. Its stderr goes to stderr.
-func startChild(ctx context.Context, exe, cfgPath string, stderr io.Writer) (*child, error) {
+// listens, on the CPUs cpus (all when empty). Its stderr goes to stderr.
+func startChild(ctx context.Context, exe, cfgPath string, cpus []int, stderr io.Writer) (*child, error) {
 	cmd := exec.CommandContext(ctx, exe, "bench", childCommand, "--config", cfgPath)
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
@@ -176,7 +176,11 @@ func startChild(ctx context.Context, exe, cfgPath string, stderr io.Writer) (*ch
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if len(cpus) > 0 {
+		start = func() error { return startPinned(cmd, cpus) }
+	}
+	if err := start(); err != nil {
 		return nil, fmt.Errorf("start the gateway process %s: %w", exe, err)
 	}
 	c := &child{cmd: cmd, in: in, out: bufio.NewReader(out), done: make(chan struct{})}
@@ -261,4 +265,31 @@ func (c *child) stop(timeout time.Duration) error {
 		return fmt.Errorf("the gateway process: %s", c.cmd.ProcessState)
 	}
 	return nil
+}
+
+// gateways are the gateway processes of a run (several share one
+// PostgreSQL database); the first answers the calls that concern the
+// store.
+type gateways []*child
+
+func (g gateways) call(line string) (string, error) { return g[0].call(line) }
+
+// usage is the processes' CPU together, and the largest peak RSS.
+func (g gateways) usage() (cpu time.Duration, maxRSS int64, err error) {
+	for _, c := range g {
+		u, r, err := c.usage()
+		if err != nil {
+			return 0, 0, err
+		}
+		cpu, maxRSS = cpu+u, max(maxRSS, r)
+	}
+	return cpu, maxRSS, nil
+}
+
+func (g gateways) stop(timeout time.Duration) error {
+	var errs []error
+	for _, c := range g {
+		errs = append(errs, c.stop(timeout))
+	}
+	return errors.Join(errs...)
 }

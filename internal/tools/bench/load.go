@@ -86,9 +86,9 @@ type loadResult struct {
 	SentAt     []atomic.Int64 // per event: first send, ns after Start
 }
 
-// drive sends reqs to url with concurrency workers and waits for all
-// answers.
-func drive(ctx context.Context, client *http.Client, url string, reqs []request, events, concurrency int) *loadResult {
+// drive sends reqs to urls (the k-th to urls[k%len(urls)]) with
+// concurrency workers and waits for all answers.
+func drive(ctx context.Context, client *http.Client, urls []string, reqs []request, events, concurrency int) *loadResult {
 	res := &loadResult{Latencies: make([]time.Duration, len(reqs)), SentAt: make([]atomic.Int64, events)}
 	var next atomic.Int64
 	var mu sync.Mutex
@@ -107,7 +107,7 @@ func drive(ctx context.Context, client *http.Client, url string, reqs []request,
 				rq := &reqs[k]
 				t0 := time.Now()
 				res.SentAt[rq.event].CompareAndSwap(0, int64(t0.Sub(res.Start))+1)
-				code, answer, err := post(ctx, client, url, rq, buf)
+				code, answer, err := post(ctx, client, urls[k%len(urls)], rq, buf)
 				res.Latencies[k] = time.Since(t0)
 				switch {
 				case err != nil:

@@ -83,9 +83,9 @@ type sent struct {
 	err       error
 }
 
-// openLoop sends reqs to url at rate per second and waits for every
+// openLoop sends reqs to urls (the i-th to urls[i%len(urls)]) at rate per second and waits for every
 // answer (at most clientTimeout each).
-func openLoop(ctx context.Context, url string, reqs []request, rate float64) ([]sent, time.Duration) {
+func openLoop(ctx context.Context, urls []string, reqs []request, rate float64) ([]sent, time.Duration) {
 	// One connection per request in flight, as many providers' senders
 	// are: the schedule must never wait for a free connection.
 	tr := &http.Transport{
@@ -115,7 +115,7 @@ func openLoop(ctx context.Context, url string, reqs []request, rate float64) ([]
 			rq := &reqs[i]
 			s := &out[i]
 			s.due = due
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(rq.body))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, urls[i%len(urls)], bytes.NewReader(rq.body))
 			if err == nil {
 				req.Header = rq.header
 				var resp *http.Response
@@ -203,7 +203,7 @@ func longestStall(rs []sent) (time.Duration, time.Duration) {
 // runOpenLoop sends events at the --ingest-rate (capacity is what the
 // closed-loop run took and delivered, in events per second) for --duration, then
 // waits until every accepted event reached every destination.
-func runOpenLoop(ctx context.Context, o *options, url string, sk *sink, prefix string, now time.Time, capacity float64, gw *child, say func(string, ...any)) (*OpenLoop, error) {
+func runOpenLoop(ctx context.Context, o *options, urls []string, sk *sink, prefix string, now time.Time, capacity float64, gw gateways, say func(string, ...any)) (*OpenLoop, error) {
 	rate := o.ingestRate
 	if o.ingestShare > 0 {
 		rate = o.ingestShare * capacity
@@ -228,7 +228,7 @@ func runOpenLoop(ctx context.Context, o *options, url string, sk *sink, prefix s
 			return nil, fmt.Errorf("--trace: %w", err)
 		}
 	}
-	rs, elapsed := openLoop(ctx, url, reqs, rate)
+	rs, elapsed := openLoop(ctx, urls, reqs, rate)
 	if o.trace != "" {
 		if _, err := gw.call("trace-stop"); err != nil {
 			return nil, fmt.Errorf("--trace: %w", err)

@@ -100,7 +100,7 @@ func fillAndTime(ctx context.Context, o *fillOptions, stderr io.Writer) (*FillRe
 	// A first run lets the gateway sequence the new events into its log
 	// (as it would have while they arrived), and finds ids to ask for.
 	say("sequencing the new events into the log")
-	gw, err := startChild(ctx, exe, cfgPath, stderr)
+	gw, err := startChild(ctx, exe, cfgPath, nil, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func fillAndTime(ctx context.Context, o *fillOptions, stderr io.Writer) (*FillRe
 		return rep, err
 	}
 	say("timing %d requests, cold then %d times each warm", len(sample.urls()), o.repeat)
-	gw, err = startChild(ctx, exe, cfgPath, stderr)
+	gw, err = startChild(ctx, exe, cfgPath, nil, stderr)
 	if err != nil {
 		return rep, err
 	}

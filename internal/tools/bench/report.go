@@ -11,8 +11,12 @@ import (
 
 // Report is the outcome of one bench run; --json prints it as is.
 type Report struct {
-	Machine      Machine `json:"machine"`
-	Database     string  `json:"database"` // sqlite | postgres
+	Machine  Machine `json:"machine"`
+	Database string  `json:"database"` // sqlite | postgres
+	// Processes is how many gateway processes shared the database;
+	// GatewayCPUs the CPUs they were pinned to (none: all).
+	Processes    int     `json:"processes"`
+	GatewayCPUs  []int   `json:"gateway_cpus,omitempty"`
 	Provider     string  `json:"provider"` // stripe | generic
 	Events       int     `json:"events"`
 	BodySize     int     `json:"body_size"`
@@ -185,6 +189,12 @@ func (r *Report) print(w io.Writer) {
 	}
 	if r.SinkDelayMS > 0 {
 		fmt.Fprintf(w, ", sink delay %gms", r.SinkDelayMS)
+	}
+	if r.Processes > 1 {
+		fmt.Fprintf(w, ", %d gateway processes", r.Processes)
+	}
+	if len(r.GatewayCPUs) > 0 {
+		fmt.Fprintf(w, ", gateway on CPUs %v", r.GatewayCPUs)
 	}
 	fmt.Fprintf(w, "\n%d CPUs (%s), %s, %s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GoVersion, r.Machine.OS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
