@@ -100,7 +100,8 @@ func (s *Store) ClaimProbe(ctx context.Context, destination string, inOrder bool
 	if err != nil {
 		return nil, false, err
 	}
-	return claims, tripped, nil
+	claims, err = s.withEvents(ctx, claims)
+	return claims, tripped, err
 }
 
 // breakerRow is what a probe reads of a destination.
