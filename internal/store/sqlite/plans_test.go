@@ -4,7 +4,10 @@ import (
 	"database/sql"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 	"github.com/anyhook/anyhook/internal/store/storetest"
@@ -76,5 +79,63 @@ func TestListFiltersBothWays(t *testing.T) {
 		s, _ := openFile(t)
 		sqlite.SetFewRows(s, few)
 		storetest.ListFilters(t, s)
+	}
+}
+
+// TestWindowPlansRareFilters: a time window over a filter selecting few
+// rows (a type no event has, the held queue, a quiet destination) reads
+// those few through their index and sorts them, rather than walking the
+// window's time index, which reads every row of a long window to find
+// none. When the filter selects many (no filter counts as few here) the
+// time index is walked in order.
+func TestWindowPlansRareFilters(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t) // empty: every filter selects few
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type plan struct{ want, walk string }
+	for _, c := range []struct {
+		name string
+		ev   *store.EventFilter
+		dl   *store.DeliveryFilter
+		plan plan
+	}{
+		{"events of a type, since", &store.EventFilter{Type: "nothing.here", Since: since}, nil,
+			plan{"events_type", "events_received"}},
+		{"held deliveries, since", nil, &store.DeliveryFilter{Status: anyhook.StatusHeld, Since: since},
+			plan{"deliveries_status", "deliveries_created"}},
+		{"a destination's deliveries, until", nil, &store.DeliveryFilter{Destination: "quiet", Until: since},
+			plan{"deliveries_destination", "deliveries_created"}},
+	} {
+		for _, few := range []bool{true, false} {
+			if !few {
+				sqlite.SetFewRows(s, 0)
+			} else {
+				sqlite.SetFewRows(s, 2000)
+			}
+			var q string
+			var args []any
+			var err error
+			if c.ev != nil {
+				q, args, err = sqlite.EventsSQL(s, t.Context(), *c.ev)
+			} else {
+				q, args, err = sqlite.DeliveriesSQL(s, t.Context(), *c.dl)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := explain(t, db, q, args...)
+			want, not := c.plan.want, c.plan.walk
+			if !few {
+				want, not = not, want
+			}
+			if !strings.Contains(got, want) || strings.Contains(got, not) {
+				t.Errorf("%s (few %v): want %s, not %s:\n%s", c.name, few, want, not, got)
+			}
+		}
 	}
 }

@@ -98,6 +98,22 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
+	q, args, err := s.eventsSQL(ctx, f, cols)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	limit := store.PageLimit(f.Limit)
+	evs, err := query(ctx, s.r, scan, q, args...)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
+	return evs, next, nil
+}
+
+// eventsSQL is the query of listEvents, reading cols of the events f
+// selects (no glob: those are listed type by type).
+func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string) (string, []any, error) {
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
 	if f.Status != "" {
@@ -122,7 +138,16 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 		if !few && f.Source != "" {
 			var err error
 			if few, err = s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source); err != nil {
-				return nil, "", store.Unavailable("list events", err)
+				return "", nil, err
+			}
+		}
+		if !few && f.Type != "" && !strings.Contains(f.Type, "*") {
+			// A rare type (or one no event has) in a long window: walking
+			// the window would read every event in it to find none.
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM events WHERE `+sqlstore.SQLite.TypeExpr("type")+` = ?`,
+				store.LowerType(f.Type)); err != nil {
+				return "", nil, err
 			}
 		}
 		if !few {
@@ -137,13 +162,7 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	w.AddPrefix("events.", f.Prefix)
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
-	limit := store.PageLimit(f.Limit)
-	evs, err := query(ctx, s.r, scan, `SELECT `+cols+from+w.String()+order+` LIMIT `+strconv.Itoa(limit+1), w.Args()...)
-	if err != nil {
-		return nil, "", store.Unavailable("list events", err)
-	}
-	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
-	return evs, next, nil
+	return `SELECT ` + cols + from + w.String() + order + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), w.Args(), nil
 }
 
 // defaultFewRows bounds the rows a list reads and sorts instead of
@@ -162,6 +181,20 @@ func (s *Store) fewer(ctx context.Context, q string, args ...any) (bool, error) 
 
 // ListDeliveries implements store.Store.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
+	q, args, err := s.deliveriesSQL(ctx, f)
+	if err != nil {
+		return nil, "", store.Unavailable("list deliveries", err)
+	}
+	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, q, args...)
+	if err != nil {
+		return nil, "", store.Unavailable("list deliveries", err)
+	}
+	ds, next := store.Page(ds, store.PageLimit(f.Limit), func(d anyhook.Delivery) string { return d.ID })
+	return ds, next, nil
+}
+
+// deliveriesSQL is the query of ListDeliveries.
+func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (string, []any, error) {
 	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
 	limit := store.PageLimit(f.Limit)
 	// CROSS JOIN keeps the deliveries the outer loop, walked newest first
@@ -172,24 +205,37 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	// to find its few, so its events' deliveries are read and sorted.
 	from := ` FROM deliveries d CROSS JOIN events e ON e.id = d.event_id`
 	if store.DeliveriesByTime(f) {
-		from = ` FROM deliveries d INDEXED BY deliveries_created CROSS JOIN events e ON e.id = d.event_id`
+		// Unless the status (a held queue, say) or the destination has
+		// few deliveries: walking a long window would read every
+		// delivery in it to find those few; they are read and sorted.
+		few := false
+		if f.Status != "" {
+			stored, _ := sqlstore.StatusCond("", f.Status)
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE status = ?`, string(stored)); err != nil {
+				return "", nil, err
+			}
+		}
+		if !few && f.Destination != "" {
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE destination = ?`, f.Destination); err != nil {
+				return "", nil, err
+			}
+		}
+		if !few {
+			from = ` FROM deliveries d INDEXED BY deliveries_created CROSS JOIN events e ON e.id = d.event_id`
+		}
 	}
 	if f.Source != "" {
 		few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source)
 		if err != nil {
-			return nil, "", store.Unavailable("list deliveries", err)
+			return "", nil, err
 		}
 		if few {
 			from = ` FROM events e CROSS JOIN deliveries d ON d.event_id = e.id`
 		}
 	}
-	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+from+where+
-		sqlstore.DeliveryOrder(f)+` LIMIT `+strconv.Itoa(limit+1), args...)
-	if err != nil {
-		return nil, "", store.Unavailable("list deliveries", err)
-	}
-	ds, next := store.Page(ds, limit, func(d anyhook.Delivery) string { return d.ID })
-	return ds, next, nil
+	return `SELECT ` + sqlstore.DeliveryColumns("d.") + from + where + sqlstore.DeliveryOrder(f) + ` LIMIT ` + strconv.Itoa(limit+1), args, nil
 }
 
 // Counts implements store.Store.

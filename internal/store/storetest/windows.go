@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -80,10 +81,14 @@ func ListFilters(t *testing.T, s store.Store) {
 		{Since: from},
 		{Source: "stripe", Since: from, Until: to},
 		{Destination: "ledger", Until: to},
+		{Status: anyhook.StatusPending, Since: from, Until: to},
+		{Status: anyhook.StatusHeld, Since: from},
+		{Status: anyhook.StatusPending, Destination: "ledger", Until: to},
 	} {
 		var want []string
 		for _, d := range all {
 			if (f.Source == "" || source[d.EventID] == f.Source) && (f.Destination == "" || d.Destination == f.Destination) &&
+				(f.Status == "" || d.Status == f.Status) &&
 				(f.Since.IsZero() || !d.CreatedAt.Before(f.Since)) && (f.Until.IsZero() || d.CreatedAt.Before(f.Until)) {
 				want = append(want, d.ID)
 			}
@@ -124,6 +129,7 @@ func ListFilters(t *testing.T, s store.Store) {
 		{store.EventFilter{Since: at(25)}, 25, 30, false},
 		{store.EventFilter{Source: "rare", Since: at(3), Until: at(18)}, 3, 18, true},
 		{store.EventFilter{Type: "nothing.*", Until: at(8)}, 0, 0, false},
+		{store.EventFilter{Type: "nothing.here", Since: at(3)}, 0, 0, false},
 	} {
 		var want []string
 		for i := c.to - 1; i >= c.from; i-- {
