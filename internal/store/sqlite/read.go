@@ -116,17 +116,48 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string) (string, []any, error) {
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
+	byTime := store.EventsByTime(f)
 	if f.Status != "" {
-		// Walk the deliveries in that status newest first (index
-		// deliveries_status_event): a rare status such as held must not
-		// make the query read every event to find none.
-		from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
-		order = ` GROUP BY d.event_id ORDER BY d.event_id DESC`
 		stored, extra := sqlstore.StatusCond("d.", f.Status)
-		w.Add("d.status = ?", string(stored))
-		w.Raw(extra)
-		w.AddString("d.event_id < ?", f.Cursor)
-	} else if store.EventsByTime(f) {
+		// Without a window, walk the deliveries in that status newest
+		// first (index deliveries_status_event): a rare status such as
+		// held must not make the query read every event to find none.
+		// With one, that walk would read every delivery in the status
+		// received after the window (and, for a window matching none,
+		// all of them): unless the status has few deliveries, walk the
+		// window instead, each event probed for one in the status.
+		few := !byTime || f.Q != ""
+		if !few {
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE status = ?`, string(stored)); err != nil {
+				return "", nil, err
+			}
+		}
+		switch {
+		case few:
+			from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
+			if f.Q != "" {
+				// An exact provider event id: its few events first.
+				from = ` FROM events CROSS JOIN deliveries d ON d.event_id = events.id`
+			}
+			w.Add("d.status = ?", string(stored))
+			w.Raw(extra)
+			order = ` GROUP BY d.event_id ORDER BY d.event_id DESC`
+			if byTime {
+				order = ` GROUP BY d.event_id ORDER BY events.received_at DESC, events.id DESC`
+				w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
+			} else {
+				w.AddString("d.event_id < ?", f.Cursor)
+			}
+		default:
+			from, order = ` FROM events INDEXED BY events_received`, ` ORDER BY events.received_at DESC, events.id DESC`
+			if extra != "" {
+				extra = " AND " + extra
+			}
+			w.Add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = ?"+extra+")", string(stored))
+			w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
+		}
+	} else if byTime {
 		// A time window (a prefix search has one) walks the receive time
 		// index from its end: walking the ids newest first would read
 		// every event after the window too. Unless a filter selecting few

@@ -130,6 +130,9 @@ func ListFilters(t *testing.T, s store.Store) {
 		{store.EventFilter{Source: "rare", Since: at(3), Until: at(18)}, 3, 18, true},
 		{store.EventFilter{Type: "nothing.*", Until: at(8)}, 0, 0, false},
 		{store.EventFilter{Type: "nothing.here", Since: at(3)}, 0, 0, false},
+		{store.EventFilter{Status: anyhook.StatusPending, Until: at(8)}, 0, 8, false},
+		{store.EventFilter{Status: anyhook.StatusPending, Since: at(20)}, 20, 30, false},
+		{store.EventFilter{Status: anyhook.StatusHeld, Since: at(3)}, 0, 0, false},
 	} {
 		var want []string
 		for i := c.to - 1; i >= c.from; i-- {
@@ -151,5 +154,11 @@ func ListFilters(t *testing.T, s store.Store) {
 	}
 	if got := walkE(store.EventFilter{Q: "evt_w15", Until: at(15), Limit: 3}); len(got) != 0 {
 		t.Errorf("q=evt_w15 until event 15: %q, want none", got)
+	}
+	if got := walkE(store.EventFilter{Q: "evt_w15", Status: anyhook.StatusPending, Limit: 3}); !slices.Equal(got, []string{evIDs[15]}) {
+		t.Errorf("q=evt_w15 pending: %q, want event 15", got)
+	}
+	if got := walkE(store.EventFilter{Q: "evt_w15", Status: anyhook.StatusPending, Since: at(16), Limit: 3}); len(got) != 0 {
+		t.Errorf("q=evt_w15 pending since event 16: %q, want none", got)
 	}
 }
