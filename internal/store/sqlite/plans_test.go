@@ -89,7 +89,8 @@ func TestListFiltersBothWays(t *testing.T) {
 // none. When the filter selects many (no filter counts as few here) the
 // time index is walked in order, not every row of a common status (which
 // reads all those after a window far back). An exact provider event id
-// reads its few events first, whatever the status.
+// reads its few events first, whatever the status, and so does a source
+// or a type with few events.
 func TestWindowPlansRareFilters(t *testing.T) {
 	t.Parallel()
 	s, path := openFile(t) // empty: every filter selects few
@@ -113,6 +114,12 @@ func TestWindowPlansRareFilters(t *testing.T) {
 			"events_dedup_key", "events_dedup_key"},
 		{"events in a status, by provider id, since", &store.EventFilter{Status: anyhook.StatusDead, Q: "evt_1", Since: since}, nil,
 			"events_dedup_key", "events_dedup_key"},
+		{"events in a status of a quiet source", &store.EventFilter{Status: anyhook.StatusDelivered, Source: "quiet"}, nil,
+			"events_source", "deliveries_status_event"},
+		{"events in a status of a rare type", &store.EventFilter{Status: anyhook.StatusDead, Type: "nothing.here"}, nil,
+			"events_type", "deliveries_status_event"},
+		{"events of a quiet source, since", &store.EventFilter{Source: "quiet", Since: since}, nil,
+			"events_source", "events_received"},
 		{"held deliveries, since", nil, &store.DeliveryFilter{Status: anyhook.StatusHeld, Since: since},
 			"deliveries_status", "deliveries_created"},
 		{"a destination's deliveries, until", nil, &store.DeliveryFilter{Destination: "quiet", Until: since},

@@ -126,7 +126,14 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 		// received after the window (and, for a window matching none,
 		// all of them): unless the status has few deliveries, walk the
 		// window instead, each event probed for one in the status.
-		few := !byTime || f.Q != ""
+		// An exact provider event id, or a source or type with few
+		// events, reads those events first: walking the status would
+		// read all its deliveries to find theirs (none, say).
+		evFew, err := s.fewEvents(ctx, f)
+		if err != nil {
+			return "", nil, err
+		}
+		few := !byTime || evFew != ""
 		if !few {
 			var err error
 			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE status = ?`, string(stored)); err != nil {
@@ -136,9 +143,8 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 		switch {
 		case few:
 			from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
-			if f.Q != "" {
-				// An exact provider event id: its few events first.
-				from = ` FROM events CROSS JOIN deliveries d ON d.event_id = events.id`
+			if evFew != "" {
+				from = ` FROM events INDEXED BY ` + evFew + ` CROSS JOIN deliveries d ON d.event_id = events.id`
 			}
 			w.Add("d.status = ?", string(stored))
 			w.Raw(extra)
@@ -165,25 +171,14 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 		// source with few events): then those are read and sorted.
 		order = ` ORDER BY events.received_at DESC, events.id DESC`
 		w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
-		few := f.Q != ""
-		if !few && f.Source != "" {
-			var err error
-			if few, err = s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source); err != nil {
-				return "", nil, err
-			}
+		few, err := s.fewEvents(ctx, f)
+		if err != nil {
+			return "", nil, err
 		}
-		if !few && f.Type != "" && !strings.Contains(f.Type, "*") {
-			// A rare type (or one no event has) in a long window: walking
-			// the window would read every event in it to find none.
-			var err error
-			if few, err = s.fewer(ctx, `SELECT 1 FROM events WHERE `+sqlstore.SQLite.TypeExpr("type")+` = ?`,
-				store.LowerType(f.Type)); err != nil {
-				return "", nil, err
-			}
+		if few == "" {
+			few = "events_received"
 		}
-		if !few {
-			from = ` FROM events INDEXED BY events_received`
-		}
+		from = ` FROM events INDEXED BY ` + few
 	} else {
 		w.AddString("events.id < ?", f.Cursor)
 	}
@@ -194,6 +189,27 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
 	return `SELECT ` + cols + from + w.String() + order + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), w.Args(), nil
+}
+
+// fewEvents names the index of events through which f selects few of
+// them: an exact provider event id's, or a source's or exact type's with
+// few events; "" when none does.
+func (s *Store) fewEvents(ctx context.Context, f store.EventFilter) (string, error) {
+	if f.Q != "" {
+		return "events_dedup_key", nil
+	}
+	if f.Source != "" {
+		if few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source); few || err != nil {
+			return "events_source", err
+		}
+	}
+	if f.Type != "" && !strings.Contains(f.Type, "*") {
+		few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE `+sqlstore.SQLite.TypeExpr("type")+` = ?`, store.LowerType(f.Type))
+		if few || err != nil {
+			return "events_type", err
+		}
+	}
+	return "", nil
 }
 
 // defaultFewRows bounds the rows a list reads and sorts instead of

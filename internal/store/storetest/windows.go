@@ -133,6 +133,9 @@ func ListFilters(t *testing.T, s store.Store) {
 		{store.EventFilter{Status: anyhook.StatusPending, Until: at(8)}, 0, 8, false},
 		{store.EventFilter{Status: anyhook.StatusPending, Since: at(20)}, 20, 30, false},
 		{store.EventFilter{Status: anyhook.StatusHeld, Since: at(3)}, 0, 0, false},
+		{store.EventFilter{Status: anyhook.StatusPending, Source: "rare"}, 0, 30, true},
+		{store.EventFilter{Status: anyhook.StatusPending, Source: "rare", Until: at(10)}, 0, 10, true},
+		{store.EventFilter{Status: anyhook.StatusPending, Type: "nothing.here"}, 0, 0, false},
 	} {
 		var want []string
 		for i := c.to - 1; i >= c.from; i-- {
