@@ -136,7 +136,7 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 		few := !byTime || evFew != ""
 		if !few {
 			var err error
-			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE status = ?`, string(stored)); err != nil {
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored)); err != nil {
 				return "", nil, err
 			}
 		}
@@ -189,6 +189,17 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
 	return `SELECT ` + cols + from + w.String() + order + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), w.Args(), nil
+}
+
+// statusIs is the condition that the delivery d is in a status stored as
+// the parameter, with the extra condition of sqlstore.StatusCond: paused
+// and pending are a part of the pending deliveries (none paused, say),
+// which must count as few when that part is.
+func statusIs(extra string) string {
+	if extra == "" {
+		return `d.status = ?`
+	}
+	return `d.status = ? AND ` + extra
 }
 
 // fewEvents names the index of events through which f selects few of
@@ -257,9 +268,9 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 		// delivery in it to find those few; they are read and sorted.
 		few := false
 		if f.Status != "" {
-			stored, _ := sqlstore.StatusCond("", f.Status)
+			stored, extra := sqlstore.StatusCond("d.", f.Status)
 			var err error
-			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE status = ?`, string(stored)); err != nil {
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored)); err != nil {
 				return "", nil, err
 			}
 		}
