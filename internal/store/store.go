@@ -112,13 +112,14 @@ type EventFilter struct {
 
 // EventsByTime says whether the events f selects are listed by receive
 // time (then id), newest first: when f has a time window (Since, Until)
-// and no Status. The ids are time-ordered (UUIDv7), so the two orders
+// (a Status too: a window far back must not walk every newer delivery
+// in it). The ids are time-ordered (UUIDv7), so the two orders
 // differ only where an event's id and receive time disagree (a clock
 // moved, an event recorded late); a window far back is then a seek on the
 // receive time index, not a walk through every newer event. The cursor is
 // the last event's id either way.
 func EventsByTime(f EventFilter) bool {
-	return f.Status == "" && (!f.Since.IsZero() || !f.Until.IsZero())
+	return !f.Since.IsZero() || !f.Until.IsZero()
 }
 
 // DeliveriesByTime is EventsByTime for deliveries: with a time window

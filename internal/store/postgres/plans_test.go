@@ -10,6 +10,7 @@ import (
 
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
+	"github.com/anyhook/anyhook/internal/store/storetest"
 	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
 
@@ -35,6 +36,15 @@ func TestPlansUseIndexes(t *testing.T) {
 	exact.AddType("type", "Invoice.Paid")
 	exact.AddString("id < ?", "01a2")
 	from, to := sqlstore.TypeRange("invoice.*")
+	// A status over a window, as listEvents asks it: in receive time
+	// order (store.EventsByTime), the window's end a seek, every event
+	// probed for a delivery in the status. In id order it walked every
+	// newer event first.
+	inStatus := store.EventFilter{Status: "delivered", Until: time.Now()}
+	statusOrder := ` ORDER BY id DESC`
+	if store.EventsByTime(inStatus) {
+		statusOrder = ` ORDER BY received_at DESC, id DESC`
+	}
 	for _, c := range []struct {
 		name, sql, index string
 		args             []any
@@ -45,6 +55,9 @@ func TestPlansUseIndexes(t *testing.T) {
 			"events_received", []any{time.Now()}},
 		{"deliveries until a time, newest first", `SELECT d.id FROM deliveries d WHERE d.created_at < $1` + sqlstore.DeliveryOrder(store.DeliveryFilter{Until: time.Now()}) + ` LIMIT 51`,
 			"deliveries_created", []any{time.Now()}},
+		{"events in a status until a time, newest first", `SELECT id FROM events WHERE EXISTS (SELECT 1 FROM deliveries d
+			WHERE d.event_id = events.id AND d.status = $1) AND received_at < $2` + statusOrder + ` LIMIT 51`,
+			"events_received", []any{string(inStatus.Status), inStatus.Until}},
 	} {
 		rows, err := conn.Query(t.Context(), `EXPLAIN `+c.sql, c.args...)
 		if err != nil {
@@ -66,3 +79,10 @@ func TestPlansUseIndexes(t *testing.T) {
 
 // sortNode is a plan's Sort node (not an Incremental Sort, nor a Sort Key).
 var sortNode = regexp.MustCompile(`(?m)^\s*(->\s+)?Sort\s+\(`)
+
+// TestListFilters: the lists' windows and rare filters page through
+// exactly what they select (storetest.ListFilters), as on SQLite.
+func TestListFilters(t *testing.T) {
+	t.Parallel()
+	storetest.ListFilters(t, open(t))
+}

@@ -4,7 +4,10 @@ import (
 	"database/sql"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
 	"github.com/anyhook/anyhook/internal/store/storetest"
@@ -76,5 +79,115 @@ func TestListFiltersBothWays(t *testing.T) {
 		s, _ := openFile(t)
 		sqlite.SetFewRows(s, few)
 		storetest.ListFilters(t, s)
+	}
+}
+
+// TestWindowPlansRareFilters: a time window over a filter selecting few
+// rows (a type no event has, the held queue, a quiet destination) reads
+// those few through their index and sorts them, rather than walking the
+// window's time index, which reads every row of a long window to find
+// none. When the filter selects many (no filter counts as few here) the
+// time index is walked in order, not every row of a common status (which
+// reads all those after a window far back). An exact provider event id
+// reads its few events first, whatever the status, and so does a source
+// or a type with few events.
+func TestWindowPlansRareFilters(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t) // empty: every filter selects few
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name      string
+		ev        *store.EventFilter
+		dl        *store.DeliveryFilter
+		few, many string // the index of the outer loop
+	}{
+		{"events of a type, since", &store.EventFilter{Type: "nothing.here", Since: since}, nil,
+			"events_type", "events_received"},
+		{"events in a status, until", &store.EventFilter{Status: anyhook.StatusDelivered, Until: since}, nil,
+			"deliveries_status_event", "events_received"},
+		{"events in a status, by provider id", &store.EventFilter{Status: anyhook.StatusDelivered, Q: "evt_1"}, nil,
+			"events_dedup_key", "events_dedup_key"},
+		{"events in a status, by provider id, since", &store.EventFilter{Status: anyhook.StatusDead, Q: "evt_1", Since: since}, nil,
+			"events_dedup_key", "events_dedup_key"},
+		{"events in a status of a quiet source", &store.EventFilter{Status: anyhook.StatusDelivered, Source: "quiet"}, nil,
+			"events_source", "deliveries_status_event"},
+		{"events in a status of a rare type", &store.EventFilter{Status: anyhook.StatusDead, Type: "nothing.here"}, nil,
+			"events_type", "deliveries_status_event"},
+		{"events of a quiet source, since", &store.EventFilter{Source: "quiet", Since: since}, nil,
+			"events_source", "events_received"},
+		{"held deliveries, since", nil, &store.DeliveryFilter{Status: anyhook.StatusHeld, Since: since},
+			"deliveries_status", "deliveries_created"},
+		{"a destination's deliveries, until", nil, &store.DeliveryFilter{Destination: "quiet", Until: since},
+			"deliveries_destination", "deliveries_created"},
+	} {
+		for _, few := range []bool{true, false} {
+			want := c.few
+			if few {
+				sqlite.SetFewRows(s, 2000)
+			} else {
+				sqlite.SetFewRows(s, 0)
+				want = c.many
+			}
+			var q string
+			var args []any
+			var err error
+			if c.ev != nil {
+				q, args, err = sqlite.EventsSQL(s, t.Context(), *c.ev)
+			} else {
+				q, args, err = sqlite.DeliveriesSQL(s, t.Context(), *c.dl)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := explain(t, db, q, args...)
+			outer, _, _ := strings.Cut(plan, "\n")
+			if !strings.Contains(outer, want) || strings.HasPrefix(outer, "SCAN") {
+				t.Errorf("%s (few %v): want the outer loop on %s:\n%s", c.name, few, want, plan)
+			}
+		}
+	}
+}
+
+// TestWindowPlansPausedNone: paused (pending deliveries of a held-back
+// destination) counts as few when few pending deliveries are paused, not
+// when few are pending: with none paused, walking the window probed every
+// event in it (27 s at 1M events).
+func TestWindowPlansPausedNone(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t)
+	ne := store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "s", DedupKey: "k", ReceivedAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC),
+		Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}, Destinations: []string{"d"}}
+	if res, err := s.Ingest(t.Context(), []store.NewEvent{ne}); err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	sqlite.SetFewRows(s, 1) // one pending delivery is not few; none paused is
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	evq, evargs, err := sqlite.EventsSQL(s, t.Context(), store.EventFilter{Status: anyhook.StatusPaused, Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dq, dargs, err := sqlite.DeliveriesSQL(s, t.Context(), store.DeliveryFilter{Status: anyhook.StatusPaused, Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, q string
+		args    []any
+	}{{"events", evq, evargs}, {"deliveries", dq, dargs}} {
+		plan := explain(t, db, c.q, c.args...)
+		if outer, _, _ := strings.Cut(plan, "\n"); !strings.Contains(outer, "SEARCH d USING") || !strings.Contains(outer, "deliveries_") ||
+			strings.Contains(outer, "deliveries_created") {
+			t.Errorf("%s paused since: want the outer loop on the paused deliveries:\n%s", c.name, plan)
+		}
 	}
 }

@@ -98,19 +98,72 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
+	q, args, err := s.eventsSQL(ctx, f, cols)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	limit := store.PageLimit(f.Limit)
+	evs, err := query(ctx, s.r, scan, q, args...)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
+	return evs, next, nil
+}
+
+// eventsSQL is the query of listEvents, reading cols of the events f
+// selects (no glob: those are listed type by type).
+func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string) (string, []any, error) {
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
+	byTime := store.EventsByTime(f)
 	if f.Status != "" {
-		// Walk the deliveries in that status newest first (index
-		// deliveries_status_event): a rare status such as held must not
-		// make the query read every event to find none.
-		from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
-		order = ` GROUP BY d.event_id ORDER BY d.event_id DESC`
 		stored, extra := sqlstore.StatusCond("d.", f.Status)
-		w.Add("d.status = ?", string(stored))
-		w.Raw(extra)
-		w.AddString("d.event_id < ?", f.Cursor)
-	} else if store.EventsByTime(f) {
+		// Without a window, walk the deliveries in that status newest
+		// first (index deliveries_status_event): a rare status such as
+		// held must not make the query read every event to find none.
+		// With one, that walk would read every delivery in the status
+		// received after the window (and, for a window matching none,
+		// all of them): unless the status has few deliveries, walk the
+		// window instead, each event probed for one in the status.
+		// An exact provider event id, or a source or type with few
+		// events, reads those events first: walking the status would
+		// read all its deliveries to find theirs (none, say).
+		evFew, err := s.fewEvents(ctx, f)
+		if err != nil {
+			return "", nil, err
+		}
+		few := !byTime || evFew != ""
+		if !few {
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored)); err != nil {
+				return "", nil, err
+			}
+		}
+		switch {
+		case few:
+			from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
+			if evFew != "" {
+				from = ` FROM events INDEXED BY ` + evFew + ` CROSS JOIN deliveries d ON d.event_id = events.id`
+			}
+			w.Add("d.status = ?", string(stored))
+			w.Raw(extra)
+			order = ` GROUP BY d.event_id ORDER BY d.event_id DESC`
+			if byTime {
+				order = ` GROUP BY d.event_id ORDER BY events.received_at DESC, events.id DESC`
+				w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
+			} else {
+				w.AddString("d.event_id < ?", f.Cursor)
+			}
+		default:
+			from, order = ` FROM events INDEXED BY events_received`, ` ORDER BY events.received_at DESC, events.id DESC`
+			if extra != "" {
+				extra = " AND " + extra
+			}
+			w.Add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = ?"+extra+")", string(stored))
+			w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
+		}
+	} else if byTime {
 		// A time window (a prefix search has one) walks the receive time
 		// index from its end: walking the ids newest first would read
 		// every event after the window too. Unless a filter selecting few
@@ -118,16 +171,14 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 		// source with few events): then those are read and sorted.
 		order = ` ORDER BY events.received_at DESC, events.id DESC`
 		w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
-		few := f.Q != ""
-		if !few && f.Source != "" {
-			var err error
-			if few, err = s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source); err != nil {
-				return nil, "", store.Unavailable("list events", err)
-			}
+		few, err := s.fewEvents(ctx, f)
+		if err != nil {
+			return "", nil, err
 		}
-		if !few {
-			from = ` FROM events INDEXED BY events_received`
+		if few == "" {
+			few = "events_received"
 		}
+		from = ` FROM events INDEXED BY ` + few
 	} else {
 		w.AddString("events.id < ?", f.Cursor)
 	}
@@ -137,13 +188,39 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	w.AddPrefix("events.", f.Prefix)
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
-	limit := store.PageLimit(f.Limit)
-	evs, err := query(ctx, s.r, scan, `SELECT `+cols+from+w.String()+order+` LIMIT `+strconv.Itoa(limit+1), w.Args()...)
-	if err != nil {
-		return nil, "", store.Unavailable("list events", err)
+	return `SELECT ` + cols + from + w.String() + order + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), w.Args(), nil
+}
+
+// statusIs is the condition that the delivery d is in a status stored as
+// the parameter, with the extra condition of sqlstore.StatusCond: paused
+// and pending are a part of the pending deliveries (none paused, say),
+// which must count as few when that part is.
+func statusIs(extra string) string {
+	if extra == "" {
+		return `d.status = ?`
 	}
-	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
-	return evs, next, nil
+	return `d.status = ? AND ` + extra
+}
+
+// fewEvents names the index of events through which f selects few of
+// them: an exact provider event id's, or a source's or exact type's with
+// few events; "" when none does.
+func (s *Store) fewEvents(ctx context.Context, f store.EventFilter) (string, error) {
+	if f.Q != "" {
+		return "events_dedup_key", nil
+	}
+	if f.Source != "" {
+		if few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source); few || err != nil {
+			return "events_source", err
+		}
+	}
+	if f.Type != "" && !strings.Contains(f.Type, "*") {
+		few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE `+sqlstore.SQLite.TypeExpr("type")+` = ?`, store.LowerType(f.Type))
+		if few || err != nil {
+			return "events_type", err
+		}
+	}
+	return "", nil
 }
 
 // defaultFewRows bounds the rows a list reads and sorts instead of
@@ -162,6 +239,20 @@ func (s *Store) fewer(ctx context.Context, q string, args ...any) (bool, error) 
 
 // ListDeliveries implements store.Store.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
+	q, args, err := s.deliveriesSQL(ctx, f)
+	if err != nil {
+		return nil, "", store.Unavailable("list deliveries", err)
+	}
+	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, q, args...)
+	if err != nil {
+		return nil, "", store.Unavailable("list deliveries", err)
+	}
+	ds, next := store.Page(ds, store.PageLimit(f.Limit), func(d anyhook.Delivery) string { return d.ID })
+	return ds, next, nil
+}
+
+// deliveriesSQL is the query of ListDeliveries.
+func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (string, []any, error) {
 	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
 	limit := store.PageLimit(f.Limit)
 	// CROSS JOIN keeps the deliveries the outer loop, walked newest first
@@ -172,24 +263,37 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	// to find its few, so its events' deliveries are read and sorted.
 	from := ` FROM deliveries d CROSS JOIN events e ON e.id = d.event_id`
 	if store.DeliveriesByTime(f) {
-		from = ` FROM deliveries d INDEXED BY deliveries_created CROSS JOIN events e ON e.id = d.event_id`
+		// Unless the status (a held queue, say) or the destination has
+		// few deliveries: walking a long window would read every
+		// delivery in it to find those few; they are read and sorted.
+		few := false
+		if f.Status != "" {
+			stored, extra := sqlstore.StatusCond("d.", f.Status)
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored)); err != nil {
+				return "", nil, err
+			}
+		}
+		if !few && f.Destination != "" {
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE destination = ?`, f.Destination); err != nil {
+				return "", nil, err
+			}
+		}
+		if !few {
+			from = ` FROM deliveries d INDEXED BY deliveries_created CROSS JOIN events e ON e.id = d.event_id`
+		}
 	}
 	if f.Source != "" {
 		few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source)
 		if err != nil {
-			return nil, "", store.Unavailable("list deliveries", err)
+			return "", nil, err
 		}
 		if few {
 			from = ` FROM events e CROSS JOIN deliveries d ON d.event_id = e.id`
 		}
 	}
-	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, `SELECT `+sqlstore.DeliveryColumns("d.")+from+where+
-		sqlstore.DeliveryOrder(f)+` LIMIT `+strconv.Itoa(limit+1), args...)
-	if err != nil {
-		return nil, "", store.Unavailable("list deliveries", err)
-	}
-	ds, next := store.Page(ds, limit, func(d anyhook.Delivery) string { return d.ID })
-	return ds, next, nil
+	return `SELECT ` + sqlstore.DeliveryColumns("d.") + from + where + sqlstore.DeliveryOrder(f) + ` LIMIT ` + strconv.Itoa(limit+1), args, nil
 }
 
 // Counts implements store.Store.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 )
 
@@ -80,10 +81,14 @@ func ListFilters(t *testing.T, s store.Store) {
 		{Since: from},
 		{Source: "stripe", Since: from, Until: to},
 		{Destination: "ledger", Until: to},
+		{Status: anyhook.StatusPending, Since: from, Until: to},
+		{Status: anyhook.StatusHeld, Since: from},
+		{Status: anyhook.StatusPending, Destination: "ledger", Until: to},
 	} {
 		var want []string
 		for _, d := range all {
 			if (f.Source == "" || source[d.EventID] == f.Source) && (f.Destination == "" || d.Destination == f.Destination) &&
+				(f.Status == "" || d.Status == f.Status) &&
 				(f.Since.IsZero() || !d.CreatedAt.Before(f.Since)) && (f.Until.IsZero() || d.CreatedAt.Before(f.Until)) {
 				want = append(want, d.ID)
 			}
@@ -124,6 +129,13 @@ func ListFilters(t *testing.T, s store.Store) {
 		{store.EventFilter{Since: at(25)}, 25, 30, false},
 		{store.EventFilter{Source: "rare", Since: at(3), Until: at(18)}, 3, 18, true},
 		{store.EventFilter{Type: "nothing.*", Until: at(8)}, 0, 0, false},
+		{store.EventFilter{Type: "nothing.here", Since: at(3)}, 0, 0, false},
+		{store.EventFilter{Status: anyhook.StatusPending, Until: at(8)}, 0, 8, false},
+		{store.EventFilter{Status: anyhook.StatusPending, Since: at(20)}, 20, 30, false},
+		{store.EventFilter{Status: anyhook.StatusHeld, Since: at(3)}, 0, 0, false},
+		{store.EventFilter{Status: anyhook.StatusPending, Source: "rare"}, 0, 30, true},
+		{store.EventFilter{Status: anyhook.StatusPending, Source: "rare", Until: at(10)}, 0, 10, true},
+		{store.EventFilter{Status: anyhook.StatusPending, Type: "nothing.here"}, 0, 0, false},
 	} {
 		var want []string
 		for i := c.to - 1; i >= c.from; i-- {
@@ -145,5 +157,11 @@ func ListFilters(t *testing.T, s store.Store) {
 	}
 	if got := walkE(store.EventFilter{Q: "evt_w15", Until: at(15), Limit: 3}); len(got) != 0 {
 		t.Errorf("q=evt_w15 until event 15: %q, want none", got)
+	}
+	if got := walkE(store.EventFilter{Q: "evt_w15", Status: anyhook.StatusPending, Limit: 3}); !slices.Equal(got, []string{evIDs[15]}) {
+		t.Errorf("q=evt_w15 pending: %q, want event 15", got)
+	}
+	if got := walkE(store.EventFilter{Q: "evt_w15", Status: anyhook.StatusPending, Since: at(16), Limit: 3}); len(got) != 0 {
+		t.Errorf("q=evt_w15 pending since event 16: %q, want none", got)
 	}
 }

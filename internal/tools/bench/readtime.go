@@ -316,6 +316,20 @@ func (s samples) urls() [][2]string {
 		{"api events until 29 days ago", "/api/events?until=" + q(ago(29*24*time.Hour))},
 		{"api events, an hour 15 days ago", "/api/events?since=" + q(ago(15*24*time.Hour)) + "&until=" + q(ago(15*24*time.Hour-time.Hour))},
 		{"api deliveries until 29 days ago", "/api/deliveries?until=" + q(ago(29*24*time.Hour))},
+		// A status or a rare filter combined with another: each of these
+		// walked every row of a status, a window or a destination.
+		{"api events delivered until 29 days ago", "/api/events?status=delivered&until=" + q(ago(29*24*time.Hour))},
+		{"api events dead, an hour 15 days ago", "/api/events?status=dead&since=" + q(ago(15*24*time.Hour)) + "&until=" + q(ago(15*24*time.Hour-time.Hour))},
+		{"api search delivered, no match", "/api/events?status=delivered&q=evt_nothing"},
+		{"api events delivered, source+type none", "/api/events?status=delivered&source=github&type=nothing.here"},
+		{"api events type none, 31 days", "/api/events?type=nothing.here&since=" + q(ago(31*24*time.Hour))},
+		{"api deliveries held, 31 days", "/api/deliveries?status=held&since=" + q(ago(31*24*time.Hour))},
+		{"api deliveries held+dest until 15 days", "/api/deliveries?status=held&destination=ci&until=" + q(ago(15*24*time.Hour))},
+		{"dashboard events delivered until 29 days", "/events?status=delivered&until=" + q(ago(29*24*time.Hour))},
+		// Known slow (issue 32's adversarial review): no index has a
+		// delivery's source, so a destination and a source it never
+		// received from walk every delivery of the destination.
+		{"api deliveries dest+source none", "/api/deliveries?destination=billing&source=github"},
 	}
 }
 
