@@ -397,9 +397,9 @@ func replayPairs(ctx context.Context, tx pgx.Tx, ids, events, dests []string, by
 	}
 	actor, reason := text(store.ActorName(by)), text(by.Reason)
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
-		SELECT r.id, r.event_id, r.destination, 'pending', true, now(), now(), now()
-		FROM unnest($1::text[], $2::text[], $3::text[]) AS r (id, event_id, destination)`, ids, events, dests)
+	b.Queue(`INSERT INTO deliveries (id, event_id, source, destination, status, replay, next_attempt_at, created_at, updated_at)
+		SELECT r.id, r.event_id, e.source, r.destination, 'pending', true, now(), now(), now()
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS r (id, event_id, destination) JOIN events e ON e.id = r.event_id`, ids, events, dests)
 	b.Queue(`UPDATE deliveries d SET status = 'resolved', resolution = $4, resolved_at = now(), resolved_by = $5,
 			resolution_reason = $6, replayed_by = r.id, note = $7 || ' (replay delivery ' || r.id || ')', lease_until = NULL, updated_at = now()
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS r (id, event_id, destination)
@@ -459,7 +459,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
 		out = store.BulkReplay{}
 		where, args := replayWhere(f)
-		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d JOIN events e ON e.id = d.event_id`+where+` ORDER BY d.event_id, d.destination`, args...)
+		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return store.Unavailable("replay", err)
 		}

@@ -40,3 +40,6 @@ func WithMigrateLockTimeout(o Options, d time.Duration) Options {
 	o.migrateLockTimeout = d
 	return o
 }
+
+// DeliveriesSQL is ListDeliveries' query of f and its arguments.
+func DeliveriesSQL(f store.DeliveryFilter) (string, []any) { return deliveriesSQL(f) }

@@ -58,12 +58,18 @@ func TestMigrate6EmptiesTheQueues(t *testing.T) {
 		exec(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at, note)
 			VALUES ($1, 'e1', $2, $3, $4, $5, $6, $5, $7)`, d.id, d.dest, d.status, d.replay, d.updated, d.created, d.note)
 	}
+	// Another source's event to one of those destinations: each delivery
+	// gets its own event's source (migration 0039).
+	exec(`INSERT INTO events (id, source, received_at, method, path, headers, body) VALUES ('e2', 'github', $1, 'POST', '/webhooks/github', '', '{}')`, t0)
+	exec(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at, note)
+		VALUES ('d8', 'e2', 'billing', 'delivered', false, $1, $1, $1, '')`, t0)
 	// An attempt recorded before outcomes were kept (migration 20).
 	exec(`INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error) VALUES ('d5', 1, $1, 0, 500, 'HTTP 500')`, at(0))
 	c.Close(t.Context())
 
 	s := openDSN(t, dsn)
 	storetest.CheckMigration6(t, s)
+	storetest.CheckMigrationSource(t, s)
 	// The new status passes the CHECK; a made-up one does not.
 	if _, err := s.Resolve(t.Context(), "d5", "discard", store.Actor{Name: "test"}); err != nil {
 		t.Fatal(err)

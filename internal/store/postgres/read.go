@@ -179,10 +179,9 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 
 // ListDeliveries implements store.Store.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
-	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
+	q, args := deliveriesSQL(f)
 	limit := store.PageLimit(f.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.DeliveryColumns("d.")+` FROM deliveries d JOIN events e ON e.id = d.event_id`+where+
-		sqlstore.DeliveryOrder(f)+` LIMIT `+strconv.Itoa(limit+1), append([]any{customPlans}, args...)...)
+	rows, err := s.pool.Query(ctx, q, append([]any{customPlans}, args...)...)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
@@ -192,6 +191,14 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	}
 	ds, next := store.Page(ds, limit, func(d anyhook.Delivery) string { return d.ID })
 	return ds, next, nil
+}
+
+// deliveriesSQL is the query of ListDeliveries: the deliveries alone (a
+// delivery keeps its event's source), newest first.
+func deliveriesSQL(f store.DeliveryFilter) (string, []any) {
+	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
+	return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d` + where +
+		sqlstore.DeliveryOrder(f) + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), args
 }
 
 // Counts implements store.Store.

@@ -325,8 +325,8 @@ func sendable(ctx context.Context, tx *sql.Tx, id string) error {
 // and records the action, in tx; it returns the new delivery's id.
 func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string, by store.Actor, now time.Time) (string, error) {
 	id, at := s.newID(), micros(now)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at)
-		VALUES (?, ?, ?, 'pending', 1, ?, ?, ?)`, id, eventID, dest, at, at, at); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, source, destination, status, replay, next_attempt_at, created_at, updated_at)
+		SELECT ?, id, source, ?, 'pending', 1, ?, ?, ? FROM events WHERE id = ?`, id, dest, at, at, at, eventID); err != nil {
 		return "", store.Unavailable("replay", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries AS d SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,
@@ -387,7 +387,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 			var p pair
 			return p, sc.Scan(&p.event, &p.dest, &p.pruned)
 		}, `SELECT DISTINCT d.event_id, d.destination, coalesce(l.body_pruned, 0)
-			FROM deliveries d JOIN events e ON e.id = d.event_id LEFT JOIN ledger_entries l ON l.event_id = d.event_id`+where+`
+			FROM deliveries d LEFT JOIN ledger_entries l ON l.event_id = d.event_id`+where+`
 			ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return store.Unavailable("replay deliveries", err)

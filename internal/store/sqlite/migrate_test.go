@@ -57,6 +57,11 @@ func TestMigrate6EmptiesTheQueues(t *testing.T) {
 		exec(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at, note)
 			VALUES (?, 'e1', ?, ?, ?, ?, ?, ?, ?)`, d.id, d.dest, d.status, d.replay, d.updated, d.created, d.updated, d.note)
 	}
+	// Another source's event to one of those destinations: each delivery
+	// gets its own event's source (migration 0039).
+	exec(`INSERT INTO events (id, source, received_at, method, path, headers, body) VALUES ('e2', 'github', ?, 'POST', '/webhooks/github', x'', x'7b7d')`, t0)
+	exec(`INSERT INTO deliveries (id, event_id, destination, status, replay, next_attempt_at, created_at, updated_at, note)
+		VALUES ('d8', 'e2', 'billing', 'delivered', 0, ?, ?, ?, '')`, t0, t0, t0)
 	// An attempt recorded before outcomes were kept (migration 20).
 	exec(`INSERT INTO attempts (delivery_id, number, started_at, duration_us, status_code, error) VALUES ('d5', 1, ?, 0, 500, 'HTTP 500')`, t0)
 	db.Close()
@@ -67,4 +72,5 @@ func TestMigrate6EmptiesTheQueues(t *testing.T) {
 	}
 	defer s.Close()
 	storetest.CheckMigration6(t, s)
+	storetest.CheckMigrationSource(t, s)
 }

@@ -255,23 +255,39 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (string, []any, error) {
 	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
 	limit := store.PageLimit(f.Limit)
-	// CROSS JOIN keeps the deliveries the outer loop, walked newest first
-	// through an index of theirs: left to itself, SQLite would read every
-	// event of a source and sort all their deliveries. A time window walks
-	// the creation time index from its end. A source with few events is
-	// the other way round: walking the deliveries would read all of them
-	// to find its few, so its events' deliveries are read and sorted.
-	from := ` FROM deliveries d CROSS JOIN events e ON e.id = d.event_id`
+	// The deliveries are read alone (a delivery keeps its event's source),
+	// walked newest first through an index of theirs. A time window walks
+	// the creation time index from its end.
+	from := ` FROM deliveries d`
+	// sourced is the index of f's source (with its destination if any), ""
+	// without a source; sourceCond and sourceArgs select its rows.
+	sourced, sourceCond, sourceArgs := "", "", []any(nil)
+	switch {
+	case f.Source != "" && f.Destination != "":
+		sourced, sourceCond, sourceArgs = "deliveries_destination_source", `destination = ? AND source = ?`, []any{f.Destination, f.Source}
+	case f.Source != "":
+		sourced, sourceCond, sourceArgs = "deliveries_source", `source = ?`, []any{f.Source}
+	}
 	if store.DeliveriesByTime(f) {
-		// Unless the status (a held queue, say) or the destination has
-		// few deliveries: walking a long window would read every
-		// delivery in it to find those few; they are read and sorted.
+		// Unless the status (a held queue, say), the destination or the
+		// source has few deliveries: walking a long window would read
+		// every delivery in it to find those few; they are read and
+		// sorted.
 		few := false
 		if f.Status != "" {
 			stored, extra := sqlstore.StatusCond("d.", f.Status)
 			var err error
 			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored)); err != nil {
 				return "", nil, err
+			}
+		}
+		if !few && sourced != "" {
+			var err error
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE `+sourceCond, sourceArgs...); err != nil {
+				return "", nil, err
+			}
+			if few {
+				from = ` FROM deliveries d INDEXED BY ` + sourced
 			}
 		}
 		if !few && f.Destination != "" {
@@ -281,16 +297,28 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 			}
 		}
 		if !few {
-			from = ` FROM deliveries d INDEXED BY deliveries_created CROSS JOIN events e ON e.id = d.event_id`
+			from = ` FROM deliveries d INDEXED BY deliveries_created`
 		}
-	}
-	if f.Source != "" {
-		few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source)
-		if err != nil {
-			return "", nil, err
-		}
-		if few {
-			from = ` FROM events e CROSS JOIN deliveries d ON d.event_id = e.id`
+	} else if sourced != "" {
+		// The source's index, in the list's order: without statistics
+		// SQLite may walk the status's or the destination's instead and
+		// read every one of their deliveries of other sources. A status
+		// with few deliveries (a held queue) of a source with many walks
+		// the status's index instead (not a part of a status, as paused
+		// is of pending: that index would walk all the status's).
+		from = ` FROM deliveries d INDEXED BY ` + sourced
+		if stored, extra := sqlstore.StatusCond("d.", f.Status); f.Status != "" && extra == "" && f.Destination == "" {
+			fewStatus, err := s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored))
+			if err != nil {
+				return "", nil, err
+			}
+			fewSource, err := s.fewer(ctx, `SELECT 1 FROM deliveries WHERE `+sourceCond, sourceArgs...)
+			if err != nil {
+				return "", nil, err
+			}
+			if fewStatus && !fewSource {
+				from = ` FROM deliveries d INDEXED BY deliveries_status`
+			}
 		}
 	}
 	return `SELECT ` + sqlstore.DeliveryColumns("d.") + from + where + sqlstore.DeliveryOrder(f) + ` LIMIT ` + strconv.Itoa(limit+1), args, nil

@@ -296,8 +296,9 @@ func (w *Where) String() string {
 	return " WHERE " + strings.Join(w.conds, " AND ")
 }
 
-// DeliveryWhere selects the deliveries d (joined with their events e) that
-// filter f names, in dialect dl.
+// DeliveryWhere selects the deliveries d that filter f names, in dialect
+// dl. It reads no other table: the source is the delivery's copy of its
+// event's (migration 0039), which indexes in the list's order serve.
 func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
 	w := NewWhere(dl)
 	if f.Status != "" {
@@ -309,7 +310,7 @@ func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
 	if f.Destinations != nil {
 		w.In("d.destination", f.Destinations)
 	}
-	w.AddString("e.source = ?", f.Source)
+	w.AddString("d.source = ?", f.Source)
 	if f.EventIDs != nil {
 		w.In("d.event_id", f.EventIDs)
 	}

@@ -48,3 +48,27 @@ func CheckMigration6(t *testing.T, s store.Store) {
 		t.Fatalf("deliveries: %+v", ev.Deliveries)
 	}
 }
+
+// CheckMigrationSource holds the deliveries of a store that a backend's
+// migration test wrote before migration 0039 (d1 to d7 of event e1, from
+// stripe, and d8 of event e2, from github, to billing) to the source each
+// got from its event: the deliveries list's source filter finds them.
+func CheckMigrationSource(t *testing.T, s store.Store) {
+	t.Helper()
+	for _, c := range []struct {
+		f    store.DeliveryFilter
+		want int
+	}{
+		{store.DeliveryFilter{Source: "stripe"}, 7},
+		{store.DeliveryFilter{Source: "github"}, 1},
+		{store.DeliveryFilter{Source: "stripe", Destination: "billing"}, 1},
+		{store.DeliveryFilter{Source: "github", Destination: "billing"}, 1},
+		{store.DeliveryFilter{Source: "github", Destination: "crm"}, 0},
+		{store.DeliveryFilter{Source: ""}, 8},
+	} {
+		ds, _, err := s.ListDeliveries(t.Context(), c.f)
+		if err != nil || len(ds) != c.want {
+			t.Errorf("deliveries %+v after the upgrade: %d, %v; want %d", c.f, len(ds), err, c.want)
+		}
+	}
+}

@@ -118,6 +118,39 @@ func testListDeliveries(t *testing.T, s store.Store) {
 	if len(p1) != 2 || len(p2) != 1 || end != "" || p2[0].ID == p1[0].ID || p2[0].ID == p1[1].ID {
 		t.Fatalf("paging: %v then %v (end %q)", p1, p2, end)
 	}
+	// Deliveries of two sources to one destination, one of them a replay
+	// (a delivery the store creates after ingest keeps its event's source
+	// too): each source's filter finds its own, alone or with the
+	// destination; a source that never sent there finds none.
+	replay, err := s.Replay(ctx(t), gh[0].EventID, []string{"billing"}, tester)
+	if err != nil || len(replay) != 1 {
+		t.Fatalf("replay: %v, %v", replay, err)
+	}
+	stripeBilling := billing[0].ID
+	if stripeBilling == gh[0].ID {
+		stripeBilling = billing[1].ID
+	}
+	for _, c := range []struct {
+		f    store.DeliveryFilter
+		want []string
+	}{
+		{store.DeliveryFilter{Source: "github", Destination: "billing"}, []string{replay[0].ID, gh[0].ID}},
+		{store.DeliveryFilter{Source: "github"}, []string{replay[0].ID, gh[0].ID}},
+		{store.DeliveryFilter{Source: "stripe", Destination: "billing"}, []string{stripeBilling}},
+		{store.DeliveryFilter{Source: "github", Destination: "audit"}, nil},
+		{store.DeliveryFilter{Source: "gitlab", Destination: "billing"}, nil},
+		{store.DeliveryFilter{Source: "gitlab"}, nil},
+		{store.DeliveryFilter{Source: "github", Status: anyhook.StatusPending}, []string{replay[0].ID, gh[0].ID}},
+	} {
+		ds, _, err := s.ListDeliveries(ctx(t), c.f)
+		var got []string
+		for _, d := range ds {
+			got = append(got, d.ID)
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("deliveries %+v: %q, %v; want %q", c.f, got, err, c.want)
+		}
+	}
 }
 
 func testCounts(t *testing.T, s store.Store) {

@@ -76,6 +76,12 @@ func ListFilters(t *testing.T, s store.Store) {
 		{Source: "stripe"},
 		{Source: "nosuch"},
 		{Source: "rare", Destination: "billing"},
+		{Source: "stripe", Destination: "ledger"},
+		{Source: "rare", Destination: "ledger"}, // rare never sent to ledger
+		{Source: "nosuch", Destination: "billing"},
+		{Source: "rare", Status: anyhook.StatusPending},
+		{Source: "stripe", Destination: "billing", Since: from},
+		{Source: "rare", Destination: "billing", Until: to},
 		{Since: from, Until: to},
 		{Until: to},
 		{Since: from},
