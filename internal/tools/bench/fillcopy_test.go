@@ -59,6 +59,11 @@ func TestCopyFill(t *testing.T) {
 					t.Errorf("%s: %d copied, %d originals", q, copied, orig)
 				}
 			}
+			// A copied delivery keeps its source (copied as a column like
+			// any other), its event's (migration 0039).
+			if n := one(`SELECT count(*) FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.source <> e.source OR d.source = ''`); n != 0 {
+				t.Errorf("%d deliveries without their event's source", n)
+			}
 			counts := `SELECT count(*) FROM (SELECT destination, CASE WHEN status = 'pending' AND attempt_count > 0 THEN 'retrying' ELSE status END AS s, count(*) AS n
 				FROM deliveries GROUP BY 1, 2) r
 				FULL JOIN (SELECT destination, status AS s, sum(n) AS n FROM delivery_counts GROUP BY 1, 2 HAVING sum(n) <> 0) c
