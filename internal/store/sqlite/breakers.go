@@ -100,8 +100,7 @@ func (s *Store) ClaimProbe(ctx context.Context, destination string, inOrder bool
 	if err != nil {
 		return nil, false, err
 	}
-	claims, err = s.withEvents(ctx, claims)
-	return claims, tripped, err
+	return claims, tripped, nil
 }
 
 // breakerRow is what a probe reads of a destination.

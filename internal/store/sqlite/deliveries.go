@@ -30,7 +30,7 @@ func (s *Store) Claim(ctx context.Context, destination string, limit int, lease 
 	if err != nil {
 		return nil, err // rolled back: nothing was claimed
 	}
-	return s.withEvents(ctx, claims)
+	return claims, nil
 }
 
 // claimTx claims, in tx, up to limit due pending deliveries of
@@ -47,43 +47,19 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, destination string, lim
 	if err != nil {
 		return nil, store.Unavailable("claim", err)
 	}
-	return asClaims(ds), nil
+	return s.withEvents(ctx, tx, ds)
 }
 
-// asClaims makes the claimed deliveries ds claims, without their events
-// yet (withEvents adds them).
-func asClaims(ds []anyhook.Delivery) []store.Claim {
+// withEvents makes the claimed deliveries ds claims, with their events.
+func (s *Store) withEvents(ctx context.Context, tx *sql.Tx, ds []anyhook.Delivery) ([]store.Claim, error) {
 	claims := make([]store.Claim, len(ds))
 	for i, d := range ds {
 		claims[i].Delivery = d
 	}
-	return claims
+	return claims, s.attachEvents(ctx, tx, claims)
 }
 
-// withEvents reads the claims' events, after the claim's commit and on a
-// reader: an event does not change once written (its body is only ever
-// pruned, which the read reports), and the one writer is not held while
-// bodies are read. Ingest waits for that writer, and reading the events
-// in the claim's transaction made each dispatcher claim hold it ~2.5 ms
-// (BENCHMARKS.md, "Where the tail came from"). Should the read fail, the
-// claims are given back (fenced, as a release), so that nothing is left
-// delivering that was never sent.
-func (s *Store) withEvents(ctx context.Context, claims []store.Claim) ([]store.Claim, error) {
-	err := s.attachEvents(ctx, s.r, claims)
-	if err == nil {
-		return claims, nil
-	}
-	rs := make([]store.Release, len(claims))
-	for i, c := range claims {
-		rs[i] = store.Release{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Probe: c.Probe}
-	}
-	if _, rerr := s.Release(context.WithoutCancel(ctx), rs); rerr != nil {
-		return nil, errors.Join(err, rerr)
-	}
-	return nil, err
-}
-
-func (s *Store) attachEvents(ctx context.Context, tx querier, claims []store.Claim) error {
+func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Claim) error {
 	if len(claims) == 0 {
 		return nil
 	}

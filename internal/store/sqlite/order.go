@@ -47,7 +47,7 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 	if err != nil {
 		return nil, err
 	}
-	return s.withEvents(ctx, claims)
+	return claims, nil
 }
 
 // claimInOrderTx claims, in tx, up to limit due pending deliveries of
@@ -79,7 +79,7 @@ func (s *Store) claimInOrderTx(ctx context.Context, tx *sql.Tx, destination stri
 	if err != nil {
 		return nil, store.Unavailable("claim", err)
 	}
-	return asClaims(ds), nil
+	return s.withEvents(ctx, tx, ds)
 }
 
 // WaitsBehind implements store.Store.
