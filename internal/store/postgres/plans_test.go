@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,16 +24,7 @@ import (
 // BENCHMARKS.md ("The read side at scale").
 func TestPlansUseIndexes(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	openDSN(t, dsn) // applies the migrations
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	if _, err := conn.Exec(t.Context(), `SET enable_seqscan = off; SET enable_sort = off`); err != nil {
-		t.Fatal(err)
-	}
+	conn := planConn(t)
 	exact := sqlstore.NewWhere(sqlstore.Postgres)
 	exact.AddType("type", "Invoice.Paid")
 	exact.AddString("id < ?", "01a2")
@@ -97,16 +89,7 @@ func TestListFilters(t *testing.T) {
 // TestPlansUseIndexes.
 func TestPlansDeliveriesSource(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	openDSN(t, dsn) // applies the migrations
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	if _, err := conn.Exec(t.Context(), `SET enable_seqscan = off; SET enable_sort = off`); err != nil {
-		t.Fatal(err)
-	}
+	conn := planConn(t)
 	for _, c := range []struct {
 		name, index string
 		f           store.DeliveryFilter
@@ -132,4 +115,22 @@ func TestPlansDeliveriesSource(t *testing.T) {
 			t.Errorf("%s: want %s, no events, no Seq Scan, no Sort:\n%s", c.name, c.index, plan)
 		}
 	}
+}
+
+// planConn is a connection to a migrated database on which sequential
+// scans and sorts are priced out: a plan that still has one has no index
+// to use.
+func planConn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn) // applies the migrations
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
+	if _, err := conn.Exec(t.Context(), `SET enable_seqscan = off; SET enable_sort = off`); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }

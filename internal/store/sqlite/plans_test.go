@@ -126,13 +126,7 @@ func TestWindowPlansRareFilters(t *testing.T) {
 			"deliveries_destination", "deliveries_created"},
 	} {
 		for _, few := range []bool{true, false} {
-			want := c.few
-			if few {
-				sqlite.SetFewRows(s, 2000)
-			} else {
-				sqlite.SetFewRows(s, 0)
-				want = c.many
-			}
+			want := fewOrMany(s, few, c.few, c.many)
 			var q string
 			var args []any
 			var err error
@@ -228,13 +222,7 @@ func TestPlansDeliveriesSource(t *testing.T) {
 			"deliveries_destination_source", "deliveries_created"},
 	} {
 		for _, few := range []bool{true, false} {
-			want := c.few
-			if few {
-				sqlite.SetFewRows(s, 2000)
-			} else {
-				sqlite.SetFewRows(s, 0)
-				want = c.many
-			}
+			want := fewOrMany(s, few, c.few, c.many)
 			q, args, err := sqlite.DeliveriesSQL(s, t.Context(), c.f)
 			if err != nil {
 				t.Fatal(err)
@@ -248,4 +236,15 @@ func TestPlansDeliveriesSource(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fewOrMany makes the store count a filter's rows as few (up to 2,000) or
+// never few, and returns the index expected then.
+func fewOrMany(s *sqlite.Store, few bool, fewIndex, manyIndex string) string {
+	if few {
+		sqlite.SetFewRows(s, 2000)
+		return fewIndex
+	}
+	sqlite.SetFewRows(s, 0)
+	return manyIndex
 }
