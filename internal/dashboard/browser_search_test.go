@@ -245,7 +245,7 @@ sources:
 	do := browser{t, bctx}.do
 	do("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), browserToken), chromedp.Click(chromedp.CSS("#login")),
-		chromedp.WaitVisible(chromedp.CSS("main")))
+		chromedp.WaitVisible(chromedp.CSS("nav")))
 	rows := func() []string {
 		t.Helper()
 		ids, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#event-rows a.mono")].map(a => a.innerText)`))
