@@ -22,11 +22,7 @@ import (
 func TestPlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	_, path := openFile(t) // applies the migrations
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := readOnly(t, path)
 	exact := sqlstore.NewWhere(sqlstore.SQLite)
 	exact.AddType("events.type", "Invoice.Paid")
 	exact.AddString("events.id < ?", "01a2")
@@ -94,35 +90,30 @@ func TestListFiltersBothWays(t *testing.T) {
 func TestWindowPlansRareFilters(t *testing.T) {
 	t.Parallel()
 	s, path := openFile(t) // empty: every filter selects few
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	db := readOnly(t, path)
 	for _, c := range []struct {
 		name      string
 		ev        *store.EventFilter
 		dl        *store.DeliveryFilter
 		few, many string // the index of the outer loop
 	}{
-		{"events of a type, since", &store.EventFilter{Type: "nothing.here", Since: since}, nil,
+		{"events of a type, since", &store.EventFilter{Type: "nothing.here", Since: planSince}, nil,
 			"events_type", "events_received"},
-		{"events in a status, until", &store.EventFilter{Status: anyhook.StatusDelivered, Until: since}, nil,
+		{"events in a status, until", &store.EventFilter{Status: anyhook.StatusDelivered, Until: planSince}, nil,
 			"deliveries_status_event", "events_received"},
 		{"events in a status, by provider id", &store.EventFilter{Status: anyhook.StatusDelivered, Q: "evt_1"}, nil,
 			"events_dedup_key", "events_dedup_key"},
-		{"events in a status, by provider id, since", &store.EventFilter{Status: anyhook.StatusDead, Q: "evt_1", Since: since}, nil,
+		{"events in a status, by provider id, since", &store.EventFilter{Status: anyhook.StatusDead, Q: "evt_1", Since: planSince}, nil,
 			"events_dedup_key", "events_dedup_key"},
 		{"events in a status of a quiet source", &store.EventFilter{Status: anyhook.StatusDelivered, Source: "quiet"}, nil,
 			"events_source", "deliveries_status_event"},
 		{"events in a status of a rare type", &store.EventFilter{Status: anyhook.StatusDead, Type: "nothing.here"}, nil,
 			"events_type", "deliveries_status_event"},
-		{"events of a quiet source, since", &store.EventFilter{Source: "quiet", Since: since}, nil,
+		{"events of a quiet source, since", &store.EventFilter{Source: "quiet", Since: planSince}, nil,
 			"events_source", "events_received"},
-		{"held deliveries, since", nil, &store.DeliveryFilter{Status: anyhook.StatusHeld, Since: since},
+		{"held deliveries, since", nil, &store.DeliveryFilter{Status: anyhook.StatusHeld, Since: planSince},
 			"deliveries_status", "deliveries_created"},
-		{"a destination's deliveries, until", nil, &store.DeliveryFilter{Destination: "quiet", Until: since},
+		{"a destination's deliveries, until", nil, &store.DeliveryFilter{Destination: "quiet", Until: planSince},
 			"deliveries_destination", "deliveries_created"},
 	} {
 		for _, few := range []bool{true, false} {
@@ -160,17 +151,12 @@ func TestWindowPlansPausedNone(t *testing.T) {
 		t.Fatal(err, res)
 	}
 	sqlite.SetFewRows(s, 1) // one pending delivery is not few; none paused is
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	db := readOnly(t, path)
+	evq, evargs, err := sqlite.EventsSQL(s, t.Context(), store.EventFilter{Status: anyhook.StatusPaused, Since: planSince})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	evq, evargs, err := sqlite.EventsSQL(s, t.Context(), store.EventFilter{Status: anyhook.StatusPaused, Since: since})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dq, dargs, err := sqlite.DeliveriesSQL(s, t.Context(), store.DeliveryFilter{Status: anyhook.StatusPaused, Since: since})
+	dq, dargs, err := sqlite.DeliveriesSQL(s, t.Context(), store.DeliveryFilter{Status: anyhook.StatusPaused, Since: planSince})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,12 +183,7 @@ func TestWindowPlansPausedNone(t *testing.T) {
 func TestPlansDeliveriesSource(t *testing.T) {
 	t.Parallel()
 	s, path := openFile(t)
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	db := readOnly(t, path)
 	for _, c := range []struct {
 		name      string
 		f         store.DeliveryFilter
@@ -217,8 +198,8 @@ func TestPlansDeliveriesSource(t *testing.T) {
 			"deliveries_source", "deliveries_source"},
 		{"a destination's of a source in a status", store.DeliveryFilter{Destination: "billing", Source: "github", Status: anyhook.StatusDead},
 			"deliveries_destination_source", "deliveries_destination_source"},
-		{"a source's, since", store.DeliveryFilter{Source: "github", Since: since}, "deliveries_source", "deliveries_created"},
-		{"a destination's of a source, since", store.DeliveryFilter{Destination: "billing", Source: "github", Since: since},
+		{"a source's, since", store.DeliveryFilter{Source: "github", Since: planSince}, "deliveries_source", "deliveries_created"},
+		{"a destination's of a source, since", store.DeliveryFilter{Destination: "billing", Source: "github", Since: planSince},
 			"deliveries_destination_source", "deliveries_created"},
 	} {
 		for _, few := range []bool{true, false} {
@@ -247,4 +228,19 @@ func fewOrMany(s *sqlite.Store, few bool, fewIndex, manyIndex string) string {
 	}
 	sqlite.SetFewRows(s, 0)
 	return manyIndex
+}
+
+// planSince is a window's edge for the plans: only EXPLAIN reads it, so
+// any fixed instant does (it stands for no "now").
+var planSince = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// readOnly opens the store's file read-only, for EXPLAIN QUERY PLAN.
+func readOnly(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
