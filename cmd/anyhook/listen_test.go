@@ -213,7 +213,11 @@ func getEvent(t *testing.T, base, id string) eventView {
 func TestListenKilledMidLease(t *testing.T) {
 	t.Parallel()
 	p := start(t, writeConfig(t, t.TempDir(), pullConfig("sqlite:anyhook.db", "reclaim")))
-	hold, release := make(chan struct{}), make(chan struct{})
+	// hold is buffered: the forward can come before the test waits for it
+	// (the delivery is handed over before sendEvent returns), and an
+	// unbuffered signal sent then was dropped, so the test killed the
+	// consumer only at its second forward.
+	hold, release := make(chan struct{}, 1), make(chan struct{})
 	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case hold <- struct{}{}:
