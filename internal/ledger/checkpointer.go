@@ -75,6 +75,10 @@ type Checkpointer struct {
 	// rewritten behind the process's back (checkpoints deleted, entries
 	// rebuilt), and it signs nothing over it.
 	seen *Tree
+	// unpushed is the latest checkpoint whose push failed (a witness
+	// down, or a push cut off by shutdown): the next round pushes it
+	// again unless a newer checkpoint supersedes it.
+	unpushed []byte
 }
 
 // NewCheckpointer returns a checkpointer over st; Start runs it.
@@ -101,7 +105,11 @@ func NewCheckpointer(st store.Ledger, opt CheckpointerOptions) *Checkpointer {
 	}
 	c := &Checkpointer{st: st, opt: opt}
 	c.loop = newLoop(opt.Interval, func(ctx context.Context) {
-		if _, _, err := c.Once(ctx); err != nil && ctx.Err() == nil {
+		_, fresh, err := c.Once(ctx)
+		if !fresh {
+			c.pushAgain(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
 			var vf *VerificationError
 			if errors.As(err, &vf) {
 				c.opt.Logger.Error("ledger: log verification failed", "err", err)
@@ -201,9 +209,16 @@ func (c *Checkpointer) Once(ctx context.Context) (store.Checkpoint, bool, error)
 	c.see(signed)
 	c.opt.Logger.Debug("ledger: checkpoint", "size", size)
 	if c.opt.PushURL != "" {
-		if err := c.push(ctx, msg); err != nil {
+		err := c.push(ctx, msg)
+		if err != nil {
 			c.opt.Logger.Warn("ledger: pushing the checkpoint failed", "size", size, "err", err)
 		}
+		c.mu.Lock()
+		c.unpushed = nil
+		if err != nil {
+			c.unpushed = msg
+		}
+		c.mu.Unlock()
 	}
 	cp, err := c.st.LatestCheckpoint(ctx)
 	return cp, true, err
@@ -317,6 +332,25 @@ func (c *Checkpointer) push(ctx context.Context, msg []byte) error {
 		return fmt.Errorf("push_url answered %s", resp.Status)
 	}
 	return nil
+}
+
+// pushAgain pushes the latest checkpoint again if its push failed.
+func (c *Checkpointer) pushAgain(ctx context.Context) {
+	c.mu.Lock()
+	msg := c.unpushed
+	c.mu.Unlock()
+	if msg == nil {
+		return
+	}
+	if err := c.push(ctx, msg); err != nil {
+		c.opt.Logger.Warn("ledger: pushing the checkpoint again failed", "err", err)
+		return
+	}
+	c.mu.Lock()
+	if bytes.Equal(c.unpushed, msg) {
+		c.unpushed = nil
+	}
+	c.mu.Unlock()
 }
 
 // prune empties old bodies (when log.retention is set) and drops the

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1042,6 +1043,43 @@ func TestLoopsDrainAtStop(t *testing.T) {
 			t.Errorf("pushed checkpoint: %+v, %v", tr, err)
 		}
 	})
+}
+
+// TestFailedPushIsPushedAgain: a checkpoint whose push failed (a witness
+// down, a push cut off by shutdown) is pushed again by the next round, so
+// the witness ends with the latest checkpoint.
+func TestFailedPushIsPushedAgain(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	pushed := make(chan []byte, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if calls.Add(1) == 1 {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		pushed <- b
+	}))
+	defer srv.Close()
+	e := setup(t, backends[0])
+	e.ingest(t, 3)
+	e.seq.Run(t.Context())
+	e.cpr = ledger.NewCheckpointer(e.st, ledger.CheckpointerOptions{Key: e.key, Interval: time.Hour, PushURL: srv.URL})
+	if _, fresh, err := e.cpr.Once(t.Context()); !fresh || err != nil {
+		t.Fatalf("Once = %v, %v; want a new checkpoint", fresh, err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d pushes, want the one that failed", n)
+	}
+	e.cpr.Start(t.Context()) // its rounds sign nothing new and push again
+	e.cpr.Stop()
+	if len(pushed) == 0 {
+		t.Fatal("the failed push was not pushed again")
+	}
+	tr, err := ledger.OpenCheckpoint(<-pushed, e.key.Verifier)
+	if err != nil || tr.Size != 3 {
+		t.Errorf("pushed again: %+v, %v", tr, err)
+	}
 }
 
 // TestKeyPinning: the first key to start on a database becomes the log's
