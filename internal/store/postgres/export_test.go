@@ -43,3 +43,7 @@ func WithMigrateLockTimeout(o Options, d time.Duration) Options {
 
 // DeliveriesSQL is ListDeliveries' query of f and its arguments.
 func DeliveriesSQL(f store.DeliveryFilter) (string, []any) { return deliveriesSQL(f) }
+
+// EventsSQL is ListEvents' query of the events f selects, reading their
+// ids.
+func EventsSQL(f store.EventFilter) (string, []any) { return eventsSQL(f, "id") }

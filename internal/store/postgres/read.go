@@ -142,6 +142,23 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
+	q, args := eventsSQL(f, cols)
+	limit := store.PageLimit(f.Limit)
+	rows, err := s.pool.Query(ctx, q, append([]any{customPlans}, args...)...)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	evs, err := collect(rows, scan)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
+	return evs, next, nil
+}
+
+// eventsSQL is the query of listEvents, reading cols of the events f
+// selects (no glob: those are listed type by type).
+func eventsSQL(f store.EventFilter, cols string) (string, []any) {
 	c := sqlstore.NewWhere(sqlstore.Postgres)
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)
@@ -163,18 +180,7 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	} else {
 		c.AddString("id < ?", f.Cursor)
 	}
-	limit := store.PageLimit(f.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM events`+c.String()+order+` LIMIT `+strconv.Itoa(limit+1),
-		append([]any{customPlans}, c.Args()...)...)
-	if err != nil {
-		return nil, "", store.Unavailable("list events", err)
-	}
-	evs, err := collect(rows, scan)
-	if err != nil {
-		return nil, "", store.Unavailable("list events", err)
-	}
-	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
-	return evs, next, nil
+	return `SELECT ` + cols + ` FROM events` + c.String() + order + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), c.Args()
 }
 
 // ListDeliveries implements store.Store.

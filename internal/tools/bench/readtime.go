@@ -330,6 +330,13 @@ func (s samples) urls() [][2]string {
 		// deliveries kept their source (0039) this walked every delivery
 		// of the destination, probing each one's event.
 		{"api deliveries dest+source none", "/api/deliveries?destination=billing&source=github"},
+		// The parts of the stored pending deliveries (retrying, paused:
+		// none here), and a status with two common filters whose
+		// combination is rare.
+		{"api events retrying", "/api/events?status=retrying"},
+		{"api events paused (none)", "/api/events?status=paused"},
+		{"api events dead, source+type", "/api/events?status=dead&source=github&type=invoice.paid"},
+		{"dashboard events retrying", "/events?status=retrying"},
 	}
 }
 
