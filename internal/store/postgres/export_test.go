@@ -47,3 +47,10 @@ func DeliveriesSQL(f store.DeliveryFilter) (string, []any) { return deliveriesSQ
 // EventsSQL is ListEvents' query of the events f selects, reading their
 // ids.
 func EventsSQL(f store.EventFilter) (string, []any) { return eventsSQL(f, "id") }
+
+// Setting is the value of a run-time setting on a connection of the store.
+func (s *Store) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
+	return v, err
+}

@@ -77,6 +77,13 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
 	}
+	// PostgreSQL compiles a query it estimates costly (JIT): on the lists'
+	// rare filters at ten million events that took 8 to 104 ms a request,
+	// more than the query itself (BENCHMARKS.md, "Ten million events on
+	// both stores"). Off, unless the DSN sets it.
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	if opt.Tracer != nil {
 		cfg.ConnConfig.Tracer = opt.Tracer
 	}

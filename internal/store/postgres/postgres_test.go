@@ -345,3 +345,21 @@ func TestUnstorableItemIsolated(t *testing.T) {
 		t.Fatalf("Finish with status held: err = %v, want ErrInvalid", err)
 	}
 }
+
+// TestJITOff: the store's connections run without JIT compilation, which
+// cost the lists' rare filters more than their queries at ten million
+// events, unless the DSN asks for it.
+func TestJITOff(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	for want, dsn := range map[string]string{"off": dsn, "on": dsn + sep + "jit=on"} {
+		got, err := openDSN(t, dsn).Setting(t.Context(), "jit")
+		if err != nil || got != want {
+			t.Errorf("%s: jit = %q, %v; want %q", dsn, got, err, want)
+		}
+	}
+}
