@@ -287,7 +287,7 @@ func (s samples) urls() [][2]string {
 		{"api events, type matches none", "/api/events?type=nothing.here"},
 		{"api events by type glob", "/api/events?type=invoice.*"},
 		{"api events dead", "/api/events?status=dead"},
-		{"api events retrying (pending)", "/api/events?status=pending"},
+		{"api events pending (none new)", "/api/events?status=pending"},
 		{"api events since 1h", "/api/events?since=" + q(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))},
 		{"api events source+type", "/api/events?source=stripe&type=charge.succeeded"},
 		{"api search by dedup key", "/api/events?q=" + q(s.dedupKey)},
