@@ -16,6 +16,7 @@ import (
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/procs"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/tools/bench"
 	"github.com/anyhook/anyhook/internal/tools/send"
@@ -237,6 +238,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log, err := newLogger(stderr, *level)
 	if err != nil {
 		return fail(stderr, exitUsage, err)
+	}
+	if before, after := procs.AtLeastTwo(); after != before {
+		log.Info("one CPU: GOMAXPROCS raised to 2, so that a thread waiting on the disk does not stop the others (set GOMAXPROCS to choose)", "was", before)
 	}
 	// The whole config first: a mistake in it is reported as such, even
 	// when the address is in use too.

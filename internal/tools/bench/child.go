@@ -20,6 +20,7 @@ import (
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/procs"
 )
 
 // childCommand is the hidden `anyhook bench _gateway --config FILE`: the
@@ -53,6 +54,7 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "anyhook bench %s: %v\n", childCommand, err)
 		return 2
 	}
+	procs.AtLeastTwo() // as anyhook serve does
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
 	if err != nil {
