@@ -66,8 +66,9 @@ flags:
   --processes N         run N gateway processes on one PostgreSQL database, the
                         requests spread over them in turn (default 1)
   --gateway-cpus LIST   run the gateway process(es) on these CPUs only (e.g. 0 or 0-1;
-                        its GOMAXPROCS follows), and this process, the load
-                        client and the sink, on the others (Linux)
+                        its GOMAXPROCS follows, but at least 2, as anyhook
+                        serve sets it), and this process, the load client
+                        and the sink, on the others (Linux)
   --cpuprofile FILE     write a CPU profile of the timed gateway run
   --trace FILE          write a runtime execution trace of the gateway during the
                         open-loop run (go tool trace FILE), to find what a stall waited on

@@ -35,12 +35,22 @@ times warm, printing p50 and p95 per request.
 
 Disk: with 1 KiB bodies about 3.1 KB per event on SQLite (1M events 3.1 GB,
 10M about 31 GB) and 3–4.4 KB on PostgreSQL, dead row versions included
-(check df first). The report ends with the SQLite file's size.
+(check df first). On SQLite the report's "disk:" line, under the
+store's, gives the file's size and bytes per event.
 
 The fill's outcomes are stamped a batch at a time: the overview's "last
 hour" of delivered, dead and failed (and its charts) shows lumps of
 thousands in one minute, not a gateway's steady traffic; the counts by
 destination and status are exact.
+
+To serve the filled store yourself (anyhook serve), name its sources
+stripe, github, shopify and generic (provider generic, signature none,
+id json:id) and its destinations billing (from stripe, shopify), ci
+(github, generic) and ledger (stripe, generic), and set log.key_file to
+the key the fill made: PATH-log.key next to a SQLite file, or
+anyhook-fill-<12 hex digits>-log.key in the temporary directory for a
+PostgreSQL database (the digits: the start of the DSN's SHA-256). Any
+other key is refused: the store records the key its log was signed with.
 
 flags:
   --fill N         events to add; 0 times an existing store without adding any
