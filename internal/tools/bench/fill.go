@@ -33,8 +33,8 @@ times every dashboard page and every list, filter and search of the admin
 API: once cold (the first request after the process started) and --repeat
 times warm, printing p50 and p95 per request.
 
-Disk: with 1 KiB bodies about 3.1 KB per event on SQLite (1M events 3.1 GB,
-10M about 31 GB) and 3–4.4 KB on PostgreSQL, dead row versions included
+Disk: with 1 KiB bodies about 3.2 KB per event on SQLite (1M events 3.2 GB,
+10M about 32 GB) and 3–4.4 KB on PostgreSQL, dead row versions included
 (check df first). On SQLite the report's "disk:" line, under the
 store's, gives the file's size and bytes per event.
 
