@@ -359,6 +359,9 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		urls = append(urls, "http://"+c.addr+"/webhooks/"+o.provider)
 	}
 	url := urls[0]
+	if rep.GatewayProcs, err = gw[0].procs(); err != nil {
+		return rep, err
+	}
 
 	say("warm-up: %d events", nwarm)
 	if err := warmUp(url, true); err != nil {

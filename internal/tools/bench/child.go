@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
@@ -79,6 +80,8 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		case "usage":
 			cpu, rss := usage()
 			answer = fmt.Sprintf("usage %d %d", cpu.Nanoseconds(), rss)
+		case "procs":
+			answer = fmt.Sprintf("procs %d", runtime.GOMAXPROCS(0))
 		case "profile":
 			if prof, err = os.Create(arg); err == nil {
 				if err = pprof.StartCPUProfile(prof); err != nil {
@@ -250,6 +253,15 @@ func (c *child) usage() (cpu time.Duration, maxRSS int64, err error) {
 		return 0, 0, fmt.Errorf("gateway process: usage %q: %w", rest, err)
 	}
 	return time.Duration(ns), rss, nil
+}
+
+// procs is the gateway process's GOMAXPROCS.
+func (c *child) procs() (int, error) {
+	rest, err := c.call("procs")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(rest)
 }
 
 // stop closes the gateway's stdin, which stops it gracefully, and waits

@@ -15,8 +15,11 @@ type Report struct {
 	Database string  `json:"database"` // sqlite | postgres
 	// Processes is how many gateway processes shared the database;
 	// GatewayCPUs the CPUs they were pinned to (none: all).
-	Processes    int     `json:"processes"`
-	GatewayCPUs  []int   `json:"gateway_cpus,omitempty"`
+	Processes   int   `json:"processes"`
+	GatewayCPUs []int `json:"gateway_cpus,omitempty"`
+	// GatewayProcs is the gateway process's GOMAXPROCS: at least two,
+	// also on one CPU (internal/procs).
+	GatewayProcs int     `json:"gateway_gomaxprocs,omitempty"`
 	Provider     string  `json:"provider"` // stripe | generic
 	Events       int     `json:"events"`
 	BodySize     int     `json:"body_size"`
@@ -195,6 +198,9 @@ func (r *Report) print(w io.Writer) {
 	}
 	if len(r.GatewayCPUs) > 0 {
 		fmt.Fprintf(w, ", gateway on CPUs %v", r.GatewayCPUs)
+	}
+	if r.GatewayProcs > 0 {
+		fmt.Fprintf(w, ", GOMAXPROCS %d", r.GatewayProcs)
 	}
 	fmt.Fprintf(w, "\n%d CPUs (%s), %s, %s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GoVersion, r.Machine.OS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
