@@ -18,6 +18,9 @@ func (s *Store) TripBreaker(ctx context.Context, destination string, at time.Tim
 	if err != nil {
 		return false, store.Unavailable("trip breaker", err)
 	}
+	if tag.RowsAffected() > 0 {
+		s.analyzeDestinations(ctx)
+	}
 	return tag.RowsAffected() > 0, nil
 }
 

@@ -112,6 +112,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
+	// A store paused before SetPaused analyzed the table may have had
+	// none since (analyzeDestinations).
+	s.analyzeDestinations(ctx)
 	return s, nil
 }
 
