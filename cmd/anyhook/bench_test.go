@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -60,9 +61,16 @@ func TestBenchFill(t *testing.T) {
 	if len(rep.Requests) < 30 {
 		t.Errorf("%d requests timed, want every page and list", len(rep.Requests))
 	}
+	paused := 0
 	for _, r := range rep.Requests {
 		if r.Status != 200 || r.P95MS <= 0 {
 			t.Errorf("%s: status %d, p95 %v ms", r.Name, r.Status, r.P95MS)
 		}
+		if strings.HasPrefix(r.Name, "ci paused: ") {
+			paused++
+		}
+	}
+	if paused == 0 {
+		t.Error("nothing timed with a destination paused")
 	}
 }

@@ -123,7 +123,37 @@ func fillAndTime(ctx context.Context, o *fillOptions, stderr io.Writer) (*FillRe
 	}
 	defer gw.stop(5 * time.Minute)
 	base = "http://" + gw.addr
-	reqs := sample.urls()
+	// An interrupted earlier run may have left pausedDest paused.
+	if err := adminPost(ctx, base+"/api/destinations/"+pausedDest+"/resume"); err != nil {
+		return rep, err
+	}
+	timeAll(ctx, rep, base, sample.urls(), o.repeat)
+	// The same store with one destination paused: its retrying deliveries
+	// (a third of them) become a paused backlog, and the lists of the
+	// statuses derived from the pause read around it.
+	say("timing %d requests with %s paused", len(pausedURLs()), pausedDest)
+	if err := adminPost(ctx, base+"/api/destinations/"+pausedDest+"/pause"); err != nil {
+		rep.Failures = append(rep.Failures, "pause: "+err.Error())
+	} else {
+		timeAll(ctx, rep, base, pausedURLs(), o.repeat)
+		if err := adminPost(ctx, base+"/api/destinations/"+pausedDest+"/resume"); err != nil {
+			rep.Failures = append(rep.Failures, "resume: "+err.Error())
+		}
+	}
+	if path, ok := strings.CutPrefix(o.database, "sqlite:"); ok {
+		for _, f := range []string{path, path + "-wal"} {
+			if fi, err := os.Stat(f); err == nil {
+				rep.StoreBytes += fi.Size()
+			}
+		}
+	}
+	return rep, nil
+}
+
+// timeAll times each request of reqs cold (the first after the gateway
+// started, unless an earlier pass asked it), then repeat times warm, into rep.
+func timeAll(ctx context.Context, rep *FillReport, base string, reqs [][2]string, repeat int) {
+	first := len(rep.Requests)
 	for _, rq := range reqs {
 		d, status, err := get(ctx, base+rq[1], nil)
 		rt := ReadTiming{Name: rq[0], URL: rq[1], Status: status, ColdMS: ms(d)}
@@ -134,21 +164,32 @@ func fillAndTime(ctx context.Context, o *fillOptions, stderr io.Writer) (*FillRe
 	}
 	for i, rq := range reqs {
 		var ds []time.Duration
-		for range o.repeat {
+		for range repeat {
 			d, _, _ := get(ctx, base+rq[1], nil)
 			ds = append(ds, d)
 		}
 		slices.Sort(ds)
-		rep.Requests[i].P50MS, rep.Requests[i].P95MS = ms(percentile(ds, 50)), ms(percentile(ds, 95))
+		rt := &rep.Requests[first+i]
+		rt.P50MS, rt.P95MS = ms(percentile(ds, 50)), ms(percentile(ds, 95))
 	}
-	if path, ok := strings.CutPrefix(o.database, "sqlite:"); ok {
-		for _, f := range []string{path, path + "-wal"} {
-			if fi, err := os.Stat(f); err == nil {
-				rep.StoreBytes += fi.Size()
-			}
-		}
+}
+
+// adminPost sends an admin POST without a body and wants a 2xx.
+func adminPost(ctx context.Context, u string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return err
 	}
-	return rep, nil
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	return nil
 }
 
 // get times one GET; when into is not nil, the JSON answer is decoded
@@ -337,6 +378,28 @@ func (s samples) urls() [][2]string {
 		{"api events paused (none)", "/api/events?status=paused"},
 		{"api events dead, source+type", "/api/events?status=dead&source=github&type=invoice.paid"},
 		{"dashboard events retrying", "/events?status=retrying"},
+	}
+}
+
+// pausedDest is the destination paused for pausedURLs: stripe never
+// sends to it.
+const pausedDest = "ci"
+
+// pausedURLs are the requests timed with pausedDest paused.
+func pausedURLs() [][2]string {
+	q := url.QueryEscape
+	month := q(ago(31 * 24 * time.Hour))
+	return [][2]string{
+		{"ci paused: dashboard overview", "/"},
+		{"ci paused: dashboard events paused", "/events?status=paused"},
+		{"ci paused: api events paused", "/api/events?status=paused"},
+		{"ci paused: api events paused, a source never to ci", "/api/events?status=paused&source=stripe"},
+		{"ci paused: api events retrying", "/api/events?status=retrying"},
+		{"ci paused: api events pending, 31 days", "/api/events?status=pending&since=" + month},
+		{"ci paused: api deliveries paused", "/api/deliveries?status=paused"},
+		{"ci paused: api deliveries retrying", "/api/deliveries?status=retrying"},
+		{"ci paused: api deliveries retrying of ci (none)", "/api/deliveries?status=retrying&destination=ci"},
+		{"ci paused: api deliveries paused, stripe, 31 days", "/api/deliveries?status=paused&source=stripe&since=" + month},
 	}
 }
 
