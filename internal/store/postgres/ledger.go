@@ -42,6 +42,18 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, ledgerLock); err != nil {
 			return store.Unavailable("sequence: lock", err)
 		}
+		// Each statement is planned for the tables as they are now. A
+		// plan cached by a connection when the log was empty (a sequential
+		// scan is the cheapest way to read an empty table) was kept while
+		// the log grew, with autovacuum off nothing invalidating it: each
+		// round then read all of ledger_entries and ledger_hashes, 400
+		// events/s against 20,000 on a new connection (BENCHMARKS.md, "The
+		// sequencer on one connection"). Statements with parameters are
+		// planned for them (force_custom_plan); those without are not
+		// cached at all (customPlans).
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+			return store.Unavailable("sequence", err)
+		}
 		taken, evs, err := takePending(ctx, tx, limit)
 		if err != nil {
 			return err
@@ -58,10 +70,10 @@ func (s *Store) Sequence(ctx context.Context, limit int, fn store.SequenceFunc) 
 			return deletePending(ctx, tx, taken)
 		}
 		var size, nhashes int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&size); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`, customPlans).Scan(&size); err != nil {
 			return store.Unavailable("sequence", err)
 		}
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes`).Scan(&nhashes); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_hashes`, customPlans).Scan(&nhashes); err != nil {
 			return store.Unavailable("sequence", err)
 		}
 		b, err := fn(size, evs, func(idx []int64) ([]store.Hash, error) { return readHashes(ctx, tx, idx) })
@@ -195,7 +207,7 @@ func readHashes(ctx context.Context, q queryer, idx []int64) ([]store.Hash, erro
 	if len(idx) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT idx, hash FROM ledger_hashes WHERE idx = ANY($1)`, idx)
+	rows, err := q.Query(ctx, `SELECT idx, hash FROM ledger_hashes WHERE idx = ANY($1)`, customPlans, idx)
 	if err != nil {
 		return nil, store.Unavailable("read hashes", err)
 	}
@@ -209,7 +221,7 @@ func readHashes(ctx context.Context, q queryer, idx []int64) ([]store.Hash, erro
 // LedgerSize implements store.Ledger.
 func (s *Store) LedgerSize(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`).Scan(&n)
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(idx) + 1, 0) FROM ledger_entries`, customPlans).Scan(&n)
 	return n, store.Unavailable("ledger size", err)
 }
 
@@ -222,7 +234,9 @@ var entryCols = sqlstore.EntryColumns("")
 
 // LedgerRecords implements store.Ledger.
 func (s *Store) LedgerRecords(ctx context.Context, from int64, limit int) ([]store.LedgerRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE idx >= $1 ORDER BY idx LIMIT $2`, from, limit)
+	// customPlans: see Sequence; the checkpointer reads the log through
+	// these on pooled connections as it grows.
+	rows, err := s.pool.Query(ctx, `SELECT `+entryCols+` FROM ledger_entries WHERE idx >= $1 ORDER BY idx LIMIT $2`, customPlans, from, limit)
 	if err != nil {
 		return nil, store.Unavailable("ledger records", err)
 	}
