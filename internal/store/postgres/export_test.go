@@ -45,8 +45,8 @@ func WithMigrateLockTimeout(o Options, d time.Duration) Options {
 func DeliveriesSQL(f store.DeliveryFilter) (string, []any) { return deliveriesSQL(f) }
 
 // EventsSQL is ListEvents' query of the events f selects, reading their
-// ids.
-func EventsSQL(f store.EventFilter) (string, []any) { return eventsSQL(f, "id") }
+// ids, held telling whether any destination holds its deliveries back.
+func EventsSQL(f store.EventFilter, held bool) (string, []any) { return eventsSQL(f, "id", held) }
 
 // Setting is the value of a run-time setting on a connection of the store.
 func (s *Store) Setting(ctx context.Context, name string) (string, error) {

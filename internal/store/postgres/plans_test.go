@@ -114,10 +114,15 @@ func TestPlansPendingStatus(t *testing.T) {
 	conn := planConn(t)
 	for status, index := range map[string]string{"pending": "deliveries_untried", "retrying": "deliveries_retrying"} {
 		for _, f := range []store.EventFilter{{Status: anyhook.DeliveryStatus(status)}, {Status: anyhook.DeliveryStatus(status), Cursor: "01a2"}} {
-			q, args := postgres.EventsSQL(f)
-			plan := explain(t, conn, q, args)
-			if !strings.Contains(plan, " "+index+" ") || strings.Contains(plan, "Seq Scan") || sortNode.MatchString(plan) {
-				t.Errorf("%+v: want %s, no Seq Scan, no Sort:\n%s", f, index, plan)
+			for _, held := range []bool{true, false} {
+				q, args := postgres.EventsSQL(f, held)
+				plan := explain(t, conn, q, args)
+				if !strings.Contains(plan, " "+index+" ") || strings.Contains(plan, "Seq Scan") || sortNode.MatchString(plan) {
+					t.Errorf("%+v, held back %v: want %s, no Seq Scan, no Sort:\n%s", f, held, index, plan)
+				}
+				if !held && strings.Contains(plan, "destinations") {
+					t.Errorf("%+v: none held back, yet the plan reads destinations:\n%s", f, plan)
+				}
 			}
 		}
 	}

@@ -142,7 +142,16 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
-	q, args := eventsSQL(f, cols)
+	held := true
+	if sqlstore.DerivedStatus(f.Status) {
+		if err := s.pool.QueryRow(ctx, sqlstore.AnyHeldBack).Scan(&held); err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
+		if _, _, none := sqlstore.StatusCondNoneHeld("d.", f.Status); none && !held {
+			return nil, "", nil
+		}
+	}
+	q, args := eventsSQL(f, cols, held)
 	limit := store.PageLimit(f.Limit)
 	rows, err := s.pool.Query(ctx, q, append([]any{customPlans}, args...)...)
 	if err != nil {
@@ -157,8 +166,9 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 }
 
 // eventsSQL is the query of listEvents, reading cols of the events f
-// selects (no glob: those are listed type by type).
-func eventsSQL(f store.EventFilter, cols string) (string, []any) {
+// selects (no glob: those are listed type by type); held is whether any
+// destination holds its deliveries back (sqlstore.AnyHeldBack).
+func eventsSQL(f store.EventFilter, cols string, held bool) (string, []any) {
 	c := sqlstore.NewWhere(sqlstore.Postgres)
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)
@@ -166,6 +176,9 @@ func eventsSQL(f store.EventFilter, cols string) (string, []any) {
 	c.AddPrefix("events.", f.Prefix)
 	if f.Status != "" {
 		stored, extra := sqlstore.StatusCond("d.", f.Status)
+		if !held {
+			stored, extra, _ = sqlstore.StatusCondNoneHeld("d.", f.Status)
+		}
 		if extra != "" {
 			extra = " AND " + extra
 		}

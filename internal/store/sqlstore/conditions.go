@@ -57,6 +57,32 @@ func StatusCond(p string, st anyhook.DeliveryStatus) (stored anyhook.DeliverySta
 	return st, ""
 }
 
+// AnyHeldBack is the query (both dialects) whether any destination holds
+// its deliveries back. When none does, a list of a status derived from the
+// pause needs no per-row test of the destination: paused selects nothing,
+// pending and retrying only their attempt count (StatusCondNoneHeld).
+var AnyHeldBack = `SELECT EXISTS (SELECT 1 FROM destinations WHERE ` + HeldBack("") + `)`
+
+// DerivedStatus reports whether st is shown from a stored pending
+// delivery by its destination's pause or its attempts.
+func DerivedStatus(st anyhook.DeliveryStatus) bool {
+	return st == anyhook.StatusPending || st == anyhook.StatusRetrying || st == anyhook.StatusPaused
+}
+
+// StatusCondNoneHeld is StatusCond while no destination holds its
+// deliveries back; none reports that st selects nothing then.
+func StatusCondNoneHeld(p string, st anyhook.DeliveryStatus) (stored anyhook.DeliveryStatus, extra string, none bool) {
+	switch st {
+	case anyhook.StatusPending:
+		return anyhook.StatusPending, p + `attempt_count = 0`, false
+	case anyhook.StatusRetrying:
+		return anyhook.StatusPending, p + `attempt_count > 0`, false
+	case anyhook.StatusPaused:
+		return anyhook.StatusPending, "", true
+	}
+	return st, "", false
+}
+
 // HeldBack is the SQL condition that the destinations row whose columns
 // are prefixed by p holds its deliveries back: paused by a person, or by
 // its breaker (auto_pause). Claims skip such a destination and reads show
