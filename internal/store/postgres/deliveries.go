@@ -458,7 +458,11 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 	var out store.BulkReplay
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
 		out = store.BulkReplay{}
-		where, args := replayWhere(f)
+		held, err := heldBack(ctx, tx, f.Status)
+		if err != nil {
+			return store.Unavailable("replay", err)
+		}
+		where, args := replayWhere(f, held)
 		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return store.Unavailable("replay", err)
@@ -497,10 +501,10 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 	return out, nil
 }
 
-// replayWhere is deliveryWhere for a bulk replay: never a resolved
-// delivery.
-func replayWhere(f store.DeliveryFilter) (string, []any) {
-	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
+// replayWhere is sqlstore.DeliveryWhere for a bulk replay: never a
+// resolved delivery.
+func replayWhere(f store.DeliveryFilter, held []string) (string, []any) {
+	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f, held)
 	if where == "" {
 		return " WHERE " + sqlstore.NotResolved, args
 	}

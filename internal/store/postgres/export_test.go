@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 )
 
 // SetSweepChunk makes one round of the log's sweep read n event ids.
@@ -41,12 +43,17 @@ func WithMigrateLockTimeout(o Options, d time.Duration) Options {
 	return o
 }
 
-// DeliveriesSQL is ListDeliveries' query of f and its arguments.
-func DeliveriesSQL(f store.DeliveryFilter) (string, []any) { return deliveriesSQL(f) }
+// DeliveriesSQL is ListDeliveries' query of f and its arguments, held
+// the destinations holding their deliveries back, reading the deliveries'
+// ids (the shown status of each delivery read reads its destination).
+func DeliveriesSQL(f store.DeliveryFilter, held []string) (string, []any) {
+	q, args := deliveriesSQL(f, held)
+	return strings.Replace(q, sqlstore.DeliveryColumns("d."), "d.id", 1), args
+}
 
 // EventsSQL is ListEvents' query of the events f selects, reading their
-// ids, held telling whether any destination holds its deliveries back.
-func EventsSQL(f store.EventFilter, held bool) (string, []any) { return eventsSQL(f, "id", held) }
+// ids, held the destinations holding their deliveries back.
+func EventsSQL(f store.EventFilter, held []string) (string, []any) { return eventsSQL(f, "id", held) }
 
 // Setting is the value of a run-time setting on a connection of the store.
 func (s *Store) Setting(ctx context.Context, name string) (string, error) {

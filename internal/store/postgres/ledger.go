@@ -198,6 +198,7 @@ func sweep(ctx context.Context, tx pgx.Tx, chunk, room int) ([]anyhook.Event, er
 	return found, nil
 }
 
+// queryer is a pool or a transaction.
 type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

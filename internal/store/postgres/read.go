@@ -142,14 +142,12 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
-	held := true
-	if sqlstore.DerivedStatus(f.Status) {
-		if err := s.pool.QueryRow(ctx, sqlstore.AnyHeldBack).Scan(&held); err != nil {
-			return nil, "", store.Unavailable("list events", err)
-		}
-		if _, _, none := sqlstore.StatusCondNoneHeld("d.", f.Status); none && !held {
-			return nil, "", nil
-		}
+	held, err := heldBack(ctx, s.pool, f.Status)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	if _, _, none := sqlstore.StatusIs("d.", f.Status, held); none {
+		return nil, "", nil
 	}
 	q, args := eventsSQL(f, cols, held)
 	limit := store.PageLimit(f.Limit)
@@ -166,23 +164,29 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 }
 
 // eventsSQL is the query of listEvents, reading cols of the events f
-// selects (no glob: those are listed type by type); held is whether any
-// destination holds its deliveries back (sqlstore.AnyHeldBack).
-func eventsSQL(f store.EventFilter, cols string, held bool) (string, []any) {
+// selects (no glob: those are listed type by type); held names the
+// destinations holding their deliveries back when f's status is derived
+// from them (heldBack).
+func eventsSQL(f store.EventFilter, cols string, held []string) (string, []any) {
 	c := sqlstore.NewWhere(sqlstore.Postgres)
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)
 	c.AddType("type", f.Type)
 	c.AddPrefix("events.", f.Prefix)
 	if f.Status != "" {
-		stored, extra := sqlstore.StatusCond("d.", f.Status)
-		if !held {
-			stored, extra, _ = sqlstore.StatusCondNoneHeld("d.", f.Status)
+		// A delivery keeps its event's source: paused, the probe
+		// filters on it too, so that a source none of whose deliveries
+		// go to a held-back destination is answered from the index on
+		// (destination, source), not by walking all its events. (For
+		// another status the planner then read all of the status's
+		// deliveries of the source: dead of a source and type, 48 to
+		// 315 ms at a million events.)
+		cond, args, _ := sqlstore.StatusIs("d.", f.Status, held)
+		if f.Source != "" && f.Status == anyhook.StatusPaused {
+			cond += " AND d.source = ?"
+			args = append(args, f.Source)
 		}
-		if extra != "" {
-			extra = " AND " + extra
-		}
-		c.Add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = ?"+extra+")", string(stored))
+		c.AddN("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND "+cond+")", args...)
 	}
 	c.AddTime("received_at >= ?", f.Since)
 	c.AddTime("received_at < ?", f.Until)
@@ -198,7 +202,14 @@ func eventsSQL(f store.EventFilter, cols string, held bool) (string, []any) {
 
 // ListDeliveries implements store.Store.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
-	q, args := deliveriesSQL(f)
+	held, err := heldBack(ctx, s.pool, f.Status)
+	if err != nil {
+		return nil, "", store.Unavailable("list deliveries", err)
+	}
+	if _, _, none := sqlstore.StatusIs("d.", f.Status, held); none {
+		return nil, "", nil
+	}
+	q, args := deliveriesSQL(f, held)
 	limit := store.PageLimit(f.Limit)
 	rows, err := s.pool.Query(ctx, q, append([]any{customPlans}, args...)...)
 	if err != nil {
@@ -213,11 +224,26 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 }
 
 // deliveriesSQL is the query of ListDeliveries: the deliveries alone (a
-// delivery keeps its event's source), newest first.
-func deliveriesSQL(f store.DeliveryFilter) (string, []any) {
-	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f)
+// delivery keeps its event's source), newest first; held as in
+// sqlstore.DeliveryWhere.
+func deliveriesSQL(f store.DeliveryFilter, held []string) (string, []any) {
+	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f, held)
 	return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d` + where +
 		sqlstore.DeliveryOrder(f) + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), args
+}
+
+// heldBack reads, through q, the destinations holding their deliveries
+// back when a list of status st needs them (sqlstore.HeldBackNames); nil
+// when it does not.
+func heldBack(ctx context.Context, q queryer, st anyhook.DeliveryStatus) ([]string, error) {
+	if !sqlstore.DerivedStatus(st) {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, sqlstore.HeldBackNames)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, sqlstore.ScanString)
 }
 
 // Counts implements store.Store.

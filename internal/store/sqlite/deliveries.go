@@ -353,7 +353,11 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 	var out store.BulkReplay
 	err := s.tx(ctx, "replay deliveries", func(tx *sql.Tx) error {
 		out = store.BulkReplay{}
-		where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
+		held, err := heldBack(ctx, tx, f.Status)
+		if err != nil {
+			return store.Unavailable("replay deliveries", err)
+		}
+		where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f, held)
 		where = and(where, sqlstore.NotResolved)
 		type pair struct {
 			event, dest string

@@ -102,6 +102,9 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
+	if q == "" {
+		return nil, "", nil
+	}
 	limit := store.PageLimit(f.Limit)
 	evs, err := query(ctx, s.r, scan, q, args...)
 	if err != nil {
@@ -112,13 +115,27 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 }
 
 // eventsSQL is the query of listEvents, reading cols of the events f
-// selects (no glob: those are listed type by type).
+// selects (no glob: those are listed type by type); "" when f selects
+// none (paused while nothing is held back).
 func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string) (string, []any, error) {
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
 	byTime := store.EventsByTime(f)
 	if f.Status != "" {
-		stored, extra := sqlstore.StatusCond("d.", f.Status)
+		held, err := heldBack(ctx, s.r, f.Status)
+		if err != nil {
+			return "", nil, err
+		}
+		cond, args, none := sqlstore.StatusIs("d.", f.Status, held)
+		if none {
+			return "", nil, nil
+		}
+		// A delivery keeps its event's source: with a source, the
+		// deliveries compared are its own.
+		if f.Source != "" {
+			cond += ` AND d.source = ?`
+			args = append(args, f.Source)
+		}
 		// Without a window, walk the deliveries in that status newest
 		// first (index deliveries_status_event): a rare status such as
 		// held must not make the query read every event to find none.
@@ -134,20 +151,22 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 			return "", nil, err
 		}
 		few := !byTime || evFew != ""
+		indexed := ""
+		if i := derivedIndex(f.Status); i != "" {
+			indexed = ` INDEXED BY ` + i
+		}
 		if !few {
-			var err error
-			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored)); err != nil {
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d`+indexed+` WHERE `+cond, args...); err != nil {
 				return "", nil, err
 			}
 		}
 		switch {
 		case few:
-			from = ` FROM deliveries d CROSS JOIN events ON events.id = d.event_id`
+			from = ` FROM deliveries d` + indexed + ` CROSS JOIN events ON events.id = d.event_id`
 			if evFew != "" {
 				from = ` FROM events INDEXED BY ` + evFew + ` CROSS JOIN deliveries d ON d.event_id = events.id`
 			}
-			w.Add("d.status = ?", string(stored))
-			w.Raw(extra)
+			w.AddN(cond, args...)
 			order = ` GROUP BY d.event_id ORDER BY d.event_id DESC`
 			if byTime {
 				order = ` GROUP BY d.event_id ORDER BY events.received_at DESC, events.id DESC`
@@ -157,10 +176,7 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 			}
 		default:
 			from, order = ` FROM events INDEXED BY events_received`, ` ORDER BY events.received_at DESC, events.id DESC`
-			if extra != "" {
-				extra = " AND " + extra
-			}
-			w.Add("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND d.status = ?"+extra+")", string(stored))
+			w.AddN("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND "+cond+")", args...)
 			w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
 		}
 	} else if byTime {
@@ -191,15 +207,31 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 	return `SELECT ` + cols + from + w.String() + order + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), w.Args(), nil
 }
 
-// statusIs is the condition that the delivery d is in a status stored as
-// the parameter, with the extra condition of sqlstore.StatusCond: paused
-// and pending are a part of the pending deliveries (none paused, say),
-// which must count as few when that part is.
-func statusIs(extra string) string {
-	if extra == "" {
-		return `d.status = ?`
+// derivedIndex is the partial index of the stored pending deliveries
+// shown in status st (migration 0040), newest event first; "" for a
+// status stored as shown. Without statistics SQLite would walk
+// deliveries_status_event, which holds every pending delivery, and test
+// each one's row.
+func derivedIndex(st anyhook.DeliveryStatus) string {
+	switch st {
+	case anyhook.StatusPending:
+		return "deliveries_untried"
+	case anyhook.StatusRetrying:
+		return "deliveries_retrying"
+	case anyhook.StatusPaused:
+		return "deliveries_held"
 	}
-	return `d.status = ? AND ` + extra
+	return ""
+}
+
+// heldBack reads, through q, the destinations holding their deliveries
+// back when a list of status st needs them (sqlstore.HeldBackNames); nil
+// when it does not.
+func heldBack(ctx context.Context, q querier, st anyhook.DeliveryStatus) ([]string, error) {
+	if !sqlstore.DerivedStatus(st) {
+		return nil, nil
+	}
+	return query(ctx, q, sqlstore.ScanString, sqlstore.HeldBackNames)
 }
 
 // fewEvents names the index of events through which f selects few of
@@ -243,6 +275,9 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
+	if q == "" {
+		return nil, "", nil
+	}
 	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, q, args...)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
@@ -251,9 +286,17 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	return ds, next, nil
 }
 
-// deliveriesSQL is the query of ListDeliveries.
+// deliveriesSQL is the query of ListDeliveries; "" when f selects none.
 func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (string, []any, error) {
-	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f)
+	held, err := heldBack(ctx, s.r, f.Status)
+	if err != nil {
+		return "", nil, err
+	}
+	status, statusArgs, none := sqlstore.StatusIs("d.", f.Status, held)
+	if none {
+		return "", nil, nil
+	}
+	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f, held)
 	limit := store.PageLimit(f.Limit)
 	// The deliveries are read alone (a delivery keeps its event's source),
 	// walked newest first through an index of theirs. A time window walks
@@ -265,6 +308,14 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 	switch {
 	case f.Source != "" && f.Destination != "":
 		sourced, sourceCond, sourceArgs = "deliveries_destination_source", `destination = ? AND source = ?`, []any{f.Destination, f.Source}
+	case f.Source != "" && f.Status == anyhook.StatusPaused:
+		// Paused deliveries are the held-back destinations' (named, as
+		// a destination filter would).
+		sourceCond = `destination IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(held)), ", ") + `) AND source = ?`
+		for _, h := range held {
+			sourceArgs = append(sourceArgs, h)
+		}
+		sourced, sourceArgs = "deliveries_destination_source", append(sourceArgs, f.Source)
 	case f.Source != "":
 		sourced, sourceCond, sourceArgs = "deliveries_source", `source = ?`, []any{f.Source}
 	}
@@ -275,14 +326,11 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 		// sorted.
 		few := false
 		if f.Status != "" {
-			stored, extra := sqlstore.StatusCond("d.", f.Status)
-			var err error
-			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored)); err != nil {
+			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+status, statusArgs...); err != nil {
 				return "", nil, err
 			}
 		}
 		if !few && sourced != "" {
-			var err error
 			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE `+sourceCond, sourceArgs...); err != nil {
 				return "", nil, err
 			}
@@ -291,7 +339,6 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 			}
 		}
 		if !few && f.Destination != "" {
-			var err error
 			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE destination = ?`, f.Destination); err != nil {
 				return "", nil, err
 			}
@@ -307,8 +354,8 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 		// the status's index instead (not a part of a status, as paused
 		// is of pending: that index would walk all the status's).
 		from = ` FROM deliveries d INDEXED BY ` + sourced
-		if stored, extra := sqlstore.StatusCond("d.", f.Status); f.Status != "" && extra == "" && f.Destination == "" {
-			fewStatus, err := s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+statusIs(extra), string(stored))
+		if f.Status != "" && !sqlstore.DerivedStatus(f.Status) && f.Destination == "" {
+			fewStatus, err := s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+status, statusArgs...)
 			if err != nil {
 				return "", nil, err
 			}

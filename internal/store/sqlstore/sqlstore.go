@@ -181,6 +181,17 @@ func (w *Where) Add(cond string, arg any) {
 	w.conds = append(w.conds, cond)
 }
 
+// AddN appends cond, in which the i-th ? stands for args[i].
+func (w *Where) AddN(cond string, args ...any) {
+	for _, a := range args {
+		w.args = append(w.args, a)
+		if w.d.Numbered {
+			cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(w.args)), 1)
+		}
+	}
+	w.conds = append(w.conds, cond)
+}
+
 // AddString is Add for a filter's text field: nothing when arg is empty
 // (the field not set).
 func (w *Where) AddString(cond, arg string) {
@@ -298,13 +309,14 @@ func (w *Where) String() string {
 
 // DeliveryWhere selects the deliveries d that filter f names, in dialect
 // dl. It reads no other table: the source is the delivery's copy of its
-// event's (migration 0039), which indexes in the list's order serve.
-func DeliveryWhere(dl Dialect, f store.DeliveryFilter) (string, []any) {
+// event's (migration 0039), which indexes in the list's order serve. held
+// names the destinations holding their deliveries back (HeldBackNames)
+// when f's status is derived from them.
+func DeliveryWhere(dl Dialect, f store.DeliveryFilter, held []string) (string, []any) {
 	w := NewWhere(dl)
 	if f.Status != "" {
-		stored, extra := StatusCond("d.", f.Status)
-		w.Add("d.status = ?", string(stored))
-		w.Raw(extra)
+		cond, args, _ := StatusIs("d.", f.Status, held)
+		w.AddN(cond, args...)
 	}
 	w.AddString("d.destination = ?", f.Destination)
 	if f.Destinations != nil {

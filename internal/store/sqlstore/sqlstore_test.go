@@ -25,15 +25,15 @@ func TestDeliveryWherePlaceholders(t *testing.T) {
 		{Postgres, " WHERE d.status = $1 AND d.destination = $2 AND d.created_at >= $3 AND d.created_at <= (SELECT c.created_at FROM deliveries c WHERE c.id = $4)" +
 			" AND (d.created_at < (SELECT c.created_at FROM deliveries c WHERE c.id = $5) OR d.id < $6)", []any{"dead", "billing", since, "c", "c", "c"}},
 	} {
-		where, args := DeliveryWhere(tc.d, f)
+		where, args := DeliveryWhere(tc.d, f, nil)
 		if where != tc.where || !reflect.DeepEqual(args, tc.args) {
 			t.Errorf("DeliveryWhere = %q %v, want %q %v", where, args, tc.where, tc.args)
 		}
 	}
-	if where, args := DeliveryWhere(SQLite, store.DeliveryFilter{Status: anyhook.StatusDead, Cursor: "c"}); where != " WHERE d.status = ? AND d.id < ?" || len(args) != 2 {
+	if where, args := DeliveryWhere(SQLite, store.DeliveryFilter{Status: anyhook.StatusDead, Cursor: "c"}, nil); where != " WHERE d.status = ? AND d.id < ?" || len(args) != 2 {
 		t.Errorf("without a window: %q %v", where, args)
 	}
-	if where, args := DeliveryWhere(Postgres, store.DeliveryFilter{}); where != "" || len(args) != 0 {
+	if where, args := DeliveryWhere(Postgres, store.DeliveryFilter{}, nil); where != "" || len(args) != 0 {
 		t.Errorf("empty filter: %q %v", where, args)
 	}
 }
