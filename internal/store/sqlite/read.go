@@ -137,9 +137,9 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 			args = append(args, f.Source)
 		}
 		// Without a window, walk the deliveries in that status newest
-		// first (index deliveries_status_event): a rare status such as
-		// held must not make the query read every event to find none.
-		// With one, that walk would read every delivery in the status
+		// first (index deliveries_status_event, or a derived status's
+		// own, derivedIndex): a rare status such as held must not make
+		// the query read every event to find none. With one, that walk would read every delivery in the status
 		// received after the window (and, for a window matching none,
 		// all of them): unless the status has few deliveries, walk the
 		// window instead, each event probed for one in the status.
