@@ -146,7 +146,7 @@ func TestWindowPlansRareFilters(t *testing.T) {
 func TestWindowPlansPaused(t *testing.T) {
 	t.Parallel()
 	s, path := openFile(t)
-	ne := store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "s", DedupKey: "k", ReceivedAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC),
+	ne := store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "s", DedupKey: "k", ReceivedAt: time.Now(),
 		Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}, Destinations: []string{"d", "e"}}
 	if res, err := s.Ingest(t.Context(), []store.NewEvent{ne}); err != nil || res[0].Err != nil {
 		t.Fatal(err, res)
