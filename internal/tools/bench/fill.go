@@ -352,7 +352,8 @@ func settle(ctx context.Context, st fillStore, batch int, retryIn time.Duration)
 
 func outcome(c store.Claim, k int, retryIn time.Duration) store.Outcome {
 	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDelivered,
-		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: time.Now(), Duration: 40 * time.Millisecond, StatusCode: 200}}
+		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: time.Now(), Duration: 40 * time.Millisecond, StatusCode: 200,
+			Outcome: anyhook.OutcomeAnswered}}
 	switch {
 	case c.Delivery.Replay:
 	case k%100 < 2:
