@@ -245,7 +245,8 @@ func TestPlansHeldBackDestinations(t *testing.T) {
 // TestPlansPausedOfASource: on a store whose routes send each source to
 // some destinations only, the paused deliveries of a source that no route
 // sends to the paused destination are found (none) through the index on
-// (destination, source), not by walking the window. The planner needs
+// (destination, source), not by walking the window; and the pending ones
+// of a source that sends only to it through its pending deliveries. The planner needs
 // the statistics of migration 0041: multiplying the shares of the status,
 // the destination and the source, it took them for thousands and walked
 // every delivery of the window (1.1 s at a million events).
@@ -253,19 +254,39 @@ func TestPlansPausedOfASource(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	s := openDSN(t, dsn)
+	// 6,000 events delivered, then 400 pending: stripe's to billing,
+	// github's to ci.
 	var batch []store.NewEvent
-	for i := range 6000 {
+	for i := range 6400 {
 		src, dest := "stripe", "billing"
 		if i%2 == 1 {
 			src, dest = "github", "ci"
 		}
 		batch = append(batch, store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: src, DedupKey: fmt.Sprint("evt_", i),
 			ReceivedAt: time.Now(), Method: "POST", Path: "/webhooks/" + src, Body: []byte(`{}`)}, Destinations: []string{dest}})
-		if len(batch) == 500 {
-			if _, err := s.Ingest(t.Context(), batch); err != nil {
+		if len(batch) < 400 {
+			continue
+		}
+		if _, err := s.Ingest(t.Context(), batch); err != nil {
+			t.Fatal(err)
+		}
+		batch = batch[:0]
+		for _, d := range []string{"billing", "ci"} {
+			if i >= 6000 {
+				break
+			}
+			cs, err := s.Claim(t.Context(), d, 1000, time.Minute)
+			if err != nil {
 				t.Fatal(err)
 			}
-			batch = batch[:0]
+			outs := make([]store.Outcome, len(cs))
+			for k, c := range cs {
+				outs[k] = store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDelivered,
+					Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: time.Now(), StatusCode: 200, Outcome: anyhook.OutcomeAnswered}}
+			}
+			if _, err := s.Finish(t.Context(), outs); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := s.SetPaused(t.Context(), "ci", true); err != nil {
@@ -283,5 +304,13 @@ func TestPlansPausedOfASource(t *testing.T) {
 	q, args := postgres.DeliveriesSQL(store.DeliveryFilter{Status: anyhook.StatusPaused, Source: "stripe", Since: since}, []string{"ci"})
 	if plan := explain(t, conn, q, args); !strings.Contains(plan, "deliveries_destination_source") {
 		t.Errorf("deliveries paused of stripe over a month: want deliveries_destination_source:\n%s", plan)
+	}
+	// Every pending delivery of github is held back: pending of github
+	// reads pending deliveries only, not all of a window's.
+	for _, f := range []store.DeliveryFilter{{Status: anyhook.StatusPending, Source: "github"}, {Status: anyhook.StatusPending, Source: "github", Since: since}} {
+		q, args := postgres.DeliveriesSQL(f, []string{"ci"})
+		if plan := explain(t, conn, q, args); !strings.Contains(plan, "deliveries_pending_source") && !strings.Contains(plan, "deliveries_untried") {
+			t.Errorf("deliveries %+v, ci held back: want an index of the pending deliveries only:\n%s", f, plan)
+		}
 	}
 }

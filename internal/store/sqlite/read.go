@@ -294,7 +294,7 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 		return "", nil, err
 	}
 	status, statusArgs, none := sqlstore.StatusIs("d.", f.Status, held)
-	if none {
+	if none || sqlstore.DestinationExcluded(f.Status, held, f.Destination) {
 		return "", nil, nil
 	}
 	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f, held)

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/anyhook/anyhook"
@@ -95,6 +96,18 @@ func StatusIs(p string, st anyhook.DeliveryStatus, held []string) (cond string, 
 		return cond + notIn, args, false
 	}
 	return p + `status = ?`, []any{string(st)}, false
+}
+
+// DestinationExcluded reports whether a list of status st of destination
+// dest selects nothing because of held (HeldBackNames): paused of a
+// destination not held back, pending or retrying of one held back. The
+// query would find that out by reading every pending delivery of dest
+// (288 ms at a million events).
+func DestinationExcluded(st anyhook.DeliveryStatus, held []string, dest string) bool {
+	if dest == "" || !DerivedStatus(st) {
+		return false
+	}
+	return slices.Contains(held, dest) != (st == anyhook.StatusPaused)
 }
 
 // HeldBack is the SQL condition that the destinations row whose columns

@@ -99,3 +99,24 @@ func TestRebind(t *testing.T) {
 		t.Errorf("Postgres.Rebind = %q, want %q", got, want)
 	}
 }
+
+func TestDestinationExcluded(t *testing.T) {
+	held := []string{"ci"}
+	for _, c := range []struct {
+		st   anyhook.DeliveryStatus
+		dest string
+		want bool
+	}{
+		{anyhook.StatusPaused, "billing", true},
+		{anyhook.StatusPaused, "ci", false},
+		{anyhook.StatusPending, "ci", true},
+		{anyhook.StatusRetrying, "ci", true},
+		{anyhook.StatusRetrying, "billing", false},
+		{anyhook.StatusRetrying, "", false},
+		{anyhook.StatusDead, "ci", false},
+	} {
+		if got := DestinationExcluded(c.st, held, c.dest); got != c.want {
+			t.Errorf("%s of %q, ci held back: excluded %v, want %v", c.st, c.dest, got, c.want)
+		}
+	}
+}

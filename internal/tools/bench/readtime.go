@@ -382,7 +382,7 @@ func (s samples) urls() [][2]string {
 }
 
 // pausedDest is the destination paused for pausedURLs: stripe never
-// sends to it.
+// sends to it, github only to it.
 const pausedDest = "ci"
 
 // pausedURLs are the requests timed with pausedDest paused.
@@ -400,6 +400,10 @@ func pausedURLs() [][2]string {
 		{"ci paused: api deliveries retrying", "/api/deliveries?status=retrying"},
 		{"ci paused: api deliveries retrying of ci (none)", "/api/deliveries?status=retrying&destination=ci"},
 		{"ci paused: api deliveries paused, stripe, 31 days", "/api/deliveries?status=paused&source=stripe&since=" + month},
+		// A source whose every retrying delivery is held back: none.
+		{"ci paused: api events retrying, github (none)", "/api/events?status=retrying&source=github"},
+		{"ci paused: api deliveries retrying, github (none)", "/api/deliveries?status=retrying&source=github"},
+		{"ci paused: api deliveries retrying, github, 31 days (none)", "/api/deliveries?status=retrying&source=github&since=" + month},
 	}
 }
 

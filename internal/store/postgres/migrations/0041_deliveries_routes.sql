@@ -4,7 +4,20 @@
 -- multiplied their shares, took the paused deliveries of a source that no
 -- route sends to the paused destination for thousands, and walked every
 -- delivery of a window to find none (1.1 s at a million events; 0.5 ms
--- with them). ANALYZE reads a sample (0.7 s at a million deliveries) and
--- holds off no write.
+-- with them). The statistics keep up to 1,000 combinations: with the
+-- default 100, the rarest ones (resolved deliveries) were left out and
+-- any combination not kept was still taken for up to their share of the
+-- table (thousands of rows), and the retrying deliveries of a source that
+-- sends only to a paused destination walked every delivery of a window
+-- (8.4 s at a million, 13 ms with these and the index below).
 CREATE STATISTICS deliveries_routes (mcv) ON status, destination, source FROM deliveries;
+ALTER STATISTICS deliveries_routes SET STATISTICS 1000;
+-- The pending deliveries of a source, newest first: a list of pending or
+-- retrying deliveries of a source, which leaves out the held-back
+-- destinations' by name, reads the source's pending ones, not all pending
+-- ones (46 ms at a million events to find none, 14 ms).
+CREATE INDEX deliveries_pending_source ON deliveries (source, id) WHERE status = 'pending';
+-- ANALYZE reads a sample (300,000 rows for the statistics above: 8.5 s on
+-- a million events here) and holds off no write; the index holds off
+-- writes to deliveries while it builds (1 s on a million).
 ANALYZE deliveries;
