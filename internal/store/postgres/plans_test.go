@@ -314,3 +314,9 @@ func TestPlansPausedOfASource(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldBackLists: as on SQLite (storetest.HeldBackLists).
+func TestHeldBackLists(t *testing.T) {
+	t.Parallel()
+	storetest.HeldBackLists(t, open(t))
+}

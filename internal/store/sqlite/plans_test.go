@@ -330,3 +330,15 @@ func TestPlansDeliveriesRareDerivedStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldBackLists: the lists of a status derived from a pause select
+// what each delivery's shown status does (storetest.HeldBackLists),
+// whether the store reads and sorts the rows or walks its index in order.
+func TestHeldBackLists(t *testing.T) {
+	t.Parallel()
+	for _, few := range []int{0, 1 << 30} {
+		s, _ := openFile(t)
+		sqlite.SetFewRows(s, few)
+		storetest.HeldBackLists(t, s)
+	}
+}
