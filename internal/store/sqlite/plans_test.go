@@ -342,3 +342,33 @@ func TestHeldBackLists(t *testing.T) {
 		storetest.HeldBackLists(t, s)
 	}
 }
+
+// TestPlansPausedSeveralHeld: with several destinations held back, the
+// paused events walk each one's deliveries in deliveries_held newest
+// first, a page's worth each. Comparing the destination with the names
+// in one IN walked all their paused deliveries, joined every one to its
+// event and grouped them in a temporary B-tree to find the newest page:
+// 0.7-1.1 s for /api/events?status=paused at 300,000 events with two
+// destinations holding 25,700 deliveries back, where one took 3 ms.
+func TestPlansPausedSeveralHeld(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t)
+	if err := s.SetPaused(t.Context(), "ci", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TripBreaker(t.Context(), "billing", time.Now(), "test", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	sqlite.SetFewRows(s, 0)
+	db := readOnly(t, path)
+	for _, f := range []store.EventFilter{{Status: anyhook.StatusPaused}, {Status: anyhook.StatusPaused, Source: "stripe"},
+		{Status: anyhook.StatusPaused, Cursor: "01a2"}, {Status: anyhook.StatusPaused, Type: "push"}} {
+		q, args, err := sqlite.EventsSQL(s, t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan := explain(t, db, q, args...); !strings.Contains(plan, "deliveries_held") || strings.Contains(plan, "TEMP B-TREE FOR GROUP BY") {
+			t.Errorf("events %+v: want deliveries_held walked in order, no TEMP B-TREE FOR GROUP BY:\n%s\n%s", f, q, plan)
+		}
+	}
+}
