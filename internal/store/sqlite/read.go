@@ -119,14 +119,20 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 // selects (no glob: those are listed type by type); "" when f selects
 // none (paused while nothing is held back).
 func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string) (string, []any, error) {
+	held, err := heldBack(ctx, s.r, f.Status)
+	if err != nil {
+		return "", nil, err
+	}
+	return s.eventsHeldSQL(ctx, f, cols, held)
+}
+
+// eventsHeldSQL is eventsSQL with held, the destinations holding their
+// deliveries back (heldBack), read.
+func (s *Store) eventsHeldSQL(ctx context.Context, f store.EventFilter, cols string, held []string) (string, []any, error) {
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
 	byTime := store.EventsByTime(f)
 	if f.Status != "" {
-		held, err := heldBack(ctx, s.r, f.Status)
-		if err != nil {
-			return "", nil, err
-		}
 		cond, args, none := sqlstore.StatusIs("d.", f.Status, held)
 		if none {
 			return "", nil, nil
@@ -162,6 +168,13 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 			}
 		}
 		switch {
+		case few && evFew == "" && !byTime && f.Status == anyhook.StatusPaused && len(held) > 1:
+			// Several held back: deliveries_held is in event order for
+			// one destination only, and an IN over their names would
+			// read, join and group every paused delivery of all of them
+			// (1.1 s at 300,000 events, two holding 25,700 back). Each
+			// one's newest page instead, merged.
+			return s.heldEventsSQL(ctx, f, cols, held)
 		case few:
 			from = ` FROM deliveries d` + indexed + ` CROSS JOIN events ON events.id = d.event_id`
 			if evFew != "" {
@@ -206,6 +219,27 @@ func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string)
 	w.AddTime("events.received_at >= ?", f.Since)
 	w.AddTime("events.received_at < ?", f.Until)
 	return `SELECT ` + cols + from + w.String() + order + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), w.Args(), nil
+}
+
+// heldEventsSQL is the query of the events with a paused delivery when
+// several destinations (held) hold theirs back and no window orders the
+// list by time: the newest page of each destination's (the list's query
+// for that one alone, in deliveries_held's order), the union of those
+// ids newest first. An event in none of those pages is older than a
+// page's worth of events of each destination: not on this page.
+func (s *Store) heldEventsSQL(ctx context.Context, f store.EventFilter, cols string, held []string) (string, []any, error) {
+	var arms []string
+	var args []any
+	for _, h := range held {
+		q, a, err := s.eventsHeldSQL(ctx, f, "d.event_id", []string{h})
+		if err != nil {
+			return "", nil, err
+		}
+		arms = append(arms, `SELECT event_id FROM (`+q+`)`)
+		args = append(args, a...)
+	}
+	return `SELECT ` + cols + ` FROM (` + strings.Join(arms, ` UNION `) + `) AS h CROSS JOIN events ON events.id = h.event_id` +
+		` ORDER BY h.event_id DESC LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), args, nil
 }
 
 // derivedIndex is the partial index of the stored pending deliveries
