@@ -320,3 +320,9 @@ func TestHeldBackLists(t *testing.T) {
 	t.Parallel()
 	storetest.HeldBackLists(t, open(t))
 }
+
+// TestHeldBackRace: storetest.HeldBackRace.
+func TestHeldBackRace(t *testing.T) {
+	t.Parallel()
+	storetest.HeldBackRace(t, open(t), 3000)
+}

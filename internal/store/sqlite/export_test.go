@@ -12,9 +12,9 @@ func SetFewRows(s *Store, n int) { s.fewRows = n }
 
 // EventsSQL and DeliveriesSQL are the queries the lists run for f.
 func EventsSQL(s *Store, ctx context.Context, f store.EventFilter) (string, []any, error) {
-	return s.eventsSQL(ctx, f, "events.id")
+	return s.eventsSQL(ctx, s.r, f, "events.id")
 }
 
 func DeliveriesSQL(s *Store, ctx context.Context, f store.DeliveryFilter) (string, []any, error) {
-	return s.deliveriesSQL(ctx, f)
+	return s.deliveriesSQL(ctx, s.r, f)
 }

@@ -372,3 +372,10 @@ func TestPlansPausedSeveralHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldBackRace: storetest.HeldBackRace.
+func TestHeldBackRace(t *testing.T) {
+	t.Parallel()
+	s, _ := openFile(t)
+	storetest.HeldBackRace(t, s, 3000)
+}

@@ -99,7 +99,12 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
-	q, args, err := s.eventsSQL(ctx, f, cols)
+	db, done, err := s.snapshot(ctx, f.Status)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	defer done()
+	q, args, err := s.eventsSQL(ctx, db, f, cols)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
@@ -107,7 +112,7 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 		return nil, "", nil
 	}
 	limit := store.PageLimit(f.Limit)
-	evs, err := query(ctx, s.r, scan, q, args...)
+	evs, err := query(ctx, db, scan, q, args...)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
@@ -118,17 +123,36 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 // eventsSQL is the query of listEvents, reading cols of the events f
 // selects (no glob: those are listed type by type); "" when f selects
 // none (paused while nothing is held back).
-func (s *Store) eventsSQL(ctx context.Context, f store.EventFilter, cols string) (string, []any, error) {
-	held, err := heldBack(ctx, s.r, f.Status)
+func (s *Store) eventsSQL(ctx context.Context, db querier, f store.EventFilter, cols string) (string, []any, error) {
+	held, err := heldBack(ctx, db, f.Status)
 	if err != nil {
 		return "", nil, err
 	}
-	return s.eventsHeldSQL(ctx, f, cols, held)
+	return s.eventsHeldSQL(ctx, db, f, cols, held)
+}
+
+// snapshot is what a list of status st reads through, and done ends it:
+// for a status derived from the pause, a read transaction, so that the
+// held-back names the list compares with (heldBack) are those its rows'
+// shown status (sqlstore.StatusExpr) reads. Read apart, a pause or resume
+// between the two put deliveries shown paused in a list of pending ones,
+// and pending ones in a list of paused ones.
+func (s *Store) snapshot(ctx context.Context, st anyhook.DeliveryStatus) (querier, func(), error) {
+	if !sqlstore.DerivedStatus(st) {
+		return s.r, func() {}, nil
+	}
+	// Read-only: a plain (deferred) BEGIN, not the DSN's immediate one,
+	// which would take the write lock.
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return tx, func() { _ = tx.Rollback() }, nil
 }
 
 // eventsHeldSQL is eventsSQL with held, the destinations holding their
 // deliveries back (heldBack), read.
-func (s *Store) eventsHeldSQL(ctx context.Context, f store.EventFilter, cols string, held []string) (string, []any, error) {
+func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilter, cols string, held []string) (string, []any, error) {
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
 	byTime := store.EventsByTime(f)
@@ -153,7 +177,7 @@ func (s *Store) eventsHeldSQL(ctx context.Context, f store.EventFilter, cols str
 		// An exact provider event id, or a source or type with few
 		// events, reads those events first: walking the status would
 		// read all its deliveries to find theirs (none, say).
-		evFew, err := s.fewEvents(ctx, f)
+		evFew, err := s.fewEvents(ctx, db, f)
 		if err != nil {
 			return "", nil, err
 		}
@@ -163,7 +187,7 @@ func (s *Store) eventsHeldSQL(ctx context.Context, f store.EventFilter, cols str
 			indexed = ` INDEXED BY ` + i
 		}
 		if !few {
-			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d`+indexed+` WHERE `+cond, args...); err != nil {
+			if few, err = s.fewer(ctx, db, `SELECT 1 FROM deliveries d`+indexed+` WHERE `+cond, args...); err != nil {
 				return "", nil, err
 			}
 		}
@@ -174,7 +198,7 @@ func (s *Store) eventsHeldSQL(ctx context.Context, f store.EventFilter, cols str
 			// read, join and group every paused delivery of all of them
 			// (1.1 s at 300,000 events, two holding 25,700 back). Each
 			// one's newest page instead, merged.
-			return s.heldEventsSQL(ctx, f, cols, held)
+			return s.heldEventsSQL(ctx, db, f, cols, held)
 		case few:
 			from = ` FROM deliveries d` + indexed + ` CROSS JOIN events ON events.id = d.event_id`
 			if evFew != "" {
@@ -201,7 +225,7 @@ func (s *Store) eventsHeldSQL(ctx context.Context, f store.EventFilter, cols str
 		// source with few events): then those are read and sorted.
 		order = ` ORDER BY events.received_at DESC, events.id DESC`
 		w.AddAfter("events.received_at", "events.id", "events", "received_at", f.Cursor)
-		few, err := s.fewEvents(ctx, f)
+		few, err := s.fewEvents(ctx, db, f)
 		if err != nil {
 			return "", nil, err
 		}
@@ -227,11 +251,11 @@ func (s *Store) eventsHeldSQL(ctx context.Context, f store.EventFilter, cols str
 // for that one alone, in deliveries_held's order), the union of those
 // ids newest first. An event in none of those pages is older than a
 // page's worth of events of each destination: not on this page.
-func (s *Store) heldEventsSQL(ctx context.Context, f store.EventFilter, cols string, held []string) (string, []any, error) {
+func (s *Store) heldEventsSQL(ctx context.Context, db querier, f store.EventFilter, cols string, held []string) (string, []any, error) {
 	var arms []string
 	var args []any
 	for _, h := range held {
-		q, a, err := s.eventsHeldSQL(ctx, f, "d.event_id", []string{h})
+		q, a, err := s.eventsHeldSQL(ctx, db, f, "d.event_id", []string{h})
 		if err != nil {
 			return "", nil, err
 		}
@@ -272,17 +296,17 @@ func heldBack(ctx context.Context, q querier, st anyhook.DeliveryStatus) ([]stri
 // fewEvents names the index of events through which f selects few of
 // them: an exact provider event id's, or a source's or exact type's with
 // few events; "" when none does.
-func (s *Store) fewEvents(ctx context.Context, f store.EventFilter) (string, error) {
+func (s *Store) fewEvents(ctx context.Context, db querier, f store.EventFilter) (string, error) {
 	if f.Q != "" {
 		return "events_dedup_key", nil
 	}
 	if f.Source != "" {
-		if few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE source = ?`, f.Source); few || err != nil {
+		if few, err := s.fewer(ctx, db, `SELECT 1 FROM events WHERE source = ?`, f.Source); few || err != nil {
 			return "events_source", err
 		}
 	}
 	if f.Type != "" && !strings.Contains(f.Type, "*") {
-		few, err := s.fewer(ctx, `SELECT 1 FROM events WHERE `+sqlstore.SQLite.TypeExpr("type")+` = ?`, store.LowerType(f.Type))
+		few, err := s.fewer(ctx, db, `SELECT 1 FROM events WHERE `+sqlstore.SQLite.TypeExpr("type")+` = ?`, store.LowerType(f.Type))
 		if few || err != nil {
 			return "events_type", err
 		}
@@ -297,23 +321,33 @@ func (s *Store) fewEvents(ctx context.Context, f store.EventFilter) (string, err
 const defaultFewRows = 2000
 
 // fewer says whether the rows of q (a SELECT 1 that an index answers)
-// are fewer than s.fewRows, reading at most that many.
-func (s *Store) fewer(ctx context.Context, q string, args ...any) (bool, error) {
-	var n int
-	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM (`+q+` LIMIT `+strconv.Itoa(s.fewRows)+`)`, args...).Scan(&n)
-	return n < s.fewRows, err
+// are fewer than s.fewRows, reading at most that many through db.
+func (s *Store) fewer(ctx context.Context, db querier, q string, args ...any) (bool, error) {
+	n, err := query(ctx, db, func(r scanner) (int, error) {
+		var n int
+		return n, r.Scan(&n)
+	}, `SELECT count(*) FROM (`+q+` LIMIT `+strconv.Itoa(s.fewRows)+`)`, args...)
+	if err != nil || len(n) != 1 {
+		return false, err
+	}
+	return n[0] < s.fewRows, nil
 }
 
 // ListDeliveries implements store.Store.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
-	q, args, err := s.deliveriesSQL(ctx, f)
+	db, done, err := s.snapshot(ctx, f.Status)
+	if err != nil {
+		return nil, "", store.Unavailable("list deliveries", err)
+	}
+	defer done()
+	q, args, err := s.deliveriesSQL(ctx, db, f)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
 	if q == "" {
 		return nil, "", nil
 	}
-	ds, err := query(ctx, s.r, sqlstore.ScanDelivery, q, args...)
+	ds, err := query(ctx, db, sqlstore.ScanDelivery, q, args...)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
@@ -322,8 +356,8 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 }
 
 // deliveriesSQL is the query of ListDeliveries; "" when f selects none.
-func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (string, []any, error) {
-	held, err := heldBack(ctx, s.r, f.Status)
+func (s *Store) deliveriesSQL(ctx context.Context, db querier, f store.DeliveryFilter) (string, []any, error) {
+	held, err := heldBack(ctx, db, f.Status)
 	if err != nil {
 		return "", nil, err
 	}
@@ -369,7 +403,7 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 		if f.Destination != "" {
 			cond, condArgs = cond+` AND d.destination = ?`, append(condArgs, f.Destination)
 		}
-		few, err := s.fewer(ctx, `SELECT 1 FROM deliveries d INDEXED BY `+idx+` WHERE `+cond, condArgs...)
+		few, err := s.fewer(ctx, db, `SELECT 1 FROM deliveries d INDEXED BY `+idx+` WHERE `+cond, condArgs...)
 		if err != nil {
 			return "", nil, err
 		}
@@ -384,12 +418,12 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 		// sorted. (A derived status with few is read above.)
 		few := false
 		if f.Status != "" && !sqlstore.DerivedStatus(f.Status) {
-			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+status, statusArgs...); err != nil {
+			if few, err = s.fewer(ctx, db, `SELECT 1 FROM deliveries d WHERE `+status, statusArgs...); err != nil {
 				return "", nil, err
 			}
 		}
 		if !few && sourced != "" {
-			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE `+sourceCond, sourceArgs...); err != nil {
+			if few, err = s.fewer(ctx, db, `SELECT 1 FROM deliveries WHERE `+sourceCond, sourceArgs...); err != nil {
 				return "", nil, err
 			}
 			if few {
@@ -397,7 +431,7 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 			}
 		}
 		if !few && f.Destination != "" {
-			if few, err = s.fewer(ctx, `SELECT 1 FROM deliveries WHERE destination = ?`, f.Destination); err != nil {
+			if few, err = s.fewer(ctx, db, `SELECT 1 FROM deliveries WHERE destination = ?`, f.Destination); err != nil {
 				return "", nil, err
 			}
 		}
@@ -413,11 +447,11 @@ func (s *Store) deliveriesSQL(ctx context.Context, f store.DeliveryFilter) (stri
 		// is of pending: that index would walk all the status's).
 		from = ` FROM deliveries d INDEXED BY ` + sourced
 		if f.Status != "" && !sqlstore.DerivedStatus(f.Status) && f.Destination == "" {
-			fewStatus, err := s.fewer(ctx, `SELECT 1 FROM deliveries d WHERE `+status, statusArgs...)
+			fewStatus, err := s.fewer(ctx, db, `SELECT 1 FROM deliveries d WHERE `+status, statusArgs...)
 			if err != nil {
 				return "", nil, err
 			}
-			fewSource, err := s.fewer(ctx, `SELECT 1 FROM deliveries WHERE `+sourceCond, sourceArgs...)
+			fewSource, err := s.fewer(ctx, db, `SELECT 1 FROM deliveries WHERE `+sourceCond, sourceArgs...)
 			if err != nil {
 				return "", nil, err
 			}
