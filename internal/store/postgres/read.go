@@ -142,7 +142,12 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
-	held, err := heldBack(ctx, s.pool, f.Status)
+	db, done, err := s.snapshot(ctx, f.Status)
+	if err != nil {
+		return nil, "", store.Unavailable("list events", err)
+	}
+	defer done()
+	held, err := heldBack(ctx, db, f.Status)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
@@ -151,7 +156,7 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	}
 	q, args := eventsSQL(f, cols, held)
 	limit := store.PageLimit(f.Limit)
-	rows, err := s.pool.Query(ctx, q, append([]any{customPlans}, args...)...)
+	rows, err := db.Query(ctx, q, append([]any{customPlans}, args...)...)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
@@ -204,7 +209,12 @@ func eventsSQL(f store.EventFilter, cols string, held []string) (string, []any) 
 
 // ListDeliveries implements store.Store.
 func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]anyhook.Delivery, string, error) {
-	held, err := heldBack(ctx, s.pool, f.Status)
+	db, done, err := s.snapshot(ctx, f.Status)
+	if err != nil {
+		return nil, "", store.Unavailable("list deliveries", err)
+	}
+	defer done()
+	held, err := heldBack(ctx, db, f.Status)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
@@ -213,7 +223,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	}
 	q, args := deliveriesSQL(f, held)
 	limit := store.PageLimit(f.Limit)
-	rows, err := s.pool.Query(ctx, q, append([]any{customPlans}, args...)...)
+	rows, err := db.Query(ctx, q, append([]any{customPlans}, args...)...)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
@@ -232,6 +242,25 @@ func deliveriesSQL(f store.DeliveryFilter, held []string) (string, []any) {
 	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f, held)
 	return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d` + where +
 		sqlstore.DeliveryOrder(f) + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), args
+}
+
+// snapshot is what a list of status st reads through, and done ends it:
+// for a status derived from the pause, a repeatable read transaction, so
+// that the held-back names the list compares with (heldBack) are those
+// its rows' shown status (sqlstore.StatusExpr) reads. Read apart (each
+// statement its own snapshot), a pause or resume between the two put
+// deliveries shown paused in a list of pending ones and the reverse.
+func (s *Store) snapshot(ctx context.Context, st anyhook.DeliveryStatus) (queryer, func(), error) {
+	if !sqlstore.DerivedStatus(st) {
+		return s.pool, func() {}, nil
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, err
+	}
+	// A read-only transaction has nothing to commit; a rollback ends it
+	// even when ctx is done.
+	return tx, func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }, nil
 }
 
 // heldBack reads, through q, the destinations holding their deliveries
