@@ -324,5 +324,5 @@ func TestHeldBackLists(t *testing.T) {
 // TestHeldBackRace: storetest.HeldBackRace.
 func TestHeldBackRace(t *testing.T) {
 	t.Parallel()
-	storetest.HeldBackRace(t, open(t), 3000)
+	storetest.HeldBackRace(t, open(t), 1000)
 }

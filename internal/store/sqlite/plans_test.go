@@ -377,5 +377,5 @@ func TestPlansPausedSeveralHeld(t *testing.T) {
 func TestHeldBackRace(t *testing.T) {
 	t.Parallel()
 	s, _ := openFile(t)
-	storetest.HeldBackRace(t, s, 3000)
+	storetest.HeldBackRace(t, s, 1000)
 }

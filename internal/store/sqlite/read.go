@@ -170,10 +170,11 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 		// Without a window, walk the deliveries in that status newest
 		// first (index deliveries_status_event, or a derived status's
 		// own, derivedIndex): a rare status such as held must not make
-		// the query read every event to find none. With one, that walk would read every delivery in the status
-		// received after the window (and, for a window matching none,
-		// all of them): unless the status has few deliveries, walk the
-		// window instead, each event probed for one in the status.
+		// the query read every event to find none. With one, that walk
+		// would read every delivery in the status received after the
+		// window (and, for a window matching none, all of them): unless
+		// the status has few deliveries, walk the window instead, each
+		// event probed for one in the status.
 		// An exact provider event id, or a source or type with few
 		// events, reads those events first: walking the status would
 		// read all its deliveries to find theirs (none, say).
