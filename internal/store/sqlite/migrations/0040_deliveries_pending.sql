@@ -10,6 +10,9 @@
 -- deliveries' source.
 CREATE INDEX deliveries_untried ON deliveries (event_id, destination, source) WHERE status = 'pending' AND attempt_count = 0;
 CREATE INDEX deliveries_retrying ON deliveries (event_id, destination, source) WHERE status = 'pending' AND attempt_count > 0;
+-- A list of pending or retrying deliveries or events of a source walks
+-- the source's here, newest event first, testing the rest in the index.
+CREATE INDEX deliveries_pending_source ON deliveries (source, event_id, attempt_count, destination) WHERE status = 'pending';
 -- A list of paused deliveries (stored pending, of a destination held
 -- back, named by the list) walks that destination's here, newest event
 -- first.
