@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -113,6 +114,10 @@ func parseFillFlags(args []string) (*fillOptions, error) {
 	size := fs.String("body-size", "1KiB", "")
 	fs.IntVar(&o.repeat, "repeat", 20, "")
 	fs.BoolVar(&o.json, "json", false, "")
+	// --fill --help: the help, not "invalid value" for --fill.
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		return nil, flag.ErrHelp
+	}
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}

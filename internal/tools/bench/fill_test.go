@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,17 @@ func TestFillOutcomesAnswered(t *testing.T) {
 		out := outcome(c, k, time.Hour)
 		if out.Result.Outcome != anyhook.OutcomeAnswered {
 			t.Fatalf("batch row %d (%s, HTTP %d): outcome %q, want %q", k, out.Status, out.Result.StatusCode, out.Result.Outcome, anyhook.OutcomeAnswered)
+		}
+	}
+}
+
+// `anyhook bench --fill --help` shows the fill's help: parsed as a flag
+// set, --help was taken for --fill's value.
+func TestFillHelp(t *testing.T) {
+	for _, args := range [][]string{{"--fill", "--help"}, {"--fill", "-h"}, {"--fill", "0", "--help"}} {
+		var out, errOut strings.Builder
+		if code := fillMain(t.Context(), args, &out, &errOut); code != 0 || !strings.Contains(out.String(), "usage: anyhook bench --fill N") {
+			t.Errorf("%q: exit %d, stdout %.60q, stderr %q", args, code, out.String(), errOut.String())
 		}
 	}
 }
