@@ -40,3 +40,19 @@ func TestIncidentLinksWhereDeliveriesAre(t *testing.T) {
 	}
 	mustContain(t, f.get(page), paused, "paused by its breaker")
 }
+
+// TestOverviewLinksEveryQueue: each of a destination's nonzero counts on
+// the overview opens its deliveries in that status, paused and pending
+// too (they were plain numbers), and the paused tile opens the paused
+// deliveries.
+func TestOverviewLinksEveryQueue(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.login()
+	f.seed("stripe", "evt_q1", []byte(`{}`))
+	mustContain(t, f.get("/"), `href="/deliveries?status=pending&amp;destination=billing"`)
+	if err := f.store.SetPaused(t.Context(), "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, f.get("/"), `href="/deliveries?status=paused&amp;destination=billing"`, `href="/deliveries?status=paused"`)
+}
