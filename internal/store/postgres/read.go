@@ -154,6 +154,9 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	if _, _, none := sqlstore.StatusIs("d.", f.Status, held); none {
 		return nil, "", nil
 	}
+	if none, err := noneShown(ctx, db, f.Status, ""); none || err != nil {
+		return nil, "", storeErr("list events", err)
+	}
 	q, args := eventsSQL(f, cols, held)
 	limit := store.PageLimit(f.Limit)
 	rows, err := db.Query(ctx, q, append([]any{customPlans}, args...)...)
@@ -221,6 +224,9 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	if _, _, none := sqlstore.StatusIs("d.", f.Status, held); none || sqlstore.DestinationExcluded(f.Status, held, f.Destination) {
 		return nil, "", nil
 	}
+	if none, err := noneShown(ctx, db, f.Status, f.Destination); none || err != nil {
+		return nil, "", storeErr("list deliveries", err)
+	}
 	q, args := deliveriesSQL(f, held)
 	limit := store.PageLimit(f.Limit)
 	rows, err := db.Query(ctx, q, append([]any{customPlans}, args...)...)
@@ -275,6 +281,32 @@ func heldBack(ctx context.Context, q queryer, st anyhook.DeliveryStatus) ([]stri
 		return nil, err
 	}
 	return collect(rows, sqlstore.ScanString)
+}
+
+// noneShown reads, through q, whether the delivery counters show none in
+// st (of dest, if not ""), a status derived from the pause
+// (sqlstore.NoneShown); false for any other status.
+func noneShown(ctx context.Context, q queryer, st anyhook.DeliveryStatus, dest string) (bool, error) {
+	if !sqlstore.DerivedStatus(st) {
+		return false, nil
+	}
+	rows, err := q.Query(ctx, sqlstore.CountersQuery)
+	if err != nil {
+		return false, err
+	}
+	cs, err := collect(rows, sqlstore.ScanDepth)
+	if err != nil {
+		return false, err
+	}
+	return sqlstore.NoneShown(cs, st, dest), nil
+}
+
+// storeErr is store.Unavailable(op, err), nil for a nil err.
+func storeErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return store.Unavailable(op, err)
 }
 
 // Counts implements store.Store.

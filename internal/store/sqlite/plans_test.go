@@ -270,6 +270,7 @@ func readOnly(t *testing.T, path string) *sql.DB {
 func TestPlansDerivedStatus(t *testing.T) {
 	t.Parallel()
 	s, path := openFile(t)
+	seedShown(t, s) // a delivery shown in each status: else no query
 	if err := s.SetPaused(t.Context(), "ci", true); err != nil {
 		t.Fatal(err)
 	}
@@ -320,6 +321,13 @@ func TestPlansDeliveriesRareDerivedStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Another source's deliveries, untried and retrying (else the counters
+	// answer none without a query); of stripe none is pending or retrying.
+	// ci held back: one untried and one retrying, g's.
+	seedShown(t, s)
+	if err := s.SetPaused(t.Context(), "ci", true); err != nil {
+		t.Fatal(err)
+	}
 	sqlite.SetFewRows(s, 2) // the source's two deliveries are many; none pending or retrying is few
 	db := readOnly(t, path)
 	for st, index := range map[anyhook.DeliveryStatus]string{anyhook.StatusPending: "deliveries_untried", anyhook.StatusRetrying: "deliveries_retrying"} {
@@ -362,6 +370,7 @@ func TestHeldBackLists(t *testing.T) {
 func TestPlansPausedSeveralHeld(t *testing.T) {
 	t.Parallel()
 	s, path := openFile(t)
+	seedShown(t, s) // ci's deliveries shown paused: else no query
 	if err := s.SetPaused(t.Context(), "ci", true); err != nil {
 		t.Fatal(err)
 	}

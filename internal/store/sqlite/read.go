@@ -128,6 +128,9 @@ func (s *Store) eventsSQL(ctx context.Context, db querier, f store.EventFilter, 
 	if err != nil {
 		return "", nil, err
 	}
+	if none, err := noneShown(ctx, db, f.Status, ""); none || err != nil {
+		return "", nil, err
+	}
 	return s.eventsHeldSQL(ctx, db, f, cols, held)
 }
 
@@ -301,6 +304,20 @@ func heldBack(ctx context.Context, q querier, st anyhook.DeliveryStatus) ([]stri
 	return query(ctx, q, sqlstore.ScanString, sqlstore.HeldBackNames)
 }
 
+// noneShown reads, through q, whether the delivery counters show none in
+// st (of dest, if not ""), a status derived from the pause
+// (sqlstore.NoneShown); false for any other status.
+func noneShown(ctx context.Context, q querier, st anyhook.DeliveryStatus, dest string) (bool, error) {
+	if !sqlstore.DerivedStatus(st) {
+		return false, nil
+	}
+	cs, err := query(ctx, q, sqlstore.ScanDepth, sqlstore.CountersQuery)
+	if err != nil {
+		return false, err
+	}
+	return sqlstore.NoneShown(cs, st, dest), nil
+}
+
 // fewEvents names the index of events through which f selects few of
 // them: an exact provider event id's, or a source's or exact type's with
 // few events; "" when none does.
@@ -372,6 +389,9 @@ func (s *Store) deliveriesSQL(ctx context.Context, db querier, f store.DeliveryF
 	status, statusArgs, none := sqlstore.StatusIs("d.", f.Status, held)
 	if none || sqlstore.DestinationExcluded(f.Status, held, f.Destination) {
 		return "", nil, nil
+	}
+	if none, err := noneShown(ctx, db, f.Status, f.Destination); none || err != nil {
+		return "", nil, err
 	}
 	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f, held)
 	limit := store.PageLimit(f.Limit)

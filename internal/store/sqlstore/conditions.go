@@ -110,6 +110,26 @@ func DestinationExcluded(st anyhook.DeliveryStatus, held []string, dest string) 
 	return slices.Contains(held, dest) != (st == anyhook.StatusPaused)
 }
 
+// NoneShown reports whether the delivery counters cs (CountersQuery,
+// read in the list's snapshot, so by the same held-back names) show no
+// delivery in st, a status derived from the pause, of dest if not "".
+// The list then selects nothing without a query: its walk of the status's
+// index would read every delivery a held-back destination keeps there to
+// find none (pending or retrying while a paused destination's backlog
+// waits: 86-132 ms at a million events with 300,000 waiting, growing with
+// the backlog).
+func NoneShown(cs []Count, st anyhook.DeliveryStatus, dest string) bool {
+	if !DerivedStatus(st) {
+		return false
+	}
+	for _, c := range cs {
+		if c.Status == st && c.N > 0 && (dest == "" || c.Dest == dest) {
+			return false
+		}
+	}
+	return true
+}
+
 // HeldBack is the SQL condition that the destinations row whose columns
 // are prefixed by p holds its deliveries back: paused by a person, or by
 // its breaker (auto_pause). Claims skip such a destination and reads show
