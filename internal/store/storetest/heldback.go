@@ -53,49 +53,9 @@ func HeldBackLists(t *testing.T, s store.Store) {
 			}
 		}
 	}
-	walkD := func(f store.DeliveryFilter) []anyhook.Delivery {
-		t.Helper()
-		var got []anyhook.Delivery
-		for range 1000 {
-			ds, next, err := s.ListDeliveries(ctx(t), f)
-			if err != nil {
-				t.Fatalf("ListDeliveries(%+v): %v", f, err)
-			}
-			got = append(got, ds...)
-			if next == "" {
-				return got
-			}
-			f.Cursor = next
-		}
-		t.Fatal("pages never end")
-		return nil
-	}
-	walkE := func(f store.EventFilter) []string {
-		t.Helper()
-		var got []string
-		for range 1000 {
-			es, next, err := s.ListEvents(ctx(t), f)
-			if err != nil {
-				t.Fatalf("ListEvents(%+v): %v", f, err)
-			}
-			for _, e := range es {
-				got = append(got, e.ID)
-			}
-			if next == "" {
-				return got
-			}
-			f.Cursor = next
-		}
-		t.Fatal("pages never end")
-		return nil
-	}
-	ids := func(ds []anyhook.Delivery) []string {
-		var out []string
-		for _, d := range ds {
-			out = append(out, d.ID)
-		}
-		return out
-	}
+	walkD := func(f store.DeliveryFilter) []anyhook.Delivery { return walkDeliveries(t, s, f) }
+	walkE := func(f store.EventFilter) []string { return walkEvents(t, s, f) }
+	ids := deliveryIDs
 	all := walkD(store.DeliveryFilter{Limit: 7})
 	from, to := all[len(all)*3/4].CreatedAt, all[len(all)/4].CreatedAt
 	at := func(i int) time.Time { return received.Add(time.Duration(i-40) * time.Hour) }

@@ -49,25 +49,7 @@ func ListFilters(t *testing.T, s store.Store) {
 	if err != nil || len(all) < 30 {
 		t.Fatalf("all deliveries: %d, %v", len(all), err)
 	}
-	walkD := func(f store.DeliveryFilter) []string {
-		t.Helper()
-		var got []string
-		for range 100 {
-			ds, next, err := s.ListDeliveries(ctx(t), f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range ds {
-				got = append(got, d.ID)
-			}
-			if next == "" {
-				return got
-			}
-			f.Cursor = next
-		}
-		t.Fatal("pages never end")
-		return nil
-	}
+	walkD := func(f store.DeliveryFilter) []string { return deliveryIDs(walkDeliveries(t, s, f)) }
 	// Windows by the deliveries' own creation times (the store stamps
 	// them): whatever the clocks, they split the list.
 	from, to := all[20].CreatedAt, all[5].CreatedAt
@@ -105,25 +87,7 @@ func ListFilters(t *testing.T, s store.Store) {
 		}
 	}
 
-	walkE := func(f store.EventFilter) []string {
-		t.Helper()
-		var got []string
-		for range 100 {
-			evs, next, err := s.ListEvents(ctx(t), f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ev := range evs {
-				got = append(got, ev.ID)
-			}
-			if next == "" {
-				return got
-			}
-			f.Cursor = next
-		}
-		t.Fatal("pages never end")
-		return nil
-	}
+	walkE := func(f store.EventFilter) []string { return walkEvents(t, s, f) }
 	at := func(i int) time.Time { return received.Add(time.Duration(i-30) * time.Hour) }
 	for _, c := range []struct {
 		f        store.EventFilter
