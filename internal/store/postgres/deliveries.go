@@ -458,11 +458,11 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 	var out store.BulkReplay
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
 		out = store.BulkReplay{}
-		held, err := heldBack(ctx, tx, f.Status)
+		shown, err := shownIn(ctx, tx, f.Status, f.Destination)
 		if err != nil {
 			return store.Unavailable("replay", err)
 		}
-		where, args := replayWhere(f, held)
+		where, args := replayWhere(f, shown)
 		rows, err := tx.Query(ctx, `SELECT DISTINCT d.event_id, d.destination FROM deliveries d`+where+` ORDER BY d.event_id, d.destination`, args...)
 		if err != nil {
 			return store.Unavailable("replay", err)
@@ -503,8 +503,8 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 
 // replayWhere is sqlstore.DeliveryWhere for a bulk replay: never a
 // resolved delivery.
-func replayWhere(f store.DeliveryFilter, held []string) (string, []any) {
-	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f, held)
+func replayWhere(f store.DeliveryFilter, dests []string) (string, []any) {
+	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f, dests)
 	if where == "" {
 		return " WHERE " + sqlstore.NotResolved, args
 	}

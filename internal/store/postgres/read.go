@@ -147,17 +147,14 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 		return nil, "", store.Unavailable("list events", err)
 	}
 	defer done()
-	held, err := heldBack(ctx, db, f.Status)
+	dests, err := shownIn(ctx, db, f.Status, "")
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
-	if _, _, none := sqlstore.StatusIs("d.", f.Status, held); none {
+	if _, _, none := sqlstore.StatusIs("d.", f.Status, dests); none {
 		return nil, "", nil
 	}
-	if none, err := noneShown(ctx, db, f.Status, ""); none || err != nil {
-		return nil, "", storeErr("list events", err)
-	}
-	q, args := eventsSQL(f, cols, held)
+	q, args := eventsSQL(f, cols, dests)
 	limit := store.PageLimit(f.Limit)
 	rows, err := db.Query(ctx, q, append([]any{customPlans}, args...)...)
 	if err != nil {
@@ -172,10 +169,10 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 }
 
 // eventsSQL is the query of listEvents, reading cols of the events f
-// selects (no glob: those are listed type by type); held names the
-// destinations holding their deliveries back when f's status is derived
-// from them (heldBack).
-func eventsSQL(f store.EventFilter, cols string, held []string) (string, []any) {
+// selects (no glob: those are listed type by type); dests names the
+// destinations shown in f's status when it is derived from the pause
+// (shownIn).
+func eventsSQL(f store.EventFilter, cols string, dests []string) (string, []any) {
 	c := sqlstore.NewWhere(sqlstore.Postgres)
 	c.AddString("source = ?", f.Source)
 	c.AddString("dedup_key = ?", f.Q)
@@ -191,7 +188,7 @@ func eventsSQL(f store.EventFilter, cols string, held []string) (string, []any) 
 		// stored status the planner then read all of the status's
 		// deliveries of the source: dead of a source and type, 48 to
 		// 315 ms.)
-		cond, args, _ := sqlstore.StatusIs("d.", f.Status, held)
+		cond, args, _ := sqlstore.StatusIs("d.", f.Status, dests)
 		if f.Source != "" && sqlstore.DerivedStatus(f.Status) {
 			cond += " AND d.source = ?"
 			args = append(args, f.Source)
@@ -217,17 +214,14 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
 	defer done()
-	held, err := heldBack(ctx, db, f.Status)
+	dests, err := shownIn(ctx, db, f.Status, f.Destination)
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
-	if _, _, none := sqlstore.StatusIs("d.", f.Status, held); none || sqlstore.DestinationExcluded(f.Status, held, f.Destination) {
+	if _, _, none := sqlstore.StatusIs("d.", f.Status, dests); none {
 		return nil, "", nil
 	}
-	if none, err := noneShown(ctx, db, f.Status, f.Destination); none || err != nil {
-		return nil, "", storeErr("list deliveries", err)
-	}
-	q, args := deliveriesSQL(f, held)
+	q, args := deliveriesSQL(f, dests)
 	limit := store.PageLimit(f.Limit)
 	rows, err := db.Query(ctx, q, append([]any{customPlans}, args...)...)
 	if err != nil {
@@ -242,18 +236,19 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 }
 
 // deliveriesSQL is the query of ListDeliveries: the deliveries alone (a
-// delivery keeps its event's source), newest first; held as in
+// delivery keeps its event's source), newest first; dests as in
 // sqlstore.DeliveryWhere.
-func deliveriesSQL(f store.DeliveryFilter, held []string) (string, []any) {
-	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f, held)
+func deliveriesSQL(f store.DeliveryFilter, dests []string) (string, []any) {
+	where, args := sqlstore.DeliveryWhere(sqlstore.Postgres, f, dests)
 	return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d` + where +
 		sqlstore.DeliveryOrder(f) + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), args
 }
 
 // snapshot is what a list of status st reads through, and done ends it:
 // for a status derived from the pause, a repeatable read transaction, so
-// that the held-back names the list compares with (heldBack) are those
-// its rows' shown status (sqlstore.StatusExpr) reads. Read apart (each
+// that the destinations the list names (shownIn, from the counters,
+// which apply the pause) agree with its rows' shown status
+// (sqlstore.StatusExpr). Read apart (each
 // statement its own snapshot), a pause or resume between the two put
 // deliveries shown paused in a list of pending ones and the reverse.
 func (s *Store) snapshot(ctx context.Context, st anyhook.DeliveryStatus) (queryer, func(), error) {
@@ -269,44 +264,22 @@ func (s *Store) snapshot(ctx context.Context, st anyhook.DeliveryStatus) (querye
 	return tx, func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }, nil
 }
 
-// heldBack reads, through q, the destinations holding their deliveries
-// back when a list of status st needs them (sqlstore.HeldBackNames); nil
-// when it does not.
-func heldBack(ctx context.Context, q queryer, st anyhook.DeliveryStatus) ([]string, error) {
+// shownIn reads, through q, the delivery counters and names the
+// destinations shown with deliveries in st (of dest, if not "") when st is
+// derived from the pause (sqlstore.ShownIn); nil when it is not.
+func shownIn(ctx context.Context, q queryer, st anyhook.DeliveryStatus, dest string) ([]string, error) {
 	if !sqlstore.DerivedStatus(st) {
 		return nil, nil
 	}
-	rows, err := q.Query(ctx, sqlstore.HeldBackNames)
+	rows, err := q.Query(ctx, sqlstore.CountersQuery)
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, sqlstore.ScanString)
-}
-
-// noneShown reads, through q, whether the delivery counters show none in
-// st (of dest, if not ""), a status derived from the pause
-// (sqlstore.NoneShown); false for any other status.
-func noneShown(ctx context.Context, q queryer, st anyhook.DeliveryStatus, dest string) (bool, error) {
-	if !sqlstore.DerivedStatus(st) {
-		return false, nil
-	}
-	rows, err := q.Query(ctx, sqlstore.CountersQuery)
-	if err != nil {
-		return false, err
-	}
 	cs, err := collect(rows, sqlstore.ScanDepth)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return sqlstore.NoneShown(cs, st, dest), nil
-}
-
-// storeErr is store.Unavailable(op, err), nil for a nil err.
-func storeErr(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return store.Unavailable(op, err)
+	return sqlstore.ShownIn(cs, st, dest), nil
 }
 
 // Counts implements store.Store.

@@ -353,11 +353,11 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 	var out store.BulkReplay
 	err := s.tx(ctx, "replay deliveries", func(tx *sql.Tx) error {
 		out = store.BulkReplay{}
-		held, err := heldBack(ctx, tx, f.Status)
+		shown, err := shownIn(ctx, tx, f.Status, f.Destination)
 		if err != nil {
 			return store.Unavailable("replay deliveries", err)
 		}
-		where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f, held)
+		where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f, shown)
 		where = and(where, sqlstore.NotResolved)
 		type pair struct {
 			event, dest string

@@ -36,7 +36,7 @@ func seedShown(t *testing.T, s *sqlite.Store) {
 // with a backlog of untried deliveries, and none untried elsewhere (the
 // usual state: the running destinations keep up), made
 // /api/events?status=pending walk the whole backlog in
-// deliveries_untried to find none, and /api/deliveries?status=pending
+// deliveries_waiting to find none, and /api/deliveries?status=pending
 // read it twice (the count choosing the walk, then the walk): 86 and 132
 // ms at a million events with 300,000 waiting, growing with the backlog.
 func TestListsNoneShown(t *testing.T) {

@@ -122,21 +122,19 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 
 // eventsSQL is the query of listEvents, reading cols of the events f
 // selects (no glob: those are listed type by type); "" when f selects
-// none (paused while nothing is held back).
+// none (a derived status no destination is shown in).
 func (s *Store) eventsSQL(ctx context.Context, db querier, f store.EventFilter, cols string) (string, []any, error) {
-	held, err := heldBack(ctx, db, f.Status)
+	dests, err := shownIn(ctx, db, f.Status, "")
 	if err != nil {
 		return "", nil, err
 	}
-	if none, err := noneShown(ctx, db, f.Status, ""); none || err != nil {
-		return "", nil, err
-	}
-	return s.eventsHeldSQL(ctx, db, f, cols, held)
+	return s.eventsHeldSQL(ctx, db, f, cols, dests)
 }
 
 // snapshot is what a list of status st reads through, and done ends it:
 // for a status derived from the pause, a read transaction, so that the
-// held-back names the list compares with (heldBack) are those its rows'
+// destinations the list names (shownIn, from the counters, which apply
+// the pause) agree with its rows'
 // shown status (sqlstore.StatusExpr) reads. Read apart, a pause or resume
 // between the two put deliveries shown paused in a list of pending ones,
 // and pending ones in a list of paused ones.
@@ -153,14 +151,14 @@ func (s *Store) snapshot(ctx context.Context, st anyhook.DeliveryStatus) (querie
 	return tx, func() { _ = tx.Rollback() }, nil
 }
 
-// eventsHeldSQL is eventsSQL with held, the destinations holding their
-// deliveries back (heldBack), read.
-func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilter, cols string, held []string) (string, []any, error) {
+// eventsHeldSQL is eventsSQL with dests, the destinations shown in f's
+// status (shownIn), read.
+func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilter, cols string, dests []string) (string, []any, error) {
 	w := sqlstore.NewWhere(sqlstore.SQLite)
 	from, order := ` FROM events`, ` ORDER BY events.id DESC`
 	byTime := store.EventsByTime(f)
 	if f.Status != "" {
-		cond, args, none := sqlstore.StatusIs("d.", f.Status, held)
+		cond, args, none := sqlstore.StatusIs("d.", f.Status, dests)
 		if none {
 			return "", nil, nil
 		}
@@ -196,13 +194,13 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 			}
 		}
 		switch {
-		case few && evFew == "" && !byTime && f.Status == anyhook.StatusPaused && len(held) > 1:
-			// Several held back: deliveries_held is in event order for
-			// one destination only, and an IN over their names would
-			// read, join and group every paused delivery of all of them
+		case few && evFew == "" && !byTime && len(dests) > 1:
+			// Several destinations: deliveries_waiting is in event order
+			// for one destination only, and an IN over their names would
+			// read, join and group every pending delivery of all of them
 			// (1.1 s at 300,000 events, two holding 25,700 back). Each
 			// one's newest page instead, merged.
-			return s.heldEventsSQL(ctx, db, f, cols, held)
+			return s.heldEventsSQL(ctx, db, f, cols, dests)
 		case few:
 			from = ` FROM deliveries d` + indexed + ` CROSS JOIN events ON events.id = d.event_id`
 			if evFew != "" {
@@ -249,16 +247,17 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 	return `SELECT ` + cols + from + w.String() + order + ` LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), w.Args(), nil
 }
 
-// heldEventsSQL is the query of the events with a paused delivery when
-// several destinations (held) hold theirs back and no window orders the
-// list by time: the newest page of each destination's (the list's query
-// for that one alone, in deliveries_held's order), the union of those
-// ids newest first. An event in none of those pages is older than a
-// page's worth of events of each destination: not on this page.
-func (s *Store) heldEventsSQL(ctx context.Context, db querier, f store.EventFilter, cols string, held []string) (string, []any, error) {
+// heldEventsSQL is the query of the events with a delivery in f's status
+// (derived from the pause) when several destinations (dests) are shown in
+// it and no window orders the list by time: the newest page of each
+// destination's (the list's query for that one alone, in
+// deliveries_waiting's order), the union of those ids newest first. An
+// event in none of those pages is older than a page's worth of events of
+// each destination: not on this page.
+func (s *Store) heldEventsSQL(ctx context.Context, db querier, f store.EventFilter, cols string, dests []string) (string, []any, error) {
 	var arms []string
 	var args []any
-	for _, h := range held {
+	for _, h := range dests {
 		q, a, err := s.eventsHeldSQL(ctx, db, f, "d.event_id", []string{h})
 		if err != nil {
 			return "", nil, err
@@ -270,52 +269,36 @@ func (s *Store) heldEventsSQL(ctx context.Context, db querier, f store.EventFilt
 		` ORDER BY h.event_id DESC LIMIT ` + strconv.Itoa(store.PageLimit(f.Limit)+1), args, nil
 }
 
-// derivedIndex is the partial index of the stored pending deliveries
-// shown in status st (migration 0040), of source if not "", newest event
-// first; "" for a status stored as shown. Without statistics SQLite would
-// walk deliveries_status_event, which holds every pending delivery, and
-// test each one's row; through the status's part of all sources, a
-// source none of whose deliveries are in it read all of that part (13 ms
-// at a million events, retrying of a source whose every one is held
-// back).
+// derivedIndex is the partial index of the stored pending deliveries by
+// destination (and source, when the list names one), newest event first,
+// holding the attempt count (migration 0040), that a list of st, a status
+// derived from the pause, walks for the destinations it names
+// (sqlstore.ShownIn); "" for a status stored as shown. Without statistics SQLite would walk
+// deliveries_status_event, which holds every pending delivery, and test
+// each one's row; through an index of every destination's, a paused
+// destination's untried backlog was read to find the few of the others.
 func derivedIndex(st anyhook.DeliveryStatus, source string) string {
 	switch {
-	case (st == anyhook.StatusPending || st == anyhook.StatusRetrying) && source != "":
-		return "deliveries_pending_source"
+	case !sqlstore.DerivedStatus(st):
+		return ""
+	case source != "":
+		return "deliveries_waiting_source"
 	}
-	switch st {
-	case anyhook.StatusPending:
-		return "deliveries_untried"
-	case anyhook.StatusRetrying:
-		return "deliveries_retrying"
-	case anyhook.StatusPaused:
-		return "deliveries_held"
-	}
-	return ""
+	return "deliveries_waiting"
 }
 
-// heldBack reads, through q, the destinations holding their deliveries
-// back when a list of status st needs them (sqlstore.HeldBackNames); nil
-// when it does not.
-func heldBack(ctx context.Context, q querier, st anyhook.DeliveryStatus) ([]string, error) {
+// shownIn reads, through q, the delivery counters and names the
+// destinations shown with deliveries in st (of dest, if not "") when st is
+// derived from the pause (sqlstore.ShownIn); nil when it is not.
+func shownIn(ctx context.Context, q querier, st anyhook.DeliveryStatus, dest string) ([]string, error) {
 	if !sqlstore.DerivedStatus(st) {
 		return nil, nil
 	}
-	return query(ctx, q, sqlstore.ScanString, sqlstore.HeldBackNames)
-}
-
-// noneShown reads, through q, whether the delivery counters show none in
-// st (of dest, if not ""), a status derived from the pause
-// (sqlstore.NoneShown); false for any other status.
-func noneShown(ctx context.Context, q querier, st anyhook.DeliveryStatus, dest string) (bool, error) {
-	if !sqlstore.DerivedStatus(st) {
-		return false, nil
-	}
 	cs, err := query(ctx, q, sqlstore.ScanDepth, sqlstore.CountersQuery)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return sqlstore.NoneShown(cs, st, dest), nil
+	return sqlstore.ShownIn(cs, st, dest), nil
 }
 
 // fewEvents names the index of events through which f selects few of
@@ -382,18 +365,15 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 
 // deliveriesSQL is the query of ListDeliveries; "" when f selects none.
 func (s *Store) deliveriesSQL(ctx context.Context, db querier, f store.DeliveryFilter) (string, []any, error) {
-	held, err := heldBack(ctx, db, f.Status)
+	dests, err := shownIn(ctx, db, f.Status, f.Destination)
 	if err != nil {
 		return "", nil, err
 	}
-	status, statusArgs, none := sqlstore.StatusIs("d.", f.Status, held)
-	if none || sqlstore.DestinationExcluded(f.Status, held, f.Destination) {
+	status, statusArgs, none := sqlstore.StatusIs("d.", f.Status, dests)
+	if none {
 		return "", nil, nil
 	}
-	if none, err := noneShown(ctx, db, f.Status, f.Destination); none || err != nil {
-		return "", nil, err
-	}
-	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f, held)
+	where, args := sqlstore.DeliveryWhere(sqlstore.SQLite, f, dests)
 	limit := store.PageLimit(f.Limit)
 	// The deliveries are read alone (a delivery keeps its event's source),
 	// walked newest first through an index of theirs. A time window walks
@@ -405,11 +385,11 @@ func (s *Store) deliveriesSQL(ctx context.Context, db querier, f store.DeliveryF
 	switch {
 	case f.Source != "" && f.Destination != "":
 		sourced, sourceCond, sourceArgs = "deliveries_destination_source", `destination = ? AND source = ?`, []any{f.Destination, f.Source}
-	case f.Source != "" && f.Status == anyhook.StatusPaused:
-		// Paused deliveries are the held-back destinations' (named, as
-		// a destination filter would).
-		sourceCond = `destination IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(held)), ", ") + `) AND source = ?`
-		for _, h := range held {
+	case f.Source != "" && sqlstore.DerivedStatus(f.Status):
+		// A derived status's deliveries are the named destinations'
+		// (sqlstore.ShownIn), as a destination filter would name them.
+		sourceCond = `destination IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(dests)), ", ") + `) AND source = ?`
+		for _, h := range dests {
 			sourceArgs = append(sourceArgs, h)
 		}
 		sourced, sourceArgs = "deliveries_destination_source", append(sourceArgs, f.Source)
@@ -423,11 +403,7 @@ func (s *Store) deliveriesSQL(ctx context.Context, db querier, f store.DeliveryF
 	// and sorted. Through the indexes below, pending of a source with none
 	// untried walked every delivery of the source (0.8 s at a million
 	// events), and pending with none untried every pending one.
-	// (Paused of a source is counted below through (destination, source),
-	// which finds none of a source never sent to the held-back
-	// destinations at once: deliveries_held would read all of theirs, 49
-	// ms at ten million events.)
-	if idx := derivedIndex(f.Status, f.Source); idx != "" && (f.Status != anyhook.StatusPaused || f.Source == "") {
+	if idx := derivedIndex(f.Status, f.Source); idx != "" {
 		cond, condArgs := status, slices.Clone(statusArgs)
 		if f.Source != "" {
 			cond, condArgs = cond+` AND d.source = ?`, append(condArgs, f.Source)

@@ -47,87 +47,59 @@ func StatusExpr(p string) string {
 		` WHEN ` + p + `status = 'pending' AND ` + p + `attempt_count > 0 THEN 'retrying' ELSE ` + p + `status END`
 }
 
-// HeldBackNames is the query (both dialects) of the destinations that
-// hold their deliveries back, read before a list of a status derived from
-// the pause (DerivedStatus): the list then compares its deliveries'
-// destination with these few names, which the indexes on the destination
-// serve, where a per-row test of the destinations table is served by none
-// and read the whole paused backlog (BENCHMARKS.md, "A paused backlog by
-// name").
-var HeldBackNames = `SELECT name FROM destinations WHERE ` + HeldBack("") + ` ORDER BY name`
-
 // DerivedStatus reports whether st is shown from a stored pending
 // delivery by its destination's pause or its attempts.
 func DerivedStatus(st anyhook.DeliveryStatus) bool {
 	return st == anyhook.StatusPending || st == anyhook.StatusRetrying || st == anyhook.StatusPaused
 }
 
-// StatusIs is the condition, with a ? for each of args, that the delivery
-// whose columns are prefixed by p is shown in status st; held names the
-// destinations holding their deliveries back (HeldBackNames), needed only
-// when DerivedStatus(st). none reports that st selects nothing: paused
-// while no destination is held back.
-func StatusIs(p string, st anyhook.DeliveryStatus, held []string) (cond string, args []any, none bool) {
-	names := func(op string) (string, []any) {
-		marks := strings.TrimSuffix(strings.Repeat("?, ", len(held)), ", ")
-		args := make([]any, len(held))
-		for i, h := range held {
-			args[i] = h
-		}
-		return ` AND ` + p + `destination ` + op + ` (` + marks + `)`, args
-	}
-	pending := p + `status = 'pending'`
-	switch st {
-	case anyhook.StatusPaused:
-		if len(held) == 0 {
-			return `1 = 0`, nil, true
-		}
-		in, args := names("IN")
-		return pending + in, args, false
-	case anyhook.StatusPending, anyhook.StatusRetrying:
-		cond = pending + ` AND ` + p + `attempt_count = 0`
-		if st == anyhook.StatusRetrying {
-			cond = pending + ` AND ` + p + `attempt_count > 0`
-		}
-		if len(held) == 0 {
-			return cond, nil, false
-		}
-		notIn, args := names("NOT IN")
-		return cond + notIn, args, false
-	}
-	return p + `status = ?`, []any{string(st)}, false
-}
-
-// DestinationExcluded reports whether a list of status st of destination
-// dest selects nothing because of held (HeldBackNames): paused of a
-// destination not held back, pending or retrying of one held back. The
-// query would find that out by reading every pending delivery of dest
-// (288 ms at a million events).
-func DestinationExcluded(st anyhook.DeliveryStatus, held []string, dest string) bool {
-	if dest == "" || !DerivedStatus(st) {
-		return false
-	}
-	return slices.Contains(held, dest) != (st == anyhook.StatusPaused)
-}
-
-// NoneShown reports whether the delivery counters cs (CountersQuery,
-// read in the list's snapshot, so by the same held-back names) show no
-// delivery in st, a status derived from the pause, of dest if not "".
-// The list then selects nothing without a query: its walk of the status's
-// index would read every delivery a held-back destination keeps there to
-// find none (pending or retrying while a paused destination's backlog
-// waits: 86-132 ms at a million events with 300,000 waiting, growing with
-// the backlog).
-func NoneShown(cs []Count, st anyhook.DeliveryStatus, dest string) bool {
-	if !DerivedStatus(st) {
-		return false
-	}
+// ShownIn names, sorted, the destinations that the delivery counters cs
+// (CountersQuery, which shows a held-back destination's pending and
+// retrying deliveries paused) show with deliveries in st, a status derived
+// from the pause, keeping only dest if not "". A list of st reads those
+// destinations' stored pending deliveries by name (StatusIs), through
+// indexes led by the destination: tested row by row against the
+// destinations table, which no index serves, or compared with the
+// held-back names by NOT IN, a list read a whole paused backlog to find
+// the few it shows (up to 4.4 s at a million events; BENCHMARKS.md, "A
+// paused backlog by name"). The counters are kept in the deliveries'
+// own transactions, so read in the list's snapshot they name exactly the
+// destinations of its rows.
+func ShownIn(cs []Count, st anyhook.DeliveryStatus, dest string) []string {
+	var out []string
 	for _, c := range cs {
-		if c.Status == st && c.N > 0 && (dest == "" || c.Dest == dest) {
-			return false
+		if c.Status == st && c.N > 0 && (dest == "" || c.Dest == dest) && !slices.Contains(out, c.Dest) {
+			out = append(out, c.Dest)
 		}
 	}
-	return true
+	slices.Sort(out)
+	return out
+}
+
+// StatusIs is the condition, with a ? for each of args, that the delivery
+// whose columns are prefixed by p is shown in status st; dests names the
+// destinations shown with deliveries in st (ShownIn), needed only when
+// DerivedStatus(st). none reports that st selects nothing: no such
+// destination.
+func StatusIs(p string, st anyhook.DeliveryStatus, dests []string) (cond string, args []any, none bool) {
+	if !DerivedStatus(st) {
+		return p + `status = ?`, []any{string(st)}, false
+	}
+	if len(dests) == 0 {
+		return `1 = 0`, nil, true
+	}
+	cond = p + `status = 'pending'`
+	switch st {
+	case anyhook.StatusPending:
+		cond += ` AND ` + p + `attempt_count = 0`
+	case anyhook.StatusRetrying:
+		cond += ` AND ` + p + `attempt_count > 0`
+	}
+	args = make([]any, len(dests))
+	for i, d := range dests {
+		args[i] = d
+	}
+	return cond + ` AND ` + p + `destination IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(dests)), ", ") + `)`, args, false
 }
 
 // HeldBack is the SQL condition that the destinations row whose columns

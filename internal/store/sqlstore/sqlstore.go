@@ -309,13 +309,13 @@ func (w *Where) String() string {
 
 // DeliveryWhere selects the deliveries d that filter f names, in dialect
 // dl. It reads no other table: the source is the delivery's copy of its
-// event's (migration 0039), which indexes in the list's order serve. held
-// names the destinations holding their deliveries back (HeldBackNames)
-// when f's status is derived from them.
-func DeliveryWhere(dl Dialect, f store.DeliveryFilter, held []string) (string, []any) {
+// event's (migration 0039), which indexes in the list's order serve.
+// dests names the destinations shown in f's status (ShownIn) when it is
+// derived from the pause.
+func DeliveryWhere(dl Dialect, f store.DeliveryFilter, dests []string) (string, []any) {
 	w := NewWhere(dl)
 	if f.Status != "" {
-		cond, args, _ := StatusIs("d.", f.Status, held)
+		cond, args, _ := StatusIs("d.", f.Status, dests)
 		w.AddN(cond, args...)
 	}
 	w.AddString("d.destination = ?", f.Destination)

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -100,23 +101,29 @@ func TestRebind(t *testing.T) {
 	}
 }
 
-func TestDestinationExcluded(t *testing.T) {
-	held := []string{"ci"}
+func TestShownIn(t *testing.T) {
+	cs := []Count{{Dest: "ci", Status: anyhook.StatusPaused, N: 3}, {Dest: "billing", Status: anyhook.StatusPending, N: 1},
+		{Dest: "audit", Status: anyhook.StatusPending, N: 2}, {Dest: "ledger", Status: anyhook.StatusPending, N: 0}}
 	for _, c := range []struct {
 		st   anyhook.DeliveryStatus
 		dest string
-		want bool
+		want []string
 	}{
-		{anyhook.StatusPaused, "billing", true},
-		{anyhook.StatusPaused, "ci", false},
-		{anyhook.StatusPending, "ci", true},
-		{anyhook.StatusRetrying, "ci", true},
-		{anyhook.StatusRetrying, "billing", false},
-		{anyhook.StatusRetrying, "", false},
-		{anyhook.StatusDead, "ci", false},
+		{anyhook.StatusPending, "", []string{"audit", "billing"}},
+		{anyhook.StatusPending, "billing", []string{"billing"}},
+		{anyhook.StatusPending, "ci", nil},
+		{anyhook.StatusPaused, "", []string{"ci"}},
+		{anyhook.StatusRetrying, "", nil},
 	} {
-		if got := DestinationExcluded(c.st, held, c.dest); got != c.want {
-			t.Errorf("%s of %q, ci held back: excluded %v, want %v", c.st, c.dest, got, c.want)
+		if got := ShownIn(cs, c.st, c.dest); !slices.Equal(got, c.want) {
+			t.Errorf("ShownIn(%s, %q) = %q, want %q", c.st, c.dest, got, c.want)
 		}
+	}
+	if cond, args, none := StatusIs("d.", anyhook.StatusRetrying, []string{"a", "b"}); none || len(args) != 2 ||
+		cond != "d.status = 'pending' AND d.attempt_count > 0 AND d.destination IN (?, ?)" {
+		t.Errorf("StatusIs(retrying, a, b) = %q %v %v", cond, args, none)
+	}
+	if _, _, none := StatusIs("d.", anyhook.StatusPaused, nil); !none {
+		t.Error("paused of no destination selects something")
 	}
 }
