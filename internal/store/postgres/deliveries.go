@@ -458,7 +458,7 @@ func (s *Store) ReplayDeliveries(ctx context.Context, f store.DeliveryFilter, by
 	var out store.BulkReplay
 	err := s.tx(ctx, "replay", func(tx pgx.Tx) error {
 		out = store.BulkReplay{}
-		shown, err := shownIn(ctx, tx, f.Status, f.Destination)
+		shown, _, err := shownIn(ctx, tx, f.Status, f.Destination)
 		if err != nil {
 			return store.Unavailable("replay", err)
 		}

@@ -33,6 +33,10 @@ func IngestLocks(evs []store.NewEvent) (string, []any) {
 	return l[0].sql, l[0].args
 }
 
+// SetFewShown sets how many deliveries shown in a derived status a list
+// reads by id (-1: none).
+func (s *Store) SetFewShown(n int) { s.fewShown = n }
+
 // SetStatementBytes caps the bodies and headers of one ingest statement.
 func (s *Store) SetStatementBytes(n int) { s.statementBytes = n }
 
@@ -47,13 +51,15 @@ func WithMigrateLockTimeout(o Options, d time.Duration) Options {
 // the destinations holding their deliveries back, reading the deliveries'
 // ids (the shown status of each delivery read reads its destination).
 func DeliveriesSQL(f store.DeliveryFilter, held []string) (string, []any) {
-	q, args := deliveriesSQL(f, held)
+	q, args := deliveriesSQL(f, held, nil)
 	return strings.Replace(q, sqlstore.DeliveryColumns("d."), "d.id", 1), args
 }
 
 // EventsSQL is ListEvents' query of the events f selects, reading their
 // ids, held the destinations holding their deliveries back.
-func EventsSQL(f store.EventFilter, held []string) (string, []any) { return eventsSQL(f, "id", held) }
+func EventsSQL(f store.EventFilter, held []string) (string, []any) {
+	return eventsSQL(f, "id", held, nil)
+}
 
 // Setting is the value of a run-time setting on a connection of the store.
 func (s *Store) Setting(ctx context.Context, name string) (string, error) {

@@ -318,7 +318,11 @@ func TestPlansPausedOfASource(t *testing.T) {
 // TestHeldBackLists: as on SQLite (storetest.HeldBackLists).
 func TestHeldBackLists(t *testing.T) {
 	t.Parallel()
-	storetest.HeldBackLists(t, open(t))
+	for _, few := range []int{-1, 1 << 30} { // by one query; by ids first
+		s := openDSN(t, pgtest.DSN(t))
+		s.SetFewShown(few)
+		storetest.HeldBackLists(t, s)
+	}
 }
 
 // TestHeldBackRace: storetest.HeldBackRace.

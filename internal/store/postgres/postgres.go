@@ -57,7 +57,10 @@ type Store struct {
 	sweepChunk int
 	// statementBytes caps the bodies and headers one ingest statement
 	// carries (insertEvents); default statementBytes. Tests make it small.
-	statementBytes     int
+	statementBytes int
+	// fewShown overrides defaultFewShown when not 0 (-1: never few).
+	// Tests set it.
+	fewShown           int
 	migrateLockTimeout time.Duration // Options.migrateLockTimeout
 	log                *slog.Logger
 }

@@ -76,6 +76,18 @@ func ShownIn(cs []Count, st anyhook.DeliveryStatus, dest string) []string {
 	return out
 }
 
+// ShownTotal is how many deliveries the counters cs show in st of the
+// destinations dests.
+func ShownTotal(cs []Count, st anyhook.DeliveryStatus, dests []string) int {
+	n := 0
+	for _, c := range cs {
+		if c.Status == st && slices.Contains(dests, c.Dest) {
+			n += c.N
+		}
+	}
+	return n
+}
+
 // StatusIs is the condition, with a ? for each of args, that the delivery
 // whose columns are prefixed by p is shown in status st; dests names the
 // destinations shown with deliveries in st (ShownIn), needed only when
