@@ -159,14 +159,7 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	var ids []string
 	if sqlstore.DerivedStatus(f.Status) && n <= cmp.Or(s.fewShown, defaultFewShown) {
 		// Few shown: their events' ids first (see defaultFewShown).
-		w := sqlstore.NewWhere(sqlstore.Postgres)
-		w.AddN(cond, condArgs...)
-		w.AddString("d.source = ?", f.Source)
-		rows, err := db.Query(ctx, `SELECT DISTINCT d.event_id FROM deliveries d`+w.String(), append([]any{customPlans}, w.Args()...)...)
-		if err != nil {
-			return nil, "", store.Unavailable("list events", err)
-		}
-		if ids, err = collect(rows, sqlstore.ScanString); err != nil {
+		if ids, err = shownIDs(ctx, db, "DISTINCT d.event_id", cond, condArgs, f.Source); err != nil {
 			return nil, "", store.Unavailable("list events", err)
 		}
 		if len(ids) == 0 {
@@ -247,14 +240,7 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 	var ids []string
 	if sqlstore.DerivedStatus(f.Status) && n <= cmp.Or(s.fewShown, defaultFewShown) {
 		// Few shown: their ids first (see defaultFewShown).
-		w := sqlstore.NewWhere(sqlstore.Postgres)
-		w.AddN(cond, condArgs...)
-		w.AddString("d.source = ?", f.Source)
-		rows, err := db.Query(ctx, `SELECT d.id FROM deliveries d`+w.String(), append([]any{customPlans}, w.Args()...)...)
-		if err != nil {
-			return nil, "", store.Unavailable("list deliveries", err)
-		}
-		if ids, err = collect(rows, sqlstore.ScanString); err != nil {
+		if ids, err = shownIDs(ctx, db, "d.id", cond, condArgs, f.Source); err != nil {
 			return nil, "", store.Unavailable("list deliveries", err)
 		}
 		if len(ids) == 0 {
@@ -322,6 +308,21 @@ func (s *Store) snapshot(ctx context.Context, st anyhook.DeliveryStatus) (querye
 // took another's one for thousands and walked every event of a window
 // to find it (3.2 s at a million events).
 const defaultFewShown = 2000
+
+// shownIDs reads, through q, col (an id column of d, of text) of the
+// deliveries d in cond (sqlstore.StatusIs, with args), of source if not
+// "": a query with no order, which an index on the destination serves
+// whatever the planner thinks of the status's share.
+func shownIDs(ctx context.Context, q queryer, col, cond string, args []any, source string) ([]string, error) {
+	w := sqlstore.NewWhere(sqlstore.Postgres)
+	w.AddN(cond, args...)
+	w.AddString("d.source = ?", source)
+	rows, err := q.Query(ctx, `SELECT `+col+` FROM deliveries d`+w.String(), append([]any{customPlans}, w.Args()...)...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, sqlstore.ScanString)
+}
 
 // shownIn reads, through q, the delivery counters and names the
 // destinations shown with deliveries in st (of dest, if not "") when st is
