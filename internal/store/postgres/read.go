@@ -148,23 +148,12 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 		return nil, "", store.Unavailable("list events", err)
 	}
 	defer done()
-	dests, n, err := shownIn(ctx, db, f.Status, "")
+	dests, ids, none, err := s.shown(ctx, db, f.Status, "", f.Source, "DISTINCT d.event_id")
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
 	}
-	cond, condArgs, none := sqlstore.StatusIs("d.", f.Status, dests)
 	if none {
 		return nil, "", nil
-	}
-	var ids []string
-	if sqlstore.DerivedStatus(f.Status) && n <= cmp.Or(s.fewShown, defaultFewShown) {
-		// Few shown: their events' ids first (see defaultFewShown).
-		if ids, err = shownIDs(ctx, db, "DISTINCT d.event_id", cond, condArgs, f.Source); err != nil {
-			return nil, "", store.Unavailable("list events", err)
-		}
-		if len(ids) == 0 {
-			return nil, "", nil
-		}
 	}
 	q, args := eventsSQL(f, cols, dests, ids)
 	limit := store.PageLimit(f.Limit)
@@ -229,23 +218,12 @@ func (s *Store) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]a
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
 	defer done()
-	dests, n, err := shownIn(ctx, db, f.Status, f.Destination)
+	dests, ids, none, err := s.shown(ctx, db, f.Status, f.Destination, f.Source, "d.id")
 	if err != nil {
 		return nil, "", store.Unavailable("list deliveries", err)
 	}
-	cond, condArgs, none := sqlstore.StatusIs("d.", f.Status, dests)
 	if none {
 		return nil, "", nil
-	}
-	var ids []string
-	if sqlstore.DerivedStatus(f.Status) && n <= cmp.Or(s.fewShown, defaultFewShown) {
-		// Few shown: their ids first (see defaultFewShown).
-		if ids, err = shownIDs(ctx, db, "d.id", cond, condArgs, f.Source); err != nil {
-			return nil, "", store.Unavailable("list deliveries", err)
-		}
-		if len(ids) == 0 {
-			return nil, "", nil
-		}
 	}
 	q, args := deliveriesSQL(f, dests, ids)
 	limit := store.PageLimit(f.Limit)
@@ -309,19 +287,33 @@ func (s *Store) snapshot(ctx context.Context, st anyhook.DeliveryStatus) (querye
 // to find it (3.2 s at a million events).
 const defaultFewShown = 2000
 
-// shownIDs reads, through q, col (an id column of d, of text) of the
-// deliveries d in cond (sqlstore.StatusIs, with args), of source if not
-// "": a query with no order, which an index on the destination serves
-// whatever the planner thinks of the status's share.
-func shownIDs(ctx context.Context, q queryer, col, cond string, args []any, source string) ([]string, error) {
+// shown reads, through q, what a list of status st (of destination dest
+// and source, if not "") selects when st is derived from the pause: the
+// destinations the counters show in st (shownIn) and, when they show few
+// (defaultFewShown), col (an id column of the deliveries d, of text) of
+// all of them, read by a query with no order, which an index on the
+// destination serves whatever the planner thinks of the status's share.
+// none reports that the list selects nothing.
+func (s *Store) shown(ctx context.Context, q queryer, st anyhook.DeliveryStatus, dest, source, col string) (dests, ids []string, none bool, err error) {
+	dests, n, err := shownIn(ctx, q, st, dest)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	cond, args, none := sqlstore.StatusIs("d.", st, dests)
+	if none || !sqlstore.DerivedStatus(st) || n > cmp.Or(s.fewShown, defaultFewShown) {
+		return dests, nil, none, nil
+	}
 	w := sqlstore.NewWhere(sqlstore.Postgres)
 	w.AddN(cond, args...)
 	w.AddString("d.source = ?", source)
 	rows, err := q.Query(ctx, `SELECT `+col+` FROM deliveries d`+w.String(), append([]any{customPlans}, w.Args()...)...)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
-	return collect(rows, sqlstore.ScanString)
+	if ids, err = collect(rows, sqlstore.ScanString); err != nil {
+		return nil, nil, false, err
+	}
+	return dests, ids, len(ids) == 0, nil
 }
 
 // shownIn reads, through q, the delivery counters and names the
