@@ -14,7 +14,8 @@ import (
 	"net/url"
 	"time"
 
-	_ "modernc.org/sqlite" // the pure-Go driver
+	sqlitedriver "modernc.org/sqlite"
+	sqlitelib "modernc.org/sqlite/lib"
 
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
@@ -114,6 +115,10 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		s.newID = store.NewID
 	}
 	s.startLeaseClock(opt.Elapsed)
+	if err := s.connect(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -130,6 +135,27 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		s.startWALCopier()
 	}
 	return s, nil
+}
+
+// connect opens the writer's connection, which switches a new file to
+// WAL. Processes opening a new file at once race for that switch, and
+// SQLite answers the losers SQLITE_BUSY at once, without waiting on the
+// busy handler (two connections upgrading read locks would deadlock), so
+// connect tries again, as the busy timeout would, for up to 10 s.
+func (s *Store) connect(ctx context.Context) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := s.w.PingContext(ctx)
+		var e *sqlitedriver.Error
+		if err == nil || !errors.As(err, &e) || e.Code()&0xff != sqlitelib.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 // The hot write statements, prepared at Open.
