@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -324,6 +325,24 @@ type pageError struct {
 }
 
 func (e *pageError) Error() string { return e.Message }
+
+// onlyParams refuses a query parameter a list does not read, as the
+// admin API does: a link with a typo or a filter the page lacks
+// (/events?destination=ci) would otherwise show the unfiltered list as
+// if it were the filtered one.
+func onlyParams(v url.Values, names ...string) error {
+	for _, name := range slices.Sorted(maps.Keys(v)) {
+		if slices.Contains(names, name) {
+			continue
+		}
+		msg := fmt.Sprintf("this list has no filter %q (it filters by %s)", name, strings.Join(names, ", "))
+		if name == "destination" && slices.Contains(names, "q") {
+			msg += "; one destination's deliveries are listed at /deliveries?destination=" + url.QueryEscape(v.Get(name))
+		}
+		return &pageError{http.StatusBadRequest, msg}
+	}
+	return nil
+}
 
 // classify maps err to what the person sees; details of 5xx go to the log.
 func classify(err error) *pageError {

@@ -431,6 +431,21 @@ func TestPages(t *testing.T) {
 	if r := f.get("/events?status=bogus"); r.code != http.StatusBadRequest {
 		t.Errorf("bad status: %d", r.code)
 	}
+	// A filter a list lacks is refused, not ignored: the page would show
+	// every event under a link that reads as one destination's.
+	for path, want := range map[string]string{
+		"/events?destination=billing":     "/deliveries?destination=billing",
+		"/events?statu=dead":              `no filter &#34;statu&#34;`,
+		"/deliveries?source=stripe":       `no filter &#34;source&#34; (it filters by status, destination, cursor)`,
+		"/incidents?status=open":          `no filter &#34;status&#34;`,
+		"/rejections?destination=billing": `no filter &#34;destination&#34; (it filters by source, reason, q, cursor)`,
+	} {
+		r := f.get(path)
+		if r.code != http.StatusBadRequest {
+			t.Errorf("GET %s: %d, want 400", path, r.code)
+		}
+		mustContain(t, r, want)
+	}
 
 	r = f.get("/events/" + jsonID)
 	mustContain(t, r, "Stripe-Signature", "t=1,v1=abc", "&#34;amount&#34;: 42", `id="body-raw"`,

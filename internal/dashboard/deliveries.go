@@ -58,6 +58,9 @@ func (d deliveriesData) NavKey() string { return string(d.Status) }
 // GET /deliveries?status=&destination=&cursor=
 func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
+	if err := onlyParams(v, "status", "destination", "cursor"); err != nil {
+		return err
+	}
 	f := store.DeliveryFilter{
 		Status:      anyhook.DeliveryStatus(strings.TrimSpace(v.Get("status"))),
 		Destination: strings.TrimSpace(v.Get("destination")),

@@ -67,6 +67,9 @@ type savedSearch struct {
 
 // eventFilter reads the list's query parameters.
 func eventFilter(v url.Values) (store.EventFilter, error) {
+	if err := onlyParams(v, "source", "status", "type", "q", "until", "cursor"); err != nil {
+		return store.EventFilter{}, err
+	}
 	f := store.EventFilter{
 		Source: strings.TrimSpace(v.Get("source")),
 		Status: anyhook.DeliveryStatus(strings.TrimSpace(v.Get("status"))),

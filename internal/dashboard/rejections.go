@@ -42,6 +42,9 @@ func (rejectionsData) NavKey() string { return "rejections" }
 // GET /rejections?source=&reason=&q=&cursor=
 func (d *Dashboard) rejections(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
+	if err := onlyParams(v, "source", "reason", "q", "cursor"); err != nil {
+		return err
+	}
 	f := store.RejectionFilter{
 		Source: strings.TrimSpace(v.Get("source")),
 		Reason: strings.TrimSpace(v.Get("reason")),
