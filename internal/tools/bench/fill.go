@@ -44,10 +44,12 @@ hour" of delivered, dead and failed (and its charts) shows lumps of
 thousands in one minute, not a gateway's steady traffic; the counts by
 destination and status are exact, and on both stores 3% of deliveries
 stay retrying, due a day after the fill. The stores differ in their
-times: on SQLite the deliveries and attempts carry the 30 days' times;
-on PostgreSQL they carry the database's now(), so every outcome of the
-fill falls in its last minutes (the overview's last hour shows all of
-them).
+times: on SQLite the deliveries carry the 30 days' times; on PostgreSQL
+they carry the database's now(), so every outcome of the fill falls in
+its last minutes (the overview's last hour shows all of them). On both,
+every attempt carries the fill's own clock time: the overview's "failed
+attempts, last hour" counts all the fill's failed attempts, and a dead
+row's "attempt 1, 3m ago" can be newer than its delivery.
 
 To serve the filled store yourself (anyhook serve), name its sources
 stripe, github, shopify and generic (the bench serves all four as
