@@ -87,6 +87,14 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
+	// A list's page is a LIMIT over an ordered index walk; in parallel
+	// (Gather Merge) every worker walks its share of the index until it
+	// has rows, several times the work of one walk: retrying events
+	// until a day 17 days back at ten million, 18,619 probes in 191 ms
+	// against 4,005 in 26 ms alone. Off, unless the DSN sets it.
+	if _, set := cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"]; !set {
+		cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"] = "0"
+	}
 	if opt.Tracer != nil {
 		cfg.ConnConfig.Tracer = opt.Tracer
 	}

@@ -363,3 +363,21 @@ func TestJITOff(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelOff: the store's connections plan without parallel workers,
+// whose ordered walks did several times the work of one on the lists,
+// unless the DSN asks for them.
+func TestParallelOff(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	for want, dsn := range map[string]string{"0": dsn, "2": dsn + sep + "max_parallel_workers_per_gather=2"} {
+		got, err := openDSN(t, dsn).Setting(t.Context(), "max_parallel_workers_per_gather")
+		if err != nil || got != want {
+			t.Errorf("%s: max_parallel_workers_per_gather = %q, %v; want %q", dsn, got, err, want)
+		}
+	}
+}
