@@ -326,18 +326,22 @@ type pageError struct {
 
 func (e *pageError) Error() string { return e.Message }
 
-// onlyParams refuses a query parameter a list does not read, as the
-// admin API does: a link with a typo or a filter the page lacks
-// (/events?destination=ci) would otherwise show the unfiltered list as
-// if it were the filtered one.
-func onlyParams(v url.Values, names ...string) error {
+// onlyParams refuses a query parameter a list does not read, or one
+// given twice, as the admin API does: a link with a typo or a filter the
+// page lacks (/events?destination=ci) would otherwise show the unfiltered
+// list as if it were the filtered one. hint, when it has the parameter,
+// says where that filter is, given its value.
+func onlyParams(v url.Values, hint map[string]func(string) string, names ...string) error {
 	for _, name := range slices.Sorted(maps.Keys(v)) {
+		if len(v[name]) > 1 && slices.Contains(names, name) {
+			return &pageError{http.StatusBadRequest, fmt.Sprintf("%s is given %d times; this list filters by one value", name, len(v[name]))}
+		}
 		if slices.Contains(names, name) {
 			continue
 		}
 		msg := fmt.Sprintf("this list has no filter %q (it filters by %s)", name, strings.Join(names, ", "))
-		if name == "destination" && slices.Contains(names, "q") {
-			msg += "; one destination's deliveries are listed at /deliveries?destination=" + url.QueryEscape(v.Get(name))
+		if h := hint[name]; h != nil {
+			msg += "; " + h(v.Get(name))
 		}
 		return &pageError{http.StatusBadRequest, msg}
 	}

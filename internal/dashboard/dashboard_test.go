@@ -439,12 +439,23 @@ func TestPages(t *testing.T) {
 		"/deliveries?source=stripe":       `no filter &#34;source&#34; (it filters by status, destination, cursor)`,
 		"/incidents?status=open":          `no filter &#34;status&#34;`,
 		"/rejections?destination=billing": `no filter &#34;destination&#34; (it filters by source, reason, q, cursor)`,
+		"/events?source=stripe&source=github": "source is given 2 times",
+		"/deliveries?status=dead&source=stripe": "/events?source=stripe&amp;status=dead",
 	} {
 		r := f.get(path)
 		if r.code != http.StatusBadRequest {
 			t.Errorf("GET %s: %d, want 400", path, r.code)
 		}
 		mustContain(t, r, want)
+	}
+
+	// A removed source's events are listed under its name, not "any";
+	// a window back in time says so, and is not refreshed live.
+	mustContain(t, f.get("/events?source=renamed-away"), `renamed-away (not in the config)</option>`, goneID)
+	r = f.get("/events?until=" + url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	mustContain(t, r, `Received before <input type="text" name="until"`)
+	if strings.Contains(r.body, `id="live"`) || strings.Contains(r.body, "data-refresh") {
+		t.Error("a list back in time offers the live refresh")
 	}
 
 	r = f.get("/events/" + jsonID)

@@ -55,10 +55,20 @@ type deliveriesData struct {
 // NavKey marks the dead and held queues in the navigation.
 func (d deliveriesData) NavKey() string { return string(d.Status) }
 
+// deliveryHints say where the filters the deliveries list lacks are.
+var deliveryHints = map[string]func(string) string{
+	"source": func(s string) string {
+		return "the events of a source are listed by delivery status at /events?source=" + url.QueryEscape(s) + "&status=dead, and GET /api/deliveries takes source"
+	},
+	"type": func(t string) string {
+		return "the events of a type are listed by delivery status at /events?type=" + url.QueryEscape(t) + "&status=dead"
+	},
+}
+
 // GET /deliveries?status=&destination=&cursor=
 func (d *Dashboard) deliveries(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
-	if err := onlyParams(v, "status", "destination", "cursor"); err != nil {
+	if err := onlyParams(v, deliveryHints, "status", "destination", "cursor"); err != nil {
 		return err
 	}
 	f := store.DeliveryFilter{

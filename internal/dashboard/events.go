@@ -44,6 +44,9 @@ type eventsData struct {
 	// the bodies, admin.BodySearch); SearchError says why one was refused.
 	BodySearch  bool
 	SearchError string
+	// OtherSource: Source is not in the config (a removed source's
+	// events), so the source menu offers it too rather than show "any".
+	OtherSource bool
 	// Saved are the saved searches, each with its link; SaveQuery is
 	// this list's parameters, which "save this search" keeps.
 	Saved     []savedSearch
@@ -65,9 +68,17 @@ type savedSearch struct {
 	URL string
 }
 
+// eventHints say where the filters the events list lacks are.
+var eventHints = map[string]func(string) string{
+	"destination": func(d string) string {
+		return "one destination's deliveries are listed a status at a time at /deliveries?destination=" + url.QueryEscape(d) +
+			"&status=dead (or pending, retrying, delivering, held, paused, delivered, resolved; held when none is given)"
+	},
+}
+
 // eventFilter reads the list's query parameters.
 func eventFilter(v url.Values) (store.EventFilter, error) {
-	if err := onlyParams(v, "source", "status", "type", "q", "until", "cursor"); err != nil {
+	if err := onlyParams(v, eventHints, "source", "status", "type", "q", "until", "cursor"); err != nil {
 		return store.EventFilter{}, err
 	}
 	f := store.EventFilter{
@@ -156,7 +167,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, "/events/"+url.PathEscape(evs[0].ID), http.StatusSeeOther)
 		return nil
 	}
-	data := eventsData{Source: f.Source, Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
+	data := eventsData{Source: f.Source, OtherSource: f.Source != "" && !slices.Contains(d.sources, f.Source), Status: string(f.Status), Q: f.Q, Type: f.Type, Sources: d.sources,
 		Statuses: statusOrder, Paged: f.Cursor != "", BodySearch: bodySearch, SearchError: searchError, CanAct: canAct(r)}
 	if !f.Until.IsZero() {
 		data.Until = f.Until.UTC().Format(time.RFC3339Nano)

@@ -41,7 +41,7 @@ var incidentStates = []string{"unresolved", store.IncidentOpen, store.IncidentAc
 // GET /incidents?state=&destination=&cursor=
 func (d *Dashboard) incidents(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
-	if err := onlyParams(v, "state", "destination", "cursor"); err != nil {
+	if err := onlyParams(v, nil, "state", "destination", "cursor"); err != nil {
 		return err
 	}
 	state := strings.TrimSpace(v.Get("state"))

@@ -42,7 +42,7 @@ func (rejectionsData) NavKey() string { return "rejections" }
 // GET /rejections?source=&reason=&q=&cursor=
 func (d *Dashboard) rejections(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
-	if err := onlyParams(v, "source", "reason", "q", "cursor"); err != nil {
+	if err := onlyParams(v, nil, "source", "reason", "q", "cursor"); err != nil {
 		return err
 	}
 	f := store.RejectionFilter{
