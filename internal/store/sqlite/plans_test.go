@@ -26,6 +26,10 @@ func TestPlansUseIndexes(t *testing.T) {
 	exact := sqlstore.NewWhere(sqlstore.SQLite)
 	exact.AddType("events.type", "Invoice.Paid")
 	exact.AddString("events.id < ?", "01a2")
+	both := sqlstore.NewWhere(sqlstore.SQLite)
+	both.AddString("events.source = ?", "generic")
+	both.AddType("events.type", "Push")
+	both.AddString("events.id < ?", "01a2")
 	from, to := sqlstore.TypeRange("invoice.*")
 	for _, c := range []struct {
 		name, sql, index string
@@ -33,6 +37,7 @@ func TestPlansUseIndexes(t *testing.T) {
 	}{
 		{"a glob's types, one seek each", sqlstore.SQLite.TypesQuery(), "events_type", []any{from, to, to}},
 		{"one type newest first", `SELECT id FROM events` + exact.String() + ` ORDER BY events.id DESC LIMIT 51`, "events_type", exact.Args()},
+		{"a source and a type newest first", `SELECT id FROM events` + both.String() + ` ORDER BY events.id DESC LIMIT 51`, "events_source_type", both.Args()},
 	} {
 		plan := explain(t, db, c.sql, c.args...)
 		if !strings.Contains(plan, c.index) || strings.Contains(plan, "SCAN events\n") || strings.HasSuffix(plan, "SCAN events") ||

@@ -378,6 +378,12 @@ func (s samples) urls() [][2]string {
 		{"api events paused (none)", "/api/events?status=paused"},
 		{"api events dead, source+type", "/api/events?status=dead&source=github&type=invoice.paid"},
 		{"dashboard events retrying", "/events?status=retrying"},
+		// A source and a type each common but never together (the fill
+		// gives each type three of the four sources), then a pair that
+		// occurs but has no dead delivery: both found by a review.
+		{"api events, source+type never together", "/api/events?source=generic&type=push"},
+		{"dashboard events, source+type never together", "/events?source=generic&type=push"},
+		{"api events dead, source+type without dead", "/api/events?status=dead&source=shopify&type=push"},
 	}
 }
 
