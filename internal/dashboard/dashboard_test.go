@@ -434,12 +434,12 @@ func TestPages(t *testing.T) {
 	// A filter a list lacks is refused, not ignored: the page would show
 	// every event under a link that reads as one destination's.
 	for path, want := range map[string]string{
-		"/events?destination=billing":     "/deliveries?destination=billing",
-		"/events?statu=dead":              `no filter &#34;statu&#34;`,
-		"/deliveries?source=stripe":       `no filter &#34;source&#34; (it filters by status, destination, cursor)`,
-		"/incidents?status=open":          `no filter &#34;status&#34;`,
-		"/rejections?destination=billing": `no filter &#34;destination&#34; (it filters by source, reason, q, cursor)`,
-		"/events?source=stripe&source=github": "source is given 2 times",
+		"/events?destination=billing":           "/deliveries?destination=billing",
+		"/events?statu=dead":                    `no filter &#34;statu&#34;`,
+		"/deliveries?source=stripe":             `no filter &#34;source&#34; (it filters by status, destination, cursor)`,
+		"/incidents?status=open":                `no filter &#34;status&#34;`,
+		"/rejections?destination=billing":       `no filter &#34;destination&#34; (it filters by source, reason, q, cursor)`,
+		"/events?source=stripe&source=github":   "source is given 2 times",
 		"/deliveries?status=dead&source=stripe": "/events?source=stripe&amp;status=dead",
 	} {
 		r := f.get(path)
