@@ -67,6 +67,17 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// sessionDefaults are the settings of the store's connections unless the
+// DSN sets them (BENCHMARKS.md, "Ten million events on both stores").
+//   - jit: PostgreSQL compiles a query it estimates costly; on the lists'
+//     rare filters at ten million events that took 8 to 104 ms a
+//     request, more than the query itself.
+//   - max_parallel_workers_per_gather: a list's page is a LIMIT over an
+//     ordered index walk; in parallel (Gather Merge) every worker walked
+//     its share until it had rows: retrying events until 17 days back at
+//     ten million, 18,619 probes in 191 ms against 4,005 in 26 ms alone.
+var sessionDefaults = map[string]string{"jit": "off", "max_parallel_workers_per_gather": "0"}
+
 // Open connects to the database named by dsn (a postgres:// URL or a
 // key=value string), checks that it answers and applies pending
 // migrations. An unreachable database is an error wrapping
@@ -80,20 +91,10 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
 	}
-	// PostgreSQL compiles a query it estimates costly (JIT): on the lists'
-	// rare filters at ten million events that took 8 to 104 ms a request,
-	// more than the query itself (BENCHMARKS.md, "Ten million events on
-	// both stores"). Off, unless the DSN sets it.
-	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
-		cfg.ConnConfig.RuntimeParams["jit"] = "off"
-	}
-	// A list's page is a LIMIT over an ordered index walk; in parallel
-	// (Gather Merge) every worker walks its share of the index until it
-	// has rows, several times the work of one walk: retrying events
-	// until a day 17 days back at ten million, 18,619 probes in 191 ms
-	// against 4,005 in 26 ms alone. Off, unless the DSN sets it.
-	if _, set := cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"]; !set {
-		cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"] = "0"
+	for k, v := range sessionDefaults {
+		if _, set := cfg.ConnConfig.RuntimeParams[k]; !set {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
 	}
 	if opt.Tracer != nil {
 		cfg.ConnConfig.Tracer = opt.Tracer

@@ -346,38 +346,25 @@ func TestUnstorableItemIsolated(t *testing.T) {
 	}
 }
 
-// TestJITOff: the store's connections run without JIT compilation, which
-// cost the lists' rare filters more than their queries at ten million
-// events, unless the DSN asks for it.
-func TestJITOff(t *testing.T) {
+// TestSessionDefaults: the store's connections run without JIT
+// compilation and without parallel workers, both of which cost the lists
+// more than their queries at ten million events, unless the DSN asks.
+func TestSessionDefaults(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	sep := "?"
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	for want, dsn := range map[string]string{"off": dsn, "on": dsn + sep + "jit=on"} {
-		got, err := openDSN(t, dsn).Setting(t.Context(), "jit")
-		if err != nil || got != want {
-			t.Errorf("%s: jit = %q, %v; want %q", dsn, got, err, want)
-		}
-	}
-}
-
-// TestParallelOff: the store's connections plan without parallel workers,
-// whose ordered walks did several times the work of one on the lists,
-// unless the DSN asks for them.
-func TestParallelOff(t *testing.T) {
-	t.Parallel()
-	dsn := pgtest.DSN(t)
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	for want, dsn := range map[string]string{"0": dsn, "2": dsn + sep + "max_parallel_workers_per_gather=2"} {
-		got, err := openDSN(t, dsn).Setting(t.Context(), "max_parallel_workers_per_gather")
-		if err != nil || got != want {
-			t.Errorf("%s: max_parallel_workers_per_gather = %q, %v; want %q", dsn, got, err, want)
+	for _, c := range []struct{ name, def, asked string }{
+		{"jit", "off", "on"},
+		{"max_parallel_workers_per_gather", "0", "2"},
+	} {
+		for want, dsn := range map[string]string{c.def: dsn, c.asked: dsn + sep + c.name + "=" + c.asked} {
+			got, err := openDSN(t, dsn).Setting(t.Context(), c.name)
+			if err != nil || got != want {
+				t.Errorf("%s: %s = %q, %v; want %q", dsn, c.name, got, err, want)
+			}
 		}
 	}
 }
