@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -261,6 +262,37 @@ func readOnly(t *testing.T, path string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// TestWindowPlanSourceAndType: a source and a type each with many events
+// but none together, over a window, read through events_source_type (one
+// seek, none found): the window's time index read every event before it,
+// the type's index every event of the type (3.7 s at ten million events
+// on PostgreSQL, the same walk here).
+func TestWindowPlanSourceAndType(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t)
+	for i, e := range []struct{ source, typ string }{{"generic", "invoice.paid"}, {"generic", "invoice.paid"}, {"stripe", "push"}, {"stripe", "push"}} {
+		ne := store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: e.source, Type: e.typ, DedupKey: fmt.Sprint("k", i), ReceivedAt: time.Now(),
+			Method: "POST", Path: "/webhooks/" + e.source, Body: []byte(`{}`)}}
+		if res, err := s.Ingest(t.Context(), []store.NewEvent{ne}); err != nil || res[0].Err != nil {
+			t.Fatal(err, res)
+		}
+	}
+	sqlite.SetFewRows(s, 2) // two events of a source, or of a type, are many
+	db := readOnly(t, path)
+	for _, f := range []store.EventFilter{
+		{Source: "generic", Type: "push", Until: time.Now()},
+		{Source: "generic", Type: "push", Status: anyhook.StatusDead, Since: planSince},
+	} {
+		q, args, err := sqlite.EventsSQL(s, t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan := explain(t, db, q, args...); !strings.Contains(plan, "events_source_type") {
+			t.Errorf("events %+v: want events_source_type:\n%s", f, plan)
+		}
+	}
 }
 
 // TestPlansDerivedStatus: events pending (never tried), retrying or

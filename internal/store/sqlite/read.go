@@ -302,8 +302,9 @@ func shownIn(ctx context.Context, q querier, st anyhook.DeliveryStatus, dest str
 }
 
 // fewEvents names the index of events through which f selects few of
-// them: an exact provider event id's, or a source's or exact type's with
-// few events; "" when none does.
+// them: an exact provider event id's, or a source's, a source and exact
+// type's (each common, rarely together), or an exact type's with few
+// events; "" when none does.
 func (s *Store) fewEvents(ctx context.Context, db querier, f store.EventFilter) (string, error) {
 	if f.Q != "" {
 		return "events_dedup_key", nil
@@ -313,11 +314,18 @@ func (s *Store) fewEvents(ctx context.Context, db querier, f store.EventFilter) 
 			return "events_source", err
 		}
 	}
-	if f.Type != "" && !strings.Contains(f.Type, "*") {
-		few, err := s.fewer(ctx, db, `SELECT 1 FROM events WHERE `+sqlstore.SQLite.TypeExpr("type")+` = ?`, store.LowerType(f.Type))
+	if f.Type == "" || strings.Contains(f.Type, "*") {
+		return "", nil
+	}
+	typ := sqlstore.SQLite.TypeExpr("type") + ` = ?`
+	if f.Source != "" {
+		few, err := s.fewer(ctx, db, `SELECT 1 FROM events WHERE source = ? AND `+typ, f.Source, store.LowerType(f.Type))
 		if few || err != nil {
-			return "events_type", err
+			return "events_source_type", err
 		}
+	}
+	if few, err := s.fewer(ctx, db, `SELECT 1 FROM events WHERE `+typ, store.LowerType(f.Type)); few || err != nil {
+		return "events_type", err
 	}
 	return "", nil
 }
