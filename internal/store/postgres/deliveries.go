@@ -397,8 +397,8 @@ func replayPairs(ctx context.Context, tx pgx.Tx, ids, events, dests []string, by
 	}
 	actor, reason := text(store.ActorName(by)), text(by.Reason)
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO deliveries (id, event_id, source, destination, status, replay, next_attempt_at, created_at, updated_at)
-		SELECT r.id, r.event_id, e.source, r.destination, 'pending', true, now(), now(), now()
+	b.Queue(`INSERT INTO deliveries (id, event_id, source, type, destination, status, replay, next_attempt_at, created_at, updated_at)
+		SELECT r.id, r.event_id, e.source, e.type, r.destination, 'pending', true, now(), now(), now()
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS r (id, event_id, destination) JOIN events e ON e.id = r.event_id`, ids, events, dests)
 	b.Queue(`UPDATE deliveries d SET status = 'resolved', resolution = $4, resolved_at = now(), resolved_by = $5,
 			resolution_reason = $6, replayed_by = r.id, note = $7 || ' (replay delivery ' || r.id || ')', lease_until = NULL, updated_at = now()

@@ -42,9 +42,9 @@ const insertEvent = `WITH t AS (SELECT clock_timestamp() AS at), ev AS (
 	ON CONFLICT DO NOTHING
 	RETURNING id
 ), dl AS (
-	INSERT INTO deliveries (id, event_id, source, destination, status, stale, next_attempt_at, created_at, updated_at,
+	INSERT INTO deliveries (id, event_id, source, type, destination, status, stale, next_attempt_at, created_at, updated_at,
 		attempt_count, lease_until, claimed_at)
-	SELECT d.id, ev.id, $2, d.destination, CASE WHEN c.claim THEN 'delivering' ELSE $14 END, $15, now(), now(), now(),
+	SELECT d.id, ev.id, $2, $21, d.destination, CASE WHEN c.claim THEN 'delivering' ELSE $14 END, $15, now(), now(), now(),
 		CASE WHEN c.claim THEN 1 ELSE 0 END,
 		CASE WHEN c.claim THEN t.at + d.lease * interval '1 microsecond' END,
 		CASE WHEN c.claim THEN t.at END

@@ -86,3 +86,32 @@ func TestMigrate6EmptiesTheQueues(t *testing.T) {
 		t.Fatal("the status CHECK let 'gone' through")
 	}
 }
+
+// TestMigrateDeliveriesType is the SQLite test of the same name: an
+// upgrade gives every delivery its event's type (migration 0043), with the
+// table's indexes dropped for the fill and built again.
+func TestMigrateDeliveriesType(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	ids := storetest.SeedStatusSourceType(t, s)
+	indexes := `SELECT string_agg(indexdef, E'\n' ORDER BY indexname) FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'deliveries'`
+	before := query[string](t, dsn, indexes)
+	s.Close()
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP INDEX deliveries_status_source_type`, `ALTER TABLE deliveries DROP COLUMN type`,
+		`DELETE FROM schema_migrations WHERE version = 43`} {
+		if _, err := c.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	c.Close(t.Context())
+	s = openDSN(t, dsn)
+	storetest.CheckStatusSourceType(t, s, ids)
+	if after := query[string](t, dsn, indexes); after != before {
+		t.Errorf("deliveries' indexes after the upgrade:\n%s\nwant\n%s", after, before)
+	}
+}

@@ -48,9 +48,9 @@ const insertEvents = `WITH t AS (SELECT clock_timestamp() AS at), i AS (
 	ON CONFLICT DO NOTHING
 	RETURNING id
 ), dl AS (
-	INSERT INTO deliveries (id, event_id, source, destination, status, stale, next_attempt_at, created_at, updated_at,
+	INSERT INTO deliveries (id, event_id, source, type, destination, status, stale, next_attempt_at, created_at, updated_at,
 		attempt_count, lease_until, claimed_at)
-	SELECT d.id, ev.id, i.source, d.destination, CASE WHEN c.claim THEN 'delivering' ELSE i.status END, i.delivery_stale, now(), now(), now(),
+	SELECT d.id, ev.id, i.source, i.type, d.destination, CASE WHEN c.claim THEN 'delivering' ELSE i.status END, i.delivery_stale, now(), now(), now(),
 		CASE WHEN c.claim THEN 1 ELSE 0 END,
 		CASE WHEN c.claim THEN t.at + d.lease * interval '1 microsecond' END,
 		CASE WHEN c.claim THEN t.at END

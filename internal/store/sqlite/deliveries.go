@@ -301,8 +301,8 @@ func sendable(ctx context.Context, tx *sql.Tx, id string) error {
 // and records the action, in tx; it returns the new delivery's id.
 func (s *Store) replayPair(ctx context.Context, tx *sql.Tx, eventID, dest string, by store.Actor, now time.Time) (string, error) {
 	id, at := s.newID(), micros(now)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, source, destination, status, replay, next_attempt_at, created_at, updated_at)
-		SELECT ?, id, source, ?, 'pending', 1, ?, ?, ? FROM events WHERE id = ?`, id, dest, at, at, at, eventID); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, source, type, destination, status, replay, next_attempt_at, created_at, updated_at)
+		SELECT ?, id, source, type, ?, 'pending', 1, ?, ?, ? FROM events WHERE id = ?`, id, dest, at, at, at, eventID); err != nil {
 		return "", store.Unavailable("replay", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE deliveries AS d SET status = 'resolved', resolution = ?, resolved_at = ?, resolved_by = ?,

@@ -91,11 +91,11 @@ func (s *Store) ingest(ctx context.Context, evs []store.NewEvent, isolated bool)
 // newDelivery is a delivery an ingested event gets: evs[item]'s, claimed
 // at ingest for lease when lease > 0.
 type newDelivery struct {
-	id, event, source, destination string
-	status                         anyhook.DeliveryStatus
-	stale                          bool
-	item                           int
-	lease                          time.Duration
+	id, event, source, typ, destination string
+	status                              anyhook.DeliveryStatus
+	stale                               bool
+	item                                int
+	lease                               time.Duration
 }
 
 // clocks are the store's two clocks read at one moment: the wall clock
@@ -108,9 +108,9 @@ func (s *Store) insertDeliveries(st *stmts, dl []newDelivery, now clocks) error 
 		d := &dl[i]
 		d.id = s.newID()
 		if d.lease != 0 {
-			return append(args, d.id, d.event, d.source, d.destination, anyhook.StatusDelivering, d.stale, at, at, at, 1, micros(now.lease.Add(d.lease)), lat)
+			return append(args, d.id, d.event, d.source, sqlstore.Nullable(d.typ), d.destination, anyhook.StatusDelivering, d.stale, at, at, at, 1, micros(now.lease.Add(d.lease)), lat)
 		}
-		return append(args, d.id, d.event, d.source, d.destination, d.status, d.stale, at, at, at, 0, nil, nil)
+		return append(args, d.id, d.event, d.source, sqlstore.Nullable(d.typ), d.destination, d.status, d.stale, at, at, at, 0, nil, nil)
 	})
 }
 
@@ -205,7 +205,7 @@ func (s *Store) ingestOne(st *stmts, item int, ne *store.NewEvent, paused map[st
 		status = anyhook.StatusSkipped
 	}
 	for j, dest := range ne.Destinations {
-		d := newDelivery{event: ev.ID, source: ev.Source, destination: dest, status: status, stale: stale && !ne.StaleSkip, item: item}
+		d := newDelivery{event: ev.ID, source: ev.Source, typ: ev.Type, destination: dest, status: status, stale: stale && !ne.StaleSkip, item: item}
 		if j < len(ne.Lease) && status == anyhook.StatusPending && !paused[dest] {
 			d.lease = ne.Lease[j]
 		}

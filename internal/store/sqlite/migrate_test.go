@@ -74,3 +74,31 @@ func TestMigrate6EmptiesTheQueues(t *testing.T) {
 	storetest.CheckMigration6(t, s)
 	storetest.CheckMigrationSource(t, s)
 }
+
+// TestMigrateDeliveriesType: an upgrade gives every delivery its event's
+// type (migration 0043), a replay's too, so that the lists of a status, a
+// source and a type that read the deliveries' own find what they found
+// before.
+func TestMigrateDeliveriesType(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t)
+	ids := storetest.SeedStatusSourceType(t, s)
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP INDEX deliveries_status_source_type`, `ALTER TABLE deliveries DROP COLUMN type`,
+		`DELETE FROM schema_migrations WHERE version = 43`} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, err = sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.CheckStatusSourceType(t, s, ids)
+}

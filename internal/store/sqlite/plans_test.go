@@ -81,6 +81,9 @@ func TestListFiltersBothWays(t *testing.T) {
 		s, _ := openFile(t)
 		sqlite.SetFewRows(s, few)
 		storetest.ListFilters(t, s)
+		s, _ = openFile(t)
+		sqlite.SetFewRows(s, few)
+		storetest.ListStatusSourceType(t, s)
 	}
 }
 
@@ -197,8 +200,10 @@ func TestWindowPlansPaused(t *testing.T) {
 // not: with a destination that index's (destination, source) range, not
 // every delivery of the destination probing each one's event (0.9 to 5.4
 // s at 1M events for a source that never sent to it); alone or with a
-// status, the source's. A source's time window reads its few deliveries
-// and sorts them, or walks the window's index when they are many.
+// status, the source's, unless the source has few in the status (none
+// dead, say): those are read through their own index (0043) and sorted.
+// A source's time window reads its few deliveries and sorts them, or
+// walks the window's index when they are many.
 func TestPlansDeliveriesSource(t *testing.T) {
 	t.Parallel()
 	s, path := openFile(t)
@@ -214,9 +219,9 @@ func TestPlansDeliveriesSource(t *testing.T) {
 			"deliveries_destination_source", "deliveries_destination_source"},
 		{"a source's", store.DeliveryFilter{Source: "github"}, "deliveries_source", "deliveries_source"},
 		{"a source's in a status", store.DeliveryFilter{Source: "github", Status: anyhook.StatusDead},
-			"deliveries_source", "deliveries_source"},
+			"deliveries_status_source_type", "deliveries_source"},
 		{"a destination's of a source in a status", store.DeliveryFilter{Destination: "billing", Source: "github", Status: anyhook.StatusDead},
-			"deliveries_destination_source", "deliveries_destination_source"},
+			"deliveries_status_source_type", "deliveries_destination_source"},
 		{"a source's, since", store.DeliveryFilter{Source: "github", Since: planSince}, "deliveries_source", "deliveries_created"},
 		{"a destination's of a source, since", store.DeliveryFilter{Destination: "billing", Source: "github", Since: planSince},
 			"deliveries_destination_source", "deliveries_created"},
@@ -229,7 +234,7 @@ func TestPlansDeliveriesSource(t *testing.T) {
 			}
 			plan := explain(t, db, q, args...)
 			outer, _, _ := strings.Cut(plan, "\n")
-			sorts := store.DeliveriesByTime(c.f) && want != "deliveries_created"
+			sorts := store.DeliveriesByTime(c.f) && want != "deliveries_created" || want == "deliveries_status_source_type"
 			if !strings.Contains(outer, "USING INDEX "+want+" ") || strings.HasPrefix(outer, "SCAN") ||
 				strings.Contains(plan, " e USING") || strings.Contains(plan, "SCAN e") || strings.Contains(plan, "TEMP B-TREE") != sorts {
 				t.Errorf("%s (few %v): want the outer loop on %s, no events, a sort %v:\n%s", c.name, few, want, sorts, plan)
@@ -291,6 +296,58 @@ func TestWindowPlanSourceAndType(t *testing.T) {
 		}
 		if plan := explain(t, db, q, args...); !strings.Contains(plan, "events_source_type") {
 			t.Errorf("events %+v: want events_source_type:\n%s", f, plan)
+		}
+	}
+}
+
+// TestPlansStatusSourceType: the events of a source (and a type) with a
+// delivery in a stored status read the deliveries' own index of the
+// three (0043): for an exact type without a window in the list's order,
+// whether few or many; else when few, read and sorted; when many, the
+// status's index in event order (or the window's). Walking the status's
+// deliveries read every one of them, probing its event, to find a pair
+// with none.
+func TestPlansStatusSourceType(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t)
+	for i := range 3 { // more events of the pair than few (below)
+		ne := store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "shopify", Type: "push", DedupKey: fmt.Sprint("k", i), ReceivedAt: time.Now(),
+			Method: "POST", Path: "/webhooks/shopify", Body: []byte(`{}`)}}
+		if res, err := s.Ingest(t.Context(), []store.NewEvent{ne}); err != nil || res[0].Err != nil {
+			t.Fatal(err, res)
+		}
+	}
+	db := readOnly(t, path)
+	for _, c := range []struct {
+		name      string
+		f         store.EventFilter
+		few, many string // the index of the outer loop
+		sorts     bool   // when few
+	}{
+		{"dead of a source and a type", store.EventFilter{Status: anyhook.StatusDead, Source: "shopify", Type: "Push"},
+			"deliveries_status_source_type (status=? AND source=? AND <expr>=?)", "deliveries_status_source_type (status=? AND source=? AND <expr>=?)", false},
+		{"dead of a source", store.EventFilter{Status: anyhook.StatusDead, Source: "shopify"},
+			"deliveries_status_source_type (status=? AND source=?)", "deliveries_status_event", true},
+		{"dead of a source and a type, since", store.EventFilter{Status: anyhook.StatusDead, Source: "shopify", Type: "push", Since: planSince},
+			"deliveries_status_source_type (status=? AND source=? AND <expr>=?)", "events_received", true},
+	} {
+		for _, few := range []int{2, 0} { // dead: none, fewer than 2; 0: nothing is few
+			sqlite.SetFewRows(s, few)
+			want, sorts := c.few, c.sorts
+			if few == 0 {
+				want, sorts = c.many, false
+			}
+			q, args, err := sqlite.EventsSQL(s, t.Context(), c.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := explain(t, db, q, args...)
+			outer, _, _ := strings.Cut(plan, "\n")
+			// (A sort of the last term only orders ties of receive time.)
+			sorted := strings.Contains(plan, "TEMP B-TREE FOR GROUP BY") || strings.Contains(plan, "TEMP B-TREE FOR ORDER BY")
+			if !strings.Contains(outer, want) || sorted != sorts {
+				t.Errorf("%s (few %d): want the outer loop on %s, a sort %v:\n%s", c.name, few, want, sorts, plan)
+			}
 		}
 	}
 }

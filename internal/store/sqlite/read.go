@@ -168,6 +168,14 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 			cond += ` AND d.source = ?`
 			args = append(args, f.Source)
 		}
+		// And its type (0043), for a stored status of a source, whose
+		// deliveries' index holds the three.
+		typed := f.Source != "" && !sqlstore.DerivedStatus(f.Status)
+		exactType := f.Type != "" && !strings.Contains(f.Type, "*")
+		if typed && exactType {
+			cond += ` AND ` + sqlstore.SQLite.TypeExpr("d.type") + ` = ?`
+			args = append(args, store.LowerType(f.Type))
+		}
 		// Without a window, walk the deliveries in that status newest
 		// first (index deliveries_status_event, or a derived status's
 		// own, derivedIndex): a rare status such as held must not make
@@ -184,11 +192,32 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 			return "", nil, err
 		}
 		few := !byTime || evFew != ""
-		indexed := ""
+		indexed, counted := "", false
 		if i := derivedIndex(f.Status, f.Source); i != "" {
 			indexed = ` INDEXED BY ` + i
+		} else if typed {
+			// A stored status of a source: its deliveries in the status
+			// (of the type) are walked through deliveries_status_source_type,
+			// newest event first, for an exact type without a window: a
+			// pair of source and type with none in the status is answered
+			// at once, where walking the status read every one of its
+			// deliveries to find none (and SQLite, without statistics,
+			// may pick this index on its own and sort a source's million).
+			// Else they are read through it and sorted only when few;
+			// otherwise the status's index, in event order.
+			bySST := exactType && !byTime
+			if !bySST && evFew == "" {
+				if bySST, err = s.fewer(ctx, db, `SELECT 1 FROM deliveries d INDEXED BY deliveries_status_source_type WHERE `+cond, args...); err != nil {
+					return "", nil, err
+				}
+				counted = true
+			}
+			indexed = ` INDEXED BY deliveries_status_event`
+			if bySST {
+				indexed, few = ` INDEXED BY deliveries_status_source_type`, true
+			}
 		}
-		if !few {
+		if !few && !counted {
 			if few, err = s.fewer(ctx, db, `SELECT 1 FROM deliveries d`+indexed+` WHERE `+cond, args...); err != nil {
 				return "", nil, err
 			}
@@ -425,6 +454,20 @@ func (s *Store) deliveriesSQL(ctx context.Context, db querier, f store.DeliveryF
 		}
 		if few {
 			return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d INDEXED BY ` + idx + where + order, args, nil
+		}
+	}
+	if f.Source != "" && f.Status != "" && !sqlstore.DerivedStatus(f.Status) {
+		// A source's deliveries in a stored status, when few (a source
+		// none of whose deliveries died), are read through their own
+		// index (0043) and sorted: through the source's or the status's
+		// index the list read every one of theirs to find them.
+		few, err := s.fewer(ctx, db, `SELECT 1 FROM deliveries d INDEXED BY deliveries_status_source_type WHERE `+status+` AND d.source = ?`,
+			append(slices.Clone(statusArgs), f.Source)...)
+		if err != nil {
+			return "", nil, err
+		}
+		if few {
+			return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d INDEXED BY deliveries_status_source_type` + where + order, args, nil
 		}
 	}
 	if store.DeliveriesByTime(f) {

@@ -180,7 +180,7 @@ const (
 	qMarkStale = `UPDATE events SET stale = 1 WHERE id = ?`
 	qPaused    = `SELECT paused OR breaker_at IS NOT NULL FROM destinations WHERE name = ?`
 	// Ingest's, the sequencer's and Finish's, each in multiRows.
-	qInsertDelivery    = `INSERT INTO deliveries (id, event_id, source, destination, status, stale, next_attempt_at, created_at, updated_at, attempt_count, lease_until, claimed_at) VALUES `
+	qInsertDelivery    = `INSERT INTO deliveries (id, event_id, source, type, destination, status, stale, next_attempt_at, created_at, updated_at, attempt_count, lease_until, claimed_at) VALUES `
 	qInsertLedgerEntry = `INSERT INTO ledger_entries (idx, event_id, header_hash, body_hash, leaf_hash, sequenced_at, late) VALUES `
 	qInsertLedgerHash  = `INSERT INTO ledger_hashes (idx, hash) VALUES `
 	// qFinish writes outcomes fenced by (delivery, attempt, delivering) and
@@ -198,7 +198,7 @@ const (
 )
 
 var (
-	deliveryInserts = multiRows(qInsertDelivery, `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "")
+	deliveryInserts = multiRows(qInsertDelivery, `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "")
 	entryInserts    = multiRows(qInsertLedgerEntry, `(?, ?, ?, ?, ?, ?, ?)`, "")
 	hashInserts     = multiRows(qInsertLedgerHash, `(?, ?)`, "")
 	finishes        = multiRows(qFinish, `(?, ?, ?, ?)`, qFinishTail)
