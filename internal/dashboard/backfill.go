@@ -26,6 +26,9 @@ type sourceRow struct {
 // GET /sources (sourcesPage): each source, a backfill button, and the latest backfill
 // as the admin API reports it.
 func (d *Dashboard) sourcesPage(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyParams(r.URL.Query(), nil); err != nil {
+		return err
+	}
 	var rows []sourceRow
 	running := false
 	for _, name := range slices.Sorted(maps.Keys(d.opt.Sources)) {

@@ -326,8 +326,8 @@ type pageError struct {
 
 func (e *pageError) Error() string { return e.Message }
 
-// onlyParams refuses a query parameter a list does not read, or one
-// given twice, as the admin API does: a link with a typo or a filter the
+// onlyParams refuses a query parameter a list (or, without names, a
+// page) does not read, or one given twice, as the admin API does: a link with a typo or a filter the
 // page lacks (/events?destination=ci) would otherwise show the unfiltered
 // list as if it were the filtered one. hint, when it has the parameter,
 // says where that filter is, given its value.
@@ -340,6 +340,9 @@ func onlyParams(v url.Values, hint map[string]func(string) string, names ...stri
 			continue
 		}
 		msg := fmt.Sprintf("this list has no filter %q (it filters by %s)", name, strings.Join(names, ", "))
+		if len(names) == 0 {
+			msg = fmt.Sprintf("this page has no filter %q: it takes no query parameters", name)
+		}
 		if h := hint[name]; h != nil {
 			msg += "; " + h(v.Get(name))
 		}

@@ -441,6 +441,9 @@ func TestPages(t *testing.T) {
 		"/rejections?destination=billing":       `no filter &#34;destination&#34; (it filters by source, reason, q, cursor)`,
 		"/events?source=stripe&source=github":   "source is given 2 times",
 		"/deliveries?status=dead&source=stripe": "/events?source=stripe&amp;status=dead",
+		"/?status=dead":                         `no filter &#34;status&#34;: it takes no query parameters`,
+		"/destinations?destination=billing":     `no filter &#34;destination&#34;: it takes no query parameters`,
+		"/sources?source=stripe":                `no filter &#34;source&#34;: it takes no query parameters`,
 	} {
 		r := f.get(path)
 		if r.code != http.StatusBadRequest {

@@ -13,6 +13,9 @@ import (
 
 // GET /destinations
 func (d *Dashboard) destinations(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyParams(r.URL.Query(), nil); err != nil {
+		return err
+	}
 	rows, err := d.destRows(r)
 	if err != nil {
 		return err

@@ -40,6 +40,9 @@ type overviewData struct {
 
 // GET /
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyParams(r.URL.Query(), nil); err != nil {
+		return err
+	}
 	data := overviewData{Window: "last hour", SuccessRatio: "—", OldestPending: "—", IngestRate: "—", DeliveryRate: "—"}
 	rows, err := d.destRows(r)
 	if err != nil {
