@@ -47,9 +47,10 @@ stay retrying, due a day after the fill. The stores differ in their
 times: on SQLite the deliveries carry the 30 days' times; on PostgreSQL
 they carry the database's now(), so every outcome of the fill falls in
 its last minutes (the overview's last hour shows all of them). On both,
-every attempt carries the fill's own clock time: the overview's "failed
-attempts, last hour" counts all the fill's failed attempts, and a dead
-row's "attempt 1, 3m ago" can be newer than its delivery.
+every attempt starts a second after its event was received, in the 30
+days: the overview's "failed attempts, last hour" counts only the last
+hour's, and on PostgreSQL a delivery's last change is newer than its
+attempts.
 
 To serve the filled store yourself (anyhook serve), name its sources
 stripe, github, shopify and generic (the bench serves all four as
@@ -357,9 +358,12 @@ func settle(ctx context.Context, st fillStore, batch int, retryIn time.Duration)
 	return nil
 }
 
+// outcome is the k-th claim's; its attempt starts a second after the
+// event was received, so that the attempts spread over the fill's days as
+// the events do.
 func outcome(c store.Claim, k int, retryIn time.Duration) store.Outcome {
 	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDelivered,
-		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: time.Now(), Duration: 40 * time.Millisecond, StatusCode: 200,
+		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: c.Event.ReceivedAt.Add(time.Second), Duration: 40 * time.Millisecond, StatusCode: 200,
 			Outcome: anyhook.OutcomeAnswered}}
 	switch {
 	case c.Delivery.Replay:

@@ -15,11 +15,17 @@ import (
 // too, "the handler may have run (outcome unknown: lost in a crash, or
 // recorded before outcomes were kept)".
 func TestFillOutcomesAnswered(t *testing.T) {
-	c := store.Claim{Delivery: anyhook.Delivery{ID: "d", AttemptCount: 1}}
+	received := time.Now().Add(-20 * 24 * time.Hour)
+	c := store.Claim{Delivery: anyhook.Delivery{ID: "d", AttemptCount: 1}, Event: anyhook.Event{ReceivedAt: received}}
 	for k := range 100 {
 		out := outcome(c, k, time.Hour)
 		if out.Result.Outcome != anyhook.OutcomeAnswered {
 			t.Fatalf("batch row %d (%s, HTTP %d): outcome %q, want %q", k, out.Status, out.Result.StatusCode, out.Result.Outcome, anyhook.OutcomeAnswered)
+		}
+		// In the fill's days, not at the fill's own time: else the
+		// overview's last hour counted every failed attempt of 30 days.
+		if !out.Result.StartedAt.Equal(received.Add(time.Second)) {
+			t.Fatalf("batch row %d: attempt started at %v, want a second after its event (%v)", k, out.Result.StartedAt, received)
 		}
 	}
 }
