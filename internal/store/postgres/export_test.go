@@ -67,3 +67,9 @@ func (s *Store) Setting(ctx context.Context, name string) (string, error) {
 	err := s.pool.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v)
 	return v, err
 }
+
+// Sleep runs pg_sleep(d) on one of the store's connections.
+func (s *Store) Sleep(ctx context.Context, d time.Duration) error {
+	_, err := s.pool.Exec(ctx, `SELECT pg_sleep($1)`, d.Seconds())
+	return err
+}

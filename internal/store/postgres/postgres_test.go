@@ -368,3 +368,40 @@ func TestSessionDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledQueryStops: a query whose context ends stops in the server
+// too, as when a dashboard's client gives up on a slow list: a
+// connection merely closed would leave the server running it to its end.
+// (pgx sends a cancel request before it closes the connection; this
+// keeps that so.)
+func TestCancelledQueryStops(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	running := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'SELECT pg_sleep%' AND state = 'active'`
+	ctx, cancel := context.WithCancel(t.Context())
+	slept := make(chan error, 1)
+	go func() { slept <- s.Sleep(ctx, time.Minute) }()
+	for i := 0; query[int64](t, dsn, running) != 1; i++ { // the test sees it run
+		if i == 100 {
+			t.Fatal("the sleep never showed in pg_stat_activity")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-slept; err == nil {
+		t.Fatal("a minute's sleep ended without error when its context did")
+	}
+	// Uncancelled, the sleep would run its whole minute. Polled, not
+	// timed.
+	for i := 0; query[int64](t, dsn, running) != 0; i++ {
+		if i == 100 {
+			t.Fatal("the cancelled query still runs in the server 20 s later")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The store's connections still work.
+	if err := s.Sleep(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+}
