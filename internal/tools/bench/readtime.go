@@ -400,6 +400,10 @@ func (s samples) urls() [][2]string {
 		{"api events, source+type never together", "/api/events?source=generic&type=push"},
 		{"dashboard events, source+type never together", "/events?source=generic&type=push"},
 		{"api events dead, source+type without dead", "/api/events?status=dead&source=shopify&type=push"},
+		// A status with one of the two alone (the dashboard offers each).
+		{"api events dead, type", "/api/events?status=dead&type=push"},
+		{"api events dead, source", "/api/events?status=dead&source=shopify"},
+		{"api deliveries dead, source", "/api/deliveries?status=dead&source=shopify"},
 		// Searches inside the bodies that match nothing: each reads as
 		// many bodies as its budget lets it, then says how far back.
 		{"api search in bodies, no match", "/api/events?body=nothing-matches-this"},
