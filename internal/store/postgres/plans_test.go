@@ -100,8 +100,8 @@ func TestPlanSourceAndType(t *testing.T) {
 }
 
 // TestPlanStatusSourceType: the events of a source and a type with a
-// delivery in a stored status read deliveries_status_source_type, by the
-// three and the event (0043): probing each of the pair's events for a
+// delivery dead, held or resolved read deliveries_status_source_type, by
+// the three and the event (0043): probing each of the pair's events for a
 // delivery in the status read them all to find a pair with none (2.7 s
 // at ten million events). Sequential scans and sorts are priced out as
 // in TestPlansUseIndexes.
@@ -111,7 +111,7 @@ func TestPlanStatusSourceType(t *testing.T) {
 	for _, f := range []store.EventFilter{
 		{Status: anyhook.StatusDead, Source: "shopify", Type: "Push"},
 		{Status: anyhook.StatusDead, Source: "shopify", Type: "push", Cursor: "01a2"},
-		{Status: anyhook.StatusDelivered, Source: "shopify", Type: "push", Since: time.Now().Add(-time.Hour)},
+		{Status: anyhook.StatusHeld, Source: "shopify", Type: "push", Since: time.Now().Add(-time.Hour)},
 	} {
 		q, args := postgres.EventsSQL(f, nil)
 		plan := explain(t, conn, q, args)

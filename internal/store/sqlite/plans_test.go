@@ -301,8 +301,8 @@ func TestWindowPlanSourceAndType(t *testing.T) {
 }
 
 // TestPlansStatusSourceType: the events of a source (and a type) with a
-// delivery in a stored status read the deliveries' own index of the
-// three (0043): for an exact type without a window in the list's order,
+// delivery dead, held or resolved read the deliveries' own partial index
+// of the three (0043): for an exact type without a window in the list's order,
 // whether few or many; else when few, read and sorted; when many, the
 // status's index in event order (or the window's). Walking the status's
 // deliveries read every one of them, probing its event, to find a pair
@@ -330,6 +330,9 @@ func TestPlansStatusSourceType(t *testing.T) {
 			"deliveries_status_source_type (status=? AND source=?)", "deliveries_status_event", true},
 		{"dead of a source and a type, since", store.EventFilter{Status: anyhook.StatusDead, Source: "shopify", Type: "push", Since: planSince},
 			"deliveries_status_source_type (status=? AND source=? AND <expr>=?)", "events_received", true},
+		// Not a status of the partial index: the status's own, in order.
+		{"delivered of a source and a type", store.EventFilter{Status: anyhook.StatusDelivered, Source: "shopify", Type: "push"},
+			"deliveries_status_event", "deliveries_status_event", false},
 	} {
 		for _, few := range []int{2, 0} { // dead: none, fewer than 2; 0: nothing is few
 			sqlite.SetFewRows(s, few)

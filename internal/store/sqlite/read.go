@@ -168,13 +168,16 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 			cond += ` AND d.source = ?`
 			args = append(args, f.Source)
 		}
-		// And its type (0043), for a stored status of a source, whose
-		// deliveries' index holds the three.
-		typed := f.Source != "" && !sqlstore.DerivedStatus(f.Status)
+		// And its type (0043), for a status of a source whose
+		// deliveries' index holds the three (sqlstore.TypedStatus).
+		typed := f.Source != "" && sqlstore.TypedStatus(f.Status)
 		exactType := f.Type != "" && !strings.Contains(f.Type, "*")
-		if typed && exactType {
-			cond += ` AND ` + sqlstore.SQLite.TypeExpr("d.type") + ` = ?`
-			args = append(args, store.LowerType(f.Type))
+		if typed {
+			cond += ` AND ` + sqlstore.TypedStatusIn("d.")
+			if exactType {
+				cond += ` AND ` + sqlstore.SQLite.TypeExpr("d.type") + ` = ?`
+				args = append(args, store.LowerType(f.Type))
+			}
 		}
 		// Without a window, walk the deliveries in that status newest
 		// first (index deliveries_status_event, or a derived status's
@@ -196,7 +199,7 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 		if i := derivedIndex(f.Status, f.Source); i != "" {
 			indexed = ` INDEXED BY ` + i
 		} else if typed {
-			// A stored status of a source: its deliveries in the status
+			// A status of a source: its deliveries in the status
 			// (of the type) are walked through deliveries_status_source_type,
 			// newest event first, for an exact type without a window: a
 			// pair of source and type with none in the status is answered
@@ -456,18 +459,19 @@ func (s *Store) deliveriesSQL(ctx context.Context, db querier, f store.DeliveryF
 			return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d INDEXED BY ` + idx + where + order, args, nil
 		}
 	}
-	if f.Source != "" && f.Status != "" && !sqlstore.DerivedStatus(f.Status) {
-		// A source's deliveries in a stored status, when few (a source
-		// none of whose deliveries died), are read through their own
-		// index (0043) and sorted: through the source's or the status's
-		// index the list read every one of theirs to find them.
-		few, err := s.fewer(ctx, db, `SELECT 1 FROM deliveries d INDEXED BY deliveries_status_source_type WHERE `+status+` AND d.source = ?`,
+	if f.Source != "" && sqlstore.TypedStatus(f.Status) {
+		// A source's deliveries in a status a person looks through, when
+		// few (a source none of whose deliveries died), are read through
+		// their own index (0043) and sorted: through the source's or the
+		// status's index the list read every one of theirs to find them.
+		typed := sqlstore.TypedStatusIn("d.")
+		few, err := s.fewer(ctx, db, `SELECT 1 FROM deliveries d INDEXED BY deliveries_status_source_type WHERE `+typed+` AND `+status+` AND d.source = ?`,
 			append(slices.Clone(statusArgs), f.Source)...)
 		if err != nil {
 			return "", nil, err
 		}
 		if few {
-			return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d INDEXED BY deliveries_status_source_type` + where + order, args, nil
+			return `SELECT ` + sqlstore.DeliveryColumns("d.") + ` FROM deliveries d INDEXED BY deliveries_status_source_type` + and(where, typed) + order, args, nil
 		}
 	}
 	if store.DeliveriesByTime(f) {

@@ -88,6 +88,20 @@ func ShownTotal(cs []Count, st anyhook.DeliveryStatus, dests []string) int {
 	return n
 }
 
+// TypedStatus reports whether the deliveries in st are those of the
+// partial index deliveries_status_source_type (migration 0043): only
+// these are sure to keep their event's type (d.type); a delivered or
+// skipped one recorded before 0043 keeps none.
+func TypedStatus(st anyhook.DeliveryStatus) bool {
+	return st == anyhook.StatusDead || st == anyhook.StatusHeld || st == anyhook.StatusResolved
+}
+
+// TypedStatusIn is that index's condition as 0043 writes it, of the
+// deliveries whose columns are prefixed by p: a query that is to read
+// through it names it as is, since SQLite uses a partial index only when
+// the query's WHERE implies the index's, and proves it term by term.
+func TypedStatusIn(p string) string { return p + `status IN ('dead', 'held', 'resolved')` }
+
 // StatusIs is the condition, with a ? for each of args, that the delivery
 // whose columns are prefixed by p is shown in status st; dests names the
 // destinations shown with deliveries in st (ShownIn), needed only when
