@@ -102,6 +102,11 @@ func TestBadQuery(t *testing.T) {
 		{"/api/deliveries?status=lost", "status"},
 		{"/api/deliveries?since=now", "since"},
 		{"/api/deliveries?dest=billing", "dest"},
+		// Given twice, only the first would filter (docs/operations.md: "as
+		// in the API, a list refuses ... one given twice").
+		{"/api/events?status=dead&status=held", "status"},
+		{"/api/deliveries?source=github&source=github", "source"},
+		{"/api/events?limit=5&limit=500", "limit"},
 	} {
 		r := f.mustStatus(f.do("GET", tc.path, ""), http.StatusBadRequest)
 		if code := r.errCode(t); code != "invalid_parameter" {

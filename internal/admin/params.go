@@ -92,11 +92,15 @@ func (q *query) window(since, until time.Time) {
 }
 
 // only rejects parameters outside names, so a typo (statu=dead) is an error
-// rather than a silently unfiltered list.
+// rather than a silently unfiltered list, and one given twice
+// (status=dead&status=held), of which only the first would filter, as the
+// dashboard's lists do.
 func (q *query) only(names ...string) {
 	for _, name := range slices.Sorted(maps.Keys(q.v)) {
 		if !slices.Contains(names, name) {
 			q.fail(badParam(name, "unknown query parameter (known: %s)", strings.Join(names, ", ")))
+		} else if n := len(q.v[name]); n > 1 {
+			q.fail(badParam(name, "given %d times; a list filters by one value", n))
 		}
 	}
 }
