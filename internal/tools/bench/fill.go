@@ -44,13 +44,15 @@ hour" of delivered, dead and failed (and its charts) shows lumps of
 thousands in one minute, not a gateway's steady traffic; the counts by
 destination and status are exact, and on both stores 3% of deliveries
 stay retrying, due a day after the fill. The stores differ in their
-times: on SQLite the deliveries carry the 30 days' times; on PostgreSQL
-they carry the database's now(), so every outcome of the fill falls in
-its last minutes (the overview's last hour shows all of them). On both,
-every attempt starts a second after its event was received, in the 30
-days: the overview's "failed attempts, last hour" counts only the last
-hour's, and on PostgreSQL a delivery's last change is newer than its
-attempts.
+times: on SQLite the deliveries carry the 30 days' times (a batch's, and
+its replays, the time of the batch's last event: up to 30 days / (N /
+1000) after their event); on PostgreSQL they carry the database's now(),
+so every outcome of the fill falls in its last minutes (the overview's
+last hour shows all of them). Every attempt starts in the 30 days: a
+second after its event was received (on SQLite no earlier than its
+delivery was created), so the overview's "failed attempts, last hour"
+counts only the last hour's, and on PostgreSQL a delivery's last change
+is newer than its attempts.
 
 To serve the filled store yourself (anyhook serve), name its sources
 stripe, github, shopify and generic (the bench serves all four as
@@ -261,10 +263,11 @@ func fill(ctx context.Context, o *fillOptions, say func(string, ...any)) (took, 
 		// is the spread's: a day after its batch, a later batch would try
 		// (and deliver) it again.
 		retryIn := 24 * time.Hour
-		if strings.HasPrefix(o.database, "sqlite:") {
+		spread := strings.HasPrefix(o.database, "sqlite:")
+		if spread {
 			retryIn = end.Add(retryIn).Sub(time.UnixMicro(clock.Load()))
 		}
-		if err := settle(ctx, st, i, retryIn); err != nil {
+		if err := settle(ctx, st, i, retryIn, spread); err != nil {
 			return 0, opened, err
 		}
 		if time.Since(lastSay) > 10*time.Second {
@@ -323,8 +326,9 @@ func fillEvent(run string, j int, at time.Time, body string) store.NewEvent {
 
 // settle claims every due delivery and finishes each: 95% delivered, 3%
 // retrying (due again in retryIn), 2% dead; one dead delivery in ten is
-// replayed and the replay delivered.
-func settle(ctx context.Context, st fillStore, batch int, retryIn time.Duration) error {
+// replayed and the replay delivered. spread says the store stamps its
+// rows with the spread's clock (SQLite), not the database's now().
+func settle(ctx context.Context, st fillStore, batch int, retryIn time.Duration, spread bool) error {
 	for _, d := range fillDests {
 		for {
 			cs, err := st.Claim(ctx, d, 1000, time.Hour)
@@ -337,7 +341,7 @@ func settle(ctx context.Context, st fillStore, batch int, retryIn time.Duration)
 			outs := make([]store.Outcome, len(cs))
 			var dead []store.Claim
 			for k, c := range cs {
-				outs[k] = outcome(c, batch+k, retryIn)
+				outs[k] = outcome(c, batch+k, retryIn, spread)
 				if outs[k].Status == anyhook.StatusDead {
 					dead = append(dead, c)
 				}
@@ -360,10 +364,19 @@ func settle(ctx context.Context, st fillStore, batch int, retryIn time.Duration)
 
 // outcome is the k-th claim's; its attempt starts a second after the
 // event was received, so that the attempts spread over the fill's days as
-// the events do.
-func outcome(c store.Claim, k int, retryIn time.Duration) store.Outcome {
+// the events do. When the store stamps the delivery with the spread's
+// clock (spread: SQLite, where a batch's deliveries, and a replay, are
+// created at the batch's end, up to 30 days / (N / batch) after the
+// event), the attempt starts no earlier than its delivery was created:
+// else a replay's page showed it tried hours before it was made. On
+// PostgreSQL the delivery carries now(), the fill's own time.
+func outcome(c store.Claim, k int, retryIn time.Duration, spread bool) store.Outcome {
+	started := c.Event.ReceivedAt.Add(time.Second)
+	if spread && started.Before(c.Delivery.CreatedAt) {
+		started = c.Delivery.CreatedAt
+	}
 	out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDelivered,
-		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: c.Event.ReceivedAt.Add(time.Second), Duration: 40 * time.Millisecond, StatusCode: 200,
+		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: started, Duration: 40 * time.Millisecond, StatusCode: 200,
 			Outcome: anyhook.OutcomeAnswered}}
 	switch {
 	case c.Delivery.Replay:

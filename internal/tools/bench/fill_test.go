@@ -18,7 +18,7 @@ func TestFillOutcomesAnswered(t *testing.T) {
 	received := time.Now().Add(-20 * 24 * time.Hour)
 	c := store.Claim{Delivery: anyhook.Delivery{ID: "d", AttemptCount: 1}, Event: anyhook.Event{ReceivedAt: received}}
 	for k := range 100 {
-		out := outcome(c, k, time.Hour)
+		out := outcome(c, k, time.Hour, false)
 		if out.Result.Outcome != anyhook.OutcomeAnswered {
 			t.Fatalf("batch row %d (%s, HTTP %d): outcome %q, want %q", k, out.Status, out.Result.StatusCode, out.Result.Outcome, anyhook.OutcomeAnswered)
 		}
@@ -27,6 +27,29 @@ func TestFillOutcomesAnswered(t *testing.T) {
 		if !out.Result.StartedAt.Equal(received.Add(time.Second)) {
 			t.Fatalf("batch row %d: attempt started at %v, want a second after its event (%v)", k, out.Result.StartedAt, received)
 		}
+	}
+}
+
+// On SQLite a batch's deliveries (and its replays) are created at the
+// time of the batch's last event, up to hours after an early event of
+// the batch: an attempt must not start before its delivery was made (a
+// replay's page showed it tried hours before the replay). On PostgreSQL
+// (spread false) the delivery carries the fill's own time and the attempt
+// stays a second after its event.
+func TestFillAttemptNotBeforeDelivery(t *testing.T) {
+	received := time.Now().Add(-20 * 24 * time.Hour)
+	created := received.Add(3 * time.Hour)
+	c := store.Claim{Delivery: anyhook.Delivery{ID: "d", AttemptCount: 1, CreatedAt: created}, Event: anyhook.Event{ReceivedAt: received}}
+	if got := outcome(c, 0, time.Hour, true).Result.StartedAt; !got.Equal(created) {
+		t.Errorf("spread store: attempt started at %v, want at its delivery's creation %v", got, created)
+	}
+	c.Delivery.CreatedAt = received
+	if got := outcome(c, 0, time.Hour, true).Result.StartedAt; !got.Equal(received.Add(time.Second)) {
+		t.Errorf("spread store, delivery made with its event: attempt at %v, want a second after the event", got)
+	}
+	c.Delivery.CreatedAt = time.Now()
+	if got := outcome(c, 0, time.Hour, false).Result.StartedAt; !got.Equal(received.Add(time.Second)) {
+		t.Errorf("postgres: attempt at %v, want a second after the event, not the fill's time", got)
 	}
 }
 
