@@ -312,7 +312,11 @@ func fillEvent(run string, j int, at time.Time, body string) store.NewEvent {
 	ev := anyhook.Event{ID: store.NewID(), Source: src, DedupKey: key, ReceivedAt: at, Method: "POST",
 		Path: "/webhooks/" + src, Header: map[string][]string{"Content-Type": {"application/json"}},
 		Body: []byte(`{"id":"` + key + `","pad":"` + body + `"}`), Type: fillTypes[(j/3)%len(fillTypes)],
-		Origin: anyhook.OriginWebhook}
+		Origin: anyhook.OriginWebhook,
+		// As the gateway records a signature: none source's request (the
+		// sources the help names): without it the event page said "not
+		// recorded (received before AnyHook recorded how)".
+		Verification: anyhook.Verification{Method: anyhook.VerifyNone, Scheme: "unsigned (signature: none)", Secret: -1}}
 	if j%10 < 3 {
 		ev.Object = fmt.Sprintf("obj_%d", j%20000)
 		v := j

@@ -63,3 +63,13 @@ func TestFillHelp(t *testing.T) {
 		}
 	}
 }
+
+// A filled event says how it was verified, as the gateway records a
+// signature: none source's request: without it the event page of a
+// filled store said "not recorded (received before AnyHook recorded how)".
+func TestFillEventVerification(t *testing.T) {
+	ev := fillEvent("r", 1, time.Now(), "x").Event
+	if ev.Verification.Method != anyhook.VerifyNone || ev.Verification.Secret != -1 {
+		t.Errorf("verification %+v, want method %q, secret -1", ev.Verification, anyhook.VerifyNone)
+	}
+}
