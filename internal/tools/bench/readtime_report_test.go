@@ -28,11 +28,11 @@ func TestFillReportSize(t *testing.T) {
 // it again, and says which requests are over the goal.
 func TestFillReportGoal(t *testing.T) {
 	var b strings.Builder
-	(&FillReport{Database: "sqlite", Repeat: 3, Requests: []ReadTiming{
+	(&FillReport{Database: "sqlite", Events: 5000, Repeat: 3, Requests: []ReadTiming{
 		{Name: "fast", URL: "/api/events", Status: 200, P50MS: 1, P95MS: 2},
 		{Name: "slow", URL: "/api/events?status=dead", Status: 200, P50MS: 90, P95MS: 140.5},
 	}}).write(&b, false)
-	for _, want := range []string{"/api/events?status=dead\n", "goal, p95 within 100 ms: 1 of 2 requests; over: slow (140.5 ms)"} {
+	for _, want := range []string{"/api/events?status=dead\n", "goal, p95 within 100 ms at ten million events; here at 5000: 1 of 2 requests within; over: slow (140.5 ms)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}
