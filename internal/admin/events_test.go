@@ -560,7 +560,7 @@ func TestEventsSearchBodies(t *testing.T) {
 	c := f.seed("github", "1:c", []byte(`{"note":"for cus_123","amount":900}`), 2*time.Minute)
 	// An older event, outside the window: the searches below are not
 	// complete (with none, they would be: store.SearchBodies).
-	f.seed("github", "2:older", []byte(`{}`), -3*time.Hour)
+	f.seed("github", "2:older", []byte(`{}`), -25*time.Hour)
 	type answer struct {
 		Items []struct {
 			ID string `json:"id"`
@@ -587,7 +587,7 @@ func TestEventsSearchBodies(t *testing.T) {
 		}
 		return got
 	}
-	window := clock.Add(10 * time.Minute).Add(-store.PrefixWindow)
+	window := clock.Add(10 * time.Minute).Add(-store.BodyWindow)
 	for params, want := range map[string][]string{
 		"body=cus_123":                                   {c, a},
 		"body=cus_123&source=stripe":                     {a},

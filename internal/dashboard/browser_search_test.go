@@ -107,7 +107,7 @@ func TestBrowserSearchPrefix(t *testing.T) {
 }
 
 // TestBrowserSearchBodies: the search box takes body:TEXT and
-// filter:<CEL>, searching inside the bodies over the last hour first, as
+// filter:<CEL>, searching inside the bodies over the last day first, as
 // GET /api/events?body=&filter= does: it lists the matches (never opening
 // one), says how far back it looked and links further; a bad expression
 // is shown, naming its column. At 1280 px and on a 390 px phone.
@@ -126,12 +126,12 @@ func TestBrowserSearchBodies(t *testing.T) {
 			Method: "POST", Path: "/webhooks/stripe", Header: http.Header{"Content-Type": {"application/json"}},
 			Body: []byte(body)}}
 	}
-	old := ev("evt_b_old", `{"customer":"cus_123","amount":100}`, 90*time.Minute)
+	old := ev("evt_b_old", `{"customer":"cus_123","amount":100}`, 25*time.Hour)
 	big := ev("evt_b_big", `{"customer":"cus_777","amount":9000}`, 30*time.Minute)
 	small := ev("evt_b_small", `{"customer":"cus_123","amount":50}`, 20*time.Minute)
-	// Older still, matching nothing: with no event before the hour
+	// Older still, matching nothing: with no event before the second day,
 	// searched further, that search would be complete (no notice).
-	ancient := ev("evt_b_ancient", `{"amount":0}`, 5*time.Hour)
+	ancient := ev("evt_b_ancient", `{"amount":0}`, 50*time.Hour)
 	if _, err := st.Ingest(ctx, []store.NewEvent{ancient, old, big, small}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestBrowserSearchBodies(t *testing.T) {
 
 		search("body:cus_123", "#searched")
 		if got := rows(); len(got) != 1 || got[0] != small.Event.ID {
-			t.Errorf("%d px: body:cus_123 lists %q, want [%s] (the other is older than an hour)", width, got, small.Event.ID)
+			t.Errorf("%d px: body:cus_123 lists %q, want [%s] (the other is older than a day)", width, got, small.Event.ID)
 		}
 		if n := text("#searched"); !strings.Contains(n, "Searched back to") {
 			t.Errorf("%d px: notice %q", width, n)
@@ -182,15 +182,15 @@ func TestBrowserSearchBodies(t *testing.T) {
 		}
 
 		// A search that reached past the first event is complete and
-		// offers its replay too, over the hour it searched.
+		// offers its replay too, over the day it searched.
 		until := ancient.Event.ReceivedAt.Add(time.Minute).UTC()
 		do("a complete filter search", chromedp.Navigate(base+"/events?until="+url.QueryEscape(until.Format(time.RFC3339Nano))+"&q="+url.QueryEscape("filter:body.amount >= 0")),
 			chromedp.WaitVisible(chromedp.CSS("#filter-replay")))
 		if got := rows(); len(got) != 1 || got[0] != ancient.Event.ID {
 			t.Errorf("%d px: before the first event, the filter lists %q, want [%s]", width, got, ancient.Event.ID)
 		}
-		if v, err := chromedp.Run(bctx, chromedp.Value(chromedp.CSS(`#filter-replay input[name="since"]`))); err != nil || v != until.Add(-store.PrefixWindow).Format(time.RFC3339Nano) {
-			t.Errorf("%d px: a complete search's replay is since %q (%v); want %s", width, v, err, until.Add(-store.PrefixWindow).Format(time.RFC3339Nano))
+		if v, err := chromedp.Run(bctx, chromedp.Value(chromedp.CSS(`#filter-replay input[name="since"]`))); err != nil || v != until.Add(-store.BodyWindow).Format(time.RFC3339Nano) {
+			t.Errorf("%d px: a complete search's replay is since %q (%v); want %s", width, v, err, until.Add(-store.BodyWindow).Format(time.RFC3339Nano))
 		}
 
 		search("filter:body.amount >", "#search-error")

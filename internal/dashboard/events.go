@@ -213,7 +213,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) error {
 		from := searched.BackTo
 		if searched.Complete {
 			if from = f.Since; from.IsZero() {
-				from = until.Add(-store.PrefixWindow)
+				from = until.Add(-store.BodyWindow)
 			}
 		}
 		data.Filter, data.ReplayFrom = filter, from

@@ -171,7 +171,8 @@ func testCounts(t *testing.T, s store.Store) {
 // saying where to continue.
 func testSearchBodies(t *testing.T, s store.Store) {
 	// Six events a minute apart, the two oldest in one instant; every
-	// other one names cus_123. One more, two hours older, also does.
+	// other one names cus_123. One more, a day and an hour older (outside
+	// the day a search looks at first: store.BodyWindow), also does.
 	at := func(i int) time.Time { return received.Add(time.Duration(i) * time.Minute) }
 	var ids []string
 	for i, min := range []int{0, 0, 1, 2, 3, 4} {
@@ -183,7 +184,7 @@ func testSearchBodies(t *testing.T, s store.Store) {
 		ids = append(ids, ingest(t, s, e)[0].ID)
 	}
 	old := newEvent("stripe", "old", "billing")
-	old.Event.ReceivedAt = received.Add(-2 * time.Hour)
+	old.Event.ReceivedAt = received.Add(-25 * time.Hour)
 	old.Event.Body = []byte(`{"customer":"cus_123"}`)
 	oldID := ingest(t, s, old)[0].ID
 	now := at(10)
@@ -204,10 +205,10 @@ func testSearchBodies(t *testing.T, s store.Store) {
 		return idsOf(evs), sr
 	}
 	// The whole window: every match in it, newest first; not complete, as
-	// the window ended an hour back.
+	// the window ended a day back.
 	got, sr := search(store.EventFilter{}, store.DefaultBodyBudget)
-	if want := []string{ids[4], ids[2], ids[0]}; !slices.Equal(got, want) || sr.Complete || !sr.BackTo.Equal(now.Add(-store.PrefixWindow)) {
-		t.Errorf("window: %v, %+v; want %v back to %v", got, sr, want, now.Add(-store.PrefixWindow))
+	if want := []string{ids[4], ids[2], ids[0]}; !slices.Equal(got, want) || sr.Complete || !sr.BackTo.Equal(now.Add(-store.BodyWindow)) {
+		t.Errorf("window: %v, %+v; want %v back to %v", got, sr, want, now.Add(-store.BodyWindow))
 	}
 	// A limit of one: the newest match, and back to its receive time;
 	// continuing from there finds the next.
