@@ -198,6 +198,7 @@ func eventsSQL(f store.EventFilter, cols string, dests, ids []string) (string, [
 		// probing each of the pair's events read them all to find none
 		// (424,836 at ten million: 2.7 s, 9.8 s cold).
 		cond, args, _ := sqlstore.StatusIs("d.", f.Status, dests)
+		typed := false
 		switch {
 		case f.Source == "":
 		case sqlstore.DerivedStatus(f.Status):
@@ -206,8 +207,25 @@ func eventsSQL(f store.EventFilter, cols string, dests, ids []string) (string, [
 		case sqlstore.TypedStatus(f.Status) && f.Type != "" && !strings.Contains(f.Type, "*"):
 			cond += " AND " + sqlstore.TypedStatusIn("d.") + " AND d.source = ? AND " + sqlstore.Postgres.TypeExpr("d.type") + " = ?"
 			args = append(args, f.Source, store.LowerType(f.Type))
+			typed = true
 		}
-		c.AddN("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND "+cond+")", args...)
+		if typed && f.Q == "" && f.Prefix == "" && !store.EventsByTime(f) {
+			// The page's events are the first of the index's, newest
+			// event first: read them as such, a page's worth at most.
+			// As an EXISTS, the planner took the triple for a few
+			// hundred deliveries (the type's share of every delivery,
+			// not of the status's) and read all of them, then sorted
+			// the events: 24,550 for dead of stripe's invoice.paid at
+			// ten million events, 0.3-0.45 s warm and 2 s cold.
+			if f.Cursor != "" {
+				cond += " AND d.event_id < ?"
+				args = append(args, f.Cursor)
+			}
+			c.AddN("id IN (SELECT DISTINCT d.event_id FROM deliveries d WHERE "+cond+
+				" ORDER BY d.event_id DESC LIMIT "+strconv.Itoa(store.PageLimit(f.Limit)+1)+")", args...)
+		} else {
+			c.AddN("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND "+cond+")", args...)
+		}
 	}
 	c.AddTime("received_at >= ?", f.Since)
 	c.AddTime("received_at < ?", f.Until)

@@ -47,8 +47,7 @@ func SeedStatusSourceType(t *testing.T, s store.Store) []string {
 		ingest(t, s, ne)
 		ids = append(ids, ne.Event.ID)
 	}
-	// billing: every third event's delivery dies, the rest are delivered;
-	// ledger's stay pending. Event 0's is then replayed and dies again.
+	// billing: every third event's delivery dies, the rest are delivered. Event 0's is then replayed and dies again.
 	var outs []store.Outcome
 	for _, c := range claim(t, s, "billing", 100, time.Minute) {
 		i := slices.Index(ids, c.Event.ID)
@@ -67,6 +66,18 @@ func SeedStatusSourceType(t *testing.T, s store.Store) []string {
 		t.Fatalf("claimed %d after the replay, want event 0's", len(cs))
 	}
 	finish(t, s, dead(cs[0]))
+	// ledger: the deliveries of events 0 and 15 die too, so that each
+	// has two dead deliveries (a list of the events must name it once,
+	// and still fill its page); the rest are retrying.
+	outs = nil
+	for _, c := range claim(t, s, "ledger", 100, time.Minute) {
+		if i := slices.Index(ids, c.Event.ID); i%15 == 0 {
+			outs = append(outs, dead(c))
+		} else {
+			outs = append(outs, retry(c, time.Hour))
+		}
+	}
+	finish(t, s, outs...)
 	return ids
 }
 
@@ -83,11 +94,11 @@ func CheckStatusSourceType(t *testing.T, s store.Store, ids []string) {
 		evs[id] = ev
 	}
 	at := func(i int) time.Time { return received.Add(time.Duration(i-24) * time.Hour) }
-	for _, st := range []anyhook.DeliveryStatus{anyhook.StatusDead, anyhook.StatusDelivered, anyhook.StatusResolved, anyhook.StatusPending} {
+	for _, st := range []anyhook.DeliveryStatus{anyhook.StatusDead, anyhook.StatusDelivered, anyhook.StatusResolved, anyhook.StatusPending, anyhook.StatusRetrying} {
 		for _, src := range []string{"stripe", "github"} {
 			for _, typ := range []string{"charge.failed", "CHARGE.FAILED", "charge.succeeded", "push", "nothing.here", ""} {
-				for _, w := range [][2]int{{0, 24}, {5, 24}, {0, 18}} {
-					f := store.EventFilter{Status: st, Source: src, Type: typ, Limit: 2}
+				for _, w := range [][3]int{{0, 24, 1}, {0, 24, 2}, {5, 24, 2}, {0, 18, 2}} {
+					f := store.EventFilter{Status: st, Source: src, Type: typ, Limit: w[2]}
 					if w[0] > 0 {
 						f.Since = at(w[0])
 					}
