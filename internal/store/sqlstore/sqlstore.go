@@ -254,10 +254,20 @@ func (w *Where) AddPrefix(p, prefix string) {
 	// after every character an id can hold.
 	w.args = append(w.args, prefix, prefix, prefix, prefix, prefix+"\U0010FFFF")
 	m := w.marks(5)
+	byDelivery := p + "id IN (SELECT pd.event_id FROM deliveries pd WHERE pd.id >= " + m[3] + " AND pd.id < " + m[4] + ")"
+	if w.d.Numbered {
+		// On PostgreSQL, each event's own deliveries (deliveries_event):
+		// as an IN, a short prefix (01a2, which every id of a month
+		// starts with) was costed as every delivery for each event, and
+		// the planner read all of a source's events from events_source
+		// to test fewer of them (0.5-1 s at ten million events, for an
+		// hour's window of a few thousand).
+		byDelivery = "EXISTS (SELECT 1 FROM deliveries pd WHERE pd.event_id = " + p + "id AND pd.id >= " + m[3] + " AND pd.id < " + m[4] + ")"
+	}
 	w.conds = append(w.conds, "(substr("+p+"id, 1, "+n+") = "+m[0]+
 		" OR substr(coalesce("+p+"dedup_key, ''), 1, "+n+") = "+m[1]+
 		" OR substr(coalesce("+p+"object, ''), 1, "+n+") = "+m[2]+
-		" OR "+p+"id IN (SELECT pd.event_id FROM deliveries pd WHERE pd.id >= "+m[3]+" AND pd.id < "+m[4]+"))")
+		" OR "+byDelivery+")")
 }
 
 // AddAfter adds the keyset condition of a list in time order (timeCol,
