@@ -130,7 +130,13 @@ var sortNode = regexp.MustCompile(`(?m)^\s*(->\s+)?Sort\s+\(`)
 func TestListFilters(t *testing.T) {
 	t.Parallel()
 	storetest.ListFilters(t, open(t))
-	storetest.ListStatusSourceType(t, open(t))
+	// The events of a source and type in a status over a window: their
+	// few ids read first, and (none few) each event probed.
+	for _, few := range []int{0, -1} {
+		s := openDSN(t, pgtest.DSN(t))
+		s.SetFewShown(few)
+		storetest.ListStatusSourceType(t, s)
+	}
 }
 
 // TestPlansDeliveriesSource: the deliveries list filtered by source, as

@@ -143,6 +143,17 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
+	if sqlstore.TypeBySource(f) {
+		rows, err := s.pool.Query(ctx, sqlstore.Postgres.TypedSourcesQuery(), string(f.Status), string(f.Status))
+		if err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
+		sources, err := collect(rows, sqlstore.ScanString)
+		if err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
+		return sqlstore.ListSources(ctx, f, sources, self, key)
+	}
 	db, done, err := s.snapshot(ctx, f.Status)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)
@@ -154,6 +165,11 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	}
 	if none {
 		return nil, "", nil
+	}
+	if ids == nil && typedList(f) && !typedPages(f) {
+		if ids, err = s.fewTyped(ctx, db, f); err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
 	}
 	q, args := eventsSQL(f, cols, dests, ids)
 	limit := store.PageLimit(f.Limit)
@@ -167,6 +183,43 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 	}
 	evs, next := store.Page(evs, limit, func(ev T) string { id, _ := key(ev); return id })
 	return evs, next, nil
+}
+
+// typedList reports whether f's events are those with a delivery in a
+// status of deliveries_status_source_type (dead, held, resolved) of a
+// source and an exact type, which that index answers (0043).
+func typedList(f store.EventFilter) bool {
+	return f.Status != "" && sqlstore.TypedStatus(f.Status) && f.Source != "" && f.Type != "" && !strings.Contains(f.Type, "*")
+}
+
+// typedPages reports whether a typedList's page is read straight from the
+// index, newest event first: with no window (which orders the list by
+// receive time), id search or prefix.
+func typedPages(f store.EventFilter) bool {
+	return f.Q == "" && f.Prefix == "" && !store.EventsByTime(f)
+}
+
+// fewTyped reads the ids of the events with a delivery in f's status of
+// its source and type when there are at most fewShown of them, for a
+// typedList that is not typedPages (a window, say); nil when there are
+// more. The planner took such a triple for a few hundred deliveries
+// whatever their number (the type is kept only on the deliveries not
+// delivered), read every one and sorted their events by receive time:
+// dead of stripe's invoice.paid (24,550) over 31 days took 0.3 s warm,
+// 1.3 s cold at ten million events.
+func (s *Store) fewTyped(ctx context.Context, q queryer, f store.EventFilter) ([]string, error) {
+	n := cmp.Or(s.fewShown, defaultFewShown)
+	rows, err := q.Query(ctx, `SELECT DISTINCT d.event_id FROM (SELECT d.event_id FROM deliveries d WHERE `+sqlstore.TypedStatusIn("d.")+
+		` AND d.status = $1 AND d.source = $2 AND `+sqlstore.Postgres.TypeExpr("d.type")+` = $3 LIMIT `+strconv.Itoa(n+1)+`) AS d`,
+		customPlans, string(f.Status), f.Source, store.LowerType(f.Type))
+	if err != nil {
+		return nil, err
+	}
+	ids, err := collect(rows, sqlstore.ScanString)
+	if err != nil || len(ids) > n {
+		return nil, err
+	}
+	return append([]string{}, ids...), nil
 }
 
 // eventsSQL is the query of listEvents, reading cols of the events f
@@ -209,7 +262,8 @@ func eventsSQL(f store.EventFilter, cols string, dests, ids []string) (string, [
 			args = append(args, f.Source, store.LowerType(f.Type))
 			typed = true
 		}
-		if typed && f.Q == "" && f.Prefix == "" && !store.EventsByTime(f) {
+		switch {
+		case typed && typedPages(f):
 			// The page's events are the first of the index's, newest
 			// event first: read them as such, a page's worth at most.
 			// As an EXISTS, the planner took the triple for a few
@@ -223,7 +277,13 @@ func eventsSQL(f store.EventFilter, cols string, dests, ids []string) (string, [
 			}
 			c.AddN("id IN (SELECT DISTINCT d.event_id FROM deliveries d WHERE "+cond+
 				" ORDER BY d.event_id DESC LIMIT "+strconv.Itoa(store.PageLimit(f.Limit)+1)+")", args...)
-		} else {
+		case typed:
+			// Many (fewTyped read none): each event of the window, newest
+			// first, is probed for one. OFFSET 0 keeps the probe a probe:
+			// as a join, the planner read every delivery of the triple
+			// and sorted their events.
+			c.AddN("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND "+cond+" OFFSET 0)", args...)
+		default:
 			c.AddN("EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id AND "+cond+")", args...)
 		}
 	}

@@ -99,6 +99,13 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 			return sqlstore.ListTypes(ctx, f, types, self, key)
 		}
 	}
+	if sqlstore.TypeBySource(f) {
+		sources, err := query(ctx, s.r, sqlstore.ScanString, sqlstore.SQLite.TypedSourcesQuery(), string(f.Status), string(f.Status))
+		if err != nil {
+			return nil, "", store.Unavailable("list events", err)
+		}
+		return sqlstore.ListSources(ctx, f, sources, self, key)
+	}
 	db, done, err := s.snapshot(ctx, f.Status)
 	if err != nil {
 		return nil, "", store.Unavailable("list events", err)

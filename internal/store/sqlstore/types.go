@@ -82,12 +82,56 @@ func GlobTypes(glob string, found []string) (types []string, ok bool) {
 // (events, or their sizes: store.EventSize).
 func ListTypes[T any](ctx context.Context, f store.EventFilter, types []string,
 	list func(context.Context, store.EventFilter) ([]T, string, error), key func(T) (string, time.Time)) ([]T, string, error) {
+	return listEach(ctx, f, types, func(g *store.EventFilter, t string) { g.Type = t }, list, key)
+}
+
+// TypeBySource reports whether f (a status of the partial index
+// deliveries_status_source_type and an exact type, no source) is answered
+// source by source (ListSources, over TypedSourcesQuery): the index leads
+// with the status and the source, and without them the list walked every
+// delivery in the status, probing each one's event for the type (0.8 s
+// warm, 3 s cold for resolved of a type over 31 days at ten million
+// events on PostgreSQL).
+func TypeBySource(f store.EventFilter) bool {
+	return f.Source == "" && TypedStatus(f.Status) && f.Type != "" && !strings.Contains(f.Type, "*")
+}
+
+// TypedSourcesQuery selects the sources of the deliveries in a status of
+// deliveries_status_source_type, a seek each; its arguments are the
+// status twice.
+func (d Dialect) TypedSourcesQuery() string {
+	from := `deliveries x`
+	if !d.Numbered {
+		from += ` INDEXED BY deliveries_status_source_type` // no statistics to find it by
+	}
+	next := func(more string) string {
+		return `(SELECT min(x.source) FROM ` + from + ` WHERE ` + TypedStatusIn("x.") + ` AND x.status = ?` + more + `)`
+	}
+	return d.Rebind(`WITH RECURSIVE s(v) AS (
+		SELECT ` + next("") + `
+		UNION ALL
+		SELECT ` + next(" AND x.source > s.v") + ` FROM s WHERE s.v IS NOT NULL
+	) SELECT v FROM s WHERE v IS NOT NULL`)
+}
+
+// ListSources answers f with one list per source of sources, merged
+// newest first, as ListTypes does types; none lists nothing.
+func ListSources[T any](ctx context.Context, f store.EventFilter, sources []string,
+	list func(context.Context, store.EventFilter) ([]T, string, error), key func(T) (string, time.Time)) ([]T, string, error) {
+	return listEach(ctx, f, sources, func(g *store.EventFilter, s string) { g.Source = s }, list, key)
+}
+
+// listEach answers f with one list per value of vals (set puts one in a
+// filter), merged newest first.
+func listEach[T any](ctx context.Context, f store.EventFilter, vals []string, set func(*store.EventFilter, string),
+	list func(context.Context, store.EventFilter) ([]T, string, error), key func(T) (string, time.Time)) ([]T, string, error) {
 	limit := store.PageLimit(f.Limit)
 	var all []T
 	more := false
-	for _, t := range types {
+	for _, v := range vals {
 		g := f
-		g.Type, g.Limit = t, limit
+		set(&g, v)
+		g.Limit = limit
 		evs, next, err := list(ctx, g)
 		if err != nil {
 			return nil, "", err
@@ -110,7 +154,7 @@ func ListTypes[T any](ctx context.Context, f store.EventFilter, types []string,
 		return all[:limit], last(limit - 1), nil
 	}
 	if more {
-		// A type had more than a page, all of it here: the next page
+		// A list had more than a page, all of it here: the next page
 		// starts after its last event.
 		return all, last(len(all) - 1), nil
 	}
