@@ -430,6 +430,15 @@ func (s samples) urls() [][2]string {
 		{"api search in bodies, no match", "/api/events?body=nothing-matches-this"},
 		{"api filter search, no match", "/api/events?filter=" + q(`body.id == "evt_nothing"`)},
 		{"dashboard search in bodies, no match", "/events?q=" + q("body:nothing-matches-this")},
+		// Found by a review at ten million events: a big pair's dead
+		// (24,550), over a window too; a type's resolved of any source;
+		// a short id prefix with a source; a body search of a pair,
+		// continued.
+		{"api events dead, big source+type", "/api/events?status=dead&source=stripe&type=invoice.paid"},
+		{"api events dead, big source+type, 31 days", "/api/events?status=dead&source=stripe&type=invoice.paid&since=" + q(ago(31*24*time.Hour))},
+		{"api events resolved, type, 31 days", "/api/events?status=resolved&type=customer.updated&since=" + q(ago(31*24*time.Hour))},
+		{"api search by id prefix, source", "/api/events?source=github&q=" + q(s.event[:4])},
+		{"api search in bodies, source+type, continued", "/api/events?body=nothing-matches-this&source=shopify&type=push&until=" + q(ago(2*time.Hour))},
 	}
 }
 
