@@ -211,13 +211,17 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 			// newest event first, for an exact type without a window: a
 			// pair of source and type with none in the status is answered
 			// at once, where walking the status read every one of its
-			// deliveries to find none (and SQLite, without statistics,
-			// may pick this index on its own and sort a source's million).
-			// Else they are read through it and sorted only when few;
-			// otherwise the status's index, in event order.
+			// deliveries to find none. Else they are read through it and
+			// sorted only when few; otherwise the status's index, in
+			// event order.
 			bySST := exactType && !byTime
 			if !bySST && evFew == "" {
-				if bySST, err = s.fewer(ctx, db, `SELECT 1 FROM deliveries d INDEXED BY deliveries_status_source_type WHERE `+cond, args...); err != nil {
+				// Ten times the usual few: what the window's walk would
+				// probe instead is every event of the window, and a
+				// triple's few thousand read and sorted cost less (the
+				// resolved of a type over 31 days, 2,701 of one source at
+				// ten million events, walked 560 ms).
+				if bySST, err = s.fewerThan(ctx, db, 10*s.fewRows, `SELECT 1 FROM deliveries d INDEXED BY deliveries_status_source_type WHERE `+cond, args...); err != nil {
 					return "", nil, err
 				}
 				counted = true
@@ -378,14 +382,19 @@ const defaultFewRows = 2000
 // fewer says whether the rows of q (a SELECT 1 that an index answers)
 // are fewer than s.fewRows, reading at most that many through db.
 func (s *Store) fewer(ctx context.Context, db querier, q string, args ...any) (bool, error) {
+	return s.fewerThan(ctx, db, s.fewRows, q, args...)
+}
+
+// fewerThan is fewer with limit in place of s.fewRows.
+func (s *Store) fewerThan(ctx context.Context, db querier, limit int, q string, args ...any) (bool, error) {
 	n, err := query(ctx, db, func(r scanner) (int, error) {
 		var n int
 		return n, r.Scan(&n)
-	}, `SELECT count(*) FROM (`+q+` LIMIT `+strconv.Itoa(s.fewRows)+`)`, args...)
+	}, `SELECT count(*) FROM (`+q+` LIMIT `+strconv.Itoa(limit)+`)`, args...)
 	if err != nil || len(n) != 1 {
 		return false, err
 	}
-	return n[0] < s.fewRows, nil
+	return n[0] < limit, nil
 }
 
 // ListDeliveries implements store.Store.
