@@ -189,7 +189,7 @@ func listEvents[T any](ctx context.Context, s *Store, f store.EventFilter, cols 
 // status of deliveries_status_source_type (dead, held, resolved) of a
 // source and an exact type, which that index answers (0043).
 func typedList(f store.EventFilter) bool {
-	return f.Status != "" && sqlstore.TypedStatus(f.Status) && f.Source != "" && f.Type != "" && !strings.Contains(f.Type, "*")
+	return f.Status != "" && sqlstore.TypedStatus(f.Status) && f.Source != "" && sqlstore.ExactType(f.Type)
 }
 
 // typedPages reports whether a typedList's page is read straight from the
@@ -257,7 +257,7 @@ func eventsSQL(f store.EventFilter, cols string, dests, ids []string) (string, [
 		case sqlstore.DerivedStatus(f.Status):
 			cond += " AND d.source = ?"
 			args = append(args, f.Source)
-		case sqlstore.TypedStatus(f.Status) && f.Type != "" && !strings.Contains(f.Type, "*"):
+		case sqlstore.TypedStatus(f.Status) && sqlstore.ExactType(f.Type):
 			cond += " AND " + sqlstore.TypedStatusIn("d.") + " AND d.source = ? AND " + sqlstore.Postgres.TypeExpr("d.type") + " = ?"
 			args = append(args, f.Source, store.LowerType(f.Type))
 			typed = true

@@ -178,7 +178,7 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 		// And its type (0043), for a status of a source whose
 		// deliveries' index holds the three (sqlstore.TypedStatus).
 		typed := f.Source != "" && sqlstore.TypedStatus(f.Status)
-		exactType := f.Type != "" && !strings.Contains(f.Type, "*")
+		exactType := sqlstore.ExactType(f.Type)
 		if typed {
 			cond += ` AND ` + sqlstore.TypedStatusIn("d.")
 			if exactType {
@@ -357,7 +357,7 @@ func (s *Store) fewEvents(ctx context.Context, db querier, f store.EventFilter) 
 			return "events_source", err
 		}
 	}
-	if f.Type == "" || strings.Contains(f.Type, "*") {
+	if !sqlstore.ExactType(f.Type) {
 		return "", nil
 	}
 	typ := sqlstore.SQLite.TypeExpr("type") + ` = ?`

@@ -93,8 +93,11 @@ func ListTypes[T any](ctx context.Context, f store.EventFilter, types []string,
 // warm, 3 s cold for resolved of a type over 31 days at ten million
 // events on PostgreSQL).
 func TypeBySource(f store.EventFilter) bool {
-	return f.Source == "" && TypedStatus(f.Status) && f.Type != "" && !strings.Contains(f.Type, "*")
+	return f.Source == "" && TypedStatus(f.Status) && ExactType(f.Type)
 }
+
+// ExactType reports whether t names one type (case aside), not a glob.
+func ExactType(t string) bool { return t != "" && !strings.Contains(t, "*") }
 
 // TypedSourcesQuery selects the sources of the deliveries in a status of
 // deliveries_status_source_type, a seek each; its arguments are the
