@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/cli"
@@ -484,9 +485,9 @@ func timed(ctx context.Context, client *http.Client, urls []string, sk *sink, pr
 	var werr error
 	if lr.Failed > 0 {
 		// A refused request's event never arrives (a shed source's 503:
-		// --max-queue-wait, or more connections than a batch holds):
-		// waiting out --drain-timeout for it measures nothing.
-		werr = fmt.Errorf("%d of %d requests failed (shed or refused), so not every event can be delivered; delivery was not waited for", lr.Failed, o.events)
+		// --max-queue-wait, or more connections than a batch holds), and
+		// the report counts the refusals: wait for the events taken.
+		werr = waitTaken(ctx, sr, lr.Taken, o.drainTimeout)
 	} else {
 		werr = wait(ctx, sr, o.drainTimeout)
 	}
@@ -523,6 +524,33 @@ func wait(ctx context.Context, sr *sinkRun, timeout time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return fmt.Errorf("%d of %d deliveries arrived within %v", sr.count.Load(), sr.want, timeout)
+	}
+}
+
+// waitTaken waits until every event of taken has arrived at every
+// destination of sr.
+func waitTaken(ctx context.Context, sr *sinkRun, taken []atomic.Bool, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := 0
+		for d := range sr.arrived {
+			for i := range taken {
+				if taken[i].Load() && sr.arrived[d][i].Load() == 0 {
+					missing++
+				}
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d deliveries of accepted events did not arrive within %v", missing, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 

@@ -84,12 +84,13 @@ type loadResult struct {
 	FirstError string
 	Start      time.Time      // when the first request was sent
 	SentAt     []atomic.Int64 // per event: first send, ns after Start
+	Taken      []atomic.Bool  // per event: a request carrying it was answered 200
 }
 
 // drive sends reqs to urls (the k-th to urls[k%len(urls)]) with
 // concurrency workers and waits for all answers.
 func drive(ctx context.Context, client *http.Client, urls []string, reqs []request, events, concurrency int) *loadResult {
-	res := &loadResult{Latencies: make([]time.Duration, len(reqs)), SentAt: make([]atomic.Int64, events)}
+	res := &loadResult{Latencies: make([]time.Duration, len(reqs)), SentAt: make([]atomic.Int64, events), Taken: make([]atomic.Bool, events)}
 	var next atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -122,6 +123,7 @@ func drive(ctx context.Context, client *http.Client, urls []string, reqs []reque
 					}
 				default:
 					ok++
+					res.Taken[rq.event].Store(true)
 					switch {
 					case bytes.Contains(answer, []byte(`"duplicate"`)):
 						dup++
