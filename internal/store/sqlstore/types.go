@@ -69,7 +69,7 @@ func GlobTypes(glob string, found []string) (types []string, ok bool) {
 		if !store.TypeMatches(glob, t) {
 			continue
 		}
-		if t == "" || strings.Contains(t, "*") {
+		if !ExactType(t) {
 			return nil, false
 		}
 		types = append(types, t)
