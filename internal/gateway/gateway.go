@@ -41,6 +41,26 @@ import (
 // PostgreSQL (SQLite has one writer).
 const postgresWriters = 4
 
+// sqliteSequenceInterval is how often the log's sequencer runs on SQLite,
+// where it takes the one writer that ingest commits through. Once a
+// second, it sequenced a second's events as a burst of back-to-back
+// transactions (128 events each), and the requests that arrived during
+// the burst made most of ingest's p99; ten times a second, each round
+// is a transaction or two and the p99 of ingest alone at 655 requests/s
+// halves (BENCHMARKS.md, "The log's sequencer in bursts").
+const sqliteSequenceInterval = 100 * time.Millisecond
+
+// sequenceInterval is the log's sequencing interval for cfg's store: set
+// if it is set, else sqliteSequenceInterval on SQLite and 0 (the
+// ledger's default) on PostgreSQL, where each round of every process
+// takes a lock and sweeps, and whose tail was not measured for this.
+func sequenceInterval(cfg *config.Config, set time.Duration) time.Duration {
+	if _, pg := cfg.PostgresURL(); set != 0 || pg {
+		return set
+	}
+	return sqliteSequenceInterval
+}
+
 // Options configure a Gateway.
 type Options struct {
 	Config *config.Config
@@ -48,8 +68,9 @@ type Options struct {
 	// Store, when set, is used instead of opening Config.Database.
 	Store store.Store
 	// SequenceInterval, when set, replaces the tamper-evident log's
-	// sequencing interval (1s): a test that counts the log's statements
-	// sets it long, so that the log is sequenced once, at Stop.
+	// sequencing interval (sqliteSequenceInterval on SQLite, the
+	// ledger's default on PostgreSQL): a test that counts the log's
+	// statements sets it long, so that the log is sequenced once, at Stop.
 	SequenceInterval time.Duration
 	// Now is the gateway's one clock, handed to ingest, delivery, the
 	// ledger's checkpointer, alerts, the admin API, the dashboard and the
@@ -133,7 +154,7 @@ func New(ctx context.Context, opt Options) (*Gateway, error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	g := &Gateway{cfg: cfg, log: log, now: now, seqInterval: opt.SequenceInterval}
+	g := &Gateway{cfg: cfg, log: log, now: now, seqInterval: sequenceInterval(cfg, opt.SequenceInterval)}
 	g.onClose(func() error { return closePublishers(dests) })
 	if err := checkBrokers(ctx, cfg, dests, log); err != nil {
 		g.close()

@@ -28,7 +28,7 @@ const (
 // SequencerOptions configure a Sequencer.
 type SequencerOptions struct {
 	Interval  time.Duration // between rounds; default 1s
-	BatchSize int           // events per transaction; default 512
+	BatchSize int           // events per transaction; default 128
 	Lag       time.Duration // see DefaultLag
 	Logger    *slog.Logger
 	// OnLate is called for an event that entered the ledger suspiciously late
