@@ -58,8 +58,12 @@ func NewSequencer(st store.Ledger, opt SequencerOptions) *Sequencer {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Sequencer{st: st, opt: opt}
+	var warned time.Time // when a failed round was last logged
 	s.loop = newLoop(opt.Interval, func(ctx context.Context) {
-		if _, err := s.Run(ctx); err != nil && ctx.Err() == nil {
+		// A failure usually lasts (a table gone, the disk full): logged
+		// at most once a second however short the interval.
+		if _, err := s.Run(ctx); err != nil && ctx.Err() == nil && time.Since(warned) >= time.Second {
+			warned = time.Now()
 			s.opt.Logger.Warn("ledger: sequencing failed", "err", err)
 		}
 	})
