@@ -44,10 +44,10 @@ const postgresWriters = 4
 // sqliteSequenceInterval is how often the log's sequencer runs on SQLite,
 // where it takes the one writer that ingest commits through. Once a
 // second, it sequenced a second's events as a burst of back-to-back
-// transactions (128 events each), and the requests that arrived during
-// the burst made most of ingest's p99; ten times a second, each round
-// is a transaction or two and the p99 of ingest alone at 655 requests/s
-// halves (BENCHMARKS.md, "The log's sequencer in bursts").
+// transactions, and the requests that arrived during the burst waited
+// for them; ten times a second, a round is a transaction or two
+// (BENCHMARKS.md, "The log's sequencer in bursts"). An idle round only
+// reads; a round that finds events is one synced transaction.
 const sqliteSequenceInterval = 100 * time.Millisecond
 
 // sequenceInterval is the log's sequencing interval for cfg's store: set

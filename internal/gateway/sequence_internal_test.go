@@ -19,6 +19,7 @@ func TestSequenceInterval(t *testing.T) {
 		{"sqlite:/var/lib/anyhook/anyhook.db", 0, sqliteSequenceInterval},
 		{"sqlite:/var/lib/anyhook/anyhook.db", time.Hour, time.Hour},
 		{"postgres://postgres@127.0.0.1:5432/anyhook", 0, 0},
+		{"postgresql://postgres@127.0.0.1:5432/anyhook", 0, 0},
 		{"postgresql://postgres@127.0.0.1:5432/anyhook", time.Hour, time.Hour},
 	} {
 		if got := sequenceInterval(&config.Config{Database: tc.database}, tc.set); got != tc.want {

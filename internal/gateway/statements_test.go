@@ -36,7 +36,7 @@ import (
 // many events.
 //
 // The log is sequenced once, at Stop (SequenceInterval: an hour): its
-// rounds run each second in production, and how many ran during the test
+// rounds run ten times a second on SQLite, and how many ran during the test
 // would depend on the machine's speed. What is counted is the log's work
 // for these 40 events, in one round, and the same on any machine. So is
 // the incident recorder's (IncidentInterval: an hour): its writes each
