@@ -60,10 +60,16 @@ flags:
                         ones were answered; latency from when each was due (no
                         coordinated omission), client timeout 10s; reports
                         p50/p90/p99/p99.9/max, the longest stall, what was shed,
-                        and that every accepted event was delivered
+                        and that every accepted event was delivered; then the same
+                        schedule against the durable floor (see --no-floor)
   --duration D          length of the open-loop run (default 60s)
   --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
   --no-baseline         skip the bare net/http and relay runs
+  --no-floor            skip the open loop's durable floor: a server in a process of
+                        its own that appends each body to a file in group commits
+                        made durable with fdatasync, answers, and forwards it to the
+                        sink, the same schedule's tail with nothing but a durable
+                        commit and a delivery
   --processes N         run N gateway processes on one PostgreSQL database, the
                         requests spread over them in turn (default 1)
   --gateway-cpus LIST   run the gateway process(es) on these CPUs only (e.g. 0 or 0-1;
@@ -94,6 +100,7 @@ type options struct {
 	warmup       int
 	drainTimeout time.Duration
 	noBaseline   bool
+	noFloor      bool
 	ingestRate   float64 // requests per second, or
 	ingestShare  float64 // a share of the measured capacity
 	duration     time.Duration
@@ -122,6 +129,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.warmup, "warmup", 500, "")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "")
+	fs.BoolVar(&o.noFloor, "no-floor", false, "")
 	rate := fs.String("ingest-rate", "", "")
 	fs.DurationVar(&o.duration, "duration", time.Minute, "")
 	fs.StringVar(&o.maxQueueWait, "max-queue-wait", "", "")
@@ -200,6 +208,9 @@ func parseSize(s string) (int, error) {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == childCommand {
 		return childMain(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == floorCommand {
+		return floorMain(ctx, args[1:], os.Stdin, stdout, stderr)
 	}
 	if isFill(args) {
 		return fillMain(ctx, args, stdout, stderr)
@@ -309,7 +320,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		srv.Close()
 
 		say("non-durable relay: %d requests at concurrency %d, %d forwarding workers", len(reqs), o.concurrency, relayWorkers)
-		rl, err := newRelay(sk.url, o.destinations, (nwarm+o.events)*o.destinations)
+		rl, err := newRelay(sk.url, o.destinations, (nwarm+o.events)*o.destinations, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -406,6 +417,13 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		rep.OpenLoop = ol
 		if err != nil {
 			rep.Failures = append(rep.Failures, "open loop: "+err.Error())
+		}
+		if ol != nil && !o.noFloor {
+			fl, err := runFloor(ctx, o, exe, dir, sk, "evt_"+runID+"f", now, ol.Rate, stderr, say)
+			rep.OpenLoopFloor = fl
+			if err != nil {
+				rep.Failures = append(rep.Failures, "open loop, durable floor: "+err.Error())
+			}
 		}
 	}
 

@@ -19,7 +19,7 @@ import (
 // runs its own executable as `… bench _gateway --config FILE`, and here
 // that executable is the test binary (the same code as anyhook's).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && os.Args[1] == "bench" && os.Args[2] == childCommand {
+	if len(os.Args) > 2 && os.Args[1] == "bench" && (os.Args[2] == childCommand || os.Args[2] == floorCommand) {
 		os.Exit(Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -71,7 +71,43 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	g.Start(ctx, ln)
 	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
 
+	answerCommands(stdin, stdout, func(cmd, arg string) (string, bool) {
+		if cmd != "check" {
+			return "", false
+		}
+		f := strings.Fields(arg)
+		var n, dups int
+		var err error
+		if len(f) == 4 {
+			n, err = strconv.Atoi(f[2])
+			if err == nil {
+				dups, err = strconv.Atoi(f[3])
+			}
+		}
+		if len(f) != 4 || err != nil {
+			return "fail want check SOURCE PREFIX N DUPS", true
+		}
+		if msg := checkOnce(ctx, g.Store(), f[0], f[1], n, dups); msg != "" {
+			return "fail " + msg, true
+		}
+		return "ok", true
+	})
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := g.Stop(sctx); err != nil {
+		fmt.Fprintf(stderr, "anyhook bench %s: stop: %v\n", childCommand, err)
+		return 1
+	}
+	return 0
+}
+
+// answerCommands answers the bench's request lines on stdin, one line
+// each on stdout, until stdin ends: the commands every child process
+// knows (usage, procs, profile, trace), then those of more, which says
+// whether it knew the command.
+func answerCommands(stdin io.Reader, stdout io.Writer, more func(cmd, arg string) (string, bool)) {
 	var prof, tr *os.File
+	var err error
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(sc.Text(), " ")
@@ -118,25 +154,12 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				}
 				tr = nil
 			}
-		case "check":
-			f := strings.Fields(arg)
-			var n, dups int
-			if len(f) == 4 {
-				n, err = strconv.Atoi(f[2])
-				if err == nil {
-					dups, err = strconv.Atoi(f[3])
-				}
-			}
-			switch {
-			case len(f) != 4 || err != nil:
-				answer = "fail want check SOURCE PREFIX N DUPS"
-			default:
-				if msg := checkOnce(ctx, g.Store(), f[0], f[1], n, dups); msg != "" {
-					answer = "fail " + msg
-				}
-			}
 		default:
-			answer = fmt.Sprintf("fail unknown command %q", cmd)
+			if a, ok := more(cmd, arg); ok {
+				answer = a
+			} else {
+				answer = fmt.Sprintf("fail unknown command %q", cmd)
+			}
 		}
 		fmt.Fprintln(stdout, strings.ReplaceAll(answer, "\n", "; "))
 	}
@@ -148,13 +171,6 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		trace.Stop()
 		tr.Close()
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := g.Stop(sctx); err != nil {
-		fmt.Fprintf(stderr, "anyhook bench %s: stop: %v\n", childCommand, err)
-		return 1
-	}
-	return 0
 }
 
 // child is the bench's handle on the gateway process.
@@ -171,7 +187,13 @@ type child struct {
 // startChild runs `exe bench _gateway --config cfgPath` and waits until it
 // listens, on the CPUs cpus (all when empty). Its stderr goes to stderr.
 func startChild(ctx context.Context, exe, cfgPath string, cpus []int, stderr io.Writer) (*child, error) {
-	cmd := exec.CommandContext(ctx, exe, "bench", childCommand, "--config", cfgPath)
+	return startProcess(ctx, exe, []string{childCommand, "--config", cfgPath}, cpus, stderr)
+}
+
+// startProcess runs `exe bench args…`, a child process that prints
+// "listening ADDR" and then answers the bench's commands.
+func startProcess(ctx context.Context, exe string, args []string, cpus []int, stderr io.Writer) (*child, error) {
+	cmd := exec.CommandContext(ctx, exe, append([]string{"bench"}, args...)...)
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -73,6 +73,9 @@ type OpenLoop struct {
 	StallAtS       float64 `json:"stall_at_s"`
 	// Delivered is how many of the accepted events reached the sink.
 	Delivered int `json:"delivered"`
+	// CPUPerEventUS is the server process's CPU (user + system) from the
+	// first request until the last delivery, per accepted event.
+	CPUPerEventUS float64 `json:"cpu_us_per_event"`
 }
 
 // sent is one request of an open-loop run.
@@ -211,40 +214,72 @@ func runOpenLoop(ctx context.Context, o *options, urls []string, sk *sink, prefi
 	if rate <= 0 {
 		return nil, fmt.Errorf("no capacity measured to take %.0f%% of", 100*o.ingestShare)
 	}
+	say("open loop: %.0f requests/s for %s (%.0f%% of the %.0f events/s taken and delivered closed-loop)", rate, o.duration, 100*rate/capacity, capacity)
+	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, gw, o.trace)
+	if ol != nil && capacity > 0 {
+		ol.CapacityPct = 100 * rate / capacity
+	}
+	return ol, err
+}
+
+// runFloor runs the durable floor (floorCommand) in a process of its own,
+// on the gateway's CPUs, and sends it the open loop's schedule.
+func runFloor(ctx context.Context, o *options, exe, dir string, sk *sink, prefix string, now time.Time, rate float64, stderr io.Writer, say func(string, ...any)) (*OpenLoop, error) {
 	n := max(1, int(rate*o.duration.Seconds()))
-	say("open loop: preparing %d requests", n)
+	fl, err := startProcess(ctx, exe, []string{floorCommand, "--sink", sk.url, "--destinations", strconv.Itoa(o.destinations),
+		"--dir", dir, "--queue", strconv.Itoa(n * max(1, o.destinations))}, o.gatewayCPUs, stderr)
+	if err != nil {
+		return nil, fmt.Errorf("durable floor: %w", err)
+	}
+	say("durable floor (net/http, group-committed fdatasync, forwarded): %.0f requests/s for %s", rate, o.duration)
+	ol, err := openLoopAt(ctx, o, []string{"http://" + fl.addr + "/"}, sk, prefix, now, rate, gateways{fl}, "")
+	if serr := fl.stop(time.Minute); err == nil && serr != nil {
+		err = fmt.Errorf("durable floor: %w", serr)
+	}
+	return ol, err
+}
+
+// openLoopAt sends --duration's worth of events to urls at rate per
+// second from the servers procs, then waits until every accepted event
+// reached every destination; trace, when set, is a runtime trace of
+// procs[0] over the sending.
+func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix string, now time.Time, rate float64, procs gateways, trace string) (*OpenLoop, error) {
+	n := max(1, int(rate*o.duration.Seconds()))
 	reqs, err := makeRequests(o.provider, prefix, n, 1, o.bodySize, secret, now)
 	if err != nil {
 		return nil, err
 	}
 	sr := sk.expect(prefix, n)
-	say("open loop: %.0f requests/s for %s (%.0f%% of the %.0f events/s taken and delivered closed-loop)", rate, o.duration, 100*rate/capacity, capacity)
-	if o.trace != "" {
-		path, err := filepath.Abs(o.trace)
+	cpu0, _, err := procs.usage()
+	if err != nil {
+		return nil, err
+	}
+	if trace != "" {
+		path, err := filepath.Abs(trace)
 		if err == nil {
-			_, err = gw.call("trace " + path)
+			_, err = procs.call("trace " + path)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("--trace: %w", err)
 		}
 	}
 	rs, elapsed := openLoop(ctx, urls, reqs, rate)
-	if o.trace != "" {
-		if _, err := gw.call("trace-stop"); err != nil {
+	if trace != "" {
+		if _, err := procs.call("trace-stop"); err != nil {
 			return nil, fmt.Errorf("--trace: %w", err)
 		}
 	}
 	ol := summarize(rs, elapsed)
 	ol.Rate = rate
-	if capacity > 0 {
-		ol.CapacityPct = 100 * rate / capacity
-	}
 	want := int64(ol.Accepted * o.destinations)
 	deadline := time.Now().Add(o.drainTimeout)
 	for sr.count.Load() < want && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ol.Delivered = int(sr.count.Load())
+	if cpu1, _, err := procs.usage(); err == nil && ol.Accepted > 0 {
+		ol.CPUPerEventUS = float64((cpu1 - cpu0).Microseconds()) / float64(ol.Accepted)
+	}
 	if o.destinations > 0 && ol.Delivered < int(want) {
 		return ol, fmt.Errorf("%d of the %d accepted events' deliveries arrived within %s", ol.Delivered, want, o.drainTimeout)
 	}

@@ -27,6 +27,9 @@ type relay struct {
 	client *http.Client
 	jobs   chan relayJob
 	stop   chan struct{} // closed by close: handlers and workers give up
+	// commit, when set, makes a body durable before the answer (the
+	// durable floor); an error answers 503.
+	commit func(ctx context.Context, body []byte) error
 	wg     sync.WaitGroup
 }
 
@@ -37,16 +40,18 @@ type relayJob struct {
 }
 
 // newRelay listens on 127.0.0.1:0 and forwards to sinkURL/d0 … d(dests-1).
-// queue bounds the jobs held in memory (beyond it, answers wait).
-func newRelay(sinkURL string, dests, queue int) (*relay, error) {
+// queue bounds the jobs held in memory (beyond it, answers wait). commit,
+// when not nil, makes each body durable before it is answered.
+func newRelay(sinkURL string, dests, queue int, commit func(context.Context, []byte) error) (*relay, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	r := &relay{
-		url:  "http://" + ln.Addr().String(),
-		jobs: make(chan relayJob, max(queue, 1)),
-		stop: make(chan struct{}),
+		url:    "http://" + ln.Addr().String(),
+		jobs:   make(chan relayJob, max(queue, 1)),
+		stop:   make(chan struct{}),
+		commit: commit,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: relayWorkers, MaxIdleConnsPerHost: relayWorkers, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 		}},
@@ -60,6 +65,12 @@ func newRelay(sinkURL string, dests, queue int) (*relay, error) {
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
+		}
+		if r.commit != nil {
+			if err := r.commit(req.Context(), body); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)

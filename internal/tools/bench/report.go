@@ -52,8 +52,12 @@ type Report struct {
 	// new-event run, per 1,000 duplicate requests.
 	DuplicateCPUPer1k float64 `json:"duplicate_cpu_s_per_1k,omitempty"`
 
-	// OpenLoop is the open-loop run (--ingest-rate).
-	OpenLoop *OpenLoop `json:"open_loop,omitempty"`
+	// OpenLoop is the open-loop run (--ingest-rate); OpenLoopFloor the
+	// same schedule against the durable floor (floorCommand), in a
+	// process of its own on the same CPUs: the tail of a durable commit
+	// and a delivery alone on this machine.
+	OpenLoop      *OpenLoop `json:"open_loop,omitempty"`
+	OpenLoopFloor *OpenLoop `json:"open_loop_floor,omitempty"`
 
 	// PeakRSSMiB is the gateway process's peak RSS; BenchPeakRSSMiB this
 	// process's (load client with its pre-built requests, sink, relay).
@@ -240,10 +244,16 @@ func (r *Report) print(w io.Writer) {
 		// or "for 17 s" after --duration 10s reads as a bug.
 		fmt.Fprintf(w, "open loop: %.0f requests/s (%.0f%% of capacity) scheduled over %.0f s, the last answered at %.0f s: %d sent, %d accepted, %d shed, %d failed, %d errors (%d timed out), %d delivered\n",
 			ol.Rate, ol.CapacityPct, float64(ol.Sent)/ol.Rate, ol.Seconds, ol.Sent, ol.Accepted, ol.Shed, ol.Failed, ol.Errors, ol.TimedOut, ol.Delivered)
-		fmt.Fprintf(w, "  accepted, from when each was due: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.1f ms; longest stall %.1f ms at %.1f s\n",
-			ol.P50MS, ol.P90MS, ol.P99MS, ol.P999MS, ol.MaxMS, ol.LongestStallMS, ol.StallAtS)
+		fmt.Fprintf(w, "  accepted, from when each was due: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.1f ms; longest stall %.1f ms at %.1f s; gateway CPU %.0f µs/event\n",
+			ol.P50MS, ol.P90MS, ol.P99MS, ol.P999MS, ol.MaxMS, ol.LongestStallMS, ol.StallAtS, ol.CPUPerEventUS)
 		if ol.Shed > 0 {
 			fmt.Fprintf(w, "  shed (the bench's source says overload: shed) answered within %.2f ms (p99), from when each was due\n", ol.ShedP99MS)
+		}
+		if fl := r.OpenLoopFloor; fl != nil {
+			fmt.Fprintf(w, "  durable floor, the same schedule (net/http, each body in a group commit with fdatasync, then forwarded; its own process): %d of %d accepted, %d delivered\n",
+				fl.Accepted, fl.Sent, fl.Delivered)
+			fmt.Fprintf(w, "  floor's accepted, from when each was due: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.1f ms; longest stall %.1f ms at %.1f s; its CPU %.0f µs/event\n",
+				fl.P50MS, fl.P90MS, fl.P99MS, fl.P999MS, fl.MaxMS, fl.LongestStallMS, fl.StallAtS, fl.CPUPerEventUS)
 		}
 		fmt.Fprintln(w, "  (from when due: a client or a machine that cannot keep the schedule adds its lag to both)")
 		fmt.Fprintln(w)
