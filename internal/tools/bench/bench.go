@@ -66,10 +66,11 @@ flags:
   --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
   --no-baseline         skip the bare net/http and relay runs
   --no-floor            skip the open loop's durable floor: a server in a process of
-                        its own that appends each body to a file in group commits
-                        made durable with fdatasync, answers, and forwards it to the
-                        sink, the same schedule's tail with nothing but a durable
-                        commit and a delivery
+                        its own, on the gateway's CPUs, that writes each body to a
+                        log file in group commits made durable with fdatasync,
+                        answers, and forwards it to the sink: the same schedule's
+                        tail on this machine with a local durable commit and a
+                        delivery and nothing else (run after the gateway stopped)
   --processes N         run N gateway processes on one PostgreSQL database, the
                         requests spread over them in turn (default 1)
   --gateway-cpus LIST   run the gateway process(es) on these CPUs only (e.g. 0 or 0-1;
@@ -412,19 +413,14 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	}
 	rep.check("ingest", rep.Ingest, o.events)
 
+	floor := false // the open loop's durable floor, once the gateway has stopped
 	if o.ingestRate > 0 || o.ingestShare > 0 {
 		ol, err := runOpenLoop(ctx, o, urls, sk, "evt_"+runID+"o", now, capacity(rep, o.destinations), gw, say)
 		rep.OpenLoop = ol
 		if err != nil {
 			rep.Failures = append(rep.Failures, "open loop: "+err.Error())
 		}
-		if ol != nil && !o.noFloor {
-			fl, err := runFloor(ctx, o, exe, dir, sk, "evt_"+runID+"f", now, ol.Rate, stderr, say)
-			rep.OpenLoopFloor = fl
-			if err != nil {
-				rep.Failures = append(rep.Failures, "open loop, durable floor: "+err.Error())
-			}
-		}
+		floor = err == nil && !o.noFloor
 	}
 
 	if o.duplicates > 1 {
@@ -465,6 +461,18 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	stopped = true
 	if err := gw.stop(time.Minute); err != nil {
 		rep.Failures = append(rep.Failures, err.Error())
+	}
+	if floor {
+		// After the gateway stopped: its background work (the log's
+		// sequencer, the WAL's copy) would otherwise share the CPUs.
+		fl, err := runFloor(ctx, o, exe, dir, sk, "evt_"+runID+"f", now, rep.OpenLoop.Rate, stderr, say)
+		if fl != nil {
+			fl.CapacityPct = rep.OpenLoop.CapacityPct
+		}
+		rep.OpenLoopFloor = fl
+		if err != nil {
+			rep.Failures = append(rep.Failures, "open loop, durable floor: "+err.Error())
+		}
 	}
 	return rep, nil
 }

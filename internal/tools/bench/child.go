@@ -179,6 +179,7 @@ type child struct {
 	in   io.WriteCloser
 	out  *bufio.Reader
 	addr string // host:port it listens on
+	name string // in errors: "the gateway process"
 	done chan struct{}
 
 	mu sync.Mutex // one request line, one answer line
@@ -194,6 +195,10 @@ func startChild(ctx context.Context, exe, cfgPath string, cpus []int, stderr io.
 // "listening ADDR" and then answers the bench's commands.
 func startProcess(ctx context.Context, exe string, args []string, cpus []int, stderr io.Writer) (*child, error) {
 	cmd := exec.CommandContext(ctx, exe, append([]string{"bench"}, args...)...)
+	name := "the gateway process"
+	if args[0] == floorCommand {
+		name = "the durable floor's process"
+	}
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -208,9 +213,9 @@ func startProcess(ctx context.Context, exe string, args []string, cpus []int, st
 		start = func() error { return startPinned(cmd, cpus) }
 	}
 	if err := start(); err != nil {
-		return nil, fmt.Errorf("start the gateway process %s: %w", exe, err)
+		return nil, fmt.Errorf("start %s %s: %w", name, exe, err)
 	}
-	c := &child{cmd: cmd, in: in, out: bufio.NewReader(out), done: make(chan struct{})}
+	c := &child{cmd: cmd, in: in, out: bufio.NewReader(out), name: name, done: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		line, err := c.out.ReadString('\n')
@@ -226,13 +231,13 @@ func startProcess(ctx context.Context, exe string, args []string, cpus []int, st
 	case a, ok := <-addr:
 		if !ok {
 			<-c.done
-			return nil, fmt.Errorf("the gateway process exited before it listened (%s)", cmd.ProcessState)
+			return nil, fmt.Errorf("%s exited before it listened (%s)", name, cmd.ProcessState)
 		}
 		c.addr = a
 	case <-time.After(time.Minute):
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, errors.New("the gateway process did not listen within a minute")
+		return nil, fmt.Errorf("%s did not listen within a minute", name)
 	}
 	go func() {
 		cmd.Wait()
@@ -247,11 +252,11 @@ func (c *child) call(line string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
-		return "", fmt.Errorf("gateway process: %s: %w", line, err)
+		return "", fmt.Errorf("%s: %s: %w", c.name, line, err)
 	}
 	answer, err := c.out.ReadString('\n')
 	if err != nil {
-		return "", fmt.Errorf("gateway process: %s: no answer (%w)", line, err)
+		return "", fmt.Errorf("%s: %s: no answer (%w)", c.name, line, err)
 	}
 	answer = strings.TrimSpace(answer)
 	if msg, ok := strings.CutPrefix(answer, "fail "); ok {
@@ -272,7 +277,7 @@ func (c *child) usage() (cpu time.Duration, maxRSS int64, err error) {
 	ns, err1 := strconv.ParseInt(a, 10, 64)
 	rss, err2 := strconv.ParseInt(b, 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, 0, fmt.Errorf("gateway process: usage %q: %w", rest, err)
+		return 0, 0, fmt.Errorf("%s: usage %q: %w", c.name, rest, err)
 	}
 	return time.Duration(ns), rss, nil
 }
@@ -295,10 +300,10 @@ func (c *child) stop(timeout time.Duration) error {
 	case <-time.After(timeout):
 		c.cmd.Process.Kill()
 		<-c.done
-		return fmt.Errorf("the gateway process did not stop within %v", timeout)
+		return fmt.Errorf("%s did not stop within %v", c.name, timeout)
 	}
 	if !c.cmd.ProcessState.Success() {
-		return fmt.Errorf("the gateway process: %s", c.cmd.ProcessState)
+		return fmt.Errorf("%s: %s", c.name, c.cmd.ProcessState)
 	}
 	return nil
 }

@@ -215,7 +215,7 @@ func runOpenLoop(ctx context.Context, o *options, urls []string, sk *sink, prefi
 		return nil, fmt.Errorf("no capacity measured to take %.0f%% of", 100*o.ingestShare)
 	}
 	say("open loop: %.0f requests/s for %s (%.0f%% of the %.0f events/s taken and delivered closed-loop)", rate, o.duration, 100*rate/capacity, capacity)
-	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, gw, o.trace)
+	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, max(1, int(rate*o.duration.Seconds())), gw, o.trace)
 	if ol != nil && capacity > 0 {
 		ol.CapacityPct = 100 * rate / capacity
 	}
@@ -223,28 +223,41 @@ func runOpenLoop(ctx context.Context, o *options, urls []string, sk *sink, prefi
 }
 
 // runFloor runs the durable floor (floorCommand) in a process of its own,
-// on the gateway's CPUs, and sends it the open loop's schedule.
+// on the gateway's CPUs, and sends it the open loop's schedule after a
+// warm-up at the same rate, as the gateway had one.
 func runFloor(ctx context.Context, o *options, exe, dir string, sk *sink, prefix string, now time.Time, rate float64, stderr io.Writer, say func(string, ...any)) (*OpenLoop, error) {
 	n := max(1, int(rate*o.duration.Seconds()))
 	fl, err := startProcess(ctx, exe, []string{floorCommand, "--sink", sk.url, "--destinations", strconv.Itoa(o.destinations),
-		"--dir", dir, "--queue", strconv.Itoa(n * max(1, o.destinations))}, o.gatewayCPUs, stderr)
+		"--dir", dir, "--queue", strconv.Itoa((o.warmup + n) * max(1, o.destinations))}, o.gatewayCPUs, stderr)
 	if err != nil {
-		return nil, fmt.Errorf("durable floor: %w", err)
+		return nil, err
+	}
+	urls := []string{"http://" + fl.addr + "/"}
+	if o.warmup > 0 {
+		say("durable floor: warm-up, %d events", o.warmup)
+		if _, err := openLoopAt(ctx, o, urls, sk, prefix+"w", now, rate, o.warmup, gateways{fl}, ""); err != nil {
+			fl.stop(time.Minute)
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
 	}
 	say("durable floor (net/http, group-committed fdatasync, forwarded): %.0f requests/s for %s", rate, o.duration)
-	ol, err := openLoopAt(ctx, o, []string{"http://" + fl.addr + "/"}, sk, prefix, now, rate, gateways{fl}, "")
+	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, n, gateways{fl}, "")
+	if err == nil && ol.Accepted < ol.Sent {
+		// The floor never sheds: anything else failed a commit or a
+		// connection.
+		err = fmt.Errorf("%d of %d requests accepted (%s)", ol.Accepted, ol.Sent, ol.FirstError)
+	}
 	if serr := fl.stop(time.Minute); err == nil && serr != nil {
-		err = fmt.Errorf("durable floor: %w", serr)
+		err = serr
 	}
 	return ol, err
 }
 
-// openLoopAt sends --duration's worth of events to urls at rate per
-// second from the servers procs, then waits until every accepted event
-// reached every destination; trace, when set, is a runtime trace of
-// procs[0] over the sending.
-func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix string, now time.Time, rate float64, procs gateways, trace string) (*OpenLoop, error) {
-	n := max(1, int(rate*o.duration.Seconds()))
+// openLoopAt sends n events to urls at rate per second, then waits until
+// every accepted event reached every destination; procs are the
+// processes that serve urls, whose CPU it measures, and trace, when set,
+// a runtime trace of procs[0] over the sending.
+func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix string, now time.Time, rate float64, n int, procs gateways, trace string) (*OpenLoop, error) {
 	reqs, err := makeRequests(o.provider, prefix, n, 1, o.bodySize, secret, now)
 	if err != nil {
 		return nil, err
@@ -277,7 +290,11 @@ func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix
 		time.Sleep(50 * time.Millisecond)
 	}
 	ol.Delivered = int(sr.count.Load())
-	if cpu1, _, err := procs.usage(); err == nil && ol.Accepted > 0 {
+	cpu1, _, err := procs.usage()
+	if err != nil {
+		return ol, err
+	}
+	if ol.Accepted > 0 {
 		ol.CPUPerEventUS = float64((cpu1 - cpu0).Microseconds()) / float64(ol.Accepted)
 	}
 	if o.destinations > 0 && ol.Delivered < int(want) {

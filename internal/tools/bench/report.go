@@ -250,12 +250,12 @@ func (r *Report) print(w io.Writer) {
 			fmt.Fprintf(w, "  shed (the bench's source says overload: shed) answered within %.2f ms (p99), from when each was due\n", ol.ShedP99MS)
 		}
 		if fl := r.OpenLoopFloor; fl != nil {
-			fmt.Fprintf(w, "  durable floor, the same schedule (net/http, each body in a group commit with fdatasync, then forwarded; its own process): %d of %d accepted, %d delivered\n",
-				fl.Accepted, fl.Sent, fl.Delivered)
+			fmt.Fprintf(w, "  durable floor, the same schedule (net/http, each body in a group commit with fdatasync, then forwarded; its own process): %d sent, %d accepted, %d failed, %d errors, %d delivered\n",
+				fl.Sent, fl.Accepted, fl.Shed+fl.Failed, fl.Errors, fl.Delivered)
 			fmt.Fprintf(w, "  floor's accepted, from when each was due: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.1f ms; longest stall %.1f ms at %.1f s; its CPU %.0f µs/event\n",
 				fl.P50MS, fl.P90MS, fl.P99MS, fl.P999MS, fl.MaxMS, fl.LongestStallMS, fl.StallAtS, fl.CPUPerEventUS)
 		}
-		fmt.Fprintln(w, "  (from when due: a client or a machine that cannot keep the schedule adds its lag to both)")
+		fmt.Fprintln(w, "  (from when due: a client or a machine that cannot keep the schedule adds its lag to every figure)")
 		fmt.Fprintln(w)
 	}
 	if r.RatioToBare > 0 {
