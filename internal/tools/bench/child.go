@@ -92,10 +92,16 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		return "ok", true
 	})
+	return stopChild(ctx, stderr, childCommand, g.Stop)
+}
+
+// stopChild stops a child process's server, within 30 s, once the bench
+// closed its stdin; it returns the process's exit code.
+func stopChild(ctx context.Context, stderr io.Writer, command string, stop func(context.Context) error) int {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := g.Stop(sctx); err != nil {
-		fmt.Fprintf(stderr, "anyhook bench %s: stop: %v\n", childCommand, err)
+	if err := stop(sctx); err != nil {
+		fmt.Fprintf(stderr, "anyhook bench %s: stop: %v\n", command, err)
 		return 1
 	}
 	return 0

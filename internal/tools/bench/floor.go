@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/groupcommit"
@@ -62,13 +61,7 @@ func floorMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	fmt.Fprintf(stdout, "listening %s\n", strings.TrimPrefix(rl.url, "http://"))
 	answerCommands(stdin, stdout, func(string, string) (string, bool) { return "", false })
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := rl.close(sctx); err != nil {
-		fmt.Fprintf(stderr, "anyhook bench %s: stop: %v\n", floorCommand, err)
-		return 1
-	}
-	return 0
+	return stopChild(ctx, stderr, floorCommand, rl.close)
 }
 
 // floorLogSize is the floor's log file: written once with zeros and made
