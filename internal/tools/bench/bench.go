@@ -51,17 +51,23 @@ flags:
   --filter EXPR         a filter (CEL) on every destination; it must accept the bench's
                         events (Stripe's: type "charge.succeeded", data.object.amount 2000),
                         e.g. 'type.startsWith("charge.") && body.data.object.amount > 1000'
-  --warmup N            untimed events first (default 500)
+  --warmup N            untimed events first, and before the durable floor's open loop
+                        (default 500)
   --drain-timeout D     how long to wait for deliveries after ingest (default 2m)
   --ingest-rate R       after the closed-loop run, an open-loop one: requests sent on
                         schedule at R per second, or at a share of the capacity the
                         closed-loop run measured (50%, 200%; events/s taken and
                         delivered: the lower of ingest and delivery), whether or not earlier
                         ones were answered; latency from when each was due (no
-                        coordinated omission), client timeout 10s; reports
-                        p50/p90/p99/p99.9/max, the longest stall, what was shed,
-                        and that every accepted event was delivered; then the same
-                        schedule against the durable floor (see --no-floor)
+                        coordinated omission: a server that stalls is not sent
+                        less), client timeout 10s; reports p50/p90/p99/p99.9/max,
+                        the longest stall (no answer while one was outstanding),
+                        what was shed and how fast, the gateway's CPU per event,
+                        and that every accepted event was delivered; then, once the
+                        gateway stopped, the same rate and count against the
+                        durable floor (see --no-floor). Run it for a minute, three
+                        times: a short run on a busy machine can put either one
+                        above the other
   --duration D          length of the open-loop run (default 60s)
   --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
   --no-baseline         skip the bare net/http and relay runs
@@ -70,7 +76,7 @@ flags:
                         log file in group commits made durable with fdatasync,
                         answers, and forwards it to the sink: the same schedule's
                         tail on this machine with a local durable commit and a
-                        delivery and nothing else (run after the gateway stopped)
+                        delivery and nothing else (with --ingest-rate only)
   --processes N         run N gateway processes on one PostgreSQL database, the
                         requests spread over them in turn (default 1)
   --gateway-cpus LIST   run the gateway process(es) on these CPUs only (e.g. 0 or 0-1;

@@ -49,7 +49,7 @@ func parseRate(s string) (rate, share float64, err error) {
 // OpenLoop is what an open-loop run measured.
 type OpenLoop struct {
 	Rate        float64 `json:"rate"`         // requests per second, as scheduled
-	CapacityPct float64 `json:"capacity_pct"` // Rate over the closed-loop capacity, %
+	CapacityPct float64 `json:"capacity_pct"` // Rate over the gateway's closed-loop capacity, % (the floor's run too)
 	Seconds     float64 `json:"seconds"`
 	Sent        int     `json:"sent"`
 	Accepted    int     `json:"accepted"` // 200 answers
@@ -73,9 +73,10 @@ type OpenLoop struct {
 	StallAtS       float64 `json:"stall_at_s"`
 	// Delivered is how many of the accepted events reached the sink.
 	Delivered int `json:"delivered"`
-	// CPUPerEventUS is the server process's CPU (user + system) from the
-	// first request until the last delivery, per accepted event.
-	CPUPerEventUS float64 `json:"cpu_us_per_event"`
+	// ServerCPUPerEventUS is the server's process's CPU (user + system),
+	// the gateway's or the floor's, from the first request until the last
+	// delivery, per accepted event.
+	ServerCPUPerEventUS float64 `json:"server_cpu_us_per_event"`
 }
 
 // sent is one request of an open-loop run.
@@ -295,7 +296,7 @@ func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix
 		return ol, err
 	}
 	if ol.Accepted > 0 {
-		ol.CPUPerEventUS = float64((cpu1 - cpu0).Microseconds()) / float64(ol.Accepted)
+		ol.ServerCPUPerEventUS = float64((cpu1 - cpu0).Microseconds()) / float64(ol.Accepted)
 	}
 	if o.destinations > 0 && ol.Delivered < int(want) {
 		return ol, fmt.Errorf("%d of the %d accepted events' deliveries arrived within %s", ol.Delivered, want, o.drainTimeout)

@@ -29,7 +29,7 @@ func TestBenchOpenLoopAndFloor(t *testing.T) {
 		if ol.Sent != 100 || ol.Accepted != 100 || ol.Delivered != 100 || ol.Errors != 0 || ol.Rate != 100 {
 			t.Errorf("%s: %+v, want 100 sent, accepted and delivered at 100/s", name, ol)
 		}
-		if ol.P50MS <= 0 || ol.MaxMS < ol.P99MS || ol.CPUPerEventUS <= 0 {
+		if ol.P50MS <= 0 || ol.MaxMS < ol.P99MS || ol.ServerCPUPerEventUS <= 0 {
 			t.Errorf("%s: figures %+v", name, ol)
 		}
 	}
