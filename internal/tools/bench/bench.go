@@ -73,10 +73,11 @@ flags:
   --no-baseline         skip the bare net/http and relay runs
   --no-floor            skip the open loop's durable floor: a server in a process of
                         its own, on the gateway's CPUs, that writes each body to a
-                        log file in group commits made durable with fdatasync,
-                        answers, and forwards it to the sink: the same schedule's
-                        tail on this machine with a local durable commit and a
-                        delivery and nothing else (with --ingest-rate only)
+                        log file in group commits synced with fsync (as SQLite
+                        syncs its WAL), answers, and forwards it to the sink: the
+                        same rate's tail on this machine with a synced local
+                        commit and a delivery and nothing else (no dedup, no
+                        retries, a log it overwrites; with --ingest-rate only)
   --processes N         run N gateway processes on one PostgreSQL database, the
                         requests spread over them in turn (default 1)
   --gateway-cpus LIST   run the gateway process(es) on these CPUs only (e.g. 0 or 0-1;
@@ -475,9 +476,11 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 		if fl != nil {
 			fl.CapacityPct = rep.OpenLoop.CapacityPct
 		}
-		rep.OpenLoopFloor = fl
 		if err != nil {
+			// Its figures would read as a finished run's.
 			rep.Failures = append(rep.Failures, "open loop, durable floor: "+err.Error())
+		} else {
+			rep.OpenLoopFloor = fl
 		}
 	}
 	return rep, nil

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -228,8 +229,10 @@ func runOpenLoop(ctx context.Context, o *options, urls []string, sk *sink, prefi
 // warm-up at the same rate, as the gateway had one.
 func runFloor(ctx context.Context, o *options, exe, dir string, sk *sink, prefix string, now time.Time, rate float64, stderr io.Writer, say func(string, ...any)) (*OpenLoop, error) {
 	n := max(1, int(rate*o.duration.Seconds()))
+	// The log holds two full batches at least.
+	size := max(floorLogSize, 2*floorBatch*(int64(o.bodySize)+binary.MaxVarintLen64))
 	fl, err := startProcess(ctx, exe, []string{floorCommand, "--sink", sk.url, "--destinations", strconv.Itoa(o.destinations),
-		"--dir", dir, "--queue", strconv.Itoa((o.warmup + n) * max(1, o.destinations))}, o.gatewayCPUs, stderr)
+		"--dir", dir, "--queue", strconv.Itoa((o.warmup + n) * max(1, o.destinations)), "--log-size", strconv.FormatInt(size, 10)}, o.gatewayCPUs, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +244,7 @@ func runFloor(ctx context.Context, o *options, exe, dir string, sk *sink, prefix
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	say("durable floor (net/http, group-committed fdatasync, forwarded): %.0f requests/s for %s", rate, o.duration)
+	say("durable floor (net/http, group commits synced with fsync, forwarded): %.0f requests/s for %s", rate, o.duration)
 	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, n, gateways{fl}, "")
 	if err == nil && ol.Accepted < ol.Sent {
 		// The floor never sheds: anything else failed a commit or a

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -77,8 +79,8 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
-// The floor answers 200 only for a body it wrote and synced: every body
-// answered is in its log, once, and reached the sink.
+// The floor's process (its flags, its commands): every body answered is
+// in its log, once, and reached the sink.
 func TestFloorLogsEveryBody(t *testing.T) {
 	t.Parallel()
 	sk, err := newSink(1, 0)
@@ -132,17 +134,141 @@ func TestFloorLogsEveryBody(t *testing.T) {
 	if len(data) != floorLogSize {
 		t.Errorf("log of %d bytes, want %d written before the run", len(data), floorLogSize)
 	}
+	got := readFloorLog(data)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("the log holds %d bodies:\n%q\nwant %d:\n%q", len(got), got, len(want), want)
+	}
+}
+
+// readFloorLog is the bodies in a floor's log, from its start to the
+// first zero length.
+func readFloorLog(data []byte) []string {
 	var got []string
 	for {
 		size, k := binary.Uvarint(data)
-		if k <= 0 || size == 0 {
-			break
+		if k <= 0 || size == 0 || k+int(size) > len(data) {
+			return got
 		}
 		got = append(got, string(data[k:k+int(size)]))
 		data = data[k+int(size):]
 	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("the log holds %d bodies:\n%q\nwant %d:\n%q", len(got), got, len(want), want)
+}
+
+// startTestFloor is a floor in this process, its log of size bytes synced
+// with sync, forwarding to a sink of its own.
+func startTestFloor(t *testing.T, size int64, sync func(*os.File) error) (*floor, *sink, string) {
+	t.Helper()
+	sk, err := newSink(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sk.srv.Close() })
+	path := filepath.Join(t.TempDir(), "floor.log")
+	fl, err := startFloor(t.Context(), path, size, sync, sk.url, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fl.close(context.Background()) })
+	return fl, sk, path
+}
+
+func postBody(t *testing.T, url, body string) int {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// A body is answered 200 only once the sync of the commit that holds it
+// has returned: the sync below is slow, and records what the log held
+// when it returned.
+func TestFloorAnswersAfterTheSync(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	synced := map[string]bool{}
+	slow := func(f *os.File) error {
+		time.Sleep(5 * time.Millisecond)
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		data, err := os.ReadFile(f.Name())
+		mu.Lock()
+		defer mu.Unlock()
+		for _, b := range readFloorLog(data) {
+			synced[b] = true
+		}
+		return err
+	}
+	fl, sk, _ := startTestFloor(t, 1<<20, slow)
+	const n = 30
+	sr := sk.expect("evt_sync", n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			b := fmt.Sprintf(`{"id":"evt_sync_%08d"}`, i)
+			if code := postBody(t, fl.url, b); code != http.StatusOK {
+				t.Errorf("%s: HTTP %d", b, code)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !synced[b] {
+				t.Errorf("%s answered 200 before a sync that held it returned", b)
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-sr.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%d of %d bodies reached the sink", sr.count.Load(), n)
+	}
+}
+
+// A failed sync fails its batch: 503, and nothing forwarded.
+func TestFloorFailedSync(t *testing.T) {
+	t.Parallel()
+	fl, sk, _ := startTestFloor(t, 1<<20, func(*os.File) error { return errors.New("the disk is gone") })
+	sk.expect("evt_fail", 1)
+	if code := postBody(t, fl.url, `{"id":"evt_fail_00000000"}`); code != http.StatusServiceUnavailable {
+		t.Errorf("HTTP %d after a failed sync, want 503", code)
+	}
+	time.Sleep(100 * time.Millisecond) // a forward would have reached the sink by now
+	if n := sk.run.Load().count.Load(); n != 0 {
+		t.Errorf("%d bodies forwarded after a failed sync", n)
+	}
+}
+
+// The log keeps its size: it starts again from its start when the next
+// batch would pass its end, and refuses a batch larger than itself.
+func TestFloorLogWraps(t *testing.T) {
+	t.Parallel()
+	const size = 4096
+	fl, sk, path := startTestFloor(t, size, (*os.File).Sync)
+	var bodies []string
+	for i := range 12 { // one at a time: a commit each, four fit
+		b := fmt.Sprintf(`{"id":"evt_wrap_%08d","pad":"%s"}`, i, strings.Repeat("x", 960))
+		bodies = append(bodies, b)
+		if code := postBody(t, fl.url, b); code != http.StatusOK {
+			t.Fatalf("body %d: HTTP %d", i, code)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != size {
+		t.Errorf("log of %d bytes, want %d", len(data), size)
+	}
+	if got := readFloorLog(data); !slices.Equal(got, bodies[8:]) {
+		t.Errorf("log holds %d bodies, want the last four", len(got))
+	}
+	sk.expect("evt_big", 1)
+	if code := postBody(t, fl.url, `{"id":"evt_big_00000000","pad":"`+strings.Repeat("x", size)+`"}`); code != http.StatusServiceUnavailable {
+		t.Errorf("HTTP %d for a body larger than the log, want 503", code)
 	}
 }

@@ -250,7 +250,7 @@ func (r *Report) print(w io.Writer) {
 			fmt.Fprintf(w, "  shed (the bench's source says overload: shed) answered within %.2f ms (p99), from when each was due\n", ol.ShedP99MS)
 		}
 		if fl := r.OpenLoopFloor; fl != nil {
-			fmt.Fprintf(w, "durable floor, the same rate and count after the gateway stopped (net/http, each body in a group commit with fdatasync, then forwarded; its own process): %d sent, %d accepted, %d shed, %d failed, %d errors (%d timed out), %d delivered\n",
+			fmt.Fprintf(w, "durable floor, the same rate and count after the gateway stopped (net/http, each body in a group commit synced with fsync, then forwarded; its own process): %d sent, %d accepted, %d shed, %d failed, %d errors (%d timed out), %d delivered\n",
 				fl.Sent, fl.Accepted, fl.Shed, fl.Failed, fl.Errors, fl.TimedOut, fl.Delivered)
 			fmt.Fprintf(w, "  ack latency of the accepted, from when each was due, ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.1f; longest stall %.1f ms at %.1f s; floor CPU %.0f µs/event\n",
 				fl.P50MS, fl.P90MS, fl.P99MS, fl.P999MS, fl.MaxMS, fl.LongestStallMS, fl.StallAtS, fl.ServerCPUPerEventUS)
