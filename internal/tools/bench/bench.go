@@ -77,7 +77,8 @@ flags:
                         syncs its WAL), answers, and forwards it to the sink: the
                         same rate's tail on this machine with a synced local
                         commit and a delivery and nothing else (no dedup, no
-                        retries, a log it overwrites; with --ingest-rate only)
+                        index, no retries, a log it overwrites). Only with
+                        --ingest-rate.
   --processes N         run N gateway processes on one PostgreSQL database, the
                         requests spread over them in turn (default 1)
   --gateway-cpus LIST   run the gateway process(es) on these CPUs only (e.g. 0 or 0-1;
