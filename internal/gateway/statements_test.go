@@ -70,9 +70,11 @@ const (
 	// rows, in a CI run beside other work).
 	budgetCounterRows = 6.0
 	// Outcomes commit without waiting for fsync (the store's Finish): two
-	// PRAGMA synchronous around each outcome's commit, 2.05 per event one
-	// at a time (the last outcomes, at Stop, in a commit of their own).
-	// Not among the statements: they touch no table.
+	// PRAGMA synchronous around each outcome's own commit, 2.05 per event
+	// one at a time (the last outcomes, at Stop, in a commit of their
+	// own); 1.65–1.8 since an outcome may ride along with the next
+	// event's ingest, which syncs. Not among the statements: they touch
+	// no table.
 	budgetSyncSettings = 2.5
 )
 
@@ -162,8 +164,10 @@ destinations:
 			t.Errorf("%d rows %q through a connection that does not sync at commit: only outcomes may", v, k)
 		}
 	}
-	if unsynced["update deliveries"] < n || unsynced["insert attempts"] < n {
-		t.Errorf("outcomes through the connection that does not sync: %v; want at least %d outcome updates and attempts", unsynced, n)
+	// Outcomes that ride along with an ingest commit synced; the others
+	// must come this way, or the check above sees nothing.
+	if unsynced["update deliveries"] == 0 || unsynced["insert attempts"] == 0 {
+		t.Errorf("outcomes through the connection that does not sync: %v; want some outcome updates and attempts", unsynced)
 	}
 	// By statement too: a claim also updates deliveries, and it precedes
 	// a send, so it must sync; only Finish's statements may run unsynced.

@@ -99,66 +99,101 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 // syncs the outcome first. The fsync of an outcome's commit held the one
 // writer for ~0.4 ms of the ~1.5 ms a batch took, and ingest waited
 // behind it (BENCHMARKS.md).
+//
+// An ingest transaction that begins while a Finish waits for the writer
+// takes its outcomes along (rides.go).
 func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, error) {
 	if err := store.CheckOutcomes(outs); err != nil {
 		return nil, err
 	}
-	var lost []string
-	err := s.txUnsynced(ctx, "finish", func(tx *sql.Tx) error {
-		now := s.now()
-		st := s.stmts(ctx, tx)
-		// A second outcome of one delivery finds it no longer delivering
-		// (the first wrote it): lost, as when each ran on its own.
-		first := make(map[string]int, len(outs))
-		uniq := make([]*store.Outcome, 0, len(outs))
-		for i := range outs {
-			if _, ok := first[outs[i].DeliveryID]; !ok {
-				first[outs[i].DeliveryID] = i
-				uniq = append(uniq, &outs[i])
-			}
+	x := s.rides.add(outs)
+	switch err := s.gate.enterUnless(ctx, false, x.done); {
+	case errors.Is(err, errNoTurnNeeded):
+		return x.lost, nil
+	case err != nil:
+		if s.rides.remove(x) {
+			return nil, store.Unavailable("finish", err)
 		}
-		held := make(map[string]bool, len(uniq))
-		args := []any{}
-		err := chunks(len(uniq), func(k, i, size int) error {
-			args = append(args[:0], micros(now))
-			for _, o := range uniq[i : i+size] {
-				next := now
-				if o.Status == anyhook.StatusPending {
-					next = now.Add(o.RetryIn)
-				}
-				args = append(args, o.DeliveryID, o.Status, micros(next), o.Attempt)
-			}
-			rows, err := st.get(finishes[k]).QueryContext(ctx, args...)
-			if err != nil {
-				return err
-			}
-			ids, err := sqlstore.Collect(rows, sqlstore.ScanString)
-			rows.Close()
-			for _, id := range ids {
-				held[id] = true
-			}
-			return err
-		})
-		if err != nil {
-			return store.Unavailable("finish", err)
-		}
-		lost = lost[:0]
-		kept := make([]*store.Outcome, 0, len(outs))
-		for i := range outs {
-			if id := outs[i].DeliveryID; held[id] && first[id] == i {
-				kept = append(kept, &outs[i])
-			} else {
-				lost = append(lost, outs[i].DeliveryID)
-			}
-		}
-		err = insertRows(st, &attemptInserts, len(kept), func(i int, args []any) []any {
-			o := kept[i]
-			return append(args, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
-				o.Result.StatusCode, store.Text(o.Result.Error), o.Result.ResponseBody, store.OutcomeOf(o.Result))
-		})
+		<-x.done // an ingest transaction took them: its end answers
+		return x.lost, nil
+	}
+	defer s.gate.leave()
+	// Under the writer's turn x is either answered or queued (settle).
+	if !s.rides.remove(x) {
+		<-x.done
+		return x.lost, nil
+	}
+	// Its own outcomes alone: another Finish's never fail for this one's
+	// context.
+	var lost []bool
+	err := s.txUnsyncedHeld(ctx, "finish", func(tx *sql.Tx) error {
+		var err error
+		lost, err = s.finishIn(s.stmts(ctx, tx), outs)
 		return store.Unavailable("finish", err)
 	})
-	return lost, err
+	if err != nil {
+		return nil, err
+	}
+	return lostIDs(outs, lost), nil
+}
+
+// finishIn writes outs in st's transaction and tells, for each, whether
+// its claim was lost. When it fails, the caller rolls back what it wrote.
+func (s *Store) finishIn(st *stmts, outs []store.Outcome) ([]bool, error) {
+	now := s.now()
+	// A second outcome of one delivery finds it no longer delivering
+	// (the first wrote it): lost, as when each ran on its own.
+	first := make(map[string]int, len(outs))
+	uniq := make([]*store.Outcome, 0, len(outs))
+	for i := range outs {
+		if _, ok := first[outs[i].DeliveryID]; !ok {
+			first[outs[i].DeliveryID] = i
+			uniq = append(uniq, &outs[i])
+		}
+	}
+	held := make(map[string]bool, len(uniq))
+	args := []any{}
+	err := chunks(len(uniq), func(k, i, size int) error {
+		args = append(args[:0], micros(now))
+		for _, o := range uniq[i : i+size] {
+			next := now
+			if o.Status == anyhook.StatusPending {
+				next = now.Add(o.RetryIn)
+			}
+			args = append(args, o.DeliveryID, o.Status, micros(next), o.Attempt)
+		}
+		rows, err := st.get(finishes[k]).QueryContext(st.ctx, args...)
+		if err != nil {
+			return err
+		}
+		ids, err := sqlstore.Collect(rows, sqlstore.ScanString)
+		rows.Close()
+		for _, id := range ids {
+			held[id] = true
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	lost := make([]bool, len(outs))
+	kept := make([]*store.Outcome, 0, len(outs))
+	for i := range outs {
+		if id := outs[i].DeliveryID; held[id] && first[id] == i {
+			kept = append(kept, &outs[i])
+		} else {
+			lost[i] = true
+		}
+	}
+	err = insertRows(st, &attemptInserts, len(kept), func(i int, args []any) []any {
+		o := kept[i]
+		return append(args, o.DeliveryID, o.Attempt, micros(o.Result.StartedAt), o.Result.Duration.Microseconds(),
+			o.Result.StatusCode, store.Text(o.Result.Error), o.Result.ResponseBody, store.OutcomeOf(o.Result))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lost, nil
 }
 
 // qReleaseClaim gives one claim back (store.Store's Release): the SET

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 )
@@ -29,6 +30,16 @@ type writeGate struct {
 // enter waits for the writer's turn; first says the caller is ingest.
 // It fails only when ctx ends first; then the caller has no turn.
 func (g *writeGate) enter(ctx context.Context, first bool) error {
+	return g.enterUnless(ctx, first, nil)
+}
+
+// errNoTurnNeeded is enterUnless's answer when its done channel closed
+// before the turn came.
+var errNoTurnNeeded = errors.New("the work was done in another turn")
+
+// enterUnless is enter that gives up, with errNoTurnNeeded, once done is
+// closed: a Finish whose outcomes an ingest transaction took along.
+func (g *writeGate) enterUnless(ctx context.Context, first bool, done <-chan struct{}) error {
 	g.mu.Lock()
 	if !g.busy {
 		g.busy = true
@@ -42,10 +53,13 @@ func (g *writeGate) enter(ctx context.Context, first bool) error {
 		g.rest = append(g.rest, ch)
 	}
 	g.mu.Unlock()
+	err := errNoTurnNeeded
 	select {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
+		err = ctx.Err()
+	case <-done:
 	}
 	g.mu.Lock()
 	q := &g.rest
@@ -55,12 +69,12 @@ func (g *writeGate) enter(ctx context.Context, first bool) error {
 	if i := slices.Index(*q, ch); i >= 0 {
 		*q = slices.Delete(*q, i, i+1)
 		g.mu.Unlock()
-		return ctx.Err()
+		return err
 	}
 	g.mu.Unlock()
-	// The turn came as ctx ended: pass it on.
+	// The turn came as ctx ended or done closed: pass it on.
 	g.leave()
-	return ctx.Err()
+	return err
 }
 
 // leave ends the caller's turn and gives the next one, ingest first.

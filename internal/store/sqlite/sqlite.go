@@ -54,6 +54,7 @@ type Store struct {
 	// borrows them with Tx.StmtContext instead of parsing SQL each time.
 	prepared map[string]*sql.Stmt
 	gate     writeGate  // the write transactions' turns, ingest first
+	rides    rides      // outcomes waiting for the writer (rides.go)
 	wal      *walCopier // nil for an in-memory database
 	// fewRows: a filter selecting fewer rows than this is answered by
 	// reading them and sorting (defaultFewRows; tests move it).
@@ -283,11 +284,39 @@ func (s *Store) Close() error {
 // tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it.
 // Errors of fn are returned as they are; failing to begin or commit is
 // unavailability.
+//
+// An ingest transaction also takes along the outcomes that wait for the
+// writer (rides.go); fn must bear running twice, as it then may. At a low
+// rate every event would otherwise pay for two transactions of its own,
+// its ingest and its outcome.
 func (s *Store) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	if err := s.gate.enter(ctx, op == opIngest); err != nil {
 		return store.Unavailable(op, err)
 	}
 	defer s.gate.leave()
+	if op != opIngest {
+		return s.txHeld(ctx, op, fn)
+	}
+	var rode *rideResult
+	err := s.txHeld(ctx, op, func(tx *sql.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		var err error
+		rode, err = s.rideAlong(ctx, tx)
+		return err
+	})
+	// Under the gate still: a Finish that gets the next turn finds its
+	// outcomes answered or queued again, never in between.
+	s.rides.settle(rode, err)
+	if errors.Is(err, errRideFailed) {
+		return s.txHeld(ctx, op, fn) // fn runs again, without them
+	}
+	return err
+}
+
+// txHeld is tx for a caller that holds the writer's turn.
+func (s *Store) txHeld(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Unavailable(op, err)
@@ -305,13 +334,18 @@ const opIngest = "ingest"
 // transaction ever commits unsynced. (synchronous cannot change inside a
 // transaction.) An in-memory database has nothing to sync.
 func (s *Store) txUnsynced(ctx context.Context, op string, fn func(*sql.Tx) error) error {
-	if s.r == s.w {
-		return s.tx(ctx, op, fn)
-	}
 	if err := s.gate.enter(ctx, false); err != nil {
 		return store.Unavailable(op, err)
 	}
 	defer s.gate.leave()
+	return s.txUnsyncedHeld(ctx, op, fn)
+}
+
+// txUnsyncedHeld is txUnsynced for a caller that holds the writer's turn.
+func (s *Store) txUnsyncedHeld(ctx context.Context, op string, fn func(*sql.Tx) error) error {
+	if s.r == s.w {
+		return s.txHeld(ctx, op, fn)
+	}
 	c, err := s.w.Conn(ctx)
 	if err != nil {
 		return store.Unavailable(op, err)
