@@ -30,11 +30,7 @@ func TestOutcomesRideAlongWithIngest(t *testing.T) {
 	c := ingestClaim(t, s)
 	ridden := d.unsynced.Load()
 
-	s.gate.enter(t.Context(), false)
-	fin := finishAsync(s, t.Context(), outcome(c, anyhook.StatusDelivered), outcome(c, anyhook.StatusDead))
-	waitQueued(t, s, 0, 1, 1)
-	ing := ingestAsync(s)
-	waitQueued(t, s, 1, 1, 1)
+	fin, ing := lineUp(t, s, outcome(c, anyhook.StatusDelivered), outcome(c, anyhook.StatusDead))
 	s.gate.leave()
 
 	if err := <-ing; err != nil {
@@ -58,11 +54,7 @@ func TestFailedRideLeavesTheIngestAndTheFinish(t *testing.T) {
 	c := ingestClaim(t, s)
 	before := d.unsynced.Load()
 
-	s.gate.enter(t.Context(), false)
-	fin := finishAsync(s, t.Context(), outcome(c, anyhook.StatusDelivered))
-	waitQueued(t, s, 0, 1, 1)
-	ing := ingestAsync(s)
-	waitQueued(t, s, 1, 1, 1)
+	fin, ing := lineUp(t, s, outcome(c, anyhook.StatusDelivered))
 	d.failFinish.Store(true)
 	s.gate.leave()
 
@@ -87,11 +79,7 @@ func TestFailedIngestQueuesTheRideAgain(t *testing.T) {
 	s, d := openRides(t)
 	c := ingestClaim(t, s)
 
-	s.gate.enter(t.Context(), false)
-	fin := finishAsync(s, t.Context(), outcome(c, anyhook.StatusDelivered))
-	waitQueued(t, s, 0, 1, 1)
-	ing := ingestAsync(s)
-	waitQueued(t, s, 1, 1, 1)
+	fin, ing := lineUp(t, s, outcome(c, anyhook.StatusDelivered))
 	d.failCommit.Store(true)
 	s.gate.leave()
 
@@ -193,13 +181,25 @@ func TestRidesUnderConcurrentIngest(t *testing.T) {
 	t.Logf("%d of %d Finishes ran a transaction of their own", d.unsynced.Load()-before, 2*n)
 }
 
+// lineUp holds the writer's turn and queues a Finish of outs, then an
+// ingest of a new event; the caller leaves the gate to let them go.
+func lineUp(t *testing.T, s *Store, outs ...store.Outcome) (<-chan finished, <-chan error) {
+	t.Helper()
+	s.gate.enter(t.Context(), false)
+	fin := finishAsync(s, t.Context(), outs...)
+	waitQueued(t, s, 0, 1, 1)
+	ing := ingestAsync(s)
+	waitQueued(t, s, 1, 1, 1)
+	return fin, ing
+}
+
 // openRides opens a store on a driver that counts the Finishes' own
 // transactions and can fail a Finish's statement or a commit once.
 func openRides(t *testing.T) (*Store, *ridesDriver) {
 	t.Helper()
 	d := &ridesDriver{}
 	name := fmt.Sprintf("sqlite-rides-%d", ridesDrivers.Add(1))
-	sql.Register(name, d)
+	sql.Register(name, sqlitewrap.Driver(func(c sqlitewrap.Conn) driver.Conn { return &ridesConn{c, d} }))
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "anyhook.db"), Options{Driver: name})
 	if err != nil {
 		t.Fatal(err)
@@ -299,14 +299,6 @@ type ridesDriver struct {
 	unsynced   atomic.Int64
 	failFinish atomic.Bool
 	failCommit atomic.Bool
-}
-
-func (d *ridesDriver) Open(name string) (driver.Conn, error) {
-	c, err := sqlitewrap.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return &ridesConn{c, d}, nil
 }
 
 type ridesConn struct {

@@ -76,8 +76,9 @@ var syncFault struct {
 // records the connection's level at each BEGIN.
 func registerSyncFault() *syncFaultDriver {
 	syncFault.once.Do(func() {
-		syncFault.d = &syncFaultDriver{}
-		sql.Register(syncFaultName, syncFault.d)
+		d := &syncFaultDriver{}
+		syncFault.d = d
+		sql.Register(syncFaultName, sqlitewrap.Driver(func(c sqlitewrap.Conn) driver.Conn { return &syncFaultConn{c, d} }))
 	})
 	return syncFault.d
 }
@@ -95,14 +96,6 @@ func (d *syncFaultDriver) levels() []int64 {
 	l := d.began
 	d.began = nil
 	return l
-}
-
-func (d *syncFaultDriver) Open(name string) (driver.Conn, error) {
-	c, err := sqlitewrap.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return &syncFaultConn{c, d}, nil
 }
 
 type syncFaultConn struct {

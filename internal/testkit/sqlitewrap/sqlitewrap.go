@@ -53,3 +53,16 @@ func Open(name string) (Conn, error) {
 	}
 	return wc, nil
 }
+
+// Driver is a driver whose connections are the real driver's, each
+// wrapped by the function: sql.Register(name, sqlitewrap.Driver(wrap)).
+type Driver func(Conn) driver.Conn
+
+// Open implements driver.Driver.
+func (wrap Driver) Open(name string) (driver.Conn, error) {
+	c, err := Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(c), nil
+}
