@@ -111,15 +111,16 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 	case errors.Is(err, errNoTurnNeeded):
 		return x.lost, nil
 	case err != nil:
-		if s.rides.remove(x) {
-			return nil, store.Unavailable("finish", err)
+		err = store.Unavailable("finish", err)
+		if s.rides.remove(x, err) {
+			return nil, err
 		}
 		<-x.done // an ingest transaction took them: its end answers
-		return x.lost, nil
+		return x.lost, x.err
 	}
 	defer s.gate.leave()
 	// Under the writer's turn x is either answered or queued (settle).
-	if !s.rides.remove(x) {
+	if !s.rides.remove(x, nil) {
 		<-x.done
 		return x.lost, nil
 	}

@@ -27,12 +27,16 @@ import (
 // its outcomes answered, or queued again when the ingest failed.
 
 // ride is one Finish's outcomes and, once they are written, which of
-// them lost their claim. A ride is answered only when it was written: a
-// failed one is queued again.
+// them lost their claim. A ride is answered when it was written; a failed
+// one is queued again, unless its Finish has given up waiting.
 type ride struct {
 	outs []store.Outcome
 	lost []string
-	done chan struct{} // closed once lost is set
+	err  error         // set, with lost nil, for a Finish that gave up
+	done chan struct{} // closed once lost or err is set
+	// gone: its Finish's context ended while a transaction held it
+	// (under rides.mu).
+	gone bool
 }
 
 // rides is the queue of Finishes waiting for the writer.
@@ -50,7 +54,10 @@ func (r *rides) add(outs []store.Outcome) *ride {
 }
 
 // remove takes x out of the queue; false means a transaction holds it.
-func (r *rides) remove(x *ride) bool {
+// giveUp also marks a held x, so that should its transaction fail, it is
+// answered with giveUp rather than queued again for a Finish that no
+// longer waits at the writer's gate.
+func (r *rides) remove(x *ride, giveUp error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, y := range r.q {
@@ -58,6 +65,9 @@ func (r *rides) remove(x *ride) bool {
 			r.q = append(r.q[:i], r.q[i+1:]...)
 			return true
 		}
+	}
+	if giveUp != nil {
+		x.gone, x.err = true, giveUp
 	}
 	return false
 }
@@ -86,7 +96,15 @@ func (r *rides) settle(res *rideResult, err error) {
 	}
 	if err != nil {
 		r.mu.Lock()
-		r.q = append(res.rides, r.q...)
+		var again []*ride
+		for _, x := range res.rides {
+			if x.gone {
+				close(x.done) // with the error its Finish gave up with
+			} else {
+				again = append(again, x)
+			}
+		}
+		r.q = append(again, r.q...)
 		r.mu.Unlock()
 		return
 	}

@@ -92,6 +92,48 @@ func TestFailedIngestQueuesTheRideAgain(t *testing.T) {
 	wantDelivered(t, s, c)
 }
 
+// A Finish whose context ends while an ingest transaction holds its
+// outcomes, and whose ingest then fails to commit, is answered with its
+// error: the outcomes are not queued again for a Finish that no longer
+// waits at the writer's gate (it waited for ever).
+func TestFinishThatGaveUpOnAFailedRide(t *testing.T) {
+	s, d := openRides(t)
+	c := ingestClaim(t, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	s.gate.enter(t.Context(), false)
+	fin := finishAsync(s, ctx, outcome(c, anyhook.StatusDelivered))
+	waitQueued(t, s, 0, 1, 1)
+	ing := ingestAsync(s)
+	waitQueued(t, s, 1, 1, 1)
+	entered, release := make(chan struct{}), make(chan struct{})
+	d.hold.Store(&commitHold{entered, release})
+	d.failCommit.Store(true)
+	s.gate.leave()
+
+	<-entered // the ingest, with the outcomes, is committing
+	cancel()
+	waitQueued(t, s, 0, 0, 0) // the Finish left the gate's queue
+	close(release)
+	if err := <-ing; !errors.Is(err, anyhook.ErrUnavailable) {
+		t.Fatalf("ingest with a failed commit: %v, want unavailable", err)
+	}
+	select {
+	case r := <-fin:
+		if !errors.Is(r.err, anyhook.ErrUnavailable) {
+			t.Fatalf("Finish: lost %v, %v; want unavailable", r.lost, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Finish that gave up still waits for its outcomes")
+	}
+	ev, err := s.Event(t.Context(), c.Event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ev.Deliveries[0]; d.Status != anyhook.StatusDelivering || len(d.Attempts) != 0 {
+		t.Fatalf("the delivery is %s with %d attempts, want delivering with none", d.Status, len(d.Attempts))
+	}
+}
+
 // A Finish whose context ends while it waits writes nothing, even when
 // an ingest takes the writer's turn afterwards.
 func TestCancelledFinishDoesNotRide(t *testing.T) {
@@ -294,12 +336,17 @@ func wantDelivered(t *testing.T, s *Store, c store.Claim) {
 
 // ridesDriver wraps the SQLite driver: it counts the transactions Finish
 // runs on its own (each sets synchronous=NORMAL first), and fails, once
-// each when asked, a Finish's fenced update or a commit.
+// each when asked, a Finish's fenced update or a commit, and can hold a
+// commit back.
 type ridesDriver struct {
 	unsynced   atomic.Int64
 	failFinish atomic.Bool
 	failCommit atomic.Bool
+	hold       atomic.Pointer[commitHold] // the next commit waits
 }
+
+// commitHold makes a commit say it entered and wait for release.
+type commitHold struct{ entered, release chan struct{} }
 
 type ridesConn struct {
 	sqlitewrap.Conn
@@ -357,6 +404,10 @@ type ridesTx struct {
 }
 
 func (tx *ridesTx) Commit() error {
+	if h := tx.d.hold.Swap(nil); h != nil {
+		close(h.entered)
+		<-h.release
+	}
 	if tx.d.failCommit.CompareAndSwap(true, false) {
 		tx.Tx.Rollback()
 		return errors.New("injected: the commit failed")
