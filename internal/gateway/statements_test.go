@@ -165,9 +165,13 @@ destinations:
 		}
 	}
 	// Outcomes that ride along with an ingest commit synced; the others
-	// must come this way, or the check above sees nothing.
+	// must come this way, or the check above sees nothing. Every outcome
+	// is written, one way or the other.
 	if unsynced["update deliveries"] == 0 || unsynced["insert attempts"] == 0 {
 		t.Errorf("outcomes through the connection that does not sync: %v; want some outcome updates and attempts", unsynced)
+	}
+	if got := d.rows["attempts"]; got < n {
+		t.Errorf("%d attempts recorded for %d delivered events", got, n)
 	}
 	// By statement too: a claim also updates deliveries, and it precedes
 	// a send, so it must sync; only Finish's statements may run unsynced.

@@ -85,7 +85,7 @@ func (s *Store) attachEvents(ctx context.Context, tx *sql.Tx, claims []store.Cla
 // multi-row statements (chunks), then the attempts of those that held
 // their claim likewise.
 //
-// Its commit does not wait for fsync (txUnsynced): it is in the WAL at
+// Its commit does not wait for fsync (txUnsyncedHeld): it is in the WAL at
 // once, so a killed process loses nothing, and it is durable as soon as
 // any later commit syncs the WAL (an ingest, a claim: the WAL is synced
 // whole, in order) or the background WAL copy runs, normally within

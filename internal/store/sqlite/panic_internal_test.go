@@ -21,7 +21,7 @@ func TestUnsyncedPanicPropagates(t *testing.T) {
 	got := make(chan any, 1)
 	go func() {
 		defer func() { got <- recover() }()
-		s.txUnsynced(t.Context(), "probe", func(*sql.Tx) error { panic("boom") })
+		s.txUnsyncedHeld(t.Context(), "probe", func(*sql.Tx) error { panic("boom") })
 	}()
 	select {
 	case p := <-got:
@@ -29,7 +29,7 @@ func TestUnsyncedPanicPropagates(t *testing.T) {
 			t.Fatalf("recovered %v, want the panic", p)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("a panic inside txUnsynced's fn did not reach its caller within 10 s")
+		t.Fatal("a panic inside txUnsyncedHeld's fn did not reach its caller within 10 s")
 	}
 	var level int
 	if err := s.w.QueryRowContext(t.Context(), `PRAGMA synchronous`).Scan(&level); err != nil || level != 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/anyhook/anyhook/internal/store"
@@ -72,12 +73,33 @@ func (r *rides) remove(x *ride, giveUp error) bool {
 	return false
 }
 
+// take takes the queued rides up to the first that shares a delivery
+// with an earlier one: finishIn judges only the first outcome of a
+// delivery, and two Finishes of one delivery (a late outcome of an
+// attempt that lost its claim, then the current one's) must each be
+// judged as if alone. The rest wait for the next transaction.
 func (r *rides) take() []*ride {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.q
-	r.q = nil
-	return q
+	n := len(r.q)
+	if n > 1 {
+		seen := map[string]bool{}
+	apart:
+		for i, x := range r.q {
+			for _, o := range x.outs {
+				if seen[o.DeliveryID] {
+					n = i
+					break apart
+				}
+			}
+			for _, o := range x.outs {
+				seen[o.DeliveryID] = true
+			}
+		}
+	}
+	taken := r.q[:n:n]
+	r.q = slices.Clone(r.q[n:])
+	return taken
 }
 
 // rideResult is what a transaction wrote of the rides it took: lost
@@ -149,11 +171,17 @@ func (s *Store) rideAlong(ctx context.Context, tx *sql.Tx) (*rideResult, error) 
 	if len(rs) == 0 {
 		return nil, nil
 	}
+	failed := true
+	defer func() {
+		if failed { // finishIn's error, or a panic on its way up
+			s.rides.settle(&rideResult{rides: rs}, errRideFailed)
+		}
+	}()
 	lost, err := s.finishIn(s.stmts(ctx, tx), outcomesOf(rs))
 	if err != nil {
-		s.rides.settle(&rideResult{rides: rs}, errRideFailed)
 		return nil, errRideFailed
 	}
+	failed = false
 	return &rideResult{rides: rs, lost: lost}, nil
 }
 

@@ -134,6 +134,36 @@ func TestFinishThatGaveUpOnAFailedRide(t *testing.T) {
 	}
 }
 
+// Two Finishes of one delivery ride in one ingest, the first with the
+// outcome of an attempt that lost its claim: each is judged as if alone
+// (the late one lost, the current one held), not the second taken for a
+// repeat of the first.
+func TestRidesOfOneDeliveryJudgedApart(t *testing.T) {
+	s, _ := openRides(t)
+	c := ingestClaim(t, s)
+	late := outcome(c, anyhook.StatusDead)
+	late.Attempt = c.Delivery.AttemptCount - 1
+	s.gate.enter(t.Context(), false)
+	finLate := finishAsync(s, t.Context(), late)
+	waitQueued(t, s, 0, 1, 1)
+	finCur := finishAsync(s, t.Context(), outcome(c, anyhook.StatusDelivered))
+	waitQueued(t, s, 0, 2, 2)
+	ing := ingestAsync(s)
+	waitQueued(t, s, 1, 2, 2)
+	s.gate.leave()
+	if err := <-ing; err != nil {
+		t.Fatal(err)
+	}
+	a, b := <-finLate, <-finCur
+	if a.err != nil || b.err != nil {
+		t.Fatal(a.err, b.err)
+	}
+	if !slices.Equal(a.lost, []string{c.Delivery.ID}) || len(b.lost) != 0 {
+		t.Fatalf("the late Finish lost %v, the current one %v; want the late one lost and the current one held", a.lost, b.lost)
+	}
+	wantDelivered(t, s, c)
+}
+
 // A Finish whose context ends while it waits writes nothing, even when
 // an ingest takes the writer's turn afterwards.
 func TestCancelledFinishDoesNotRide(t *testing.T) {

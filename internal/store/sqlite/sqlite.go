@@ -298,6 +298,12 @@ func (s *Store) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error
 		return s.txHeld(ctx, op, fn)
 	}
 	var rode *rideResult
+	settled := false
+	defer func() {
+		if !settled { // a panic: what rode is queued again, under the gate
+			s.rides.settle(rode, errRideFailed)
+		}
+	}()
 	err := s.txHeld(ctx, op, func(tx *sql.Tx) error {
 		if err := fn(tx); err != nil {
 			return err
@@ -309,6 +315,7 @@ func (s *Store) tx(ctx context.Context, op string, fn func(*sql.Tx) error) error
 	// Under the gate still: a Finish that gets the next turn finds its
 	// outcomes answered or queued again, never in between.
 	s.rides.settle(rode, err)
+	settled = true
 	if errors.Is(err, errRideFailed) {
 		return s.txHeld(ctx, op, fn) // fn runs again, without them
 	}
@@ -327,21 +334,12 @@ func (s *Store) txHeld(ctx context.Context, op string, fn func(*sql.Tx) error) e
 // opIngest names ingest's transactions, which go first (writeGate).
 const opIngest = "ingest"
 
-// txUnsynced is tx for a transaction whose commit need not wait for
-// fsync (Finish says why that is safe for outcomes): the writer
+// txUnsyncedHeld is txHeld for a transaction whose commit need not wait
+// for fsync (Finish says why that is safe for outcomes): the writer
 // connection runs it with synchronous=NORMAL and is set back to FULL at
 // once, or dropped from the pool if that fails, so that no other
 // transaction ever commits unsynced. (synchronous cannot change inside a
 // transaction.) An in-memory database has nothing to sync.
-func (s *Store) txUnsynced(ctx context.Context, op string, fn func(*sql.Tx) error) error {
-	if err := s.gate.enter(ctx, false); err != nil {
-		return store.Unavailable(op, err)
-	}
-	defer s.gate.leave()
-	return s.txUnsyncedHeld(ctx, op, fn)
-}
-
-// txUnsyncedHeld is txUnsynced for a caller that holds the writer's turn.
 func (s *Store) txUnsyncedHeld(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	if s.r == s.w {
 		return s.txHeld(ctx, op, fn)
@@ -370,7 +368,7 @@ func (s *Store) txUnsyncedHeld(ctx context.Context, op string, fn func(*sql.Tx) 
 }
 
 // commit runs fn in tx and commits it. Should fn panic, tx is rolled back
-// on the way out: txUnsynced's restore of the sync level (which cannot
+// on the way out: txUnsyncedHeld's restore of the sync level (which cannot
 // run inside a transaction) then succeeds, rather than dropping the
 // connection, which would wait for tx's context to end first.
 func (s *Store) commit(op string, tx *sql.Tx, fn func(*sql.Tx) error) error {
