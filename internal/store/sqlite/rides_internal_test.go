@@ -33,10 +33,10 @@ func TestOutcomesRideAlongWithIngest(t *testing.T) {
 	fin, ing := lineUp(t, s, outcome(c, anyhook.StatusDelivered), outcome(c, anyhook.StatusDead))
 	s.gate.leave()
 
-	if err := <-ing; err != nil {
+	if err := answer(t, ing); err != nil {
 		t.Fatal(err)
 	}
-	r := <-fin
+	r := answer(t, fin)
 	if r.err != nil || !slices.Equal(r.lost, []string{c.Delivery.ID}) {
 		t.Fatalf("Finish: lost %v, %v; want the second outcome lost", r.lost, r.err)
 	}
@@ -58,10 +58,10 @@ func TestFailedRideLeavesTheIngestAndTheFinish(t *testing.T) {
 	d.failFinish.Store(true)
 	s.gate.leave()
 
-	if err := <-ing; err != nil {
+	if err := answer(t, ing); err != nil {
 		t.Fatalf("the ingest failed with the outcomes that rode along: %v", err)
 	}
-	if r := <-fin; r.err != nil || len(r.lost) != 0 {
+	if r := answer(t, fin); r.err != nil || len(r.lost) != 0 {
 		t.Fatalf("Finish: lost %v, %v", r.lost, r.err)
 	}
 	if d.failFinish.Load() {
@@ -83,10 +83,10 @@ func TestFailedIngestQueuesTheRideAgain(t *testing.T) {
 	d.failCommit.Store(true)
 	s.gate.leave()
 
-	if err := <-ing; !errors.Is(err, anyhook.ErrUnavailable) {
+	if err := answer(t, ing); !errors.Is(err, anyhook.ErrUnavailable) {
 		t.Fatalf("ingest with a failed commit: %v, want unavailable", err)
 	}
-	if r := <-fin; r.err != nil || len(r.lost) != 0 {
+	if r := answer(t, fin); r.err != nil || len(r.lost) != 0 {
 		t.Fatalf("Finish: lost %v, %v", r.lost, r.err)
 	}
 	wantDelivered(t, s, c)
@@ -114,7 +114,7 @@ func TestFinishThatGaveUpOnAFailedRide(t *testing.T) {
 	cancel()
 	waitQueued(t, s, 0, 0, 0) // the Finish left the gate's queue
 	close(release)
-	if err := <-ing; !errors.Is(err, anyhook.ErrUnavailable) {
+	if err := answer(t, ing); !errors.Is(err, anyhook.ErrUnavailable) {
 		t.Fatalf("ingest with a failed commit: %v, want unavailable", err)
 	}
 	select {
@@ -151,10 +151,10 @@ func TestRidesOfOneDeliveryJudgedApart(t *testing.T) {
 	ing := ingestAsync(s)
 	waitQueued(t, s, 1, 2, 2)
 	s.gate.leave()
-	if err := <-ing; err != nil {
+	if err := answer(t, ing); err != nil {
 		t.Fatal(err)
 	}
-	a, b := <-finLate, <-finCur
+	a, b := answer(t, finLate), answer(t, finCur)
 	if a.err != nil || b.err != nil {
 		t.Fatal(a.err, b.err)
 	}
@@ -175,13 +175,13 @@ func TestCancelledFinishDoesNotRide(t *testing.T) {
 	fin := finishAsync(s, ctx, outcome(c, anyhook.StatusDelivered))
 	waitQueued(t, s, 0, 1, 1)
 	cancel()
-	if r := <-fin; !errors.Is(r.err, anyhook.ErrUnavailable) {
+	if r := answer(t, fin); !errors.Is(r.err, anyhook.ErrUnavailable) {
 		t.Fatalf("a cancelled Finish: %v, want unavailable", r.err)
 	}
 	ing := ingestAsync(s)
 	waitQueued(t, s, 1, 0, 0)
 	s.gate.leave()
-	if err := <-ing; err != nil {
+	if err := answer(t, ing); err != nil {
 		t.Fatal(err)
 	}
 	ev, err := s.Event(t.Context(), c.Event.ID)
@@ -241,7 +241,9 @@ func TestRidesUnderConcurrentIngest(t *testing.T) {
 			})
 		}
 	}
-	fins.Wait()
+	done := make(chan struct{})
+	go func() { fins.Wait(); close(done) }()
+	answer(t, done)
 	close(stop)
 	wg.Wait()
 	if lost.Load() != n {
@@ -303,6 +305,20 @@ func ingestClaim(t *testing.T, s *Store) store.Claim {
 func outcome(c store.Claim, status anyhook.DeliveryStatus) store.Outcome {
 	return store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: status,
 		Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: time.Now(), StatusCode: 200}}
+}
+
+// answer receives from ch, failing the test (rather than waiting for
+// its timeout) if nothing comes within 10 s: a call that never returns.
+func answer[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		var zero T
+		t.Fatal("no answer in 10 s")
+		return zero
+	}
 }
 
 type finished struct {
