@@ -112,15 +112,18 @@ func (s *Store) Finish(ctx context.Context, outs []store.Outcome) ([]string, err
 		return x.lost, nil
 	case err != nil:
 		err = store.Unavailable("finish", err)
-		if s.rides.remove(x, err) {
+		if s.rides.remove(x, true) {
 			return nil, err
 		}
 		<-x.done // an ingest transaction took them: its end answers
-		return x.lost, x.err
+		if x.failed {
+			return nil, err
+		}
+		return x.lost, nil
 	}
 	defer s.gate.leave()
 	// Under the writer's turn x is either answered or queued (settle).
-	if !s.rides.remove(x, nil) {
+	if !s.rides.remove(x, false) {
 		<-x.done
 		return x.lost, nil
 	}

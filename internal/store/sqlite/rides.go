@@ -33,11 +33,10 @@ import (
 type ride struct {
 	outs []store.Outcome
 	lost []string
-	err  error         // set, with lost nil, for a Finish that gave up
-	done chan struct{} // closed once lost or err is set
-	// gone: its Finish's context ended while a transaction held it
-	// (under rides.mu).
-	gone bool
+	done chan struct{} // closed once it is written, or failed and gone
+	// gone: its Finish's context ended while a transaction held it;
+	// failed: that transaction then failed (both under rides.mu).
+	gone, failed bool
 }
 
 // rides is the queue of Finishes waiting for the writer.
@@ -54,11 +53,11 @@ func (r *rides) add(outs []store.Outcome) *ride {
 	return x
 }
 
-// remove takes x out of the queue; false means a transaction holds it.
-// giveUp also marks a held x, so that should its transaction fail, it is
-// answered with giveUp rather than queued again for a Finish that no
-// longer waits at the writer's gate.
-func (r *rides) remove(x *ride, giveUp error) bool {
+// remove takes x out of the queue; false means a transaction holds it
+// (or answered it). giveUp marks a held x, so that should its
+// transaction fail, it is answered as failed rather than queued again
+// for a Finish that no longer waits at the writer's gate.
+func (r *rides) remove(x *ride, giveUp bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, y := range r.q {
@@ -67,9 +66,7 @@ func (r *rides) remove(x *ride, giveUp error) bool {
 			return true
 		}
 	}
-	if giveUp != nil {
-		x.gone, x.err = true, giveUp
-	}
+	x.gone = giveUp
 	return false
 }
 
@@ -118,16 +115,17 @@ func (r *rides) settle(res *rideResult, err error) {
 	}
 	if err != nil {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		var again []*ride
 		for _, x := range res.rides {
 			if x.gone {
-				close(x.done) // with the error its Finish gave up with
+				x.failed = true
+				close(x.done)
 			} else {
 				again = append(again, x)
 			}
 		}
 		r.q = append(again, r.q...)
-		r.mu.Unlock()
 		return
 	}
 	lost := res.lost

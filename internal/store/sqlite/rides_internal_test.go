@@ -93,44 +93,46 @@ func TestFailedIngestQueuesTheRideAgain(t *testing.T) {
 }
 
 // A Finish whose context ends while an ingest transaction holds its
-// outcomes, and whose ingest then fails to commit, is answered with its
-// error: the outcomes are not queued again for a Finish that no longer
-// waits at the writer's gate (it waited for ever).
-func TestFinishThatGaveUpOnAFailedRide(t *testing.T) {
-	s, d := openRides(t)
-	c := ingestClaim(t, s)
-	ctx, cancel := context.WithCancel(t.Context())
-	s.gate.enter(t.Context(), false)
-	fin := finishAsync(s, ctx, outcome(c, anyhook.StatusDelivered))
-	waitQueued(t, s, 0, 1, 1)
-	ing := ingestAsync(s)
-	waitQueued(t, s, 1, 1, 1)
-	entered, release := make(chan struct{}), make(chan struct{})
-	d.hold.Store(&commitHold{entered, release})
-	d.failCommit.Store(true)
-	s.gate.leave()
+// outcomes is answered by that transaction's end: with success if it
+// committed them, else with its own error. The outcomes are not queued
+// again for a Finish that no longer waits at the writer's gate (it
+// waited for ever).
+func TestFinishThatGaveUpDuringARide(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("commit fails=%v", fail), func(t *testing.T) {
+			s, d := openRides(t)
+			c := ingestClaim(t, s)
+			ctx, cancel := context.WithCancel(t.Context())
+			s.gate.enter(t.Context(), false)
+			fin := finishAsync(s, ctx, outcome(c, anyhook.StatusDelivered))
+			waitQueued(t, s, 0, 1, 1)
+			ing := ingestAsync(s)
+			waitQueued(t, s, 1, 1, 1)
+			entered, release := make(chan struct{}), make(chan struct{})
+			d.hold.Store(&commitHold{entered, release})
+			d.failCommit.Store(fail)
+			s.gate.leave()
 
-	<-entered // the ingest, with the outcomes, is committing
-	cancel()
-	waitQueued(t, s, 0, 0, 0) // the Finish left the gate's queue
-	close(release)
-	if err := answer(t, ing); !errors.Is(err, anyhook.ErrUnavailable) {
-		t.Fatalf("ingest with a failed commit: %v, want unavailable", err)
-	}
-	select {
-	case r := <-fin:
-		if !errors.Is(r.err, anyhook.ErrUnavailable) {
-			t.Fatalf("Finish: lost %v, %v; want unavailable", r.lost, r.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the Finish that gave up still waits for its outcomes")
-	}
-	ev, err := s.Event(t.Context(), c.Event.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := ev.Deliveries[0]; d.Status != anyhook.StatusDelivering || len(d.Attempts) != 0 {
-		t.Fatalf("the delivery is %s with %d attempts, want delivering with none", d.Status, len(d.Attempts))
+			<-entered // the ingest, with the outcomes, is committing
+			cancel()
+			waitQueued(t, s, 0, 0, 0) // the Finish left the gate's queue
+			close(release)
+			if err := answer(t, ing); (err != nil) != fail {
+				t.Fatalf("ingest: %v", err)
+			}
+			r := answer(t, fin)
+			if fail {
+				if !errors.Is(r.err, anyhook.ErrUnavailable) {
+					t.Fatalf("Finish: lost %v, %v; want unavailable", r.lost, r.err)
+				}
+				wantDelivering(t, s, c)
+				return
+			}
+			if r.err != nil || len(r.lost) != 0 {
+				t.Fatalf("Finish whose outcomes were committed: lost %v, %v", r.lost, r.err)
+			}
+			wantDelivered(t, s, c)
+		})
 	}
 }
 
@@ -184,13 +186,7 @@ func TestCancelledFinishDoesNotRide(t *testing.T) {
 	if err := answer(t, ing); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := s.Event(t.Context(), c.Event.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := ev.Deliveries[0]; d.Status != anyhook.StatusDelivering || len(d.Attempts) != 0 {
-		t.Fatalf("after a cancelled Finish the delivery is %s with %d attempts, want delivering with none", d.Status, len(d.Attempts))
-	}
+	wantDelivering(t, s, c)
 }
 
 // Ingests and Finishes race (run with -race): every outcome is written
@@ -366,6 +362,17 @@ func waitQueued(t *testing.T, s *Store, first, rest, rides int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("queued: %d ingests, %d others, %d rides; want %d, %d, %d", f, r, q, first, rest, rides)
 		}
+	}
+}
+
+func wantDelivering(t *testing.T, s *Store, c store.Claim) {
+	t.Helper()
+	ev, err := s.Event(t.Context(), c.Event.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ev.Deliveries[0]; d.Status != anyhook.StatusDelivering || len(d.Attempts) != 0 {
+		t.Fatalf("delivery %s is %s with %d attempts, want delivering with none", d.ID, d.Status, len(d.Attempts))
 	}
 }
 
