@@ -81,6 +81,16 @@ destinations:
 
 	id := sendStripe(t, base, []byte(`{"id":"evt_incident_with_a_rather_long_provider_id","object":"event","type":"invoice.paid","created":1700000000,"data":{"object":{"id":"in_1"}}}`))
 	waitAPI(t, base, "/api/deliveries?status=dead&destination=slow", func(items []map[string]any) bool { return len(items) == 1 })
+	// The event's page first: should down never retry, its answer says
+	// what down's delivery is instead.
+	waitAPI(t, base, "/api/events/"+id, func(ev map[string]any) bool {
+		for _, d := range ev["deliveries"].([]any) {
+			if d := d.(map[string]any); d["destination"] == "down" {
+				return d["status"] == "retrying"
+			}
+		}
+		return false
+	})
 	waitAPI(t, base, "/api/deliveries?status=retrying&destination=down", func(items []map[string]any) bool { return len(items) == 1 })
 	// A request with a bad signature, for the refused list.
 	resp, err := http.Post(base+"/webhooks/stripe", "application/json", strings.NewReader(`{"id":"evt_badsig"}`))

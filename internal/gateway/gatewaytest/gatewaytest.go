@@ -3,13 +3,16 @@
 package gatewaytest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/anyhook/anyhook/internal/config"
@@ -35,6 +38,9 @@ func Start(t testing.TB, yaml string, opt gateway.Options) (string, *gateway.Gat
 		t.Fatal(err)
 	}
 	opt.Config = cfg
+	if opt.Logger == nil {
+		opt.Logger = failureLog(t)
+	}
 	g, err := gateway.New(t.Context(), opt)
 	if err != nil {
 		ln.Close()
@@ -43,6 +49,39 @@ func Start(t testing.TB, yaml string, opt gateway.Options) (string, *gateway.Gat
 	g.Start(context.Background(), ln)
 	t.Cleanup(func() { g.Stop(context.Background()) })
 	return base, g
+}
+
+// failureLog is a logger whose lines (info and up) t prints should it
+// fail: a test that timed out waiting for a state then says what the
+// gateway did meanwhile.
+func failureLog(t testing.TB) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() { // runs after the gateway's stop (cleanups run last first)
+		mu.Lock()
+		defer mu.Unlock()
+		if t.Failed() && buf.Len() > 0 {
+			b := buf.Bytes()
+			if len(b) > maxFailureLog {
+				b = b[len(b)-maxFailureLog:]
+			}
+			t.Logf("the gateway's log (its last %d bytes at most):\n%s", maxFailureLog, b)
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+const maxFailureLog = 64 << 10
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // AdminToken is the admin_token of the tests' configs.
