@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -67,6 +68,14 @@ type OpenLoop struct {
 	MaxMS  float64 `json:"max_ms"`
 	// ShedP99MS is how fast the shed ones were refused.
 	ShedP99MS float64 `json:"shed_p99_ms,omitempty"`
+	// LagP99MS and LagMaxMS: how late the client sent the requests
+	// (from when each was due to when it was handed to the transport),
+	// which the latencies include; ConnP99MS: how long a request then
+	// waited for its connection (a new one waits for the server's
+	// accept), p99.
+	LagP99MS  float64 `json:"client_lag_p99_ms"`
+	LagMaxMS  float64 `json:"client_lag_max_ms"`
+	ConnP99MS float64 `json:"conn_wait_p99_ms"`
 	// LongestStallMS is the longest time in which no answer came back
 	// while a request was outstanding; StallAtS when it began, seconds
 	// into the run.
@@ -82,10 +91,11 @@ type OpenLoop struct {
 
 // sent is one request of an open-loop run.
 type sent struct {
-	due, done time.Duration // since the run's start
-	code      int
-	retry     bool // Retry-After was set
-	err       error
+	due, done  time.Duration // since the run's start
+	sent, conn time.Duration // when the client sent it; when it had a connection
+	code       int
+	retry      bool // Retry-After was set
+	err        error
 }
 
 // openLoop sends reqs to urls (the i-th to urls[i%len(urls)]) at rate per second and waits for every
@@ -120,7 +130,9 @@ func openLoop(ctx context.Context, urls []string, reqs []request, rate float64) 
 			rq := &reqs[i]
 			s := &out[i]
 			s.due = due
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, urls[i%len(urls)], bytes.NewReader(rq.body))
+			s.sent = time.Since(start)
+			tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { s.conn = time.Since(start) }})
+			req, err := http.NewRequestWithContext(tctx, http.MethodPost, urls[i%len(urls)], bytes.NewReader(rq.body))
 			if err == nil {
 				req.Header = rq.header
 				var resp *http.Response
@@ -141,9 +153,13 @@ func openLoop(ctx context.Context, urls []string, reqs []request, rate float64) 
 // summarize turns an open-loop run's requests into its figures.
 func summarize(rs []sent, elapsed time.Duration) *OpenLoop {
 	ol := &OpenLoop{Sent: len(rs), Seconds: elapsed.Seconds()}
-	var ok, shed []time.Duration
+	var ok, shed, lag, conn []time.Duration
 	for _, s := range rs {
 		lat := s.done - s.due
+		lag = append(lag, s.sent-s.due)
+		if s.conn > 0 {
+			conn = append(conn, s.conn-s.sent)
+		}
 		switch {
 		case s.err != nil:
 			ol.Errors++
@@ -175,6 +191,12 @@ func summarize(rs []sent, elapsed time.Duration) *OpenLoop {
 	}
 	if len(shed) > 0 {
 		ol.ShedP99MS = ms(percentile(shed, 99))
+	}
+	slices.Sort(lag)
+	slices.Sort(conn)
+	ol.LagP99MS, ol.ConnP99MS = ms(percentile(lag, 99)), ms(percentile(conn, 99))
+	if len(lag) > 0 {
+		ol.LagMaxMS = ms(lag[len(lag)-1])
 	}
 	stall, at := longestStall(rs)
 	ol.LongestStallMS, ol.StallAtS = ms(stall), at.Seconds()

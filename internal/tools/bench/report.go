@@ -249,6 +249,8 @@ func (r *Report) print(w io.Writer) {
 		if ol.Shed > 0 {
 			fmt.Fprintf(w, "  shed (the bench's source says overload: shed) answered within %.2f ms (p99), from when each was due\n", ol.ShedP99MS)
 		}
+		fmt.Fprintf(w, "  the client sent them late by p99 %.2f ms, max %.1f ms; each then waited for a connection p99 %.2f ms (in the latencies above)\n",
+			ol.LagP99MS, ol.LagMaxMS, ol.ConnP99MS)
 		if fl := r.OpenLoopFloor; fl != nil {
 			fmt.Fprintf(w, "durable floor, the same rate and count after the gateway stopped (net/http, each body in a group commit synced with fsync, then forwarded; its own process): %d sent, %d accepted, %d shed, %d failed, %d errors (%d timed out), %d delivered\n",
 				fl.Sent, fl.Accepted, fl.Shed, fl.Failed, fl.Errors, fl.TimedOut, fl.Delivered)
