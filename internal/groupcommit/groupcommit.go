@@ -232,6 +232,12 @@ func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
 	var batch []*Pending[I, R]
 	var items []I // the batch's items, reused: a commit does not keep them
 	keys := map[string]bool{}
+	// A commit taken straight after the previous one is timed from that
+	// one's end: the pace is what the writer drains while it has work,
+	// the time it waits for a CPU between two commits included (past the
+	// CPU's capacity that wait is long, and a pace of the commits alone
+	// would promise more than the writer does).
+	var prevEnd time.Time
 	for {
 		batch = c.take(l, batch[:0], keys)
 		if len(batch) > 0 {
@@ -239,10 +245,16 @@ func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
 			l.busySince.Store(start.UnixNano())
 			items = c.commitBatch(cctx, batch, items)
 			l.busySince.Store(0)
-			c.timed(batch, c.opt.Now().Sub(start))
+			end := c.opt.Now()
+			if prevEnd.IsZero() {
+				prevEnd = start
+			}
+			c.timed(batch, end.Sub(prevEnd))
+			prevEnd = end
 			clear(batch)
 			continue
 		}
+		prevEnd = time.Time{}
 		select {
 		case <-l.wake:
 		case <-ctx.Done():
@@ -362,6 +374,13 @@ func (c *Committer[I, R]) Backlog() time.Duration {
 		stalled = min(stalled, time.Duration(now-b))
 	}
 	return max(est, stalled)
+}
+
+// Pace is the recent commit rate of all writers, items per second, as
+// Backlog uses it; 0 until a batch of at least a quarter of Max was
+// committed.
+func (c *Committer[I, R]) Pace() float64 {
+	return math.Float64frombits(c.rate.Load()) * float64(len(c.lanes))
 }
 
 // commitBatch commits batch and answers its items; a failed batch is

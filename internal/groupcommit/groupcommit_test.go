@@ -521,3 +521,52 @@ func TestBacklogOfAStall(t *testing.T) {
 		t.Errorf("backlog %v behind a commit stalled for 300ms, want 300ms", b)
 	}
 }
+
+// The pace counts what a writer drains while it has work: a commit taken
+// straight after another is timed from that one's end, so the time the
+// writer waited for a CPU in between is in it. (A writer that was idle is
+// timed from its commit's start; no test here can know that the writer
+// went idle between two items rather than taking the second at once.)
+func TestPaceCountsTheWaitBetweenCommits(t *testing.T) {
+	// now is read at each commit's start and then at its end; every read
+	// at a start but the first finds 30 ms gone by since the end before
+	// (the writer waited for a CPU).
+	clock := func() (func() time.Time, CommitFunc[string, string]) {
+		var mu sync.Mutex
+		now := time.Unix(1_700_000_000, 0)
+		reads := 0
+		return func() time.Time {
+				mu.Lock()
+				defer mu.Unlock()
+				if reads++; reads%2 == 1 && reads > 1 {
+					now = now.Add(30 * time.Millisecond)
+				}
+				return now
+			}, func(_ context.Context, items []string) ([]string, error) {
+				mu.Lock()
+				now = now.Add(time.Duration(len(items)) * 10 * time.Millisecond) // 100 items a second
+				mu.Unlock()
+				return items, nil
+			}
+	}
+	now, commit := clock()
+	c := New(commit, Options[string]{Max: 2, Now: now})
+	var ps []*Pending[string, string]
+	for _, it := range []string{"a", "b", "c", "d"} { // queued before the writer starts: back to back
+		p, err := c.Add(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	c.Start(t.Context())
+	for _, p := range ps {
+		p.Wait(t.Context())
+	}
+	c.Stop() // the writer has timed its commits
+	// [a b]: 2 in 20 ms, 100/s. [c d]: 2 in 30 + 20 ms, 40/s; the moving
+	// average (1/8) makes it 92.5/s.
+	if p := c.Pace(); p != 92.5 {
+		t.Errorf("pace %v after a commit that waited 30 ms for the writer, want 92.5", p)
+	}
+}

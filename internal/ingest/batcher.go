@@ -137,3 +137,7 @@ func unavailable(err error) bool { return errors.Is(err, anyhook.ErrUnavailable)
 // Backlog implements Backlogger: how long a request queued now would wait
 // for a writer, from what is queued and the recent commit rate.
 func (b *Batcher) Backlog() time.Duration { return b.c.Backlog() }
+
+// Pace implements Backlogger: events per second the store recently
+// committed (groupcommit.Committer.Pace).
+func (b *Batcher) Pace() float64 { return b.c.Pace() }

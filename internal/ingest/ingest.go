@@ -58,9 +58,11 @@ type Source struct {
 }
 
 // Backlogger is implemented by a Recorder that queues (the Batcher): how
-// long a request recorded now would wait for the store.
+// long a request recorded now would wait for the store, and how many
+// events per second the store has recently committed (0: not known yet).
 type Backlogger interface {
 	Backlog() time.Duration
+	Pace() float64
 }
 
 // Options configure a Handler.
@@ -87,7 +89,8 @@ type Options struct {
 	Tracer trace.TracerProvider
 	// MaxQueueWait bounds admission: a request of a source that sheds
 	// (Source.Shed) is answered 503 with Retry-After, before its body is
-	// read, while the Recorder's backlog is longer. 0: never shed.
+	// read, while the Recorder's backlog is longer, or the requests in
+	// progress would take longer at its pace. 0: never shed.
 	MaxQueueWait time.Duration
 }
 
@@ -146,6 +149,7 @@ type Handler struct {
 	tracer   trace.Tracer    // nil: tracing is off
 	backlog  Backlogger      // nil: never shed
 	maxWait  time.Duration
+	inFlight atomic.Int64 // requests being answered
 	shedLog  atomic.Int64 // when shedding was last logged (Unix nanoseconds)
 	shed     atomic.Int64 // requests shed since the last log
 
@@ -236,6 +240,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request) (code int, outcome string) {
 	name := r.PathValue("source")
 	start := h.now()
+	h.inFlight.Add(1)
+	defer h.inFlight.Add(-1)
 	res, err := h.serve(w, r, name)
 	if err != nil {
 		var rej *rejection
@@ -308,7 +314,23 @@ func (h *Handler) logShed(source string) {
 	}
 	h.shed.Add(-n)
 	h.log.Warn("ingest over capacity: answering 503 to requests of sources that shed", "source", source,
-		"shed", n, "backlog", h.backlog.Backlog().String(), "max_queue_wait", h.maxWait.String())
+		"shed", n, "backlog", h.backlog.Backlog().String(), "in_flight", h.inFlight.Load(), "in_flight_wait", h.inFlightWait().String(),
+		"max_queue_wait", h.maxWait.String())
+}
+
+// inFlightWait is how long the requests being answered take at the
+// store's recent pace. Past the CPU's capacity a request waits for a CPU
+// at every step (reading, verifying, queueing, committing), not only in
+// the commit queue, whose own backlog stays short while the CPU is the
+// bottleneck (BENCHMARKS.md, "Past capacity, the queue is the CPU"): a
+// bound on what is in flight follows the commit rate wherever the
+// requests wait.
+func (h *Handler) inFlightWait() time.Duration {
+	r := h.backlog.Pace()
+	if r <= 0 {
+		return 0
+	}
+	return time.Duration(float64(h.inFlight.Load()) / r * float64(time.Second))
 }
 
 // observe reports a finished request to the Observer, if any.
@@ -333,7 +355,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name), outcome: OutcomeUnknownSource}
 	}
 	if src.Shed && h.backlog != nil {
-		if b := h.backlog.Backlog(); b > h.maxWait {
+		if h.backlog.Backlog() > h.maxWait || h.inFlightWait() > h.maxWait {
 			return served{}, &rejection{code: http.StatusServiceUnavailable, outcome: OutcomeShed,
 				msg: "over capacity: the gateway is not taking this request; retry later"}
 		}

@@ -22,6 +22,8 @@ import (
 // sets, standing in for the Batcher's estimate.
 type backlogRecorder struct {
 	backlog atomic.Int64
+	pace    atomic.Int64 // events per second
+	waiting atomic.Int64 // Ingest calls held by block
 	mu      sync.Mutex
 	keys    []string
 	block   chan struct{} // when not nil, Ingest waits for it or ctx
@@ -31,11 +33,15 @@ type backlogRecorder struct {
 
 func (r *backlogRecorder) Backlog() time.Duration { return time.Duration(r.backlog.Load()) }
 
+func (r *backlogRecorder) Pace() float64 { return float64(r.pace.Load()) }
+
 func (r *backlogRecorder) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	if r.entered != nil {
 		r.once.Do(func() { close(r.entered) })
 	}
 	if r.block != nil {
+		r.waiting.Add(1)
+		defer r.waiting.Add(-1)
 		select {
 		case <-r.block:
 		case <-ctx.Done():
@@ -148,6 +154,76 @@ func TestOverloadSheds(t *testing.T) {
 	if n := strings.Count(logs.String(), "over capacity"); n != 1 || strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Errorf("%d over-capacity log lines, want 1 and no error:\n%s", n, logs.String())
 	}
+}
+
+// Past the CPU's capacity requests wait everywhere in the handler, and
+// the commit queue's own backlog stays short: what is in flight, at the
+// store's pace, bounds admission too. At 40 events/s two requests in
+// flight are 50 ms of work, at the bound; a third is past it.
+func TestOverloadShedsPastWhatIsInFlight(t *testing.T) {
+	t.Parallel()
+	rec := &backlogRecorder{block: make(chan struct{})}
+	rec.pace.Store(40)
+	srv, signed := overloadServer(t, rec, slog.New(slog.DiscardHandler), &outcomes{n: map[string]int{}})
+	var release sync.Once
+	unblock := func() { release.Do(func() { close(rec.block) }) }
+	t.Cleanup(unblock) // before the server's Close, which waits for the handlers
+	codes := make(chan int, 3)
+	send := func(src, id string) {
+		resp, err := srv.Client().Do(signed(src, id))
+		if err != nil {
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}
+	go send("stripe", "evt_1")
+	go send("github", "gh_1") // a source that queues counts, and is never shed
+	waitInFlight(t, rec, 2)
+	// Admitted, it would wait in the recorder: the deadline says so.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := srv.Client().Do(signed("stripe", "evt_3").WithContext(ctx))
+	if err != nil {
+		t.Fatalf("a third request in flight at 40 events/s was not answered at once: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a third request in flight at 40 events/s: %d, want 503", resp.StatusCode)
+	}
+	go send("github", "gh_2")
+	waitInFlight(t, rec, 3)
+	unblock()
+	for range 3 {
+		if code := <-codes; code != 200 {
+			t.Errorf("a request admitted before the bound: %d, want 200", code)
+		}
+	}
+	rec.pace.Store(0) // a pace not known yet bounds nothing
+	if resp := mustPost(t, srv, signed("stripe", "evt_4")); resp != 200 {
+		t.Errorf("no pace known: %d, want 200", resp)
+	}
+}
+
+// waitInFlight waits until n requests are inside rec's Ingest.
+func waitInFlight(t *testing.T, rec *backlogRecorder, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); rec.waiting.Load() < int64(n); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests reached the recorder, want %d", rec.waiting.Load(), n)
+		}
+	}
+}
+
+func mustPost(t *testing.T, srv *httptest.Server, req *http.Request) int {
+	t.Helper()
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // A client that goes away while its request is queued behind a commit
