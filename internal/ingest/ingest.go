@@ -149,7 +149,7 @@ type Handler struct {
 	tracer   trace.Tracer    // nil: tracing is off
 	backlog  Backlogger      // nil: never shed
 	maxWait  time.Duration
-	inFlight atomic.Int64 // requests being answered
+	inFlight atomic.Int64 // requests being answered, their body read
 	shedLog  atomic.Int64 // when shedding was last logged (Unix nanoseconds)
 	shed     atomic.Int64 // requests shed since the last log
 
@@ -240,8 +240,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request) (code int, outcome string) {
 	name := r.PathValue("source")
 	start := h.now()
-	h.inFlight.Add(1)
-	defer h.inFlight.Add(-1)
 	res, err := h.serve(w, r, name)
 	if err != nil {
 		var rej *rejection
@@ -318,8 +316,8 @@ func (h *Handler) logShed(source string) {
 		"max_queue_wait", h.maxWait.String())
 }
 
-// inFlightWait is how long the requests being answered take at the
-// store's recent pace. Past the CPU's capacity a request waits for a CPU
+// inFlightWait is how long the requests being answered, and one received
+// now, take at the store's recent pace. Past the CPU's capacity a request waits for a CPU
 // at every step (reading, verifying, queueing, committing), not only in
 // the commit queue, whose own backlog stays short while the CPU is the
 // bottleneck (BENCHMARKS.md, "Past capacity, the queue is the CPU"): a
@@ -330,7 +328,7 @@ func (h *Handler) inFlightWait() time.Duration {
 	if r <= 0 {
 		return 0
 	}
-	return time.Duration(float64(h.inFlight.Load()) / r * float64(time.Second))
+	return time.Duration(float64(h.inFlight.Load()+1) / r * float64(time.Second)) // and the one received now
 }
 
 // observe reports a finished request to the Observer, if any.
@@ -369,6 +367,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		}
 		return served{}, &rejection{code: http.StatusBadRequest, msg: "could not read the request body", err: err}
 	}
+	// In progress from here: a body still on its way costs the gateway
+	// nothing, and a few slow senders must not make it shed everyone.
+	h.inFlight.Add(1)
+	defer h.inFlight.Add(-1)
 	preq := &provider.Request{Method: r.Method, URL: publicURL(src, r), Header: r.Header, Body: body}
 	verified, err := h.verify(r.Context(), src, preq, received)
 	if err != nil {
