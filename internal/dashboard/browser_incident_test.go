@@ -84,8 +84,9 @@ destinations:
 	// The event's page first: should down never retry, its answer says
 	// what down's delivery is instead.
 	waitAPI(t, base, "/api/events/"+id, func(ev map[string]any) bool {
-		for _, d := range ev["deliveries"].([]any) {
-			if d := d.(map[string]any); d["destination"] == "down" {
+		ds, _ := ev["deliveries"].([]any)
+		for _, d := range ds {
+			if d, _ := d.(map[string]any); d["destination"] == "down" {
 				return d["status"] == "retrying"
 			}
 		}

@@ -79,10 +79,12 @@ type Committer[I, R any] struct {
 	run    lifecycle.Runner
 
 	// For Backlog: the weight queued and not yet taken, and the recent
-	// commit rate (weight per second of commit, a moving average; float64
-	// bits, 0 until a commit was timed).
-	queued atomic.Int64
-	rate   atomic.Uint64
+	// commit rate (weight per second of a writer's busy time, a moving
+	// average; float64 bits, 0 until a commit was timed) and when it was
+	// last timed (Options.Now, Unix nanoseconds).
+	queued  atomic.Int64
+	rate    atomic.Uint64
+	timedAt atomic.Int64
 }
 
 // lane is one writer's queue.
@@ -243,13 +245,16 @@ func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
 		if len(batch) > 0 {
 			start := c.opt.Now()
 			l.busySince.Store(start.UnixNano())
-			items = c.commitBatch(cctx, batch, items)
+			var ok bool
+			items, ok = c.commitBatch(cctx, batch, items)
 			l.busySince.Store(0)
 			end := c.opt.Now()
 			if prevEnd.IsZero() {
 				prevEnd = start
 			}
-			c.timed(batch, end.Sub(prevEnd))
+			if ok { // a failed batch's time says nothing of the pace
+				c.timed(batch, end.Sub(prevEnd), end)
+			}
 			prevEnd = end
 			clear(batch)
 			continue
@@ -260,7 +265,7 @@ func (c *Committer[I, R]) write(ctx context.Context, l *lane[I, R]) {
 		case <-ctx.Done():
 			l.close()
 			for batch = c.take(l, batch[:0], keys); len(batch) > 0; batch = c.take(l, batch[:0], keys) {
-				items = c.commitBatch(cctx, batch, items)
+				items, _ = c.commitBatch(cctx, batch, items)
 			}
 			return
 		}
@@ -316,7 +321,7 @@ func (c *Committer[I, R]) weight(item I) int {
 // batches of at least a quarter of Max count: a store commits a batch in
 // about the time of a single item, so the rate of small batches (a quiet
 // gateway's) says nothing of what it can commit when loaded.
-func (c *Committer[I, R]) timed(batch []*Pending[I, R], d time.Duration) {
+func (c *Committer[I, R]) timed(batch []*Pending[I, R], d time.Duration, at time.Time) {
 	if d <= 0 {
 		return
 	}
@@ -340,6 +345,7 @@ func (c *Committer[I, R]) timed(batch []*Pending[I, R], d time.Duration) {
 			r += (sample - r) / 8
 		}
 		if c.rate.CompareAndSwap(old, math.Float64bits(r)) {
+			c.timedAt.Store(at.UnixNano())
 			return
 		}
 	}
@@ -378,15 +384,36 @@ func (c *Committer[I, R]) Backlog() time.Duration {
 
 // Pace is the recent commit rate of all writers, items per second, as
 // Backlog uses it; 0 until a batch of at least a quarter of Max was
-// committed.
+// committed, and again once none was for paceTTL.
 func (c *Committer[I, R]) Pace() float64 {
+	if c.opt.Now().UnixNano()-c.timedAt.Load() > int64(paceTTL) {
+		return 0
+	}
 	return math.Float64frombits(c.rate.Load()) * float64(len(c.lanes))
+}
+
+// paceTTL is how long a timed pace stands: one from a burst long gone
+// (or one made slow by a store that was slow then) must not judge the
+// load of today, which may not form a batch big enough to be timed.
+const paceTTL = 5 * time.Second
+
+// Drain is how long the writers take to commit n items at the recent
+// pace: 0 while the pace is not known, and while n is less than the
+// smallest batch that times it in every lane (a load that small must be
+// able to form such a batch, or a pace once slow would never be timed
+// again).
+func (c *Committer[I, R]) Drain(n int64) time.Duration {
+	r := c.Pace()
+	if r <= 0 || n < int64(max(1, c.opt.Max/4)*len(c.lanes)) {
+		return 0
+	}
+	return time.Duration(float64(n) / r * float64(time.Second))
 }
 
 // commitBatch commits batch and answers its items; a failed batch is
 // committed again item by item. It returns buf, the buffer it built the
-// items in, for the next batch.
-func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R], buf []I) []I {
+// items in, for the next batch, and whether the batch committed whole.
+func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R], buf []I) ([]I, bool) {
 	items := buf[:0]
 	for _, p := range batch {
 		items = append(items, p.item)
@@ -395,9 +422,9 @@ func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R
 	clear(items)
 	if err != nil && len(batch) > 1 && (c.opt.Whole == nil || !c.opt.Whole(err)) {
 		for i := range batch {
-			items = c.commitBatch(ctx, batch[i:i+1], items)
+			items, _ = c.commitBatch(ctx, batch[i:i+1], items)
 		}
-		return items
+		return items, false
 	}
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("%w (%d for %d)", ErrShortResult, len(res), len(batch))
@@ -410,5 +437,5 @@ func (c *Committer[I, R]) commitBatch(ctx context.Context, batch []*Pending[I, R
 		}
 		close(p.done)
 	}
-	return items
+	return items, err == nil
 }

@@ -570,3 +570,63 @@ func TestPaceCountsTheWaitBetweenCommits(t *testing.T) {
 		t.Errorf("pace %v after a commit that waited 30 ms for the writer, want 92.5", p)
 	}
 }
+
+// A pace stands for paceTTL only: one timed in a burst long gone (or
+// while the store was slow) must not judge today's load. Drain needs a
+// load of at least one timed batch per writer, so that a load the pace
+// bounds can always form one.
+func TestPaceAgesAndDrainNeedsABatch(t *testing.T) {
+	clock := testclock.New(time.Unix(1_700_000_000, 0))
+	c := New(func(_ context.Context, items []string) ([]string, error) {
+		clock.Add(time.Duration(len(items)) * 10 * time.Millisecond) // 100 items a second
+		return items, nil
+	}, Options[string]{Max: 8, Now: clock.Now})
+	for _, it := range []string{"a", "b"} { // one batch of a quarter of Max: timed
+		if _, err := c.Add(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Start(t.Context())
+	c.Stop()
+	if p := c.Pace(); p != 100 {
+		t.Fatalf("pace %v, want 100", p)
+	}
+	if d := c.Drain(1); d != 0 {
+		t.Errorf("drain of 1, less than a timed batch: %v, want 0", d)
+	}
+	if d := c.Drain(3); d != 30*time.Millisecond {
+		t.Errorf("drain of 3 at 100/s: %v, want 30ms", d)
+	}
+	clock.Add(paceTTL + time.Nanosecond)
+	if p, d := c.Pace(), c.Drain(3); p != 0 || d != 0 {
+		t.Errorf("pace %v, drain %v once no batch was timed for %v; want 0, 0", p, d, paceTTL)
+	}
+}
+
+// A failed batch (committed again item by item, or failed whole) is not
+// timed: its time says nothing of the pace.
+func TestFailedBatchIsNotTimed(t *testing.T) {
+	clock := testclock.New(time.Unix(1_700_000_000, 0))
+	c := New(func(_ context.Context, items []string) ([]string, error) {
+		clock.Add(time.Duration(len(items)) * 10 * time.Millisecond)
+		return nil, errors.New("the store failed")
+	}, Options[string]{Max: 2, Now: clock.Now})
+	var ps []*Pending[string, string]
+	for _, it := range []string{"a", "b"} {
+		p, err := c.Add(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	c.Start(t.Context())
+	for _, p := range ps {
+		if _, err := p.Wait(t.Context()); err == nil {
+			t.Fatal("a failed commit answered nil")
+		}
+	}
+	c.Stop()
+	if p := c.Pace(); p != 0 {
+		t.Errorf("pace %v after failed commits only, want 0", p)
+	}
+}

@@ -138,6 +138,6 @@ func unavailable(err error) bool { return errors.Is(err, anyhook.ErrUnavailable)
 // for a writer, from what is queued and the recent commit rate.
 func (b *Batcher) Backlog() time.Duration { return b.c.Backlog() }
 
-// Pace implements Backlogger: events per second the store recently
-// committed (groupcommit.Committer.Pace).
-func (b *Batcher) Pace() float64 { return b.c.Pace() }
+// Drain implements Backlogger: how long the store takes to commit n
+// events at its recent pace (groupcommit.Committer.Drain).
+func (b *Batcher) Drain(n int64) time.Duration { return b.c.Drain(n) }

@@ -58,11 +58,12 @@ type Source struct {
 }
 
 // Backlogger is implemented by a Recorder that queues (the Batcher): how
-// long a request recorded now would wait for the store, and how many
-// events per second the store has recently committed (0: not known yet).
+// long a request recorded now would wait for the store, and how long the
+// store takes to commit n events at its recent pace (0: not known, or n
+// too few to tell).
 type Backlogger interface {
 	Backlog() time.Duration
-	Pace() float64
+	Drain(n int64) time.Duration
 }
 
 // Options configure a Handler.
@@ -317,18 +318,15 @@ func (h *Handler) logShed(source string) {
 }
 
 // inFlightWait is how long the requests being answered, and one received
-// now, take at the store's recent pace. Past the CPU's capacity a request waits for a CPU
-// at every step (reading, verifying, queueing, committing), not only in
-// the commit queue, whose own backlog stays short while the CPU is the
-// bottleneck (BENCHMARKS.md, "Past capacity, the queue is the CPU"): a
-// bound on what is in flight follows the commit rate wherever the
-// requests wait.
+// now, take at the store's recent pace. Past the CPU's capacity a request
+// waits for a CPU at every step (verifying, queueing, committing), not
+// only in the commit queue, whose own backlog stays short while the CPU
+// is the bottleneck (BENCHMARKS.md, "Past capacity, the queue is the
+// CPU"): a bound on what is in progress follows the commit rate wherever
+// the requests wait. The requests of sources that queue count too: they
+// take the same store.
 func (h *Handler) inFlightWait() time.Duration {
-	r := h.backlog.Pace()
-	if r <= 0 {
-		return 0
-	}
-	return time.Duration(float64(h.inFlight.Load()+1) / r * float64(time.Second)) // and the one received now
+	return h.backlog.Drain(h.inFlight.Load() + 1) // and the one received now
 }
 
 // observe reports a finished request to the Observer, if any.

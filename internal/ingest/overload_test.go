@@ -33,7 +33,12 @@ type backlogRecorder struct {
 
 func (r *backlogRecorder) Backlog() time.Duration { return time.Duration(r.backlog.Load()) }
 
-func (r *backlogRecorder) Pace() float64 { return float64(r.pace.Load()) }
+func (r *backlogRecorder) Drain(n int64) time.Duration {
+	if p := r.pace.Load(); p > 0 {
+		return time.Duration(n) * time.Second / time.Duration(p)
+	}
+	return 0
+}
 
 func (r *backlogRecorder) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
 	if r.entered != nil {

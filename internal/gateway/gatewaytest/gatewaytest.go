@@ -53,7 +53,8 @@ func Start(t testing.TB, yaml string, opt gateway.Options) (string, *gateway.Gat
 
 // failureLog is a logger whose lines (info and up) t prints should it
 // fail: a test that timed out waiting for a state then says what the
-// gateway did meanwhile.
+// gateway did meanwhile. (A test binary killed by -timeout runs no
+// cleanup: a wait must fail the test before then.)
 func failureLog(t testing.TB) *slog.Logger {
 	var mu sync.Mutex
 	var buf bytes.Buffer
@@ -68,20 +69,27 @@ func failureLog(t testing.TB) *slog.Logger {
 			t.Logf("the gateway's log (its last %d bytes at most):\n%s", maxFailureLog, b)
 		}
 	})
-	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(slog.NewTextHandler(tailWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 const maxFailureLog = 64 << 10
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
+// tailWriter keeps the last lines written to it, between maxFailureLog
+// and twice that: a long test's log does not grow without bound.
+type tailWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
 }
 
-func (l lockedWriter) Write(p []byte) (int, error) {
+func (l tailWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	if l.buf.Len() > 2*maxFailureLog {
+		tail := bytes.Clone(l.buf.Bytes()[l.buf.Len()-maxFailureLog:])
+		l.buf.Reset()
+		l.buf.Write(tail)
+	}
+	return l.buf.Write(p)
 }
 
 // AdminToken is the admin_token of the tests' configs.
