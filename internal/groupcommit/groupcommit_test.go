@@ -531,34 +531,24 @@ func TestPaceCountsTheWaitBetweenCommits(t *testing.T) {
 	// now is read at each commit's start and then at its end; every read
 	// at a start but the first finds 30 ms gone by since the end before
 	// (the writer waited for a CPU).
-	clock := func() (func() time.Time, CommitFunc[string, string]) {
-		var mu sync.Mutex
-		now := time.Unix(1_700_000_000, 0)
-		reads := 0
-		return func() time.Time {
-				mu.Lock()
-				defer mu.Unlock()
-				if reads++; reads%2 == 1 && reads > 1 {
-					now = now.Add(30 * time.Millisecond)
-				}
-				return now
-			}, func(_ context.Context, items []string) ([]string, error) {
-				mu.Lock()
-				now = now.Add(time.Duration(len(items)) * 10 * time.Millisecond) // 100 items a second
-				mu.Unlock()
-				return items, nil
-			}
-	}
-	now, commit := clock()
-	c := New(commit, Options[string]{Max: 2, Now: now})
-	var ps []*Pending[string, string]
-	for _, it := range []string{"a", "b", "c", "d"} { // queued before the writer starts: back to back
-		p, err := c.Add(it)
-		if err != nil {
-			t.Fatal(err)
+	var mu sync.Mutex
+	at := time.Unix(1_700_000_000, 0)
+	reads := 0
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		if reads++; reads%2 == 1 && reads > 1 {
+			at = at.Add(30 * time.Millisecond)
 		}
-		ps = append(ps, p)
+		return at
 	}
+	c := New(func(_ context.Context, items []string) ([]string, error) {
+		mu.Lock()
+		at = at.Add(time.Duration(len(items)) * 10 * time.Millisecond) // 100 items a second
+		mu.Unlock()
+		return items, nil
+	}, Options[string]{Max: 2, Now: now})
+	ps := queue(t, c, "a", "b", "c", "d") // before the writer starts: back to back
 	c.Start(t.Context())
 	for _, p := range ps {
 		p.Wait(t.Context())
@@ -571,6 +561,20 @@ func TestPaceCountsTheWaitBetweenCommits(t *testing.T) {
 	}
 }
 
+// queue adds items to c and returns their places.
+func queue(t *testing.T, c *Committer[string, string], items ...string) []*Pending[string, string] {
+	t.Helper()
+	var ps []*Pending[string, string]
+	for _, it := range items {
+		p, err := c.Add(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
 // A pace stands for paceTTL only: one timed in a burst long gone (or
 // while the store was slow) must not judge today's load. Drain needs a
 // load of at least one timed batch per writer, so that a load the pace
@@ -581,11 +585,7 @@ func TestPaceAgesAndDrainNeedsABatch(t *testing.T) {
 		clock.Add(time.Duration(len(items)) * 10 * time.Millisecond) // 100 items a second
 		return items, nil
 	}, Options[string]{Max: 8, Now: clock.Now})
-	for _, it := range []string{"a", "b"} { // one batch of a quarter of Max: timed
-		if _, err := c.Add(it); err != nil {
-			t.Fatal(err)
-		}
-	}
+	queue(t, c, "a", "b") // one batch of a quarter of Max: timed
 	c.Start(t.Context())
 	c.Stop()
 	if p := c.Pace(); p != 100 {
@@ -611,14 +611,7 @@ func TestFailedBatchIsNotTimed(t *testing.T) {
 		clock.Add(time.Duration(len(items)) * 10 * time.Millisecond)
 		return nil, errors.New("the store failed")
 	}, Options[string]{Max: 2, Now: clock.Now})
-	var ps []*Pending[string, string]
-	for _, it := range []string{"a", "b"} {
-		p, err := c.Add(it)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, p)
-	}
+	ps := queue(t, c, "a", "b")
 	c.Start(t.Context())
 	for _, p := range ps {
 		if _, err := p.Wait(t.Context()); err == nil {
