@@ -70,14 +70,7 @@ func queued(t *testing.T, r *recorder, c *Committer[string, string], items ...st
 		first <- err
 	}()
 	<-r.entered
-	var ps []*Pending[string, string]
-	for _, it := range items {
-		p, err := c.Add(it)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, p)
-	}
+	ps := queue(t, c, items...)
 	close(r.gate)
 	if err := <-first; err != nil {
 		t.Fatal(err)
