@@ -248,6 +248,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
+	// Logged once the gateway runs: an error before that is the only line.
+	gcPercent, memLimit := procs.TuneGC()
 	// Listen before the store is opened: an address in use must fail
 	// before anything touches (creates, migrates) the database.
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -291,6 +293,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			tr.Shutdown(context.Background())
 		}
 		return fail(stderr, exitUsage, err)
+	}
+	if gcPercent != 0 {
+		attrs := []any{"gogc", gcPercent}
+		if memLimit != 0 {
+			attrs = append(attrs, "memory_limit", memLimit)
+		}
+		log.Info("garbage collector's target raised (set GOGC to choose)", attrs...)
 	}
 	g.StartListeners(ctx, ls)
 	ingestTLS, adminTLS := g.TLS()

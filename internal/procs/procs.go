@@ -1,4 +1,5 @@
-// Package procs sizes the Go scheduler for a gateway process.
+// Package procs sizes the Go runtime (scheduler, collector) for a gateway
+// process.
 package procs
 
 import (
