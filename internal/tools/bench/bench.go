@@ -88,6 +88,9 @@ flags:
   --cpuprofile FILE     write a CPU profile of the timed gateway run
   --trace FILE          write a runtime execution trace of the gateway during the
                         open-loop run (go tool trace FILE), to find what a stall waited on
+  --open-cpuprofile FILE
+                        write a CPU profile of the gateway during the open-loop
+                        run (go tool pprof FILE), to see where a rate's CPU goes
   --json                print the report as JSON
 
 anyhook bench --fill N fills a store with N events and times the read side
@@ -117,8 +120,10 @@ type options struct {
 	gatewayCPUs  []int
 	processes    int
 	cpuprofile   string
-	trace        string
-	json         bool
+	// openCPUProfile is --open-cpuprofile: a CPU profile of the open loop.
+	openCPUProfile string
+	trace          string
+	json           bool
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -146,6 +151,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.processes, "processes", 1, "")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "")
 	fs.StringVar(&o.trace, "trace", "", "")
+	fs.StringVar(&o.openCPUProfile, "open-cpuprofile", "", "")
 	fs.BoolVar(&o.json, "json", false, "")
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
@@ -175,6 +181,10 @@ func parseFlags(args []string) (*options, error) {
 	switch {
 	case o.trace != "" && o.ingestRate == 0 && o.ingestShare == 0:
 		return nil, errors.New("--trace traces the open-loop run: give --ingest-rate too")
+	case o.openCPUProfile != "" && o.ingestRate == 0 && o.ingestShare == 0:
+		return nil, errors.New("--open-cpuprofile profiles the open-loop run: give --ingest-rate too")
+	case o.openCPUProfile != "" && o.openCPUProfile == o.cpuprofile:
+		return nil, errors.New("--open-cpuprofile and --cpuprofile name the same file")
 	case o.duration <= 0:
 		return nil, errors.New("--duration must be greater than 0")
 	case o.provider != "stripe" && o.provider != "generic":

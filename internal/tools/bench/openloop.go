@@ -239,7 +239,7 @@ func runOpenLoop(ctx context.Context, o *options, urls []string, sk *sink, prefi
 		return nil, fmt.Errorf("no capacity measured to take %.0f%% of", 100*o.ingestShare)
 	}
 	say("open loop: %.0f requests/s for %s (%.0f%% of the %.0f events/s taken and delivered closed-loop)", rate, o.duration, 100*rate/capacity, capacity)
-	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, max(1, int(rate*o.duration.Seconds())), gw, o.trace)
+	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, max(1, int(rate*o.duration.Seconds())), gw, captures{trace: o.trace, cpu: o.openCPUProfile})
 	if ol != nil && capacity > 0 {
 		ol.CapacityPct = 100 * rate / capacity
 	}
@@ -261,13 +261,13 @@ func runFloor(ctx context.Context, o *options, exe, dir string, sk *sink, prefix
 	urls := []string{"http://" + fl.addr + "/"}
 	if o.warmup > 0 {
 		say("durable floor: warm-up, %d events", o.warmup)
-		if _, err := openLoopAt(ctx, o, urls, sk, prefix+"w", now, rate, o.warmup, gateways{fl}, ""); err != nil {
+		if _, err := openLoopAt(ctx, o, urls, sk, prefix+"w", now, rate, o.warmup, gateways{fl}, captures{}); err != nil {
 			fl.stop(time.Minute)
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
 	say("durable floor (net/http, group commits synced with fsync, forwarded): %.0f requests/s for %s", rate, o.duration)
-	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, n, gateways{fl}, "")
+	ol, err := openLoopAt(ctx, o, urls, sk, prefix, now, rate, n, gateways{fl}, captures{})
 	if err == nil && ol.Accepted < ol.Sent {
 		// The floor never sheds: anything else failed a commit or a
 		// connection.
@@ -283,7 +283,7 @@ func runFloor(ctx context.Context, o *options, exe, dir string, sk *sink, prefix
 // every accepted event reached every destination; procs are the
 // processes that serve urls, whose CPU it measures, and trace, when set,
 // a runtime trace of procs[0] over the sending.
-func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix string, now time.Time, rate float64, n int, procs gateways, trace string) (*OpenLoop, error) {
+func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix string, now time.Time, rate float64, n int, procs gateways, c captures) (*OpenLoop, error) {
 	reqs, err := makeRequests(o.provider, prefix, n, 1, o.bodySize, secret, now)
 	if err != nil {
 		return nil, err
@@ -293,20 +293,12 @@ func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix
 	if err != nil {
 		return nil, err
 	}
-	if trace != "" {
-		path, err := filepath.Abs(trace)
-		if err == nil {
-			_, err = procs.call("trace " + path)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--trace: %w", err)
-		}
+	if err := c.start(procs); err != nil {
+		return nil, err
 	}
 	rs, elapsed := openLoop(ctx, urls, reqs, rate)
-	if trace != "" {
-		if _, err := procs.call("trace-stop"); err != nil {
-			return nil, fmt.Errorf("--trace: %w", err)
-		}
+	if err := c.stop(procs); err != nil {
+		return nil, err
 	}
 	ol := summarize(rs, elapsed)
 	ol.Rate = rate
@@ -330,4 +322,41 @@ func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix
 		return ol, fmt.Errorf("%d requests timed out (client timeout %s)", ol.TimedOut, clientTimeout)
 	}
 	return ol, nil
+}
+
+// captures are what the first gateway process records over an open
+// loop's sending: a runtime trace, a CPU profile (files; "" for none).
+type captures struct{ trace, cpu string }
+
+func (c captures) start(procs gateways) error {
+	for _, x := range []struct{ flag, path, cmd string }{
+		{"--trace", c.trace, "trace"},
+		{"--open-cpuprofile", c.cpu, "profile"},
+	} {
+		if x.path == "" {
+			continue
+		}
+		path, err := filepath.Abs(x.path)
+		if err == nil {
+			_, err = procs.call(x.cmd + " " + path)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", x.flag, err)
+		}
+	}
+	return nil
+}
+
+func (c captures) stop(procs gateways) error {
+	if c.trace != "" {
+		if _, err := procs.call("trace-stop"); err != nil {
+			return fmt.Errorf("--trace: %w", err)
+		}
+	}
+	if c.cpu != "" {
+		if _, err := procs.call("profile-stop"); err != nil {
+			return fmt.Errorf("--open-cpuprofile: %w", err)
+		}
+	}
+	return nil
 }

@@ -37,12 +37,22 @@ func TestBenchOpenLoopAndFloor(t *testing.T) {
 	}
 }
 
+// Without the floor, with the open loop's CPU profile and trace.
 func TestBenchNoFloor(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
+	prof, tr := filepath.Join(dir, "open.prof"), filepath.Join(dir, "open.trace")
 	rep := runBench(t, "--provider", "generic", "--events", "10", "--concurrency", "2", "--warmup", "0", "--no-baseline",
-		"--ingest-rate", "50", "--duration", "200ms", "--no-floor", "--max-queue-wait", "0s")
+		"--ingest-rate", "50", "--duration", "200ms", "--no-floor", "--max-queue-wait", "0s",
+		"--open-cpuprofile", prof, "--trace", tr)
 	if rep.OpenLoop == nil || rep.OpenLoop.Accepted != 10 || rep.OpenLoopFloor != nil {
 		t.Errorf("open loop %+v, floor %+v", rep.OpenLoop, rep.OpenLoopFloor)
+	}
+	// A CPU profile is gzipped; a trace starts with its version header.
+	for path, magic := range map[string]string{prof: "\x1f\x8b", tr: "go 1."} {
+		if b, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(b, []byte(magic)) {
+			t.Errorf("%s: %d bytes, %v; want it to start with %q", path, len(b), err, magic)
+		}
 	}
 }
 
