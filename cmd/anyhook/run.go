@@ -248,8 +248,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
-	// Logged once the gateway runs: an error before that is the only line.
-	gcPercent, memLimit := procs.TuneGC()
+	// Logged once the gateway runs, so that a mistake found before that
+	// is not followed by a line about the collector.
+	gcPercent, memLimit, memErr := procs.TuneGC()
 	// Listen before the store is opened: an address in use must fail
 	// before anything touches (creates, migrates) the database.
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -294,12 +295,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return fail(stderr, exitUsage, err)
 	}
-	if gcPercent != 0 {
-		attrs := []any{"gogc", gcPercent}
-		if memLimit != 0 {
-			attrs = append(attrs, "memory_limit", memLimit)
-		}
-		log.Info("garbage collector's target raised (set GOGC to choose)", attrs...)
+	switch {
+	case memLimit != 0:
+		log.Info("garbage collector's target raised, with a memory limit at 3/4 of the cgroup's (set GOGC or GOMEMLIMIT to choose)",
+			"gogc", gcPercent, "memory_limit_mib", memLimit>>20)
+	case gcPercent != 0:
+		log.Info("garbage collector's target raised (set GOGC to choose)", "gogc", gcPercent)
+	}
+	if memErr != nil {
+		log.Warn("no memory limit set with the raised collector's target; set GOMEMLIMIT in a container with a memory limit", "err", memErr)
 	}
 	g.StartListeners(ctx, ls)
 	ingestTLS, adminTLS := g.TLS()

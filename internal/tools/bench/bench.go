@@ -16,10 +16,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -88,9 +90,11 @@ flags:
   --cpuprofile FILE     write a CPU profile of the timed gateway run
   --trace FILE          write a runtime execution trace of the gateway during the
                         open-loop run (go tool trace FILE), to find what a stall waited on
+                        (of the first gateway process, with --processes; so are the profiles)
   --open-cpuprofile FILE
                         write a CPU profile of the gateway during the open-loop
                         run (go tool pprof FILE), to see where a rate's CPU goes
+                        (the CPU per event it reports then includes the profiler's)
   --json                print the report as JSON
 
 anyhook bench --fill N fills a store with N events and times the read side
@@ -173,6 +177,9 @@ func parseFlags(args []string) (*options, error) {
 	if o.ingestRate, o.ingestShare, err = parseRate(*rate); err != nil {
 		return nil, err
 	}
+	if err := distinctFiles(map[string]string{"--cpuprofile": o.cpuprofile, "--open-cpuprofile": o.openCPUProfile, "--trace": o.trace}); err != nil {
+		return nil, err
+	}
 	if o.maxQueueWait != "" {
 		if d, err := time.ParseDuration(o.maxQueueWait); err != nil || d < 0 {
 			return nil, fmt.Errorf("--max-queue-wait %q: want a duration such as 50ms (0 never sheds)", o.maxQueueWait)
@@ -183,8 +190,6 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("--trace traces the open-loop run: give --ingest-rate too")
 	case o.openCPUProfile != "" && o.ingestRate == 0 && o.ingestShare == 0:
 		return nil, errors.New("--open-cpuprofile profiles the open-loop run: give --ingest-rate too")
-	case o.openCPUProfile != "" && o.openCPUProfile == o.cpuprofile:
-		return nil, errors.New("--open-cpuprofile and --cpuprofile name the same file")
 	case o.duration <= 0:
 		return nil, errors.New("--duration must be greater than 0")
 	case o.provider != "stripe" && o.provider != "generic":
@@ -719,4 +724,24 @@ func parseCPUs(s string) ([]int, error) {
 		}
 	}
 	return cpus, nil
+}
+
+// distinctFiles refuses two flags that name one file: each would write
+// over the other.
+func distinctFiles(files map[string]string) error {
+	seen := map[string]string{}
+	for _, flag := range slices.Sorted(maps.Keys(files)) {
+		if files[flag] == "" {
+			continue
+		}
+		abs, err := filepath.Abs(files[flag])
+		if err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+		if other, ok := seen[abs]; ok {
+			return fmt.Errorf("%s and %s name the same file", other, flag)
+		}
+		seen[abs] = flag
+	}
+	return nil
 }

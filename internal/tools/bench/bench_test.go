@@ -212,7 +212,8 @@ func TestBenchBadFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{"--destinations", "6"}, {"--events", "0"}, {"--provider", "github"}, {"--body-size", "big"}, {"--database", "mysql://x"}, {"--duplicates", "0"}, {"extra"},
-		{"--open-cpuprofile", "x.prof"}, {"--ingest-rate", "10", "--cpuprofile", "x.prof", "--open-cpuprofile", "x.prof"},
+		{"--open-cpuprofile", "x.prof"}, {"--ingest-rate", "10", "--cpuprofile", "x.prof", "--open-cpuprofile", "./x.prof"},
+		{"--ingest-rate", "10", "--trace", "x", "--open-cpuprofile", "x"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := Main(t.Context(), args, &out, &errOut); code != 2 || !strings.HasPrefix(errOut.String(), "anyhook bench: ") {

@@ -56,7 +56,7 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return 2
 	}
 	procs.AtLeastTwo() // as anyhook serve does
-	procs.TuneGC()
+	procs.TuneGC()     // likewise
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
 	if err != nil {

@@ -48,7 +48,7 @@ func floorMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return 2
 	}
 	procs.AtLeastTwo() // as anyhook serve does
-	procs.TuneGC()
+	procs.TuneGC()     // likewise
 	fl, err := startFloor(ctx, filepath.Join(*dir, "floor.log"), *size, (*os.File).Sync, strings.TrimSuffix(*sinkURL, "/"), *dests, *queue)
 	if err != nil {
 		fmt.Fprintf(stderr, "anyhook bench %s: %v\n", floorCommand, err)

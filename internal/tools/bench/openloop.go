@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -341,22 +342,24 @@ func (c captures) start(procs gateways) error {
 			_, err = procs.call(x.cmd + " " + path)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", x.flag, err)
+			return errors.Join(fmt.Errorf("%s: %w", x.flag, err), c.stop(procs))
 		}
 	}
 	return nil
 }
 
+// stop ends both captures; one that is not running is no error.
 func (c captures) stop(procs gateways) error {
+	var errs []error
 	if c.trace != "" {
 		if _, err := procs.call("trace-stop"); err != nil {
-			return fmt.Errorf("--trace: %w", err)
+			errs = append(errs, fmt.Errorf("--trace: %w", err))
 		}
 	}
 	if c.cpu != "" {
 		if _, err := procs.call("profile-stop"); err != nil {
-			return fmt.Errorf("--open-cpuprofile: %w", err)
+			errs = append(errs, fmt.Errorf("--open-cpuprofile: %w", err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
