@@ -35,7 +35,10 @@ const (
 	DefaultGrace        = 5 * time.Second
 	MaxGrace            = 10 * time.Second
 	DefaultShutdown     = 10 * time.Second
-	DefaultMaxQueueWait = 50 * time.Millisecond
+	// DefaultMaxQueueWait bounds the estimated wait for the store; on a
+	// saturated CPU the accepted requests' p99 came to three to five times
+	// it (BENCHMARKS.md, "A tighter admission bound").
+	DefaultMaxQueueWait = 25 * time.Millisecond
 	MaxMaxQueueWait     = 10 * time.Second
 
 	DefaultResolveAfter   = 5 * time.Minute
