@@ -251,6 +251,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Logged once the gateway runs, so that a mistake found before that
 	// is not followed by a line about the collector.
 	gcPercent, memLimit, memErr := procs.TuneGC()
+	if gcPercent != 0 {
+		go procs.FollowHeap(ctx)
+	}
 	// Listen before the store is opened: an address in use must fail
 	// before anything touches (creates, migrates) the database.
 	ln, err := net.Listen("tcp", cfg.Listen)

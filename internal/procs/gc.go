@@ -1,11 +1,14 @@
 package procs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
+	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
@@ -34,7 +37,9 @@ var cgroupLimit = memlimit.FromCgroup
 // near that limit the larger heap this allows costs collections instead
 // of an OOM kill. It returns the target set (0: none), the memory limit
 // set in bytes (0: none) and why a limit could not be read (nil when the
-// process has none or is in no cgroup).
+// process has none or is in no cgroup). Where it raised the target,
+// FollowHeap should then run, so that a large live heap does not grow
+// fivefold.
 func TuneGC() (percent int, limit int64, err error) {
 	if os.Getenv("GOGC") != "" {
 		return 0, 0, nil
@@ -56,4 +61,51 @@ func TuneGC() (percent int, limit int64, err error) {
 	}
 	debug.SetMemoryLimit(limit)
 	return GCPercent, limit, nil
+}
+
+// gcHeadroom bounds what the raised target adds to the heap: FollowHeap
+// lowers the target as the live heap grows, from GCPercent while it is
+// under a quarter of this down to Go's default of 100 once it is at this
+// or more. A large live heap (many large bodies in flight, say) then
+// grows no further than at Go's default, and the small heap of ordinary
+// traffic keeps its rarer collections. A variable for tests.
+var gcHeadroom uint64 = 256 << 20
+
+// heapTarget is the collector's target for a live heap of live bytes:
+// the heap may grow by gcHeadroom over it, but by no more than
+// GCPercent and no less than 100 %.
+func heapTarget(live uint64) int {
+	if live == 0 {
+		return GCPercent
+	}
+	return int(min(max(gcHeadroom*100/live, 100), GCPercent))
+}
+
+// followEvery is how often FollowHeap reads the live heap; a variable for
+// tests.
+var followEvery = 250 * time.Millisecond
+
+// FollowHeap keeps the collector's target at heapTarget of the live heap
+// (as the last collection measured it) until ctx ends. Run it where
+// TuneGC raised the target.
+func FollowHeap(ctx context.Context) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	t := time.NewTicker(followEvery)
+	defer t.Stop()
+	set := -1 // whatever it is, the first reading sets it
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return // a runtime without the metric: keep the target
+		}
+		if p := heapTarget(sample[0].Value.Uint64()); p != set {
+			debug.SetGCPercent(p)
+			set = p
+		}
+	}
 }

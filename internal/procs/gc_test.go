@@ -1,10 +1,15 @@
 package procs
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"math"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
+	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
@@ -71,4 +76,63 @@ func TestTuneGC(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestHeapTarget(t *testing.T) {
+	const mib = 1 << 20
+	for live, want := range map[uint64]int{
+		0: GCPercent, 10 * mib: GCPercent, 64 * mib: GCPercent,
+		128 * mib: 200, 200 * mib: 128, 256 * mib: 100, 4096 * mib: 100,
+	} {
+		if got := heapTarget(live); got != want {
+			t.Errorf("heapTarget(%d MiB) = %d; want %d", live/mib, got, want)
+		}
+	}
+}
+
+// TestFollowHeap: a live heap past the headroom brings the target down to
+// Go's default, and one well under it raises the target again. Not
+// parallel: the collector's target is the process's.
+func TestFollowHeap(t *testing.T) {
+	was := debug.SetGCPercent(100)
+	headroom, every := gcHeadroom, followEvery
+	t.Cleanup(func() {
+		debug.SetGCPercent(was)
+		gcHeadroom, followEvery = headroom, every
+	})
+	followEvery = time.Millisecond
+	follow := func(headroom uint64, want int) {
+		t.Helper()
+		gcHeadroom = headroom
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { FollowHeap(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		deadline := time.Now().Add(10 * time.Second)
+		for gogc() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("headroom %d: the target stayed %d; want %d", headroom, gogc(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	// 32 MiB held through a collection, over a headroom of 1 MiB.
+	hold := make([][]byte, 32)
+	for i := range hold {
+		hold[i] = bytes.Repeat([]byte{1}, 1<<20)
+	}
+	runtime.GC()
+	debug.SetGCPercent(GCPercent)
+	follow(1<<20, 100)
+	runtime.KeepAlive(hold)
+	runtime.GC()
+	follow(1<<40, GCPercent)
+}
+
+// gogc is the collector's target, read without setting it.
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
 }

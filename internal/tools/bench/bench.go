@@ -319,11 +319,12 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			return nil
 		}
 		wr := sk.expect(warmPrefix, nwarm)
-		drive(ctx, client, []string{url}, warm, nwarm, o.concurrency)
+		lr := drive(ctx, client, []string{url}, warm, nwarm, o.concurrency)
 		if !delivers {
 			return nil
 		}
-		if err := wait(ctx, wr, o.drainTimeout); err != nil {
+		// What was shed (503) is never delivered: wait for what was taken.
+		if err := waitTaken(ctx, wr, lr.Taken, o.drainTimeout); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 		return nil

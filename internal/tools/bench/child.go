@@ -55,8 +55,11 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "anyhook bench %s: %v\n", childCommand, err)
 		return 2
 	}
-	procs.AtLeastTwo() // as anyhook serve does
-	procs.TuneGC()     // likewise
+	// As anyhook serve does.
+	procs.AtLeastTwo()
+	if percent, _, _ := procs.TuneGC(); percent != 0 {
+		go procs.FollowHeap(ctx)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
 	if err != nil {

@@ -47,8 +47,11 @@ func floorMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "anyhook bench %s: want --sink URL --dir DIR (%v)\n", floorCommand, err)
 		return 2
 	}
-	procs.AtLeastTwo() // as anyhook serve does
-	procs.TuneGC()     // likewise
+	// As anyhook serve does.
+	procs.AtLeastTwo()
+	if percent, _, _ := procs.TuneGC(); percent != 0 {
+		go procs.FollowHeap(ctx)
+	}
 	fl, err := startFloor(ctx, filepath.Join(*dir, "floor.log"), *size, (*os.File).Sync, strings.TrimSuffix(*sinkURL, "/"), *dests, *queue)
 	if err != nil {
 		fmt.Fprintf(stderr, "anyhook bench %s: %v\n", floorCommand, err)

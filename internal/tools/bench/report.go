@@ -259,7 +259,7 @@ func (r *Report) print(w io.Writer) {
 		}
 		fmt.Fprintln(w, "  (from when each was due to be sent, not when it was: a client or a machine that cannot keep the schedule adds its lag to the latencies and the stall;")
 		fmt.Fprintln(w, "  the longest stall is the longest time no answer came back while a request was outstanding; CPU per event from the first request to the last delivery,")
-		fmt.Fprintln(w, "  higher than the closed loop's, whose batches share their commits)")
+		fmt.Fprintln(w, "  higher than the closed loop's below capacity, where fewer events share each commit)")
 		fmt.Fprintln(w)
 	}
 	if r.RatioToBare > 0 {
