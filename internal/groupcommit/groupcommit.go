@@ -333,13 +333,16 @@ func (c *Committer[I, R]) timed(batch []*Pending[I, R], d time.Duration, at time
 		return
 	}
 	sample := float64(w) / d.Seconds()
+	// A pace that aged out (Pace reads 0) is not averaged in: it was the
+	// store of a while ago, a cold one after a start, say.
+	aged := at.UnixNano()-c.timedAt.Load() > int64(paceTTL)
 	for {
 		old := c.rate.Load()
 		r := math.Float64frombits(old)
 		// A moving average over about the last eight commits: it follows
 		// the store's pace within a few commits and forgets a single
 		// slow one.
-		if r == 0 {
+		if r == 0 || aged {
 			r = sample
 		} else {
 			r += (sample - r) / 8
@@ -398,13 +401,13 @@ func (c *Committer[I, R]) Pace() float64 {
 const paceTTL = 5 * time.Second
 
 // Drain is how long the writers take to commit n items at the recent
-// pace: 0 while the pace is not known, and while n is less than the
-// smallest batch that times it in every lane (a load that small must be
-// able to form such a batch, or a pace once slow would never be timed
-// again).
+// pace: 0 while the pace is not known, and while n is less than two of
+// the smallest batches that time it, in every lane: a load that small
+// must be able to form such a batch while another commits, or a pace
+// once slow would never be timed again.
 func (c *Committer[I, R]) Drain(n int64) time.Duration {
 	r := c.Pace()
-	if r <= 0 || n < int64(max(1, c.opt.Max/4)*len(c.lanes)) {
+	if r <= 0 || n < int64(2*max(1, c.opt.Max/4)*len(c.lanes)) {
 		return 0
 	}
 	return time.Duration(float64(n) / r * float64(time.Second))

@@ -584,15 +584,43 @@ func TestPaceAgesAndDrainNeedsABatch(t *testing.T) {
 	if p := c.Pace(); p != 100 {
 		t.Fatalf("pace %v, want 100", p)
 	}
-	if d := c.Drain(1); d != 0 {
-		t.Errorf("drain of 1, less than a timed batch: %v, want 0", d)
+	if d := c.Drain(3); d != 0 {
+		t.Errorf("drain of 3, less than two timed batches: %v, want 0", d)
 	}
-	if d := c.Drain(3); d != 30*time.Millisecond {
-		t.Errorf("drain of 3 at 100/s: %v, want 30ms", d)
+	if d := c.Drain(5); d != 50*time.Millisecond {
+		t.Errorf("drain of 5 at 100/s: %v, want 50ms", d)
 	}
 	clock.Add(paceTTL + time.Nanosecond)
-	if p, d := c.Pace(), c.Drain(3); p != 0 || d != 0 {
+	if p, d := c.Pace(), c.Drain(5); p != 0 || d != 0 {
 		t.Errorf("pace %v, drain %v once no batch was timed for %v; want 0, 0", p, d, paceTTL)
+	}
+}
+
+// A pace that aged out is not averaged into the next one: a store that
+// was slow once (cold, after a start) must not judge it for the next
+// eight commits.
+func TestPaceStartsOverOnceAged(t *testing.T) {
+	clock := testclock.New(time.Unix(1_700_000_000, 0))
+	per := 10 * time.Millisecond
+	c := New(func(_ context.Context, items []string) ([]string, error) {
+		clock.Add(time.Duration(len(items)) * per)
+		return items, nil
+	}, Options[string]{Max: 2, Now: clock.Now}) // every batch is timed
+	c.Start(t.Context())
+	defer c.Stop()
+	if _, err := c.Submit(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Pace(); p != 100 {
+		t.Fatalf("pace %v, want 100", p)
+	}
+	clock.Add(paceTTL + time.Nanosecond)
+	per = time.Millisecond
+	if _, err := c.Submit(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Pace(); p != 1000 {
+		t.Errorf("pace %v after the old one aged out, want 1000 (the new commit's alone)", p)
 	}
 }
 
