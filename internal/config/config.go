@@ -392,7 +392,7 @@ type IngestSettings struct {
 	// MaxQueueWait: while a request would wait longer than this for the
 	// store (what is queued, or the requests in progress, over the recent
 	// commit rate), the requests of
-	// sources with overload: shed are answered 503 at once. Default 25ms;
+	// sources with overload: shed are answered 503 at once. Default 50ms;
 	// 0 never sheds.
 	MaxQueueWait Duration `yaml:"max_queue_wait"`
 }

@@ -35,10 +35,11 @@ const (
 	DefaultGrace        = 5 * time.Second
 	MaxGrace            = 10 * time.Second
 	DefaultShutdown     = 10 * time.Second
-	// DefaultMaxQueueWait bounds the estimated wait for the store; on a
-	// saturated CPU the accepted requests' p99 came to three to five times
-	// it (BENCHMARKS.md, "A tighter admission bound").
-	DefaultMaxQueueWait = 25 * time.Millisecond
+	// DefaultMaxQueueWait bounds the estimated wait for the store. 25 ms
+	// kept the tail at twice capacity under 100 ms but shed bursts of a
+	// few hundred requests on an idle gateway, and every burst on a disk
+	// whose sync takes 20 ms (BENCHMARKS.md, "A tighter admission bound").
+	DefaultMaxQueueWait = 50 * time.Millisecond
 	MaxMaxQueueWait     = 10 * time.Second
 
 	DefaultResolveAfter   = 5 * time.Minute

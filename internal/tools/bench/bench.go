@@ -71,7 +71,7 @@ flags:
                         times: a short run on a busy machine can put either one
                         above the other
   --duration D          length of the open-loop run (default 60s)
-  --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 25ms)
+  --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
   --no-baseline         skip the bare net/http and relay runs
   --no-floor            skip the open loop's durable floor: a server in a process of
                         its own, on the gateway's CPUs, that writes each body to a
