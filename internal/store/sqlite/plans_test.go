@@ -48,6 +48,27 @@ func TestPlansUseIndexes(t *testing.T) {
 	}
 }
 
+// TestPlanProviderIDWithoutSource: a provider event id without a source
+// is looked up in events_dedup once for each source, the sources found by
+// one index seek each: no step of the plan reads all the events.
+func TestPlanProviderIDWithoutSource(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t)
+	db := readOnly(t, path)
+	for _, f := range []store.EventFilter{{Q: "evt_1"}, {Q: "evt_1", Since: planSince}, {Q: "evt_1", Status: anyhook.StatusDead}} {
+		q, args, err := sqlite.EventsSQL(s, t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := explain(t, db, q, args...)
+		outer, _, _ := strings.Cut(plan, "\n")
+		if outer != "SEARCH events USING INDEX events_dedup (source=? AND dedup_key=?)" ||
+			strings.Contains(plan, "SCAN events") || !strings.Contains(plan, "events_source (source>?)") {
+			t.Errorf("%+v: want events_dedup searched by source and id, the sources by seeks:\n%s", f, plan)
+		}
+	}
+}
+
 // explain is q's EXPLAIN QUERY PLAN, a step a line.
 func explain(t *testing.T, db *sql.DB, q string, args ...any) string {
 	t.Helper()
@@ -111,9 +132,9 @@ func TestWindowPlansRareFilters(t *testing.T) {
 		{"events in a status, until", &store.EventFilter{Status: anyhook.StatusDelivered, Until: planSince}, nil,
 			"deliveries_status_event", "events_received"},
 		{"events in a status, by provider id", &store.EventFilter{Status: anyhook.StatusDelivered, Q: "evt_1"}, nil,
-			"events_dedup_key", "events_dedup_key"},
+			"events_dedup", "events_dedup"},
 		{"events in a status, by provider id, since", &store.EventFilter{Status: anyhook.StatusDead, Q: "evt_1", Since: planSince}, nil,
-			"events_dedup_key", "events_dedup_key"},
+			"events_dedup", "events_dedup"},
 		{"events in a status of a quiet source", &store.EventFilter{Status: anyhook.StatusDelivered, Source: "quiet"}, nil,
 			"events_source", "deliveries_status_event"},
 		{"events in a status of a rare type", &store.EventFilter{Status: anyhook.StatusDead, Type: "nothing.here"}, nil,

@@ -280,9 +280,15 @@ func (s *Store) eventsHeldSQL(ctx context.Context, db querier, f store.EventFilt
 		from = ` FROM events INDEXED BY ` + few
 	} else {
 		w.AddString("events.id < ?", f.Cursor)
+		if f.Q != "" {
+			from = ` FROM events INDEXED BY events_dedup` // its few events, sorted
+		}
 	}
 	w.AddString("events.source = ?", f.Source)
 	w.AddString("events.dedup_key = ?", f.Q)
+	if f.Q != "" && f.Source == "" {
+		w.Raw(`events.source IN (` + storedSources + `)`)
+	}
 	w.AddType("events.type", f.Type)
 	w.AddPrefix("events.", f.Prefix)
 	w.AddTime("events.received_at >= ?", f.Since)
@@ -350,7 +356,7 @@ func shownIn(ctx context.Context, q querier, st anyhook.DeliveryStatus, dest str
 // events; "" when none does.
 func (s *Store) fewEvents(ctx context.Context, db querier, f store.EventFilter) (string, error) {
 	if f.Q != "" {
-		return "events_dedup_key", nil
+		return "events_dedup", nil
 	}
 	if f.Source != "" {
 		if few, err := s.fewer(ctx, db, `SELECT 1 FROM events WHERE source = ?`, f.Source); few || err != nil {
@@ -372,6 +378,17 @@ func (s *Store) fewEvents(ctx context.Context, db querier, f store.EventFilter) 
 	}
 	return "", nil
 }
+
+// storedSources is a query of the sources the events name, one index seek
+// each (SQLite has no skip scan without statistics): a provider event id
+// without a source is looked up in each source's entries of events_dedup,
+// the unique index that deduplicates, where an index of its own (dropped in
+// 0044) cost every ingest a page write at a random place.
+const storedSources = `WITH RECURSIVE src(name) AS (
+	SELECT (SELECT min(source) FROM events)
+	UNION ALL
+	SELECT (SELECT min(source) FROM events WHERE source > src.name) FROM src WHERE src.name IS NOT NULL
+) SELECT name FROM src WHERE name IS NOT NULL`
 
 // defaultFewRows bounds the rows a list reads and sorts instead of
 // walking an index in its order (Store.fewRows): SQLite has no statistics

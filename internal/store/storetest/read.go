@@ -12,6 +12,27 @@ import (
 	"github.com/anyhook/anyhook/internal/store"
 )
 
+// testListEventsByProviderID: one provider id in two sources of four ("a"
+// sorting before the others and "zz" after): without a source both are
+// found, newest first; with one, its own.
+func testListEventsByProviderID(t *testing.T, s store.Store) {
+	gh := ingest(t, s, newEvent("github", "k4", "billing"))[0].ID
+	ingest(t, s, newEvent("stripe", "k5", "billing"))
+	a := ingest(t, s, newEvent("a", "k4", "billing"))[0].ID
+	ingest(t, s, newEvent("zz", "k9", "billing"))
+	q, _, err := s.ListEvents(ctx(t), store.EventFilter{Q: "k4"})
+	if err != nil || len(q) != 2 || q[0].ID != a || q[1].ID != gh {
+		t.Errorf("q filter over sources: %+v, %v; want %s then %s", q, err, a, gh)
+	}
+	q, _, err = s.ListEvents(ctx(t), store.EventFilter{Q: "k4", Source: "a"})
+	if err != nil || len(q) != 1 || q[0].ID != a {
+		t.Errorf("q filter of source a: %+v, %v", q, err)
+	}
+	if q, _, err = s.ListEvents(ctx(t), store.EventFilter{Q: "k7"}); err != nil || len(q) != 0 {
+		t.Errorf("q filter of an id no source has: %+v, %v", q, err)
+	}
+}
+
 func testListEvents(t *testing.T, s store.Store) {
 	var ids []string
 	for i := range 7 {

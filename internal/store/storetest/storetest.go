@@ -103,6 +103,7 @@ func runQueue(t *testing.T, open Open) {
 		{"Pause", testPause},
 		{"PausedShownEverywhere", testPausedShownEverywhere},
 		{"ListEventsPagingAndFilters", testListEvents},
+		{"ListEventsByProviderID", testListEventsByProviderID},
 		{"SearchBodies", testSearchBodies},
 		{"SearchBodiesBounded", testSearchBodiesBounded},
 		{"SearchBodiesCost", testSearchBodiesCost},
