@@ -10,6 +10,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,8 +182,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	if o.maxQueueWait != "" {
-		if d, err := time.ParseDuration(o.maxQueueWait); err != nil || d < 0 {
-			return nil, fmt.Errorf("--max-queue-wait %q: want a duration such as 50ms (0 never sheds)", o.maxQueueWait)
+		if d, err := time.ParseDuration(o.maxQueueWait); err != nil || d < 0 || d > config.MaxMaxQueueWait {
+			return nil, fmt.Errorf("--max-queue-wait %q: want a duration from 0 (never shed) to %s, such as 50ms", o.maxQueueWait, config.MaxMaxQueueWait)
 		}
 	}
 	switch {
@@ -282,7 +283,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	say := progress{stderr}.say
 	rep := &Report{Machine: machine(), Provider: o.provider, Events: o.events, BodySize: o.bodySize, Concurrency: o.concurrency,
 		Destinations: o.destinations, Filter: o.filter, Duplicates: o.duplicates, SinkDelayMS: ms(o.sinkDelay), Database: "sqlite",
-		Processes: o.processes, GatewayCPUs: o.gatewayCPUs}
+		Processes: o.processes, GatewayCPUs: o.gatewayCPUs, MaxQueueWait: cmp.Or(o.maxQueueWait, config.DefaultMaxQueueWait.String())}
 	if strings.HasPrefix(o.database, "postgres") {
 		rep.Database = "postgres"
 	}

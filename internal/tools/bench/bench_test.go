@@ -214,6 +214,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--destinations", "6"}, {"--events", "0"}, {"--provider", "github"}, {"--body-size", "big"}, {"--database", "mysql://x"}, {"--duplicates", "0"}, {"extra"},
 		{"--open-cpuprofile", "x.prof"}, {"--ingest-rate", "10", "--cpuprofile", "x.prof", "--open-cpuprofile", "./x.prof"},
 		{"--ingest-rate", "10", "--trace", "x", "--open-cpuprofile", "x"},
+		{"--max-queue-wait", "11s"}, {"--max-queue-wait", "-1ms"}, {"--max-queue-wait", "soon"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := Main(t.Context(), args, &out, &errOut); code != 2 || !strings.HasPrefix(errOut.String(), "anyhook bench: ") {

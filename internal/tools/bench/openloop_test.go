@@ -45,8 +45,8 @@ func TestBenchNoFloor(t *testing.T) {
 	rep := runBench(t, "--provider", "generic", "--events", "10", "--concurrency", "2", "--warmup", "0", "--no-baseline",
 		"--ingest-rate", "50", "--duration", "200ms", "--no-floor", "--max-queue-wait", "0s",
 		"--open-cpuprofile", prof, "--trace", tr)
-	if rep.OpenLoop == nil || rep.OpenLoop.Accepted != 10 || rep.OpenLoopFloor != nil {
-		t.Errorf("open loop %+v, floor %+v", rep.OpenLoop, rep.OpenLoopFloor)
+	if rep.OpenLoop == nil || rep.OpenLoop.Accepted != 10 || rep.OpenLoopFloor != nil || rep.MaxQueueWait != "0s" {
+		t.Errorf("open loop %+v, floor %+v, max_queue_wait %q", rep.OpenLoop, rep.OpenLoopFloor, rep.MaxQueueWait)
 	}
 	// A CPU profile is gzipped; a trace starts with its version header.
 	for path, magic := range map[string]string{prof: "\x1f\x8b", tr: "go 1."} {
