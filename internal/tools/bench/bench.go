@@ -73,6 +73,9 @@ flags:
                         above the other
   --duration D          length of the open-loop run (default 60s)
   --max-queue-wait D    the gateway's ingest.max_queue_wait (default: the config default, 50ms)
+  --random-ids          event ids in random order, as Stripe's, GitHub's and Shopify's
+                        are (default: in order, prefix_00000042): an index on them
+                        is then written at a random place, a page per event
   --no-baseline         skip the bare net/http and relay runs
   --no-floor            skip the open loop's durable floor: a server in a process of
                         its own, on the gateway's CPUs, that writes each body to a
@@ -118,6 +121,7 @@ type options struct {
 	drainTimeout time.Duration
 	noBaseline   bool
 	noFloor      bool
+	randomIDs    bool
 	ingestRate   float64 // requests per second, or
 	ingestShare  float64 // a share of the measured capacity
 	duration     time.Duration
@@ -149,6 +153,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 2*time.Minute, "")
 	fs.BoolVar(&o.noBaseline, "no-baseline", false, "")
 	fs.BoolVar(&o.noFloor, "no-floor", false, "")
+	fs.BoolVar(&o.randomIDs, "random-ids", false, "")
 	rate := fs.String("ingest-rate", "", "")
 	fs.DurationVar(&o.duration, "duration", time.Minute, "")
 	fs.StringVar(&o.maxQueueWait, "max-queue-wait", "", "")
@@ -283,7 +288,8 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	say := progress{stderr}.say
 	rep := &Report{Machine: machine(), Provider: o.provider, Events: o.events, BodySize: o.bodySize, Concurrency: o.concurrency,
 		Destinations: o.destinations, Filter: o.filter, Duplicates: o.duplicates, SinkDelayMS: ms(o.sinkDelay), Database: "sqlite",
-		Processes: o.processes, GatewayCPUs: o.gatewayCPUs, MaxQueueWait: cmp.Or(o.maxQueueWait, config.DefaultMaxQueueWait.String())}
+		Processes: o.processes, GatewayCPUs: o.gatewayCPUs, MaxQueueWait: cmp.Or(o.maxQueueWait, config.DefaultMaxQueueWait.String()),
+		RandomIDs: o.randomIDs}
 	if strings.HasPrefix(o.database, "postgres") {
 		rep.Database = "postgres"
 	}
@@ -297,12 +303,12 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	now := time.Now()
 	say("preparing %d %s requests of %d bytes", o.events, o.provider, o.bodySize)
 	prefix, warmPrefix := "evt_"+runID+"n", "evt_"+runID+"w"
-	reqs, err := makeRequests(o.provider, prefix, o.events, 1, o.bodySize, secret, now)
+	reqs, err := makeRequests(o.provider, prefix, o.events, 1, o.bodySize, o.randomIDs, secret, now)
 	if err != nil {
 		return nil, err
 	}
 	nwarm := min(o.warmup, o.events)
-	warm, err := makeRequests(o.provider, warmPrefix, nwarm, 1, o.bodySize, secret, now)
+	warm, err := makeRequests(o.provider, warmPrefix, nwarm, 1, o.bodySize, o.randomIDs, secret, now)
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +457,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 	if o.duplicates > 1 {
 		prefix := "evt_" + runID + "s"
 		say("duplicate storm: %d events × %d copies", o.events, o.duplicates)
-		storm, err := makeRequests(o.provider, prefix, o.events, o.duplicates, o.bodySize, secret, now)
+		storm, err := makeRequests(o.provider, prefix, o.events, o.duplicates, o.bodySize, o.randomIDs, secret, now)
 		if err != nil {
 			return rep, err
 		}
@@ -472,7 +478,11 @@ func run(ctx context.Context, o *options, stderr io.Writer) (*Report, error) {
 			rep.DuplicateCPUPer1k = 1000 * (st.GatewayCPUSeconds - rep.Ingest.GatewayCPUSeconds) / dups
 		}
 		say("checking: one event per id, %d duplicates counted on each", o.duplicates-1)
-		if _, err := gw.call(fmt.Sprintf("check %s %s %d %d", o.provider, prefix, o.events, o.duplicates-1)); err != nil {
+		check := fmt.Sprintf("check %s %s %d %d", o.provider, prefix, o.events, o.duplicates-1)
+		if o.randomIDs {
+			check += " random"
+		}
+		if _, err := gw.call(check); err != nil {
 			rep.Failures = append(rep.Failures, "storm: "+err.Error())
 		}
 	}
@@ -609,11 +619,11 @@ func waitTaken(ctx context.Context, sr *sinkRun, taken []atomic.Bool, timeout ti
 
 // checkOnce asserts that each event of the storm exists once with dups
 // duplicates counted.
-func checkOnce(ctx context.Context, st store.Store, source, prefix string, events, dups int) string {
+func checkOnce(ctx context.Context, st store.Store, source, prefix string, events, dups int, random bool) string {
 	bad := 0
 	var first string
 	for i := range events {
-		id := eventID(prefix, i)
+		id := eventID(prefix, i, random)
 		evs, _, err := st.ListEvents(ctx, store.EventFilter{Source: source, Q: id, Limit: 5})
 		if err != nil {
 			return err.Error()

@@ -109,12 +109,16 @@ func TestBenchGenericProvider(t *testing.T) {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
 			args := []string{"--provider", "generic", "--events", "50", "--concurrency", "8", "--warmup", "10", "--duplicates", "2"}
+			// Event ids in random order on SQLite, in order on
+			// PostgreSQL: the sink and the storm's check read both.
 			if db == "postgres" {
 				args = append(args, "--database", pgtest.DSN(t))
+			} else {
+				args = append(args, "--random-ids")
 			}
 			rep := runBench(t, args...)
-			if rep.Provider != "generic" || rep.Database != db {
-				t.Errorf("provider %q, database %q", rep.Provider, rep.Database)
+			if rep.Provider != "generic" || rep.Database != db || rep.RandomIDs != (db == "sqlite") {
+				t.Errorf("provider %q, database %q, random ids %v", rep.Provider, rep.Database, rep.RandomIDs)
 			}
 			if rep.Relay.Accepted != 50 || rep.RelayDelivery.Deliveries != 50 || rep.RelayDelivery.Redeliveries != 0 {
 				t.Errorf("relay = %+v, %+v", rep.Relay, rep.RelayDelivery)
@@ -128,6 +132,27 @@ func TestBenchGenericProvider(t *testing.T) {
 				t.Errorf("gateway CPU per event %v, ratio to relay %v", rep.Ingest.GatewayCPUPerEventUS, rep.RatioToRelay)
 			}
 		})
+	}
+}
+
+// Both kinds of event id give back their index, and random ones do not
+// sort in its order.
+func TestEventID(t *testing.T) {
+	var ids []string
+	for i := range 100 {
+		for _, random := range []bool{false, true} {
+			id := eventID("evt_r", i, random)
+			rest, ok := strings.CutPrefix(id, "evt_r_")
+			if n, err := eventIndex(rest); !ok || err != nil || n != i {
+				t.Errorf("eventID(%d, %v) = %q: index %d, %v", i, random, id, n, err)
+			}
+			if random {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if slices.IsSorted(ids) {
+		t.Errorf("random ids sort in order: %q", ids[:5])
 	}
 }
 
@@ -170,7 +195,7 @@ func TestChildProtocol(t *testing.T) {
 	}
 	for line, want := range map[string]string{
 		"nonsense":               `unknown command "nonsense"`,
-		"check generic p x 0":    "want check SOURCE PREFIX N DUPS",
+		"check generic p x 0":    "want check SOURCE PREFIX N DUPS [random]",
 		"check generic nope 1 0": "nope_00000000: 0 events",
 		"profile " + dir:         "is a directory",
 	} {

@@ -82,16 +82,17 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		f := strings.Fields(arg)
 		var n, dups int
 		var err error
-		if len(f) == 4 {
+		random := len(f) == 5 && f[4] == "random"
+		if len(f) == 4 || random {
 			n, err = strconv.Atoi(f[2])
 			if err == nil {
 				dups, err = strconv.Atoi(f[3])
 			}
 		}
-		if len(f) != 4 || err != nil {
-			return "fail want check SOURCE PREFIX N DUPS", true
+		if len(f) != 4 && !random || err != nil {
+			return "fail want check SOURCE PREFIX N DUPS [random]", true
 		}
-		if msg := checkOnce(ctx, g.Store(), f[0], f[1], n, dups); msg != "" {
+		if msg := checkOnce(ctx, g.Store(), f[0], f[1], n, dups, random); msg != "" {
 			return "fail " + msg, true
 		}
 		return "ok", true

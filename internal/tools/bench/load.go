@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,11 +28,11 @@ type request struct {
 }
 
 // makeBody returns a Stripe-shaped event of about size bytes.
-func makeBody(prefix string, i, size int) []byte {
+func makeBody(prefix string, i, size int, random bool) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"id":"%s_%08d","object":"event","api_version":"2024-06-20","created":%d,"type":"charge.succeeded","livemode":false,"pending_webhooks":1,`+
+	fmt.Fprintf(&b, `{"id":"%s","object":"event","api_version":"2024-06-20","created":%d,"type":"charge.succeeded","livemode":false,"pending_webhooks":1,`+
 		`"data":{"object":{"id":"ch_%s_%08d","object":"charge","amount":2000,"currency":"usd","status":"succeeded","paid":true,"metadata":{"pad":"`,
-		prefix, i, 1700000000+i, prefix, i)
+		eventID(prefix, i, random), 1700000000+i, prefix, i)
 	const tail = `"}}}}`
 	for b.Len() < size-len(tail) {
 		b.WriteByte('a' + byte(b.Len()%26))
@@ -38,16 +41,34 @@ func makeBody(prefix string, i, size int) []byte {
 	return b.Bytes()
 }
 
-// eventID is the Stripe event id of event i.
-func eventID(prefix string, i int) string { return fmt.Sprintf("%s_%08d", prefix, i) }
+// eventID is the Stripe event id of event i: prefix_00000042, or with
+// random, prefix_<8 hex digits of a hash of i>_00000042, which sorts as
+// providers' ids do (Stripe's, GitHub's and Shopify's are random), so
+// that an index on them is written at a random place.
+func eventID(prefix string, i int, random bool) string {
+	if !random {
+		return fmt.Sprintf("%s_%08d", prefix, i)
+	}
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s%d", prefix, i)
+	return fmt.Sprintf("%s_%08x_%08d", prefix, h.Sum32(), i)
+}
+
+// eventIndex is i of an eventID after its prefix (rest), either kind.
+func eventIndex(rest string) (int, error) {
+	if _, n, ok := strings.Cut(rest, "_"); ok {
+		rest = n
+	}
+	return strconv.Atoi(rest)
+}
 
 // makeRequests builds n events for the provider (stripe: signed; generic:
 // unsigned), each repeated copies times back to back (so the copies of one
 // event are in flight together).
-func makeRequests(prov, prefix string, n, copies, size int, secret string, now time.Time) ([]request, error) {
+func makeRequests(prov, prefix string, n, copies, size int, random bool, secret string, now time.Time) ([]request, error) {
 	reqs := make([]request, 0, n*copies)
 	for i := range n {
-		body := makeBody(prefix, i, size)
+		body := makeBody(prefix, i, size, random)
 		pr := &provider.Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
 		if prov == "stripe" {
 			if err := provider.Sign("stripe", secret, pr, now); err != nil {

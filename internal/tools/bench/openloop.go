@@ -285,7 +285,7 @@ func runFloor(ctx context.Context, o *options, exe, dir string, sk *sink, prefix
 // processes that serve urls, whose CPU it measures, and trace, when set,
 // a runtime trace of procs[0] over the sending.
 func openLoopAt(ctx context.Context, o *options, urls []string, sk *sink, prefix string, now time.Time, rate float64, n int, procs gateways, c captures) (*OpenLoop, error) {
-	reqs, err := makeRequests(o.provider, prefix, n, 1, o.bodySize, secret, now)
+	reqs, err := makeRequests(o.provider, prefix, n, 1, o.bodySize, o.randomIDs, secret, now)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ type Report struct {
 	Filter       string  `json:"filter,omitempty"` // on every destination
 	Duplicates   int     `json:"duplicates"`
 	SinkDelayMS  float64 `json:"sink_delay_ms"`
+	RandomIDs    bool    `json:"random_ids,omitempty"` // --random-ids
 	// MaxQueueWait is the gateway's ingest.max_queue_wait: past it, shed.
 	MaxQueueWait string `json:"max_queue_wait"`
 
@@ -195,6 +196,9 @@ func (r *Report) print(w io.Writer) {
 		r.Database, r.Provider, r.Events, sizeString(r.BodySize), r.Concurrency, r.Destinations)
 	if r.Filter != "" {
 		fmt.Fprintf(w, " with filter %s", r.Filter)
+	}
+	if r.RandomIDs {
+		fmt.Fprint(w, ", event ids in random order")
 	}
 	if r.SinkDelayMS > 0 {
 		fmt.Fprintf(w, ", sink delay %gms", r.SinkDelayMS)

@@ -71,7 +71,7 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	d, err := strconv.Atoi(strings.TrimPrefix(req.URL.Path, "/d"))
 	rest, ok := strings.CutPrefix(req.Header.Get("X-AnyHook-Event-Id"), r.prefix)
-	i, ierr := strconv.Atoi(rest)
+	i, ierr := eventIndex(rest)
 	if err != nil || d < 0 || d >= len(r.arrived) || !ok || ierr != nil || i < 0 || i >= len(r.arrived[d]) {
 		s.other.Add(1)
 		return
