@@ -18,3 +18,9 @@ func EventsSQL(s *Store, ctx context.Context, f store.EventFilter) (string, []an
 func DeliveriesSQL(s *Store, ctx context.Context, f store.DeliveryFilter) (string, []any, error) {
 	return s.deliveriesSQL(ctx, s.r, f)
 }
+
+// The claims' queries: the plain one and the ordered one's candidates.
+var (
+	ClaimQuery      = claimQuery
+	OrderCandidates = orderCandidates
+)

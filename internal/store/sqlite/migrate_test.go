@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anyhook/anyhook"
+	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
 	"github.com/anyhook/anyhook/internal/store/storetest"
 )
@@ -101,4 +103,71 @@ func TestMigrateDeliveriesType(t *testing.T) {
 	}
 	defer s.Close()
 	storetest.CheckStatusSourceType(t, s, ids)
+}
+
+// TestLastDeliveredIsTheLatestFinish: a destination's last success is when
+// its latest delivery finished, not when its newest one did (an older one
+// retried can finish later): kept by the counters since 0045, and filled
+// by the migration from the deliveries of a store that had none.
+func TestLastDeliveredIsTheLatestFinish(t *testing.T) {
+	t.Parallel()
+	s, path := openFile(t)
+	ctx := t.Context()
+	for _, k := range []string{"k1", "k2"} {
+		ne := store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "s", DedupKey: k, ReceivedAt: time.Now(),
+			Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}, Destinations: []string{"d"}}
+		if res, err := s.Ingest(ctx, []store.NewEvent{ne}); err != nil || res[0].Err != nil {
+			t.Fatal(err, res)
+		}
+	}
+	cs, err := s.Claim(ctx, "d", 2, time.Hour)
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("claimed %d: %v", len(cs), err)
+	}
+	var before time.Time
+	for _, c := range []store.Claim{cs[1], cs[0]} { // the newer first
+		before = time.Now()
+		time.Sleep(2 * time.Millisecond)
+		out := store.Outcome{DeliveryID: c.Delivery.ID, Attempt: c.Delivery.AttemptCount, Status: anyhook.StatusDelivered,
+			Result: anyhook.Attempt{Number: c.Delivery.AttemptCount, StartedAt: time.Now(), StatusCode: 200}}
+		if _, err := s.Finish(ctx, []store.Outcome{out}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := func(s *sqlite.Store) time.Time {
+		t.Helper()
+		qs, err := s.QueueStats(ctx, []string{"d"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return qs.LastDelivered["d"]
+	}
+	got := last(s)
+	if got.Before(before) {
+		t.Errorf("last delivered %v, before the older delivery finished (%v)", got, before)
+	}
+	s.Close()
+
+	// The schema before 0045: no last_at, its triggers, the full index.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TRIGGER delivery_counts_insert`, `DROP TRIGGER delivery_counts_update`,
+		`ALTER TABLE delivery_counts DROP COLUMN last_at`,
+		`DROP INDEX deliveries_due`, `CREATE INDEX deliveries_due ON deliveries (destination, status, next_attempt_at)`,
+		`DELETE FROM schema_migrations WHERE version = 45`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, err = sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if again := last(s); !again.Equal(got) {
+		t.Errorf("after the migration, last delivered %v, want %v", again, got)
+	}
 }

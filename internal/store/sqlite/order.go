@@ -14,16 +14,23 @@ import (
 // orderCandidates selects due pending deliveries of a destination whose
 // object is not blocked (no delivery of it to the destination is
 // delivering, held or waiting for a retry), oldest due first, with each
-// one's source and object. Parameters: destination, now, destination,
-// now, limit. The blocked objects are read once (from the destination's
-// few deliveries in flight, held or waiting, by deliveries_due), not once
-// per candidate through the object's whole queue: a hot object with
-// thousands waiting made every claim walk its queue for each candidate.
+// one's source and object. Parameters: destination, destination, now,
+// destination, now, limit. The blocked objects are read once (from the
+// destination's few deliveries in flight or held, by
+// deliveries_destination_status, and waiting, by deliveries_due, which
+// holds only the pending), not once per candidate through the object's
+// whole queue: a hot object with thousands waiting made every claim walk
+// its queue for each candidate.
 const orderCandidates = `WITH blocked AS MATERIALIZED (
-		SELECT DISTINCT be.source, be.object FROM deliveries b INDEXED BY deliveries_due CROSS JOIN events be ON be.id = b.event_id
-		WHERE b.destination = ? AND be.object IS NOT NULL
-			AND (b.status IN ('delivering', 'held') OR (b.status = 'pending' AND b.next_attempt_at > ?)))
-	SELECT d.id, e.source, coalesce(e.object, '') FROM deliveries d JOIN events e ON e.id = d.event_id
+		SELECT DISTINCT be.source, be.object FROM (
+			SELECT event_id FROM deliveries INDEXED BY deliveries_destination_status
+			WHERE destination = ? AND status IN ('delivering', 'held')
+			UNION ALL
+			SELECT event_id FROM deliveries INDEXED BY deliveries_due
+			WHERE destination = ? AND status = 'pending' AND next_attempt_at > ?
+		) AS b CROSS JOIN events be ON be.id = b.event_id
+		WHERE be.object IS NOT NULL)
+	SELECT d.id, e.source, coalesce(e.object, '') FROM deliveries d INDEXED BY deliveries_due JOIN events e ON e.id = d.event_id
 	WHERE d.destination = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
 		AND (e.object IS NULL OR NOT EXISTS (SELECT 1 FROM blocked k WHERE k.source = e.source AND k.object = e.object))
 	ORDER BY d.next_attempt_at LIMIT ?`
@@ -54,7 +61,7 @@ func (s *Store) ClaimInOrder(ctx context.Context, destination string, limit int,
 // destination that head their object's queue, oldest due first.
 func (s *Store) claimInOrderTx(ctx context.Context, tx *sql.Tx, destination string, limit int, lease time.Duration) ([]store.Claim, error) {
 	now := s.now()
-	cands, err := query(ctx, tx, sqlstore.ScanOrderCandidate, orderCandidates, destination, micros(now), destination, micros(now), store.OrderCandidates(limit))
+	cands, err := query(ctx, tx, sqlstore.ScanOrderCandidate, orderCandidates, destination, destination, micros(now), destination, micros(now), store.OrderCandidates(limit))
 	if err != nil {
 		return nil, store.Unavailable("claim", err)
 	}

@@ -69,6 +69,38 @@ func TestPlanProviderIDWithoutSource(t *testing.T) {
 	}
 }
 
+// TestPlansClaimPending: claims read only the pending deliveries
+// (deliveries_due holds no others since 0045), the ordered claim's blocked
+// objects the destination's in flight and held too, each through an index:
+// no step reads every delivery, or a destination's history.
+func TestPlansClaimPending(t *testing.T) {
+	t.Parallel()
+	_, path := openFile(t)
+	db := readOnly(t, path)
+	for _, c := range []struct {
+		name, sql string
+		args      []any
+		want      []string
+	}{
+		{"claim", sqlite.ClaimQuery, []any{1, 1, 1, "d", 1, 10},
+			[]string{"SEARCH deliveries USING INDEX deliveries_due (destination=? AND next_attempt_at<?)"}},
+		{"ordered claim's candidates", sqlite.OrderCandidates, []any{"d", "d", 1, "d", 1, 10}, []string{
+			"SEARCH deliveries USING INDEX deliveries_destination_status (destination=? AND status=?)",
+			"SEARCH deliveries USING INDEX deliveries_due (destination=? AND next_attempt_at>?)",
+			"SEARCH d USING INDEX deliveries_due (destination=? AND next_attempt_at<?)"}},
+	} {
+		plan := explain(t, db, c.sql, c.args...)
+		for _, w := range c.want {
+			if !strings.Contains(plan, w) {
+				t.Errorf("%s: want %q:\n%s", c.name, w, plan)
+			}
+		}
+		if strings.Contains(plan, "SCAN deliveries") || strings.Contains(plan, "SCAN d\n") || strings.HasSuffix(plan, "SCAN d") {
+			t.Errorf("%s: a step scans the deliveries:\n%s", c.name, plan)
+		}
+	}
+}
+
 // explain is q's EXPLAIN QUERY PLAN, a step a line.
 func explain(t *testing.T, db *sql.DB, q string, args ...any) string {
 	t.Helper()

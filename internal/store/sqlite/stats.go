@@ -24,8 +24,8 @@ func placeholders(n int) string {
 // counters (delivery_counts) the triggers keep; the rest is an index
 // range scan each: the oldest pending delivery through deliveries_status
 // (status, id) — ids are UUIDv7, so the smallest is the oldest — and the
-// last success per destination as a max over deliveries_due (a finished
-// delivery's next_attempt_at is when it finished).
+// last success per destination from its delivered deliveries' counter
+// (last_at, the latest next_attempt_at: when one finished, 0045).
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
 	qs := store.QueueStats{Now: s.now().UTC(), Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
 	ds, err := query(ctx, s.r, sqlstore.ScanDepth, sqlstore.CountersQuery)
@@ -44,8 +44,8 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	}
 	for _, d := range destinations {
 		var last sql.NullInt64
-		err := s.r.QueryRowContext(ctx, `SELECT max(next_attempt_at) FROM deliveries WHERE destination = ? AND status = 'delivered'`, d).Scan(&last)
-		if err != nil {
+		err := s.r.QueryRowContext(ctx, `SELECT last_at FROM delivery_counts WHERE destination = ? AND status = 'delivered'`, d).Scan(&last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return qs, store.Unavailable("queue stats", err)
 		}
 		if last.Valid && last.Int64 > 0 {
