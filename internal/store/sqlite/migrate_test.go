@@ -107,7 +107,7 @@ func TestMigrateDeliveriesType(t *testing.T) {
 
 // TestLastDeliveredIsTheLatestFinish: a destination's last success is when
 // its latest delivery finished, not when its newest one did (an older one
-// retried can finish later): kept by the counters since 0045, and filled
+// retried can finish later): kept by the counters since 0063, and filled
 // by the migration from the deliveries of a store that had none.
 func TestLastDeliveredIsTheLatestFinish(t *testing.T) {
 	t.Parallel()
@@ -148,7 +148,7 @@ func TestLastDeliveredIsTheLatestFinish(t *testing.T) {
 	}
 	s.Close()
 
-	// The schema before 0045: no last_at, its triggers, the full index.
+	// The schema before 0063: no last_at, its triggers, the full index.
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestLastDeliveredIsTheLatestFinish(t *testing.T) {
 	for _, q := range []string{`DROP TRIGGER delivery_counts_insert`, `DROP TRIGGER delivery_counts_update`,
 		`ALTER TABLE delivery_counts DROP COLUMN last_at`,
 		`DROP INDEX deliveries_due`, `CREATE INDEX deliveries_due ON deliveries (destination, status, next_attempt_at)`,
-		`DELETE FROM schema_migrations WHERE version = 45`} {
+		`DELETE FROM schema_migrations WHERE version = 63`} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

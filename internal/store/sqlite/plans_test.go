@@ -70,7 +70,7 @@ func TestPlanProviderIDWithoutSource(t *testing.T) {
 }
 
 // TestPlansClaimPending: claims read only the pending deliveries
-// (deliveries_due holds no others since 0045), the ordered claim's blocked
+// (deliveries_due holds no others since 0063), the ordered claim's blocked
 // objects the destination's in flight and held too, each through an index:
 // no step reads every delivery, or a destination's history.
 func TestPlansClaimPending(t *testing.T) {

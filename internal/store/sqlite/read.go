@@ -383,7 +383,7 @@ func (s *Store) fewEvents(ctx context.Context, db querier, f store.EventFilter) 
 // each (SQLite has no skip scan without statistics): a provider event id
 // without a source is looked up in each source's entries of events_dedup,
 // the unique index that deduplicates, where an index of its own (dropped in
-// 0044) cost every ingest a page write at a random place.
+// 0062) cost every ingest a page write at a random place.
 const storedSources = `WITH RECURSIVE src(name) AS (
 	SELECT (SELECT min(source) FROM events)
 	UNION ALL

@@ -25,7 +25,7 @@ func placeholders(n int) string {
 // range scan each: the oldest pending delivery through deliveries_status
 // (status, id) — ids are UUIDv7, so the smallest is the oldest — and the
 // last success per destination from its delivered deliveries' counter
-// (last_at, the latest next_attempt_at: when one finished, 0045).
+// (last_at, the latest next_attempt_at: when one finished, 0063).
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
 	qs := store.QueueStats{Now: s.now().UTC(), Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
 	ds, err := query(ctx, s.r, sqlstore.ScanDepth, sqlstore.CountersQuery)

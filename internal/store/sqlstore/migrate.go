@@ -58,6 +58,13 @@ func Apply(ms []Migration, applied []int, apply func(Migration) error) error {
 	if top, known := slices.Max(append(applied, 0)), ms[len(ms)-1].Version; top > known {
 		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
 	}
+	// A newer binary can add a migration below this one's newest (numbers
+	// are not always taken in order): its schema is newer all the same.
+	for _, v := range applied {
+		if !slices.ContainsFunc(ms, func(m Migration) bool { return m.Version == v }) {
+			return fmt.Errorf("database schema has migration %d, which this binary does not know: it is newer than this binary; upgrade anyhook", v)
+		}
+	}
 	for _, m := range ms {
 		if slices.Contains(applied, m.Version) {
 			continue

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,10 @@ func TestApply(t *testing.T) {
 	}
 	if err := Apply(ms, []int{1, 2, 5, 7, 8}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil {
 		t.Fatal("a schema newer than the binary was not refused")
+	}
+	// A newer binary's migration numbered below this one's newest.
+	if err := Apply(ms, []int{1, 2, 3, 5}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil || !strings.Contains(err.Error(), "migration 3") {
+		t.Fatalf("a schema with a migration the binary does not know: %v; want it refused", err)
 	}
 }
 
