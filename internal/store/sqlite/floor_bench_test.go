@@ -72,7 +72,7 @@ func openFloorDB(b *testing.B, sync string) *sql.DB {
 		`CREATE TABLE events (id TEXT PRIMARY KEY, source TEXT NOT NULL, dedup_key TEXT, received_at INTEGER NOT NULL, headers BLOB NOT NULL, body BLOB NOT NULL)`,
 		`CREATE UNIQUE INDEX events_dedup ON events (source, dedup_key)`,
 		`CREATE TABLE deliveries (id TEXT PRIMARY KEY, event_id TEXT NOT NULL, destination TEXT NOT NULL, status TEXT NOT NULL, next_attempt_at INTEGER NOT NULL)`,
-		`CREATE INDEX deliveries_due ON deliveries (destination, status, next_attempt_at)`,
+		`CREATE INDEX deliveries_due ON deliveries (destination, next_attempt_at) WHERE status = 'pending'`,
 		`CREATE TABLE attempts (delivery_id TEXT NOT NULL, number INTEGER NOT NULL, status_code INTEGER NOT NULL, PRIMARY KEY (delivery_id, number))`,
 	} {
 		if _, err := db.Exec(q); err != nil {

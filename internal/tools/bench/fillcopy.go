@@ -162,17 +162,20 @@ func copyFill(ctx context.Context, dsn, run string, n, chunk int, say func(strin
 	defer db.Close()
 	if run == "" {
 		var key string
-		if err := db.QueryRowContext(ctx, `SELECT dedup_key FROM events WHERE dedup_key LIKE 'evt\_%' ESCAPE '\' ORDER BY id DESC LIMIT 1`).Scan(&key); err != nil {
+		if err := db.QueryRowContext(ctx, `SELECT dedup_key FROM events WHERE dedup_key || '' LIKE 'evt\_%' ESCAPE '\' ORDER BY id DESC LIMIT 1`).Scan(&key); err != nil {
 			return fmt.Errorf("no filled events to copy: %w", err)
 		}
+		// (|| '': the newest events back to the first filled one, not
+		// every filled one through an index on the key, then sorted.)
 		run, _, _ = strings.Cut(strings.TrimPrefix(key, "evt_"), "_")
 		say("copying the events of fill run %s", run)
 	}
 	// The originals, by id: the events this run wrote (not a duplicate's
 	// key, not a copy's).
 	var base []string
-	rows, err := db.QueryContext(ctx, `SELECT id FROM events WHERE dedup_key >= `+d.ph(1)+` AND dedup_key < `+d.ph(2)+
-		` AND dedup_key NOT LIKE '%~%' ORDER BY id`, "evt_"+run+"_", "evt_"+run+"`")
+	// events_dedup (source, dedup_key): the key's range in each source.
+	rows, err := db.QueryContext(ctx, `SELECT id FROM events WHERE source IN ('`+strings.Join(fillSources, `', '`)+`')
+		AND dedup_key >= `+d.ph(1)+` AND dedup_key < `+d.ph(2)+` AND dedup_key NOT LIKE '%~%' ORDER BY id`, "evt_"+run+"_", "evt_"+run+"`")
 	if err != nil {
 		return err
 	}
