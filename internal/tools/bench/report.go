@@ -197,9 +197,11 @@ func (r *Report) print(w io.Writer) {
 	if r.Filter != "" {
 		fmt.Fprintf(w, " with filter %s", r.Filter)
 	}
+	ids := "in order"
 	if r.RandomIDs {
-		fmt.Fprint(w, ", event ids in random order")
+		ids = "in random order"
 	}
+	fmt.Fprintf(w, ", event ids %s, ingest.max_queue_wait %s", ids, r.MaxQueueWait)
 	if r.SinkDelayMS > 0 {
 		fmt.Fprintf(w, ", sink delay %gms", r.SinkDelayMS)
 	}
