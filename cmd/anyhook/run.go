@@ -169,7 +169,7 @@ func openStore(ctx context.Context, cfg *config.Config, command string) (store.S
 	if p, ok := cfg.SQLitePath(); ok && p == ":memory:" {
 		return nil, cfg.Errorf("database", "sqlite::memory: lives only inside its anyhook serve process; %s needs a database file (sqlite:PATH) or PostgreSQL", command)
 	}
-	return gateway.Open(ctx, cfg)
+	return gateway.Open(ctx, cfg, nil) // serve logs the migrations it applies; the other commands are quiet
 }
 
 // loadConfig loads the config for command, which reads only the values

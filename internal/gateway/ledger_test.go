@@ -107,7 +107,7 @@ log: {checkpoint_interval: 1s}
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := gateway.Open(b.Context(), cfg)
+	st, err := gateway.Open(b.Context(), cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

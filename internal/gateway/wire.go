@@ -38,16 +38,16 @@ import (
 // Their errors locate the offending key (file, key and line).
 
 // Open opens the store that cfg.Database names.
-func Open(ctx context.Context, cfg *config.Config) (store.Store, error) {
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
 	if path, ok := cfg.SQLitePath(); ok {
-		st, err := sqlite.Open(ctx, path, sqlite.Options{})
+		st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
 		}
 		return st, nil
 	}
 	if dsn, ok := cfg.PostgresURL(); ok {
-		st, err := postgres.Open(ctx, dsn, postgres.Options{})
+		st, err := postgres.Open(ctx, dsn, postgres.Options{Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
 		}

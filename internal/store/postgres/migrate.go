@@ -5,6 +5,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/anyhook/anyhook/internal/store"
@@ -59,7 +60,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, `SAVEPOINT migrate`); err != nil {
 				return store.Unavailable("migrate", err)
 			}
-			err := applyPending(ctx, tx, ms)
+			err := applyPending(ctx, tx, ms, s.log)
 			if sqlState(err) != lockNotAvailable {
 				return err
 			}
@@ -80,7 +81,7 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // applyPending applies the migrations tx's database lacks.
-func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration) error {
+func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration, log *slog.Logger) error {
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
@@ -95,7 +96,7 @@ func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration) error
 	if err != nil {
 		return store.Unavailable("migrate", err)
 	}
-	return sqlstore.Apply(ms, applied, func(m sqlstore.Migration) error {
+	return sqlstore.Apply(log, ms, applied, func(m sqlstore.Migration) error {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return migrationError(m.Name, err)
 		}

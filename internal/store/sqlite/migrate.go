@@ -30,7 +30,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return store.Unavailable("migrate", err)
 		}
-		return sqlstore.Apply(ms, applied, func(m sqlstore.Migration) error {
+		return sqlstore.Apply(s.log, ms, applied, func(m sqlstore.Migration) error {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}

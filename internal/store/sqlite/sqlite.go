@@ -11,6 +11,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
@@ -37,6 +38,8 @@ type Options struct {
 	// (modernc.org/sqlite). A test registers a wrapper of that driver
 	// under another name to count the statements the store runs.
 	Driver string
+	// Logger is told of the migrations Open applies; nil: nothing.
+	Logger *slog.Logger
 }
 
 // Store is the SQLite backend of store.Store.
@@ -56,6 +59,7 @@ type Store struct {
 	gate     writeGate  // the write transactions' turns, ingest first
 	rides    rides      // outcomes waiting for the writer (rides.go)
 	wal      *walCopier // nil for an in-memory database
+	log      *slog.Logger
 	// fewRows: a filter selecting fewer rows than this is answered by
 	// reading them and sorting (defaultFewRows; tests move it).
 	fewRows int
@@ -106,7 +110,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		}
 		r.SetMaxOpenConns(4)
 	}
-	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID, fewRows: defaultFewRows}
+	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID, fewRows: defaultFewRows, log: opt.Logger}
 	if s.now == nil {
 		s.now = time.Now
 	} else if opt.Elapsed == nil {

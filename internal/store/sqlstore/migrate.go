@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anyhook/anyhook/internal/store"
 )
@@ -50,8 +52,10 @@ func Migrations(fsys fs.FS) ([]Migration, error) {
 // Apply calls apply for each migration of ms not among the applied
 // versions, in order, and stops at the first error; a database whose
 // schema is newer than the newest of ms is refused, as this binary does
-// not know it.
-func Apply(ms []Migration, applied []int, apply func(Migration) error) error {
+// not know it. log, when not nil, is told before and after: a migration
+// can hold writes for minutes on a big store, and the start of the
+// gateway that applies it is otherwise silent meanwhile.
+func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration) error) error {
 	if len(ms) == 0 {
 		return errors.New("no migrations")
 	}
@@ -65,13 +69,27 @@ func Apply(ms []Migration, applied []int, apply func(Migration) error) error {
 			return fmt.Errorf("database schema has migration %d, which this binary does not know: it is newer than this binary; upgrade anyhook", v)
 		}
 	}
+	var pending []Migration
 	for _, m := range ms {
-		if slices.Contains(applied, m.Version) {
-			continue
+		if !slices.Contains(applied, m.Version) {
+			pending = append(pending, m)
 		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	start := time.Now()
+	first, last := pending[0].Name, pending[len(pending)-1].Name
+	if log != nil {
+		log.Info("database upgrade: applying migrations; writes wait for them", "migrations", len(pending), "first", first, "last", last)
+	}
+	for _, m := range pending {
 		if err := apply(m); err != nil {
 			return err
 		}
+	}
+	if log != nil {
+		log.Info("database upgrade: migrations applied", "migrations", len(pending), "last", last, "took", time.Since(start).Round(time.Millisecond).String())
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package sqlstore
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -77,7 +79,7 @@ func TestPlaceHashes(t *testing.T) {
 func TestApply(t *testing.T) {
 	ms := []Migration{{Version: 1}, {Version: 2}, {Version: 5}, {Version: 7}}
 	var got []int
-	err := Apply(ms, []int{1, 5}, func(m Migration) error {
+	err := Apply(nil, ms, []int{1, 5}, func(m Migration) error {
 		got = append(got, m.Version)
 		if m.Version == 7 {
 			return errors.New("boom")
@@ -87,11 +89,27 @@ func TestApply(t *testing.T) {
 	if err == nil || err.Error() != "boom" || !reflect.DeepEqual(got, []int{2, 7}) {
 		t.Fatalf("Apply = %v, applied %v; want boom after 2 and 7", err, got)
 	}
-	if err := Apply(ms, []int{1, 2, 5, 7, 8}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil {
+	if err := Apply(nil, ms, []int{1, 2, 5, 7, 8}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil {
 		t.Fatal("a schema newer than the binary was not refused")
 	}
+	// The log is told once before and once after, naming how many and
+	// which; of none pending, nothing.
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	if err := Apply(log, ms, []int{1, 2}, func(Migration) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(buf.String()), "\n"); len(lines) != 2 ||
+		!strings.Contains(lines[0], "applying migrations") || !strings.Contains(lines[0], "migrations=2") ||
+		!strings.Contains(lines[1], "migrations applied") || !strings.Contains(lines[1], "took=") {
+		t.Errorf("log of two migrations applied:\n%s", buf.String())
+	}
+	buf.Reset()
+	if err := Apply(log, ms, []int{1, 2, 5, 7}, func(Migration) error { t.Fatal("applied"); return nil }); err != nil || buf.Len() != 0 {
+		t.Errorf("none pending: %v, logged %q", err, buf.String())
+	}
 	// A newer binary's migration numbered below this one's newest.
-	if err := Apply(ms, []int{1, 2, 3, 5}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil || !strings.Contains(err.Error(), "migration 3") {
+	if err := Apply(nil, ms, []int{1, 2, 3, 5}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil || !strings.Contains(err.Error(), "migration 3") {
 		t.Fatalf("a schema with a migration the binary does not know: %v; want it refused", err)
 	}
 }
