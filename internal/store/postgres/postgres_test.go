@@ -405,3 +405,44 @@ func TestCancelledQueryStops(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMigrateLastDelivered: 0062 fills each destination's last success
+// from its delivered deliveries, on a store that kept none.
+func TestMigrateLastDelivered(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := openDSN(t, dsn)
+	ne := store.NewEvent{Event: anyhook.Event{ID: store.NewID(), Source: "s", DedupKey: "k", ReceivedAt: time.Now(),
+		Method: "POST", Path: "/webhooks/s", Body: []byte(`{}`)}, Destinations: []string{"d"}}
+	if res, err := s.Ingest(t.Context(), []store.NewEvent{ne}); err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	cs, err := s.Claim(t.Context(), "d", 1, time.Hour)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("claimed %d: %v", len(cs), err)
+	}
+	out := store.Outcome{DeliveryID: cs[0].Delivery.ID, Attempt: cs[0].Delivery.AttemptCount, Status: anyhook.StatusDelivered,
+		Result: anyhook.Attempt{Number: cs[0].Delivery.AttemptCount, StartedAt: time.Now(), StatusCode: 200}}
+	if _, err := s.Finish(t.Context(), []store.Outcome{out}); err != nil {
+		t.Fatal(err)
+	}
+	want := query[time.Time](t, dsn, `SELECT next_attempt_at FROM deliveries WHERE status = 'delivered'`)
+	s.Close()
+	// The store before 0062: no last_at.
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Exec(t.Context(), `ALTER TABLE delivery_counts DROP COLUMN last_at; DELETE FROM schema_migrations WHERE version = 62`)
+	c.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := openDSN(t, dsn).QueueStats(t.Context(), []string{"d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := qs.LastDelivered["d"]; !got.Equal(want) {
+		t.Errorf("after 0062, last delivered %v, want %v", got, want)
+	}
+}

@@ -14,10 +14,9 @@ import (
 
 // QueueStats implements store.StatsReader: the depth from the counters
 // (delivery_counts, folded first), the oldest pending delivery as the
-// smallest id among them (UUIDv7), and each destination's last success as
-// the newest delivered delivery found walking deliveries_destination
-// (destination, id) backwards — it stops at the first delivered one,
-// which is at the head when the destination works.
+// smallest id among them (UUIDv7), and each destination's last success
+// from its delivered counters (last_at, the latest next_attempt_at: when
+// one finished, 0062).
 func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.QueueStats, error) {
 	qs := store.QueueStats{Depth: map[string]map[anyhook.DeliveryStatus]int{}, LastDelivered: map[string]time.Time{}, DueSince: map[string]time.Time{}}
 	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&qs.Now); err != nil {
@@ -42,13 +41,13 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 		return qs, store.Unavailable("queue stats", err)
 	}
 	for _, d := range destinations {
-		var last time.Time
-		err := s.pool.QueryRow(ctx, `SELECT next_attempt_at FROM deliveries WHERE destination = $1 AND status = 'delivered' ORDER BY id DESC LIMIT 1`, d).Scan(&last)
-		switch {
-		case err == nil:
-			qs.LastDelivered[d] = last.UTC()
-		case !errors.Is(err, pgx.ErrNoRows):
+		var last *time.Time
+		err := s.pool.QueryRow(ctx, `SELECT max(last_at) FROM delivery_counts WHERE destination = $1 AND status = 'delivered'`, d).Scan(&last)
+		if err != nil {
 			return qs, store.Unavailable("queue stats", err)
+		}
+		if last != nil {
+			qs.LastDelivered[d] = last.UTC()
 		}
 		var due *time.Time
 		err = s.pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM deliveries
@@ -83,10 +82,11 @@ const (
 	qFoldCounts = `WITH moved AS (
 		DELETE FROM delivery_counts WHERE (destination, status, shard) IN (
 			SELECT destination, status, shard FROM delivery_counts WHERE shard <> 0 FOR UPDATE SKIP LOCKED)
-		RETURNING destination, status, n)
-	INSERT INTO delivery_counts (destination, status, shard, n)
-		SELECT destination, status, 0, sum(n) FROM moved GROUP BY 1, 2 ORDER BY 1, 2
-		ON CONFLICT (destination, status, shard) DO UPDATE SET n = delivery_counts.n + excluded.n`
+		RETURNING destination, status, n, last_at)
+	INSERT INTO delivery_counts (destination, status, shard, n, last_at)
+		SELECT destination, status, 0, sum(n), max(last_at) FROM moved GROUP BY 1, 2 ORDER BY 1, 2
+		ON CONFLICT (destination, status, shard) DO UPDATE SET n = delivery_counts.n + excluded.n,
+			last_at = greatest(delivery_counts.last_at, excluded.last_at)`
 	qFoldActivity = `WITH moved AS (
 		DELETE FROM activity WHERE (minute, destination, kind, shard) IN (
 			SELECT minute, destination, kind, shard FROM activity WHERE shard <> 0 AND minute < $1 FOR UPDATE SKIP LOCKED)

@@ -14,7 +14,34 @@ import (
 func runStats(t *testing.T, open Open) {
 	runTable(t, []named[storeTest]{
 		{"QueueAndActivity", testStats},
+		{"LastDeliveredIsTheLatestFinish", testLastDelivered},
 	}, withStore(open))
+}
+
+// testLastDelivered: a destination's last success is when its latest
+// delivery finished, not when its newest one did: an older delivery
+// retried can finish later.
+func testLastDelivered(t *testing.T, s store.Store) {
+	ingest(t, s, newEvent("stripe", "evt_l1", "billing"), newEvent("stripe", "evt_l2", "billing"))
+	cs := claim(t, s, "billing", 2, time.Minute)
+	if len(cs) != 2 {
+		t.Fatalf("claimed %d, want 2", len(cs))
+	}
+	if cs[0].Delivery.ID > cs[1].Delivery.ID {
+		cs[0], cs[1] = cs[1], cs[0]
+	}
+	finish(t, s, delivered(cs[1])) // the newer first
+	time.Sleep(5 * time.Millisecond)
+	before := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	finish(t, s, delivered(cs[0]))
+	qs, err := s.QueueStats(t.Context(), []string{"billing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := qs.LastDelivered["billing"]; got.Before(before) {
+		t.Errorf("last delivered %v, before the older delivery finished (after %v)", got, before)
+	}
 }
 
 func testStats(t *testing.T, s store.Store) {
