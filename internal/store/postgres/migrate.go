@@ -49,7 +49,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	timeout := cmp.Or(s.migrateLockTimeout, migrateLockTimeout)
-	return s.tx(ctx, "migrate", func(tx pgx.Tx) error {
+	start, n, log := time.Now(), 0, s.migrateLog
+	err = s.tx(ctx, "migrate", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
 			return store.Unavailable("migrate: lock", err)
 		}
@@ -60,10 +61,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, `SAVEPOINT migrate`); err != nil {
 				return store.Unavailable("migrate", err)
 			}
-			err := applyPending(ctx, tx, ms, s.log)
+			n, err = applyPending(ctx, tx, ms, log)
 			if sqlState(err) != lockNotAvailable {
 				return err
 			}
+			log = nil // said once
 			// The rollback to the savepoint gives up the table locks
 			// taken since, so the writers go through while it pauses.
 			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT migrate`); err != nil {
@@ -78,23 +80,27 @@ func (s *Store) migrate(ctx context.Context) error {
 			}
 		}
 	})
+	if err == nil {
+		sqlstore.Applied(s.migrateLog, n, start)
+	}
+	return err
 }
 
 // applyPending applies the migrations tx's database lacks.
-func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration, log *slog.Logger) error {
+func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration, log *slog.Logger) (int, error) {
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return migrationError("schema_migrations", err)
+		return 0, migrationError("schema_migrations", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
-		return store.Unavailable("migrate", err)
+		return 0, store.Unavailable("migrate", err)
 	}
 	applied, err := collect(rows, sqlstore.ScanInt)
 	if err != nil {
-		return store.Unavailable("migrate", err)
+		return 0, store.Unavailable("migrate", err)
 	}
 	return sqlstore.Apply(log, ms, applied, func(m sqlstore.Migration) error {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {

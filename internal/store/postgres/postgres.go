@@ -38,8 +38,9 @@ type Options struct {
 	// Tracer, when set, is told of every statement (pgx's tracing hook:
 	// for tracing, and for tests that act at a chosen statement).
 	Tracer pgx.QueryTracer
-	// Logger is told when the upgrade at Open waits for a table's lock
-	// and tries again; default slog.Default().
+	// Logger is told of the migrations Open applies (nil: nothing) and
+	// when the upgrade waits for a table's lock and tries again (nil:
+	// slog.Default()).
 	Logger *slog.Logger
 
 	migrateLockTimeout time.Duration // default migrateLockTimeout; tests make it small
@@ -63,6 +64,7 @@ type Store struct {
 	fewShown           int
 	migrateLockTimeout time.Duration // Options.migrateLockTimeout
 	log                *slog.Logger
+	migrateLog         *slog.Logger // the migrations applied at Open: Options.Logger, nil for none
 }
 
 var _ store.Store = (*Store)(nil)
@@ -113,7 +115,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("%s: %w", where, store.Unavailable("connect", err))
 	}
-	s := &Store{pool: pool, newID: opt.NewID, log: opt.Logger, migrateLockTimeout: opt.migrateLockTimeout}
+	s := &Store{pool: pool, newID: opt.NewID, log: opt.Logger, migrateLog: opt.Logger, migrateLockTimeout: opt.migrateLockTimeout}
 	if s.newID == nil {
 		s.newID = store.NewID
 	}

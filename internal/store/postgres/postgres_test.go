@@ -445,4 +445,13 @@ func TestMigrateLastDelivered(t *testing.T) {
 	if got := qs.LastDelivered["d"]; !got.Equal(want) {
 		t.Errorf("after 0062, last delivered %v, want %v", got, want)
 	}
+	// A process of an older build folds the counters without last_at:
+	// the newest delivered delivery's stands in.
+	query[int](t, dsn, `WITH u AS (UPDATE delivery_counts SET last_at = NULL RETURNING 1) SELECT count(*)::int FROM u`)
+	if qs, err = openDSN(t, dsn).QueueStats(t.Context(), []string{"d"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := qs.LastDelivered["d"]; !got.Equal(want) {
+		t.Errorf("counters without last_at: last delivered %v, want %v", got, want)
+	}
 }

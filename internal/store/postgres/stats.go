@@ -42,7 +42,13 @@ func (s *Store) QueueStats(ctx context.Context, destinations []string) (store.Qu
 	}
 	for _, d := range destinations {
 		var last *time.Time
-		err := s.pool.QueryRow(ctx, `SELECT max(last_at) FROM delivery_counts WHERE destination = $1 AND status = 'delivered'`, d).Scan(&last)
+		// Without last_at (a process of a build before 0062 folded the
+		// counters, dropping it), the newest delivered delivery's, as
+		// before: an older one retried until later is missed until the
+		// next success.
+		err := s.pool.QueryRow(ctx, `SELECT coalesce(
+			(SELECT max(last_at) FROM delivery_counts WHERE destination = $1 AND status = 'delivered'),
+			(SELECT next_attempt_at FROM deliveries WHERE destination = $1 AND status = 'delivered' ORDER BY id DESC LIMIT 1))`, d).Scan(&last)
 		if err != nil {
 			return qs, store.Unavailable("queue stats", err)
 		}

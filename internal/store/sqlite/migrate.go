@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"time"
 
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlstore"
@@ -22,7 +23,8 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.tx(ctx, "migrate", func(tx *sql.Tx) error {
+	start, n := time.Now(), 0
+	err = s.tx(ctx, "migrate", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 			return store.Unavailable("migrate", err)
 		}
@@ -30,12 +32,17 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return store.Unavailable("migrate", err)
 		}
-		return sqlstore.Apply(s.log, ms, applied, func(m sqlstore.Migration) error {
+		n, err = sqlstore.Apply(s.log, ms, applied, func(m sqlstore.Migration) error {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.Version, micros(s.now()))
 			return store.Unavailable("migrate", err)
 		})
+		return err
 	})
+	if err == nil {
+		sqlstore.Applied(s.log, n, start)
+	}
+	return err
 }

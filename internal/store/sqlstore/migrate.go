@@ -50,23 +50,24 @@ func Migrations(fsys fs.FS) ([]Migration, error) {
 }
 
 // Apply calls apply for each migration of ms not among the applied
-// versions, in order, and stops at the first error; a database whose
-// schema is newer than the newest of ms is refused, as this binary does
-// not know it. log, when not nil, is told before and after: a migration
-// can hold writes for minutes on a big store, and the start of the
-// gateway that applies it is otherwise silent meanwhile.
-func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration) error) error {
+// versions, in order, and stops at the first error; it returns how many
+// it applied. A database whose schema is newer than the newest of ms is
+// refused, as this binary does not know it. log, when not nil, is told
+// before: a migration can hold writes for minutes on a big store, and the
+// start of the gateway that applies it is otherwise silent meanwhile (the
+// caller says when they are committed: Applied).
+func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration) error) (int, error) {
 	if len(ms) == 0 {
-		return errors.New("no migrations")
+		return 0, errors.New("no migrations")
 	}
 	if top, known := slices.Max(append(applied, 0)), ms[len(ms)-1].Version; top > known {
-		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
+		return 0, fmt.Errorf("database schema version %d is newer than this binary knows (%d): upgrade anyhook", top, known)
 	}
 	// A newer binary can add a migration below this one's newest (numbers
 	// are not always taken in order): its schema is newer all the same.
 	for _, v := range applied {
 		if !slices.ContainsFunc(ms, func(m Migration) bool { return m.Version == v }) {
-			return fmt.Errorf("database schema has migration %d, which this binary does not know: it is newer than this binary; upgrade anyhook", v)
+			return 0, fmt.Errorf("database schema has migration %d, which this binary does not know: it is newer than this binary; upgrade anyhook", v)
 		}
 	}
 	var pending []Migration
@@ -76,22 +77,30 @@ func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration
 		}
 	}
 	if len(pending) == 0 {
-		return nil
+		return 0, nil
 	}
-	start := time.Now()
-	first, last := pending[0].Name, pending[len(pending)-1].Name
-	if log != nil {
-		log.Info("database upgrade: applying migrations; writes wait for them", "migrations", len(pending), "first", first, "last", last)
+	switch {
+	case log == nil:
+	case len(applied) == 0:
+		log.Info("database: creating the schema", "migrations", len(pending))
+	default:
+		log.Info("database upgrade: applying migrations; writes wait for them", "migrations", len(pending),
+			"first", pending[0].Name, "last", pending[len(pending)-1].Name)
 	}
 	for _, m := range pending {
 		if err := apply(m); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	if log != nil {
-		log.Info("database upgrade: migrations applied", "migrations", len(pending), "last", last, "took", time.Since(start).Round(time.Millisecond).String())
+	return len(pending), nil
+}
+
+// Applied tells log, when not nil, that n migrations were committed,
+// begun at start (the lock waits included).
+func Applied(log *slog.Logger, n int, start time.Time) {
+	if log != nil && n > 0 {
+		log.Info("database upgrade: migrations applied", "migrations", n, "took", time.Since(start).Round(time.Millisecond).String())
 	}
-	return nil
 }
 
 // ScanInt scans a row of one integer column.

@@ -77,9 +77,9 @@ func TestPlaceHashes(t *testing.T) {
 }
 
 func TestApply(t *testing.T) {
-	ms := []Migration{{Version: 1}, {Version: 2}, {Version: 5}, {Version: 7}}
+	ms := []Migration{{Version: 1, Name: "0001_a.sql"}, {Version: 2, Name: "0002_b.sql"}, {Version: 5, Name: "0005_c.sql"}, {Version: 7, Name: "0007_d.sql"}}
 	var got []int
-	err := Apply(nil, ms, []int{1, 5}, func(m Migration) error {
+	_, err := Apply(nil, ms, []int{1, 5}, func(m Migration) error {
 		got = append(got, m.Version)
 		if m.Version == 7 {
 			return errors.New("boom")
@@ -89,27 +89,36 @@ func TestApply(t *testing.T) {
 	if err == nil || err.Error() != "boom" || !reflect.DeepEqual(got, []int{2, 7}) {
 		t.Fatalf("Apply = %v, applied %v; want boom after 2 and 7", err, got)
 	}
-	if err := Apply(nil, ms, []int{1, 2, 5, 7, 8}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil {
+	if _, err := Apply(nil, ms, []int{1, 2, 5, 7, 8}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil {
 		t.Fatal("a schema newer than the binary was not refused")
 	}
-	// The log is told once before and once after, naming how many and
-	// which; of none pending, nothing.
+	// The log is told before, naming how many and which (Applied says
+	// when the caller committed them); of none pending, nothing; a new
+	// database's schema is said to be created.
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	if err := Apply(log, ms, []int{1, 2}, func(Migration) error { return nil }); err != nil {
-		t.Fatal(err)
+	if n, err := Apply(log, ms, []int{1, 2}, func(Migration) error { return nil }); err != nil || n != 2 {
+		t.Fatalf("Apply of two pending = %d, %v", n, err)
 	}
+	Applied(log, 2, time.Now())
 	if lines := strings.Split(strings.TrimSpace(buf.String()), "\n"); len(lines) != 2 ||
-		!strings.Contains(lines[0], "applying migrations") || !strings.Contains(lines[0], "migrations=2") ||
+		!strings.Contains(lines[0], "applying migrations") || !strings.Contains(lines[0], "migrations=2") || !strings.Contains(lines[0], "last=0007_d.sql") ||
 		!strings.Contains(lines[1], "migrations applied") || !strings.Contains(lines[1], "took=") {
 		t.Errorf("log of two migrations applied:\n%s", buf.String())
 	}
 	buf.Reset()
-	if err := Apply(log, ms, []int{1, 2, 5, 7}, func(Migration) error { t.Fatal("applied"); return nil }); err != nil || buf.Len() != 0 {
-		t.Errorf("none pending: %v, logged %q", err, buf.String())
+	if n, err := Apply(log, ms, []int{1, 2, 5, 7}, func(Migration) error { t.Fatal("applied"); return nil }); err != nil || n != 0 || buf.Len() != 0 {
+		t.Errorf("none pending: %d, %v, logged %q", n, err, buf.String())
+	}
+	Applied(log, 0, time.Now())
+	if buf.Len() != 0 {
+		t.Errorf("none applied, logged %q", buf.String())
+	}
+	if _, err := Apply(log, ms, nil, func(Migration) error { return nil }); err != nil || !strings.Contains(buf.String(), "creating the schema") {
+		t.Errorf("a new database: %v, logged %q", err, buf.String())
 	}
 	// A newer binary's migration numbered below this one's newest.
-	if err := Apply(nil, ms, []int{1, 2, 3, 5}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil || !strings.Contains(err.Error(), "migration 3") {
+	if _, err := Apply(nil, ms, []int{1, 2, 3, 5}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil || !strings.Contains(err.Error(), "migration 3") {
 		t.Fatalf("a schema with a migration the binary does not know: %v; want it refused", err)
 	}
 }
