@@ -133,7 +133,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, exitUsage, fmt.Errorf("log verify: --checkpoint %s: %w", *cpPath, err))
 		}
 	}
-	st, err := openStore(ctx, cfg, "log verify")
+	st, err := openStore(ctx, cfg, "log verify", stderr)
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
@@ -199,7 +199,7 @@ func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Ledger.Origin == "" && next.Name() != old.Name() {
 		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: --new-key-file: the key is named %q, but the log is named after the current key, %q: name the new key the same, or set log.origin", next.Name(), old.Name()))
 	}
-	st, err := openStore(ctx, cfg, "log rotate-key")
+	st, err := openStore(ctx, cfg, "log rotate-key", stderr)
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}

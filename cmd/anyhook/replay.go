@@ -247,7 +247,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// config no longer names would wait for ever.
 		f.Destinations = cfg.DestinationOrder
 	}
-	st, err := openStore(ctx, cfg, "replay")
+	st, err := openStore(ctx, cfg, "replay", stderr)
 	if err != nil {
 		return bad(exitUsage, err)
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -299,5 +301,50 @@ destinations:
 	code, out, _ := f.replay(t, "--event", id, "--dry-run")
 	if code != 0 || !strings.Contains(out, "not to crm: its filter does not accept the event") {
 		t.Errorf("replay output: %d %q", code, out)
+	}
+}
+
+// A command other than serve that upgrades the store says so on stderr,
+// as serve does: on a big store the migrations hold it for minutes, and
+// it would otherwise sit silent. A new store's schema is made quietly.
+func TestCommandSaysTheUpgrade(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, `database: sqlite:anyhook.db
+sources:
+  stripe: {provider: stripe, secrets: [whsec_x]}
+destinations:
+  billing: {url: "http://127.0.0.1:9/", sources: [stripe]}
+`)
+	replay := func() string {
+		t.Helper()
+		code, out, errOut := exe(t, "replay", "--config", cfg, "--event", "evt_none")
+		if code != 1 || out != "" || !strings.Contains(errOut, "evt_none") {
+			t.Fatalf("replay of an unknown event: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+		return errOut
+	}
+	if errOut := replay(); strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "database") {
+		t.Errorf("a new store: stderr %q, want the error alone", errOut)
+	}
+
+	// The store as the binary before 0062 left it (0062 only drops an
+	// index, so applying it again is what an upgrade does).
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "anyhook.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = 62`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	errOut := replay()
+	lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "database upgrade: applying migrations") ||
+		!strings.Contains(lines[0], "migrations=1") || !strings.Contains(lines[0], "last=0062_events_dedup_key.sql") ||
+		!strings.Contains(lines[1], "database upgrade: migrations applied") || strings.Contains(lines[0], "time=") {
+		t.Errorf("an upgrade: stderr\n%s\nwant the upgrade's two lines, then the error", errOut)
+	}
+	if errOut := replay(); strings.Contains(errOut, "database") {
+		t.Errorf("after the upgrade: stderr %q", errOut)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/anyhook/anyhook/internal/gateway"
 	"github.com/anyhook/anyhook/internal/procs"
 	"github.com/anyhook/anyhook/internal/store"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 	"github.com/anyhook/anyhook/internal/tools/bench"
 	"github.com/anyhook/anyhook/internal/tools/send"
 	"github.com/anyhook/anyhook/internal/tools/soak"
@@ -165,11 +166,38 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, synopsis s
 // openStore opens the config's database for a command other than serve.
 // An in-memory database is refused: it lives inside its serve process, so
 // the command would see an empty one of its own.
-func openStore(ctx context.Context, cfg *config.Config, command string) (store.Store, error) {
+func openStore(ctx context.Context, cfg *config.Config, command string, stderr io.Writer) (store.Store, error) {
 	if p, ok := cfg.SQLitePath(); ok && p == ":memory:" {
 		return nil, cfg.Errorf("database", "sqlite::memory: lives only inside its anyhook serve process; %s needs a database file (sqlite:PATH) or PostgreSQL", command)
 	}
-	return gateway.Open(ctx, cfg, nil) // serve logs the migrations it applies; the other commands are quiet
+	// An upgrade can hold the command for minutes on a big store: say
+	// so, as serve does. A new store's schema is created quietly.
+	h := slog.NewTextHandler(stderr, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})
+	return gateway.Open(ctx, cfg, slog.New(upgradesOnly{h}))
+}
+
+// upgradesOnly passes on the records of a database upgrade alone
+// (sqlstore.UpgradeMessage).
+type upgradesOnly struct{ slog.Handler }
+
+func (h upgradesOnly) Handle(ctx context.Context, r slog.Record) error {
+	if !strings.HasPrefix(r.Message, sqlstore.UpgradeMessage) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h upgradesOnly) WithAttrs(as []slog.Attr) slog.Handler {
+	return upgradesOnly{h.Handler.WithAttrs(as)}
+}
+
+func (h upgradesOnly) WithGroup(name string) slog.Handler {
+	return upgradesOnly{h.Handler.WithGroup(name)}
 }
 
 // loadConfig loads the config for command, which reads only the values

@@ -71,7 +71,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT migrate`); err != nil {
 				return store.Unavailable("migrate", err)
 			}
-			s.log.Warn("database upgrade: a migration waited longer than the lock timeout for a table others write; trying again",
+			s.log.Warn(sqlstore.UpgradeMessage+"a migration waited longer than the lock timeout for a table others write; trying again",
 				"err", err, "lock_timeout", timeout, "again_in", pause)
 			select {
 			case <-ctx.Done():
@@ -81,7 +81,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	})
 	if err == nil {
-		sqlstore.Applied(s.migrateLog, n, start)
+		sqlstore.Applied(s.migrateLog, ms, n, start)
 	}
 	return err
 }

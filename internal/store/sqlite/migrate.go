@@ -42,7 +42,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	})
 	if err == nil {
-		sqlstore.Applied(s.log, n, start)
+		sqlstore.Applied(s.log, ms, n, start)
 	}
 	return err
 }

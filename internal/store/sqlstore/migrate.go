@@ -84,7 +84,7 @@ func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration
 	case len(applied) == 0:
 		log.Info("database: creating the schema", "migrations", len(pending))
 	default:
-		log.Info("database upgrade: applying migrations; writes wait for them", "migrations", len(pending),
+		log.Info(UpgradeMessage+"applying migrations; writes wait for them", "migrations", len(pending),
 			"first", pending[0].Name, "last", pending[len(pending)-1].Name)
 	}
 	for _, m := range pending {
@@ -95,11 +95,21 @@ func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration
 	return len(pending), nil
 }
 
-// Applied tells log, when not nil, that n migrations were committed,
-// begun at start (the lock waits included).
-func Applied(log *slog.Logger, n int, start time.Time) {
-	if log != nil && n > 0 {
-		log.Info("database upgrade: migrations applied", "migrations", n, "took", time.Since(start).Round(time.Millisecond).String())
+// UpgradeMessage begins every message logged of an upgrade (not of a new
+// store's schema), so that a command can say those alone.
+const UpgradeMessage = "database upgrade: "
+
+// Applied tells log, when not nil, that n of ms were committed, begun
+// at start (the lock waits included): all of them are a new store's
+// schema, fewer an upgrade.
+func Applied(log *slog.Logger, ms []Migration, n int, start time.Time) {
+	took := time.Since(start).Round(time.Millisecond).String()
+	switch {
+	case log == nil || n == 0:
+	case n == len(ms):
+		log.Info("database: schema created", "migrations", n, "took", took)
+	default:
+		log.Info(UpgradeMessage+"migrations applied", "migrations", n, "took", took)
 	}
 }
 

@@ -100,7 +100,7 @@ func TestApply(t *testing.T) {
 	if n, err := Apply(log, ms, []int{1, 2}, func(Migration) error { return nil }); err != nil || n != 2 {
 		t.Fatalf("Apply of two pending = %d, %v", n, err)
 	}
-	Applied(log, 2, time.Now())
+	Applied(log, ms, 2, time.Now())
 	if lines := strings.Split(strings.TrimSpace(buf.String()), "\n"); len(lines) != 2 ||
 		!strings.Contains(lines[0], "applying migrations") || !strings.Contains(lines[0], "migrations=2") || !strings.Contains(lines[0], "last=0007_d.sql") ||
 		!strings.Contains(lines[1], "migrations applied") || !strings.Contains(lines[1], "took=") {
@@ -110,11 +110,14 @@ func TestApply(t *testing.T) {
 	if n, err := Apply(log, ms, []int{1, 2, 5, 7}, func(Migration) error { t.Fatal("applied"); return nil }); err != nil || n != 0 || buf.Len() != 0 {
 		t.Errorf("none pending: %d, %v, logged %q", n, err, buf.String())
 	}
-	Applied(log, 0, time.Now())
+	Applied(log, ms, 0, time.Now())
 	if buf.Len() != 0 {
 		t.Errorf("none applied, logged %q", buf.String())
 	}
-	if _, err := Apply(log, ms, nil, func(Migration) error { return nil }); err != nil || !strings.Contains(buf.String(), "creating the schema") {
+	n, err := Apply(log, ms, nil, func(Migration) error { return nil })
+	Applied(log, ms, n, time.Now())
+	if err != nil || !strings.Contains(buf.String(), "creating the schema") || !strings.Contains(buf.String(), "schema created") ||
+		strings.Contains(buf.String(), UpgradeMessage) {
 		t.Errorf("a new database: %v, logged %q", err, buf.String())
 	}
 	// A newer binary's migration numbered below this one's newest.
