@@ -60,7 +60,8 @@ const logVerifyUsage = `usage: anyhook log verify [--config FILE] [--checkpoint 
 Recomputes the tamper-evident log from the database. Exit 0 when it is
 intact; exit 1 naming each event that does not match (by AnyHook event id);
 exit 2 when it cannot run. With --checkpoint, also proves the log only grew
-since that checkpoint.`
+since that checkpoint. It first applies the migrations this binary has and
+the store lacks (said on stderr): check a store with the build that serves it.`
 
 const logRotateKeyUsage = `usage: anyhook log rotate-key [--config FILE] --new-key-file FILE
 

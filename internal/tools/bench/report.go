@@ -257,6 +257,9 @@ func (r *Report) print(w io.Writer) {
 		if ol.Shed > 0 {
 			fmt.Fprintf(w, "  shed (the bench's source says overload: shed) answered within %.2f ms (p99), from when each was due\n", ol.ShedP99MS)
 		}
+		if ol.FirstError != "" {
+			fmt.Fprintf(w, "  the first failure or error: %s\n", ol.FirstError)
+		}
 		fmt.Fprintf(w, "  the client sent them late by p99 %.2f ms, max %.1f ms; each then waited for a connection p99 %.2f ms (in the latencies above)\n",
 			ol.LagP99MS, ol.LagMaxMS, ol.ConnP99MS)
 		if fl := r.OpenLoopFloor; fl != nil {
