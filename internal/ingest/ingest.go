@@ -151,14 +151,8 @@ type Handler struct {
 	backlog  Backlogger      // nil: never shed
 	maxWait  time.Duration
 	inFlight atomic.Int64 // requests being answered, their body read
-	// calmAt is when a request was last recorded fast (within a
-	// calmWithin'th of maxWait of its body's arrival) or a busy spell
-	// began, lastAt when one was last recorded at all (Unix
-	// nanoseconds): see bound.
-	calmAt  atomic.Int64
-	lastAt  atomic.Int64
-	shedLog atomic.Int64 // when shedding was last logged (Unix nanoseconds)
-	shed    atomic.Int64 // requests shed since the last log
+	shedLog  atomic.Int64 // when shedding was last logged (Unix nanoseconds)
+	shed     atomic.Int64 // requests shed since the last log
 
 	failMu sync.Mutex
 	failed map[failure]bool // the filter errors already logged
@@ -320,7 +314,7 @@ func (h *Handler) logShed(source string) {
 	h.shed.Add(-n)
 	h.log.Warn("ingest over capacity: answering 503 to requests of sources that shed", "source", source,
 		"shed", n, "backlog", h.backlog.Backlog().String(), "in_flight", h.inFlight.Load(), "in_flight_wait", h.inFlightWait().String(),
-		"bound", h.bound().String(), "max_queue_wait", h.maxWait.String())
+		"max_queue_wait", h.maxWait.String())
 }
 
 // inFlightWait is how long the requests being answered, and one received
@@ -334,35 +328,6 @@ func (h *Handler) logShed(source string) {
 func (h *Handler) inFlightWait() time.Duration {
 	return h.backlog.Drain(h.inFlight.Load() + 1) // and the one received now
 }
-
-// bound is the wait past which a request of a source that sheds is
-// refused: MaxQueueWait, or half of it while the queue stands. It stands
-// (CoDel's test of a queue that does not drain, Nichols and Jacobson,
-// 2012) while requests are in progress and, for standingAfter, every one
-// recorded took longer than a tenth of MaxQueueWait. A provider's burst
-// drains within that and keeps the whole bound, so that it is not shed;
-// a store that stalls records nothing, and keeps it too. A load past
-// capacity keeps the queue standing, and the tighter bound answers the
-// requests it takes sooner (BENCHMARKS.md, "A standing queue halves the
-// bound").
-func (h *Handler) bound() time.Duration {
-	now := h.now().UnixNano()
-	if h.inFlight.Load() > 0 && now-h.calmAt.Load() > int64(standingAfter) && now-h.lastAt.Load() <= int64(standingAfter) {
-		return h.maxWait / 2
-	}
-	return h.maxWait
-}
-
-const (
-	// standingAfter is how long a queue must go without a request
-	// recorded fast before it counts as standing: longer than a burst
-	// of a few hundred requests takes to drain on a small machine.
-	standingAfter = 100 * time.Millisecond
-	// calmWithin divides MaxQueueWait into what counts as recorded
-	// fast: 5 ms at the default, CoDel's own target. At half of capacity
-	// most requests are recorded within 3 ms.
-	calmWithin = 10
-)
 
 // observe reports a finished request to the Observer, if any.
 func (h *Handler) observe(source, outcome string, start time.Time) {
@@ -386,7 +351,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name), outcome: OutcomeUnknownSource}
 	}
 	if src.Shed && h.backlog != nil {
-		if b := h.bound(); h.backlog.Backlog() > b || h.inFlightWait() > b {
+		if h.backlog.Backlog() > h.maxWait || h.inFlightWait() > h.maxWait {
 			return served{}, &rejection{code: http.StatusServiceUnavailable, outcome: OutcomeShed,
 				msg: "over capacity: the gateway is not taking this request; retry later"}
 		}
@@ -402,10 +367,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	}
 	// In progress from here: a body still on its way costs the gateway
 	// nothing, and a few slow senders must not make it shed everyone.
-	began := h.now()
-	if h.inFlight.Add(1) == 1 {
-		h.calmAt.Store(began.UnixNano()) // a busy spell begins
-	}
+	h.inFlight.Add(1)
 	defer h.inFlight.Add(-1)
 	preq := &provider.Request{Method: r.Method, URL: publicURL(src, r), Header: r.Header, Body: body}
 	verified, err := h.verify(r.Context(), src, preq, received)
@@ -463,13 +425,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		}
 	}
 	results, err := h.record(r.Context(), evs)
-	if err == nil && h.backlog != nil {
-		now := h.now()
-		h.lastAt.Store(now.UnixNano())
-		if now.Sub(began) <= h.maxWait/calmWithin {
-			h.calmAt.Store(now.UnixNano())
-		}
-	}
 	if err != nil && errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// Withdrawn from the queue unrecorded when the client left.
 		return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the client went away", err: err, outcome: OutcomeClientGone}

@@ -78,12 +78,6 @@ func (o *outcomes) Ingested(source, outcome string, _ time.Duration) {
 // "github" queues.
 func overloadServer(t *testing.T, rec ingest.Recorder, log *slog.Logger, obs ingest.Observer) (*httptest.Server, func(src, id string) *http.Request) {
 	t.Helper()
-	return overloadServerAt(t, rec, log, obs, time.Now)
-}
-
-// overloadServerAt is overloadServer with the handler's clock.
-func overloadServerAt(t *testing.T, rec ingest.Recorder, log *slog.Logger, obs ingest.Observer, now func() time.Time) (*httptest.Server, func(src, id string) *http.Request) {
-	t.Helper()
 	var sources []ingest.Source
 	for _, name := range []string{"stripe", "github"} {
 		p, err := provider.New(provider.Settings{Provider: name, Secrets: []string{fuzzSecret}})
@@ -92,7 +86,7 @@ func overloadServerAt(t *testing.T, rec ingest.Recorder, log *slog.Logger, obs i
 		}
 		sources = append(sources, ingest.Source{Name: name, Provider: p, MaxBody: 1 << 16, Destinations: []string{"d"}, Shed: name == "stripe"})
 	}
-	h := ingest.New(ingest.Options{Sources: sources, Recorder: rec, Logger: log, Observer: obs, MaxQueueWait: 50 * time.Millisecond, Now: now})
+	h := ingest.New(ingest.Options{Sources: sources, Recorder: rec, Logger: log, Observer: obs, MaxQueueWait: 50 * time.Millisecond})
 	mux := http.NewServeMux()
 	mux.Handle("POST /webhooks/{source}", h)
 	srv := httptest.NewServer(mux)
@@ -191,7 +185,7 @@ func TestOverloadShedsPastWhatIsInFlight(t *testing.T) {
 	}
 	go send("stripe", "evt_1")
 	go send("github", "gh_1") // a source that queues counts, and is never shed
-	waitInFlight(t, &rec.waiting, 2)
+	waitInFlight(t, rec, 2)
 	// Admitted, it would wait in the recorder: the deadline says so.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -204,7 +198,7 @@ func TestOverloadShedsPastWhatIsInFlight(t *testing.T) {
 		t.Errorf("a third request in flight at 40 events/s: %d, want 503", resp.StatusCode)
 	}
 	go send("github", "gh_2")
-	waitInFlight(t, &rec.waiting, 3)
+	waitInFlight(t, rec, 3)
 	unblock()
 	for range 3 {
 		if code := <-codes; code != 200 {
@@ -217,174 +211,12 @@ func TestOverloadShedsPastWhatIsInFlight(t *testing.T) {
 	}
 }
 
-// A queue that stands (requests in progress, every one recorded for 100
-// ms slower than a tenth of max_queue_wait, 5 ms) is bounded at half of
-// it.
-// A store that records nothing (a stall) is not a standing queue, a fast
-// record ends one, and a new busy spell starts calm however long ago the
-// last fast record was. At 80 events/s three requests in flight are 37.5
-// ms of work and four 50 ms: within the whole bound (50 ms), past half.
-func TestStandingQueueHalvesTheBound(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	at := time.Now()
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
-	advance := func(d time.Duration) { mu.Lock(); at = at.Add(d); mu.Unlock() }
-	rec := &heldRecorder{pace: 80, holds: map[string]chan struct{}{}}
-	srv, signed := overloadServerAt(t, rec, slog.New(slog.DiscardHandler), &outcomes{n: map[string]int{}}, now)
-	t.Cleanup(rec.releaseAll) // before the server's Close, which waits for the handlers
-	codes := map[string]chan int{}
-	send := func(src, id string) {
-		c := make(chan int, 1)
-		codes[id] = c
-		req := signed(src, id)
-		go func() { c <- mustPostCode(srv, req) }()
-	}
-	answered := func(id string, want int) {
-		t.Helper()
-		if code := <-codes[id]; code != want {
-			t.Errorf("%s: %d, want %d", id, code, want)
-		}
-	}
-	record := func(id string) {
-		t.Helper()
-		rec.release(id)
-		answered(id, 200)
-	}
-	held := func(n int) {
-		t.Helper()
-		waitInFlight(t, &rec.waiting, n)
-	}
-	shed := func(id, why string) {
-		t.Helper()
-		// Admitted, it would wait in the recorder: the deadline says so.
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		if code := mustPostCode(srv, signed("stripe", id).WithContext(ctx)); code != http.StatusServiceUnavailable {
-			t.Errorf("%s: %d, want 503", why, code)
-		}
-	}
-
-	send("github", "gh_1") // never shed, and in progress
-	send("github", "gh_2")
-	send("github", "gh_3")
-	held(3)
-	advance(20 * time.Millisecond)
-	record("gh_1")                 // 20 ms: slow
-	advance(79 * time.Millisecond) // 99 ms without a fast record: not yet standing
-	send("stripe", "evt_a")        // three in flight, 37.5 ms
-	held(3)
-	advance(2 * time.Millisecond)
-	shed("evt_b", "four in flight (50 ms), 101 ms of slow records")
-
-	advance(100 * time.Millisecond) // nothing recorded for 181 ms: a stall
-	send("stripe", "evt_c")         // four in flight, 50 ms: the whole bound
-	held(4)
-	record("gh_2") // 201 ms: slow, and recent
-	shed("evt_d", "four in flight (50 ms) after a slow record")
-	record("evt_c") // fast
-	send("stripe", "evt_e")
-	held(3) // gh_3, evt_a, evt_e: 37.5 ms, within the whole bound only
-	for _, id := range []string{"gh_3", "evt_a", "evt_e"} {
-		record(id)
-	}
-
-	advance(time.Second) // idle; the last fast record a second old
-	send("github", "gh_4")
-	send("github", "gh_5")
-	send("github", "gh_6")
-	held(3)
-	advance(20 * time.Millisecond)
-	record("gh_4") // slow, in a spell 20 ms old
-	send("stripe", "evt_f")
-	held(3) // 37.5 ms: admitted
-	for _, id := range []string{"gh_5", "gh_6", "evt_f"} {
-		record(id)
-	}
-}
-
-// heldRecorder holds each Ingest until the test releases its event's
-// key, reporting a pace and no queue.
-type heldRecorder struct {
-	pace    int64 // events per second
-	waiting atomic.Int64
-	mu      sync.Mutex
-	holds   map[string]chan struct{}
-	done    bool
-}
-
-func (r *heldRecorder) hold(key string) chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.holds[key]
-	if c == nil {
-		c = make(chan struct{})
-		if r.done {
-			close(c)
-		}
-		r.holds[key] = c
-	}
-	return c
-}
-
-func (r *heldRecorder) release(key string) { close(r.hold(key)) }
-
-func (r *heldRecorder) releaseAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.done = true
-	for _, c := range r.holds {
-		select {
-		case <-c:
-		default:
-			close(c)
-		}
-	}
-}
-
-func (r *heldRecorder) Backlog() time.Duration { return 0 }
-
-func (r *heldRecorder) Drain(n int64) time.Duration {
-	return time.Duration(n) * time.Second / time.Duration(r.pace)
-}
-
-func (r *heldRecorder) Ingest(ctx context.Context, evs []store.NewEvent) ([]store.IngestResult, error) {
-	r.waiting.Add(1)
-	defer r.waiting.Add(-1)
-	select {
-	case <-r.hold(lastField(evs[0].Event.DedupKey)):
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	out := make([]store.IngestResult, len(evs))
-	for i, ev := range evs {
-		out[i].ID = "id-" + ev.Event.DedupKey
-	}
-	return out, nil
-}
-
-// lastField is a dedup key without the hook id GitHub's puts before a
-// colon: the id the test sent.
-func lastField(key string) string {
-	return key[strings.LastIndexByte(key, ':')+1:]
-}
-
-func mustPostCode(srv *httptest.Server, req *http.Request) int {
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// waitInFlight waits until n requests are inside a recorder's Ingest
-// (waiting counts them).
-func waitInFlight(t *testing.T, waiting *atomic.Int64, n int) {
+// waitInFlight waits until n requests are inside rec's Ingest.
+func waitInFlight(t *testing.T, rec *backlogRecorder, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); waiting.Load() < int64(n); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); rec.waiting.Load() < int64(n); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d requests reached the recorder, want %d", waiting.Load(), n)
+			t.Fatalf("%d requests reached the recorder, want %d", rec.waiting.Load(), n)
 		}
 	}
 }
