@@ -80,7 +80,7 @@ func backfillCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return bad(exitUsage, err)
 	}
-	st, err := openStore(ctx, cfg, "backfill", stderr)
+	st, err := openStore(ctx, cfg, "backfill", mayUpgrade, stderr)
 	if err != nil {
 		return bad(exitUsage, err)
 	}

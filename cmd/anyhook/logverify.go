@@ -60,8 +60,9 @@ const logVerifyUsage = `usage: anyhook log verify [--config FILE] [--checkpoint 
 Recomputes the tamper-evident log from the database. Exit 0 when it is
 intact; exit 1 naming each event that does not match (by AnyHook event id);
 exit 2 when it cannot run. With --checkpoint, also proves the log only grew
-since that checkpoint. It first applies the migrations this binary has and
-the store lacks (said on stderr): check a store with the build that serves it.`
+since that checkpoint. It changes nothing: a store whose schema is older than
+this binary is refused (exit 2), not upgraded; check a store with the build
+that serves it.`
 
 const logRotateKeyUsage = `usage: anyhook log rotate-key [--config FILE] --new-key-file FILE
 
@@ -134,7 +135,7 @@ func logVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, exitUsage, fmt.Errorf("log verify: --checkpoint %s: %w", *cpPath, err))
 		}
 	}
-	st, err := openStore(ctx, cfg, "log verify", stderr)
+	st, err := openStore(ctx, cfg, "log verify", noUpgrade, stderr)
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}
@@ -200,7 +201,7 @@ func logRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Ledger.Origin == "" && next.Name() != old.Name() {
 		return fail(stderr, exitUsage, fmt.Errorf("log rotate-key: --new-key-file: the key is named %q, but the log is named after the current key, %q: name the new key the same, or set log.origin", next.Name(), old.Name()))
 	}
-	st, err := openStore(ctx, cfg, "log rotate-key", stderr)
+	st, err := openStore(ctx, cfg, "log rotate-key", mayUpgrade, stderr)
 	if err != nil {
 		return fail(stderr, exitUsage, err)
 	}

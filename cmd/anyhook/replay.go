@@ -72,9 +72,10 @@ first (on a terminal; elsewhere it exits 2 naming them): the replays
 would spend their attempts there and go dead again. --yes replays
 without asking; an --event replay only says so.
 
---dry-run prints what would be replayed and changes no delivery (like
-every command that opens the store, it applies the migrations this
-binary has and the store lacks, and says so on stderr). Exit 1: no
+--dry-run prints what would be replayed and changes nothing: a store
+whose schema is older than this binary is refused (exit 2), not
+upgraded; without it, replay applies the migrations this binary has
+and the store lacks, and says so on stderr. Exit 1: no
 such event or saved search, or not confirmed; exit 2: bad flags or config, an ambiguous
 provider event id, an unreachable database, a paused or failing
 destination without --yes.`
@@ -249,7 +250,7 @@ func replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// config no longer names would wait for ever.
 		f.Destinations = cfg.DestinationOrder
 	}
-	st, err := openStore(ctx, cfg, "replay", stderr)
+	st, err := openStore(ctx, cfg, "replay", !o.dryRun, stderr)
 	if err != nil {
 		return bad(exitUsage, err)
 	}

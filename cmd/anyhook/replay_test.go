@@ -307,6 +307,8 @@ destinations:
 // A command other than serve that upgrades the store says so on stderr,
 // as serve does: on a big store the migrations hold it for minutes, and
 // it would otherwise sit silent. A new store's schema is made quietly.
+// The commands that only read (replay --dry-run, log verify) refuse a
+// store the binary would upgrade, and leave it as it was.
 func TestCommandSaysTheUpgrade(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, `database: sqlite:anyhook.db
@@ -327,6 +329,10 @@ destinations:
 		t.Errorf("a new store: stderr %q, want the error alone", errOut)
 	}
 
+	if code, _, errOut := exe(t, "log", "key", "--config", cfg); code != 0 { // the key log verify needs
+		t.Fatalf("log key: exit %d, stderr %q", code, errOut)
+	}
+
 	// The store as the binary before 0062 left it (0062 only drops an
 	// index, so applying it again is what an upgrade does).
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "anyhook.db"))
@@ -335,6 +341,22 @@ destinations:
 	}
 	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = 62`); err != nil {
 		t.Fatal(err)
+	}
+	// A command that only reads refuses it, and leaves it as it was.
+	for _, args := range [][]string{
+		{"replay", "--config", cfg, "--event", "evt_none", "--dry-run"},
+		{"log", "verify", "--config", cfg},
+	} {
+		code, out, errOut := exe(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "database schema is older than this binary") ||
+			!strings.Contains(errOut, "0062_events_dedup_key.sql") || strings.Contains(errOut, "database upgrade") {
+			t.Errorf("%s on a store one migration behind: exit %d, stdout %q, stderr %q; want exit 2 refusing it",
+				strings.Join(args[:2], " "), code, out, errOut)
+		}
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM schema_migrations WHERE version = 62`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("after the commands that only read: migration 62 recorded %d times (%v), want 0", n, err)
 	}
 	db.Close()
 	errOut := replay()

@@ -165,8 +165,11 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, synopsis s
 
 // openStore opens the config's database for a command other than serve.
 // An in-memory database is refused: it lives inside its serve process, so
-// the command would see an empty one of its own.
-func openStore(ctx context.Context, cfg *config.Config, command string, stderr io.Writer) (store.Store, error) {
+// the command would see an empty one of its own. A command that only
+// reads (upgrade false) refuses a store whose schema is older than this
+// binary: applying the migrations would change the store for good, and
+// the older gateways that serve it would then refuse it.
+func openStore(ctx context.Context, cfg *config.Config, command string, upgrade bool, stderr io.Writer) (store.Store, error) {
 	if p, ok := cfg.SQLitePath(); ok && p == ":memory:" {
 		return nil, cfg.Errorf("database", "sqlite::memory: lives only inside its anyhook serve process; %s needs a database file (sqlite:PATH) or PostgreSQL", command)
 	}
@@ -178,8 +181,18 @@ func openStore(ctx context.Context, cfg *config.Config, command string, stderr i
 		}
 		return a
 	}})
-	return gateway.Open(ctx, cfg, slog.New(upgradesOnly{h}))
+	st, err := gateway.Open(ctx, cfg, gateway.StoreOptions{Logger: slog.New(upgradesOnly{h}), NoUpgrade: !upgrade})
+	if errors.Is(err, sqlstore.ErrUpgradeRefused) {
+		return nil, fmt.Errorf("%s: %w; run it with the anyhook binary that serves this store, or upgrade the store first (anyhook serve applies the migrations)", command, err)
+	}
+	return st, err
 }
+
+// Whether openStore may upgrade the store.
+const (
+	mayUpgrade = true
+	noUpgrade  = false
+)
 
 // upgradesOnly passes on the records of a database upgrade alone
 // (sqlstore.UpgradeMessage).

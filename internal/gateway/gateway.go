@@ -186,7 +186,7 @@ func (g *Gateway) open(ctx context.Context, opt Options) error {
 			g.onClose(unlock)
 		}
 		var err error
-		if st, err = Open(ctx, g.cfg, g.log); err != nil {
+		if st, err = Open(ctx, g.cfg, StoreOptions{Logger: g.log}); err != nil {
 			return err
 		}
 		g.owned = true

@@ -107,7 +107,7 @@ log: {checkpoint_interval: 1s}
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := gateway.Open(b.Context(), cfg, nil)
+	st, err := gateway.Open(b.Context(), cfg, gateway.StoreOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -37,17 +37,27 @@ import (
 // no other file of the gateway reads a component's settings from it.
 // Their errors locate the offending key (file, key and line).
 
+// StoreOptions are Open's.
+type StoreOptions struct {
+	// Logger is told of the migrations Open applies; nil: nothing.
+	Logger *slog.Logger
+	// NoUpgrade refuses a store whose schema is older than this binary
+	// rather than upgrade it (sqlstore.ErrUpgradeRefused): for the
+	// commands that only read.
+	NoUpgrade bool
+}
+
 // Open opens the store that cfg.Database names.
-func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
+func Open(ctx context.Context, cfg *config.Config, opt StoreOptions) (store.Store, error) {
 	if path, ok := cfg.SQLitePath(); ok {
-		st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: log})
+		st, err := sqlite.Open(ctx, path, sqlite.Options{Logger: opt.Logger, NoUpgrade: opt.NoUpgrade})
 		if err != nil {
 			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
 		}
 		return st, nil
 	}
 	if dsn, ok := cfg.PostgresURL(); ok {
-		st, err := postgres.Open(ctx, dsn, postgres.Options{Logger: log})
+		st, err := postgres.Open(ctx, dsn, postgres.Options{Logger: opt.Logger, NoUpgrade: opt.NoUpgrade})
 		if err != nil {
 			return nil, fmt.Errorf("%s: database: %w", cfg.Path, err)
 		}

@@ -61,7 +61,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, `SAVEPOINT migrate`); err != nil {
 				return store.Unavailable("migrate", err)
 			}
-			n, err = applyPending(ctx, tx, ms, log)
+			n, err = applyPending(ctx, tx, ms, log, !s.noUpgrade)
 			if sqlState(err) != lockNotAvailable {
 				return err
 			}
@@ -87,7 +87,7 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // applyPending applies the migrations tx's database lacks.
-func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration, log *slog.Logger) (int, error) {
+func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration, log *slog.Logger, upgrade bool) (int, error) {
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
@@ -102,7 +102,7 @@ func applyPending(ctx context.Context, tx pgx.Tx, ms []sqlstore.Migration, log *
 	if err != nil {
 		return 0, store.Unavailable("migrate", err)
 	}
-	return sqlstore.Apply(log, ms, applied, func(m sqlstore.Migration) error {
+	return sqlstore.Apply(log, ms, applied, upgrade, func(m sqlstore.Migration) error {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return migrationError(m.Name, err)
 		}

@@ -42,6 +42,11 @@ type Options struct {
 	// when the upgrade waits for a table's lock and tries again (nil:
 	// slog.Default()).
 	Logger *slog.Logger
+	// NoUpgrade refuses a database whose schema lacks migrations this
+	// binary has (sqlstore.ErrUpgradeRefused), rather than apply them:
+	// for a command that only reads, which must not upgrade a store for
+	// good under the older gateways that serve it.
+	NoUpgrade bool
 
 	migrateLockTimeout time.Duration // default migrateLockTimeout; tests make it small
 }
@@ -65,6 +70,7 @@ type Store struct {
 	migrateLockTimeout time.Duration // Options.migrateLockTimeout
 	log                *slog.Logger
 	migrateLog         *slog.Logger // the migrations applied at Open: Options.Logger, nil for none
+	noUpgrade          bool         // Options.NoUpgrade
 }
 
 var _ store.Store = (*Store)(nil)
@@ -115,7 +121,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("%s: %w", where, store.Unavailable("connect", err))
 	}
-	s := &Store{pool: pool, newID: opt.NewID, log: opt.Logger, migrateLog: opt.Logger, migrateLockTimeout: opt.migrateLockTimeout}
+	s := &Store{pool: pool, newID: opt.NewID, log: opt.Logger, migrateLog: opt.Logger, migrateLockTimeout: opt.migrateLockTimeout, noUpgrade: opt.NoUpgrade}
 	if s.newID == nil {
 		s.newID = store.NewID
 	}

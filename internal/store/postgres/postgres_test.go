@@ -19,6 +19,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/postgres"
+	"github.com/anyhook/anyhook/internal/store/sqlstore"
 	"github.com/anyhook/anyhook/internal/store/storetest"
 	"github.com/anyhook/anyhook/internal/testkit/pgtest"
 )
@@ -111,6 +112,22 @@ func TestSchemaNewerThanBinary(t *testing.T) {
 	}
 	if errors.Is(err, anyhook.ErrUnavailable) {
 		t.Fatalf("a newer schema is not unavailability: %v", err)
+	}
+}
+
+// A command that only reads opens the store with NoUpgrade: a schema a
+// migration behind is refused, naming it, and left as it was.
+func TestSchemaOlderRefusedWithoutUpgrade(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn).Close()
+	name := query[string](t, dsn, `DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations) RETURNING name`)
+	_, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 1, NoUpgrade: true})
+	if !errors.Is(err, sqlstore.ErrUpgradeRefused) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("Open with NoUpgrade on a schema without %s: err = %v, want ErrUpgradeRefused naming it", name, err)
+	}
+	if got := query[int64](t, dsn, `SELECT count(*) FROM schema_migrations WHERE name = '`+name+`'`); got != 0 {
+		t.Errorf("%s recorded %d times after a refused Open, want 0", name, got)
 	}
 }
 

@@ -32,7 +32,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return store.Unavailable("migrate", err)
 		}
-		n, err = sqlstore.Apply(s.log, ms, applied, func(m sqlstore.Migration) error {
+		n, err = sqlstore.Apply(s.log, ms, applied, !s.noUpgrade, func(m sqlstore.Migration) error {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}

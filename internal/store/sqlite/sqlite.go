@@ -40,6 +40,11 @@ type Options struct {
 	Driver string
 	// Logger is told of the migrations Open applies; nil: nothing.
 	Logger *slog.Logger
+	// NoUpgrade refuses a database whose schema lacks migrations this
+	// binary has (sqlstore.ErrUpgradeRefused), rather than apply them:
+	// for a command that only reads, which must not upgrade a store for
+	// good under the older gateway that serves it.
+	NoUpgrade bool
 }
 
 // Store is the SQLite backend of store.Store.
@@ -60,6 +65,8 @@ type Store struct {
 	rides    rides      // outcomes waiting for the writer (rides.go)
 	wal      *walCopier // nil for an in-memory database
 	log      *slog.Logger
+	// noUpgrade: Options.NoUpgrade, for migrate.
+	noUpgrade bool
 	// fewRows: a filter selecting fewer rows than this is answered by
 	// reading them and sorting (defaultFewRows; tests move it).
 	fewRows int
@@ -110,7 +117,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		}
 		r.SetMaxOpenConns(4)
 	}
-	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID, fewRows: defaultFewRows, log: opt.Logger}
+	s := &Store{w: w, r: r, now: opt.Now, newID: opt.NewID, fewRows: defaultFewRows, log: opt.Logger, noUpgrade: opt.NoUpgrade}
 	if s.now == nil {
 		s.now = time.Now
 	} else if opt.Elapsed == nil {

@@ -55,8 +55,10 @@ func Migrations(fsys fs.FS) ([]Migration, error) {
 // refused, as this binary does not know it. log, when not nil, is told
 // before: a migration can hold writes for minutes on a big store, and the
 // start of the gateway that applies it is otherwise silent meanwhile (the
-// caller says when they are committed: Applied).
-func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration) error) (int, error) {
+// caller says when they are committed: Applied). With upgrade false, a
+// schema that lacks some of ms is refused rather than upgraded
+// (ErrUpgradeRefused); a new store's schema is still created.
+func Apply(log *slog.Logger, ms []Migration, applied []int, upgrade bool, apply func(Migration) error) (int, error) {
 	if len(ms) == 0 {
 		return 0, errors.New("no migrations")
 	}
@@ -79,6 +81,9 @@ func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration
 	if len(pending) == 0 {
 		return 0, nil
 	}
+	if !upgrade && len(applied) > 0 {
+		return 0, fmt.Errorf("%w: it lacks %d migrations this binary has (%s to %s)", ErrUpgradeRefused, len(pending), pending[0].Name, pending[len(pending)-1].Name)
+	}
 	switch {
 	case log == nil:
 	case len(applied) == 0:
@@ -94,6 +99,10 @@ func Apply(log *slog.Logger, ms []Migration, applied []int, apply func(Migration
 	}
 	return len(pending), nil
 }
+
+// ErrUpgradeRefused is Apply's error for a schema older than the
+// binary's when it was asked not to upgrade it.
+var ErrUpgradeRefused = errors.New("database schema is older than this binary and this command does not upgrade it")
 
 // UpgradeMessage begins every message logged of an upgrade (not of a new
 // store's schema), so that a command can say those alone.

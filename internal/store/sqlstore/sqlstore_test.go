@@ -79,7 +79,7 @@ func TestPlaceHashes(t *testing.T) {
 func TestApply(t *testing.T) {
 	ms := []Migration{{Version: 1, Name: "0001_a.sql"}, {Version: 2, Name: "0002_b.sql"}, {Version: 5, Name: "0005_c.sql"}, {Version: 7, Name: "0007_d.sql"}}
 	var got []int
-	_, err := Apply(nil, ms, []int{1, 5}, func(m Migration) error {
+	_, err := Apply(nil, ms, []int{1, 5}, true, func(m Migration) error {
 		got = append(got, m.Version)
 		if m.Version == 7 {
 			return errors.New("boom")
@@ -89,15 +89,27 @@ func TestApply(t *testing.T) {
 	if err == nil || err.Error() != "boom" || !reflect.DeepEqual(got, []int{2, 7}) {
 		t.Fatalf("Apply = %v, applied %v; want boom after 2 and 7", err, got)
 	}
-	if _, err := Apply(nil, ms, []int{1, 2, 5, 7, 8}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil {
+	if _, err := Apply(nil, ms, []int{1, 2, 5, 7, 8}, true, func(Migration) error { t.Fatal("applied"); return nil }); err == nil {
 		t.Fatal("a schema newer than the binary was not refused")
+	}
+	// Not to upgrade: an older schema is refused, naming what it lacks;
+	// a current one opens, and a new store's schema is created.
+	if _, err := Apply(nil, ms, []int{1, 5}, false, func(Migration) error { t.Fatal("applied"); return nil }); !errors.Is(err, ErrUpgradeRefused) ||
+		!strings.Contains(err.Error(), "2 migrations") || !strings.Contains(err.Error(), "0002_b.sql to 0007_d.sql") {
+		t.Fatalf("an older schema, not to upgrade: %v, want ErrUpgradeRefused naming 0002 to 0007", err)
+	}
+	if n, err := Apply(nil, ms, []int{1, 2, 5, 7}, false, func(Migration) error { t.Fatal("applied"); return nil }); err != nil || n != 0 {
+		t.Fatalf("a current schema, not to upgrade: %d, %v", n, err)
+	}
+	if n, err := Apply(nil, ms, nil, false, func(Migration) error { return nil }); err != nil || n != len(ms) {
+		t.Fatalf("a new store, not to upgrade: %d, %v; want its schema created", n, err)
 	}
 	// The log is told before, naming how many and which (Applied says
 	// when the caller committed them); of none pending, nothing; a new
 	// database's schema is said to be created.
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	if n, err := Apply(log, ms, []int{1, 2}, func(Migration) error { return nil }); err != nil || n != 2 {
+	if n, err := Apply(log, ms, []int{1, 2}, true, func(Migration) error { return nil }); err != nil || n != 2 {
 		t.Fatalf("Apply of two pending = %d, %v", n, err)
 	}
 	Applied(log, ms, 2, time.Now())
@@ -107,21 +119,21 @@ func TestApply(t *testing.T) {
 		t.Errorf("log of two migrations applied:\n%s", buf.String())
 	}
 	buf.Reset()
-	if n, err := Apply(log, ms, []int{1, 2, 5, 7}, func(Migration) error { t.Fatal("applied"); return nil }); err != nil || n != 0 || buf.Len() != 0 {
+	if n, err := Apply(log, ms, []int{1, 2, 5, 7}, true, func(Migration) error { t.Fatal("applied"); return nil }); err != nil || n != 0 || buf.Len() != 0 {
 		t.Errorf("none pending: %d, %v, logged %q", n, err, buf.String())
 	}
 	Applied(log, ms, 0, time.Now())
 	if buf.Len() != 0 {
 		t.Errorf("none applied, logged %q", buf.String())
 	}
-	n, err := Apply(log, ms, nil, func(Migration) error { return nil })
+	n, err := Apply(log, ms, nil, true, func(Migration) error { return nil })
 	Applied(log, ms, n, time.Now())
 	if err != nil || !strings.Contains(buf.String(), "creating the schema") || !strings.Contains(buf.String(), "schema created") ||
 		strings.Contains(buf.String(), UpgradeMessage) {
 		t.Errorf("a new database: %v, logged %q", err, buf.String())
 	}
 	// A newer binary's migration numbered below this one's newest.
-	if _, err := Apply(nil, ms, []int{1, 2, 3, 5}, func(Migration) error { t.Fatal("applied"); return nil }); err == nil || !strings.Contains(err.Error(), "migration 3") {
+	if _, err := Apply(nil, ms, []int{1, 2, 3, 5}, true, func(Migration) error { t.Fatal("applied"); return nil }); err == nil || !strings.Contains(err.Error(), "migration 3") {
 		t.Fatalf("a schema with a migration the binary does not know: %v; want it refused", err)
 	}
 }
