@@ -61,8 +61,8 @@ Recomputes the tamper-evident log from the database. Exit 0 when it is
 intact; exit 1 naming each event that does not match (by AnyHook event id);
 exit 2 when it cannot run. With --checkpoint, also proves the log only grew
 since that checkpoint. It changes nothing: a store whose schema is older than
-this binary is refused (exit 2), not upgraded; check a store with the build
-that serves it.`
+this binary is refused (exit 2), not upgraded (check a store with the build
+that serves it), and a database with no store is not given one.`
 
 const logRotateKeyUsage = `usage: anyhook log rotate-key [--config FILE] --new-key-file FILE
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/anyhook/anyhook/internal/store/sqlite"
 )
 
 // exeEnv is exe with extra environment variables.
@@ -159,6 +161,12 @@ destinations:
   billing: {url: "http://127.0.0.1:9/", sources: [stripe]}
 `)
 	db := []string{"ANYHOOK_TEST_DB=sqlite:anyhook.db"}
+	// The store, which the commands that only read do not create.
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "anyhook.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 	note := "anyhook: skipped " + cfg + ":7: sources.stripe.api_key: environment variable ANYHOOK_TEST_UNSET_STRIPE_API_KEY is not set"
 	for _, args := range [][]string{
 		{"replay", "--config", cfg, "--status", "dead", "--dry-run"},

@@ -74,11 +74,12 @@ without asking; an --event replay only says so.
 
 --dry-run prints what would be replayed and changes nothing: a store
 whose schema is older than this binary is refused (exit 2), not
-upgraded; without it, replay applies the migrations this binary has
-and the store lacks, and says so on stderr. Exit 1: no
-such event or saved search, or not confirmed; exit 2: bad flags or config, an ambiguous
-provider event id, an unreachable database, a paused or failing
-destination without --yes.`
+upgraded, and a database with no store is not given one; without it,
+replay applies the migrations this binary has and the store lacks, and
+says so on stderr. Exit 1: no such event or saved search, or not
+confirmed; exit 2: bad flags or config, an ambiguous provider event id,
+an unreachable database, a store the dry run refuses, a paused or
+failing destination without --yes.`
 
 // replayItem is one (event, destination) a replay delivers (or would).
 type replayItem struct {

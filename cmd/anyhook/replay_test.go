@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -311,12 +314,13 @@ destinations:
 // store the binary would upgrade, and leave it as it was.
 func TestCommandSaysTheUpgrade(t *testing.T) {
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, `database: sqlite:anyhook.db
+	body := `database: sqlite:anyhook.db
 sources:
   stripe: {provider: stripe, secrets: [whsec_x]}
 destinations:
   billing: {url: "http://127.0.0.1:9/", sources: [stripe]}
-`)
+`
+	cfg := writeConfig(t, dir, body)
 	replay := func() string {
 		t.Helper()
 		code, out, errOut := exe(t, "replay", "--config", cfg, "--event", "evt_none")
@@ -352,6 +356,22 @@ destinations:
 			!strings.Contains(errOut, "0062_events_dedup_key.sql") || strings.Contains(errOut, "database upgrade") {
 			t.Errorf("%s on a store one migration behind: exit %d, stdout %q, stderr %q; want exit 2 refusing it",
 				strings.Join(args[:2], " "), code, out, errOut)
+		}
+	}
+	// Nor do they make a store at a mistyped path and report on it.
+	typo := writeConfig(t, t.TempDir(), strings.Replace(body, "sqlite:anyhook.db", "sqlite:anyhok.db", 1))
+	if code, _, errOut := exe(t, "log", "key", "--config", typo); code != 0 {
+		t.Fatalf("log key: exit %d, stderr %q", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"replay", "--config", typo, "--event", "evt_none", "--dry-run"},
+		{"log", "verify", "--config", typo},
+	} {
+		code, out, errOut := exe(t, args...)
+		if _, err := os.Stat(filepath.Join(filepath.Dir(typo), "anyhok.db")); code != 2 || out != "" ||
+			!strings.Contains(errOut, "anyhok.db: the database holds no AnyHook store") || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s at a path with no store: exit %d, stdout %q, stderr %q, file %v; want exit 2 and no file",
+				strings.Join(args[:2], " "), code, out, errOut, err)
 		}
 	}
 	var n int

@@ -168,7 +168,9 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, synopsis s
 // the command would see an empty one of its own. A command that only
 // reads (upgrade false) refuses a store whose schema is older than this
 // binary: applying the migrations would change the store for good, and
-// the older gateways that serve it would then refuse it.
+// the older gateways that serve it would then refuse it. It refuses a
+// database without a store too, rather than report on an empty one it
+// made at a mistyped path.
 func openStore(ctx context.Context, cfg *config.Config, command string, upgrade bool, stderr io.Writer) (store.Store, error) {
 	if p, ok := cfg.SQLitePath(); ok && p == ":memory:" {
 		return nil, cfg.Errorf("database", "sqlite::memory: lives only inside its anyhook serve process; %s needs a database file (sqlite:PATH) or PostgreSQL", command)
@@ -182,8 +184,11 @@ func openStore(ctx context.Context, cfg *config.Config, command string, upgrade 
 		return a
 	}})
 	st, err := gateway.Open(ctx, cfg, gateway.StoreOptions{Logger: slog.New(upgradesOnly{h}), NoUpgrade: !upgrade})
-	if errors.Is(err, sqlstore.ErrUpgradeRefused) {
+	switch {
+	case errors.Is(err, sqlstore.ErrUpgradeRefused):
 		return nil, fmt.Errorf("%s: %w; run it with the anyhook binary that serves this store, or upgrade the store first (anyhook serve applies the migrations)", command, err)
+	case errors.Is(err, sqlstore.ErrNoStore):
+		return nil, fmt.Errorf("%s: %w", command, err)
 	}
 	return st, err
 }

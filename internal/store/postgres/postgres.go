@@ -43,9 +43,11 @@ type Options struct {
 	// slog.Default()).
 	Logger *slog.Logger
 	// NoUpgrade refuses a database whose schema lacks migrations this
-	// binary has (sqlstore.ErrUpgradeRefused), rather than apply them:
-	// for a command that only reads, which must not upgrade a store for
-	// good under the older gateways that serve it.
+	// binary has (sqlstore.ErrUpgradeRefused), rather than apply them,
+	// and one without a schema (sqlstore.ErrNoStore), rather than create
+	// it: for a command that only reads, which must not upgrade a store
+	// for good under the older gateways that serve it, nor report on an
+	// empty store it made in a mistyped database.
 	NoUpgrade bool
 
 	migrateLockTimeout time.Duration // default migrateLockTimeout; tests make it small

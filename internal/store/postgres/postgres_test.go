@@ -115,11 +115,19 @@ func TestSchemaNewerThanBinary(t *testing.T) {
 	}
 }
 
-// A command that only reads opens the store with NoUpgrade: a schema a
-// migration behind is refused, naming it, and left as it was.
+// A command that only reads opens the store with NoUpgrade: an empty
+// database is refused, and so is a schema a migration behind, naming it;
+// both are left as they were.
 func TestSchemaOlderRefusedWithoutUpgrade(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
+	// A database without a store is not given one.
+	if _, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 1, NoUpgrade: true}); !errors.Is(err, sqlstore.ErrNoStore) {
+		t.Fatalf("Open with NoUpgrade on an empty database: err = %v, want ErrNoStore", err)
+	}
+	if got := query[int64](t, dsn, `SELECT count(*) FROM pg_tables WHERE tablename = 'schema_migrations'`); got != 0 {
+		t.Fatalf("a refused Open left %d schema_migrations tables", got)
+	}
 	openDSN(t, dsn).Close()
 	name := query[string](t, dsn, `DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations) RETURNING name`)
 	_, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 1, NoUpgrade: true})

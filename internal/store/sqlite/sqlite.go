@@ -11,8 +11,11 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	sqlitedriver "modernc.org/sqlite"
@@ -41,9 +44,11 @@ type Options struct {
 	// Logger is told of the migrations Open applies; nil: nothing.
 	Logger *slog.Logger
 	// NoUpgrade refuses a database whose schema lacks migrations this
-	// binary has (sqlstore.ErrUpgradeRefused), rather than apply them:
-	// for a command that only reads, which must not upgrade a store for
-	// good under the older gateway that serves it.
+	// binary has (sqlstore.ErrUpgradeRefused), rather than apply them,
+	// and a path without one (sqlstore.ErrNoStore), rather than create
+	// it: for a command that only reads, which must not upgrade a store
+	// for good under the older gateway that serves it, nor report on an
+	// empty store it made at a mistyped path.
 	NoUpgrade bool
 }
 
@@ -79,6 +84,11 @@ var _ store.Store = (*Store)(nil)
 // umask, and SQLite gives its -wal and -shm files the database file's
 // mode: the store holds every webhook body.
 func Open(ctx context.Context, path string, opt Options) (*Store, error) {
+	if opt.NoUpgrade && path != ":memory:" && !strings.HasPrefix(path, "file:") {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open %s: %w", path, sqlstore.ErrNoStore)
+		}
+	}
 	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

@@ -55,9 +55,10 @@ func Migrations(fsys fs.FS) ([]Migration, error) {
 // refused, as this binary does not know it. log, when not nil, is told
 // before: a migration can hold writes for minutes on a big store, and the
 // start of the gateway that applies it is otherwise silent meanwhile (the
-// caller says when they are committed: Applied). With upgrade false, a
-// schema that lacks some of ms is refused rather than upgraded
-// (ErrUpgradeRefused); a new store's schema is still created.
+// caller says when they are committed: Applied). With upgrade false,
+// Apply changes nothing: a schema that lacks some of ms is refused rather
+// than upgraded (ErrUpgradeRefused), and a database without one rather
+// than given one (ErrNoStore).
 func Apply(log *slog.Logger, ms []Migration, applied []int, upgrade bool, apply func(Migration) error) (int, error) {
 	if len(ms) == 0 {
 		return 0, errors.New("no migrations")
@@ -81,8 +82,15 @@ func Apply(log *slog.Logger, ms []Migration, applied []int, upgrade bool, apply 
 	if len(pending) == 0 {
 		return 0, nil
 	}
-	if !upgrade && len(applied) > 0 {
-		return 0, fmt.Errorf("%w: it lacks %d migrations this binary has (%s to %s)", ErrUpgradeRefused, len(pending), pending[0].Name, pending[len(pending)-1].Name)
+	if !upgrade {
+		if len(applied) == 0 {
+			return 0, ErrNoStore
+		}
+		lacks := pending[0].Name
+		if len(pending) > 1 {
+			lacks = fmt.Sprintf("%d migrations, %s to %s", len(pending), lacks, pending[len(pending)-1].Name)
+		}
+		return 0, fmt.Errorf("%w: it lacks %s", ErrUpgradeRefused, lacks)
 	}
 	switch {
 	case log == nil:
@@ -100,9 +108,12 @@ func Apply(log *slog.Logger, ms []Migration, applied []int, upgrade bool, apply 
 	return len(pending), nil
 }
 
-// ErrUpgradeRefused is Apply's error for a schema older than the
-// binary's when it was asked not to upgrade it.
-var ErrUpgradeRefused = errors.New("database schema is older than this binary and this command does not upgrade it")
+// Apply's errors when it was asked not to upgrade: for a schema older
+// than the binary's, and for a database without one.
+var (
+	ErrUpgradeRefused = errors.New("database schema is older than this binary and this command does not upgrade it")
+	ErrNoStore        = errors.New("the database holds no AnyHook store (is the path or DSN right?), and this command does not create one")
+)
 
 // UpgradeMessage begins every message logged of an upgrade (not of a new
 // store's schema), so that a command can say those alone.
