@@ -401,13 +401,14 @@ func (c *Committer[I, R]) Pace() float64 {
 const paceTTL = 5 * time.Second
 
 // Drain is how long the writers take to commit n items at the recent
-// pace: 0 while the pace is not known, and while n is less than two of
-// the smallest batches that time it, in every lane: a load that small
-// must be able to form such a batch while another commits, or a pace
-// once slow would never be timed again.
-func (c *Committer[I, R]) Drain(n int64) time.Duration {
+// pace: 0 while the pace is not known, and while n is less than batches
+// of the smallest batches that time it, in every lane. With two, a load
+// that small can form such a batch while another commits, so that a pace
+// once slow is timed again; a caller that measures what it waited for
+// may ask for one.
+func (c *Committer[I, R]) Drain(n int64, batches int) time.Duration {
 	r := c.Pace()
-	if r <= 0 || n < int64(2*max(1, c.opt.Max/4)*len(c.lanes)) {
+	if r <= 0 || n < int64(batches*max(1, c.opt.Max/4)*len(c.lanes)) {
 		return 0
 	}
 	return time.Duration(float64(n) / r * float64(time.Second))

@@ -584,14 +584,17 @@ func TestPaceAgesAndDrainNeedsABatch(t *testing.T) {
 	if p := c.Pace(); p != 100 {
 		t.Fatalf("pace %v, want 100", p)
 	}
-	if d := c.Drain(3); d != 0 {
+	if d := c.Drain(3, 2); d != 0 {
 		t.Errorf("drain of 3, less than two timed batches: %v, want 0", d)
 	}
-	if d := c.Drain(5); d != 50*time.Millisecond {
+	if d := c.Drain(5, 2); d != 50*time.Millisecond {
 		t.Errorf("drain of 5 at 100/s: %v, want 50ms", d)
 	}
+	if d := c.Drain(3, 1); d != 30*time.Millisecond {
+		t.Errorf("drain of 3, one timed batch or more: %v, want 30ms", d)
+	}
 	clock.Add(paceTTL + time.Nanosecond)
-	if p, d := c.Pace(), c.Drain(5); p != 0 || d != 0 {
+	if p, d := c.Pace(), c.Drain(5, 2); p != 0 || d != 0 {
 		t.Errorf("pace %v, drain %v once no batch was timed for %v; want 0, 0", p, d, paceTTL)
 	}
 }
@@ -611,7 +614,7 @@ func TestPaceStartsOverOnceAged(t *testing.T) {
 	if _, err := c.Submit(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if p := c.Pace(); p != 100 {
+	if p := timedPace(t, c); p != 100 {
 		t.Fatalf("pace %v, want 100", p)
 	}
 	clock.Add(paceTTL + time.Nanosecond)
@@ -619,9 +622,22 @@ func TestPaceStartsOverOnceAged(t *testing.T) {
 	if _, err := c.Submit(t.Context(), "b"); err != nil {
 		t.Fatal(err)
 	}
-	if p := c.Pace(); p != 1000 {
+	if p := timedPace(t, c); p != 1000 {
 		t.Errorf("pace %v after the old one aged out, want 1000 (the new commit's alone)", p)
 	}
+}
+
+// timedPace waits for c's pace to be known: the writer times a batch
+// after answering it.
+func timedPace(t *testing.T, c *Committer[string, string]) float64 {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if p := c.Pace(); p != 0 {
+			return p
+		}
+	}
+	t.Fatal("no batch was timed")
+	return 0
 }
 
 // A failed batch (committed again item by item, or failed whole) is not

@@ -139,5 +139,6 @@ func unavailable(err error) bool { return errors.Is(err, anyhook.ErrUnavailable)
 func (b *Batcher) Backlog() time.Duration { return b.c.Backlog() }
 
 // Drain implements Backlogger: how long the store takes to commit n
-// events at its recent pace (groupcommit.Committer.Drain).
-func (b *Batcher) Drain(n int64) time.Duration { return b.c.Drain(n) }
+// events at its recent pace, 0 while n is less than batches of the
+// batches that time it (groupcommit.Committer.Drain).
+func (b *Batcher) Drain(n int64, batches int) time.Duration { return b.c.Drain(n, batches) }

@@ -63,7 +63,9 @@ type Source struct {
 // too few to tell).
 type Backlogger interface {
 	Backlog() time.Duration
-	Drain(n int64) time.Duration
+	// Drain is 0 too while n is less than batches of the smallest
+	// batches that time the pace.
+	Drain(n int64, batches int) time.Duration
 }
 
 // Options configure a Handler.
@@ -151,6 +153,7 @@ type Handler struct {
 	backlog  Backlogger      // nil: never shed
 	maxWait  time.Duration
 	inFlight atomic.Int64 // requests being answered, their body read
+	late     lateness
 	shedLog  atomic.Int64 // when shedding was last logged (Unix nanoseconds)
 	shed     atomic.Int64 // requests shed since the last log
 
@@ -185,6 +188,7 @@ func New(opt Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.late.epoch = h.now()
 	if h.newID == nil {
 		h.newID = store.NewID
 	}
@@ -313,20 +317,31 @@ func (h *Handler) logShed(source string) {
 	}
 	h.shed.Add(-n)
 	h.log.Warn("ingest over capacity: answering 503 to requests of sources that shed", "source", source,
-		"shed", n, "backlog", h.backlog.Backlog().String(), "in_flight", h.inFlight.Load(), "in_flight_wait", h.inFlightWait().String(),
-		"max_queue_wait", h.maxWait.String())
+		"shed", n, "backlog", h.backlog.Backlog().String(), "in_flight", h.inFlight.Load(), "in_flight_wait", h.backlog.Drain(h.inFlight.Load(), 1).String(),
+		"late", h.late.late(h.now()), "max_queue_wait", h.maxWait.String())
 }
 
-// inFlightWait is how long the requests being answered, and one received
-// now, take at the store's recent pace. Past the CPU's capacity a request
-// waits for a CPU at every step (verifying, queueing, committing), not
-// only in the commit queue, whose own backlog stays short while the CPU
-// is the bottleneck (BENCHMARKS.md, "Past capacity, the queue is the
-// CPU"): a bound on what is in progress follows the commit rate wherever
-// the requests wait. The requests of sources that queue count too: they
-// take the same store.
-func (h *Handler) inFlightWait() time.Duration {
-	return h.backlog.Drain(h.inFlight.Load() + 1) // and the one received now
+// overCapacity reports whether a request of a source that sheds is
+// refused now: the store's backlog is longer than MaxQueueWait, or the
+// requests being answered, and this one, would take longer at the
+// store's recent pace. Past the CPU's capacity a request waits for a CPU
+// at every step (verifying, queueing, committing), not only in the commit
+// queue, whose own backlog stays short while the CPU is the bottleneck
+// (BENCHMARKS.md, "Past capacity, the queue is the CPU"): a bound on
+// what is in progress follows the commit rate wherever the requests
+// wait. The requests of sources that queue count too: they take the same
+// store. While the requests recorded were late (lateness), the bound on
+// what is in progress is halved, and fewer of them are let in before it
+// applies: one timed batch instead of two.
+func (h *Handler) overCapacity() bool {
+	if h.backlog.Backlog() > h.maxWait {
+		return true
+	}
+	bound, batches := h.maxWait, 2
+	if h.late.late(h.now()) {
+		bound, batches = h.maxWait/2, 1
+	}
+	return h.backlog.Drain(h.inFlight.Load()+1, batches) > bound
 }
 
 // observe reports a finished request to the Observer, if any.
@@ -351,7 +366,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name), outcome: OutcomeUnknownSource}
 	}
 	if src.Shed && h.backlog != nil {
-		if h.backlog.Backlog() > h.maxWait || h.inFlightWait() > h.maxWait {
+		if h.overCapacity() {
 			return served{}, &rejection{code: http.StatusServiceUnavailable, outcome: OutcomeShed,
 				msg: "over capacity: the gateway is not taking this request; retry later"}
 		}
@@ -367,8 +382,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	}
 	// In progress from here: a body still on its way costs the gateway
 	// nothing, and a few slow senders must not make it shed everyone.
-	h.inFlight.Add(1)
-	defer h.inFlight.Add(-1)
+	began := h.now()
+	queued := false // behind at least one timed batch: see lateness
+	if n := h.inFlight.Add(1); h.backlog != nil {
+		queued = h.backlog.Drain(n, 1) > 0
+		defer func() {
+			if h.inFlight.Add(-1) == 0 {
+				h.late.drained(h.now())
+			}
+		}()
+	} else {
+		defer h.inFlight.Add(-1)
+	}
 	preq := &provider.Request{Method: r.Method, URL: publicURL(src, r), Header: r.Header, Body: body}
 	verified, err := h.verify(r.Context(), src, preq, received)
 	if err != nil {
@@ -425,6 +450,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		}
 	}
 	results, err := h.record(r.Context(), evs)
+	if err == nil && h.backlog != nil {
+		now := h.now()
+		h.late.recorded(now, now.Sub(began), h.maxWait, queued)
+	}
 	if err != nil && errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// Withdrawn from the queue unrecorded when the client left.
 		return served{}, &rejection{code: http.StatusServiceUnavailable, msg: "the client went away", err: err, outcome: OutcomeClientGone}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,18 +24,20 @@ import (
 type backlogRecorder struct {
 	backlog atomic.Int64
 	pace    atomic.Int64 // events per second
+	batch   atomic.Int64 // the smallest batch that times the pace
 	waiting atomic.Int64 // Ingest calls held by block
 	mu      sync.Mutex
 	keys    []string
 	block   chan struct{} // when not nil, Ingest waits for it or ctx
+	held    chan struct{} // when not nil, Ingest of "evt_held" waits for it or ctx
 	entered chan struct{} // when not nil, closed as the first Ingest begins
 	once    sync.Once
 }
 
 func (r *backlogRecorder) Backlog() time.Duration { return time.Duration(r.backlog.Load()) }
 
-func (r *backlogRecorder) Drain(n int64) time.Duration {
-	if p := r.pace.Load(); p > 0 {
+func (r *backlogRecorder) Drain(n int64, batches int) time.Duration {
+	if p := r.pace.Load(); p > 0 && n >= int64(batches)*r.batch.Load() {
 		return time.Duration(n) * time.Second / time.Duration(p)
 	}
 	return 0
@@ -44,7 +47,14 @@ func (r *backlogRecorder) Ingest(ctx context.Context, evs []store.NewEvent) ([]s
 	if r.entered != nil {
 		r.once.Do(func() { close(r.entered) })
 	}
-	if r.block != nil {
+	if r.held != nil && len(evs) == 1 && evs[0].Event.DedupKey == "evt_held" {
+		r.waiting.Add(1)
+		select {
+		case <-r.held:
+		case <-ctx.Done():
+		}
+		r.waiting.Add(-1)
+	} else if r.block != nil {
 		r.waiting.Add(1)
 		defer r.waiting.Add(-1)
 		select {
@@ -308,4 +318,103 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// Requests recorded later than max_queue_wait, behind a queue, halve the
+// bound for the next window: what admission estimates leaves out the CPU
+// a request waits for past capacity, and what was measured late does
+// not. A request estimated within half the bound is still taken; once a
+// window passes on time, or the queue drains, the whole bound is back.
+func TestLateRequestsHalveTheBound(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	rec := &backlogRecorder{held: make(chan struct{})}
+	p, err := provider.New(provider.Settings{Provider: "stripe", Secrets: []string{fuzzSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ingest.New(ingest.Options{Sources: []ingest.Source{{Name: "stripe", Provider: p, MaxBody: 1 << 16, Destinations: []string{"d"}, Shed: true}},
+		Recorder: rec, Logger: slog.New(slog.DiscardHandler), Now: now, MaxQueueWait: 50 * time.Millisecond})
+	var n atomic.Int64
+	post := func(id string) int {
+		if id == "" {
+			id = "evt_" + strconv.FormatInt(n.Add(1), 10)
+		}
+		body := []byte(`{"id":"` + id + `","type":"invoice.paid","object":"event"}`)
+		pr := &provider.Request{Method: "POST", URL: "http://gw/webhooks/stripe", Header: http.Header{}, Body: body}
+		if err := provider.Sign("stripe", fuzzSecret, pr, now()); err != nil {
+			t.Error(err)
+			return 0
+		}
+		req := httptest.NewRequest("POST", pr.URL, bytes.NewReader(body))
+		req.Header = pr.Header
+		req.SetPathValue("source", "stripe")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	// A request held in the recorder keeps the queue from draining; with
+	// it, one more in flight at 66 events/s is an estimated 30 ms, within
+	// the bound and past half of it; at 100 events/s, 20 ms.
+	const within, withinHalf = 66, 100
+	rec.pace.Store(within)
+	heldDone := make(chan int, 1)
+	go func() { heldDone <- post("evt_held") }()
+	waitInFlight(t, rec, 1)
+	if code := post(""); code != 200 {
+		t.Fatalf("estimated 30 ms, nothing late: %d, want 200", code)
+	}
+	// Four requests recorded 60 ms after they arrived, behind a queue
+	// (at 1,000 events/s all four are admitted).
+	rec.pace.Store(1000)
+	rec.block = make(chan struct{})
+	done := make(chan int, 4)
+	for range 4 {
+		go func() { done <- post("") }()
+	}
+	waitInFlight(t, rec, 5)
+	advance(60 * time.Millisecond)
+	close(rec.block)
+	for range 4 {
+		if code := <-done; code != 200 {
+			t.Fatalf("a request admitted before it was late: %d, want 200", code)
+		}
+	}
+	rec.block = nil
+	rec.pace.Store(within)
+	advance(100 * time.Millisecond)
+	if code := post(""); code != 200 { // recorded on time, it ends the late window
+		t.Fatalf("the request that ends the late window: %d, want 200", code)
+	}
+	if code := post(""); code != http.StatusServiceUnavailable {
+		t.Errorf("estimated 30 ms after a late window: %d, want 503 (the bound halved)", code)
+	}
+	rec.pace.Store(withinHalf)
+	if code := post(""); code != 200 {
+		t.Errorf("estimated 20 ms after a late window: %d, want 200 (within half the bound)", code)
+	}
+	rec.pace.Store(within)
+	rec.batch.Store(2) // two in flight are one timed batch, not two
+	if code := post(""); code != http.StatusServiceUnavailable {
+		t.Errorf("estimated 30 ms after a late window, one timed batch in flight: %d, want 503", code)
+	}
+	// The queue drains: the whole bound is back at once, and only two
+	// timed batches in flight are judged.
+	close(rec.held)
+	if code := <-heldDone; code != 200 {
+		t.Fatalf("the held request: %d, want 200", code)
+	}
+	rec.pace.Store(33) // alone in flight: 30 ms
+	rec.batch.Store(0)
+	if code := post(""); code != 200 {
+		t.Errorf("estimated 30 ms after the queue drained: %d, want 200 (the whole bound back)", code)
+	}
+	rec.pace.Store(10)
+	rec.batch.Store(1)
+	if code := post(""); code != 200 {
+		t.Errorf("estimated 100 ms, fewer in flight than two timed batches, nothing late: %d, want 200", code)
+	}
 }
