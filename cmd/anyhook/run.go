@@ -183,7 +183,9 @@ func openStore(ctx context.Context, cfg *config.Config, command string, upgrade 
 		}
 		return a
 	}})
-	st, err := gateway.Open(ctx, cfg, gateway.StoreOptions{Logger: slog.New(upgradesOnly{h}), NoUpgrade: !upgrade})
+	st, err := gateway.Open(ctx, cfg, gateway.StoreOptions{Logger: slog.New(cli.Only(h, func(r slog.Record) bool {
+		return strings.HasPrefix(r.Message, sqlstore.UpgradeMessage)
+	})), NoUpgrade: !upgrade})
 	switch {
 	case errors.Is(err, sqlstore.ErrUpgradeRefused):
 		return nil, fmt.Errorf("%s: %w; run it with the anyhook binary that serves this store, or upgrade the store first (anyhook serve applies the migrations)", command, err)
@@ -198,25 +200,6 @@ const (
 	mayUpgrade = true
 	noUpgrade  = false
 )
-
-// upgradesOnly passes on the records of a database upgrade alone
-// (sqlstore.UpgradeMessage).
-type upgradesOnly struct{ slog.Handler }
-
-func (h upgradesOnly) Handle(ctx context.Context, r slog.Record) error {
-	if !strings.HasPrefix(r.Message, sqlstore.UpgradeMessage) {
-		return nil
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h upgradesOnly) WithAttrs(as []slog.Attr) slog.Handler {
-	return upgradesOnly{h.Handler.WithAttrs(as)}
-}
-
-func (h upgradesOnly) WithGroup(name string) slog.Handler {
-	return upgradesOnly{h.Handler.WithGroup(name)}
-}
 
 // loadConfig loads the config for command, which reads only the values
 // under uses (config.Uses patterns; none: every value, as serve does). A

@@ -305,6 +305,9 @@ func (r *rejection) outcomeName() string {
 	return r.outcome
 }
 
+// OverCapacityMessage is the message logged while requests are shed.
+const OverCapacityMessage = "ingest over capacity: answering 503 to requests of sources that shed"
+
 // logShed logs that requests are being shed, at most once every 10
 // seconds with how many were since the last time: an overload of
 // thousands a second must not become as many log lines.
@@ -316,7 +319,7 @@ func (h *Handler) logShed(source string) {
 		return
 	}
 	h.shed.Add(-n)
-	h.log.Warn("ingest over capacity: answering 503 to requests of sources that shed", "source", source,
+	h.log.Warn(OverCapacityMessage, "source", source,
 		"shed", n, "backlog", h.backlog.Backlog().String(), "in_flight", h.inFlight.Load(), "in_flight_wait", h.backlog.Drain(h.inFlight.Load(), 1).String(),
 		"late", h.late.late(h.now()), "max_queue_wait", h.maxWait.String())
 }

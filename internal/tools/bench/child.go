@@ -21,6 +21,7 @@ import (
 	"github.com/anyhook/anyhook/internal/cli"
 	"github.com/anyhook/anyhook/internal/config"
 	"github.com/anyhook/anyhook/internal/gateway"
+	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/procs"
 )
 
@@ -60,7 +61,11 @@ func childMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if percent, _, _ := procs.TuneGC(); percent != 0 {
 		go procs.FollowHeap(ctx)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// Errors, and why requests were shed (at most once every 10 s: the
+	// backlog, what was in progress, whether the bound was halved).
+	log := slog.New(cli.Only(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), func(r slog.Record) bool {
+		return r.Level >= slog.LevelError || r.Message == ingest.OverCapacityMessage
+	}))
 	g, err := gateway.New(ctx, gateway.Options{Config: cfg, Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "anyhook bench %s: %v\n", childCommand, err)
