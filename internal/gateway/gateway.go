@@ -268,6 +268,7 @@ func (g *Gateway) build(ctx context.Context, opt Options, sources []ingest.Sourc
 		// A backfill's Fetched path records without this: it waits.
 		MaxQueueWait: cfg.Ingest.MaxQueueWait.D(),
 	})
+	mx.WatchAdmission(ih.Admission)
 	bySource := sourceDestinations(cfg)
 	bf := NewBackfiller(cfg, ih, st)
 	bf.Sleep = opt.BackfillSleep

@@ -113,11 +113,16 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		`anyhook_queue_depth{destination="billing",status="dead"}`:                                   0,
 		`anyhook_oldest_pending_age_seconds`:                                                         0,
 		`anyhook_store_scrape_error`:                                                                 0,
+		`anyhook_ingest_in_progress`:                                                                 0, // all answered
+		`anyhook_ingest_bound_halved`:                                                                0,
 	} {
 		got, ok := metricValue(t, body, series)
 		if !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
 		}
+	}
+	if _, ok := metricValue(t, body, `anyhook_ingest_commit_rate`); !ok {
+		t.Error("no anyhook_ingest_commit_rate") // 0 here: no batch big enough to time it
 	}
 	if _, ok := metricValue(t, body, `anyhook_last_delivered_timestamp_seconds{destination="billing"}`); !ok {
 		t.Error("no anyhook_last_delivered_timestamp_seconds for billing")

@@ -138,6 +138,10 @@ func unavailable(err error) bool { return errors.Is(err, anyhook.ErrUnavailable)
 // for a writer, from what is queued and the recent commit rate.
 func (b *Batcher) Backlog() time.Duration { return b.c.Backlog() }
 
+// Pace implements Backlogger: the recent commit rate, events per second
+// (groupcommit.Committer.Pace).
+func (b *Batcher) Pace() float64 { return b.c.Pace() }
+
 // Drain implements Backlogger: how long the store takes to commit n
 // events at its recent pace, 0 while n is less than batches of the
 // batches that time it (groupcommit.Committer.Drain).

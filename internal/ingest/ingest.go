@@ -63,6 +63,8 @@ type Source struct {
 // too few to tell).
 type Backlogger interface {
 	Backlog() time.Duration
+	// Pace is the recent commit rate, events per second; 0: not known.
+	Pace() float64
 	// Drain is 0 too while n is less than batches of the smallest
 	// batches that time the pace.
 	Drain(n int64, batches int) time.Duration
@@ -303,6 +305,22 @@ func (r *rejection) outcomeName() string {
 		return OutcomeInvalid
 	}
 	return r.outcome
+}
+
+// Admission is what admission judges by now (for metrics).
+type Admission struct {
+	Pace       float64 // the store's recent commit rate, events per second; 0: not known, or admission is off
+	InProgress int64   // requests being answered, their body read
+	Halved     bool    // the requests recorded were late: the bound on those in progress is halved
+}
+
+// Admission reports what admission judges by now.
+func (h *Handler) Admission() Admission {
+	a := Admission{InProgress: h.inFlight.Load()}
+	if h.backlog != nil {
+		a.Pace, a.Halved = h.backlog.Pace(), h.late.late(h.now())
+	}
+	return a
 }
 
 // OverCapacityMessage is the message logged while requests are shed.

@@ -36,6 +36,8 @@ type backlogRecorder struct {
 
 func (r *backlogRecorder) Backlog() time.Duration { return time.Duration(r.backlog.Load()) }
 
+func (r *backlogRecorder) Pace() float64 { return float64(r.pace.Load()) }
+
 func (r *backlogRecorder) Drain(n int64, batches int) time.Duration {
 	if p := r.pace.Load(); p > 0 && n >= int64(batches)*r.batch.Load() {
 		return time.Duration(n) * time.Second / time.Duration(p)
@@ -392,6 +394,9 @@ func TestLateRequestsHalveTheBound(t *testing.T) {
 	if code := post(""); code != http.StatusServiceUnavailable {
 		t.Errorf("estimated 30 ms after a late window: %d, want 503 (the bound halved)", code)
 	}
+	if a := h.Admission(); a != (ingest.Admission{Pace: within, InProgress: 1, Halved: true}) {
+		t.Errorf("admission after a late window, one held: %+v", a)
+	}
 	rec.pace.Store(withinHalf)
 	if code := post(""); code != 200 {
 		t.Errorf("estimated 20 ms after a late window: %d, want 200 (within half the bound)", code)
@@ -406,6 +411,9 @@ func TestLateRequestsHalveTheBound(t *testing.T) {
 	close(rec.held)
 	if code := <-heldDone; code != 200 {
 		t.Fatalf("the held request: %d, want 200", code)
+	}
+	if a := h.Admission(); a.Halved || a.InProgress != 0 {
+		t.Errorf("admission once drained: %+v, want nothing halved or in progress", a)
 	}
 	rec.pace.Store(33) // alone in flight: 30 ms
 	rec.batch.Store(0)

@@ -197,6 +197,31 @@ func (m *Metrics) Ingested(source, outcome string, took time.Duration) {
 	}
 }
 
+// WatchAdmission reports, at scrape time, what ingest's admission judges
+// by: the commit rate, the requests in progress and whether the bound
+// is halved (ingest.Handler.Admission). Call it once.
+func (m *Metrics) WatchAdmission(admission func() ingest.Admission) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "anyhook_ingest_commit_rate",
+			Help: "The store's recent commit rate, events per second, by which admission (ingest.max_queue_wait) estimates the wait; 0 while not known.",
+		}, func() float64 { return admission().Pace }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "anyhook_ingest_in_progress",
+			Help: "Webhook requests being answered, their body read.",
+		}, func() float64 { return float64(admission().InProgress) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "anyhook_ingest_bound_halved",
+			Help: "1 while the requests recorded were late and those in progress are judged against half of ingest.max_queue_wait, else 0.",
+		}, func() float64 {
+			if admission().Halved {
+				return 1
+			}
+			return 0
+		}),
+	)
+}
+
 // Shed is how many requests this process shed since it started.
 func (m *Metrics) Shed() int64 { return m.shedTotal.Load() }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/anyhook/anyhook"
 	"github.com/anyhook/anyhook/internal/auth"
 	"github.com/anyhook/anyhook/internal/delivery"
+	"github.com/anyhook/anyhook/internal/ingest"
 	"github.com/anyhook/anyhook/internal/metrics"
 	"github.com/anyhook/anyhook/internal/store"
 	"github.com/anyhook/anyhook/internal/store/sqlite"
@@ -180,6 +181,7 @@ func TestDocs(t *testing.T) {
 	m.Ingested("s", "accepted", 0)
 	m.Attempted("billing", anyhook.StatusDelivered, anyhook.Attempt{Outcome: anyhook.OutcomeAnswered})
 	m.Rescued("billing", anyhook.StatusPending)
+	m.WatchAdmission(func() ingest.Admission { return ingest.Admission{} })
 	m.AlertTransport(roundTrip(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 200}, nil })).
 		RoundTrip(httptest.NewRequest("POST", "http://sink/", nil))
 	fams, err := m.Registry().Gather()
