@@ -337,9 +337,11 @@ func (h *Handler) logShed(source string) {
 		return
 	}
 	h.shed.Add(-n)
+	bound, batches, late := h.bound()
 	h.log.Warn(OverCapacityMessage, "source", source,
-		"shed", n, "backlog", h.backlog.Backlog().String(), "in_flight", h.inFlight.Load(), "in_flight_wait", h.backlog.Drain(h.inFlight.Load(), 1).String(),
-		"late", h.late.late(h.now()), "max_queue_wait", h.maxWait.String())
+		"shed", n, "backlog", h.backlog.Backlog().String(), "in_flight", h.inFlight.Load(),
+		"in_flight_wait", h.backlog.Drain(h.inFlight.Load(), batches).String(), "bound", bound.String(),
+		"late", late, "max_queue_wait", h.maxWait.String())
 }
 
 // overCapacity reports whether a request of a source that sheds is
@@ -358,11 +360,18 @@ func (h *Handler) overCapacity() bool {
 	if h.backlog.Backlog() > h.maxWait {
 		return true
 	}
-	bound, batches := h.maxWait, 2
-	if h.late.late(h.now()) {
-		bound, batches = h.maxWait/2, 1
-	}
+	bound, batches, _ := h.bound()
 	return h.backlog.Drain(h.inFlight.Load()+1, batches) > bound
+}
+
+// bound is what the requests in progress are judged against now: their
+// estimated wait must stay within bound, and fewer than batches timed
+// batches of them never count; halved and from one batch while late.
+func (h *Handler) bound() (bound time.Duration, batches int, late bool) {
+	if h.late.late(h.now()) {
+		return h.maxWait / 2, 1, true
+	}
+	return h.maxWait, 2, false
 }
 
 // observe reports a finished request to the Observer, if any.

@@ -171,6 +171,12 @@ func TestOverloadSheds(t *testing.T) {
 	if n := strings.Count(logs.String(), "over capacity"); n != 1 || strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Errorf("%d over-capacity log lines, want 1 and no error:\n%s", n, logs.String())
 	}
+	// It says what the requests in progress were judged against.
+	for _, want := range []string{`"bound":"50ms"`, `"late":false`, `"in_flight_wait":`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the over-capacity line lacks %s:\n%s", want, logs.String())
+		}
+	}
 }
 
 // Past the CPU's capacity requests wait everywhere in the handler, and
@@ -334,12 +340,13 @@ func TestLateRequestsHalveTheBound(t *testing.T) {
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 	rec := &backlogRecorder{held: make(chan struct{})}
+	var logs bytes.Buffer // written only by the requests this goroutine sends
 	p, err := provider.New(provider.Settings{Provider: "stripe", Secrets: []string{fuzzSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := ingest.New(ingest.Options{Sources: []ingest.Source{{Name: "stripe", Provider: p, MaxBody: 1 << 16, Destinations: []string{"d"}, Shed: true}},
-		Recorder: rec, Logger: slog.New(slog.DiscardHandler), Now: now, MaxQueueWait: 50 * time.Millisecond})
+		Recorder: rec, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Now: now, MaxQueueWait: 50 * time.Millisecond})
 	var n atomic.Int64
 	post := func(id string) int {
 		if id == "" {
@@ -393,6 +400,11 @@ func TestLateRequestsHalveTheBound(t *testing.T) {
 	}
 	if code := post(""); code != http.StatusServiceUnavailable {
 		t.Errorf("estimated 30 ms after a late window: %d, want 503 (the bound halved)", code)
+	}
+	for _, want := range []string{`"bound":"25ms"`, `"late":true`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the over-capacity line lacks %s:\n%s", want, logs.String())
+		}
 	}
 	if a := h.Admission(); a != (ingest.Admission{Pace: within, InProgress: 1, Halved: true}) {
 		t.Errorf("admission after a late window, one held: %+v", a)

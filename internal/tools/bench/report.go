@@ -250,7 +250,7 @@ func (r *Report) print(w io.Writer) {
 	if ol := r.OpenLoop; ol != nil {
 		// The run lasts until the last answer: say so beside the schedule,
 		// or "for 17 s" after --duration 10s reads as a bug.
-		fmt.Fprintf(w, "open loop: %.0f requests/s (%.0f%% of capacity) scheduled over %.0f s, the last answered at %.0f s: %d sent, %d accepted, %d shed (ingest.max_queue_wait %s), %d failed, %d errors (%d timed out), %d delivered\n",
+		fmt.Fprintf(w, "open loop: %.0f requests/s (%.0f%% of what the closed loop took and delivered) scheduled over %.0f s, the last answered at %.0f s: %d sent, %d accepted, %d shed (ingest.max_queue_wait %s), %d failed, %d errors (%d timed out), %d delivered\n",
 			ol.Rate, ol.CapacityPct, float64(ol.Sent)/ol.Rate, ol.Seconds, ol.Sent, ol.Accepted, ol.Shed, r.MaxQueueWait, ol.Failed, ol.Errors, ol.TimedOut, ol.Delivered)
 		fmt.Fprintf(w, "  ack latency of the accepted, from when each was due, ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.1f; longest stall %.1f ms at %.1f s; gateway CPU %.0f µs/event\n",
 			ol.P50MS, ol.P90MS, ol.P99MS, ol.P999MS, ol.MaxMS, ol.LongestStallMS, ol.StallAtS, ol.ServerCPUPerEventUS)
