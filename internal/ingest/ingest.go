@@ -218,6 +218,7 @@ type rejection struct {
 	err     error  // for the log only
 	outcome string // for the Observer; "" is OutcomeInvalid
 	body    []byte // what was read of the body, for the rejection log; nil when not read
+	shed    *verdict
 }
 
 func (r *rejection) Error() string { return r.msg }
@@ -263,7 +264,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) (code int, outc
 			return rej.code, rej.outcome
 		case OutcomeShed:
 			w.Header().Set("Retry-After", "1")
-			h.logShed(name)
+			h.logShed(name, rej.shed)
 			writeJSON(w, rej.code, map[string]string{"error": rej.msg})
 			return rej.code, rej.outcome
 		}
@@ -327,9 +328,10 @@ func (h *Handler) Admission() Admission {
 const OverCapacityMessage = "ingest over capacity: answering 503 to requests of sources that shed"
 
 // logShed logs that requests are being shed, at most once every 10
-// seconds with how many were since the last time: an overload of
-// thousands a second must not become as many log lines.
-func (h *Handler) logShed(source string) {
+// seconds with how many were since the last time (an overload of
+// thousands a second must not become as many log lines), and what the
+// request that logs it was refused on.
+func (h *Handler) logShed(source string, v *verdict) {
 	n := h.shed.Add(1)
 	now := h.now().UnixNano()
 	last := h.shedLog.Load()
@@ -337,41 +339,42 @@ func (h *Handler) logShed(source string) {
 		return
 	}
 	h.shed.Add(-n)
-	bound, batches, late := h.bound()
 	h.log.Warn(OverCapacityMessage, "source", source,
-		"shed", n, "backlog", h.backlog.Backlog().String(), "in_flight", h.inFlight.Load(),
-		"in_flight_wait", h.backlog.Drain(h.inFlight.Load(), batches).String(), "bound", bound.String(),
-		"late", late, "max_queue_wait", h.maxWait.String())
+		"shed", n, "backlog", v.backlog.String(), "in_flight", v.inFlight,
+		"in_flight_wait", v.wait.String(), "bound", v.bound.String(),
+		"late", v.late, "max_queue_wait", h.maxWait.String())
+}
+
+// verdict is what one admission decision was made on.
+type verdict struct {
+	backlog  time.Duration // the store's backlog, judged against MaxQueueWait
+	inFlight int64         // the requests being answered, this one not counted
+	wait     time.Duration // their estimated wait with this one, judged against bound
+	bound    time.Duration
+	late     bool // the requests recorded were late: bound is halved
 }
 
 // overCapacity reports whether a request of a source that sheds is
-// refused now: the store's backlog is longer than MaxQueueWait, or the
-// requests being answered, and this one, would take longer at the
-// store's recent pace. Past the CPU's capacity a request waits for a CPU
-// at every step (verifying, queueing, committing), not only in the commit
-// queue, whose own backlog stays short while the CPU is the bottleneck
-// (BENCHMARKS.md, "Past capacity, the queue is the CPU"): a bound on
-// what is in progress follows the commit rate wherever the requests
-// wait. The requests of sources that queue count too: they take the same
-// store. While the requests recorded were late (lateness), the bound on
-// what is in progress is halved, and fewer of them are let in before it
-// applies: one timed batch instead of two.
-func (h *Handler) overCapacity() bool {
-	if h.backlog.Backlog() > h.maxWait {
-		return true
+// refused now, and on what: the store's backlog is longer than
+// MaxQueueWait, or the requests being answered, and this one, would take
+// longer than the bound at the store's recent pace. Past the CPU's
+// capacity a request waits for a CPU at every step (verifying, queueing,
+// committing), not only in the commit queue, whose own backlog stays
+// short while the CPU is the bottleneck (BENCHMARKS.md, "Past capacity,
+// the queue is the CPU"): a bound on what is in progress follows the
+// commit rate wherever the requests wait. The requests of sources that
+// queue count too: they take the same store. While the requests
+// recorded were late (lateness), the bound is MaxQueueWait halved, and
+// fewer of them are let in before it applies: one timed batch instead
+// of two.
+func (h *Handler) overCapacity() (*verdict, bool) {
+	v := &verdict{backlog: h.backlog.Backlog(), inFlight: h.inFlight.Load(), bound: h.maxWait, late: h.late.late(h.now())}
+	batches := 2
+	if v.late {
+		v.bound, batches = h.maxWait/2, 1
 	}
-	bound, batches, _ := h.bound()
-	return h.backlog.Drain(h.inFlight.Load()+1, batches) > bound
-}
-
-// bound is what the requests in progress are judged against now: their
-// estimated wait must stay within bound, and fewer than batches timed
-// batches of them never count; halved and from one batch while late.
-func (h *Handler) bound() (bound time.Duration, batches int, late bool) {
-	if h.late.late(h.now()) {
-		return h.maxWait / 2, 1, true
-	}
-	return h.maxWait, 2, false
+	v.wait = h.backlog.Drain(v.inFlight+1, batches)
+	return v, v.backlog > h.maxWait || v.wait > v.bound
 }
 
 // observe reports a finished request to the Observer, if any.
@@ -396,8 +399,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 		return served{}, &rejection{code: http.StatusNotFound, msg: "unknown source " + strconv.Quote(name), outcome: OutcomeUnknownSource}
 	}
 	if src.Shed && h.backlog != nil {
-		if h.overCapacity() {
-			return served{}, &rejection{code: http.StatusServiceUnavailable, outcome: OutcomeShed,
+		if v, over := h.overCapacity(); over {
+			return served{}, &rejection{code: http.StatusServiceUnavailable, outcome: OutcomeShed, shed: v,
 				msg: "over capacity: the gateway is not taking this request; retry later"}
 		}
 	}

@@ -172,7 +172,7 @@ func TestOverloadSheds(t *testing.T) {
 		t.Errorf("%d over-capacity log lines, want 1 and no error:\n%s", n, logs.String())
 	}
 	// It says what the requests in progress were judged against.
-	for _, want := range []string{`"bound":"50ms"`, `"late":false`, `"in_flight_wait":`} {
+	for _, want := range []string{`"backlog":"80ms"`, `"bound":"50ms"`, `"late":false`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the over-capacity line lacks %s:\n%s", want, logs.String())
 		}
@@ -340,13 +340,15 @@ func TestLateRequestsHalveTheBound(t *testing.T) {
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 	rec := &backlogRecorder{held: make(chan struct{})}
-	var logs bytes.Buffer // written only by the requests this goroutine sends
+	var logMu sync.Mutex
+	var logs bytes.Buffer
+	logged := func() string { logMu.Lock(); defer logMu.Unlock(); return logs.String() }
 	p, err := provider.New(provider.Settings{Provider: "stripe", Secrets: []string{fuzzSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := ingest.New(ingest.Options{Sources: []ingest.Source{{Name: "stripe", Provider: p, MaxBody: 1 << 16, Destinations: []string{"d"}, Shed: true}},
-		Recorder: rec, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Now: now, MaxQueueWait: 50 * time.Millisecond})
+		Recorder: rec, Logger: slog.New(slog.NewJSONHandler(lockedWriter{&logMu, &logs}, nil)), Now: now, MaxQueueWait: 50 * time.Millisecond})
 	var n atomic.Int64
 	post := func(id string) int {
 		if id == "" {
@@ -398,12 +400,15 @@ func TestLateRequestsHalveTheBound(t *testing.T) {
 	if code := post(""); code != 200 { // recorded on time, it ends the late window
 		t.Fatalf("the request that ends the late window: %d, want 200", code)
 	}
+	rec.batch.Store(2) // two in flight are one timed batch, not two
 	if code := post(""); code != http.StatusServiceUnavailable {
 		t.Errorf("estimated 30 ms after a late window: %d, want 503 (the bound halved)", code)
 	}
-	for _, want := range []string{`"bound":"25ms"`, `"late":true`} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("the over-capacity line lacks %s:\n%s", want, logs.String())
+	// The line says what that request was refused on: the one held and
+	// itself, 2/66 s, against half the bound.
+	for _, want := range []string{`"in_flight":1`, `"in_flight_wait":"30.30303ms"`, `"bound":"25ms"`, `"late":true`} {
+		if !strings.Contains(logged(), want) {
+			t.Errorf("the over-capacity line lacks %s:\n%s", want, logged())
 		}
 	}
 	if a := h.Admission(); a != (ingest.Admission{Pace: within, InProgress: 1, Halved: true}) {
@@ -414,7 +419,6 @@ func TestLateRequestsHalveTheBound(t *testing.T) {
 		t.Errorf("estimated 20 ms after a late window: %d, want 200 (within half the bound)", code)
 	}
 	rec.pace.Store(within)
-	rec.batch.Store(2) // two in flight are one timed batch, not two
 	if code := post(""); code != http.StatusServiceUnavailable {
 		t.Errorf("estimated 30 ms after a late window, one timed batch in flight: %d, want 503", code)
 	}
