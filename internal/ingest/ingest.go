@@ -367,8 +367,8 @@ type verdict struct {
 // recorded were late (lateness), the bound is MaxQueueWait halved, and
 // fewer of them are let in before it applies: one timed batch instead
 // of two.
-func (h *Handler) overCapacity() (*verdict, bool) {
-	v := &verdict{backlog: h.backlog.Backlog(), inFlight: h.inFlight.Load(), bound: h.maxWait, late: h.late.late(h.now())}
+func (h *Handler) overCapacity() (verdict, bool) {
+	v := verdict{backlog: h.backlog.Backlog(), inFlight: h.inFlight.Load(), bound: h.maxWait, late: h.late.late(h.now())}
 	batches := 2
 	if v.late {
 		v.bound, batches = h.maxWait/2, 1
@@ -400,7 +400,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, name string) (se
 	}
 	if src.Shed && h.backlog != nil {
 		if v, over := h.overCapacity(); over {
-			return served{}, &rejection{code: http.StatusServiceUnavailable, outcome: OutcomeShed, shed: v,
+			shed := v // to the heap only when shed
+			return served{}, &rejection{code: http.StatusServiceUnavailable, outcome: OutcomeShed, shed: &shed,
 				msg: "over capacity: the gateway is not taking this request; retry later"}
 		}
 	}
