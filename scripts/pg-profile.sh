@@ -18,7 +18,11 @@
 # start: they overstate by ~5 % at 10,000 events (more with fewer), the
 # same for every binary.
 #
-# Usage: scripts/pg-profile.sh [-n EVENTS] [-r ROUNDS] [-p PORT] BINARY...
+# With -t N it also prints, after each round, the N statements that took
+# the most execution time, in µs and calls per event (the query's first
+# 100 characters), to find which statement a change made dearer.
+#
+# Usage: scripts/pg-profile.sh [-n EVENTS] [-r ROUNDS] [-p PORT] [-t N] BINARY...
 #   e.g. git worktree add /tmp/old OLD_COMMIT && (cd /tmp/old && go build -o /tmp/before ./cmd/anyhook)
 #        go build -o /tmp/after ./cmd/anyhook
 #        scripts/pg-profile.sh -r 4 /tmp/before /tmp/after
@@ -32,17 +36,19 @@ set -euo pipefail
 EVENTS=10000
 ROUNDS=1
 PORT=5433
-while getopts "n:r:p:" o; do
+TOP=0
+while getopts "n:r:p:t:" o; do
 	case $o in
 	n) EVENTS=$OPTARG ;;
 	r) ROUNDS=$OPTARG ;;
 	p) PORT=$OPTARG ;;
+	t) TOP=$OPTARG ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || {
-	echo "usage: $0 [-n EVENTS] [-r ROUNDS] [-p PORT] BINARY..." >&2
+	echo "usage: $0 [-n EVENTS] [-r ROUNDS] [-p PORT] [-t N] BINARY..." >&2
 	exit 2
 }
 
@@ -121,5 +127,9 @@ for round in $(seq 1 "$ROUNDS"); do
 			FROM pg_stat_statements WHERE query NOT LIKE 'CREATE%' AND query NOT LIKE '--%'")
 		wal=$($psql -c "SELECT round(wal_records::numeric / $EVENTS, 1) || ' WAL records/event, ' || round(wal_bytes / $EVENTS) || ' WAL bytes/event' FROM pg_stat_wal")
 		echo "round $round  $bin: $ingest; PostgreSQL $(((c1 - c0) * 1000000 / hz / EVENTS)) CPU µs/event, $stmts, $wal"
+		if [ "$TOP" -gt 0 ]; then
+			$psql -c "SELECT '  ' || lpad(round(total_exec_time * 1000 / $EVENTS)::text, 5) || ' µs ' || lpad(round(calls::numeric / $EVENTS, 2)::text, 5) || ' calls  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 100)
+				FROM pg_stat_statements WHERE query NOT LIKE 'CREATE%' AND query NOT LIKE '--%' ORDER BY total_exec_time DESC LIMIT $TOP"
+		fi
 	done
 done
