@@ -395,3 +395,47 @@ func TestHeldBackRace(t *testing.T) {
 	t.Parallel()
 	storetest.HeldBackRace(t, open(t), 1000)
 }
+
+// TestMigrationsLeaveNoEmptyStatistics: the migrations analyze no table
+// while it is empty. A table never analyzed is planned as ten pages at
+// least; one analyzed empty as what it holds, so a plan made while it is
+// small scans it whole, and PostgreSQL keeps such a plan per connection
+// (a prepared statement's generic plan, a foreign key's check) while the
+// table grows, until autovacuum analyzes it. Deliveries analyzed empty by
+// 0041 and 0043 made each attempt's check on its delivery scan every
+// delivery: 300–600 µs of PostgreSQL's time per event in the bench
+// (BENCHMARKS.md, "PostgreSQL spends more per event than on 2026-12-06").
+// The destinations table, analyzed on open, stays a few rows: a scan of
+// its page is the right plan.
+func TestMigrationsLeaveNoEmptyStatistics(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	openDSN(t, dsn)
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
+	rows, err := conn.Query(t.Context(), `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.reltuples >= 0 AND c.relname <> 'destinations'
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	analyzed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(analyzed) > 0 {
+		t.Errorf("tables analyzed while empty by the migrations: %v", analyzed)
+	}
+	// The plan the attempts' foreign key checks each row with, as it
+	// is kept: generic.
+	if _, err := conn.Exec(t.Context(), `SET plan_cache_mode = force_generic_plan;
+		PREPARE fk (text) AS SELECT 1 FROM ONLY deliveries x WHERE id = $1 FOR KEY SHARE OF x`); err != nil {
+		t.Fatal(err)
+	}
+	if plan := explain(t, conn, `EXECUTE fk ('x')`, nil); !strings.Contains(plan, "Index Scan") {
+		t.Errorf("the attempts' foreign-key check on a fresh store does not seek the delivery:\n%s", plan)
+	}
+}
