@@ -48,7 +48,7 @@ const secret = "whsec_test_secret"
 type proc struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *bytes.Buffer
+	stderr *syncio.Buffer // written by the process's copier, read by the test
 	done   chan struct{}
 }
 
@@ -84,8 +84,8 @@ func launch(t *testing.T, cmd *exec.Cmd) (*proc, <-chan string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = &syncio.Writer{W: p.stderr}
+	p := &proc{cmd: cmd, stderr: &syncio.Buffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}

@@ -184,8 +184,8 @@ func TestChildProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	c, err := startChild(t.Context(), exe, cfg, nil, &syncio.Writer{W: &stderr})
+	var stderr syncio.Buffer
+	c, err := startChild(t.Context(), exe, cfg, nil, &stderr)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}

@@ -103,8 +103,8 @@ func TestFloorLogsEveryBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	var stderr bytes.Buffer
-	fl, err := startProcess(t.Context(), exe, []string{floorCommand, "--sink", sk.url, "--dir", dir, "--queue", "20"}, nil, &syncio.Writer{W: &stderr})
+	var stderr syncio.Buffer
+	fl, err := startProcess(t.Context(), exe, []string{floorCommand, "--sink", sk.url, "--dir", dir, "--queue", "20"}, nil, &stderr)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
