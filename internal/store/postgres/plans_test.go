@@ -250,11 +250,7 @@ func planConn(t *testing.T) *pgx.Conn {
 	t.Helper()
 	dsn := pgtest.DSN(t)
 	openDSN(t, dsn) // applies the migrations
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
+	conn := connect(t, dsn)
 	if _, err := conn.Exec(t.Context(), `SET enable_seqscan = off; SET enable_sort = off`); err != nil {
 		t.Fatal(err)
 	}
@@ -273,11 +269,7 @@ func TestPlansHeldBackDestinations(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	s := openDSN(t, dsn)
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
+	conn := connect(t, dsn)
 	estimate := func() string {
 		plan := explain(t, conn, `SELECT 1 FROM destinations ps WHERE `+sqlstore.HeldBack("ps."), nil)
 		return regexp.MustCompile(`rows=(\d+)`).FindStringSubmatch(plan)[1]
@@ -359,11 +351,7 @@ func TestPlansPausedOfASource(t *testing.T) {
 	if err := s.SetPaused(t.Context(), "ci", true); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
+	conn := connect(t, dsn)
 	if _, err := conn.Exec(t.Context(), `ANALYZE deliveries`); err != nil { // as autovacuum would
 		t.Fatal(err)
 	}
@@ -413,11 +401,7 @@ func TestMigrationsAnalyzeNoSmallTable(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	s := openDSN(t, dsn)
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.WithoutCancel(t.Context())) })
+	conn := connect(t, dsn)
 	// What autovacuum analyzed since is not the migrations' doing.
 	rows, err := conn.Query(t.Context(), `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		JOIN pg_stat_user_tables u ON u.relid = c.oid
